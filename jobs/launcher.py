@@ -1,0 +1,316 @@
+"""Plan, launch and wait for the workers of a job (process runtime; no Mininet, no torch).
+
+Three steps, each usable on its own::
+
+    specs = plan_workers(job, placement, profile, scale, machine_ip, machine_ifname,
+                         iterations=20, warmup_iterations=2, mode="replay",
+                         out_dir=run_dir, master_port=29500)
+    workers = launch(specs, exec_fn, run_dir)
+    wait_all(workers, timeout_s=600)
+
+:func:`plan_workers` is pure. :func:`launch` writes one spec file per rank and starts
+``python -m jobs.worker SPEC`` through ``exec_fn(machine, argv, env, log_path)``, which the
+caller supplies: the testbed's runs the command inside the machine's Mininet host,
+:func:`local_exec` runs it as a local subprocess (tests, dry runs on 127.0.0.1). The project
+root reaches the worker through ``PYTHONPATH`` in ``env``, so the command works from any
+working directory and inside a host's namespaces. :func:`wait_all` waits with a timeout and,
+when a rank fails or time runs out, kills by PID the processes :func:`launch` started and
+raises :class:`JobError` naming the job, the rank, its exit code and its log.
+
+Files in ``out_dir`` per rank ``r`` of job ``J``: ``J-rank{r}.json`` (the spec),
+``J-rank{r}.log`` (stdout and stderr), ``J-rank{r}.jsonl`` (iteration records, see
+:mod:`jobs.records`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from common.errors import JobError
+from jobs.models import TRAINABLE_MODELS, ModelProfile, scaled_buckets
+from jobs.patterns import COLLECTIVE_NAMES
+from placement.base import JobRequest, Placement
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+MODES = ("replay", "train")
+LOG_TAIL_LINES = 15
+
+ExecFn = Callable[[str, list, dict, str], subprocess.Popen]
+"""``exec_fn(machine, argv, env, log_path) -> Popen``: start ``argv`` with environment ``env``
+on ``machine``, stdout and stderr to ``log_path``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerSpec:
+    """Everything one worker process needs; JSON-serialisable (``to_dict`` / ``save``).
+
+    Attributes:
+        job: job name.
+        rank: this worker's rank (0-based).
+        world: number of workers.
+        machine: machine (emulated host) the rank runs on.
+        master_addr: IP address of rank 0's machine (the gloo rendezvous store).
+        master_port: TCP port of the rendezvous store.
+        ifname: network interface gloo binds to (``GLOO_SOCKET_IFNAME``), or None for gloo's choice.
+        mode: ``"replay"`` (emulated compute, replayed buckets) or ``"train"`` (real DDP training).
+        model: model profile name (see :mod:`jobs.models`).
+        bucket_bytes: bucket sizes allreduced per iteration in replay mode (already scaled);
+            informational in train mode, where DDP forms the buckets.
+        compute_s: emulated compute time per iteration in replay mode.
+        iterations: recorded iterations.
+        warmup_iterations: iterations run before them and not recorded.
+        collective: allreduce algorithm name (see :mod:`jobs.collectives`).
+        records_path: JSON-lines file this rank writes its records to.
+        timeout_s: gloo timeout for rendezvous and each collective operation.
+        seed: seed of the model initialisation and synthetic data (train mode).
+    """
+
+    job: str
+    rank: int
+    world: int
+    machine: str
+    master_addr: str
+    master_port: int
+    ifname: str | None
+    mode: str
+    model: str
+    bucket_bytes: tuple[int, ...]
+    compute_s: float
+    iterations: int
+    warmup_iterations: int
+    collective: str
+    records_path: str
+    timeout_s: float = 300.0
+    seed: int = 0
+
+    def __post_init__(self):
+        where = f"job {self.job!r} rank {self.rank}"
+        if not 0 <= self.rank < self.world:
+            raise JobError(f"{where}: rank must be in [0, {self.world}), world is {self.world}")
+        if self.mode not in MODES:
+            raise JobError(f"{where}: unknown mode {self.mode!r}; valid: {', '.join(MODES)}")
+        if self.iterations < 1 or self.warmup_iterations < 0:
+            raise JobError(f"{where}: need iterations >= 1 and warmup_iterations >= 0, "
+                           f"got {self.iterations} and {self.warmup_iterations}")
+        if any(b <= 0 or b % 4 for b in self.bucket_bytes):
+            raise JobError(f"{where}: bucket sizes must be positive multiples of 4 bytes, got {self.bucket_bytes}")
+        if self.compute_s < 0 or self.timeout_s <= 0:
+            raise JobError(f"{where}: need compute_s >= 0 and timeout_s > 0, "
+                           f"got {self.compute_s} and {self.timeout_s}")
+        if not 0 < self.master_port < 65536:
+            raise JobError(f"{where}: bad master_port {self.master_port}")
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form."""
+        d = dataclasses.asdict(self)
+        d["bucket_bytes"] = list(self.bucket_bytes)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "WorkerSpec":
+        """Inverse of :meth:`to_dict`; unknown or missing keys raise :class:`JobError`."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise JobError(f"worker spec has unknown keys {sorted(unknown)}; valid: {sorted(names)}")
+        try:
+            spec = cls(**{**d, "bucket_bytes": tuple(d.get("bucket_bytes", ()))})
+        except TypeError as exc:
+            raise JobError(f"bad worker spec: {exc}") from None
+        return spec
+
+    def save(self, path: str | Path) -> None:
+        """Write the spec as JSON."""
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "WorkerSpec":
+        """Read a spec written by :meth:`save`."""
+        try:
+            d = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise JobError(f"cannot read worker spec {path}: {exc}") from None
+        return cls.from_dict(d)
+
+
+@dataclasses.dataclass
+class RunningWorker:
+    """A started worker: its spec, its process and its files."""
+
+    spec: WorkerSpec
+    process: subprocess.Popen
+    spec_path: str
+    log_path: str
+
+
+def file_stem(job: str, rank: int) -> str:
+    """Base name of a rank's files in the output directory."""
+    return f"{job}-rank{rank}"
+
+
+def plan_workers(job: JobRequest, placement: Placement, profile: ModelProfile, scale: float,
+                 machine_ip: Mapping[str, str], machine_ifname: Mapping[str, str],
+                 iterations: int, warmup_iterations: int, mode: str, out_dir: str | Path,
+                 master_port: int, *, timeout_s: float = 300.0, seed: int = 0) -> list[WorkerSpec]:
+    """One :class:`WorkerSpec` per rank of ``job`` placed by ``placement``.
+
+    Rank ``r`` runs on ``placement.slots[r].machine``; rank 0's machine hosts the rendezvous
+    (``master_addr``). Several ranks on one machine share its address and interface.
+
+    Args:
+        job: the job (its ``collective`` is used).
+        placement: where it runs, one slot per worker in rank order.
+        profile: the job's model profile.
+        scale: time-preserving scale factor; replay buckets are ``scaled_buckets(profile, scale)``.
+            Train mode sends the real model's gradients, unscaled.
+        machine_ip: IP address of each machine.
+        machine_ifname: interface of each machine for gloo; a machine missing here gets None.
+        iterations: recorded iterations.
+        warmup_iterations: unrecorded iterations before them.
+        mode: ``"replay"`` or ``"train"`` (train needs a profile in ``TRAINABLE_MODELS``).
+        out_dir: directory of the records files.
+        master_port: rendezvous TCP port on rank 0's machine.
+        timeout_s: gloo timeout of each worker.
+        seed: model/data seed for train mode.
+
+    Raises:
+        JobError: inconsistent job/placement/profile, unknown collective or mode, a model that
+            cannot be trained, a machine without an IP address.
+    """
+    if placement.job != job.name:
+        raise JobError(f"placement is for job {placement.job!r}, not {job.name!r}")
+    if len(placement.slots) != job.workers:
+        raise JobError(f"job {job.name!r}: {job.workers} workers but {len(placement.slots)} slots placed")
+    if profile.name != job.model:
+        raise JobError(f"job {job.name!r}: model is {job.model!r} but the profile given is {profile.name!r}")
+    if job.collective not in COLLECTIVE_NAMES:
+        raise JobError(f"job {job.name!r}: unknown collective {job.collective!r}; "
+                       f"valid: {', '.join(sorted(COLLECTIVE_NAMES))}")
+    if mode not in MODES:
+        raise JobError(f"job {job.name!r}: unknown mode {mode!r}; valid: {', '.join(MODES)}")
+    if mode == "train" and profile.name not in TRAINABLE_MODELS:
+        raise JobError(f"job {job.name!r}: train mode cannot train model {profile.name!r}; "
+                       f"trainable: {', '.join(sorted(TRAINABLE_MODELS))} (use replay mode)")
+    missing = sorted({s.machine for s in placement.slots} - set(machine_ip))
+    if missing:
+        raise JobError(f"job {job.name!r}: no IP address for machines {missing}")
+    buckets = scaled_buckets(profile, scale) if mode == "replay" else profile.bucket_bytes
+    master = placement.slots[0].machine
+    out_dir = Path(out_dir)
+    return [
+        WorkerSpec(
+            job=job.name, rank=r, world=job.workers, machine=slot.machine,
+            master_addr=machine_ip[master], master_port=master_port,
+            ifname=machine_ifname.get(slot.machine), mode=mode, model=profile.name,
+            bucket_bytes=tuple(buckets), compute_s=profile.compute_time_s, iterations=iterations,
+            warmup_iterations=warmup_iterations, collective=job.collective,
+            records_path=str(out_dir / f"{file_stem(job.name, r)}.jsonl"), timeout_s=timeout_s, seed=seed)
+        for r, slot in enumerate(placement.slots)
+    ]
+
+
+def worker_argv(spec_path: str | Path) -> list[str]:
+    """The command that runs one worker."""
+    return [sys.executable, "-m", "jobs.worker", str(spec_path)]
+
+
+def worker_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment of a worker: ``base`` (default ``os.environ``) plus the project root on
+    ``PYTHONPATH``, unbuffered output, and one intra-op thread unless ``OMP_NUM_THREADS`` is set
+    (several workers share few cores)."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if x)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def local_exec(machine: str, argv: list[str], env: dict, log_path: str) -> subprocess.Popen:
+    """An ``exec_fn`` that runs the command as a local subprocess (``machine`` is ignored)."""
+    with open(log_path, "w", encoding="utf-8") as log:
+        return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=str(PROJECT_ROOT))
+
+
+def launch(specs: Sequence[WorkerSpec], exec_fn: ExecFn, out_dir: str | Path) -> list[RunningWorker]:
+    """Write each spec to ``out_dir`` and start its worker with ``exec_fn``.
+
+    If ``exec_fn`` fails for one rank, the workers already started are killed and
+    :class:`JobError` is raised.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = worker_env()
+    started: list[RunningWorker] = []
+    for spec in specs:
+        stem = out_dir / file_stem(spec.job, spec.rank)
+        spec_path, log_path = f"{stem}.json", f"{stem}.log"
+        spec.save(spec_path)
+        try:
+            proc = exec_fn(spec.machine, worker_argv(spec_path), dict(env), log_path)
+        except Exception as exc:
+            stop_all(started)
+            raise JobError(f"job {spec.job!r}: cannot start rank {spec.rank} on {spec.machine}: "
+                           f"{type(exc).__name__}: {exc}") from exc
+        started.append(RunningWorker(spec, proc, spec_path, log_path))
+    return started
+
+
+def stop_all(workers: Sequence[RunningWorker], grace_s: float = 5.0) -> None:
+    """Kill (SIGKILL, by PID) every worker still running and reap it; idempotent."""
+    for w in workers:
+        if w.process.poll() is None:
+            w.process.kill()
+    for w in workers:
+        try:
+            w.process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass  # unkillable within grace_s (stuck in the kernel); nothing more we may do
+
+
+def log_tail(path: str | Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` lines of a log file ('' if it cannot be read)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
+def wait_all(workers: Sequence[RunningWorker], timeout_s: float, poll_s: float = 0.05) -> list[int]:
+    """Wait until every worker has exited successfully.
+
+    Returns:
+        The exit codes (all 0), in the order of ``workers``.
+
+    Raises:
+        JobError: a worker exited non-zero (the lowest such rank is named, with its exit code,
+            log path and the last lines of its log) or ``timeout_s`` passed (the lowest rank
+            still running is named). Either way every other worker is killed first.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        codes = [w.process.poll() for w in workers]
+        failed = [w for w, c in zip(workers, codes) if c not in (None, 0)]
+        if failed:
+            stop_all(workers)
+            w = min(failed, key=lambda x: x.spec.rank)
+            raise JobError(f"job {w.spec.job!r}: rank {w.spec.rank} on {w.spec.machine} failed with exit "
+                           f"code {w.process.returncode}; log: {w.log_path}\n{log_tail(w.log_path)}")
+        if all(c == 0 for c in codes):
+            return codes
+        if time.monotonic() > deadline:
+            running = [w for w, c in zip(workers, codes) if c is None]
+            stop_all(workers)
+            w = min(running, key=lambda x: x.spec.rank)
+            raise JobError(f"job {w.spec.job!r}: timed out after {timeout_s:g} s with ranks "
+                           f"{[x.spec.rank for x in running]} still running; log of rank {w.spec.rank}: "
+                           f"{w.log_path}\n{log_tail(w.log_path)}")
+        time.sleep(poll_s)

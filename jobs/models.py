@@ -1,0 +1,247 @@
+"""Model profiles: what one data-parallel iteration of a model computes and communicates.
+
+A :class:`ModelProfile` holds a model's fp32 parameter bytes, the gradient buckets PyTorch
+DistributedDataParallel (DDP) allreduces each iteration, and the forward+backward compute
+time of one iteration on one V100-class GPU.
+
+Where the numbers come from:
+
+* **Parameter tensors are exact.** Each profile is built from the model's real list of
+  parameter tensors, derived here from the published architecture (torchvision's ResNet and
+  VGG, Hugging Face's ``BertModel``) in registration order. The totals equal the published
+  parameter counts (ResNet-50 25,557,032 = 25.6M; VGG-16 138,357,544 = 138.4M; BERT-base
+  109,482,240 = 110M), which ``tests/test_models.py`` checks, together with the >1 MiB
+  tensors against the list in ``shared/data/tiresias/model_large_tensors_mb.json``. The fp32
+  sizes match the "Memory" column of Cassini's Table 4.2 (``shared/specs/cassini.md`` §7.3:
+  ResNet50 98 MB, VGG16 528 MB, VGG19 549 MB); its BERT row (450 MB) is larger than
+  ``BertModel``'s 417.6 MiB, probably because it counts a pre-training head.
+* **Buckets follow DDP's default settings** (see :func:`ddp_buckets`): steady-state buckets
+  after DDP's first-iteration rebuild, i.e. gradients in backward-ready order, the first
+  bucket closed at 1 MiB, later ones at 25 MiB, a tensor never split. We take the ready
+  order to be the reverse of registration order. That is exact for the small CNN (checked
+  against the buckets a real DDP run hands its communication hook) and for VGG; where
+  autograd may finish parallel branches in either order (ResNet's downsample branch, BERT's
+  query/key/value) a real run can move a bucket boundary by one tensor.
+* **Compute times are estimates** (``compute_time_s``): forward+backward of one iteration at
+  the stated per-GPU batch size, fp32, from commonly reported V100 training throughputs
+  (about 360 img/s for ResNet-50, 230 img/s for VGG-16, 170 sequences/s for BERT-base at
+  sequence length 128); ResNet-101 and VGG-19 are scaled from those by forward FLOPs. Treat
+  them as +/-30%. The small CNN's time is its rough CPU step time here, not a GPU time.
+
+All sizes are bytes; :func:`scaled_buckets` applies the time-preserving scale factor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from common.errors import JobError, unknown_name
+from common.units import scale_bytes
+
+FLOAT32_BYTES = 4
+MIB = 1024 * 1024
+DDP_FIRST_BUCKET_BYTES = 1 * MIB
+"""DDP's cap of the first bucket (``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``)."""
+DDP_BUCKET_CAP_BYTES = 25 * MIB
+"""DDP's default ``bucket_cap_mb`` (25 MiB)."""
+
+# The small CNN that ``train`` mode really trains (``jobs.nets.SmallCNN`` is built from these).
+SMALL_CNN_IMAGE_PX = 32
+SMALL_CNN_IN_CHANNELS = 3
+SMALL_CNN_CHANNELS = (16, 32)
+SMALL_CNN_HIDDEN = 256
+SMALL_CNN_CLASSES = 10
+SMALL_CNN_BATCH = 16
+
+TRAINABLE_MODELS = frozenset({"small_cnn"})
+"""Profiles that ``train`` mode can really train (each has a torch module in ``jobs.nets.TRAINABLE``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelProfile:
+    """One model's per-iteration work in data-parallel training.
+
+    Attributes:
+        name: registry key.
+        param_bytes: fp32 parameter bytes (= gradient bytes allreduced per iteration).
+        bucket_bytes: gradient bucket sizes in bytes, in the order DDP allreduces them;
+            they sum to ``param_bytes``.
+        compute_time_s: forward+backward time of one iteration at paper scale on one
+            V100-class GPU at ``batch_size`` (an estimate; see the module docstring).
+        batch_size: per-GPU batch size that ``compute_time_s`` refers to.
+        source: where each number comes from, and which are estimates.
+        tensor_bytes: parameter tensor sizes in bytes, in registration (forward) order.
+    """
+
+    name: str
+    param_bytes: int
+    bucket_bytes: tuple[int, ...]
+    compute_time_s: float
+    batch_size: int
+    source: str
+    tensor_bytes: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        if sum(self.bucket_bytes) != self.param_bytes:
+            raise JobError(f"model {self.name!r}: buckets sum to {sum(self.bucket_bytes)} bytes, "
+                           f"param_bytes is {self.param_bytes}")
+        if self.tensor_bytes and sum(self.tensor_bytes) != self.param_bytes:
+            raise JobError(f"model {self.name!r}: tensors sum to {sum(self.tensor_bytes)} bytes, "
+                           f"param_bytes is {self.param_bytes}")
+        if any(b <= 0 for b in self.bucket_bytes):
+            raise JobError(f"model {self.name!r}: bucket sizes must be positive, got {self.bucket_bytes}")
+        if self.compute_time_s < 0:
+            raise JobError(f"model {self.name!r}: compute_time_s must be >= 0, got {self.compute_time_s}")
+
+
+def ddp_buckets(tensor_bytes, first_bucket_bytes: int = DDP_FIRST_BUCKET_BYTES,
+                bucket_cap_bytes: int = DDP_BUCKET_CAP_BYTES) -> tuple[int, ...]:
+    """Gradient buckets DDP allreduces in steady state, in allreduce order.
+
+    Mirrors ``compute_bucket_assignment_by_size`` in PyTorch's ``reducer.cpp`` as used by
+    the bucket rebuild after the first iteration: tensors are taken in backward-ready order
+    (the reverse of registration order), added to the open bucket, and the bucket is closed
+    as soon as its size reaches the current limit (``first_bucket_bytes`` for the first
+    bucket, ``bucket_cap_bytes`` afterwards). A tensor is never split, so a bucket may exceed
+    its limit (VGG-16's 392 MiB ``fc6`` weight is a bucket of its own). O(number of tensors).
+
+    Args:
+        tensor_bytes: parameter tensor sizes in bytes, in registration (forward) order.
+        first_bucket_bytes: limit of the first bucket.
+        bucket_cap_bytes: limit of every later bucket.
+
+    Returns:
+        Bucket sizes in bytes, in the order DDP allreduces them.
+    """
+    buckets: list[int] = []
+    limit, size = first_bucket_bytes, 0
+    for b in reversed(tuple(tensor_bytes)):
+        size += b
+        if size >= limit:
+            buckets.append(size)
+            limit, size = bucket_cap_bytes, 0
+    if size:
+        buckets.append(size)
+    return tuple(buckets)
+
+
+def scaled_buckets(profile: ModelProfile, scale: float) -> tuple[int, ...]:
+    """Bucket sizes for the emulator under the time-preserving scale factor.
+
+    Each bucket is divided by ``scale`` (the factor that divides link rates too) and rounded
+    to whole float32 elements, at least one (see :func:`common.units.scale_bytes`).
+    """
+    if scale <= 0:
+        raise JobError(f"scale must be > 0, got {scale}")
+    return tuple(scale_bytes(b, scale) for b in profile.bucket_bytes)
+
+
+# --- parameter tensors of the published architectures (element counts, registration order) ---
+
+
+def _vgg_tensors(conv_channels: tuple, classes: int = 1000) -> list[int]:
+    """torchvision ``vgg*`` (no batch norm): 3x3 convs with bias, then 3 linear layers."""
+    out, c_in = [], 3
+    for c in conv_channels:
+        if c == "M":
+            continue
+        out += [c * c_in * 9, c]
+        c_in = c
+    for n_in, n_out in ((512 * 7 * 7, 4096), (4096, 4096), (4096, classes)):
+        out += [n_out * n_in, n_out]
+    return out
+
+
+def _resnet_tensors(blocks: tuple[int, int, int, int], classes: int = 1000) -> list[int]:
+    """torchvision ``resnet50/101/152`` (Bottleneck, expansion 4; convs without bias)."""
+    out = [64 * 3 * 7 * 7, 64, 64]  # conv1, bn1 weight and bias
+    inplanes = 64
+    for planes, n_blocks in zip((64, 128, 256, 512), blocks):
+        width, expanded = planes, planes * 4
+        for i in range(n_blocks):
+            out += [width * inplanes, width, width]          # conv1 1x1, bn1
+            out += [width * width * 9, width, width]         # conv2 3x3, bn2
+            out += [expanded * width, expanded, expanded]    # conv3 1x1, bn3
+            if i == 0:
+                out += [expanded * inplanes, expanded, expanded]  # downsample conv 1x1, bn
+            inplanes = expanded
+    out += [classes * 2048, classes]
+    return out
+
+
+def _bert_tensors(layers: int = 12, hidden: int = 768, intermediate: int = 3072,
+                  vocab: int = 30522, max_positions: int = 512, token_types: int = 2) -> list[int]:
+    """Hugging Face ``BertModel`` (embeddings, encoder, pooler; no pre-training heads)."""
+    out = [vocab * hidden, max_positions * hidden, token_types * hidden, hidden, hidden]
+    for _ in range(layers):
+        for _ in range(4):                                   # query, key, value, attention output
+            out += [hidden * hidden, hidden]
+        out += [hidden, hidden]                              # attention LayerNorm
+        out += [intermediate * hidden, intermediate]         # intermediate dense
+        out += [hidden * intermediate, hidden]               # output dense
+        out += [hidden, hidden]                              # output LayerNorm
+    out += [hidden * hidden, hidden]                         # pooler
+    return out
+
+
+def _small_cnn_tensors() -> list[int]:
+    """``jobs.nets.SmallCNN``: two 3x3 conv+pool stages and two linear layers."""
+    out, c_in = [], SMALL_CNN_IN_CHANNELS
+    for c in SMALL_CNN_CHANNELS:
+        out += [c * c_in * 9, c]
+        c_in = c
+    side = SMALL_CNN_IMAGE_PX // 2 ** len(SMALL_CNN_CHANNELS)
+    flat = c_in * side * side
+    out += [SMALL_CNN_HIDDEN * flat, SMALL_CNN_HIDDEN, SMALL_CNN_CLASSES * SMALL_CNN_HIDDEN, SMALL_CNN_CLASSES]
+    return out
+
+
+def _profile(name: str, tensor_elems: list[int], compute_time_s: float, batch_size: int,
+             source: str) -> ModelProfile:
+    tensor_bytes = tuple(n * FLOAT32_BYTES for n in tensor_elems)
+    return ModelProfile(name=name, param_bytes=sum(tensor_bytes), bucket_bytes=ddp_buckets(tensor_bytes),
+                        compute_time_s=compute_time_s, batch_size=batch_size, source=source,
+                        tensor_bytes=tensor_bytes)
+
+
+_VGG16 = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
+_VGG19 = (64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M",
+          512, 512, 512, 512, "M")
+_EXACT = ("parameter tensors exact from the published architecture ({arch}); "
+          "buckets from DDP defaults assuming reverse registration order; ")
+
+MODELS: dict[str, ModelProfile] = {
+    "resnet50": _profile(
+        "resnet50", _resnet_tensors((3, 4, 6, 3)), compute_time_s=0.178, batch_size=64,
+        source=_EXACT.format(arch="torchvision resnet50, 25.6M params")
+        + "compute_time_s ESTIMATE: 64 img / ~360 img/s, V100 fp32"),
+    "resnet101": _profile(
+        "resnet101", _resnet_tensors((3, 4, 23, 3)), compute_time_s=0.339, batch_size=64,
+        source=_EXACT.format(arch="torchvision resnet101, 44.5M params")
+        + "compute_time_s ESTIMATE: resnet50's scaled by forward FLOPs (7.8 / 4.1 GFLOPs)"),
+    "vgg16": _profile(
+        "vgg16", _vgg_tensors(_VGG16), compute_time_s=0.278, batch_size=64,
+        source=_EXACT.format(arch="torchvision vgg16, 138.4M params")
+        + "compute_time_s ESTIMATE: 64 img / ~230 img/s, V100 fp32"),
+    "vgg19": _profile(
+        "vgg19", _vgg_tensors(_VGG19), compute_time_s=0.352, batch_size=64,
+        source=_EXACT.format(arch="torchvision vgg19, 143.7M params")
+        + "compute_time_s ESTIMATE: vgg16's scaled by forward FLOPs (19.6 / 15.5 GFLOPs)"),
+    "bert_base": _profile(
+        "bert_base", _bert_tensors(), compute_time_s=0.19, batch_size=32,
+        source=_EXACT.format(arch="Hugging Face BertModel bert-base-uncased, 110M params")
+        + "compute_time_s ESTIMATE: 32 sequences of 128 tokens / ~170 seq/s, V100 fp32"),
+    "small_cnn": _profile(
+        "small_cnn", _small_cnn_tensors(), compute_time_s=0.005, batch_size=SMALL_CNN_BATCH,
+        source="parameter tensors exact (jobs.nets.SmallCNN, checked against torch); buckets exact for "
+        "DDP defaults (checked against a real DDP run); compute_time_s ESTIMATE: rough CPU step time "
+        "of this machine at batch 16, not a GPU time"),
+}
+
+
+def get_model(name: str) -> ModelProfile:
+    """The profile registered under ``name``; raises :class:`JobError` listing valid names."""
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise JobError(unknown_name("model", name, MODELS)) from None

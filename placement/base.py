@@ -1,0 +1,299 @@
+"""The placement interface: jobs, GPU slots, placements, the cluster and its read-only view.
+
+A placement policy is a decision over a read-only :class:`ClusterView`::
+
+    placements = policy.place(pending, view)
+
+It returns one :class:`Placement` for each pending job it decides to start now (in the
+order it wants them applied) and leaves the others waiting. A policy never mutates the
+cluster; the runner alone applies decisions with :meth:`Cluster.apply`. Policies that place
+several jobs in one call track the GPUs they have already handed out with
+:class:`Tentative`.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Iterable, Mapping, Sequence
+
+from common.errors import PlacementError
+
+BACKGROUND_JOB = "_background"
+
+
+@dataclasses.dataclass(frozen=True)
+class JobRequest:
+    """A data-parallel training job waiting to be placed.
+
+    Attributes:
+        name: unique job name.
+        model: model profile name (see ``jobs.models``).
+        workers: number of workers, one GPU each.
+        collective: allreduce algorithm name (see ``jobs.collectives``).
+        arrival_s: arrival time in seconds (0 for a static experiment).
+    """
+
+    name: str
+    model: str
+    workers: int
+    collective: str = "ring"
+    arrival_s: float = 0.0
+
+    def __post_init__(self):
+        if self.workers < 1:
+            raise PlacementError(f"job {self.name!r}: workers must be >= 1, got {self.workers}")
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class GpuSlot:
+    """One GPU: a machine name and a GPU index on it (0-based)."""
+
+    machine: str
+    gpu: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where a job runs.
+
+    Attributes:
+        job: the job name.
+        slots: one GPU slot per worker, in rank order (rank ``r`` runs on ``slots[r]``).
+        ps_host: machine hosting a parameter server, if the job uses one.
+        ina_switches: switches aggregating this job in the network, if any.
+    """
+
+    job: str
+    slots: tuple[GpuSlot, ...]
+    ps_host: str | None = None
+    ina_switches: tuple[str, ...] = ()
+
+    @property
+    def machines(self) -> tuple[str, ...]:
+        """Machines used, in order of first appearance in rank order."""
+        return tuple(dict.fromkeys(s.machine for s in self.slots))
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form."""
+        return {
+            "job": self.job,
+            "slots": [[s.machine, s.gpu] for s in self.slots],
+            "ps_host": self.ps_host,
+            "ina_switches": list(self.ina_switches),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "Placement":
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            job=d["job"],
+            slots=tuple(GpuSlot(m, int(g)) for m, g in d["slots"]),
+            ps_host=d.get("ps_host"),
+            ina_switches=tuple(d.get("ina_switches", ())),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class MachineInfo:
+    """Static facts about one machine: its GPU count and where it sits in the fabric."""
+
+    name: str
+    gpus: int
+    rack: str
+    pod: str
+
+
+class ClusterView:
+    """Read-only view of the cluster that policies decide over.
+
+    Machines are listed in a stable order (the topology's machine order). Free GPUs of a
+    machine are listed in increasing index order.
+    """
+
+    def __init__(self, cluster: "Cluster"):
+        self._c = cluster
+
+    @property
+    def machines(self) -> tuple[MachineInfo, ...]:
+        """All machines, in stable order."""
+        return self._c._machines
+
+    def machine(self, name: str) -> MachineInfo:
+        """Facts about one machine."""
+        return self._c._by_name[name]
+
+    def free_gpus(self, machine: str) -> tuple[int, ...]:
+        """Indices of the free GPUs of ``machine``, ascending."""
+        owners = self._c._owner[machine]
+        return tuple(i for i, o in enumerate(owners) if o is None)
+
+    def n_free(self, machine: str) -> int:
+        """Number of free GPUs on ``machine``."""
+        return sum(1 for o in self._c._owner[machine] if o is None)
+
+    def is_idle(self, machine: str) -> bool:
+        """True when every GPU of ``machine`` is free."""
+        return all(o is None for o in self._c._owner[machine])
+
+    def owner(self, slot: GpuSlot) -> str | None:
+        """Job occupying ``slot``, or None."""
+        return self._c._owner[slot.machine][slot.gpu]
+
+    @property
+    def total_free(self) -> int:
+        """Free GPUs in the whole cluster."""
+        return sum(self.n_free(m.name) for m in self.machines)
+
+    @property
+    def graph(self):
+        """The topology graph (networkx), or None when the cluster was built without one."""
+        return self._c.graph
+
+    def racks(self) -> dict[str, list[str]]:
+        """Machine names grouped by rack, racks and machines in stable order."""
+        out: dict[str, list[str]] = {}
+        for m in self.machines:
+            out.setdefault(m.rack, []).append(m.name)
+        return out
+
+
+class Cluster:
+    """The mutable cluster state: which job owns each GPU. Only the runner mutates it."""
+
+    def __init__(self, machines: Sequence[MachineInfo], graph=None):
+        if not machines:
+            raise PlacementError("a cluster needs at least one machine")
+        self._machines = tuple(machines)
+        self._by_name = {m.name: m for m in self._machines}
+        if len(self._by_name) != len(self._machines):
+            raise PlacementError("duplicate machine names in cluster")
+        self._owner: dict[str, list[str | None]] = {m.name: [None] * m.gpus for m in self._machines}
+        self.graph = graph
+
+    @classmethod
+    def from_topology(cls, graph) -> "Cluster":
+        """Build a cluster from a topology graph (machines carry ``gpus``, ``rack``, ``pod``)."""
+        machines = [
+            MachineInfo(n, int(d["gpus"]), str(d.get("rack", n)), str(d.get("pod", "")))
+            for n, d in graph.nodes(data=True)
+            if d.get("role") == "machine"
+        ]
+        return cls(machines, graph=graph)
+
+    def view(self) -> ClusterView:
+        """A read-only view for policies."""
+        return ClusterView(self)
+
+    def copy(self) -> "Cluster":
+        """An independent copy (same machines, same ownership)."""
+        c = Cluster(self._machines, graph=self.graph)
+        c._owner = {k: list(v) for k, v in self._owner.items()}
+        return c
+
+    def snapshot(self) -> dict[str, tuple]:
+        """Ownership of every GPU, for equality checks."""
+        return {k: tuple(v) for k, v in self._owner.items()}
+
+    def set_background(self, busy: Mapping[str, int]) -> None:
+        """Mark the first ``busy[m]`` GPUs of each machine ``m`` as used by background work."""
+        for name, n in busy.items():
+            if name not in self._by_name:
+                raise PlacementError(f"background load names unknown machine {name!r}")
+            gpus = self._by_name[name].gpus
+            if not 0 <= int(n) <= gpus:
+                raise PlacementError(
+                    f"background load on {name}: {n} busy GPUs, machine has {gpus}")
+            for i in range(int(n)):
+                self._owner[name][i] = BACKGROUND_JOB
+
+    def apply(self, placement: Placement) -> None:
+        """Occupy the placement's GPUs; raises if any is unknown or already taken."""
+        seen = set()
+        for s in placement.slots:
+            if s.machine not in self._owner or not 0 <= s.gpu < len(self._owner[s.machine]):
+                raise PlacementError(f"job {placement.job}: no such GPU {s}")
+            if s in seen or self._owner[s.machine][s.gpu] is not None:
+                raise PlacementError(f"job {placement.job}: GPU {s} is not free")
+            seen.add(s)
+        for s in placement.slots:
+            self._owner[s.machine][s.gpu] = placement.job
+
+    def release(self, job: str) -> None:
+        """Free every GPU held by ``job``."""
+        for owners in self._owner.values():
+            for i, o in enumerate(owners):
+                if o == job:
+                    owners[i] = None
+
+
+class Tentative:
+    """Free-GPU bookkeeping for a policy that places several jobs in one decision.
+
+    It copies the free GPU lists of a view and lets the policy take GPUs from it, so two
+    placements of the same call never share a GPU. The view itself is never changed.
+    """
+
+    def __init__(self, view: ClusterView):
+        self.view = view
+        self._free = {m.name: list(view.free_gpus(m.name)) for m in view.machines}
+
+    def free(self, machine: str) -> list[int]:
+        """Free GPU indices left on ``machine`` (ascending)."""
+        return list(self._free[machine])
+
+    def n_free(self, machine: str) -> int:
+        """Number of free GPUs left on ``machine``."""
+        return len(self._free[machine])
+
+    def is_idle(self, machine: str) -> bool:
+        """True when no GPU of ``machine`` is used, counting GPUs taken in this decision."""
+        return len(self._free[machine]) == self.view.machine(machine).gpus
+
+    @property
+    def total_free(self) -> int:
+        """Free GPUs left in the cluster."""
+        return sum(len(v) for v in self._free.values())
+
+    def take(self, machine: str, n: int) -> list[GpuSlot]:
+        """Take the ``n`` lowest-indexed free GPUs of ``machine``."""
+        free = self._free[machine]
+        if n > len(free):
+            raise PlacementError(f"{machine} has {len(free)} free GPUs, asked for {n}")
+        taken, self._free[machine] = free[:n], free[n:]
+        return [GpuSlot(machine, g) for g in taken]
+
+
+class PlacementPolicy(abc.ABC):
+    """A placement policy. Subclasses set ``name`` and implement :meth:`place`.
+
+    Constructor keyword arguments come from the policy's spec string
+    (``"name,key=value,..."``) plus ``seed``.
+    """
+
+    name: str = ""
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+
+    @abc.abstractmethod
+    def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
+        """Decide which pending jobs start now and where.
+
+        Args:
+            pending: jobs waiting, in the scheduler's order.
+            view: read-only cluster state.
+
+        Returns:
+            Placements for the jobs that start now; jobs without one wait.
+        """
+
+
+def jobs_by_name(jobs: Iterable[JobRequest]) -> dict[str, JobRequest]:
+    """Index jobs by name, rejecting duplicates."""
+    out: dict[str, JobRequest] = {}
+    for j in jobs:
+        if j.name in out:
+            raise PlacementError(f"duplicate job name {j.name!r}")
+        out[j.name] = j
+    return out

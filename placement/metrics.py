@@ -1,0 +1,42 @@
+"""Pure measures of placements and of cluster occupancy.
+
+Placement measures take one :class:`Placement` and, where needed, the cluster view as it
+was *before* the placement was applied. Cluster measures take a view of the cluster at
+any moment. None of them changes anything.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from placement.base import ClusterView, Placement
+
+
+def machines_used(placement: Placement) -> int:
+    """Number of distinct machines the placement's workers run on."""
+    return len(placement.machines)
+
+
+def idle_machines_consumed(placement: Placement, view: ClusterView) -> int:
+    """Machines used by ``placement`` that were fully idle in ``view`` (taken before applying it)."""
+    return sum(1 for m in placement.machines if view.is_idle(m))
+
+
+def cross_machine_pairs(placement: Placement) -> int:
+    """Unordered pairs of workers on different machines.
+
+    ``n * (n - 1) / 2`` minus the pairs that share a machine; 0 for a single-machine job.
+    """
+    n = len(placement.slots)
+    same = sum(c * (c - 1) // 2 for c in Counter(s.machine for s in placement.slots).values())
+    return n * (n - 1) // 2 - same
+
+
+def used_machines(view: ClusterView) -> int:
+    """Machines with at least one GPU in use."""
+    return sum(1 for m in view.machines if not view.is_idle(m.name))
+
+
+def fragmentation(view: ClusterView) -> int:
+    """Partially used machines: some GPU in use and some GPU free."""
+    return sum(1 for m in view.machines if 0 < view.n_free(m.name) < m.gpus)

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Run a placement experiment on the emulated cluster.
+
+    sudo python run_testbed.py                          # default experiment, every policy
+    sudo python run_testbed.py -c experiments/x.yaml -p consolidate -p spread
+    python run_testbed.py check experiments/x.yaml      # validate a config, no root needed
+    sudo python run_testbed.py clean                    # remove a crashed run's leftovers (mn -c)
+
+Errors a user can cause end with one line on stderr and exit code 2; an interrupted run
+(Ctrl-C, SIGTERM) cleans up and exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import signal
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+from common.errors import TestbedError  # noqa: E402
+
+DEFAULT_CONFIG = os.path.join(HERE, "experiments", "default.yaml")
+
+
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
+def cmd_run(args) -> int:
+    """Run an experiment."""
+    from testbed import config
+    from testbed.runner import Progress, run_experiment
+
+    cfg = config.load(args.config)
+    changes = {}
+    if args.iterations is not None:
+        changes["iterations"] = args.iterations
+    if args.results is not None:
+        changes["results_dir"] = args.results
+    if args.policy:
+        changes["policies"] = tuple(args.policy)
+    cfg = dataclasses.replace(cfg, **changes)
+    run_experiment(cfg, Progress())
+    return 0
+
+
+def cmd_check(args) -> int:
+    """Validate a config without root."""
+    from testbed import config
+
+    cfg = config.load(args.config)
+    g = config.validate(cfg)
+    n_m = sum(1 for _, d in g.nodes(data=True) if d["role"] == "machine")
+    gpus = sum(d["gpus"] for _, d in g.nodes(data=True) if d["role"] == "machine")
+    print(f"{args.config}: ok: {cfg.topology.kind} with {n_m} machines / {gpus} GPUs, "
+          f"{len(cfg.jobs)} jobs, policies {', '.join(config.policy_specs(cfg))}")
+    return 0
+
+
+def cmd_clean(args) -> int:
+    """Remove leftover Mininet state after a crash (Mininet's own cleanup)."""
+    from testbed import capabilities
+
+    capabilities.require_root()
+    from mininet.clean import cleanup
+
+    cleanup()
+    return 0
+
+
+def main(argv=None) -> int:
+    """Entry point."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="run_testbed.py", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command")
+    run = sub.add_parser("run", help="run an experiment (the default command)")
+    run.add_argument("-c", "--config", default=DEFAULT_CONFIG, help="experiment YAML (default: %(default)s)")
+    run.add_argument("-p", "--policy", action="append",
+                     help="policy spec to run instead of the config's list (repeatable, e.g. -p consolidate "
+                          "-p random)")
+    run.add_argument("--iterations", type=int, help="override the config's iterations")
+    run.add_argument("--results", help="results base directory (default: the config's results_dir)")
+    check = sub.add_parser("check", help="validate a config without running it (no root needed)")
+    check.add_argument("config")
+    sub.add_parser("clean", help="remove leftovers of a crashed run (Mininet cleanup)")
+    if not argv or argv[0] not in ("run", "check", "clean", "-h", "--help"):
+        argv = ["run", *argv]
+    args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        return {"run": cmd_run, "check": cmd_check, "clean": cmd_clean}[args.command](args)
+    except TestbedError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: the emulated network and its processes were stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh Debian 12 machine, run as root:
+#   apt packages, Open vSwitch started, a venv with system site packages (for Debian's
+#   Mininet) and the project installed into it. Safe to run again: it only does what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(mininet openvswitch-switch openvswitch-common iperf3 ethtool iputils-ping iproute2
+              procps psmisc python3-venv python3-dev)
+VENV=.venv
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: must run as root (Mininet, Open vSwitch and tc need it): sudo $0" >&2
+    exit 1
+fi
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Open vSwitch: this kernel may have no openvswitch module; the userspace datapath needs only
+# the daemons, which ovs-ctl starts (its ulimit warning in containers is harmless).
+if ! ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
+    echo "setup: starting Open vSwitch"
+    /usr/share/openvswitch/scripts/ovs-ctl start --no-ovs-vswitchd >/dev/null 2>&1 || true
+    /usr/share/openvswitch/scripts/ovs-ctl start --no-ovsdb-server >/dev/null 2>&1 || true
+    ovs-vsctl --timeout=10 show >/dev/null || { echo "setup: Open vSwitch did not start" >&2; exit 1; }
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "setup: creating $VENV (with system site packages, for Debian's mininet)"
+    /usr/bin/python3 -m venv --system-site-packages "$VENV"
+fi
+stamp="$VENV/.installed-$(cat requirements.txt setup.py | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+    echo "setup: installing Python packages into $VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check -r requirements.txt 2>&1 | grep -v "^WARNING: Location" || true
+    "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -e . 2>&1 | grep -v "^WARNING: Location" || true
+    "$VENV/bin/python" -c "import torch, os_ken, networkx, mininet.net, yaml" \
+        || { echo "setup: Python packages did not install" >&2; exit 1; }
+    rm -f "$VENV"/.installed-*
+    touch "$stamp"
+fi
+echo "setup: ready ($("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)'), $(ovs-vsctl --version | head -1))"

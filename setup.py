@@ -1,0 +1,16 @@
+"""Packaging for the DT-placement network-emulation testbed."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="dtnet-testbed",
+    version="0.1.0",
+    description="Network-emulation testbed for distributed-training job placement research",
+    packages=find_packages(include=["common*", "topo*", "controller*", "ina*", "jobs*", "placement*",
+                                    "sim*", "testbed*"]),
+    py_modules=["run_testbed"],
+    python_requires=">=3.11",
+    install_requires=["torch==2.13.0", "os-ken>=4.2", "networkx>=3.2", "numpy>=1.26", "scapy>=2.5",
+                      "PyYAML>=6.0", "matplotlib>=3.7"],
+    extras_require={"test": ["pytest>=8", "ruff>=0.5"]},
+)

@@ -1,0 +1,85 @@
+"""Detect what this machine offers the emulator, and check the preconditions of a run.
+
+The result is recorded with every run (``capabilities.json``) so a reader knows which path
+was used: OVS datapath, available qdiscs, congestion controls, CPU count.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+from common.errors import EmulationError
+
+PROBE_VETH = ("tbcap0", "tbcap1")
+
+
+def _ok(argv: list[str], timeout_s: float = 10.0) -> bool:
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=timeout_s).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def require_root() -> None:
+    """Raise EmulationError unless running as root."""
+    if os.geteuid() != 0:
+        raise EmulationError("the emulator must run as root (Mininet, Open vSwitch and tc need it): "
+                             "run `sudo python run_testbed.py ...`, or `run_testbed.py check CONFIG` "
+                             "to validate a config without root")
+
+
+def require_tools() -> None:
+    """Raise EmulationError naming any missing program, or a stopped Open vSwitch."""
+    missing = [t for t in ("mnexec", "ovs-vsctl", "ovs-ofctl", "tc", "ethtool", "ip", "sysctl")
+               if shutil.which(t) is None]
+    if missing:
+        raise EmulationError(f"missing programs: {', '.join(missing)}; run `make setup` (scripts/setup.sh)")
+    if not _ok(["ovs-vsctl", "--timeout=3", "show"]):
+        raise EmulationError("Open vSwitch is not running (`ovs-vsctl show` fails); start it with "
+                             "`/usr/share/openvswitch/scripts/ovs-ctl start` or run `make setup`")
+
+
+def _qdisc_probe() -> dict[str, bool]:
+    """Which qdiscs the kernel accepts, tried on a throw-away veth pair."""
+    a, b = PROBE_VETH
+    subprocess.run(["ip", "link", "del", a], capture_output=True)
+    if not _ok(["ip", "link", "add", a, "type", "veth", "peer", "name", b]):
+        return {}
+    try:
+        out = {}
+        for name, args in (("htb", ["htb"]), ("tbf", ["tbf", "rate", "10mbit", "burst", "15k", "latency", "10ms"]),
+                           ("netem", ["netem", "delay", "1ms"]),
+                           ("red", ["red", "limit", "400000", "min", "30000", "max", "90000", "avpkt", "1500",
+                                    "burst", "30", "bandwidth", "10mbit", "ecn"]),
+                           ("fq_codel", ["fq_codel"]), ("clsact", None)):
+            if args is None:
+                out[name] = _ok(["tc", "qdisc", "add", "dev", a, "clsact"])
+                subprocess.run(["tc", "qdisc", "del", "dev", a, "clsact"], capture_output=True)
+            else:
+                out[name] = _ok(["tc", "qdisc", "add", "dev", a, "root", *args])
+                subprocess.run(["tc", "qdisc", "del", "dev", a, "root"], capture_output=True)
+        return out
+    finally:
+        subprocess.run(["ip", "link", "del", a], capture_output=True)
+
+
+def detect() -> dict:
+    """Probe the machine (needs root). Returns a JSON-serialisable dict."""
+    def sysctl(key):
+        cp = subprocess.run(["sysctl", "-n", key], capture_output=True, text=True)
+        return cp.stdout.split() if cp.returncode == 0 else []
+
+    ovs = subprocess.run(["ovs-vsctl", "--version"], capture_output=True, text=True).stdout.splitlines()
+    kernel_ovs = os.path.exists("/sys/module/openvswitch") or _ok(["modprobe", "-n", "openvswitch"])
+    return {
+        "kernel": os.uname().release,
+        "cpus": os.cpu_count(),
+        "ovs_version": ovs[0] if ovs else None,
+        "ovs_datapath": "kernel" if kernel_ovs else "user",
+        "qdiscs": _qdisc_probe(),
+        "congestion_controls": sysctl("net.ipv4.tcp_available_congestion_control"),
+        "ecn_method": "none (not measured in this version)",
+        "ina_engine": "none (not used in this version)",
+    }

@@ -1,0 +1,265 @@
+"""Experiment configuration: a tree of frozen dataclasses loaded strictly from YAML.
+
+Unknown keys are errors with a "did you mean" hint; defaults and units live in the field
+definitions; :func:`validate` checks everything that can be checked without root (topology
+builds, models, collectives and policies exist, every job fits in the cluster, link rates
+are shapeable). Every run writes the fully resolved configuration (:func:`to_dict`).
+
+Example (``experiments/default.yaml``)::
+
+    name: default
+    seed: 1
+    topology: {kind: fat_tree, k: 4, gpus_per_machine: 4, bw_mbps: 10000}
+    scale: 500
+    background: {h1: 2, h2: 3}
+    jobs:
+      - {name: resnet-a, model: resnet50, workers: 4, collective: ring}
+    policies: [all]
+    iterations: 10
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from typing import Any
+
+import yaml
+
+from common.errors import ConfigError, TestbedError
+
+
+@dataclasses.dataclass(frozen=True)
+class TopologyConfig:
+    """Which topology to build: a registry name plus the builder's parameters (paper-scale rates)."""
+
+    kind: str = "fat_tree"
+    params: dict = dataclasses.field(default_factory=lambda: {"k": 4})
+
+
+@dataclasses.dataclass(frozen=True)
+class JobConfig:
+    """One data-parallel job: ``workers`` GPUs running ``model`` with allreduce ``collective``."""
+
+    name: str
+    model: str
+    workers: int
+    collective: str = "ring"
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentConfig:
+    """A whole experiment.
+
+    Attributes:
+        name: experiment name, used in the results directory name.
+        seed: one seed; named sub-streams are derived from it.
+        topology: the fabric.
+        scale: time-preserving scale factor: emulated rate = paper rate / scale, emulated
+            bytes = paper bytes / scale.
+        background: busy GPUs per machine before any job is placed (non-idle machines).
+        jobs: the job mix; all jobs start together, jobs that do not fit wait for a later wave.
+        policies: placement policy spec strings, or ``[all]`` for every registered policy.
+        iterations: recorded training iterations per job.
+        warmup_iterations: iterations run before recording starts.
+        mode: worker mode, ``replay`` (model profile buckets, emulated compute) or ``train``
+            (real DDP training of a small model).
+        mtu: MTU on every emulated interface.
+        routing: controller routing mode, ``ecmp`` (deterministic, simulator-predictable) or
+            ``select`` (OVS per-flow hashing).
+        queue_packets: FIFO limit under each shaped link.
+        congestion_control: TCP congestion control in the hosts.
+        stats_interval_s: port statistics polling period.
+        job_timeout_s: a wave of jobs that runs longer than this fails.
+        results_dir: where ``<timestamp>-<name>/`` run directories go.
+    """
+
+    name: str = "experiment"
+    seed: int = 1
+    topology: TopologyConfig = dataclasses.field(default_factory=TopologyConfig)
+    scale: float = 500.0
+    background: dict = dataclasses.field(default_factory=dict)
+    jobs: tuple = ()
+    policies: tuple = ("all",)
+    iterations: int = 10
+    warmup_iterations: int = 2
+    mode: str = "replay"
+    mtu: int = 1500
+    routing: str = "ecmp"
+    queue_packets: int = 100
+    congestion_control: str = "cubic"
+    stats_interval_s: float = 0.5
+    job_timeout_s: float = 300.0
+    results_dir: str = "results"
+
+
+MODES = ("replay", "train")
+ROUTING_MODES = ("ecmp", "select")
+
+
+def _reject_unknown(data: dict, cls, where: str) -> None:
+    names = [f.name for f in dataclasses.fields(cls)]
+    for key in data:
+        if key not in names:
+            hint = difflib.get_close_matches(str(key), names, n=1)
+            extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise ConfigError(f"{where}: unknown key {key!r}{extra}; valid keys: {', '.join(names)}")
+
+
+def _coerce(value, typ, where: str):
+    if typ in (int, float, str, bool):
+        ok = (isinstance(value, typ) and not (typ is int and isinstance(value, bool))) or (
+            typ is float and isinstance(value, int) and not isinstance(value, bool))
+        if not ok:
+            raise ConfigError(f"{where}: expected {typ.__name__}, got {value!r}")
+        return typ(value)
+    return value
+
+
+def _build(cls, data: Any, where: str):
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
+    _reject_unknown(data, cls, where)
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"{where}: missing required key {f.name!r}")
+            continue
+        kwargs[f.name] = _coerce(data[f.name], hints[f.name], f"{where}.{f.name}")
+    return cls(**kwargs)
+
+
+def from_dict(data: Any) -> ExperimentConfig:
+    """Build a configuration from parsed YAML, strictly."""
+    if not isinstance(data, dict):
+        raise ConfigError("config: the top level must be a mapping of keys to values")
+    data = dict(data)
+    topo = data.pop("topology", None)
+    jobs = data.pop("jobs", None)
+    policies = data.pop("policies", None)
+    background = data.pop("background", None)
+    cfg = _build(ExperimentConfig, data, "config")
+    changes = {}
+    if topo is not None:
+        if not isinstance(topo, dict) or "kind" not in topo:
+            raise ConfigError("config.topology: expected a mapping with a 'kind' key, e.g. {kind: fat_tree, k: 4}")
+        params = {k: v for k, v in topo.items() if k != "kind"}
+        changes["topology"] = TopologyConfig(kind=str(topo["kind"]), params=params)
+    if jobs is not None:
+        if not isinstance(jobs, list) or not jobs:
+            raise ConfigError("config.jobs: expected a non-empty list of jobs")
+        changes["jobs"] = tuple(_build(JobConfig, j, f"config.jobs[{i}]") for i, j in enumerate(jobs))
+    if policies is not None:
+        if isinstance(policies, str):
+            policies = [policies]
+        if not isinstance(policies, list) or not policies or not all(isinstance(p, str) for p in policies):
+            raise ConfigError("config.policies: expected a non-empty list of policy spec strings")
+        changes["policies"] = tuple(policies)
+    if background is not None:
+        if not isinstance(background, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in background.values()):
+            raise ConfigError("config.background: expected a mapping machine -> number of busy GPUs")
+        changes["background"] = {str(k): v for k, v in background.items()}
+    return dataclasses.replace(cfg, **changes)
+
+
+def load(path: str) -> ExperimentConfig:
+    """Read and strictly parse a YAML experiment file (not yet validated against the registries)."""
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+    except OSError as e:
+        raise ConfigError(f"cannot read config {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config {path} is not valid YAML: {e}") from None
+    return from_dict(data)
+
+
+def to_dict(cfg: ExperimentConfig) -> dict:
+    """The fully resolved configuration, JSON-serialisable and loadable again by :func:`load`.
+
+    A run's ``config.json`` is therefore itself a config file (JSON is YAML) that repeats the run.
+    """
+    d = dataclasses.asdict(cfg)
+    d["topology"] = {"kind": cfg.topology.kind, **cfg.topology.params}
+    d["jobs"] = [dataclasses.asdict(j) for j in cfg.jobs]
+    d["policies"] = list(cfg.policies)
+    return d
+
+
+def policy_specs(cfg: ExperimentConfig) -> list[str]:
+    """The policy spec strings to run, with ``all`` expanded to every registered policy."""
+    from placement import POLICIES
+
+    out = []
+    for p in cfg.policies:
+        out.extend(sorted(POLICIES) if p == "all" else [p])
+    return out
+
+
+def validate(cfg: ExperimentConfig):
+    """Check the configuration against the registries and the machine-independent limits.
+
+    Returns:
+        The topology graph the configuration describes.
+
+    Raises:
+        ConfigError: naming the offending value and the valid choices.
+    """
+    from jobs.collectives import COLLECTIVES
+    from jobs.models import get_model
+    from placement import make_policy
+    from placement.base import Cluster
+    from testbed.net import link_rates_mbps
+    from topo import build_topology
+
+    for key, value, lo in (("scale", cfg.scale, 0), ("iterations", cfg.iterations, 1),
+                           ("mtu", cfg.mtu, 576), ("queue_packets", cfg.queue_packets, 1),
+                           ("job_timeout_s", cfg.job_timeout_s, 1), ("stats_interval_s", cfg.stats_interval_s, 0.05)):
+        if value < lo or (lo == 0 and value == 0):
+            raise ConfigError(f"config.{key}: {value} is out of range (must be {'>' if lo == 0 else '>='} {lo})")
+    if cfg.warmup_iterations < 0:
+        raise ConfigError(f"config.warmup_iterations: {cfg.warmup_iterations} must be >= 0")
+    if cfg.mode not in MODES:
+        raise ConfigError(f"config.mode: unknown mode {cfg.mode!r}; valid: {', '.join(MODES)}")
+    if cfg.routing not in ROUTING_MODES:
+        raise ConfigError(f"config.routing: unknown routing {cfg.routing!r}; valid: {', '.join(ROUTING_MODES)}")
+    if not cfg.jobs:
+        raise ConfigError("config.jobs: an experiment needs at least one job")
+    try:
+        g = build_topology(cfg.topology.kind, **cfg.topology.params)
+        link_rates_mbps(g, cfg.scale)
+        cluster = Cluster.from_topology(g)
+        cluster.set_background(cfg.background)
+    except TestbedError as e:
+        raise ConfigError(f"config.topology: {e}") from None
+    free = cluster.view().total_free
+    names = set()
+    for j in cfg.jobs:
+        if j.name in names:
+            raise ConfigError(f"config.jobs: duplicate job name {j.name!r}")
+        names.add(j.name)
+        if j.workers < 1:
+            raise ConfigError(f"config.jobs: job {j.name!r} has {j.workers} workers; must be >= 1")
+        if j.workers > free:
+            raise ConfigError(f"config.jobs: job {j.name!r} needs {j.workers} GPUs but the cluster has only "
+                              f"{free} free (after background load); it can never be placed")
+        try:
+            get_model(j.model)
+        except TestbedError as e:
+            raise ConfigError(f"config.jobs: job {j.name!r}: {e}") from None
+        if j.collective not in COLLECTIVES:
+            raise ConfigError(f"config.jobs: job {j.name!r}: unknown collective {j.collective!r}; "
+                              f"valid: {', '.join(sorted(COLLECTIVES))}")
+        if cfg.mode == "train" and j.model != "small_cnn":
+            raise ConfigError(f"config.jobs: job {j.name!r}: mode 'train' trains only model 'small_cnn', "
+                              f"not {j.model!r}; use mode 'replay' for profiled models")
+    for spec in policy_specs(cfg):
+        try:
+            make_policy(spec, seed=cfg.seed)
+        except TestbedError as e:
+            raise ConfigError(f"config.policies: {e}") from None
+    return g

@@ -1,0 +1,334 @@
+"""Realise a topology graph as a Mininet network: OVS switches, shaped links, configured hosts.
+
+:class:`EmulatedNetwork` is a context manager. On entry it writes ``topology.json``, starts
+the controller, builds the network and waits until every switch is programmed; on exit
+(success, exception or Ctrl-C) it stops the processes the run started (by PID), stops
+Mininet, and removes any bridge or interface of this network that is left.
+
+Choices forced by the machines this runs on (see ARCHITECTURE.md):
+
+* switches are Open vSwitch bridges with the userspace datapath (``datapath_type=netdev``)
+  unless the kernel has the openvswitch module, in secure fail mode, OpenFlow 1.3;
+* checksum and segmentation offloads are turned off on every interface (the userspace
+  datapath stalls TCP otherwise);
+* links are shaped by HTB at both ends at the scaled rate, with a bounded FIFO below it;
+  Mininet's TCLink would silently ignore rates above 1000 Mbit/s, so shaping is done here
+  and any rate outside (0, 1000] Mbit/s or any failed ``tc`` command is an error;
+* hosts run TCP with ``tcp_slow_start_after_idle=0`` and a configured congestion control,
+  IPv6 off, and static ARP entries (no flooding rules are needed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import subprocess
+
+from common.errors import EmulationError
+from common.units import scale_bw_mbps
+from testbed.controller_proc import ControllerProcess
+from testbed.procs import run, stop_process
+from topo import machines, switches
+from topo.io import write_topology_json
+
+MAX_RATE_MBPS = 1000.0
+OFFLOADS = ("rx", "tx", "tso", "gso", "gro")
+
+
+@dataclasses.dataclass(frozen=True)
+class NetOptions:
+    """How to build the emulated network.
+
+    Attributes:
+        scale: divides paper-scale link rates (and, elsewhere, byte counts).
+        mtu: MTU of every emulated interface (1500, or 9000 for jumbo frames).
+        routing: controller routing mode, ``ecmp`` or ``select``.
+        queue_packets: FIFO limit under each link's HTB class, in packets.
+        congestion_control: TCP congestion control used in every host.
+        stats_interval_s: controller port-statistics polling period.
+        datapath: ``user`` or ``kernel`` OVS datapath.
+    """
+
+    scale: float = 1.0
+    mtu: int = 1500
+    routing: str = "ecmp"
+    queue_packets: int = 100
+    congestion_control: str = "cubic"
+    stats_interval_s: float = 0.5
+    datapath: str = "user"
+
+
+def link_rates_mbps(g, scale: float) -> dict[tuple[str, str], float]:
+    """Emulated rate of every link; raises EmulationError when one is outside (0, 1000] Mbit/s."""
+    rates = {}
+    for u, v, d in g.edges(data=True):
+        r = scale_bw_mbps(float(d["bw_mbps"]), scale)
+        if not 0 < r <= MAX_RATE_MBPS:
+            raise EmulationError(
+                f"link {u}-{v}: {d['bw_mbps']} Mbit/s / scale {scale} = {r:g} Mbit/s is outside the "
+                f"shapeable range (0, {MAX_RATE_MBPS:g}] Mbit/s; raise the scale factor")
+        if float(d.get("delay_us", 0)) > 0:
+            raise EmulationError(f"link {u}-{v}: delay_us={d['delay_us']} needs netem, which this network does not use")
+        rates[(u, v)] = r
+    return rates
+
+
+class EmulatedNetwork:
+    """A Mininet network built from a topology graph, with its controller.
+
+    Use as ``with EmulatedNetwork(g, run_dir, options) as net: ...``. ``net.hosts[name]`` are
+    Mininet hosts; :meth:`popen` runs a command in a machine's namespace and records its PID
+    so cleanup can stop it.
+    """
+
+    def __init__(self, g, run_dir: str, options: NetOptions = NetOptions()):
+        self.g = g
+        self.run_dir = run_dir
+        self.options = options
+        self.rates = link_rates_mbps(g, options.scale)
+        self.mn = None
+        self.controller: ControllerProcess | None = None
+        self.hosts = {}
+        self.switch_intfs: dict[tuple[str, str], str] = {}  # (switch, neighbour) -> interface name
+        self.host_intf: dict[str, str] = {}
+        self._procs: list[subprocess.Popen] = []
+        self._saved_sysctls: dict[str, str] = {}
+        os.makedirs(run_dir, exist_ok=True)
+        self.topology_path = os.path.join(run_dir, "topology.json")
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> "EmulatedNetwork":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Write topology.json, start the controller, build and configure the network."""
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+        from mininet.node import OVSSwitch, RemoteController
+
+        setLogLevel("error")
+        write_topology_json(self.g, self.topology_path)
+        self._allow_congestion_control()
+        self.controller = ControllerProcess(self.run_dir, self.topology_path, self.options.routing,
+                                            self.options.stats_interval_s)
+        self.controller.start()
+        self.mn = Mininet(topo=None, build=False, autoSetMacs=False, autoStaticArp=False,
+                          controller=None, waitConnected=False)
+        self.mn.addController("c0", controller=RemoteController, ip="127.0.0.1", port=self.controller.port)
+        for m in machines(self.g):
+            d = self.g.nodes[m]
+            self.hosts[m] = self.mn.addHost(m, ip=f"{d['ip']}/8", mac=d["mac"])
+        for s in switches(self.g):
+            d = self.g.nodes[s]
+            self.mn.addSwitch(s, cls=OVSSwitch, dpid=f"{d['dpid']:016x}", datapath=self.options.datapath,
+                              failMode="secure", protocols="OpenFlow13")
+        for u, v, d in sorted(self.g.edges(data=True)):
+            pu, pv = d["ports"][u], d["ports"][v]
+            self.mn.addLink(u, v, port1=pu, port2=pv)
+            for node, other, port in ((u, v, pu), (v, u, pv)):
+                name = f"{node}-eth{port}"
+                if self.g.nodes[node]["role"] == "switch":
+                    self.switch_intfs[(node, other)] = name
+                else:
+                    self.host_intf[node] = name
+        self.mn.build()
+        self._configure_interfaces()
+        self._configure_hosts()
+        self.mn.start()
+        self.controller.wait_ready()
+
+    def stop(self) -> None:
+        """Stop everything this network started. Idempotent; never raises."""
+        for p in self._procs:
+            stop_process(p)
+        self._procs.clear()
+        if self.mn is not None:
+            try:
+                self.mn.stop()
+            except Exception as e:  # noqa: BLE001 - leftovers are removed below and reported
+                print(f"warning: mininet stop failed: {e}")
+            self.mn = None
+        if self.controller is not None:
+            self.controller.stop()
+        self._remove_leftovers()
+        self._restore_sysctls()
+
+    def _remove_leftovers(self) -> None:
+        for s in switches(self.g):
+            subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", s], capture_output=True)
+        existing = set(os.listdir("/sys/class/net"))
+        for name in list(self.switch_intfs.values()):
+            if name in existing:
+                subprocess.run(["ip", "link", "del", name], capture_output=True)
+
+    # -- configuration ---------------------------------------------------------------------
+
+    def _allow_congestion_control(self) -> None:
+        key = "net.ipv4.tcp_allowed_congestion_control"
+        cc = self.options.congestion_control
+        allowed = run(["sysctl", "-n", key]).stdout.split()
+        available = run(["sysctl", "-n", "net.ipv4.tcp_available_congestion_control"]).stdout.split()
+        if cc not in available:
+            raise EmulationError(f"congestion control {cc!r} is not available; available: {', '.join(available)}")
+        if cc not in allowed:
+            self._saved_sysctls[key] = " ".join(allowed)
+            run(["sysctl", "-w", f"{key}={' '.join(allowed + [cc])}"])
+
+    def _restore_sysctls(self) -> None:
+        for key, value in self._saved_sysctls.items():
+            subprocess.run(["sysctl", "-w", f"{key}={value}"], capture_output=True)
+        self._saved_sysctls.clear()
+
+    def _shape_cmds(self, intf: str, rate_mbps: float) -> list[str]:
+        burst = max(15000, int(rate_mbps * 1e6 / 8 / 1000))  # >= 1 ms at line rate
+        return [
+            f"tc qdisc replace dev {intf} root handle 5: htb default 1",
+            f"tc class replace dev {intf} parent 5: classid 5:1 htb rate {rate_mbps:.6f}mbit burst {burst}",
+            f"tc qdisc replace dev {intf} parent 5:1 handle 10: pfifo limit {self.options.queue_packets}",
+        ]
+
+    def _configure_interfaces(self) -> None:
+        off = " ".join(f"{o} off" for o in OFFLOADS)
+        root_cmds = []
+        for (s, other), intf in self.switch_intfs.items():
+            rate = self.rates.get((s, other)) or self.rates[(other, s)]
+            root_cmds.append(f"ethtool -K {intf} {off}")
+            root_cmds.append(f"ip link set {intf} mtu {self.options.mtu}")
+            root_cmds += self._shape_cmds(intf, rate)
+        for cmd in root_cmds:
+            cp = subprocess.run(shlex.split(cmd), capture_output=True, text=True, timeout=30)
+            if cp.returncode != 0:
+                raise EmulationError(f"`{cmd}` failed: {cp.stderr.strip()}")
+        for m, intf in self.host_intf.items():
+            (nbr,) = self.g.neighbors(m)
+            rate = self.rates.get((m, nbr)) or self.rates[(nbr, m)]
+            for cmd in [f"ethtool -K {intf} {off}", f"ip link set {intf} mtu {self.options.mtu}",
+                        *self._shape_cmds(intf, rate)]:
+                self.host_exec(m, cmd)
+
+    def _configure_hosts(self) -> None:
+        cc = self.options.congestion_control
+        for m in self.hosts:
+            for cmd in ("sysctl -w net.ipv4.tcp_slow_start_after_idle=0",
+                        f"sysctl -w net.ipv4.tcp_congestion_control={cc}",
+                        "sysctl -w net.ipv6.conf.all.disable_ipv6=1",
+                        "sysctl -w net.ipv6.conf.default.disable_ipv6=1"):
+                self.host_exec(m, cmd)
+        # Static ARP: every host knows every other host's MAC.
+        for m, host in self.hosts.items():
+            intf = self.host_intf[m]
+            for other in self.hosts:
+                if other != m:
+                    d = self.g.nodes[other]
+                    self.host_exec(m, f"ip neigh replace {d['ip']} lladdr {d['mac']} dev {intf} nud permanent")
+        if self.options.mtu != 1500:
+            for s in switches(self.g):
+                for (sw, _), intf in self.switch_intfs.items():
+                    if sw == s:
+                        run(["ovs-vsctl", "set", "Interface", intf, f"mtu_request={self.options.mtu}"])
+
+    # -- running things --------------------------------------------------------------------
+
+    def host_exec(self, machine: str, cmd: str, timeout_s: float = 30.0) -> str:
+        """Run a short command in a machine's namespace; raise EmulationError if it fails."""
+        host = self.hosts[machine]
+        argv = ["mnexec", "-a", str(host.pid)] + shlex.split(cmd)
+        cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        if cp.returncode != 0:
+            raise EmulationError(f"{machine}: `{cmd}` failed ({cp.returncode}): {cp.stderr.strip()}")
+        return cp.stdout
+
+    def popen(self, machine: str, argv: list[str], env: dict | None = None, log_path: str | None = None,
+              cwd: str | None = None) -> subprocess.Popen:
+        """Start a long-running command in a machine's namespace (own session); record its PID."""
+        host = self.hosts[machine]
+        out = open(log_path, "ab") if log_path else subprocess.DEVNULL
+        try:
+            p = subprocess.Popen(["mnexec", "-a", str(host.pid)] + list(argv), stdout=out,
+                                 stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
+        finally:
+            if log_path:
+                out.close()
+        self._procs.append(p)
+        return p
+
+    def forget(self, proc: subprocess.Popen) -> None:
+        """Drop a finished process from the cleanup list."""
+        if proc in self._procs and proc.poll() is not None:
+            self._procs.remove(proc)
+
+    def tcp_check(self, sources: list[str], targets: list[str], port: int = 5999,
+                  timeout_s: float = 60.0) -> dict[str, list[str]]:
+        """TCP echo from every source machine to every target machine (not itself).
+
+        Returns:
+            Failure lines per source machine; empty when every connection worked.
+        """
+        import sys
+        import time
+
+        from testbed.controller_proc import PROJECT_ROOT
+
+        env = {"PYTHONPATH": PROJECT_ROOT, "PATH": os.environ.get("PATH", "")}
+        servers = [self.popen(t, [sys.executable, "-m", "testbed.tcpcheck", "serve", str(port)], env=env,
+                              cwd=PROJECT_ROOT) for t in targets]
+        try:
+            time.sleep(0.3)
+            probes = {}
+            for src in sources:
+                ips = [self.g.nodes[t]["ip"] for t in targets if t != src]
+                probes[src] = subprocess.Popen(
+                    ["mnexec", "-a", str(self.hosts[src].pid), sys.executable, "-m", "testbed.tcpcheck",
+                     "probe", str(port), *ips], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                    env=env, cwd=PROJECT_ROOT)
+            failures = {}
+            for src, p in probes.items():
+                try:
+                    out, _ = p.communicate(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    stop_process(p)
+                    out = "fail timeout"
+                bad = [line for line in out.splitlines() if not line.startswith("ok")]
+                if bad or p.returncode != 0:
+                    failures[src] = bad or [f"exit {p.returncode}"]
+            return failures
+        finally:
+            for srv in servers:
+                stop_process(srv)
+                self.forget(srv)
+
+    # -- measurement -----------------------------------------------------------------------
+
+    def switch_counters(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """Kernel byte counters ``(tx_bytes, rx_bytes)`` of every switch port, by (switch, neighbour)."""
+        out = {}
+        for key, intf in self.switch_intfs.items():
+            base = f"/sys/class/net/{intf}/statistics"
+            with open(f"{base}/tx_bytes") as f1, open(f"{base}/rx_bytes") as f2:
+                out[key] = (int(f1.read()), int(f2.read()))
+        return out
+
+    def link_bytes(self, before, after) -> dict[tuple[str, str], int]:
+        """Bytes carried on every directed link between two :meth:`switch_counters` snapshots.
+
+        Direction ``u -> v`` is read on the switch side: the switch's transmit counter when
+        ``u`` is a switch, else the receive counter of the switch port facing ``u``.
+        """
+        out = {}
+        for u, v in self.g.edges():
+            for a, b in ((u, v), (v, u)):
+                if self.g.nodes[a]["role"] == "switch":
+                    out[(a, b)] = after[(a, b)][0] - before[(a, b)][0]
+                else:
+                    out[(a, b)] = after[(b, a)][1] - before[(b, a)][1]
+        return out

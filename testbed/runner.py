@@ -1,0 +1,244 @@
+"""The experiment runner: for each policy, a fresh network, place, run every job, measure.
+
+One policy's run, step by step:
+
+1. a cluster with the configured background load (non-idle machines);
+2. the policy places the pending jobs; the placed ones form a *wave* and run concurrently;
+   jobs that did not fit wait for the next wave (after the wave's GPUs are released);
+3. each wave launches every rank of every job in its placed machine's host (ranks on one
+   machine share its interface), waits for all, and snapshots the switch port counters
+   before and after;
+4. the policy's results (placements, iteration records, bytes per directed link, CPU
+   samples) are written to ``<run>/<policy>/`` as soon as the policy finishes, so an
+   interrupted run keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import sys
+import threading
+import time
+
+from common.errors import EmulationError, PlacementError
+from jobs.launcher import launch, plan_workers, wait_all
+from jobs.models import get_model
+from jobs.records import read_records
+from placement import make_policy
+from placement.base import Cluster, JobRequest
+from testbed import capabilities
+from testbed.config import ExperimentConfig, policy_specs, to_dict, validate
+from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
+from testbed.cpu import CpuSampler
+from testbed.net import EmulatedNetwork, NetOptions
+from testbed.report import summarise_policy, write_run_report
+from topo.io import write_topology_json
+
+
+def safe_name(spec: str) -> str:
+    """A directory name for a policy spec string."""
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", spec)
+
+
+def make_run_dir(cfg: ExperimentConfig, base: str | None = None) -> str:
+    """Create ``results/<timestamp>-<name>/`` and return its path."""
+    base = base or cfg.results_dir
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = os.path.join(base, f"{stamp}-{safe_name(cfg.name)}")
+    n = 1
+    while os.path.exists(path):
+        n += 1
+        path = os.path.join(base, f"{stamp}-{safe_name(cfg.name)}-{n}")
+    os.makedirs(path)
+    return path
+
+
+def write_json(path: str, obj) -> None:
+    """Write JSON with a stable layout."""
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=1, sort_keys=True, default=str)
+
+
+@dataclasses.dataclass
+class WaveResult:
+    """What one wave of concurrently running jobs produced."""
+
+    index: int
+    jobs: list[str]
+    duration_s: float
+    link_bytes: dict  # (u, v) -> bytes
+
+
+class Progress:
+    """Prints progress lines; a background thread reports iterations done while jobs run."""
+
+    def __init__(self, stream=sys.stdout):
+        self.stream = stream
+
+    def say(self, msg: str) -> None:
+        """Print one progress line."""
+        print(msg, file=self.stream, flush=True)
+
+    def watch(self, specs, total_iterations: int, interval_s: float = 5.0):
+        """Start a thread that prints iterations done per job; returns an Event that stops it."""
+        stop = threading.Event()
+        by_job: dict[str, str] = {}
+        for s in specs:
+            if s.rank == 0:
+                by_job[s.job] = s.records_path
+
+        def loop():
+            while not stop.wait(interval_s):
+                parts = []
+                for job, path in sorted(by_job.items()):
+                    try:
+                        with open(path) as f:
+                            done = sum(1 for _ in f)
+                    except FileNotFoundError:
+                        done = 0
+                    parts.append(f"{job} {done}/{total_iterations}")
+                self.say("      iterations: " + ", ".join(parts))
+
+        threading.Thread(target=loop, daemon=True).start()
+        return stop
+
+
+def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progress) -> dict:
+    """Run every job of ``cfg`` under placement policy ``spec`` on a fresh network."""
+    os.makedirs(pdir, exist_ok=True)
+    cluster = Cluster.from_topology(g)
+    cluster.set_background(cfg.background)
+    policy = make_policy(spec, seed=cfg.seed)
+    jobs = {j.name: JobRequest(j.name, j.model, j.workers, j.collective) for j in cfg.jobs}
+    pending = list(jobs.values())
+    options = NetOptions(scale=cfg.scale, mtu=cfg.mtu, routing=cfg.routing, queue_packets=cfg.queue_packets,
+                         congestion_control=cfg.congestion_control, stats_interval_s=cfg.stats_interval_s)
+    placements, waves, records = [], [], []
+    sampler = CpuSampler()
+    t_start = time.time()
+    with EmulatedNetwork(g, pdir, options) as net:
+        progress.say(f"    network up: {len(net.hosts)} machines, {len(net.switch_intfs)} switch ports, "
+                     f"{net.controller.status().get('rules', '?')} rules ({cfg.routing})")
+        sanity_check(net, pdir)
+        sampler.start()
+        while pending:
+            decided = policy.place(pending, cluster.view())
+            if not decided:
+                names = ", ".join(j.name for j in pending)
+                raise PlacementError(f"policy {spec!r} placed none of the waiting jobs ({names}) even with "
+                                     f"every other job finished")
+            for p in decided:
+                cluster.apply(p)
+                placements.append({"wave": len(waves), **p.to_dict()})
+            wave_jobs = [jobs[p.job] for p in decided]
+            progress.say(f"    wave {len(waves)}: " + "; ".join(
+                f"{p.job} on {len(p.machines)} machine(s) {','.join(p.machines)}" for p in decided))
+            waves.append(run_wave(cfg, g, net, decided, jobs, len(waves), pdir, progress))
+            for p in decided:
+                cluster.release(p.job)
+            done = {j.name for j in wave_jobs}
+            pending = [j for j in pending if j.name not in done]
+        sampler.stop()
+        ctrl_error = net.controller.logged_exception()
+        if ctrl_error:
+            raise EmulationError(f"the controller logged an exception: {ctrl_error}; "
+                                 f"see {net.controller.log_path}")
+        rates = dict(net.rates)
+    for p in placements:
+        for path in _records_paths(pdir, p["job"], jobs[p["job"]].workers):
+            records.extend(read_records(path))
+    result = {
+        "policy": spec,
+        "placements": placements,
+        "waves": [{"index": w.index, "jobs": w.jobs, "duration_s": w.duration_s,
+                   "link_bytes": [[u, v, b] for (u, v), b in sorted(w.link_bytes.items())]} for w in waves],
+        "link_rate_mbps": [[u, v, r] for (u, v), r in sorted(rates.items())],
+        "cpu": sampler.summary(),
+        "wall_time_s": time.time() - t_start,
+    }
+    write_json(os.path.join(pdir, "placements.json"), placements)
+    write_json(os.path.join(pdir, "measurements.json"), result)
+    result["summary"] = summarise_policy(cfg, g, result, records)
+    write_json(os.path.join(pdir, "summary.json"), result["summary"])
+    return result
+
+
+def _records_paths(pdir: str, job: str, workers: int) -> list[str]:
+    return [os.path.join(pdir, "jobs", job, f"rank{r}.jsonl") for r in range(workers)]
+
+
+def run_wave(cfg, g, net: EmulatedNetwork, decided, jobs, index: int, pdir: str, progress: Progress) -> WaveResult:
+    """Launch every rank of the wave's jobs, wait for all, and measure the links."""
+    ips = {m: g.nodes[m]["ip"] for m in net.hosts}
+    all_specs = []
+    for p in decided:
+        job = jobs[p.job]
+        out_dir = os.path.join(pdir, "jobs", p.job)
+        os.makedirs(out_dir, exist_ok=True)
+        all_specs.append(plan_workers(
+            job, p, get_model(job.model), cfg.scale, ips, net.host_intf, cfg.iterations, cfg.warmup_iterations,
+            cfg.mode, out_dir, free_tcp_port(), timeout_s=cfg.job_timeout_s))
+
+    def exec_fn(machine, argv, env, log_path):
+        return net.popen(machine, argv, env=env, log_path=log_path, cwd=PROJECT_ROOT)
+
+    before = net.switch_counters()
+    t0 = time.time()
+    workers = []
+    for specs, p in zip(all_specs, decided):
+        workers.extend(launch(specs, exec_fn, os.path.join(pdir, "jobs", p.job)))
+    stop = progress.watch([s for specs in all_specs for s in specs], cfg.iterations)
+    try:
+        wait_all(workers, timeout_s=cfg.job_timeout_s)
+    finally:
+        stop.set()
+    duration = time.time() - t0
+    time.sleep(0.2)  # let the last packets reach the counters
+    after = net.switch_counters()
+    for w in workers:
+        net.forget(w.proc)
+    progress.say(f"    wave {index} done in {duration:.1f} s")
+    return WaveResult(index, [p.job for p in decided], duration, net.link_bytes(before, after))
+
+
+def sanity_check(net: EmulatedNetwork, pdir: str) -> None:
+    """TCP between the first and the last machine over the controller's routes, before any job."""
+    names = sorted(net.hosts, key=lambda m: net.g.nodes[m]["index"])
+    failures = net.tcp_check([names[0]], [names[-1]], timeout_s=15)
+    if failures:
+        raise EmulationError(f"TCP sanity check {names[0]} -> {names[-1]} failed: {failures}; "
+                             f"see {net.controller.log_path}")
+
+
+def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_dir: str | None = None,
+                   policies: list[str] | None = None) -> str:
+    """Run the experiment for every policy; return the run directory.
+
+    Results of finished policies are written as they finish; the report (tables, CSV, plots)
+    is written at the end, and also after a failure for the policies that completed.
+    """
+    progress = progress or Progress()
+    g = validate(cfg)
+    capabilities.require_root()
+    capabilities.require_tools()
+    caps = capabilities.detect()
+    run_dir = run_dir or make_run_dir(cfg)
+    os.makedirs(run_dir, exist_ok=True)
+    write_json(os.path.join(run_dir, "config.json"), to_dict(cfg))
+    write_json(os.path.join(run_dir, "capabilities.json"), caps)
+    write_topology_json(g, os.path.join(run_dir, "topology.json"))
+    specs = policies or policy_specs(cfg)
+    progress.say(f"run {run_dir}: {len(cfg.jobs)} jobs, {len(specs)} policies, "
+                 f"scale {cfg.scale:g}, datapath {caps['ovs_datapath']}")
+    results = {}
+    try:
+        for i, spec in enumerate(specs, 1):
+            progress.say(f"[{i}/{len(specs)}] policy {spec}")
+            results[spec] = run_policy(cfg, g, spec, os.path.join(run_dir, safe_name(spec)), progress)
+    finally:
+        if results:
+            write_run_report(run_dir, cfg, g, results, caps, progress.stream)
+    return run_dir
