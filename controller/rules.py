@@ -103,7 +103,7 @@ def compute_rules(g, mode: str = "ecmp") -> RuleSet:
     if mode == "ecmp":
         for (src, dst), path in route_table(g).items():
             match = _match(eth_type=ETH_TYPE_IPV4, ipv4_src=g.nodes[src]["ip"], ipv4_dst=g.nodes[dst]["ip"])
-            for here, nxt in zip(path[1:-1], path[2:]):
+            for here, nxt in zip(path[1:-1], path[2:], strict=True):
                 dpid = g.nodes[here]["dpid"]
                 flows[dpid].append(FlowRule(dpid, PRIORITY_PAIR_ROUTE, match, output_port=port_towards(g, here, nxt)))
     else:

@@ -70,6 +70,10 @@ class WorkerSpec:
         records_path: JSON-lines file this rank writes its records to.
         timeout_s: gloo timeout for rendezvous and each collective operation.
         seed: seed of the model initialisation and synthetic data (train mode).
+        start_gate: if set, a file path: after joining the process group the worker creates
+            ``records_path + ".ready"`` and waits (up to ``timeout_s``) until this file exists
+            before its first iteration, so that every job of a wave starts its iterations
+            together, after every worker's start-up (see :func:`ready_path`).
     """
 
     job: str
@@ -89,6 +93,7 @@ class WorkerSpec:
     records_path: str
     timeout_s: float = 300.0
     seed: int = 0
+    start_gate: str | None = None
 
     def __post_init__(self):
         where = f"job {self.job!r} rank {self.rank}"
@@ -100,7 +105,8 @@ class WorkerSpec:
             raise JobError(f"{where}: need iterations >= 1 and warmup_iterations >= 0, "
                            f"got {self.iterations} and {self.warmup_iterations}")
         if any(b <= 0 or b % 4 for b in self.bucket_bytes):
-            raise JobError(f"{where}: bucket sizes must be positive multiples of 4 bytes, got {self.bucket_bytes}")
+            raise JobError(f"{where}: bucket sizes must be positive multiples of 4 bytes, "
+                           f"got {self.bucket_bytes}")
         if self.compute_s < 0 or self.timeout_s <= 0:
             raise JobError(f"{where}: need compute_s >= 0 and timeout_s > 0, "
                            f"got {self.compute_s} and {self.timeout_s}")
@@ -158,7 +164,8 @@ def file_stem(job: str, rank: int) -> str:
 def plan_workers(job: JobRequest, placement: Placement, profile: ModelProfile, scale: float,
                  machine_ip: Mapping[str, str], machine_ifname: Mapping[str, str],
                  iterations: int, warmup_iterations: int, mode: str, out_dir: str | Path,
-                 master_port: int, *, timeout_s: float = 300.0, seed: int = 0) -> list[WorkerSpec]:
+                 master_port: int, *, timeout_s: float = 300.0, seed: int = 0,
+                 start_gate: str | None = None) -> list[WorkerSpec]:
     """One :class:`WorkerSpec` per rank of ``job`` placed by ``placement``.
 
     Rank ``r`` runs on ``placement.slots[r].machine``; rank 0's machine hosts the rendezvous
@@ -179,6 +186,7 @@ def plan_workers(job: JobRequest, placement: Placement, profile: ModelProfile, s
         master_port: rendezvous TCP port on rank 0's machine.
         timeout_s: gloo timeout of each worker.
         seed: model/data seed for train mode.
+        start_gate: file the workers wait for before their first iteration (see WorkerSpec).
 
     Raises:
         JobError: inconsistent job/placement/profile, unknown collective or mode, a model that
@@ -211,9 +219,15 @@ def plan_workers(job: JobRequest, placement: Placement, profile: ModelProfile, s
             ifname=machine_ifname.get(slot.machine), mode=mode, model=profile.name,
             bucket_bytes=tuple(buckets), compute_s=profile.compute_time_s, iterations=iterations,
             warmup_iterations=warmup_iterations, collective=job.collective,
-            records_path=str(out_dir / f"{file_stem(job.name, r)}.jsonl"), timeout_s=timeout_s, seed=seed)
+            records_path=str(out_dir / f"{file_stem(job.name, r)}.jsonl"), timeout_s=timeout_s, seed=seed,
+            start_gate=start_gate)
         for r, slot in enumerate(placement.slots)
     ]
+
+
+def ready_path(spec: WorkerSpec) -> str:
+    """The file a gated worker creates once it has joined its process group."""
+    return spec.records_path + ".ready"
 
 
 def worker_argv(spec_path: str | Path) -> list[str]:
@@ -298,7 +312,7 @@ def wait_all(workers: Sequence[RunningWorker], timeout_s: float, poll_s: float =
     deadline = time.monotonic() + timeout_s
     while True:
         codes = [w.process.poll() for w in workers]
-        failed = [w for w, c in zip(workers, codes) if c not in (None, 0)]
+        failed = [w for w, c in zip(workers, codes, strict=True) if c not in (None, 0)]
         if failed:
             stop_all(workers)
             w = min(failed, key=lambda x: x.spec.rank)
@@ -307,10 +321,38 @@ def wait_all(workers: Sequence[RunningWorker], timeout_s: float, poll_s: float =
         if all(c == 0 for c in codes):
             return codes
         if time.monotonic() > deadline:
-            running = [w for w, c in zip(workers, codes) if c is None]
+            running = [w for w, c in zip(workers, codes, strict=True) if c is None]
             stop_all(workers)
             w = min(running, key=lambda x: x.spec.rank)
             raise JobError(f"job {w.spec.job!r}: timed out after {timeout_s:g} s with ranks "
                            f"{[x.spec.rank for x in running]} still running; log of rank {w.spec.rank}: "
                            f"{w.log_path}\n{log_tail(w.log_path)}")
+        time.sleep(poll_s)
+
+
+def open_gate_when_ready(workers: Sequence[RunningWorker], gate_path: str, timeout_s: float,
+                         poll_s: float = 0.05) -> float | None:
+    """Open the start gate once every gated worker has joined its process group.
+
+    Workers launched with ``start_gate=gate_path`` signal readiness with :func:`ready_path`.
+    When all have, the gate file is created and every job starts its iterations at once.
+
+    Returns:
+        Seconds waited until the gate opened, or None if a worker exited first (the caller's
+        :func:`wait_all` then reports it).
+
+    Raises:
+        JobError: ``timeout_s`` passed before every worker was ready (all are stopped).
+    """
+    t0 = time.monotonic()
+    while True:
+        if all(os.path.exists(ready_path(w.spec)) for w in workers):
+            Path(gate_path).write_text(f"{time.time()}\n", encoding="utf-8")
+            return time.monotonic() - t0
+        if any(w.process.poll() is not None for w in workers):
+            return None
+        if time.monotonic() - t0 > timeout_s:
+            stop_all(workers)
+            waiting = sorted((w.spec.job, w.spec.rank) for w in workers if not os.path.exists(ready_path(w.spec)))
+            raise JobError(f"workers not ready after {timeout_s:g} s (job, rank): {waiting[:8]}")
         time.sleep(poll_s)

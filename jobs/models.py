@@ -156,7 +156,7 @@ def _resnet_tensors(blocks: tuple[int, int, int, int], classes: int = 1000) -> l
     """torchvision ``resnet50/101/152`` (Bottleneck, expansion 4; convs without bias)."""
     out = [64 * 3 * 7 * 7, 64, 64]  # conv1, bn1 weight and bias
     inplanes = 64
-    for planes, n_blocks in zip((64, 128, 256, 512), blocks):
+    for planes, n_blocks in zip((64, 128, 256, 512), blocks, strict=True):
         width, expanded = planes, planes * 4
         for i in range(n_blocks):
             out += [width * inplanes, width, width]          # conv1 1x1, bn1
@@ -192,7 +192,8 @@ def _small_cnn_tensors() -> list[int]:
         c_in = c
     side = SMALL_CNN_IMAGE_PX // 2 ** len(SMALL_CNN_CHANNELS)
     flat = c_in * side * side
-    out += [SMALL_CNN_HIDDEN * flat, SMALL_CNN_HIDDEN, SMALL_CNN_CLASSES * SMALL_CNN_HIDDEN, SMALL_CNN_CLASSES]
+    out += [SMALL_CNN_HIDDEN * flat, SMALL_CNN_HIDDEN]
+    out += [SMALL_CNN_CLASSES * SMALL_CNN_HIDDEN, SMALL_CNN_CLASSES]
     return out
 
 

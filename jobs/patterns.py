@@ -16,10 +16,13 @@ Algorithms (``shared/specs/titan.md`` §1.3):
   :mod:`jobs.collectives.hd` for the algorithm; for ``p`` not a power of two the
   fold-in/fold-out model: ``2·log2(p') + 2`` steps with ``p' = 2^floor(log2 p)``.
 * ``gloo`` (gloo's own ``allreduce``, called through ``torch.distributed.all_reduce``) is
-  **not modelled**: its segmenting and pipelining are gloo internals that we neither control
-  nor observe. :func:`pattern` raises :class:`JobError` for it; use ``ring`` as the nearest
-  approximation if you must (same per-rank volume, ``2(p-1)/p·M``, for gloo's ring-based
-  default) and say so.
+  **not modelled**: :func:`pattern` raises :class:`JobError` for it. In the gloo source we
+  read (``gloo/allreduce.cc``) it is a ring that sends to ``r-1`` and receives from ``r+1``,
+  with each chunk cut into segments (at least two per chunk, capped in size) and two
+  segments in flight, so it is pipelined rather than step-synchronous, and its segment cap
+  and algorithm choice are internal to the gloo build PyTorch ships. If a model is needed,
+  the nearest is ``ring`` mirrored (``r -> r-1``) with the same per-rank volume
+  ``2(p-1)/p·M``; say so where it is used.
 
 Pure: standard library only. Cost O(p log p) transfers for ``hd``, O(p²) for ``ring``.
 """
@@ -47,7 +50,7 @@ def is_power_of_two(p: int) -> bool:
 
 
 def hd_fold(p: int) -> tuple[int, int]:
-    """``(p', e)`` of the fold-in/fold-out model: ``p' = 2^floor(log2 p)`` ranks run HD, ``e = p - p'`` fold in."""
+    """``(p', e)`` of the fold-in/fold-out model: ``p' = 2^floor(log2 p)`` run HD, ``e = p - p'`` fold in."""
     p2 = 1 << (p.bit_length() - 1)
     return p2, p - p2
 

@@ -107,6 +107,6 @@ def read_records(path: str | Path) -> list[IterationRecord]:
 
 
 def read_job_records(paths: Iterable[str | Path]) -> list[IterationRecord]:
-    """Read several record files (e.g. one per rank), sorted by ``(iteration, rank)``."""
+    """Read several record files (e.g. one per rank), sorted by ``(job, iteration, rank)``."""
     recs = [r for p in paths for r in read_records(p)]
     return sorted(recs, key=lambda r: (r.job, r.iteration, r.rank))

@@ -174,7 +174,10 @@ def load(path: str) -> ExperimentConfig:
     except OSError as e:
         raise ConfigError(f"cannot read config {path}: {e.strerror}") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"config {path} is not valid YAML: {e}") from None
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"config {path} is not valid YAML{where}: {problem}") from None
     return from_dict(data)
 
 
@@ -209,8 +212,8 @@ def validate(cfg: ExperimentConfig):
     Raises:
         ConfigError: naming the offending value and the valid choices.
     """
-    from jobs.collectives import COLLECTIVES
     from jobs.models import get_model
+    from jobs.patterns import COLLECTIVE_NAMES
     from placement import make_policy
     from placement.base import Cluster
     from testbed.net import link_rates_mbps
@@ -251,9 +254,9 @@ def validate(cfg: ExperimentConfig):
             get_model(j.model)
         except TestbedError as e:
             raise ConfigError(f"config.jobs: job {j.name!r}: {e}") from None
-        if j.collective not in COLLECTIVES:
+        if j.collective not in COLLECTIVE_NAMES:
             raise ConfigError(f"config.jobs: job {j.name!r}: unknown collective {j.collective!r}; "
-                              f"valid: {', '.join(sorted(COLLECTIVES))}")
+                              f"valid: {', '.join(sorted(COLLECTIVE_NAMES))}")
         if cfg.mode == "train" and j.model != "small_cnn":
             raise ConfigError(f"config.jobs: job {j.name!r}: mode 'train' trains only model 'small_cnn', "
                               f"not {j.model!r}; use mode 'replay' for profiled models")

@@ -51,9 +51,14 @@ class CpuSampler:
                 self.samples.append((time.time(), 1.0 - (idle1 - idle0) / dt))
             total0, idle0 = total1, idle1
 
-    def summary(self) -> dict:
-        """Mean, 95th percentile and peak utilisation, and whether the CPU saturated."""
-        u = sorted(s[1] for s in self.samples)
+    def summary(self, windows: list[tuple[float, float]] | None = None) -> dict:
+        """Mean, 95th percentile and peak utilisation, and whether the CPU saturated.
+
+        Args:
+            windows: only count samples inside these ``(t0, t1)`` wall-clock intervals (for
+                example the measured iterations, excluding worker start-up).
+        """
+        u = sorted(x for t, x in self.samples if windows is None or any(a <= t <= b for a, b in windows))
         if not u:
             return {"samples": 0, "mean": None, "p95": None, "max": None, "saturated": None}
         p95 = u[min(len(u) - 1, int(0.95 * len(u)))]

@@ -145,6 +145,10 @@ class EmulatedNetwork:
         self._configure_interfaces()
         self._configure_hosts()
         self.mn.start()
+        if self.options.mtu != 1500:
+            # The userspace datapath keeps its own MTU per port; ask for the interface's.
+            for intf in self.switch_intfs.values():
+                run(["ovs-vsctl", "set", "Interface", intf, f"mtu_request={self.options.mtu}"])
         self.controller.wait_ready()
 
     def stop(self) -> None:
@@ -225,17 +229,12 @@ class EmulatedNetwork:
                         "sysctl -w net.ipv6.conf.default.disable_ipv6=1"):
                 self.host_exec(m, cmd)
         # Static ARP: every host knows every other host's MAC.
-        for m, host in self.hosts.items():
+        for m in self.hosts:
             intf = self.host_intf[m]
             for other in self.hosts:
                 if other != m:
                     d = self.g.nodes[other]
                     self.host_exec(m, f"ip neigh replace {d['ip']} lladdr {d['mac']} dev {intf} nud permanent")
-        if self.options.mtu != 1500:
-            for s in switches(self.g):
-                for (sw, _), intf in self.switch_intfs.items():
-                    if sw == s:
-                        run(["ovs-vsctl", "set", "Interface", intf, f"mtu_request={self.options.mtu}"])
 
     # -- running things --------------------------------------------------------------------
 

@@ -7,12 +7,17 @@ import signal
 import subprocess
 import time
 
+from common.errors import EmulationError
+
 
 def run(argv: list[str], timeout_s: float = 30.0, check: bool = True) -> subprocess.CompletedProcess:
-    """Run a short command with a timeout; raise ``RuntimeError`` with its output on failure."""
-    cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+    """Run a short command with a timeout; raise ``EmulationError`` with its output on failure."""
+    try:
+        cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise EmulationError(f"{' '.join(argv)} did not finish within {timeout_s:g} s") from None
     if check and cp.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} exited {cp.returncode}: {(cp.stderr or cp.stdout).strip()}")
+        raise EmulationError(f"{' '.join(argv)} exited {cp.returncode}: {(cp.stderr or cp.stdout).strip()}")
     return cp
 
 

@@ -24,7 +24,7 @@ import threading
 import time
 
 from common.errors import EmulationError, PlacementError
-from jobs.launcher import launch, plan_workers, wait_all
+from jobs.launcher import launch, open_gate_when_ready, plan_workers, wait_all
 from jobs.models import get_model
 from jobs.records import read_records
 from placement import make_policy
@@ -33,6 +33,7 @@ from testbed import capabilities
 from testbed.config import ExperimentConfig, policy_specs, to_dict, validate
 from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
 from testbed.cpu import CpuSampler
+from testbed.linkstats import LinkSeries
 from testbed.net import EmulatedNetwork, NetOptions
 from testbed.report import summarise_policy, write_run_report
 from topo.io import write_topology_json
@@ -69,7 +70,14 @@ class WaveResult:
     index: int
     jobs: list[str]
     duration_s: float
-    link_bytes: dict  # (u, v) -> bytes
+    link_bytes: dict  # (u, v) -> bytes over the whole wave (kernel counters)
+    records: list  # IterationRecord of every rank of every job of the wave
+    window_s: tuple[float, float] | None = None  # first recorded iteration start .. last end
+
+    def __post_init__(self):
+        if self.records and self.window_s is None:
+            self.window_s = (min(r.start_time_s for r in self.records),
+                             max(r.start_time_s + r.iteration_s for r in self.records))
 
 
 class Progress:
@@ -116,7 +124,7 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     pending = list(jobs.values())
     options = NetOptions(scale=cfg.scale, mtu=cfg.mtu, routing=cfg.routing, queue_packets=cfg.queue_packets,
                          congestion_control=cfg.congestion_control, stats_interval_s=cfg.stats_interval_s)
-    placements, waves, records = [], [], []
+    placements, waves = [], []
     sampler = CpuSampler()
     t_start = time.time()
     with EmulatedNetwork(g, pdir, options) as net:
@@ -147,18 +155,18 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
             raise EmulationError(f"the controller logged an exception: {ctrl_error}; "
                                  f"see {net.controller.log_path}")
         rates = dict(net.rates)
-    for p in placements:
-        for path in _records_paths(pdir, p["job"], jobs[p["job"]].workers):
-            records.extend(read_records(path))
+    series = LinkSeries(g, os.path.join(pdir, "port_stats.jsonl"))
+    windows = [w.window_s for w in waves if w.window_s]
     result = {
         "policy": spec,
         "placements": placements,
-        "waves": [{"index": w.index, "jobs": w.jobs, "duration_s": w.duration_s,
-                   "link_bytes": [[u, v, b] for (u, v), b in sorted(w.link_bytes.items())]} for w in waves],
+        "waves": [wave_dict(w, series) for w in waves],
         "link_rate_mbps": [[u, v, r] for (u, v), r in sorted(rates.items())],
         "cpu": sampler.summary(),
+        "cpu_measured": sampler.summary(windows),
         "wall_time_s": time.time() - t_start,
     }
+    records = [r for w in waves for r in w.records]
     write_json(os.path.join(pdir, "placements.json"), placements)
     write_json(os.path.join(pdir, "measurements.json"), result)
     result["summary"] = summarise_policy(cfg, g, result, records)
@@ -166,13 +174,22 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     return result
 
 
-def _records_paths(pdir: str, job: str, workers: int) -> list[str]:
-    return [os.path.join(pdir, "jobs", job, f"rank{r}.jsonl") for r in range(workers)]
+def wave_dict(w: WaveResult, series: LinkSeries) -> dict:
+    """JSON form of a wave, with the bytes per link inside its measurement window."""
+    d = {"index": w.index, "jobs": w.jobs, "duration_s": w.duration_s, "window_s": w.window_s,
+         "link_bytes": [[u, v, b] for (u, v), b in sorted(w.link_bytes.items())], "window_link_bytes": []}
+    if w.window_s:
+        for link in sorted(w.link_bytes):
+            b = series.bytes_between(link, *w.window_s)
+            if b is not None:
+                d["window_link_bytes"].append([*link, round(b)])
+    return d
 
 
 def run_wave(cfg, g, net: EmulatedNetwork, decided, jobs, index: int, pdir: str, progress: Progress) -> WaveResult:
     """Launch every rank of the wave's jobs, wait for all, and measure the links."""
     ips = {m: g.nodes[m]["ip"] for m in net.hosts}
+    gate = os.path.join(pdir, "jobs", f"wave{index}.start")
     all_specs = []
     for p in decided:
         job = jobs[p.job]
@@ -180,18 +197,22 @@ def run_wave(cfg, g, net: EmulatedNetwork, decided, jobs, index: int, pdir: str,
         os.makedirs(out_dir, exist_ok=True)
         all_specs.append(plan_workers(
             job, p, get_model(job.model), cfg.scale, ips, net.host_intf, cfg.iterations, cfg.warmup_iterations,
-            cfg.mode, out_dir, free_tcp_port(), timeout_s=cfg.job_timeout_s))
+            cfg.mode, out_dir, free_tcp_port(), timeout_s=cfg.job_timeout_s, seed=cfg.seed, start_gate=gate))
 
     def exec_fn(machine, argv, env, log_path):
         return net.popen(machine, argv, env=env, log_path=log_path, cwd=PROJECT_ROOT)
 
+
     before = net.switch_counters()
     t0 = time.time()
     workers = []
-    for specs, p in zip(all_specs, decided):
+    for specs, p in zip(all_specs, decided, strict=True):
         workers.extend(launch(specs, exec_fn, os.path.join(pdir, "jobs", p.job)))
     stop = progress.watch([s for specs in all_specs for s in specs], cfg.iterations)
     try:
+        waited = open_gate_when_ready(workers, gate, timeout_s=cfg.job_timeout_s)
+        if waited is not None:
+            progress.say(f"      all {len(workers)} workers joined after {waited:.1f} s; iterations start together")
         wait_all(workers, timeout_s=cfg.job_timeout_s)
     finally:
         stop.set()
@@ -199,9 +220,11 @@ def run_wave(cfg, g, net: EmulatedNetwork, decided, jobs, index: int, pdir: str,
     time.sleep(0.2)  # let the last packets reach the counters
     after = net.switch_counters()
     for w in workers:
-        net.forget(w.proc)
+        net.forget(w.process)
     progress.say(f"    wave {index} done in {duration:.1f} s")
-    return WaveResult(index, [p.job for p in decided], duration, net.link_bytes(before, after))
+    records = [r for specs in all_specs for s in specs if os.path.exists(s.records_path)
+               for r in read_records(s.records_path)]
+    return WaveResult(index, [p.job for p in decided], duration, net.link_bytes(before, after), records)
 
 
 def sanity_check(net: EmulatedNetwork, pdir: str) -> None:

@@ -1,7 +1,7 @@
 """gloo's own allreduce, through ``torch.distributed.all_reduce``.
 
-The algorithm is gloo's internal choice (a segmented ring in current gloo); its traffic
-pattern is not modelled (:mod:`jobs.patterns`).
+The algorithm is gloo's internal choice (a pipelined, segmented ring in the gloo source we
+read); its traffic pattern is not modelled (see :mod:`jobs.patterns`).
 """
 
 from __future__ import annotations

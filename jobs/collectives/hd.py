@@ -43,7 +43,6 @@ def allreduce(tensor: torch.Tensor) -> None:
         incoming = torch.empty_like(tensor)
         exchange(None, None, incoming, p2 + r)
         tensor.add_(incoming)
-        del incoming
     _halving_doubling(tensor, r, p2)
     if r < extra:
         exchange(tensor, p2 + r, None, None)

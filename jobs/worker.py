@@ -1,0 +1,210 @@
+"""The worker program run inside an emulated host: ``python -m jobs.worker SPEC.json``.
+
+It reads a :class:`jobs.launcher.WorkerSpec`, joins the job's gloo process group
+(``tcp://master_addr:master_port``; ``GLOO_SOCKET_IFNAME`` set to the spec's interface) and
+runs ``warmup_iterations + iterations`` iterations in one of two modes:
+
+* ``replay``: sleep ``compute_s`` (emulated compute: the GPU is not emulated, so compute
+  time stays at paper scale), then allreduce each of the spec's buckets in order with the
+  job's collective, timing each. The buckets are refilled with ones before every iteration
+  and the first and last element of each result are checked against ``world``, so a broken
+  collective fails loudly instead of producing timings.
+* ``train``: really train the model (``jobs.nets.TRAINABLE``) with
+  ``DistributedDataParallel`` on a fixed synthetic batch; a DDP communication hook runs the
+  job's collective on each gradient bucket, averages it and accumulates the time spent in
+  the collective (``comm_s``). ``compute_s`` is the rest of the iteration.
+
+All ranks pass a barrier before the first recorded iteration and another at the end.
+Warm-up iterations are run but not recorded; each recorded iteration appends one JSON line
+to ``records_path`` (:mod:`jobs.records`), which is emptied at start. Exit code 0 on success;
+on any failure one line ``jobs.worker: job J rank R: <error>`` on stderr and exit code 1
+(set ``JOBS_WORKER_DEBUG=1`` for the traceback too).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from common.errors import JobError
+from jobs import nets
+from jobs.collectives import Collective, get_collective
+from jobs.launcher import WorkerSpec, ready_path
+from jobs.models import get_model
+from jobs.records import IterationRecord, append_record
+
+TRAIN_LR = 0.05
+_START_MONOTONIC = time.monotonic()
+
+
+def run(spec: WorkerSpec) -> None:
+    """Run one worker to completion; raises on any failure."""
+    collective = get_collective(spec.collective)
+    model_cls = None
+    if spec.mode == "train":
+        get_model(spec.model)
+        if spec.model not in nets.TRAINABLE:
+            raise JobError(f"train mode cannot train model {spec.model!r}; "
+                           f"trainable: {', '.join(sorted(nets.TRAINABLE))}")
+        model_cls = nets.TRAINABLE[spec.model]
+    if spec.ifname:
+        os.environ["GLOO_SOCKET_IFNAME"] = spec.ifname
+    Path(spec.records_path).write_text("", encoding="utf-8")
+    print(f"job {spec.job} rank {spec.rank}/{spec.world} on {spec.machine}: mode={spec.mode} "
+          f"model={spec.model} collective={spec.collective} buckets={len(spec.bucket_bytes)} "
+          f"({sum(spec.bucket_bytes)} B) master={spec.master_addr}:{spec.master_port} ifname={spec.ifname}")
+    dist.init_process_group("gloo", init_method=f"tcp://{spec.master_addr}:{spec.master_port}",
+                            rank=spec.rank, world_size=spec.world,
+                            timeout=datetime.timedelta(seconds=spec.timeout_s))
+    print(f"job {spec.job} rank {spec.rank}: joined the process group ({_uptime_s():.1f} s after imports)")
+    if spec.start_gate:
+        _wait_for_gate(spec)
+    try:
+        if model_cls is None:
+            _replay(spec, collective)
+        else:
+            _train(spec, collective, model_cls)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    print(f"job {spec.job} rank {spec.rank}: done, {spec.iterations} iterations recorded "
+          f"({_uptime_s():.1f} s after imports)")
+
+
+def _wait_for_gate(spec: WorkerSpec, poll_s: float = 0.02) -> None:
+    """Signal readiness, then wait until the start gate file exists (bounded by ``timeout_s``)."""
+    Path(ready_path(spec)).write_text(f"{time.time()}\n", encoding="utf-8")
+    deadline = time.monotonic() + spec.timeout_s
+    while not os.path.exists(spec.start_gate):
+        if time.monotonic() > deadline:
+            raise JobError(f"start gate {spec.start_gate} did not open within {spec.timeout_s:.0f} s")
+        time.sleep(poll_s)
+
+
+def _uptime_s() -> float:
+    """Seconds since this module was imported (for the log)."""
+    return time.monotonic() - _START_MONOTONIC
+
+
+def _record(spec: WorkerSpec, iteration: int, start_time_s: float, compute_s: float, iteration_s: float,
+            sizes: list[int], times: list[float], loss: float | None = None,
+            checksum: float | None = None) -> None:
+    append_record(spec.records_path, IterationRecord(
+        job=spec.job, rank=spec.rank, world=spec.world, iteration=iteration, start_time_s=start_time_s,
+        compute_s=compute_s, comm_s=sum(times), bytes=sum(sizes), iteration_s=iteration_s,
+        mode=spec.mode, collective=spec.collective, bucket_bytes=tuple(sizes), bucket_comm_s=tuple(times),
+        loss=loss, param_checksum=checksum))
+
+
+def _replay(spec: WorkerSpec, collective: Collective) -> None:
+    buffers = [torch.empty(b // 4, dtype=torch.float32) for b in spec.bucket_bytes]
+    sizes = list(spec.bucket_bytes)
+    for it in range(spec.warmup_iterations + spec.iterations):
+        if it == spec.warmup_iterations:
+            dist.barrier()
+        for buf in buffers:
+            buf.fill_(1.0)
+        start_time_s, t0 = time.time(), time.perf_counter()
+        time.sleep(spec.compute_s)
+        t1 = time.perf_counter()
+        times = []
+        for buf in buffers:
+            s = time.perf_counter()
+            collective(buf)
+            times.append(time.perf_counter() - s)
+        end = time.perf_counter()
+        for i, buf in enumerate(buffers):
+            if buf[0].item() != spec.world or buf[-1].item() != spec.world:
+                raise JobError(f"collective {spec.collective!r} gave a wrong sum in bucket {i}: "
+                               f"{buf[0].item()} / {buf[-1].item()}, expected {spec.world}")
+        if it >= spec.warmup_iterations:
+            _record(spec, it - spec.warmup_iterations, start_time_s, t1 - t0, end - t0, sizes, times)
+
+
+class _HookState:
+    """What the DDP communication hook needs and what it measures in one iteration."""
+
+    def __init__(self, collective: Collective, world: int):
+        self.collective = collective
+        self.world = world
+        self.sizes: list[int] = []
+        self.times: list[float] = []
+
+    def reset(self) -> None:
+        self.sizes, self.times = [], []
+
+
+def _collective_hook(state, bucket):
+    """DDP communication hook: average the bucket with the job's collective, timing it.
+
+    ``state`` is a :class:`_HookState`, ``bucket`` a ``dist.GradBucket``; returns a completed
+    ``torch.futures.Future`` holding the averaged buffer. (No annotations: DDP compares them
+    with the real classes, and this module's postponed annotations would be strings.)
+    """
+    buf = bucket.buffer()
+    s = time.perf_counter()
+    state.collective(buf)
+    state.times.append(time.perf_counter() - s)
+    state.sizes.append(buf.numel() * buf.element_size())
+    buf.div_(state.world)
+    fut: torch.futures.Future = torch.futures.Future()
+    fut.set_result(buf)
+    return fut
+
+
+def _train(spec: WorkerSpec, collective: Collective, model_cls) -> None:
+    torch.manual_seed(spec.seed)
+    model = model_cls()
+    ddp = DistributedDataParallel(model)
+    state = _HookState(collective, spec.world)
+    ddp.register_comm_hook(state, _collective_hook)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=TRAIN_LR)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    x, y = nets.synthetic_batch(get_model(spec.model).batch_size, seed=spec.seed * 1000 + spec.rank)
+    for it in range(spec.warmup_iterations + spec.iterations):
+        if it == spec.warmup_iterations:
+            dist.barrier()
+        state.reset()
+        start_time_s, t0 = time.time(), time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(ddp(x), y)
+        loss.backward()
+        optimizer.step()
+        end = time.perf_counter()
+        if it >= spec.warmup_iterations:
+            with torch.no_grad():
+                checksum = float(sum(p.double().sum() for p in model.parameters()))
+            _record(spec, it - spec.warmup_iterations, start_time_s, (end - t0) - sum(state.times),
+                    end - t0, state.sizes, state.times, loss=float(loss.item()), checksum=checksum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the worker described by the spec file in ``argv``; return the exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m jobs.worker SPEC.json", file=sys.stderr)
+        return 2
+    where = args[0]
+    try:
+        spec = WorkerSpec.load(args[0])
+        where = f"job {spec.job} rank {spec.rank}"
+        run(spec)
+    except Exception as exc:  # the launcher reads this one line from the log; exit non-zero
+        if os.environ.get("JOBS_WORKER_DEBUG") == "1":
+            traceback.print_exc()
+        msg = " ".join(str(exc).split())
+        print(f"jobs.worker: {where}: {type(exc).__name__}: {msg}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""Shared fixtures. Emulation tests share one network fixture that always tears down."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCALE = 500.0  # 10 Gbit/s paper-scale links -> 20 Mbit/s emulated
+CONTROLLER_MARKER = "controller.launcher"
+
+
+def emulation_missing() -> str | None:
+    """Why emulation tests cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "needs root (Mininet, Open vSwitch, tc)"
+    for tool in ("mnexec", "ovs-vsctl", "iperf3", "ethtool"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (run scripts/setup.sh)"
+    if subprocess.run(["ovs-vsctl", "--timeout=3", "show"], capture_output=True).returncode != 0:
+        return "Open vSwitch is not running (run scripts/setup.sh)"
+    return None
+
+
+def leftovers() -> list[str]:
+    """Bridges, interfaces and processes an emulation could leave behind."""
+    found = []
+    br = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True).stdout.split()
+    found += [f"bridge {b}" for b in br]
+    found += [f"interface {i}" for i in os.listdir("/sys/class/net") if "-eth" in i]
+    # Processes left in an emulated host's network namespace, or a controller still running.
+    root_ns = os.readlink("/proc/self/ns/net")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            ns = os.readlink(f"/proc/{pid}/ns/net")
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if ns != root_ns or CONTROLLER_MARKER in cmd:
+            found.append(f"process {pid}: {cmd.strip()[:120]}")
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    found += [f"netns {n}" for n in netns]
+    return found
+
+
+@pytest.fixture(scope="session")
+def emulation_ok():
+    """Skip (naming what is missing) unless emulation can run here, and start from a clean machine."""
+    why = emulation_missing()
+    if why:
+        pytest.skip(f"emulation: {why}")
+    left = leftovers()
+    assert not left, f"the machine is not clean before emulation tests: {left}"
+
+
+@pytest.fixture(scope="module")
+def fabric(emulation_ok, tmp_path_factory):
+    """A k=4 fat-tree (16 machines, 20 switches) at 20 Mbit/s with its controller, torn down afterwards.
+
+    It starts with a TCP sanity check and fails the module if the controller logged an exception.
+    """
+    from testbed.net import EmulatedNetwork, NetOptions
+    from topo import fat_tree
+
+    run_dir = str(tmp_path_factory.mktemp("fabric"))
+    g = fat_tree(4)
+    net = EmulatedNetwork(g, run_dir, NetOptions(scale=SCALE))
+    with net:
+        failures = net.tcp_check(["h1"], ["h16"])
+        assert not failures, f"TCP sanity check failed: {failures}; evidence in {run_dir}"
+        yield net
+        error = net.controller.logged_exception()
+    assert error is None, f"controller logged an exception: {error}; see {net.controller.log_path}"
+    assert not leftovers(), f"network left behind: {leftovers()}"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run emulation tests last, after the fast unit tests."""
+    items.sort(key=lambda it: 1 if it.get_closest_marker("emulation") else 0)

@@ -1,0 +1,92 @@
+"""The command line: config checking without root, and one clear message for each bad input."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT, leftovers
+
+CLI = [sys.executable, os.path.join(ROOT, "run_testbed.py")]
+DEFAULT = os.path.join(ROOT, "experiments", "default.yaml")
+
+
+def run_cli(*args, env=None, timeout=60, **kw):
+    """Run the CLI and return the completed process."""
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env=env or dict(os.environ), **kw)
+
+
+def assert_clean_error(cp, pattern: str):
+    """Exit code 2, one line on stderr containing ``pattern``, no traceback."""
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    assert "Traceback" not in cp.stderr + cp.stdout
+    lines = cp.stderr.strip().splitlines()
+    assert len(lines) == 1 and pattern in lines[0], cp.stderr
+
+
+def test_check_accepts_default_config():
+    """`run_testbed.py check` validates the default experiment without running it."""
+    cp = run_cli("check", DEFAULT)
+    assert cp.returncode == 0, cp.stderr
+    assert "ok" in cp.stdout and "16 machines" in cp.stdout
+
+
+@pytest.mark.parametrize("text, pattern", [
+    ("topology: {kind: fat_tree, k: 3}\njobs: [{name: a, model: resnet50, workers: 2}]\n", "even"),
+    ("topology: {kind: ring}\njobs: [{name: a, model: resnet50, workers: 2}]\n", "valid: fat_tree"),
+    ("jobs: [{name: a, model: resnet50, workers: 2}]\npolicies: [nope]\n", "consolidate"),
+    ("jobs: [{name: a, model: resnet50, workers: 99}]\n", "only 64 free"),
+    ("jobs: [{name: a, model: resnet50, workers: 2}]\nscael: 3\n", "did you mean 'scale'"),
+    ("jobs: [unclosed\n", "not valid YAML"),
+])
+def test_check_rejects_bad_configs(tmp_path, text, pattern):
+    """A bad config gives exit code 2 and one line naming the problem."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    assert_clean_error(run_cli("check", str(path)), pattern)
+
+
+def test_unreadable_config():
+    """A config that does not exist is named in a one-line error."""
+    assert_clean_error(run_cli("check", "/nonexistent/x.yaml"), "/nonexistent/x.yaml")
+
+
+def test_run_needs_root():
+    """Running an experiment as an unprivileged user fails with a message saying root is needed."""
+    if os.geteuid() != 0:
+        cp = run_cli("-c", DEFAULT)
+    else:
+        cp = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *CLI, "-c", DEFAULT],
+                            capture_output=True, text=True, timeout=60, cwd="/")
+    assert_clean_error(cp, "root")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to get past the root check")
+def test_run_without_open_vswitch(tmp_path):
+    """With Open vSwitch unreachable the run stops before building anything, with a message naming it."""
+    env = dict(os.environ, OVS_RUNDIR=str(tmp_path))  # ovs-vsctl finds no database socket there
+    assert_clean_error(run_cli("-c", DEFAULT, env=env), "Open vSwitch is not running")
+
+
+@pytest.mark.emulation
+def test_interrupted_run_leaves_nothing(emulation_ok, tmp_path):
+    """SIGINT while jobs run: exit code 130, and no bridge, interface, namespace process or controller is left."""
+    proc = subprocess.Popen([*CLI, "-c", DEFAULT, "-p", "spread", "--results", str(tmp_path)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = []
+    deadline = time.monotonic() + 120
+    for line in proc.stdout:
+        seen.append(line)
+        if "wave 0:" in line or time.monotonic() > deadline:
+            break
+    time.sleep(3)  # workers are starting
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(seen) + out
+    assert "Traceback" not in out
+    assert leftovers() == []
