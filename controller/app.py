@@ -54,11 +54,12 @@ def fatal_on_error(handler):
 
     @functools.wraps(handler)
     def wrapper(self, ev):
+        # Not `except hub.TaskExit: raise` as os-ken's own loop does: under eventlet os-ken
+        # defines TaskExit as Exception itself, so that clause re-raises every error and the
+        # app's event loop dies silently. Greenlet kills (GreenletExit) are not Exceptions.
         try:
             return handler(self, ev)
-        except hub.TaskExit:
-            raise
-        except BaseException:  # noqa: BLE001 - every failure must stop the controller
+        except Exception:  # noqa: BLE001 - every failure must stop the controller
             tb = traceback.format_exc()
             LOG.error("controller handler %s failed:\n%s", handler.__name__, tb)
             self.fail(f"handler {handler.__name__} failed: {tb}")
@@ -110,6 +111,7 @@ class TestbedController(app_manager.OSKenApp):
     def on_switch_features(self, ev):
         """Program a newly connected switch with its complete rule set."""
         dp = ev.msg.datapath
+        LOG.info("switch %#x connected", dp.id)
         if dp.id not in self.expected:
             raise RuntimeError(f"unexpected switch dpid {dp.id:#x}; expected {sorted(self.expected)}")
         ofp, parser = dp.ofproto, dp.ofproto_parser
@@ -138,6 +140,7 @@ class TestbedController(app_manager.OSKenApp):
     def on_barrier(self, ev):
         """A switch has processed its rules: record it as ready."""
         self.ready[ev.msg.datapath.id] = time.time()
+        LOG.info("switch %#x programmed", ev.msg.datapath.id)
         self._write_status()
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
@@ -148,11 +151,16 @@ class TestbedController(app_manager.OSKenApp):
         raise RuntimeError(f"switch {msg.datapath.id:#x} returned OpenFlow error type={msg.type} code={msg.code}")
 
     def _poll_loop(self):
-        while True:
-            for dp in list(self.datapaths.values()):
-                parser, ofp = dp.ofproto_parser, dp.ofproto
-                dp.send_msg(parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY))
-            hub.sleep(self.interval_s)
+        try:
+            while True:
+                for dp in list(self.datapaths.values()):
+                    parser, ofp = dp.ofproto_parser, dp.ofproto
+                    dp.send_msg(parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY))
+                hub.sleep(self.interval_s)
+        except Exception:  # noqa: BLE001 - a dead poller would silently stop the measurements
+            tb = traceback.format_exc()
+            LOG.error("port statistics poller failed:\n%s", tb)
+            self.fail(f"port statistics poller failed: {tb}")
 
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
     @fatal_on_error

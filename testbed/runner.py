@@ -24,7 +24,7 @@ import threading
 import time
 
 from common.errors import EmulationError, PlacementError
-from jobs.launcher import launch, open_gate_when_ready, plan_workers, wait_all
+from jobs.launcher import launch, open_gate_when_ready, plan_workers, ready_path, wait_all
 from jobs.models import get_model
 from jobs.records import read_records
 from placement import make_policy
@@ -91,15 +91,17 @@ class Progress:
         print(msg, file=self.stream, flush=True)
 
     def watch(self, specs, total_iterations: int, interval_s: float = 5.0):
-        """Start a thread that prints iterations done per job; returns an Event that stops it."""
+        """Start a thread that prints workers joined, then iterations done per job; returns a stop Event."""
         stop = threading.Event()
-        by_job: dict[str, str] = {}
-        for s in specs:
-            if s.rank == 0:
-                by_job[s.job] = s.records_path
+        specs = list(specs)
+        by_job = {s.job: s.records_path for s in specs if s.rank == 0}
 
         def loop():
             while not stop.wait(interval_s):
+                joined = sum(1 for s in specs if os.path.exists(ready_path(s)))
+                if joined < len(specs):
+                    self.say(f"      workers joined: {joined}/{len(specs)}")
+                    continue
                 parts = []
                 for job, path in sorted(by_job.items()):
                     try:
