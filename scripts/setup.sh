@@ -28,8 +28,7 @@ fi
 # the daemons, which ovs-ctl starts (its ulimit warning in containers is harmless).
 if ! ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
     echo "setup: starting Open vSwitch"
-    /usr/share/openvswitch/scripts/ovs-ctl start --no-ovs-vswitchd >/dev/null 2>&1 || true
-    /usr/share/openvswitch/scripts/ovs-ctl start --no-ovsdb-server >/dev/null 2>&1 || true
+    /usr/share/openvswitch/scripts/ovs-ctl start >/dev/null 2>&1 || true
     ovs-vsctl --timeout=10 show >/dev/null || { echo "setup: Open vSwitch did not start" >&2; exit 1; }
 fi
 
