@@ -25,7 +25,7 @@ from jobs.models import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-TIRESIAS_TENSORS = REPO.parent / "shared" / "data" / "tiresias" / "model_large_tensors_mb.json"
+TIRESIAS_TENSORS = REPO / "data" / "tiresias" / "model_large_tensors_mb.json"
 
 PUBLISHED_PARAMS = {  # torchvision / Hugging Face parameter counts
     "resnet50": 25_557_032,
