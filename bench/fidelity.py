@@ -8,10 +8,10 @@ fabric (``sim.steps.link_bound_s``; for workers on distinct machines it equals t
 2(N-1)/N * S / B); the target at the default rate is at most 1.15. The step-synchronous
 estimate (``sim.steps.step_bound_s``, which charges ECMP collisions within a step) is printed
 beside it. The CPU
-utilisation during each measurement is printed beside it. With ``--default`` it also runs the
-default experiment and prints its wall time.
+utilisation during each measurement is printed beside it. Then it runs the default experiment
+and prints its wall time (``--no-default`` skips that).
 
-    sudo .venv/bin/python bench/fidelity.py [--scale 500] [--mbytes 2] [--default]
+    sudo .venv/bin/python bench/fidelity.py [--scale 500] [--mbytes 2] [--no-default]
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ def main(argv=None) -> int:
     ap.add_argument("--mbytes", type=float, default=2.0, help="emulated allreduce size in MB")
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--workers", default="4,8,16")
-    ap.add_argument("--default", action="store_true", help="also run the default experiment and time it")
+    ap.add_argument("--no-default", dest="default", action="store_false",
+                    help="skip running and timing the default experiment")
     args = ap.parse_args(argv)
     try:
         require_root()
