@@ -6,8 +6,9 @@
     python run_testbed.py check experiments/x.yaml      # validate a config, no root needed
     sudo python run_testbed.py clean                    # remove a crashed run's leftovers (mn -c)
 
-Errors a user can cause end with one line on stderr and exit code 2; an interrupted run
-(Ctrl-C, SIGTERM) cleans up and exits 130.
+Errors a user can cause end with one line on stderr and exit code 2; a run in which some
+policy could not place every job reports the others and exits 3; an interrupted run (Ctrl-C,
+SIGTERM) cleans up and exits 130.
 """
 
 from __future__ import annotations
@@ -95,6 +96,9 @@ def main(argv=None) -> int:
     try:
         return {"run": cmd_run, "check": cmd_check, "clean": cmd_clean}[args.command](args)
     except TestbedError as e:
+        if type(e).__name__ == "PolicyIncomplete":
+            print(f"incomplete: {e}", file=sys.stderr)
+            return 3
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -34,8 +34,12 @@ from placement.base import (
     jobs_by_name,
 )
 from placement.consolidate import ConsolidatePolicy
+from placement.elasticflow import ElasticFlowPolicy
+from placement.hived import HivedPolicy
 from placement.random_policy import RandomPolicy
 from placement.spread import SpreadPolicy
+from placement.tiresias_placement import TiresiasPolicy
+from placement.titan import TitanPolicy
 
 __all__ = [
     "BACKGROUND_JOB",
@@ -60,6 +64,10 @@ POLICIES: dict[str, type[PlacementPolicy]] = {
     "random": RandomPolicy,
     "consolidate": ConsolidatePolicy,
     "spread": SpreadPolicy,
+    "elasticflow": ElasticFlowPolicy,
+    "hived": HivedPolicy,
+    "tiresias": TiresiasPolicy,
+    "titan": TitanPolicy,
 }
 
 

@@ -153,12 +153,16 @@ def summary_tables(summaries: list[dict]) -> str:
     return "\n".join(parts)
 
 
-def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream) -> None:
-    """Write summary.json, summary.csv, jobs.csv, link_bytes.csv, report.txt and plots; print tables."""
+def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, unplaced: dict | None = None) -> None:
+    """Write summary.json, summary.csv, jobs.csv, link_bytes.csv, report.txt and plots; print tables.
+
+    ``unplaced`` maps policies that could not place every job to the reason.
+    """
+    unplaced = unplaced or {}
     summaries = [r["summary"] for r in results.values() if "summary" in r]
     with open(os.path.join(run_dir, "summary.json"), "w") as f:
-        json.dump({"name": cfg.name, "scale": cfg.scale, "capabilities": caps, "policies": summaries}, f,
-                  indent=1, sort_keys=True)
+        json.dump({"name": cfg.name, "scale": cfg.scale, "capabilities": caps, "policies": summaries,
+                   "unplaced": unplaced}, f, indent=1, sort_keys=True)
     keys = [k for k, _, _ in SUMMARY_COLUMNS] + ["waves", "wall_time_s", "cpu_saturated"]
     with open(os.path.join(run_dir, "summary.csv"), "w", newline="") as f:
         w = csv.writer(f)
@@ -185,6 +189,8 @@ def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream) ->
                     w.writerow([spec, wave["index"], u, v, b, f"{d:.3f}", rate,
                                 f"{b * 8 / (d * rate * MEGA):.4f}" if d > 0 else ""])
     text = summary_tables(summaries)
+    for spec, why in unplaced.items():
+        text += f"\n\nPolicy {spec} could not place every job: {why}"
     with open(os.path.join(run_dir, "report.txt"), "w") as f:
         f.write(text + "\n")
     plots = write_plots(run_dir, summaries)

@@ -258,12 +258,24 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
     specs = policies or policy_specs(cfg)
     progress.say(f"run {run_dir}: {len(cfg.jobs)} jobs, {len(specs)} policies, "
                  f"scale {cfg.scale:g}, datapath {caps['ovs_datapath']}")
-    results = {}
+    results, unplaced = {}, {}
     try:
         for i, spec in enumerate(specs, 1):
             progress.say(f"[{i}/{len(specs)}] policy {spec}")
-            results[spec] = run_policy(cfg, g, spec, os.path.join(run_dir, safe_name(spec)), progress)
+            try:
+                results[spec] = run_policy(cfg, g, spec, os.path.join(run_dir, safe_name(spec)), progress)
+            except PlacementError as e:
+                # A policy that cannot place the job mix is a result, not a reason to drop the others.
+                unplaced[spec] = str(e)
+                progress.say(f"    policy {spec} stopped: {e}")
     finally:
-        if results:
-            write_run_report(run_dir, cfg, g, results, caps, progress.stream)
+        if results or unplaced:
+            write_run_report(run_dir, cfg, g, results, caps, progress.stream, unplaced)
+    if unplaced:
+        raise PolicyIncomplete(f"{len(unplaced)} of {len(specs)} policies could not place every job "
+                               f"({', '.join(unplaced)}); results of the others are in {run_dir}")
     return run_dir
+
+
+class PolicyIncomplete(PlacementError):
+    """Some policies could not place every job; the others' results were written."""

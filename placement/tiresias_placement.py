@@ -1,0 +1,205 @@
+"""Tiresias' profile-based placement as Titan's evaluation characterises it ("Tiresias-F").
+
+Gu et al., "Tiresias: A GPU Cluster Manager for Distributed Deep Learning", NSDI 2019,
+§3.3, as a baseline of Titan (``shared/specs/titan.md`` §3.3; ``shared/specs/tiresias.md``
+§4; [P] a paper, [R] a spec's resolution). Tiresias consolidates only jobs whose model is
+sensitive to placement, i.e. whose tensor sizes are skewed (one huge tensor is one huge,
+unsplittable message), and spreads the others to balance network load.
+
+Skew [R] (``tiresias.md`` ⚠ A1, ``titan.md`` ⚠ A24): ``largest tensor / total`` over the
+tensors >= 1 MB that Tiresias' simulator lists (``shared/data/tiresias/
+model_large_tensors_mb.json``; the values are in :data:`TENSOR_SKEW`, and
+``tests/test_tiresias.py`` checks them against the file). Models missing from that
+list (``bert_base``, ``small_cnn``) use the same ratio over every parameter tensor of their
+:mod:`jobs.models` profile. A job is consolidated iff ``skew > pack_limit``; the default 0.5
+(Titan's) and Tiresias' suggested 0.3 both make exactly VGG11/16/19 and AlexNet sensitive.
+An unknown model is a :class:`PlacementError` naming the valid ones.
+
+For a job of ``p`` workers ("free" counting GPUs given to earlier jobs of the call):
+
+* Sensitive, consolidate on the fewest machines, no power-of-two rounding [R]: if some
+  machine has ``>= p`` free GPUs, the one with the fewest (best fit; ties by machine order).
+  Otherwise whole idle machines, largest first (ties by machine order), while the remaining
+  demand is at least the machine's size (``floor(p / K)`` machines of ``K`` GPUs), plus the
+  best-fit machine for the remainder. If that is impossible the job **waits** (``strict``,
+  default, Titan's reading) or, with ``strict=False``, takes the machines with the most free
+  GPUs until it fits (Tiresias' non-strict reading, ``tiresias.md`` ⚠ A3).
+* Not sensitive, load-balanced spread [R]: machines with a free GPU ordered by (NIC load
+  ascending, free GPUs descending, machine order); take ``min(free, r)`` from each in turn.
+  The view carries no traffic, so NIC load is approximated [R] by the number of GPUs on the
+  machine held by jobs that span several machines (their workers talk across machines),
+  counting jobs placed earlier in this call; background work counts as no load.
+
+Ranks go machine by machine in choice order. Queueing: ``pending`` in order; a job that
+cannot be placed waits, later jobs may still be placed unless ``strict_order=True``.
+Cost: O(M log M + G) per job for M machines and G GPUs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from common.errors import PlacementError, unknown_name
+from jobs.models import MODELS
+from placement.base import (
+    BACKGROUND_JOB,
+    ClusterView,
+    GpuSlot,
+    JobRequest,
+    Placement,
+    PlacementPolicy,
+    Tentative,
+    jobs_by_name,
+)
+
+TENSOR_SKEW: dict[str, float] = {
+    "vgg19": 0.717,
+    "vgg16": 0.744,
+    "vgg11": 0.774,
+    "alexnet": 0.611,
+    "resnet152": 0.060,
+    "resnet101": 0.075,
+    "resnet50": 0.112,
+    "inception4": 0.044,
+    "inception3": 0.138,
+}
+"""Largest tensor / total over the tensors >= 1 MB of Tiresias' simulator lists (``titan.md`` §3.3)."""
+
+DEFAULT_PACK_LIMIT = 0.5
+
+
+def tensor_skew(model: str) -> float:
+    """Skew of ``model``: :data:`TENSOR_SKEW`, else largest / total over its ``jobs.models`` tensors.
+
+    Raises:
+        PlacementError: a model in neither list (the message lists the valid names).
+    """
+    if model in TENSOR_SKEW:
+        return TENSOR_SKEW[model]
+    profile = MODELS.get(model)
+    if profile is None or not profile.tensor_bytes:
+        valid = set(TENSOR_SKEW) | {k for k, p in MODELS.items() if p.tensor_bytes}
+        raise PlacementError(unknown_name("model for Tiresias placement", model, valid))
+    return max(profile.tensor_bytes) / sum(profile.tensor_bytes)
+
+
+def _best_fit(machines: Sequence[str], need: int, tentative: Tentative) -> str | None:
+    """The machine with the fewest free GPUs that still has ``need``; ties by list order."""
+    fits = [m for m in machines if tentative.n_free(m) >= need]
+    return min(fits, key=tentative.n_free) if fits else None
+
+
+class TiresiasPolicy(PlacementPolicy):
+    """Consolidate skewed models, spread the rest by NIC load (see the module docstring).
+
+    Args:
+        seed: unused (the policy is deterministic); kept for the common interface.
+        pack_limit: PACKLIMIT, the skew above which a job is consolidated.
+        strict: a sensitive job that cannot be consolidated waits (else it takes the fewest
+            machines available now).
+        strict_order: stop at the first pending job that cannot be placed.
+    """
+
+    name = "tiresias"
+
+    def __init__(self, seed: int = 0, pack_limit: float = DEFAULT_PACK_LIMIT, strict: bool = True,
+                 strict_order: bool = False):
+        super().__init__(seed)
+        self.pack_limit = pack_limit
+        self.strict = strict
+        self.strict_order = strict_order
+
+    def sensitive(self, model: str) -> bool:
+        """True when ``model``'s skew exceeds PACKLIMIT (the job is consolidated)."""
+        return tensor_skew(model) > self.pack_limit
+
+    def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
+        """Place pending jobs in order; sensitive ones consolidated, others spread; misfits wait."""
+        jobs_by_name(pending)
+        sensitive = {j.name: self.sensitive(j.model) for j in pending}     # unknown models fail up front
+        tentative = Tentative(view)
+        load = _nic_load(view)
+        out = []
+        for job in pending:
+            plan = None
+            if job.workers <= tentative.total_free:
+                if sensitive[job.name]:
+                    plan = self._consolidate(job.workers, view, tentative)
+                else:
+                    plan = _spread(job.workers, view, tentative, load)
+            if plan is None:
+                if self.strict_order:
+                    break
+                continue
+            slots: list[GpuSlot] = []
+            for machine, n in plan:
+                slots += tentative.take(machine, n)
+            if len(plan) > 1:
+                for machine, n in plan:
+                    load[machine] += n
+            out.append(Placement(job.name, tuple(slots)))
+        return out
+
+    def _consolidate(self, workers: int, view: ClusterView,
+                     tentative: Tentative) -> list[tuple[str, int]] | None:
+        """Fewest machines: one best-fit machine, else whole idle machines plus a best fit for the rest."""
+        machines = [m.name for m in view.machines]
+        single = _best_fit(machines, workers, tentative)
+        if single is not None:
+            return [(single, workers)]
+        plan, r = [], workers
+        for m in sorted((m for m in machines if tentative.is_idle(m)), key=lambda n: -view.machine(n).gpus):
+            if r >= view.machine(m).gpus:
+                plan.append((m, view.machine(m).gpus))
+                r -= view.machine(m).gpus
+        if r:
+            used = {m for m, _ in plan}
+            last = _best_fit([m for m in machines if m not in used], r, tentative)
+            if last is not None:
+                plan.append((last, r))
+                r = 0
+        if r == 0:
+            return plan
+        if self.strict:
+            return None
+        plan, r = [], workers
+        for m in sorted(machines, key=lambda n: -tentative.n_free(n)):
+            if r == 0:
+                break
+            t = min(tentative.n_free(m), r)
+            if t:
+                plan.append((m, t))
+                r -= t
+        return plan
+
+
+def _nic_load(view: ClusterView) -> Counter:
+    """GPUs per machine held by jobs spanning several machines (the proxy for NIC load)."""
+    spans: dict[str, set[str]] = {}
+    per_machine: dict[tuple[str, str], int] = Counter()
+    for m in view.machines:
+        for gpu in range(m.gpus):
+            owner = view.owner(GpuSlot(m.name, gpu))
+            if owner is not None and owner != BACKGROUND_JOB:
+                spans.setdefault(owner, set()).add(m.name)
+                per_machine[(owner, m.name)] += 1
+    load: Counter = Counter({m.name: 0 for m in view.machines})
+    for (owner, machine), n in per_machine.items():
+        if len(spans[owner]) > 1:
+            load[machine] += n
+    return load
+
+
+def _spread(workers: int, view: ClusterView, tentative: Tentative, load: Counter) -> list[tuple[str, int]]:
+    """Machines by (NIC load, most free, machine order), ``min(free, r)`` GPUs each until the job fits."""
+    order = [m.name for m in view.machines if tentative.n_free(m.name) > 0]
+    order.sort(key=lambda m: (load[m], -tentative.n_free(m)))
+    plan, r = [], workers
+    for m in order:
+        if r == 0:
+            break
+        t = min(tentative.n_free(m), r)
+        plan.append((m, t))
+        r -= t
+    return plan

@@ -1,0 +1,357 @@
+"""Communication patterns ``C^t`` and the placement-dependent traffic quantities of Titan.
+
+Implements ``shared/specs/titan.md`` §1.3 (the ``C^t`` tensor), §1.4 (cross-machine traffic,
+per-step machine-pair volume, NIC egress and the NIC-time model) and §2.4.2 (the block tree of
+"communication-closed" worker groups that Titan-R packs onto machines).
+
+Accounting convention (§1.3, [D]): ``C^t[(n, n')]`` is the number of bytes *each* side sends to
+the other in a symmetric pairwise exchange (the bytes sent for a one-way transfer), and an
+unordered pair ``n < n'`` is stored and counted once per step. Under it the paper's Fig. 1 numbers
+come out (HiveD 3M/2, Titan M). ``M`` (``size_bytes``) is the synchronised tensor size.
+
+Patterns (closed forms, exact for a vector divisible into ``p`` equal chunks):
+
+* ``hd`` (§1.3.1/§1.3.2): halving-doubling, reduce-scatter by recursive halving then allgather by
+  recursive doubling; ``labelling="gloo"`` (step ``t`` partner ``r XOR 2^(t-1)``, what
+  :mod:`jobs.patterns` and the testbed run) or ``"paper"`` (partner ``r XOR 2^(k-t)``, Fig. 1(a)).
+  For ``p`` not a power of two, the [R] fold-in/fold-out model of :func:`jobs.patterns.hd_fold`.
+* ``ring`` (§1.3.3): ``2(p-1)`` steps, rank ``r`` sends ``M/p`` to ``(r+1) mod p``.
+* ``tree`` (§1.3.4, [R]): binary-tree reduce then broadcast, parent of ``r`` is ``(r-1)//2``.
+* ``gloo`` (gloo's own pipelined ring, not modelled by :mod:`jobs.patterns`): modelled here as
+  ``ring`` [R], the nearest model that module names; undirected pair volumes are the same for the
+  mirrored ring it describes.
+
+Pure: standard library, project code. Costs: building a pattern is O(total transfers), i.e.
+O(p log p) for HD, O(p²) for ring; the traffic measures are linear in the transfers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable, Mapping, Sequence
+
+from common.errors import JobError, unknown_name
+from common.units import mbps_to_bytes_per_s
+from jobs.patterns import hd_fold
+
+Pair = tuple[int, int]
+LABELLINGS = ("gloo", "paper")
+COLLECTIVES = ("hd", "ring", "tree", "gloo")
+AGGLOMERATIVE_MAX_P = 128
+"""Above this size the generic block tree falls back to contiguous rank ranges (its O(p³) cost)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CommPattern:
+    """One allreduce as ``T`` steps of unordered worker-pair volumes (§1.3).
+
+    Attributes:
+        name: pattern name (``hd``, ``ring``, ``tree``).
+        p: number of workers (ranks ``0..p-1``).
+        size_bytes: the synchronised tensor size ``M``.
+        steps: one mapping per step from a pair ``(n, n')``, ``n < n'``, to the bytes each side
+            sends to the other in that step.
+        labelling: the HD partner order (``gloo`` or ``paper``); ``""`` for other patterns.
+    """
+
+    name: str
+    p: int
+    size_bytes: float
+    steps: tuple[Mapping[Pair, float], ...]
+    labelling: str = ""
+
+    def weights(self) -> dict[Pair, float]:
+        """The pair affinity ``w(n, n') = Σ_t C^t[(n, n')]`` (§1.3.1), pairs with ``w > 0`` only."""
+        out: dict[Pair, float] = {}
+        for step in self.steps:
+            for pair, vol in step.items():
+                out[pair] = out.get(pair, 0.0) + vol
+        return out
+
+    def neighbours(self) -> list[dict[int, float]]:
+        """``w`` as adjacency: ``neighbours()[n][n'] = w(n, n')`` for every partner ``n'`` of ``n``."""
+        adj: list[dict[int, float]] = [{} for _ in range(self.p)]
+        for (a, b), w in self.weights().items():
+            adj[a][b] = w
+            adj[b][a] = w
+        return adj
+
+
+def _add(step: dict[Pair, float], a: int, b: int, vol: float) -> None:
+    pair = (a, b) if a < b else (b, a)
+    step[pair] = step.get(pair, 0.0) + vol
+
+
+def _hd_partner_bit(t: int, k: int, labelling: str) -> int:
+    """The XOR mask of reduce-scatter step ``t`` (1-based) of a ``2^k``-rank HD."""
+    return 1 << (t - 1) if labelling == "gloo" else 1 << (k - t)
+
+
+def hd_steps(p: int, size_bytes: float, labelling: str = "gloo") -> list[dict[Pair, float]]:
+    """Halving-doubling steps (§1.3.1), with fold-in/fold-out when ``p`` is not a power of two (§1.3.2 [R]).
+
+    Reduce-scatter step ``t = 1..k`` exchanges ``M/2^t`` with the step's partner; allgather step
+    ``k + j`` mirrors reduce-scatter step ``k + 1 - j``. Folding (``p' = 2^floor(log2 p)``,
+    ``e = p - p'``): a first step where rank ``p'+i`` sends ``M`` to rank ``i`` (``i < e``) and a
+    last step where rank ``i`` returns ``M``.
+    """
+    if labelling not in LABELLINGS:
+        raise JobError(unknown_name("halving-doubling labelling", labelling, LABELLINGS))
+    if p < 2:
+        return []
+    p2, extra = hd_fold(p)
+    k = p2.bit_length() - 1
+    rs = []
+    for t in range(1, k + 1):
+        mask = _hd_partner_bit(t, k, labelling)
+        step: dict[Pair, float] = {}
+        for r in range(p2):
+            if r < r ^ mask:
+                _add(step, r, r ^ mask, size_bytes / 2 ** t)
+        rs.append(step)
+    steps = rs + [dict(s) for s in reversed(rs)]
+    if extra:
+        fold = {(i, p2 + i): float(size_bytes) for i in range(extra)}
+        steps = [fold] + steps + [dict(fold)]
+    return steps
+
+
+def ring_steps(p: int, size_bytes: float) -> list[dict[Pair, float]]:
+    """Ring allreduce steps (§1.3.3): ``2(p-1)`` steps, rank ``r`` sends ``M/p`` to ``(r+1) mod p``.
+
+    For ``p = 2`` both ranks send to each other: the pair carries ``M/2`` each way per step.
+    """
+    if p < 2:
+        return []
+    steps = []
+    for _ in range(2 * (p - 1)):
+        step: dict[Pair, float] = {}
+        for r in range(p):
+            a, b = sorted((r, (r + 1) % p))
+            step[(a, b)] = size_bytes / p  # p == 2: both directions of one pair, each M/2
+        steps.append(step)
+    return steps
+
+
+def tree_steps(p: int, size_bytes: float) -> list[dict[Pair, float]]:
+    """Binary-tree reduce then broadcast, not pipelined (§1.3.4 [R]): ``2·floor(log2 p)`` steps.
+
+    Reduce: one step per tree level, deepest first, every child at that level sends ``M`` to its
+    parent ``(r-1)//2``. Broadcast: the same steps in reverse order, parent to child.
+    """
+    if p < 2:
+        return []
+    depth = (p).bit_length() - 1  # depth of rank r is floor(log2(r + 1))
+    reduce_steps = []
+    for level in range(depth, 0, -1):
+        step: dict[Pair, float] = {}
+        for r in range(2 ** level - 1, min(p, 2 ** (level + 1) - 1)):
+            _add(step, (r - 1) // 2, r, float(size_bytes))
+        reduce_steps.append(step)
+    return reduce_steps + [dict(s) for s in reversed(reduce_steps)]
+
+
+def comm_pattern(collective: str, p: int, size_bytes: float, labelling: str = "gloo") -> CommPattern:
+    """The ``C^t`` tensor of one allreduce of ``size_bytes`` over ``p`` workers.
+
+    Args:
+        collective: ``hd``, ``ring``, ``tree`` or ``gloo`` (modelled as ``ring``, see the module
+            docstring).
+        p: number of workers (>= 1; ``p = 1`` has no steps).
+        size_bytes: synchronised tensor size ``M`` in bytes.
+        labelling: HD partner order, ``gloo`` or ``paper`` (ignored by the other patterns).
+
+    Raises:
+        JobError: unknown collective or labelling, or ``p < 1``.
+    """
+    if collective not in COLLECTIVES:
+        raise JobError(unknown_name("collective pattern", collective, COLLECTIVES))
+    if p < 1:
+        raise JobError(f"collective {collective!r}: need p >= 1 workers, got {p}")
+    if collective == "hd":
+        return CommPattern("hd", p, size_bytes, tuple(hd_steps(p, size_bytes, labelling)), labelling)
+    if collective == "tree":
+        return CommPattern("tree", p, size_bytes, tuple(tree_steps(p, size_bytes)))
+    return CommPattern("ring", p, size_bytes, tuple(ring_steps(p, size_bytes)))
+
+
+def pair_steps_from_transfers(transfers: Sequence[Sequence[tuple[int, int, int]]]) -> list[dict[Pair, float]]:
+    """Convert directed ``(src, dst, bytes)`` steps (as :func:`jobs.patterns.pattern`) to pair volumes.
+
+    A pair's volume in a step is the larger of its two directions (equal for a symmetric
+    exchange; the bytes sent for a one-way transfer), per the §1.3 convention.
+    """
+    out = []
+    for step in transfers:
+        directed: dict[tuple[int, int], float] = {}
+        for src, dst, nbytes in step:
+            directed[(src, dst)] = directed.get((src, dst), 0.0) + nbytes
+        pairs: dict[Pair, float] = {}
+        for (src, dst), vol in directed.items():
+            key = (min(src, dst), max(src, dst))
+            pairs[key] = max(pairs.get(key, 0.0), vol)
+        out.append(pairs)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# §1.4: quantities of a placement. ``assign[n]`` is the machine (any hashable) of worker ``n``.
+
+
+def machine_pair_volumes(pattern: CommPattern, assign: Sequence[Hashable]) -> list[dict[tuple, float]]:
+    """``V^t_{s,s'}``: per step, bytes on each unordered machine pair (keys sorted by ``repr``) (§1.4)."""
+    out = []
+    for step in pattern.steps:
+        vols: dict[tuple, float] = {}
+        for (a, b), vol in step.items():
+            sa, sb = assign[a], assign[b]
+            if sa != sb:
+                key = (sa, sb) if repr(sa) <= repr(sb) else (sb, sa)
+                vols[key] = vols.get(key, 0.0) + vol
+        out.append(vols)
+    return out
+
+
+def cross_traffic_bytes(pattern: CommPattern, assign: Sequence[Hashable]) -> float:
+    """``X(x) = Σ_t Σ_{s<s'} V^t_{s,s'}``: cross-machine bytes of one allreduce (§1.4)."""
+    return sum(vol for step in pattern.steps for (a, b), vol in step.items() if assign[a] != assign[b])
+
+
+def nic_egress_bytes(pattern: CommPattern, assign: Sequence[Hashable]) -> list[dict[Hashable, float]]:
+    """``E^t_s = Σ_{s'≠s} V^t_{s,s'}``: per step, bytes leaving each machine's NIC (§1.4 [R])."""
+    out = []
+    for step in pattern.steps:
+        egress: dict[Hashable, float] = {}
+        for (a, b), vol in step.items():
+            sa, sb = assign[a], assign[b]
+            if sa != sb:
+                egress[sa] = egress.get(sa, 0.0) + vol
+                egress[sb] = egress.get(sb, 0.0) + vol
+        out.append(egress)
+    return out
+
+
+def allreduce_time_s(pattern: CommPattern, assign: Sequence[Hashable],
+                     nic_bw_mbps: float | Mapping[Hashable, float], alpha_s: float = 0.0) -> float:
+    """The NIC-time model ``T_ar = Σ_t (α·[step t crosses machines] + max_s E^t_s / B_s)`` (§1.4 [R]).
+
+    Intra-machine transfers are free.
+
+    Args:
+        pattern: the job's ``C^t``.
+        assign: machine of each worker.
+        nic_bw_mbps: NIC bandwidth ``B_s``, one value for every machine or a mapping per machine.
+        alpha_s: per-step latency of a step with cross-machine traffic.
+    """
+    total_s = 0.0
+    for egress in nic_egress_bytes(pattern, assign):
+        if not egress:
+            continue
+        uniform = isinstance(nic_bw_mbps, (int, float))
+        worst_s = max(vol / mbps_to_bytes_per_s(nic_bw_mbps if uniform else nic_bw_mbps[s])
+                      for s, vol in egress.items())
+        total_s += alpha_s + worst_s
+    return total_s
+
+
+# ----------------------------------------------------------------------------------------------
+# §2.4.2: the block tree.
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """A group of workers to keep on one machine if possible, and its split into two sub-groups.
+
+    Attributes:
+        ranks: the workers of the group, ascending.
+        children: sub-blocks ordered by smallest rank; empty for a single worker.
+    """
+
+    ranks: tuple[int, ...]
+    children: tuple["Block", ...] = ()
+
+
+def _leaf(r: int) -> Block:
+    return Block((r,))
+
+
+def _join(*children: Block) -> Block:
+    kids = tuple(sorted(children, key=lambda b: b.ranks[0]))
+    return Block(tuple(sorted(r for b in kids for r in b.ranks)), kids)
+
+
+def _hd_tree(p: int, labelling: str) -> Block:
+    """Closed form for HD: aligned rank ranges (gloo) or residue classes (paper) of the ``p'`` core.
+
+    A folded rank ``p'+i`` is glued to rank ``i`` (their ``2M`` fold weight is the heaviest).
+    """
+    p2, extra = hd_fold(p)
+
+    def leaf(r: int) -> Block:
+        return _join(_leaf(r), _leaf(p2 + r)) if r < extra else _leaf(r)
+
+    def gloo(lo: int, size: int) -> Block:
+        if size == 1:
+            return leaf(lo)
+        return _join(gloo(lo, size // 2), gloo(lo + size // 2, size // 2))
+
+    def paper(c: int, stride: int) -> Block:
+        if stride == p2:
+            return leaf(c)
+        return _join(paper(c, 2 * stride), paper(c + stride, 2 * stride))
+
+    return gloo(0, p2) if labelling == "gloo" else paper(0, 1)
+
+
+def _contiguous_tree(lo: int, hi: int) -> Block:
+    """Balanced binary tree of contiguous rank ranges ``[lo, hi)`` (the ring closed form)."""
+    if hi - lo == 1:
+        return _leaf(lo)
+    mid = (lo + hi + 1) // 2
+    return _join(_contiguous_tree(lo, mid), _contiguous_tree(mid, hi))
+
+
+def agglomerative_tree(pattern: CommPattern) -> Block:
+    """Generic block tree: merge the two clusters with the largest total inter-cluster weight (§2.4.2 [R]).
+
+    Ties go to the pair with the smallest minimum ranks. O(p³); above
+    :data:`AGGLOMERATIVE_MAX_P` workers it falls back to contiguous ranges.
+    """
+    p = pattern.p
+    if p > AGGLOMERATIVE_MAX_P:
+        return _contiguous_tree(0, p)
+    clusters: dict[int, Block] = {r: _leaf(r) for r in range(p)}  # keyed by smallest rank
+    between: dict[tuple[int, int], float] = {}
+    for (a, b), w in pattern.weights().items():
+        between[(a, b)] = between.get((a, b), 0.0) + w
+    while len(clusters) > 1:
+        keys = sorted(clusters)
+        best = None
+        for i, a in enumerate(keys):
+            for b in keys[i + 1:]:
+                cand = (-between.get((a, b), 0.0), a, b)
+                if best is None or cand < best:
+                    best = cand
+        _, a, b = best
+        merged = _join(clusters.pop(a), clusters.pop(b))
+        new_between: dict[tuple[int, int], float] = {}
+        for (x, y), w in between.items():
+            x2, y2 = (a if x == b else x), (a if y == b else y)
+            if x2 == y2:
+                continue
+            key = (min(x2, y2), max(x2, y2))
+            new_between[key] = new_between.get(key, 0.0) + w
+        between = new_between
+        clusters[a] = merged
+    return next(iter(clusters.values()))
+
+
+def block_tree(pattern: CommPattern) -> Block:
+    """BLOCK_TREE of §2.4.2: closed forms for HD and ring, agglomerative clustering otherwise."""
+    if pattern.p == 1:
+        return _leaf(0)
+    if pattern.name == "hd":
+        return _hd_tree(pattern.p, pattern.labelling or "gloo")
+    if pattern.name == "ring":
+        return _contiguous_tree(0, pattern.p)
+    return agglomerative_tree(pattern)
