@@ -289,6 +289,44 @@ class PlacementPolicy(abc.ABC):
         """
 
 
+class InOrderPolicy(PlacementPolicy):
+    """A policy that places pending jobs one at a time, in the scheduler's order.
+
+    Subclasses implement :meth:`choose`. A job that does not fit waits (it is absent from the
+    result) and later jobs may still start, unless ``strict_order`` stops at the first job that
+    waits (no later job starts: head-of-line blocking, as a strict FIFO would have it).
+
+    Args:
+        seed: the policy's seed (unused by deterministic policies; kept for the common interface).
+        strict_order: stop at the first pending job that does not fit.
+    """
+
+    def __init__(self, seed: int = 0, strict_order: bool = False):
+        super().__init__(seed)
+        self.strict_order = strict_order
+
+    @abc.abstractmethod
+    def choose(self, job: JobRequest, view: ClusterView, tentative: Tentative) -> list[GpuSlot] | None:
+        """Take the job's GPUs from ``tentative`` (in rank order), or return None: the job waits.
+
+        Called only when the cluster still has at least ``job.workers`` free GPUs.
+        """
+
+    def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
+        """Place pending jobs in order with :meth:`choose`; jobs that do not fit wait."""
+        jobs_by_name(pending)
+        tentative = Tentative(view)
+        out = []
+        for job in pending:
+            slots = self.choose(job, view, tentative) if job.workers <= tentative.total_free else None
+            if slots is None:
+                if self.strict_order:
+                    break
+                continue
+            out.append(Placement(job.name, tuple(slots)))
+        return out
+
+
 def jobs_by_name(jobs: Iterable[JobRequest]) -> dict[str, JobRequest]:
     """Index jobs by name, rejecting duplicates."""
     out: dict[str, JobRequest] = {}

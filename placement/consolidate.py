@@ -35,11 +35,9 @@ from collections.abc import Sequence
 from placement.base import (
     ClusterView,
     GpuSlot,
+    InOrderPolicy,
     JobRequest,
-    Placement,
-    PlacementPolicy,
     Tentative,
-    jobs_by_name,
 )
 
 
@@ -49,7 +47,7 @@ def _best_fit(machines: Sequence[str], need: int, tentative: Tentative) -> str |
     return min(fits, key=tentative.n_free) if fits else None
 
 
-class ConsolidatePolicy(PlacementPolicy):
+class ConsolidatePolicy(InOrderPolicy):
     """Fewest machines, then best fit (see the module docstring for the exact rule).
 
     Args:
@@ -59,27 +57,9 @@ class ConsolidatePolicy(PlacementPolicy):
 
     name = "consolidate"
 
-    def __init__(self, seed: int = 0, strict_order: bool = False):
-        super().__init__(seed)
-        self.strict_order = strict_order
-
-    def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
-        """Place pending jobs in order, each on the fewest machines; jobs that do not fit wait."""
-        jobs_by_name(pending)
-        tentative = Tentative(view)
-        order = [m.name for m in view.machines]
-        out = []
-        for job in pending:
-            if job.workers > tentative.total_free:
-                if self.strict_order:
-                    break
-                continue
-            out.append(Placement(job.name, tuple(self._choose(job.workers, order, tentative))))
-        return out
-
-    @staticmethod
-    def _choose(workers: int, order: list[str], tentative: Tentative) -> list[GpuSlot]:
-        """Take ``workers`` GPUs from ``tentative`` by the consolidation rule."""
+    def choose(self, job: JobRequest, view: ClusterView, tentative: Tentative) -> list[GpuSlot]:
+        """Take the job's GPUs from ``tentative`` by the consolidation rule."""
+        workers, order = job.workers, [m.name for m in view.machines]
         single = _best_fit(order, workers, tentative)
         if single is not None:
             return tentative.take(single, workers)

@@ -32,16 +32,12 @@ Cost: O(M log M) per job for M machines.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from placement.base import (
     ClusterView,
     GpuSlot,
+    InOrderPolicy,
     JobRequest,
-    Placement,
-    PlacementPolicy,
     Tentative,
-    jobs_by_name,
 )
 
 
@@ -50,7 +46,7 @@ def pow2_ceil(p: int) -> int:
     return 1 << (p - 1).bit_length()
 
 
-class ElasticFlowPolicy(PlacementPolicy):
+class ElasticFlowPolicy(InOrderPolicy):
     """Best-fit consolidation with power-of-two sizing; waits rather than splitting over fragments.
 
     Args:
@@ -62,30 +58,16 @@ class ElasticFlowPolicy(PlacementPolicy):
     name = "elasticflow"
 
     def __init__(self, seed: int = 0, pow2_round: bool = True, strict_order: bool = False):
-        super().__init__(seed)
+        super().__init__(seed, strict_order)
         self.pow2_round = pow2_round
-        self.strict_order = strict_order
 
     def demand(self, workers: int) -> int:
         """GPUs the job takes: ``workers`` rounded up to a power of two when ``pow2_round``."""
         return pow2_ceil(workers) if self.pow2_round else workers
 
-    def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
-        """Place pending jobs in order on the fewest machines by best fit; others wait."""
-        jobs_by_name(pending)
-        tentative = Tentative(view)
-        out = []
-        for job in pending:
-            slots = self._choose(job.workers, view, tentative)
-            if slots is None:
-                if self.strict_order:
-                    break
-                continue
-            out.append(Placement(job.name, tuple(slots)))
-        return out
-
-    def _choose(self, workers: int, view: ClusterView, tentative: Tentative) -> list[GpuSlot] | None:
-        """Take the job's GPUs from ``tentative``, or return None (the job waits)."""
+    def choose(self, job: JobRequest, view: ClusterView, tentative: Tentative) -> list[GpuSlot] | None:
+        """Take the job's GPUs from ``tentative`` on the fewest machines by best fit, or None (it waits)."""
+        workers = job.workers
         g = self.demand(workers)
         machines = [m.name for m in view.machines]
         if g <= max(m.gpus for m in view.machines):

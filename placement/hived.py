@@ -37,11 +37,9 @@ from collections.abc import Sequence
 from placement.base import (
     ClusterView,
     GpuSlot,
+    InOrderPolicy,
     JobRequest,
-    Placement,
-    PlacementPolicy,
     Tentative,
-    jobs_by_name,
 )
 
 
@@ -68,7 +66,7 @@ def fragment_first_plan(workers: int, machines: Sequence[str], tentative: Tentat
     return plan
 
 
-class HivedPolicy(PlacementPolicy):
+class HivedPolicy(InOrderPolicy):
     """Fragment-first placement within the smallest rack that fits (see the module docstring).
 
     Args:
@@ -80,27 +78,17 @@ class HivedPolicy(PlacementPolicy):
     name = "hived"
 
     def __init__(self, seed: int = 0, rack_first: bool = True, strict_order: bool = False):
-        super().__init__(seed)
+        super().__init__(seed, strict_order)
         self.rack_first = rack_first
-        self.strict_order = strict_order
 
-    def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
-        """Place pending jobs in order, fragments first; jobs that do not fit wait."""
-        jobs_by_name(pending)
-        tentative = Tentative(view)
+    def choose(self, job: JobRequest, view: ClusterView, tentative: Tentative) -> list[GpuSlot]:
+        """Take the job's GPUs from ``tentative``, fragments first."""
         gpus = {m.name: m.gpus for m in view.machines}
-        out = []
-        for job in pending:
-            if job.workers > tentative.total_free:
-                if self.strict_order:
-                    break
-                continue
-            plan = fragment_first_plan(job.workers, self._cell(job.workers, view, tentative), tentative, gpus)
-            slots: list[GpuSlot] = []
-            for machine, n in plan:
-                slots += tentative.take(machine, n)
-            out.append(Placement(job.name, tuple(slots)))
-        return out
+        plan = fragment_first_plan(job.workers, self._cell(job.workers, view, tentative), tentative, gpus)
+        slots: list[GpuSlot] = []
+        for machine, n in plan:
+            slots += tentative.take(machine, n)
+        return slots
 
     def _cell(self, workers: int, view: ClusterView, tentative: Tentative) -> list[str]:
         """Machines the job may use: the best-fit rack that holds it, else the whole cluster."""

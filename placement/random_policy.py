@@ -23,12 +23,11 @@ Cost: O(F) per job, F the number of free GPUs.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
 
-from placement.base import ClusterView, JobRequest, Placement, PlacementPolicy, Tentative, jobs_by_name
+from placement.base import ClusterView, GpuSlot, InOrderPolicy, JobRequest, Tentative
 
 
-class RandomPolicy(PlacementPolicy):
+class RandomPolicy(InOrderPolicy):
     """Place each worker on a uniformly random free GPU.
 
     Args:
@@ -38,25 +37,11 @@ class RandomPolicy(PlacementPolicy):
 
     name = "random"
 
-    def __init__(self, seed: int = 0, strict_order: bool = False):
-        super().__init__(seed)
-        self.strict_order = strict_order
-
-    def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
-        """Place pending jobs in order on random free GPUs; jobs that do not fit wait."""
-        jobs_by_name(pending)
-        tentative = Tentative(view)
-        out = []
-        for job in pending:
-            if job.workers > tentative.total_free:
-                if self.strict_order:
-                    break
-                continue
-            rng = random.Random(f"random-policy:{self.seed}:{job.name}")
-            free = [m.name for m in view.machines for _ in range(tentative.n_free(m.name))]
-            counts: dict[str, int] = {}
-            for machine in rng.sample(free, job.workers):
-                counts[machine] = counts.get(machine, 0) + 1
-            slots = [s for machine, n in counts.items() for s in tentative.take(machine, n)]
-            out.append(Placement(job.name, tuple(slots)))
-        return out
+    def choose(self, job: JobRequest, view: ClusterView, tentative: Tentative) -> list[GpuSlot]:
+        """Take the job's GPUs uniformly at random among the free GPUs (seeded by policy seed and job)."""
+        rng = random.Random(f"random-policy:{self.seed}:{job.name}")
+        free = [m.name for m in view.machines for _ in range(tentative.n_free(m.name))]
+        counts: dict[str, int] = {}
+        for machine in rng.sample(free, job.workers):
+            counts[machine] = counts.get(machine, 0) + 1
+        return [s for machine, n in counts.items() for s in tentative.take(machine, n)]

@@ -24,20 +24,16 @@ Cost: O(w * M) per job for M machines.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from placement.base import (
     ClusterView,
     GpuSlot,
+    InOrderPolicy,
     JobRequest,
-    Placement,
-    PlacementPolicy,
     Tentative,
-    jobs_by_name,
 )
 
 
-class SpreadPolicy(PlacementPolicy):
+class SpreadPolicy(InOrderPolicy):
     """One worker per rack in turn, within a rack the machine with most free GPUs.
 
     Args:
@@ -47,27 +43,9 @@ class SpreadPolicy(PlacementPolicy):
 
     name = "spread"
 
-    def __init__(self, seed: int = 0, strict_order: bool = False):
-        super().__init__(seed)
-        self.strict_order = strict_order
-
-    def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
-        """Place pending jobs in order, spread across racks; jobs that do not fit wait."""
-        jobs_by_name(pending)
-        tentative = Tentative(view)
-        racks = list(view.racks().values())
-        out = []
-        for job in pending:
-            if job.workers > tentative.total_free:
-                if self.strict_order:
-                    break
-                continue
-            out.append(Placement(job.name, tuple(self._choose(job.workers, racks, tentative))))
-        return out
-
-    @staticmethod
-    def _choose(workers: int, racks: list[list[str]], tentative: Tentative) -> list[GpuSlot]:
-        """Take ``workers`` GPUs from ``tentative``, one per rack in turn."""
+    def choose(self, job: JobRequest, view: ClusterView, tentative: Tentative) -> list[GpuSlot]:
+        """Take the job's GPUs from ``tentative``, one per rack in turn."""
+        workers, racks = job.workers, list(view.racks().values())
         by_machine: dict[str, list[GpuSlot]] = {}
         taken = 0
         while taken < workers:

@@ -157,10 +157,17 @@ class EmulatedNetwork:
             stop_process(p)
         self._procs.clear()
         if self.mn is not None:
+            nodes = list(self.mn.controllers) + list(self.mn.switches) + list(self.mn.hosts)
             try:
                 self.mn.stop()
             except Exception as e:  # noqa: BLE001 - leftovers are removed below and reported
                 print(f"warning: mininet stop failed: {e}")
+            # Mininet's RemoteController.stop() does nothing, leaving the node's shell running;
+            # end every node shell this network started that is still alive.
+            for node in nodes:
+                shell = getattr(node, "shell", None)
+                if shell is not None and shell.poll() is None:
+                    node.terminate()
             self.mn = None
         if self.controller is not None:
             self.controller.stop()

@@ -11,6 +11,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCALE = 500.0  # 10 Gbit/s paper-scale links -> 20 Mbit/s emulated
 CONTROLLER_MARKER = "controller.launcher"
+MININET_SHELL_MARKER = "-is mininet:"  # the shell Mininet starts for every node
 
 
 def emulation_missing() -> str | None:
@@ -42,7 +43,7 @@ def leftovers() -> list[str]:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if ns != root_ns or CONTROLLER_MARKER in cmd:
+        if ns != root_ns or any(m in cmd for m in (CONTROLLER_MARKER, MININET_SHELL_MARKER)):
             found.append(f"process {pid}: {cmd.strip()[:120]}")
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
     found += [f"netns {n}" for n in netns]
