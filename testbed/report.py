@@ -2,6 +2,10 @@
 
 Definitions used in every table:
 
+* *machines*: machines hosting a worker of some job; *idle used*: those of them that were idle
+  (no background load) before; *in use*: machines of the cluster with any busy GPU (background
+  or jobs), and *fragmented*: machines partly used, both at the busiest wave (the cluster
+  metrics of the Titan paper);
 * *communication time per iteration* of a job: for each recorded iteration, the largest
   communication time over the job's ranks (the allreduce ends for the job when its slowest
   rank is done); mean and 99th percentile over all iterations of all jobs;
@@ -92,6 +96,8 @@ def summarise_policy(cfg, g, result: dict, records) -> dict:
         "machines_used": len(machines_used),
         "idle_machines_used": len(idle_before),
         "cross_machine_bytes": cross_bytes,
+        "cluster_machines_in_use": max(c["machines_in_use"] for c in result["cluster_states"]),
+        "fragmented_machines": max(c["fragmented_machines"] for c in result["cluster_states"]),
         "comm_mean_s": _mean(all_comm),
         "comm_p99_s": percentile(all_comm, 99),
         "busiest_link": busiest[1],
@@ -109,6 +115,8 @@ SUMMARY_COLUMNS = [
     ("policy", "policy", "{}"),
     ("machines_used", "machines", "{}"),
     ("idle_machines_used", "idle used", "{}"),
+    ("cluster_machines_in_use", "in use", "{}"),
+    ("fragmented_machines", "fragmented", "{}"),
     ("cross_machine_bytes", "cross-machine MB", None),
     ("comm_mean_s", "comm mean s", "{:.3f}"),
     ("comm_p99_s", "comm p99 s", "{:.3f}"),

@@ -29,6 +29,7 @@ from jobs.models import get_model
 from jobs.records import read_records
 from placement import make_policy
 from placement.base import Cluster, JobRequest
+from placement.metrics import fragmentation, used_machines
 from testbed import capabilities
 from testbed.config import ExperimentConfig, policy_specs, to_dict, validate
 from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
@@ -126,7 +127,7 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     pending = list(jobs.values())
     options = NetOptions(scale=cfg.scale, mtu=cfg.mtu, routing=cfg.routing, queue_packets=cfg.queue_packets,
                          congestion_control=cfg.congestion_control, stats_interval_s=cfg.stats_interval_s)
-    placements, waves = [], []
+    placements, waves, cluster_states = [], [], []
     sampler = CpuSampler()
     t_start = time.time()
     with EmulatedNetwork(g, pdir, options) as net:
@@ -143,6 +144,8 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
             for p in decided:
                 cluster.apply(p)
                 placements.append({"wave": len(waves), **p.to_dict()})
+            cluster_states.append({"wave": len(waves), "machines_in_use": used_machines(cluster.view()),
+                                   "fragmented_machines": fragmentation(cluster.view())})
             wave_jobs = [jobs[p.job] for p in decided]
             progress.say(f"    wave {len(waves)}: " + "; ".join(
                 f"{p.job} on {len(p.machines)} machine(s) {','.join(p.machines)}" for p in decided))
@@ -162,6 +165,7 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     result = {
         "policy": spec,
         "placements": placements,
+        "cluster_states": cluster_states,
         "waves": [wave_dict(w, series) for w in waves],
         "link_rate_mbps": [[u, v, r] for (u, v), r in sorted(rates.items())],
         "cpu": sampler.summary(),

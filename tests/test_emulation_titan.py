@@ -47,6 +47,7 @@ def test_titan_motivating_example_measured(emulation_ok, tmp_path):
         s = summaries[policy]
         job_machines = set(s["jobs"]["hd4"]["machines"])
         assert len(job_machines | set(background)) == in_use, (policy, job_machines)
+        assert s["cluster_machines_in_use"] == in_use
         # bytes leaving machines count both directions of every exchange: halve for the spec's accounting
         per_allreduce = s["cross_machine_bytes"] / 2 / (ITERATIONS + WARMUP)
         assert abs(per_allreduce - factor * m_bytes) <= 0.10 * m_bytes, (
