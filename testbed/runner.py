@@ -135,26 +135,27 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
                      f"{net.controller.status().get('rules', '?')} rules ({cfg.routing})")
         sanity_check(net, pdir)
         sampler.start()
-        while pending:
-            decided = policy.place(pending, cluster.view())
-            if not decided:
-                names = ", ".join(j.name for j in pending)
-                raise PlacementError(f"policy {spec!r} placed none of the waiting jobs ({names}) even with "
-                                     f"every other job finished")
-            for p in decided:
-                cluster.apply(p)
-                placements.append({"wave": len(waves), **p.to_dict()})
-            cluster_states.append({"wave": len(waves), "machines_in_use": used_machines(cluster.view()),
-                                   "fragmented_machines": fragmentation(cluster.view())})
-            wave_jobs = [jobs[p.job] for p in decided]
-            progress.say(f"    wave {len(waves)}: " + "; ".join(
-                f"{p.job} on {len(p.machines)} machine(s) {','.join(p.machines)}" for p in decided))
-            waves.append(run_wave(cfg, g, net, decided, jobs, len(waves), pdir, progress))
-            for p in decided:
-                cluster.release(p.job)
-            done = {j.name for j in wave_jobs}
-            pending = [j for j in pending if j.name not in done]
-        sampler.stop()
+        try:
+            while pending:
+                decided = policy.place(pending, cluster.view())
+                if not decided:
+                    names = ", ".join(j.name for j in pending)
+                    raise PlacementError(f"policy {spec!r} placed none of the waiting jobs ({names}) even with "
+                                         f"every other job finished")
+                for p in decided:
+                    cluster.apply(p)
+                    placements.append({"wave": len(waves), **p.to_dict()})
+                cluster_states.append({"wave": len(waves), "machines_in_use": used_machines(cluster.view()),
+                                       "fragmented_machines": fragmentation(cluster.view())})
+                progress.say(f"    wave {len(waves)}: " + "; ".join(
+                    f"{p.job} on {len(p.machines)} machine(s) {','.join(p.machines)}" for p in decided))
+                waves.append(run_wave(cfg, g, net, decided, jobs, len(waves), pdir, progress))
+                for p in decided:
+                    cluster.release(p.job)
+                done = {p.job for p in decided}
+                pending = [j for j in pending if j.name not in done]
+        finally:
+            sampler.stop()
         ctrl_error = net.controller.logged_exception()
         if ctrl_error:
             raise EmulationError(f"the controller logged an exception: {ctrl_error}; "

@@ -90,3 +90,24 @@ def test_interrupted_run_leaves_nothing(emulation_ok, tmp_path):
     assert proc.returncode == 130, "".join(seen) + out
     assert "Traceback" not in out
     assert leftovers() == []
+
+
+@pytest.mark.emulation
+def test_policy_that_cannot_place_is_reported_and_others_run(emulation_ok, tmp_path):
+    """ElasticFlow rounds a 6-worker job up to 8 GPUs, more than the 7 free: it waits for ever. The run reports
+    that policy, still runs consolidation, writes both to summary.json and exits 3."""
+    cfg = tmp_path / "x.yaml"
+    cfg.write_text("topology: {kind: leaf_spine, n_leaf: 1, n_spine: 1, hosts_per_leaf: 2}\n"
+                   "background: {h1: 1}\n"
+                   "jobs: [{name: j, model: resnet50, workers: 6, collective: ring}]\n"
+                   "policies: [elasticflow, consolidate]\niterations: 2\nwarmup_iterations: 0\n")
+    cp = run_cli("-c", str(cfg), "--results", str(tmp_path / "res"), timeout=300)
+    assert cp.returncode == 3, cp.stdout + cp.stderr
+    assert "Traceback" not in cp.stdout + cp.stderr
+    assert "elasticflow" in cp.stderr.strip().splitlines()[-1]
+    (run_dir,) = list((tmp_path / "res").iterdir())
+    import json
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [s["policy"] for s in summary["policies"]] == ["consolidate"]
+    assert "elasticflow" in summary["unplaced"]
+    assert leftovers() == []

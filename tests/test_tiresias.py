@@ -253,7 +253,7 @@ def test_time_going_backwards_is_rejected():
 
 # --- Tiresias placement (Tiresias-F, titan.md §3.3 / tiresias.md §4) ---
 
-TENSOR_FILE = (Path(__file__).resolve().parents[2] / "shared" / "data" / "tiresias"
+TENSOR_FILE = (Path(__file__).resolve().parents[1] / "data" / "tiresias"
                / "model_large_tensors_mb.json")
 SENSITIVE = {"vgg11", "vgg16", "vgg19", "alexnet"}
 
