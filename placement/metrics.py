@@ -40,3 +40,26 @@ def used_machines(view: ClusterView) -> int:
 def fragmentation(view: ClusterView) -> int:
     """Partially used machines: some GPU in use and some GPU free."""
     return sum(1 for m in view.machines if 0 < view.n_free(m.name) < m.gpus)
+
+
+def cross_machine_traffic_bytes(placement: Placement, steps) -> int:
+    """Cross-machine traffic of one collective under a placement, in the Titan paper's accounting.
+
+    Per step, each rank pair on different machines counts once, at the larger of its two
+    directions: a symmetric exchange counts the bytes each side sends, a one-way transfer its
+    bytes (spec titan.md §1.3, "accounting convention").
+
+    Args:
+        placement: rank ``r`` runs on ``placement.slots[r].machine``.
+        steps: the collective's steps, as from ``jobs.patterns.pattern``.
+    """
+    machine = [s.machine for s in placement.slots]
+    total = 0
+    for step in steps:
+        pair: dict[tuple[int, int], int] = {}
+        for src, dst, nbytes in step:
+            if machine[src] != machine[dst]:
+                key = (min(src, dst), max(src, dst))
+                pair[key] = max(pair.get(key, 0), nbytes)
+        total += sum(pair.values())
+    return total

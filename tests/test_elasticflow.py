@@ -2,40 +2,23 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from fractions import Fraction
 
 import pytest
+from placement_cases import cluster
 
 from jobs.patterns import pattern
 from placement import Cluster, JobRequest, MachineInfo, Placement, make_policy
 from placement.elasticflow import ElasticFlowPolicy, pow2_ceil
-from placement.metrics import used_machines
+from placement.metrics import cross_machine_traffic_bytes, used_machines
 
 M_BYTES = 4 * 1024 * 16
 """Allreduce payload M of the test vectors (bytes)."""
 
 
-def cluster(free: list[int], gpus: int = 4, racks: list[str] | None = None) -> Cluster:
-    """Machines M1.. with ``gpus`` GPUs and the given free GPUs, one rack unless ``racks`` is given."""
-    racks = racks or ["r0"] * len(free)
-    c = Cluster([MachineInfo(f"M{i + 1}", gpus, rack=racks[i], pod="p0") for i in range(len(free))])
-    c.set_background({f"M{i + 1}": gpus - f for i, f in enumerate(free)})
-    return c
-
-
 def cross_traffic(p: Placement, steps) -> Fraction:
-    """Cross-machine traffic in units of M: per step each cross-machine pair once, at its larger direction."""
-    machine = [s.machine for s in p.slots]
-    total = 0
-    for step in steps:
-        pair: dict[tuple[int, int], int] = defaultdict(int)
-        for src, dst, b in step:
-            if machine[src] != machine[dst]:
-                key = (min(src, dst), max(src, dst))
-                pair[key] = max(pair[key], b)
-        total += sum(pair.values())
-    return Fraction(total, M_BYTES)
+    """Cross-machine traffic in units of M (the Titan paper's accounting, ``placement.metrics``)."""
+    return Fraction(cross_machine_traffic_bytes(p, steps), M_BYTES)
 
 
 def job(workers: int, name: str = "j") -> JobRequest:

@@ -3,43 +3,25 @@
 from __future__ import annotations
 
 import random
-from collections import Counter, defaultdict
+from collections import Counter
 from fractions import Fraction
 
 import pytest
+from placement_cases import cluster
 
 from common.errors import PlacementError
 from jobs.patterns import pattern
 from placement import Cluster, JobRequest, MachineInfo, Placement, make_policy
 from placement.hived import HivedPolicy
-from placement.metrics import used_machines
+from placement.metrics import cross_machine_traffic_bytes, used_machines
 
 M_BYTES = 4 * 1024 * 16
 """Allreduce payload M of the test vectors (bytes; divisible by every chunking used)."""
 
 
-def cluster(free: list[int], gpus: int = 4, racks: list[str] | None = None) -> Cluster:
-    """Machines M1.. with ``gpus`` GPUs and the given free GPUs, one rack unless ``racks`` is given."""
-    racks = racks or ["r0"] * len(free)
-    c = Cluster([MachineInfo(f"M{i + 1}", gpus, rack=racks[i], pod="p0") for i in range(len(free))])
-    c.set_background({f"M{i + 1}": gpus - f for i, f in enumerate(free)})
-    return c
-
-
 def cross_traffic(p: Placement, steps) -> Fraction:
-    """Cross-machine traffic X in units of M: per step, each cross-machine rank pair once, at the
-    larger of its two directions (a symmetric exchange counts the bytes each side sends, a one-way
-    transfer its bytes; titan.md §1.3)."""
-    machine = [s.machine for s in p.slots]
-    total = 0
-    for step in steps:
-        pair: dict[tuple[int, int], int] = defaultdict(int)
-        for src, dst, b in step:
-            if machine[src] != machine[dst]:
-                key = (min(src, dst), max(src, dst))
-                pair[key] = max(pair[key], b)
-        total += sum(pair.values())
-    return Fraction(total, M_BYTES)
+    """Cross-machine traffic in units of M (the Titan paper's accounting, ``placement.metrics``)."""
+    return Fraction(cross_machine_traffic_bytes(p, steps), M_BYTES)
 
 
 def paper_hd_steps(p: int, size_bytes: int) -> list[list[tuple[int, int, int]]]:
