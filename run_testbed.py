@@ -20,6 +20,12 @@ import signal
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+VENV_PYTHON = os.path.join(HERE, ".venv", "bin", "python")
+if (os.path.exists(VENV_PYTHON) and os.path.realpath(sys.prefix) != os.path.realpath(os.path.join(HERE, ".venv"))
+        and not os.environ.get("TESTBED_NO_VENV_REEXEC")):
+    # `sudo python run_testbed.py` with the system Python: run in the project's venv (made by setup).
+    os.environ["TESTBED_NO_VENV_REEXEC"] = "1"
+    os.execv(VENV_PYTHON, [VENV_PYTHON, os.path.abspath(__file__), *sys.argv[1:]])
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
