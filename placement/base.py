@@ -255,6 +255,11 @@ class Tentative:
         """Free GPUs left in the cluster."""
         return sum(len(v) for v in self._free.values())
 
+    def best_fit(self, machines: Sequence[str], need: int) -> str | None:
+        """The machine with the fewest free GPUs that still has ``need`` free; ties by list order."""
+        fits = [m for m in machines if len(self._free[m]) >= need]
+        return min(fits, key=self.n_free) if fits else None
+
     def take(self, machine: str, n: int) -> list[GpuSlot]:
         """Take the ``n`` lowest-indexed free GPUs of ``machine``."""
         free = self._free[machine]

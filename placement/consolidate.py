@@ -30,8 +30,6 @@ Cost: O(M log M) per job for M machines.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from placement.base import (
     ClusterView,
     GpuSlot,
@@ -39,12 +37,6 @@ from placement.base import (
     JobRequest,
     Tentative,
 )
-
-
-def _best_fit(machines: Sequence[str], need: int, tentative: Tentative) -> str | None:
-    """The machine with the fewest free GPUs that still has ``need``; ties by list order."""
-    fits = [m for m in machines if tentative.n_free(m) >= need]
-    return min(fits, key=tentative.n_free) if fits else None
 
 
 class ConsolidatePolicy(InOrderPolicy):
@@ -60,7 +52,7 @@ class ConsolidatePolicy(InOrderPolicy):
     def choose(self, job: JobRequest, view: ClusterView, tentative: Tentative) -> list[GpuSlot]:
         """Take the job's GPUs from ``tentative`` by the consolidation rule."""
         workers, order = job.workers, [m.name for m in view.machines]
-        single = _best_fit(order, workers, tentative)
+        single = tentative.best_fit(order, workers)
         if single is not None:
             return tentative.take(single, workers)
         by_free = sorted((m for m in order if tentative.n_free(m) > 0), key=tentative.n_free, reverse=True)
@@ -69,7 +61,7 @@ class ConsolidatePolicy(InOrderPolicy):
             remaining = workers - len(slots)
             if tentative.n_free(machine) >= remaining:
                 # This machine would be the k-th: pick the best fit for the rest instead.
-                last = _best_fit(by_free[i:], remaining, tentative)
+                last = tentative.best_fit(by_free[i:], remaining)
                 return slots + tentative.take(last, remaining)
             slots += tentative.take(machine, tentative.n_free(machine))
         raise AssertionError("unreachable: the caller checked that the job fits")

@@ -71,10 +71,9 @@ class ElasticFlowPolicy(InOrderPolicy):
         g = self.demand(workers)
         machines = [m.name for m in view.machines]
         if g <= max(m.gpus for m in view.machines):
-            fits = [m for m in machines if tentative.n_free(m) >= g]
-            if not fits:
+            best = tentative.best_fit(machines, g)
+            if best is None:
                 return None
-            best = min(fits, key=tentative.n_free)
             taken = tentative.take(best, g)
             return taken[:workers]
         chosen = self._idle_machines(g, view, tentative)

@@ -84,12 +84,6 @@ def tensor_skew(model: str) -> float:
     return max(profile.tensor_bytes) / sum(profile.tensor_bytes)
 
 
-def _best_fit(machines: Sequence[str], need: int, tentative: Tentative) -> str | None:
-    """The machine with the fewest free GPUs that still has ``need``; ties by list order."""
-    fits = [m for m in machines if tentative.n_free(m) >= need]
-    return min(fits, key=tentative.n_free) if fits else None
-
-
 class TiresiasPolicy(PlacementPolicy):
     """Consolidate skewed models, spread the rest by NIC load (see the module docstring).
 
@@ -145,7 +139,7 @@ class TiresiasPolicy(PlacementPolicy):
                      tentative: Tentative) -> list[tuple[str, int]] | None:
         """Fewest machines: one best-fit machine, else whole idle machines plus a best fit for the rest."""
         machines = [m.name for m in view.machines]
-        single = _best_fit(machines, workers, tentative)
+        single = tentative.best_fit(machines, workers)
         if single is not None:
             return [(single, workers)]
         plan, r = [], workers
@@ -155,7 +149,7 @@ class TiresiasPolicy(PlacementPolicy):
                 r -= view.machine(m).gpus
         if r:
             used = {m for m, _ in plan}
-            last = _best_fit([m for m in machines if m not in used], r, tentative)
+            last = tentative.best_fit([m for m in machines if m not in used], r)
             if last is not None:
                 plan.append((last, r))
                 r = 0
