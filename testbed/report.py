@@ -57,23 +57,41 @@ def job_iteration_times(records) -> dict[str, dict[int, dict[str, float]]]:
     return out
 
 
+def _utilisation(nbytes: float, length_s: float, rate_mbps: float) -> float | None:
+    return nbytes * 8 / (length_s * rate_mbps * MEGA) if length_s > 0 else None
+
+
+def link_rows(result: dict):
+    """Every directed link of every wave of a policy's result, as dicts.
+
+    Keys: ``wave``, ``src``, ``dst``, ``rate_mbps``; ``bytes``, ``duration_s`` and
+    ``wave_utilisation`` over the whole wave (kernel counters, start-up included);
+    ``window_bytes``, ``window_s`` and ``window_utilisation`` over the measurement window
+    (None where the window or the samples do not cover the link).
+    """
+    rates = {(u, v): r for u, v, r in result["link_rate_mbps"]}
+    for w in result["waves"]:
+        window = dict(((u, v), b) for u, v, b in w["window_link_bytes"])
+        length_s = w["window_s"][1] - w["window_s"][0] if w["window_s"] else 0.0
+        for u, v, b in w["link_bytes"]:
+            rate = rates.get((u, v)) or rates[(v, u)]
+            wb = window.get((u, v))
+            yield {"wave": w["index"], "src": u, "dst": v, "rate_mbps": rate, "bytes": b,
+                   "duration_s": w["duration_s"], "wave_utilisation": _utilisation(b, w["duration_s"], rate),
+                   "window_bytes": wb, "window_s": length_s if w["window_s"] else None,
+                   "window_utilisation": None if wb is None else _utilisation(wb, length_s, rate)}
+
+
 def summarise_policy(cfg, g, result: dict, records) -> dict:
     """The per-policy summary written to ``summary.json`` and shown in the tables."""
-    rates = {(u, v): r for u, v, r in result["link_rate_mbps"]}
     machines_used = sorted({m for p in result["placements"] for m, _ in p["slots"]},
                            key=lambda m: g.nodes[m]["index"])
     idle_before = [m for m in machines_used if cfg.background.get(m, 0) == 0]
     cross_bytes = sum(b for w in result["waves"] for u, _, b in w["link_bytes"] if g.nodes[u]["role"] == "machine")
     busiest = (0.0, None, None)
-    for w in result["waves"]:
-        if not w["window_s"]:
-            continue
-        length_s = w["window_s"][1] - w["window_s"][0]
-        for u, v, b in w["window_link_bytes"]:
-            rate = rates.get((u, v)) or rates.get((v, u))
-            util = b * 8 / (length_s * rate * MEGA) if length_s > 0 else 0.0
-            if util > busiest[0]:
-                busiest = (util, f"{u}->{v}", w["index"])
+    for row in link_rows(result):
+        if row["window_utilisation"] is not None and row["window_utilisation"] > busiest[0]:
+            busiest = (row["window_utilisation"], f"{row['src']}->{row['dst']}", row["wave"])
     per_job = {}
     times = job_iteration_times(records)
     all_comm = []
@@ -187,15 +205,12 @@ def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, un
                 w.writerow([s["policy"], job, *[j[c] for c in cols], " ".join(j["machines"])])
     with open(os.path.join(run_dir, "link_bytes.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["policy", "wave", "src", "dst", "bytes", "duration_s", "rate_mbps", "utilisation"])
+        cols = ["wave", "src", "dst", "rate_mbps", "bytes", "duration_s", "wave_utilisation", "window_bytes",
+                "window_s", "window_utilisation"]
+        w.writerow(["policy", *cols])
         for spec, r in results.items():
-            rates = {(u, v): x for u, v, x in r["link_rate_mbps"]}
-            for wave in r["waves"]:
-                for u, v, b in wave["link_bytes"]:
-                    rate = rates.get((u, v)) or rates.get((v, u))
-                    d = wave["duration_s"]
-                    w.writerow([spec, wave["index"], u, v, b, f"{d:.3f}", rate,
-                                f"{b * 8 / (d * rate * MEGA):.4f}" if d > 0 else ""])
+            for row in link_rows(r):
+                w.writerow([spec, *("" if row[c] is None else row[c] for c in cols)])
     text = summary_tables(summaries)
     for spec, why in unplaced.items():
         text += f"\n\nPolicy {spec} could not place every job: {why}"
