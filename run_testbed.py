@@ -70,13 +70,16 @@ def cmd_check(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    """Remove leftover Mininet state after a crash (Mininet's own cleanup)."""
+    """Remove leftover state after a crash: Mininet's own cleanup, and the ECN marker's bpffs mounts."""
     from testbed import capabilities
+    from testbed.ecn import remove_stale_pins
 
     capabilities.require_root()
     from mininet.clean import cleanup
 
     cleanup()
+    for path in remove_stale_pins():
+        print(f"removed ECN marker pins {path}")
     return 0
 
 

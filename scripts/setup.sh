@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(mininet openvswitch-switch openvswitch-common iperf3 ethtool iputils-ping iproute2
-              procps psmisc python3-venv python3-dev)
+              procps psmisc python3-venv python3-dev
+              clang libbpf-dev bpftool linux-libc-dev gcc)  # the BPF ECN marker: compiled here, loaded by bpftool
 VENV=.venv
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -46,4 +47,6 @@ if [ ! -f "$stamp" ]; then
     rm -f "$VENV"/.installed-*
     touch "$stamp"
 fi
+# The BPF ECN marker (testbed/bpf/vq_ecn.bpf.c), compiled when its source changed.
+"$VENV/bin/python" -m testbed.ecn build
 echo "setup: ready ($("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)'), $(ovs-vsctl --version | head -1))"

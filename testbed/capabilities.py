@@ -1,7 +1,8 @@
 """Detect what this machine offers the emulator, and check the preconditions of a run.
 
 The result is recorded with every run (``capabilities.json``) so a reader knows which path
-was used: OVS datapath, available qdiscs, congestion controls, CPU count.
+was used: OVS datapath, available qdiscs, congestion controls, CPU count, whether the BPF
+ECN marker can run, and (added by the runner) the ECN marking path the run used.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import shutil
 import subprocess
 
 from common.errors import EmulationError
+from testbed import ecn
 
 PROBE_VETH = ("tbcap0", "tbcap1")
 
@@ -80,6 +82,6 @@ def detect() -> dict:
         "ovs_datapath": "kernel" if kernel_ovs else "user",
         "qdiscs": _qdisc_probe(),
         "congestion_controls": sysctl("net.ipv4.tcp_available_congestion_control"),
-        "ecn_method": "none (not measured in this version)",
+        **ecn.detect(),
         "ina_engine": "none (not used in this version)",
     }

@@ -49,6 +49,36 @@ class JobConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class EcnConfig:
+    """ECN marking at every switch egress port, and the hosts' ECN settings.
+
+    Thresholds are in bytes of queue at the emulated port (packets are not scaled, so a
+    threshold in bytes means the same number of packets at any scale factor); set
+    ``threshold_us`` instead to give K as queueing delay at the port's emulated rate.
+
+    Attributes:
+        marking: ``required`` (a run fails when no marker can run), ``optional`` (the run goes
+            on and its results say ECN was not measured) or ``off``.
+        method: ``auto`` (kernel RED where the kernel has it, else the BPF marker), ``red`` or ``bpf``.
+        threshold_bytes: K: packets are marked while the queue exceeds it (DCTCP-style step).
+        threshold_us: K as a delay; used instead of ``threshold_bytes`` when > 0.
+        max_threshold_bytes: K_max for WRED-style marking: probability rises linearly from 0
+            at K to ``max_probability`` at K_max, and everything above K_max is marked;
+            0 means K_max = K (step marking).
+        max_probability: marking probability at K_max.
+        sample_interval_s: period of the queue and marker counter samples.
+    """
+
+    marking: str = "required"
+    method: str = "auto"
+    threshold_bytes: int = 30000
+    threshold_us: float = 0.0
+    max_threshold_bytes: int = 0
+    max_probability: float = 1.0
+    sample_interval_s: float = 0.25
+
+
+@dataclasses.dataclass(frozen=True)
 class ExperimentConfig:
     """A whole experiment.
 
@@ -69,7 +99,9 @@ class ExperimentConfig:
         routing: controller routing mode, ``ecmp`` (deterministic, simulator-predictable) or
             ``select`` (OVS per-flow hashing).
         queue_packets: FIFO limit under each shaped link.
-        congestion_control: TCP congestion control in the hosts.
+        congestion_control: TCP congestion control in the hosts; it must react to ECN
+            (cubic, reno, dctcp, ...; not bbr) unless ECN marking is off.
+        ecn: ECN marking and host ECN settings.
         stats_interval_s: port statistics polling period.
         job_timeout_s: a wave of jobs that runs longer than this fails.
         results_dir: where ``<timestamp>-<name>/`` run directories go.
@@ -89,12 +121,14 @@ class ExperimentConfig:
     routing: str = "ecmp"
     queue_packets: int = 100
     congestion_control: str = "cubic"
+    ecn: EcnConfig = dataclasses.field(default_factory=EcnConfig)
     stats_interval_s: float = 0.5
     job_timeout_s: float = 300.0
     results_dir: str = "results"
 
 
 MODES = ("replay", "train")
+ECN_BLIND_CONGESTION_CONTROLS = ("bbr",)  # ignore CE marks (BBRv1)
 ROUTING_MODES = ("ecmp", "select")
 
 
@@ -141,8 +175,11 @@ def from_dict(data: Any) -> ExperimentConfig:
     jobs = data.pop("jobs", None)
     policies = data.pop("policies", None)
     background = data.pop("background", None)
+    ecn = data.pop("ecn", None)
     cfg = _build(ExperimentConfig, data, "config")
     changes = {}
+    if ecn is not None:
+        changes["ecn"] = _build(EcnConfig, ecn, "config.ecn")
     if topo is not None:
         if not isinstance(topo, dict) or "kind" not in topo:
             raise ConfigError("config.topology: expected a mapping with a 'kind' key, e.g. {kind: fat_tree, k: 4}")
@@ -190,6 +227,7 @@ def to_dict(cfg: ExperimentConfig) -> dict:
     d["topology"] = {"kind": cfg.topology.kind, **cfg.topology.params}
     d["jobs"] = [dataclasses.asdict(j) for j in cfg.jobs]
     d["policies"] = list(cfg.policies)
+    d["ecn"] = dataclasses.asdict(cfg.ecn)
     return d
 
 
@@ -232,6 +270,7 @@ def validate(cfg: ExperimentConfig):
         raise ConfigError(f"config.routing: unknown routing {cfg.routing!r}; valid: {', '.join(ROUTING_MODES)}")
     if not cfg.jobs:
         raise ConfigError("config.jobs: an experiment needs at least one job")
+    _validate_ecn(cfg)
     try:
         g = build_topology(cfg.topology.kind, **cfg.topology.params)
         link_rates_mbps(g, cfg.scale)
@@ -266,3 +305,25 @@ def validate(cfg: ExperimentConfig):
         except TestbedError as e:
             raise ConfigError(f"config.policies: {e}") from None
     return g
+
+
+def _validate_ecn(cfg: ExperimentConfig) -> None:
+    from testbed.ecn import MARKING, METHODS
+
+    e = cfg.ecn
+    if e.marking not in MARKING:
+        raise ConfigError(f"config.ecn.marking: unknown value {e.marking!r}; valid: {', '.join(MARKING)}")
+    if e.method not in METHODS:
+        raise ConfigError(f"config.ecn.method: unknown method {e.method!r}; valid: {', '.join(METHODS)}")
+    if e.threshold_bytes < 0 or e.threshold_us < 0 or e.max_threshold_bytes < 0:
+        raise ConfigError("config.ecn: thresholds must be >= 0")
+    if e.max_threshold_bytes and e.max_threshold_bytes < e.threshold_bytes:
+        raise ConfigError(f"config.ecn.max_threshold_bytes: {e.max_threshold_bytes} is below threshold_bytes "
+                          f"{e.threshold_bytes}")
+    if not 0 < e.max_probability <= 1:
+        raise ConfigError(f"config.ecn.max_probability: {e.max_probability} must be in (0, 1]")
+    if e.sample_interval_s < 0.05:
+        raise ConfigError(f"config.ecn.sample_interval_s: {e.sample_interval_s} must be >= 0.05")
+    if e.marking != "off" and cfg.congestion_control in ECN_BLIND_CONGESTION_CONTROLS:
+        raise ConfigError(f"config.congestion_control: {cfg.congestion_control!r} ignores ECN marks; use one "
+                          f"that reacts to them (cubic, reno, dctcp) or set ecn.marking: off")

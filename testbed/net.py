@@ -11,23 +11,30 @@ Choices forced by the machines this runs on (see ARCHITECTURE.md):
   unless the kernel has the openvswitch module, in secure fail mode, OpenFlow 1.3;
 * checksum and segmentation offloads are turned off on every interface (the userspace
   datapath stalls TCP otherwise);
-* links are shaped by HTB at both ends at the scaled rate, with a bounded FIFO below it;
+* links are shaped by a token bucket (TBF) at both ends at the scaled rate, with a bounded
+  FIFO below it (or RED with ECN at switch ports);
   Mininet's TCLink would silently ignore rates above 1000 Mbit/s, so shaping is done here
   and any rate outside (0, 1000] Mbit/s or any failed ``tc`` command is an error;
 * hosts run TCP with ``tcp_slow_start_after_idle=0`` and a configured congestion control,
-  IPv6 off, and static ARP entries (no flooding rules are needed).
+  IPv6 off, and static ARP entries (no flooding rules are needed);
+* with ECN marking (``ecn_method`` ``red`` or ``bpf``, see :mod:`testbed.ecn`) every switch
+  port marks CE on its egress, and hosts run with ``net.ipv4.tcp_ecn=1``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shlex
 import subprocess
+import typing
 
 from common.errors import EmulationError
 from common.units import scale_bw_mbps
+from testbed import shaping
 from testbed.controller_proc import ControllerProcess
+from testbed.ecn import BpfMarker, MarkingParams, red_qdisc_args
 from testbed.procs import run, stop_process
 from topo import machines, switches
 from topo.io import write_topology_json
@@ -44,10 +51,12 @@ class NetOptions:
         scale: divides paper-scale link rates (and, elsewhere, byte counts).
         mtu: MTU of every emulated interface (1500, or 9000 for jumbo frames).
         routing: controller routing mode, ``ecmp`` or ``select``.
-        queue_packets: FIFO limit under each link's HTB class, in packets.
+        queue_packets: FIFO limit under each link's shaper, in packets.
         congestion_control: TCP congestion control used in every host.
         stats_interval_s: controller port-statistics polling period.
         datapath: ``user`` or ``kernel`` OVS datapath.
+        ecn_method: ``none``, ``red`` or ``bpf`` (resolved by :func:`testbed.ecn.resolve_method`).
+        marking: thresholds per port rate: a function ``rate Mbit/s -> MarkingParams``.
     """
 
     scale: float = 1.0
@@ -57,6 +66,8 @@ class NetOptions:
     congestion_control: str = "cubic"
     stats_interval_s: float = 0.5
     datapath: str = "user"
+    ecn_method: str = "none"
+    marking: typing.Callable[[float], MarkingParams] | None = None
 
 
 def link_rates_mbps(g, scale: float) -> dict[tuple[str, str], float]:
@@ -94,6 +105,9 @@ class EmulatedNetwork:
         self.host_intf: dict[str, str] = {}
         self._procs: list[subprocess.Popen] = []
         self._saved_sysctls: dict[str, str] = {}
+        self.marker: BpfMarker | None = None
+        if options.ecn_method not in ("none", "red", "bpf") or (options.ecn_method != "none" and not options.marking):
+            raise EmulationError(f"ECN method {options.ecn_method!r} needs marking parameters")
         os.makedirs(run_dir, exist_ok=True)
         self.topology_path = os.path.join(run_dir, "topology.json")
 
@@ -142,9 +156,16 @@ class EmulatedNetwork:
                 else:
                     self.host_intf[node] = name
         self.mn.build()
-        self._configure_interfaces()
         self._configure_hosts()
         self.mn.start()
+        # After the switches start: Open vSwitch replaces the root qdisc of a port it adds
+        # (noqueue), so shaping configured earlier would silently vanish.
+        self._configure_interfaces()
+        self._check_shaping()
+        if self.options.ecn_method == "bpf":
+            self.marker = BpfMarker()
+            self.marker.start({intf: (self.port_rate(s, other), self.options.marking(self.port_rate(s, other)))
+                               for (s, other), intf in self.switch_intfs.items()})
         if self.options.mtu != 1500:
             # The userspace datapath keeps its own MTU per port; ask for the interface's.
             for intf in self.switch_intfs.values():
@@ -153,6 +174,9 @@ class EmulatedNetwork:
 
     def stop(self) -> None:
         """Stop everything this network started. Idempotent; never raises."""
+        if self.marker is not None:
+            self.marker.stop()
+            self.marker = None
         for p in self._procs:
             stop_process(p)
         self._procs.clear()
@@ -200,37 +224,56 @@ class EmulatedNetwork:
             subprocess.run(["sysctl", "-w", f"{key}={value}"], capture_output=True)
         self._saved_sysctls.clear()
 
-    def _shape_cmds(self, intf: str, rate_mbps: float) -> list[str]:
-        burst = max(15000, int(rate_mbps * 1e6 / 8 / 1000))  # >= 1 ms at line rate
+    def port_rate(self, node: str, other: str) -> float:
+        """Emulated rate of the link between ``node`` and ``other``, Mbit/s."""
+        return self.rates.get((node, other)) or self.rates[(other, node)]
+
+    def _shape_cmds(self, intf: str, rate_mbps: float, switch_port: bool = False) -> list[str]:
+        # TBF rather than HTB: one class needs no hierarchy, and HTB halves what the userspace
+        # datapath can forward (measured: one flow across five switches at 1000 Mbit/s, ~100
+        # Mbit/s with HTB on every port, ~195 with TBF, ~200 unshaped).
+        frame = shaping.frame_bytes(self.options.mtu)
+        burst = shaping.burst_bytes(rate_mbps, self.options.mtu)
+        leaf = f"pfifo limit {self.options.queue_packets}"
+        if switch_port and self.options.ecn_method == "red":
+            leaf = " ".join(red_qdisc_args(self.options.marking(rate_mbps), rate_mbps, self.options.mtu))
         return [
-            f"tc qdisc replace dev {intf} root handle 5: htb default 1",
-            f"tc class replace dev {intf} parent 5: classid 5:1 htb rate {rate_mbps:.6f}mbit burst {burst}",
-            f"tc qdisc replace dev {intf} parent 5:1 handle 10: pfifo limit {self.options.queue_packets}",
+            f"tc qdisc replace dev {intf} root handle 5: tbf rate {rate_mbps:.6f}mbit burst {burst} "
+            f"limit {self.options.queue_packets * frame}",
+            f"tc qdisc replace dev {intf} parent 5:1 handle 10: {leaf}",
         ]
 
     def _configure_interfaces(self) -> None:
         off = " ".join(f"{o} off" for o in OFFLOADS)
         root_cmds = []
         for (s, other), intf in self.switch_intfs.items():
-            rate = self.rates.get((s, other)) or self.rates[(other, s)]
             root_cmds.append(f"ethtool -K {intf} {off}")
             root_cmds.append(f"ip link set {intf} mtu {self.options.mtu}")
-            root_cmds += self._shape_cmds(intf, rate)
+            root_cmds += self._shape_cmds(intf, self.port_rate(s, other), switch_port=True)
         for cmd in root_cmds:
             cp = subprocess.run(shlex.split(cmd), capture_output=True, text=True, timeout=30)
             if cp.returncode != 0:
                 raise EmulationError(f"`{cmd}` failed: {cp.stderr.strip()}")
         for m, intf in self.host_intf.items():
             (nbr,) = self.g.neighbors(m)
-            rate = self.rates.get((m, nbr)) or self.rates[(nbr, m)]
             for cmd in [f"ethtool -K {intf} {off}", f"ip link set {intf} mtu {self.options.mtu}",
-                        *self._shape_cmds(intf, rate)]:
+                        *self._shape_cmds(intf, self.port_rate(m, nbr))]:
                 self.host_exec(m, cmd)
+
+    def _check_shaping(self) -> None:
+        """Raise EmulationError unless every switch port has its shaper (catches anything that resets qdiscs)."""
+        cp = subprocess.run(["tc", "-j", "qdisc", "show"], capture_output=True, text=True, timeout=30)
+        shaped = {q.get("dev") for q in json.loads(cp.stdout or "[]") if q.get("kind") == "tbf" and q.get("root")}
+        missing = sorted(set(self.switch_intfs.values()) - shaped)
+        if cp.returncode != 0 or missing:
+            raise EmulationError(f"link shaping is missing on switch ports {', '.join(missing[:5]) or '?'}"
+                                 f"{' ...' if len(missing) > 5 else ''}: {cp.stderr.strip()}")
 
     def _configure_hosts(self) -> None:
         cc = self.options.congestion_control
+        ecn = ["sysctl -w net.ipv4.tcp_ecn=1"] if self.options.ecn_method != "none" else []
         for m in self.hosts:
-            for cmd in ("sysctl -w net.ipv4.tcp_slow_start_after_idle=0",
+            for cmd in (*ecn, "sysctl -w net.ipv4.tcp_slow_start_after_idle=0",
                         f"sysctl -w net.ipv4.tcp_congestion_control={cc}",
                         "sysctl -w net.ipv6.conf.all.disable_ipv6=1",
                         "sysctl -w net.ipv6.conf.default.disable_ipv6=1"):
@@ -314,6 +357,18 @@ class EmulatedNetwork:
                 self.forget(srv)
 
     # -- measurement -----------------------------------------------------------------------
+
+    def port_links(self) -> dict[str, tuple[str, str]]:
+        """Switch interface -> the directed link it transmits on (switch, neighbour)."""
+        return {intf: key for key, intf in self.switch_intfs.items()}
+
+    def host_tcp_settings(self) -> dict[str, dict[str, str]]:
+        """What every host's TCP actually uses: ``tcp_ecn`` and ``congestion_control``, read back."""
+        out = {}
+        for m in sorted(self.hosts, key=lambda h: self.g.nodes[h]["index"]):
+            ecn, cc = self.host_exec(m, "sysctl -n net.ipv4.tcp_ecn net.ipv4.tcp_congestion_control").split()
+            out[m] = {"tcp_ecn": ecn, "congestion_control": cc}
+        return out
 
     def switch_counters(self) -> dict[tuple[str, str], tuple[int, int]]:
         """Kernel byte counters ``(tx_bytes, rx_bytes)`` of every switch port, by (switch, neighbour)."""

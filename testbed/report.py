@@ -17,7 +17,15 @@ Definitions used in every table:
   ``bytes in the window * 8 / (window length * emulated link rate)``, bytes from the
   controller's port-statistics samples;
 * *CPU*: whole-machine utilisation sampled inside the measurement windows; a 95th
-  percentile at or above 95% flags the policy's timings as possibly CPU-bound.
+  percentile at or above 95% flags the policy's timings as possibly CPU-bound;
+* *ECN marks*: packets marked CE at switch egress ports inside the measurement windows
+  (summed over links and waves); *marks on the busiest port*: on the busiest link that
+  leaves a switch port (links leaving a machine are not marked: that queue is the sender's
+  own), in its wave's window; a job's marks: marked packets of the job's connections from the
+  start gate to the end of its wave (warm-up included), attributed by the BPF marker's
+  per-flow counters. When ECN was not measured these are absent ("-"), never zero;
+* *trust*: the fidelity monitor's verdict (:mod:`testbed.fidelity`): CPU saturation, or a
+  backlogged port that sent more than 10% below its rate, flags a policy's run.
 """
 
 from __future__ import annotations
@@ -67,11 +75,14 @@ def link_rows(result: dict):
     Keys: ``wave``, ``src``, ``dst``, ``rate_mbps``; ``bytes``, ``duration_s`` and
     ``wave_utilisation`` over the whole wave (kernel counters, start-up included);
     ``window_bytes``, ``window_s`` and ``window_utilisation`` over the measurement window
-    (None where the window or the samples do not cover the link).
+    (None where the window or the samples do not cover the link); ``window_marks``: ECN
+    marks on the link's egress port in the window (None when ECN was not measured or the
+    link's direction has no switch port: machine -> switch).
     """
     rates = {(u, v): r for u, v, r in result["link_rate_mbps"]}
     for w in result["waves"]:
         window = dict(((u, v), b) for u, v, b in w["window_link_bytes"])
+        marks = None if w.get("window_link_marks") is None else {(u, v): m for u, v, m in w["window_link_marks"]}
         length_s = w["window_s"][1] - w["window_s"][0] if w["window_s"] else 0.0
         for u, v, b in w["link_bytes"]:
             rate = rates.get((u, v)) or rates[(v, u)]
@@ -79,7 +90,8 @@ def link_rows(result: dict):
             yield {"wave": w["index"], "src": u, "dst": v, "rate_mbps": rate, "bytes": b,
                    "duration_s": w["duration_s"], "wave_utilisation": _utilisation(b, w["duration_s"], rate),
                    "window_bytes": wb, "window_s": length_s if w["window_s"] else None,
-                   "window_utilisation": None if wb is None else _utilisation(wb, length_s, rate)}
+                   "window_utilisation": None if wb is None else _utilisation(wb, length_s, rate),
+                   "window_marks": None if marks is None else marks.get((u, v))}
 
 
 def summarise_policy(cfg, g, result: dict, records) -> dict:
@@ -89,9 +101,23 @@ def summarise_policy(cfg, g, result: dict, records) -> dict:
     idle_before = [m for m in machines_used if cfg.background.get(m, 0) == 0]
     cross_bytes = sum(b for w in result["waves"] for u, _, b in w["link_bytes"] if g.nodes[u]["role"] == "machine")
     busiest = (0.0, None, None)
+    busiest_port = (0.0, None, None)  # the busiest link that leaves a switch port (where marking happens)
+    ecn_measured = result["ecn"]["method"] != "none"
+    total_marks, most_marked = (0 if ecn_measured else None), (None, None)
     for row in link_rows(result):
-        if row["window_utilisation"] is not None and row["window_utilisation"] > busiest[0]:
-            busiest = (row["window_utilisation"], f"{row['src']}->{row['dst']}", row["wave"])
+        util, name = row["window_utilisation"], f"{row['src']}->{row['dst']}"
+        if util is not None and util > busiest[0]:
+            busiest = (util, name, row["wave"])
+        if util is not None and util > busiest_port[0] and g.nodes[row["src"]]["role"] == "switch":
+            busiest_port = (util, name, row["window_marks"])
+        if row["window_marks"] is not None:
+            total_marks += row["window_marks"]
+            if most_marked[1] is None or row["window_marks"] > most_marked[1]:
+                most_marked = (f"{row['src']}->{row['dst']}", row["window_marks"])
+    job_marks = {}
+    for w in result["waves"]:
+        for job, c in ((w.get("ecn") or {}).get("jobs") or {}).items():
+            job_marks[job] = c["marks"]
     per_job = {}
     times = job_iteration_times(records)
     all_comm = []
@@ -108,6 +134,7 @@ def summarise_policy(cfg, g, result: dict, records) -> dict:
             "complete": all(v["ranks"] == spec.workers for v in its.values()) and len(its) == cfg.iterations,
             "comm_mean_s": _mean(comm), "comm_p99_s": percentile(comm, 99),
             "compute_mean_s": _mean(v["compute_s"] for v in its.values()),
+            "ecn_marks": job_marks.get(job),
         }
     return {
         "policy": result["policy"],
@@ -125,8 +152,26 @@ def summarise_policy(cfg, g, result: dict, records) -> dict:
         "cpu_mean": result["cpu_measured"]["mean"],
         "cpu_p95": result["cpu_measured"]["p95"],
         "cpu_saturated": result["cpu_measured"]["saturated"],
+        "cpu_switch_thread_p95": result["cpu_measured"].get("switch_thread_p95"),
+        "ecn_method": result["ecn"]["method"],
+        "host_tcp": _host_tcp(result["ecn"].get("hosts") or {}),
+        "ecn_marks": total_marks,
+        "ecn_busiest_port": busiest_port[1],
+        "ecn_marks_busiest_port": busiest_port[2] if ecn_measured else None,
+        "ecn_most_marked_link": most_marked[0],
+        "ecn_most_marked_link_marks": most_marked[1],
+        "trustworthy": result["fidelity"]["trustworthy"],
+        "fidelity_reasons": result["fidelity"]["reasons"],
         "jobs": per_job,
     }
+
+
+def _host_tcp(hosts: dict) -> dict[str, int]:
+    """How many hosts used each TCP setting, e.g. ``{"cubic, tcp_ecn=1": 16}``."""
+    out: dict[str, int] = defaultdict(int)
+    for h in hosts.values():
+        out[f"{h['congestion_control']}, tcp_ecn={h['tcp_ecn']}"] += 1
+    return dict(out)
 
 
 SUMMARY_COLUMNS = [
@@ -140,7 +185,10 @@ SUMMARY_COLUMNS = [
     ("comm_p99_s", "comm p99 s", "{:.3f}"),
     ("busiest_link_utilisation", "busiest link util", "{:.0%}"),
     ("busiest_link", "busiest link", "{}"),
+    ("ecn_marks", "ECN marks", "{}"),
+    ("ecn_marks_busiest_port", "marks busiest port", "{}"),
     ("cpu_mean", "cpu mean", "{:.0%}"),
+    ("trustworthy", "trust", "{}"),
 ]
 
 
@@ -149,6 +197,8 @@ def _fmt(key, fmt, value) -> str:
         return "-"
     if key == "cross_machine_bytes":
         return f"{value / 1e6:.2f}"
+    if key == "trustworthy":
+        return "ok" if value else "FLAGGED"
     return fmt.format(value)
 
 
@@ -168,14 +218,14 @@ def summary_tables(summaries: list[dict]) -> str:
     for s in summaries:
         jrows = [[job, j["model"], str(j["workers"]), j["collective"], str(len(j["machines"])), str(j["wave"]),
                   _fmt("", "{:.3f}", j["comm_mean_s"]), _fmt("", "{:.3f}", j["comm_p99_s"]),
-                  "yes" if j["complete"] else "NO"]
+                  _fmt("", "{}", j.get("ecn_marks")), "yes" if j["complete"] else "NO"]
                  for job, j in s["jobs"].items()]
         parts += ["", f"Jobs under {s['policy']}:", format_table(
-            ["job", "model", "workers", "collective", "machines", "wave", "comm mean s", "comm p99 s", "complete"],
-            jrows)]
-        if s.get("cpu_saturated"):
-            parts.append(f"  WARNING: CPU saturated under {s['policy']} (p95 {s['cpu_p95']:.0%}): "
-                         f"timings may reflect the emulator, not the network; raise the scale factor")
+            ["job", "model", "workers", "collective", "machines", "wave", "comm mean s", "comm p99 s", "ECN marks",
+             "complete"], jrows)]
+        for reason in s.get("fidelity_reasons") or []:
+            parts.append(f"  UNTRUSTWORTHY under {s['policy']}: {reason}; lighten the emulation (a larger scale "
+                         f"factor, jumbo frames with mtu: 9000, fewer concurrent workers) or use more cores")
     return "\n".join(parts)
 
 
@@ -189,7 +239,9 @@ def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, un
     with open(os.path.join(run_dir, "summary.json"), "w") as f:
         json.dump({"name": cfg.name, "scale": cfg.scale, "capabilities": caps, "policies": summaries,
                    "unplaced": unplaced}, f, indent=1, sort_keys=True)
-    keys = [k for k, _, _ in SUMMARY_COLUMNS] + ["waves", "wall_time_s", "cpu_saturated"]
+    keys = [k for k, _, _ in SUMMARY_COLUMNS] + ["waves", "wall_time_s", "cpu_saturated", "ecn_method",
+                                                 "ecn_busiest_port", "ecn_most_marked_link",
+                                                 "ecn_most_marked_link_marks"]
     with open(os.path.join(run_dir, "summary.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(keys)
@@ -198,7 +250,7 @@ def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, un
     with open(os.path.join(run_dir, "jobs.csv"), "w", newline="") as f:
         w = csv.writer(f)
         cols = ["model", "workers", "collective", "wave", "iterations_recorded", "complete", "comm_mean_s",
-                "comm_p99_s", "compute_mean_s"]
+                "comm_p99_s", "compute_mean_s", "ecn_marks"]
         w.writerow(["policy", "job", *cols, "machines"])
         for s in summaries:
             for job, j in s["jobs"].items():
@@ -206,7 +258,7 @@ def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, un
     with open(os.path.join(run_dir, "link_bytes.csv"), "w", newline="") as f:
         w = csv.writer(f)
         cols = ["wave", "src", "dst", "rate_mbps", "bytes", "duration_s", "wave_utilisation", "window_bytes",
-                "window_s", "window_utilisation"]
+                "window_s", "window_utilisation", "window_marks"]
         w.writerow(["policy", *cols])
         for spec, r in results.items():
             for row in link_rows(r):
@@ -217,8 +269,9 @@ def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, un
     with open(os.path.join(run_dir, "report.txt"), "w") as f:
         f.write(text + "\n")
     plots = write_plots(run_dir, summaries)
+    plots += write_queue_report(run_dir, results)
     print("\n" + text, file=stream)
-    print(f"\nresults: {run_dir} (summary.json, summary.csv, jobs.csv, link_bytes.csv"
+    print(f"\nresults: {run_dir} (summary.json, summary.csv, jobs.csv, link_bytes.csv, queues.csv"
           + "".join(f", {os.path.basename(p)}" for p in plots) + ")", file=stream, flush=True)
 
 
@@ -250,3 +303,64 @@ def write_plots(run_dir: str, summaries: list[dict]) -> list[str]:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [path]
+
+
+BUSIEST_PORTS = 3
+
+
+def busiest_ports(samples: dict, n: int = BUSIEST_PORTS) -> list:
+    """The ``n`` directed links whose switch port queued the most (mean backlog over the samples)."""
+    def mean_backlog(rows):
+        return sum(r.get("backlog_bytes") or 0 for r in rows) / max(1, len(rows))
+
+    ranked = sorted(samples, key=lambda link: (-mean_backlog(samples[link]), link))
+    return [link for link in ranked[:n] if mean_backlog(samples[link]) > 0]
+
+
+def write_queue_report(run_dir: str, results: dict) -> list[str]:
+    """``queues.csv`` (backlog samples of each policy's busiest ports) and ``queues.png``. Returns the PNGs."""
+    from testbed.linkstats import read_queue_samples
+
+    chosen = {}
+    for spec, r in results.items():
+        has = r.get("dir") and r.get("queue_stats")
+        samples = read_queue_samples(os.path.join(r["dir"], r["queue_stats"])) if has else {}
+        chosen[spec] = {link: samples[link] for link in busiest_ports(samples)}
+    with open(os.path.join(run_dir, "queues.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["policy", "t_s", "src", "dst", "backlog_bytes", "backlog_pkts", "drops", "marks",
+                    "virtual_backlog_us"])
+        for spec, links in chosen.items():
+            t0 = min((rows[0]["t"] for rows in links.values()), default=0.0)
+            for (u, v), rows in links.items():
+                for row in rows:
+                    vq = row.get("vq_backlog_ns")
+                    w.writerow([spec, round(row["t"] - t0, 3), u, v, row.get("backlog_bytes"), row.get("backlog_pkts"),
+                                row.get("drops"), row.get("marks"), "" if vq is None else round(vq / 1e3, 1)])
+    chosen = {spec: links for spec, links in chosen.items() if links}
+    if not chosen:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(chosen), 1, figsize=(10, 2.4 * len(chosen)), squeeze=False)
+    for ax, (spec, links) in zip(axes[:, 0], chosen.items(), strict=True):
+        t0 = min(rows[0]["t"] for rows in links.values())
+        for (u, v), rows in links.items():
+            ax.plot([r["t"] - t0 for r in rows], [(r.get("backlog_bytes") or 0) / 1e3 for r in rows],
+                    label=f"{u}->{v}", lw=1)
+        for w in results[spec]["waves"]:
+            if w.get("window_s"):
+                ax.axvspan(w["window_s"][0] - t0, w["window_s"][1] - t0, color="0.9", zorder=0)
+        ax.set_title(f"{spec}: queue backlog of the busiest ports (shaded: measurement windows)", fontsize=9)
+        ax.set_ylabel("backlog (kB)")
+        ax.legend(fontsize=7, loc="upper right")
+    axes[-1, 0].set_xlabel("time since the policy's network started (s)")
+    fig.tight_layout()
+    path = os.path.join(run_dir, "queues.png")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return [path]
+

@@ -30,12 +30,14 @@ from jobs.records import read_records
 from placement import make_policy
 from placement.base import Cluster, JobRequest
 from placement.metrics import fragmentation, used_machines
-from testbed import capabilities
+from testbed import capabilities, fidelity, flows
 from testbed.config import ExperimentConfig, policy_specs, to_dict, validate
 from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
 from testbed.cpu import CpuSampler
-from testbed.linkstats import LinkSeries
+from testbed.ecn import marking_params, resolve_method
+from testbed.linkstats import LinkSeries, counter_series, read_queue_samples
 from testbed.net import EmulatedNetwork, NetOptions
+from testbed.queues import PortSampler
 from testbed.report import summarise_policy, write_run_report
 from topo.io import write_topology_json
 
@@ -74,6 +76,7 @@ class WaveResult:
     link_bytes: dict  # (u, v) -> bytes over the whole wave (kernel counters)
     records: list  # IterationRecord of every rank of every job of the wave
     window_s: tuple[float, float] | None = None  # first recorded iteration start .. last end
+    ecn: dict | None = None  # marks per job from the start gate to the wave's end (None: not measured)
 
     def __post_init__(self):
         if self.records and self.window_s is None:
@@ -117,24 +120,44 @@ class Progress:
         return stop
 
 
-def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progress) -> dict:
-    """Run every job of ``cfg`` under placement policy ``spec`` on a fresh network."""
+def net_options(cfg: ExperimentConfig, ecn_method: str) -> NetOptions:
+    """The network options of an experiment, with its resolved ECN marking path."""
+    e = cfg.ecn
+
+    def marking(rate_mbps: float):
+        return marking_params(e.threshold_bytes, e.threshold_us, e.max_threshold_bytes, e.max_probability,
+                              rate_mbps, cfg.queue_packets, cfg.mtu)
+
+    return NetOptions(scale=cfg.scale, mtu=cfg.mtu, routing=cfg.routing, queue_packets=cfg.queue_packets,
+                      congestion_control=cfg.congestion_control, stats_interval_s=cfg.stats_interval_s,
+                      ecn_method=ecn_method, marking=marking)
+
+
+def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progress,
+               ecn: tuple[str, str] = ("none", "not requested")) -> dict:
+    """Run every job of ``cfg`` under placement policy ``spec`` on a fresh network.
+
+    ``ecn`` is the resolved marking path and why (:func:`testbed.ecn.resolve_method`).
+    """
     os.makedirs(pdir, exist_ok=True)
     cluster = Cluster.from_topology(g)
     cluster.set_background(cfg.background)
     policy = make_policy(spec, seed=cfg.seed)
     jobs = {j.name: JobRequest(j.name, j.model, j.workers, j.collective) for j in cfg.jobs}
     pending = list(jobs.values())
-    options = NetOptions(scale=cfg.scale, mtu=cfg.mtu, routing=cfg.routing, queue_packets=cfg.queue_packets,
-                         congestion_control=cfg.congestion_control, stats_interval_s=cfg.stats_interval_s)
+    options = net_options(cfg, ecn[0])
     placements, waves, cluster_states = [], [], []
     sampler = CpuSampler()
+    queue_path = os.path.join(pdir, "queue_stats.jsonl")
     t_start = time.time()
     with EmulatedNetwork(g, pdir, options) as net:
         progress.say(f"    network up: {len(net.hosts)} machines, {len(net.switch_intfs)} switch ports, "
-                     f"{net.controller.status().get('rules', '?')} rules ({cfg.routing})")
+                     f"{net.controller.status().get('rules', '?')} rules ({cfg.routing}), ECN: {ecn[0]}")
+        hosts_tcp = net.host_tcp_settings()
         sanity_check(net, pdir)
+        ports = PortSampler(queue_path, net.port_links(), net.marker, cfg.ecn.sample_interval_s)
         sampler.start()
+        ports.start()
         try:
             while pending:
                 decided = policy.place(pending, cluster.view())
@@ -156,21 +179,33 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
                 pending = [j for j in pending if j.name not in done]
         finally:
             sampler.stop()
+            ports.stop()
+        if ports.error:
+            raise EmulationError(f"sampling the switch ports failed: {ports.error}")
         ctrl_error = net.controller.logged_exception()
         if ctrl_error:
             raise EmulationError(f"the controller logged an exception: {ctrl_error}; "
                                  f"see {net.controller.log_path}")
         rates = dict(net.rates)
     series = LinkSeries(g, os.path.join(pdir, "port_stats.jsonl"))
+    queue_samples = read_queue_samples(queue_path)
+    marks = counter_series(queue_samples, "marks") if ecn[0] != "none" else None
     windows = [w.window_s for w in waves if w.window_s]
+    cpu_measured = sampler.summary(windows)
     result = {
         "policy": spec,
         "placements": placements,
         "cluster_states": cluster_states,
-        "waves": [wave_dict(w, series) for w in waves],
+        "waves": [wave_dict(w, series, marks) for w in waves],
         "link_rate_mbps": [[u, v, r] for (u, v), r in sorted(rates.items())],
         "cpu": sampler.summary(),
-        "cpu_measured": sampler.summary(windows),
+        "cpu_measured": cpu_measured,
+        "ecn": {"method": ecn[0], "why": ecn[1], "hosts": hosts_tcp},
+        "fidelity": fidelity.assess(cpu_measured, fidelity.busy_rates(queue_samples, rates, windows or None, cfg.mtu)),
+        "port_sampler": {"samples": ports.samples_taken, "interval_s": cfg.ecn.sample_interval_s,
+                         "mean_cost_s": ports.cost_s / max(1, ports.samples_taken)},
+        "dir": pdir,
+        "queue_stats": os.path.basename(queue_path),
         "wall_time_s": time.time() - t_start,
     }
     records = [r for w in waves for r in w.records]
@@ -181,16 +216,43 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     return result
 
 
-def wave_dict(w: WaveResult, series: LinkSeries) -> dict:
-    """JSON form of a wave, with the bytes per link inside its measurement window."""
+def wave_dict(w: WaveResult, series: LinkSeries, marks=None) -> dict:
+    """JSON form of a wave, with the bytes (and ECN marks, when measured) per link inside its window.
+
+    ``marks`` is the :class:`testbed.linkstats.Series` of the ports' mark counters, or None
+    when ECN was not measured (then ``window_link_marks`` is None, never zeros).
+    """
     d = {"index": w.index, "jobs": w.jobs, "duration_s": w.duration_s, "window_s": w.window_s,
-         "link_bytes": [[u, v, b] for (u, v), b in sorted(w.link_bytes.items())], "window_link_bytes": []}
+         "link_bytes": [[u, v, b] for (u, v), b in sorted(w.link_bytes.items())], "window_link_bytes": [],
+         "window_link_marks": None if marks is None else [], "ecn": w.ecn}
     if w.window_s:
         for link in sorted(w.link_bytes):
             b = series.bytes_between(link, *w.window_s)
             if b is not None:
                 d["window_link_bytes"].append([*link, round(b)])
+            m = marks.between(link, *w.window_s) if marks is not None else None
+            if m is not None:
+                d["window_link_marks"].append([*link, round(m)])
     return d
+
+
+def ecn_snapshot(net: EmulatedNetwork) -> dict:
+    """Marker flow counters and every host's received-CE counter, now."""
+    ce = {m: flows.netstat_counters(h.pid).get("IpExtInCEPkts", 0) for m, h in net.hosts.items()}
+    return {"flows": net.marker.flow_counters() if net.marker is not None else None, "receiver_ce": ce}
+
+
+def ecn_of_wave(before: dict, after: dict, conns_by_job: dict) -> dict:
+    """Marks per job between two :func:`ecn_snapshot` s, attributed through the jobs' connections."""
+    received = {m: after["receiver_ce"][m] - before["receiver_ce"].get(m, 0) for m in after["receiver_ce"]}
+    out = {"receiver_ce": received, "receiver_ce_total": sum(received.values())}
+    if before["flows"] is None:
+        return out  # RED marks per port only; per-job attribution needs the BPF marker's flow counters
+    by_job = flows.attribute(flows.flow_deltas(before["flows"], after["flows"]), flows.owners(conns_by_job))
+    out["jobs"] = {job: by_job.get(job, {"pkts": 0, "bytes": 0, "marks": 0}) for job in conns_by_job}
+    out["unattributed"] = by_job.get(None, {"pkts": 0, "bytes": 0, "marks": 0})
+    out["connections"] = {job: len(c) for job, c in conns_by_job.items()}
+    return out
 
 
 def run_wave(cfg, g, net: EmulatedNetwork, decided, jobs, index: int, pdir: str, progress: Progress) -> WaveResult:
@@ -216,9 +278,15 @@ def run_wave(cfg, g, net: EmulatedNetwork, decided, jobs, index: int, pdir: str,
     for specs, p in zip(all_specs, decided, strict=True):
         workers.extend(launch(specs, exec_fn, os.path.join(pdir, "jobs", p.job)))
     stop = progress.watch([s for specs in all_specs for s in specs], cfg.iterations)
+    measure_ecn = net.options.ecn_method != "none"
+    ecn_before, conns = None, {p.job: set() for p in decided}
     try:
         waited = open_gate_when_ready(workers, gate, timeout_s=cfg.job_timeout_s)
         if waited is not None:
+            if measure_ecn:
+                ecn_before = ecn_snapshot(net)
+                for w in workers:
+                    conns[w.spec.job].update(flows.sockets_of(w.process.pid))
             progress.say(f"      all {len(workers)} workers joined after {waited:.1f} s; iterations start together")
         wait_all(workers, timeout_s=cfg.job_timeout_s)
     finally:
@@ -226,12 +294,13 @@ def run_wave(cfg, g, net: EmulatedNetwork, decided, jobs, index: int, pdir: str,
     duration = time.time() - t0
     time.sleep(0.2)  # let the last packets reach the counters
     after = net.switch_counters()
+    ecn = ecn_of_wave(ecn_before, ecn_snapshot(net), conns) if ecn_before is not None else None
     for w in workers:
         net.forget(w.process)
     progress.say(f"    wave {index} done in {duration:.1f} s")
     records = [r for specs in all_specs for s in specs if os.path.exists(s.records_path)
                for r in read_records(s.records_path)]
-    return WaveResult(index, [p.job for p in decided], duration, net.link_bytes(before, after), records)
+    return WaveResult(index, [p.job for p in decided], duration, net.link_bytes(before, after), records, ecn=ecn)
 
 
 def sanity_check(net: EmulatedNetwork, pdir: str) -> None:
@@ -255,6 +324,8 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
     capabilities.require_root()
     capabilities.require_tools()
     caps = capabilities.detect()
+    ecn = resolve_method(cfg.ecn.marking, cfg.ecn.method, caps)
+    caps["ecn_method"], caps["ecn_why"] = ecn
     run_dir = run_dir or make_run_dir(cfg)
     os.makedirs(run_dir, exist_ok=True)
     write_json(os.path.join(run_dir, "config.json"), to_dict(cfg))
@@ -262,13 +333,13 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
     write_topology_json(g, os.path.join(run_dir, "topology.json"))
     specs = policies or policy_specs(cfg)
     progress.say(f"run {run_dir}: {len(cfg.jobs)} jobs, {len(specs)} policies, "
-                 f"scale {cfg.scale:g}, datapath {caps['ovs_datapath']}")
+                 f"scale {cfg.scale:g}, datapath {caps['ovs_datapath']}, ECN {ecn[0]} ({ecn[1]})")
     results, unplaced = {}, {}
     try:
         for i, spec in enumerate(specs, 1):
             progress.say(f"[{i}/{len(specs)}] policy {spec}")
             try:
-                results[spec] = run_policy(cfg, g, spec, os.path.join(run_dir, safe_name(spec)), progress)
+                results[spec] = run_policy(cfg, g, spec, os.path.join(run_dir, safe_name(spec)), progress, ecn)
             except PlacementError as e:
                 # A policy that cannot place the job mix is a result, not a reason to drop the others.
                 unplaced[spec] = str(e)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -47,6 +48,13 @@ def leftovers() -> list[str]:
             found.append(f"process {pid}: {cmd.strip()[:120]}")
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
     found += [f"netns {n}" for n in netns]
+    # The ECN marker: its private bpffs mounts and its loaded program.
+    from testbed.ecn import stale_pin_dirs
+
+    found += [f"bpffs {p}" for p in stale_pin_dirs()]
+    if shutil.which("bpftool"):
+        progs = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
+        found += [f"bpf program {p['id']}" for p in json.loads(progs or "[]") if p.get("name") == "vq_ecn"]
     return found
 
 

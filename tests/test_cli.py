@@ -111,3 +111,48 @@ def test_policy_that_cannot_place_is_reported_and_others_run(emulation_ok, tmp_p
     assert [s["policy"] for s in summary["policies"]] == ["consolidate"]
     assert "elasticflow" in summary["unplaced"]
     assert leftovers() == []
+
+
+TINY = ("topology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_leaf: 1}\n"
+        "jobs: [{name: j, model: resnet50, workers: 2, collective: ring}]\n"
+        "background: {h1: 3, h2: 3}\n"
+        "policies: [consolidate]\niterations: 2\nwarmup_iterations: 0\n")
+
+
+@pytest.mark.emulation
+def test_required_ecn_path_that_cannot_run_is_one_clear_error(emulation_ok, tmp_path):
+    """Asking for kernel RED where the kernel has none (and marking required) stops before any network
+    is built, naming what is missing."""
+    from testbed.capabilities import detect
+
+    if detect()["qdiscs"].get("red"):
+        pytest.skip("this kernel has sch_red: the RED path is available, nothing is missing")
+    cfg = tmp_path / "x.yaml"
+    cfg.write_text(TINY + "ecn: {method: red}\n")
+    assert_clean_error(run_cli("-c", str(cfg), "--results", str(tmp_path / "res")), "sch_red")
+    assert leftovers() == []
+
+
+@pytest.mark.emulation
+def test_optional_ecn_that_cannot_run_says_not_measured(emulation_ok, tmp_path):
+    """With marking optional, the run goes on and its results say ECN was not measured: no mark counts
+    at all (never zeros), and the hosts keep their default ECN setting."""
+    from testbed.capabilities import detect
+
+    if detect()["qdiscs"].get("red"):
+        pytest.skip("this kernel has sch_red: the RED path would run")
+    cfg = tmp_path / "x.yaml"
+    cfg.write_text(TINY + "ecn: {method: red, marking: optional}\n")
+    cp = run_cli("-c", str(cfg), "--results", str(tmp_path / "res"), timeout=300)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert "ECN not measured" in cp.stdout
+    (run_dir,) = list((tmp_path / "res").iterdir())
+    import json
+    summary = json.loads((run_dir / "summary.json").read_text())
+    (s,) = summary["policies"]
+    assert s["ecn_method"] == "none" and s["ecn_marks"] is None and s["ecn_marks_busiest_port"] is None
+    assert summary["capabilities"]["ecn_why"].startswith("ECN not measured")
+    measurements = json.loads((run_dir / "consolidate" / "measurements.json").read_text())
+    assert all(w["window_link_marks"] is None and w["ecn"] is None for w in measurements["waves"])
+    assert all(h["tcp_ecn"] != "1" for h in measurements["ecn"]["hosts"].values())
+    assert leftovers() == []

@@ -24,7 +24,7 @@ def test_default_experiment_runs_every_policy_and_cleans_up(emulation_ok, tmp_pa
     assert "Per policy" in cp.stdout and "Traceback" not in cp.stdout + cp.stderr
     (run_dir,) = [os.path.join(tmp_path, d) for d in os.listdir(tmp_path)]
     for name in ("config.json", "capabilities.json", "topology.json", "summary.json", "summary.csv", "jobs.csv",
-                 "link_bytes.csv", "report.txt", "policies.png"):
+                 "link_bytes.csv", "report.txt", "policies.png", "queues.csv", "queues.png"):
         assert os.path.getsize(os.path.join(run_dir, name)) > 0, name
     with open(os.path.join(run_dir, "summary.json")) as f:
         summary = json.load(f)
@@ -34,6 +34,10 @@ def test_default_experiment_runs_every_policy_and_cleans_up(emulation_ok, tmp_pa
     for s in policies.values():
         assert s["jobs"] and all(j["complete"] for j in s["jobs"].values()), s
         assert s["cross_machine_bytes"] > 0 and s["comm_mean_s"] > 0
+        # ECN was measured (the default requires it), and the fidelity monitor gave a verdict
+        assert s["ecn_method"] == summary["capabilities"]["ecn_method"] != "none"
+        assert isinstance(s["ecn_marks"], int) and all(isinstance(j["ecn_marks"], int) for j in s["jobs"].values())
+        assert isinstance(s["trustworthy"], bool) and (s["trustworthy"] or s["fidelity_reasons"])
         with open(os.path.join(run_dir, s["policy"], "controller.log")) as f:
             log = f.read()
         assert "Traceback" not in log and " ERROR " not in log

@@ -1,0 +1,165 @@
+"""ECN marker and emulation-capacity benchmark (needs root; runs real networks).
+
+Prints three tables:
+
+1. marker overhead: throughput of one TCP flow across five switches with links at 1000 Mbit/s
+   (so the switches, not the links, limit it), without and with the BPF marker on every port;
+   the ratio is the marker's cost;
+2. marks versus K: two senders into one machine at 20 Mbit/s for a fixed time, for several
+   marking thresholds K; marks, marks per 1000 packets, queue depth and goodput;
+3. emulation capacity: eight cross-pod flows on a k=4 fat-tree at rising link rates, with
+   MTU 1500 and 9000; the aggregate switch throughput (bytes sent by every switch port per
+   second) at each rate and the fidelity monitor's verdict; the capacity is the highest
+   aggregate throughput the monitor did not flag.
+
+    sudo .venv/bin/python bench/ecn.py [--seconds 5] [--skip overhead,k,capacity]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from testbed.cpu import CpuSampler  # noqa: E402
+from testbed.ecn import build, marking_params  # noqa: E402
+from testbed.fidelity import assess, busy_rates  # noqa: E402
+from testbed.linkstats import read_queue_samples  # noqa: E402
+from testbed.net import EmulatedNetwork, NetOptions  # noqa: E402
+from testbed.queues import PortSampler  # noqa: E402
+from testbed.report import format_table  # noqa: E402
+from topo import fat_tree  # noqa: E402
+
+PAPER_BW_MBPS = 10000.0
+QUEUE_PACKETS = 100
+
+
+def options(rate_mbps: float, ecn: bool, threshold_bytes: float = 30000, mtu: int = 1500) -> NetOptions:
+    """Network options for links at ``rate_mbps`` (10 Gbit/s paper links scaled down)."""
+    def marking(rate):
+        return marking_params(threshold_bytes, 0, 0, 1.0, rate, QUEUE_PACKETS, mtu)
+
+    return NetOptions(scale=PAPER_BW_MBPS / rate_mbps, mtu=mtu, queue_packets=QUEUE_PACKETS,
+                      ecn_method="bpf" if ecn else "none", marking=marking if ecn else None)
+
+
+def iperf(net, pairs, seconds: float, tag: str) -> list[float]:
+    """Run iperf3 for every (src, dst) pair at once; goodput of each, Mbit/s."""
+    servers = [net.popen(d, ["iperf3", "-s", "-1", "-p", str(5400 + i)]) for i, (_, d) in enumerate(pairs)]
+    time.sleep(0.5)
+    logs = [os.path.join(net.run_dir, f"{tag}-{i}.json") for i in range(len(pairs))]
+    clients = [net.popen(s, ["iperf3", "-c", net.g.nodes[d]["ip"], "-p", str(5400 + i), "-t", str(seconds), "-J"],
+                         log_path=logs[i]) for i, (s, d) in enumerate(pairs)]
+    for p in clients + servers:
+        p.wait(timeout=seconds + 60)
+        net.forget(p)
+    out = []
+    for path in logs:
+        with open(path) as f:
+            out.append(json.load(f)["end"]["sum_received"]["bits_per_second"] / 1e6)
+    return out
+
+
+def bench_overhead(tmp: str, seconds: float) -> None:
+    rows = []
+    results, marks = {False: [], True: []}, 0
+    for rep in range(2):
+        for ecn in (False, True):
+            with EmulatedNetwork(fat_tree(4), os.path.join(tmp, f"ovh-{rep}-{ecn}"), options(1000.0, ecn)) as net:
+                results[ecn].append(iperf(net, [("h1", "h16")], seconds, "ovh")[0])
+                if ecn:
+                    marks += sum(c["marks"] for c in net.marker.port_counters().values())
+    base, marked = (sum(v) / len(v) for v in (results[False], results[True]))
+    rows.append(["without marker", " / ".join(f"{x:.0f}" for x in results[False]), f"{base:.0f}", "1.00", "-"])
+    rows.append(["with marker", " / ".join(f"{x:.0f}" for x in results[True]), f"{marked:.0f}", f"{marked / base:.2f}",
+                 str(marks)])
+    print("\n1. Marker overhead: one TCP flow h1 -> h16 (5 switches), links 1000 Mbit/s")
+    print(format_table(["", "runs Mbit/s", "mean Mbit/s", "ratio", "marks"], rows))
+
+
+def bench_thresholds(tmp: str, seconds: float) -> None:
+    rate = 20.0
+    rows = []
+    with EmulatedNetwork(fat_tree(4), os.path.join(tmp, "k"), options(rate, True)) as net:
+        port = net.switch_intfs[("e2", "h4")]
+        for k in (3000, 15000, 30000, 60000, 120000):
+            net.marker.configure({port: (rate, marking_params(k, 0, 0, 1.0, rate, QUEUE_PACKETS, 1500))}, reset=True)
+            goodput = sum(iperf(net, [("h1", "h4"), ("h5", "h4")], seconds, f"k{k}"))
+            c = net.marker.port_counters()[port]
+            rows.append([f"{k / 1000:g}", str(c["marks"]), f"{1000 * c['marks'] / max(1, c['pkts']):.1f}",
+                         f"{c['max_backlog_ns'] / 1e6:.1f}", str(c["vq_drops"]), f"{goodput:.1f}"])
+    print(f"\n2. Marks versus K: h1, h5 -> h4 for {seconds:g} s, bottleneck e2 -> h4 at {rate:g} Mbit/s, "
+          f"FIFO {QUEUE_PACKETS} packets")
+    print(format_table(["K kB", "marks", "marks/1000 pkts", "max queue ms", "FIFO-full pkts", "goodput Mbit/s"],
+                       rows))
+
+
+CAPACITY_PAIRS = [("h1", "h9"), ("h2", "h13"), ("h3", "h10"), ("h4", "h14"),
+                  ("h5", "h11"), ("h6", "h15"), ("h7", "h12"), ("h8", "h16")]
+
+
+def bench_capacity(tmp: str, seconds: float) -> None:
+    rows, capacity = [], {}
+    for mtu in (1500, 9000):
+        capacity[mtu] = 0.0
+        for rate in (2.5, 5.0, 10.0, 20.0, 40.0, 80.0):
+            run_dir = os.path.join(tmp, f"cap-{mtu}-{rate:g}")
+            with EmulatedNetwork(fat_tree(4), run_dir, options(rate, True, mtu=mtu)) as net:
+                cpu = CpuSampler(0.25)
+                ports = PortSampler(os.path.join(run_dir, "q.jsonl"), net.port_links(), net.marker, 0.25)
+                before = net.switch_counters()
+                t0 = time.time()
+                cpu.start()
+                ports.start()
+                goodput = sum(iperf(net, CAPACITY_PAIRS, seconds, "cap"))
+                cpu.stop()
+                ports.stop()
+                elapsed = time.time() - t0
+                after = net.switch_counters()
+            switched = sum(after[k][0] - before[k][0] for k in after) * 8 / elapsed / 1e6
+            window = [(t0 + 1.0, t0 + 0.5 + seconds)]
+            verdict = assess(cpu.summary(window), busy_rates(read_queue_samples(os.path.join(run_dir, "q.jsonl")),
+                                                             net.rates, window, mtu))
+            c = cpu.summary(window)
+            rows.append([str(mtu), f"{rate:g}", f"{goodput:.0f}", f"{switched:.0f}", f"{c['p95']:.0%}",
+                         f"{c['switch_thread_p95']:.0%}" if c["switch_thread_p95"] is not None else "-",
+                         "ok" if verdict["trustworthy"] else "FLAGGED"])
+            if not verdict["trustworthy"]:
+                break
+            capacity[mtu] = max(capacity[mtu], switched)
+    print(f"\n3. Emulation capacity: 8 cross-pod flows on a k=4 fat-tree for {seconds:g} s")
+    print(format_table(["MTU", "link Mbit/s", "goodput Mbit/s", "switched Mbit/s", "cpu p95", "switch thread p95",
+                        "fidelity"], rows))
+    for mtu, cap in capacity.items():
+        print(f"capacity with MTU {mtu}: {cap:.0f} Mbit/s of aggregate switch throughput before the monitor flags")
+    if capacity[1500] > 0:
+        print(f"jumbo frames: {capacity[9000] / capacity[1500]:.2f}x the capacity of MTU 1500")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=5.0, help="traffic time per measurement")
+    ap.add_argument("--skip", default="", help="comma-separated parts to skip: overhead, k, capacity")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("bench/ecn.py: needs root (Mininet, Open vSwitch, tc, BPF)", file=sys.stderr)
+        return 2
+    build()
+    skip = set(filter(None, args.skip.split(",")))
+    with tempfile.TemporaryDirectory(prefix="bench-ecn-") as tmp:
+        if "overhead" not in skip:
+            bench_overhead(tmp, args.seconds)
+        if "k" not in skip:
+            bench_thresholds(tmp, args.seconds)
+        if "capacity" not in skip:
+            bench_capacity(tmp, args.seconds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

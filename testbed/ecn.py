@@ -1,0 +1,380 @@
+"""ECN marking at the egress of every emulated switch port.
+
+Two real paths, chosen by :func:`resolve_method` from the machine's capabilities and recorded
+with every run:
+
+* ``red``: kernel RED with ECN as the FIFO under each port's shaper, where the kernel
+  has ``sch_red`` (the Vagrant VM). RED marks on its *averaged* queue; its ``marked``
+  counter is read from ``tc -s``.
+* ``bpf``: where there is no RED (these machines), :class:`BpfMarker` attaches the program
+  in ``testbed/bpf/vq_ecn.bpf.c`` to each port's ``clsact`` egress hook. It keeps a virtual
+  queue drained at the port's configured rate and sets CE on ECN-capable packets when the
+  virtual backlog exceeds the threshold K (step marking, DCTCP-style; or a linear ramp up to
+  K_max, WRED-style). Counters (per port, and per port and flow) live in BPF maps.
+
+The BPF object is compiled by the set-up (``python -m testbed.ecn build``); one program and
+its maps are loaded once per network, pinned in a private bpffs mount, and shared by every
+port (maps are keyed by interface index).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+from common.errors import EmulationError
+from common.units import mbps_to_bytes_per_s
+from testbed import shaping
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(HERE, "bpf", "vq_ecn.bpf.c")
+OBJECT = os.path.join(HERE, "bpf", "vq_ecn.bpf.o")
+METHODS = ("auto", "bpf", "red")
+MARKING = ("required", "optional", "off")
+MAX_RAMP_NS = 4_000_000_000  # keeps max_p * (backlog - K) inside 64 bits in the program
+
+
+class EcnUnavailable(EmulationError):
+    """The configured ECN marking cannot run on this machine."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MarkingParams:
+    """Marking thresholds of one port, in emulated bytes of queue.
+
+    Attributes:
+        threshold_bytes: K; nothing is marked while the queue is at or below it.
+        max_threshold_bytes: K_max >= K; the marking probability rises linearly from 0 at K to
+            ``max_p`` at K_max, and every ECN-capable packet above K_max is marked. K_max == K
+            is step marking (DCTCP).
+        max_p: marking probability at K_max.
+        limit_bytes: the FIFO's size; a packet that does not fit is dropped by the FIFO and
+            is not added to the virtual queue.
+        burst_bytes: the shaper's token bucket depth: the real queue starts only when the
+            bucket is empty, so the marker's queue is its virtual backlog minus the burst.
+    """
+
+    threshold_bytes: float
+    max_threshold_bytes: float
+    max_p: float
+    limit_bytes: float
+    burst_bytes: float = 0.0
+
+
+def marking_params(threshold_bytes: float, threshold_us: float, max_threshold_bytes: float, max_p: float,
+                   rate_mbps: float, queue_packets: int, mtu: int) -> MarkingParams:
+    """One port's :class:`MarkingParams` from the configuration (``threshold_us`` > 0 wins over bytes)."""
+    k = threshold_us * 1e-6 * mbps_to_bytes_per_s(rate_mbps) if threshold_us > 0 else float(threshold_bytes)
+    kmax = max(k, float(max_threshold_bytes)) if max_threshold_bytes else k
+    return MarkingParams(k, kmax, max_p, float(queue_packets * shaping.frame_bytes(mtu)),
+                         float(shaping.burst_bytes(rate_mbps, mtu)))
+
+
+def bytes_to_ns(nbytes: float, rate_mbps: float) -> int:
+    """Time to drain ``nbytes`` at ``rate_mbps``, in nanoseconds."""
+    return int(round(nbytes * 1e9 / mbps_to_bytes_per_s(rate_mbps)))
+
+
+def port_config_bytes(params: MarkingParams, rate_mbps: float) -> bytes:
+    """The ``port_cfg`` map value of a port (layout of ``struct port_cfg``)."""
+    k = bytes_to_ns(params.threshold_bytes, rate_mbps)
+    kmax = max(k, bytes_to_ns(params.max_threshold_bytes, rate_mbps))
+    if kmax - k > MAX_RAMP_NS:
+        raise EcnUnavailable(f"marking ramp K..K_max is {(kmax - k) / 1e9:.1f} s at {rate_mbps:g} Mbit/s; "
+                             f"at most {MAX_RAMP_NS / 1e9:g} s is supported")
+    max_p = min(2 ** 32, int(round(params.max_p * 2 ** 32)))
+    return struct.pack("<QQQQQQ", int(round(mbps_to_bytes_per_s(rate_mbps))), k, kmax, max_p,
+                       bytes_to_ns(params.limit_bytes, rate_mbps), bytes_to_ns(params.burst_bytes, rate_mbps))
+
+
+def red_qdisc_args(params: MarkingParams, rate_mbps: float, mtu: int) -> list[str]:
+    """``tc qdisc`` arguments of a RED-with-ECN FIFO with the marker's thresholds.
+
+    RED needs K_max > K; step marking (K_max == K) becomes a one-packet ramp. ``burst`` is
+    the smallest RED accepts for K, which makes the average follow the queue closely.
+    """
+    avpkt = shaping.frame_bytes(mtu)
+    lo = max(avpkt, int(params.threshold_bytes))
+    hi = max(lo + avpkt, int(params.max_threshold_bytes))
+    limit = max(int(params.limit_bytes), hi + avpkt)
+    burst = max(2, (2 * lo + hi) // (3 * avpkt) + 1)
+    return ["red", "limit", str(limit), "min", str(lo), "max", str(hi), "avpkt", str(avpkt), "burst", str(burst),
+            "bandwidth", f"{rate_mbps:.6f}mbit", "probability", f"{params.max_p:g}", "ecn"]
+
+
+# -- building the BPF object --------------------------------------------------------------------
+
+
+def bpf_missing(compile_too: bool = True) -> str | None:
+    """What the BPF marker needs (to load and attach; and to compile) that this machine lacks, or None."""
+    tools = [("bpftool", "bpftool"), ("tc", "iproute2"), ("mount", "mount")]
+    if compile_too:
+        tools.append(("clang", "clang"))
+    for tool, package in tools:
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (Debian package {package}; run scripts/setup.sh)"
+    if compile_too and not os.path.exists("/usr/include/bpf/bpf_helpers.h"):
+        return "libbpf headers are not installed (Debian package libbpf-dev; run scripts/setup.sh)"
+    version = subprocess.run(["tc", "-V"], capture_output=True, text=True).stdout
+    if "libbpf" not in version:
+        return f"tc is not built with libbpf ({version.strip()}); it cannot attach BPF programs"
+    return None
+
+
+def detect() -> dict:
+    """Whether the BPF marker can run here (compiling it if needed): ``bpf_marker_missing`` is why not."""
+    why = bpf_missing(compile_too=False)
+    if why is None:
+        try:
+            build()
+            trial_load()
+        except EmulationError as e:
+            why = str(e)
+    return {"bpf_marker": why is None, "bpf_marker_missing": why}
+
+
+def trial_load() -> None:
+    """Load the marker into the kernel and unload it again; raise EcnUnavailable if the kernel refuses."""
+    marker = BpfMarker()
+    try:
+        marker.start({})
+    except EmulationError as e:
+        raise EcnUnavailable(f"the kernel did not load the BPF ECN marker: {e}") from None
+    finally:
+        marker.stop()
+
+
+def _multiarch_include() -> list[str]:
+    cp = subprocess.run(["gcc", "-print-multiarch"], capture_output=True, text=True) if shutil.which("gcc") else None
+    arch = cp.stdout.strip() if cp and cp.returncode == 0 else f"{os.uname().machine}-linux-gnu"
+    return [f"-I/usr/include/{arch}"]
+
+
+def build(force: bool = False) -> str:
+    """Compile the marker if its object is missing or older than its source; return the object's path."""
+    if not force and os.path.exists(OBJECT) and os.path.getmtime(OBJECT) >= os.path.getmtime(SOURCE):
+        return OBJECT
+    why = bpf_missing()
+    if why:
+        raise EcnUnavailable(f"the BPF ECN marker cannot be built: {why}")
+    tmp = OBJECT + ".tmp"
+    cp = subprocess.run(["clang", "-O2", "-g", "-Wall", "-target", "bpf", *_multiarch_include(), "-c", SOURCE,
+                         "-o", tmp], capture_output=True, text=True)
+    if cp.returncode != 0:
+        raise EcnUnavailable(f"the BPF ECN marker did not compile: {cp.stderr.strip()}")
+    os.replace(tmp, OBJECT)
+    return OBJECT
+
+
+def resolve_method(marking: str, method: str, caps: dict) -> tuple[str, str]:
+    """Which marking path a run uses.
+
+    Returns:
+        ``(method, why)``: method is ``red``, ``bpf`` or ``none``; ``why`` says why.
+
+    Raises:
+        EcnUnavailable: marking is required and the asked-for path cannot run here.
+    """
+    if marking == "off":
+        return "none", "ECN marking is off in the configuration"
+    has_red = bool(caps.get("qdiscs", {}).get("red"))
+    bpf_why = caps.get("bpf_marker_missing")
+    if method == "auto":
+        method = "red" if has_red else "bpf"
+    if method == "red" and not has_red:
+        problem = "the kernel has no sch_red (RED qdisc)"
+    elif method == "bpf" and bpf_why:
+        problem = bpf_why
+    else:
+        why = ("kernel RED with ECN under each port's shaper" if method == "red"
+               else "BPF virtual-queue marker at each switch port's clsact egress")
+        return method, why
+    if marking == "optional":
+        return "none", f"ECN not measured: {problem}"
+    raise EcnUnavailable(f"ECN marking ({method}) cannot run here: {problem}; set ecn.marking: optional to run "
+                         f"without ECN measurement, or ecn.method to another path")
+
+
+# -- the BPF marker -----------------------------------------------------------------------------
+
+
+def _hex(b: bytes) -> str:
+    return " ".join(f"{x:02x}" for x in b)
+
+
+def _ip(addr_be: int) -> str:
+    return socket.inet_ntoa(struct.pack("<I", addr_be))
+
+
+PORT_STATS_SIZE = 8 + 8 * 8  # struct port_stats: spin lock (padded to 8) + eight u64
+
+
+class BpfMarker:
+    """The virtual-queue marker, loaded once and attached to many switch ports.
+
+    Use :meth:`start` with every port's rate and thresholds, read :meth:`port_counters` and
+    :meth:`flow_counters`, and :meth:`stop` (idempotent) to detach it from every port,
+    unmount its bpffs and unload it.
+    """
+
+    def __init__(self, obj_path: str | None = None):
+        self.obj_path = obj_path or OBJECT
+        self.pin_dir: str | None = None
+        self.prog_id: int | None = None
+        self.ports: dict[str, int] = {}  # interface -> ifindex
+        self._by_index: dict[int, str] = {}
+
+    def _bpftool(self, *args: str, json_out: bool = False):
+        argv = ["bpftool", *(["-j"] if json_out else []), *args]
+        cp = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        if cp.returncode != 0:
+            raise EmulationError(f"`{' '.join(argv[:6])} ...` failed: {(cp.stderr or cp.stdout).strip()[:400]}")
+        return json.loads(cp.stdout) if json_out else cp.stdout
+
+    def start(self, ports: dict[str, tuple[float, MarkingParams]]) -> None:
+        """Load the program and attach it to every ``interface -> (rate Mbit/s, params)``."""
+        if not os.path.exists(self.obj_path):
+            raise EcnUnavailable(f"the BPF ECN marker is not built ({self.obj_path}); run `make setup`")
+        self.pin_dir = tempfile.mkdtemp(prefix="testbed-bpf-")
+        cp = subprocess.run(["mount", "-t", "bpf", "bpf", self.pin_dir], capture_output=True, text=True)
+        if cp.returncode != 0:
+            os.rmdir(self.pin_dir)
+            self.pin_dir = None
+            raise EcnUnavailable(f"cannot mount a bpffs for the ECN marker: {cp.stderr.strip()}")
+        self._bpftool("prog", "load", self.obj_path, f"{self.pin_dir}/prog", "type", "classifier",
+                      "pinmaps", f"{self.pin_dir}/maps")
+        self.prog_id = self._bpftool("prog", "show", "pinned", f"{self.pin_dir}/prog", json_out=True)["id"]
+        for intf in ports:
+            with open(f"/sys/class/net/{intf}/ifindex") as f:
+                idx = int(f.read())
+            self.ports[intf] = idx
+            self._by_index[idx] = intf
+        self.configure(ports, reset=True)
+        for intf in sorted(self.ports):
+            for cmd in (["tc", "qdisc", "replace", "dev", intf, "clsact"],
+                        ["tc", "filter", "replace", "dev", intf, "egress", "pref", "1", "handle", "1", "bpf", "da",
+                         "object-pinned", f"{self.pin_dir}/prog"]):
+                cp = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+                if cp.returncode != 0:
+                    raise EmulationError(f"`{' '.join(cmd)}` failed: {cp.stderr.strip()}")
+
+    def configure(self, ports: dict[str, tuple[float, MarkingParams]], reset: bool = False) -> None:
+        """Set the rate and thresholds of attached ports (``reset`` also zeroes their counters)."""
+        if not ports:
+            return
+        batch = []
+        for intf, (rate, params) in sorted(ports.items()):
+            key = _hex(struct.pack("<I", self.ports[intf]))
+            batch.append(f"map update pinned {self.pin_dir}/maps/port_cfg key hex {key} "
+                         f"value hex {_hex(port_config_bytes(params, rate))}")
+            if reset:
+                batch.append(f"map update pinned {self.pin_dir}/maps/port_stats key hex {key} "
+                             f"value hex {_hex(bytes(PORT_STATS_SIZE))}")
+        with tempfile.NamedTemporaryFile("w", suffix=".bpftool", delete=False) as f:
+            f.write("\n".join(batch) + "\n")
+        try:
+            self._bpftool("batch", "file", f.name)
+        finally:
+            os.unlink(f.name)
+
+    def port_counters(self) -> dict[str, dict]:
+        """Counters of every port: pkts, bytes, ect_pkts, marks, over_not_ect, vq_drops,
+        max_backlog_ns, and backlog_ns (the virtual backlog now)."""
+        entries = self._bpftool("map", "dump", "pinned", f"{self.pin_dir}/maps/port_stats", json_out=True)
+        now_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)  # bpf_ktime_get_ns() is CLOCK_MONOTONIC
+        out = {}
+        for e in entries:
+            v = e["formatted"]["value"]
+            intf = self._by_index.get(e["formatted"]["key"])
+            if intf is None:
+                continue
+            d = {k: v[k] for k in ("pkts", "bytes", "ect_pkts", "marks", "over_not_ect", "vq_drops",
+                                   "max_backlog_ns")}
+            d["backlog_ns"] = max(0, v["busy_until_ns"] - now_ns)
+            out[intf] = d
+        return out
+
+    def flow_counters(self) -> list[dict]:
+        """Counters per port and IPv4 flow: intf, src, sport, dst, dport, pkts, bytes, marks."""
+        entries = self._bpftool("map", "dump", "pinned", f"{self.pin_dir}/maps/flow_stats", json_out=True)
+        out = []
+        for e in entries:
+            k, v = e["formatted"]["key"], e["formatted"]["value"]
+            intf = self._by_index.get(k["ifindex"])
+            if intf is None:
+                continue
+            out.append({"intf": intf, "src": _ip(k["saddr"]), "sport": k["sport"], "dst": _ip(k["daddr"]),
+                        "dport": k["dport"], "pkts": v["pkts"], "bytes": v["bytes"], "marks": v["marks"]})
+        return out
+
+    def stop(self) -> None:
+        """Detach from every port that still exists, unmount the pins (unloading the program). Idempotent."""
+        existing = set(os.listdir("/sys/class/net"))
+        for intf in self.ports:
+            if intf in existing:
+                subprocess.run(["tc", "qdisc", "del", "dev", intf, "clsact"], capture_output=True, timeout=30)
+        self.ports.clear()
+        self._by_index.clear()
+        if self.pin_dir is not None:
+            subprocess.run(["umount", self.pin_dir], capture_output=True)
+            try:
+                os.rmdir(self.pin_dir)
+            except OSError:
+                pass
+            self.pin_dir = None
+        if self.prog_id is not None:
+            # The kernel frees a program once nothing holds it, after an RCU grace period: wait for it.
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline and subprocess.run(
+                    ["bpftool", "prog", "show", "id", str(self.prog_id)], capture_output=True).returncode == 0:
+                time.sleep(0.05)
+            self.prog_id = None
+
+
+def stale_pin_dirs() -> list[str]:
+    """bpffs mounts a crashed run left behind (``/tmp/testbed-bpf-*``)."""
+    out = []
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) > 2 and fields[2] == "bpf" and os.path.basename(fields[1]).startswith("testbed-bpf-"):
+                out.append(fields[1])
+    return out
+
+
+def remove_stale_pins() -> list[str]:
+    """Unmount and remove every bpffs mount a crashed run left; return what was removed."""
+    removed = []
+    for path in stale_pin_dirs():
+        if subprocess.run(["umount", path], capture_output=True).returncode == 0:
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+            removed.append(path)
+    return removed
+
+
+def main(argv: list[str]) -> int:
+    """``python -m testbed.ecn build``: compile the marker (used by the set-up)."""
+    if argv[:1] != ["build"]:
+        print("usage: python -m testbed.ecn build", file=sys.stderr)
+        return 2
+    try:
+        print(f"ecn: BPF marker built: {build(force='--force' in argv)}")
+    except EcnUnavailable as e:
+        print(f"ecn: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,178 @@
+"""Emulation tests: ECN marking at switch egress, attribution to jobs, and the fidelity monitor."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+from conftest import SCALE, leftovers
+
+pytestmark = pytest.mark.emulation
+
+RATE_MBPS = 20.0
+QUEUE_PACKETS = 100
+
+
+def _marking(threshold_bytes: float):
+    from testbed.ecn import marking_params
+
+    return lambda rate: marking_params(threshold_bytes, 0, 0, 1.0, rate, QUEUE_PACKETS, 1500)
+
+
+@pytest.fixture(scope="module")
+def ecn_net(emulation_ok, tmp_path_factory):
+    """A k=4 fat-tree at 20 Mbit/s with the BPF marker (K = 30 kB) on every switch port."""
+    from testbed.ecn import bpf_missing, build
+    from testbed.net import EmulatedNetwork, NetOptions
+    from topo import fat_tree
+
+    why = bpf_missing()
+    if why:
+        pytest.skip(f"BPF ECN marker: {why}")
+    build()
+    run_dir = str(tmp_path_factory.mktemp("ecn"))
+    net = EmulatedNetwork(fat_tree(4), run_dir, NetOptions(scale=SCALE, queue_packets=QUEUE_PACKETS,
+                                                           ecn_method="bpf", marking=_marking(30000)))
+    with net:
+        yield net
+    assert leftovers() == []
+
+
+def _incast(net, senders: list[str], receiver: str, seconds: float = 6.0) -> dict:
+    """iperf3 from every sender to ``receiver`` at once; marker, receiver and queue counters around it."""
+    from testbed.flows import netstat_counters
+    from testbed.queues import PortSampler
+
+    path = os.path.join(net.run_dir, f"incast-{time.time():.0f}.jsonl")
+    sampler = PortSampler(path, net.port_links(), net.marker, 0.25)
+    ip = net.g.nodes[receiver]["ip"]
+    servers = [net.popen(receiver, ["iperf3", "-s", "-1", "-p", str(5301 + i)]) for i in range(len(senders))]
+    time.sleep(0.5)
+    ports0, ce0 = net.marker.port_counters(), netstat_counters(net.hosts[receiver].pid)
+    sampler.start()
+    clients = [net.popen(s, ["iperf3", "-c", ip, "-p", str(5301 + i), "-t", str(seconds), "-J"],
+                         log_path=os.path.join(net.run_dir, f"iperf-{s}.json")) for i, s in enumerate(senders)]
+    for c in clients:
+        assert c.wait(timeout=seconds + 30) == 0
+        net.forget(c)
+    for s in servers:
+        s.wait(timeout=10)
+        net.forget(s)
+    time.sleep(0.3)
+    sampler.stop()
+    ports1, ce1 = net.marker.port_counters(), netstat_counters(net.hosts[receiver].pid)
+    goodput = 0.0
+    for s in senders:
+        with open(os.path.join(net.run_dir, f"iperf-{s}.json")) as f:
+            goodput += json.load(f)["end"]["sum_received"]["bits_per_second"] / 1e6
+        os.unlink(os.path.join(net.run_dir, f"iperf-{s}.json"))
+    marks = {i: ports1[i]["marks"] - ports0[i]["marks"] for i in ports1}
+    return {"marks": marks, "ports": ports1, "ce": ce1["IpExtInCEPkts"] - ce0["IpExtInCEPkts"],
+            "goodput_mbps": goodput, "samples": path}
+
+
+def test_marker_on_every_switch_port_and_hosts_use_ecn(ecn_net):
+    """Every switch port has the marker on its clsact egress hook; every host runs tcp_ecn=1 with cubic."""
+    for intf in ecn_net.switch_intfs.values():
+        out = subprocess.run(["tc", "filter", "show", "dev", intf, "egress"], capture_output=True, text=True).stdout
+        assert "vq_ecn" in out and "direct-action" in out, (intf, out)
+    settings = ecn_net.host_tcp_settings()
+    assert len(settings) == 16
+    assert all(s == {"tcp_ecn": "1", "congestion_control": "cubic"} for s in settings.values()), settings
+
+
+def test_shared_bottleneck_marks_and_receiver_sees_ce(ecn_net):
+    """Two senders into one machine: the edge -> machine port is the bottleneck. It marks; no other port
+    does; the receiver's kernel counts CE packets within 5% of the marker's count; the port is shaped to
+    its rate and the fidelity monitor finds it ran at its rate while saturated."""
+    from testbed.fidelity import busy_rates
+    from testbed.linkstats import read_queue_samples
+
+    r = _incast(ecn_net, ["h1", "h5"], "h4")
+    port = ecn_net.switch_intfs[("e2", "h4")]
+    assert r["marks"][port] > 50, r["marks"]
+    assert sum(m for i, m in r["marks"].items() if i != port) == 0, r["marks"]
+    assert abs(r["ce"] - r["marks"][port]) <= 0.05 * r["marks"][port], (r["ce"], r["marks"][port])
+    assert 0.8 * RATE_MBPS < r["goodput_mbps"] <= 1.02 * RATE_MBPS, r["goodput_mbps"]
+    checked = {d["link"]: d for d in busy_rates(read_queue_samples(r["samples"]), ecn_net.rates)}
+    assert "e2->h4" in checked and checked["e2->h4"]["ratio"] > 0.9, checked
+
+
+def test_threshold_above_the_queue_produces_no_marks(ecn_net):
+    """With K at the FIFO's size (far above the bandwidth-delay product) the same load is not marked,
+    although the queue grows deep; K is then restored."""
+    from testbed.ecn import port_config_bytes
+
+    port = ecn_net.switch_intfs[("e2", "h4")]
+    high = _marking(QUEUE_PACKETS * 1514)
+    try:
+        ecn_net.marker.configure({port: (RATE_MBPS, high(RATE_MBPS))})
+        r = _incast(ecn_net, ["h1", "h5"], "h4", seconds=4.0)
+    finally:
+        ecn_net.marker.configure({port: (RATE_MBPS, _marking(30000)(RATE_MBPS))})
+    assert r["marks"][port] == 0 and r["ce"] == 0, r
+    assert r["ports"][port]["max_backlog_ns"] > 1e9 * 30000 * 8 / (RATE_MBPS * 1e6)  # deeper than the low K
+    assert len(port_config_bytes(high(RATE_MBPS), RATE_MBPS)) == 48
+
+
+def test_two_jobs_sharing_a_bottleneck_are_both_marked(ecn_net, tmp_path):
+    """Two ring jobs with one worker each on h4 (and the other on h1, h5): both send into h4. Marks are
+    counted on the e2 -> h4 port and attributed to both jobs by their connections."""
+    from placement.base import GpuSlot, JobRequest, Placement
+    from testbed.config import ExperimentConfig, JobConfig
+    from testbed.runner import Progress, run_wave
+
+    cfg = ExperimentConfig(jobs=(JobConfig("a", "vgg16", 2), JobConfig("b", "vgg16", 2)), iterations=4,
+                           warmup_iterations=1, scale=SCALE, job_timeout_s=240)
+    jobs = {j.name: JobRequest(j.name, j.model, j.workers, j.collective) for j in cfg.jobs}
+    decided = [Placement("a", (GpuSlot("h1", 0), GpuSlot("h4", 0))),
+               Placement("b", (GpuSlot("h5", 0), GpuSlot("h4", 1)))]
+    port = ecn_net.switch_intfs[("e2", "h4")]
+    before = ecn_net.marker.port_counters()[port]["marks"]
+    with open(os.devnull, "w") as quiet:
+        wave = run_wave(cfg, ecn_net.g, ecn_net, decided, jobs, 0, str(tmp_path), Progress(quiet))
+    on_port = ecn_net.marker.port_counters()[port]["marks"] - before
+    ecn = wave.ecn
+    assert on_port > 0
+    assert ecn["connections"]["a"] > 0 and ecn["connections"]["b"] > 0, ecn
+    assert ecn["jobs"]["a"]["marks"] > 0 and ecn["jobs"]["b"]["marks"] > 0, ecn
+    assert ecn["unattributed"]["marks"] == 0, ecn
+    assert ecn["jobs"]["a"]["marks"] + ecn["jobs"]["b"]["marks"] <= on_port
+    assert abs(ecn["receiver_ce_total"] - on_port) <= 0.05 * on_port + 2, (ecn["receiver_ce_total"], on_port)
+
+
+def test_marker_detaches_from_interfaces_that_remain(emulation_ok):
+    """Stopping the marker removes its hook from every port it was attached to (the interfaces stay),
+    unmounts its pins and unloads the program."""
+    from testbed.ecn import BpfMarker, bpf_missing, build, stale_pin_dirs
+
+    if bpf_missing():
+        pytest.skip(f"BPF ECN marker: {bpf_missing()}")
+    build()
+    a, b = "tbecn0", "tbecn1"
+    subprocess.run(["ip", "link", "del", a], capture_output=True)
+    subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
+    try:
+        marker = BpfMarker()
+        try:
+            marker.start({a: (RATE_MBPS, _marking(30000)(RATE_MBPS)), b: (RATE_MBPS, _marking(30000)(RATE_MBPS))})
+            pin_dir = marker.pin_dir
+            assert pin_dir in stale_pin_dirs()
+            prog = json.loads(subprocess.run(["bpftool", "-j", "prog", "show", "pinned", f"{pin_dir}/prog"],
+                                             capture_output=True, text=True, check=True).stdout)
+            for dev in (a, b):
+                assert "clsact" in subprocess.run(["tc", "qdisc", "show", "dev", dev], capture_output=True,
+                                                  text=True).stdout
+        finally:
+            marker.stop()
+        for dev in (a, b):
+            out = subprocess.run(["tc", "qdisc", "show", "dev", dev], capture_output=True, text=True).stdout
+            assert "clsact" not in out, out
+        assert pin_dir not in stale_pin_dirs() and not os.path.exists(pin_dir)
+        gone = subprocess.run(["bpftool", "prog", "show", "id", str(prog["id"])], capture_output=True)
+        assert gone.returncode != 0, "the marker's program is still loaded"
+    finally:
+        subprocess.run(["ip", "link", "del", a], capture_output=True)

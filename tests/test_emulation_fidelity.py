@@ -1,0 +1,39 @@
+"""Emulation test: the fidelity monitor flags a network the machine cannot emulate faithfully."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import leftovers
+
+pytestmark = pytest.mark.emulation
+
+
+def test_overloaded_network_is_flagged(emulation_ok, tmp_path):
+    """Links at 1000 Mbit/s (scale 10) with four cross-pod flows: the userspace switches cannot keep up,
+    and the fidelity monitor flags the run. Nothing is left behind."""
+    from testbed.cpu import CpuSampler
+    from testbed.fidelity import assess, busy_rates
+    from testbed.linkstats import read_queue_samples
+    from testbed.net import EmulatedNetwork, NetOptions
+    from testbed.queues import PortSampler
+    from topo import fat_tree
+
+    with EmulatedNetwork(fat_tree(4), str(tmp_path), NetOptions(scale=10)) as net:
+        cpu = CpuSampler(0.25)
+        ports = PortSampler(str(tmp_path / "q.jsonl"), net.port_links(), None, 0.25)
+        pairs = [("h1", "h9"), ("h2", "h13"), ("h5", "h10"), ("h6", "h14")]
+        servers = [net.popen(d, ["iperf3", "-s", "-1"]) for _, d in pairs]
+        time.sleep(0.5)
+        cpu.start()
+        ports.start()
+        clients = [net.popen(s, ["iperf3", "-c", net.g.nodes[d]["ip"], "-t", "4"]) for s, d in pairs]
+        for p in clients + servers:
+            p.wait(timeout=60)
+        cpu.stop()
+        ports.stop()
+    verdict = assess(cpu.summary(), busy_rates(read_queue_samples(str(tmp_path / "q.jsonl")), net.rates))
+    assert not verdict["trustworthy"], verdict
+    assert any("CPU saturated" in r for r in verdict["reasons"]), verdict
+    assert leftovers() == []
