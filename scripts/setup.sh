@@ -17,6 +17,8 @@ fi
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
+    # Ubuntu ships bpftool in linux-tools (installed by vagrant/provision.sh), not as a package of its own.
+    if [ "$p" = bpftool ] && command -v bpftool >/dev/null 2>&1; then continue; fi
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
