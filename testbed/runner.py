@@ -243,7 +243,11 @@ def ecn_snapshot(net: EmulatedNetwork) -> dict:
 
 
 def ecn_of_wave(before: dict, after: dict, conns_by_job: dict) -> dict:
-    """Marks per job between two :func:`ecn_snapshot` s, attributed through the jobs' connections."""
+    """Marks per job between two :func:`ecn_snapshot` s, attributed through the jobs' connections.
+
+    A job's ``pkts`` and ``bytes`` are summed over the switch ports its packets crossed (one
+    count per hop); ``marks`` count each marked packet once (a CE packet is not marked again).
+    """
     received = {m: after["receiver_ce"][m] - before["receiver_ce"].get(m, 0) for m in after["receiver_ce"]}
     out = {"receiver_ce": received, "receiver_ce_total": sum(received.values())}
     if before["flows"] is None:
