@@ -276,7 +276,8 @@ def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, un
 
 
 def write_plots(run_dir: str, summaries: list[dict]) -> list[str]:
-    """Bar charts of communication time and cross-machine traffic per policy. Returns the PNG paths."""
+    """Bar charts of communication time, cross-machine traffic, busiest-link utilisation and ECN marks
+    per policy (policies without ECN measurement are labelled, not drawn as zero). Returns the PNG paths."""
     if not summaries:
         return []
     import matplotlib
@@ -285,7 +286,7 @@ def write_plots(run_dir: str, summaries: list[dict]) -> list[str]:
     import matplotlib.pyplot as plt
 
     names = [s["policy"] for s in summaries]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    fig, axes = plt.subplots(1, 4, figsize=(17, 4))
     x = range(len(names))
     axes[0].bar([i - 0.2 for i in x], [s["comm_mean_s"] or 0 for s in summaries], 0.4, label="mean")
     axes[0].bar([i + 0.2 for i in x], [s["comm_p99_s"] or 0 for s in summaries], 0.4, label="p99")
@@ -295,9 +296,19 @@ def write_plots(run_dir: str, summaries: list[dict]) -> list[str]:
     axes[1].set_ylabel("cross-machine traffic (MB, emulated)")
     axes[2].bar(x, [100 * s["busiest_link_utilisation"] for s in summaries], color="tab:green")
     axes[2].set_ylabel("busiest-link utilisation (%)")
+    measured = [s.get("ecn_marks") is not None for s in summaries]
+    axes[3].bar(x, [s.get("ecn_marks") or 0 for s in summaries], color="tab:red")
+    for i, ok in enumerate(measured):
+        if not ok:
+            axes[3].text(i, 0, "not\nmeasured", ha="center", va="bottom", fontsize=8)
+    axes[3].set_ylabel("ECN-marked packets (measurement windows)")
     for ax in axes:
         ax.set_xticks(list(x))
         ax.set_xticklabels(names, rotation=20, ha="right")
+    flagged = [s["policy"] for s in summaries if s.get("trustworthy") is False]
+    if flagged:
+        fig.suptitle("flagged by the fidelity monitor (timings may reflect the emulator): " + ", ".join(flagged),
+                     fontsize=9, color="tab:red")
     fig.tight_layout()
     path = os.path.join(run_dir, "policies.png")
     fig.savefig(path, dpi=110)
