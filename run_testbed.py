@@ -70,14 +70,20 @@ def cmd_check(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    """Remove leftover state after a crash: Mininet's own cleanup, and the ECN marker's bpffs mounts."""
+    """Remove leftover state after a crash: Mininet's own cleanup, AF_XDP port pipes and the ECN
+    marker's bpffs mounts."""
+    import subprocess
+
     from testbed import capabilities
     from testbed.ecn import remove_stale_pins
+    from testbed.ports import stale_pipes
 
     capabilities.require_root()
     from mininet.clean import cleanup
 
     cleanup()
+    for dev in stale_pipes():
+        subprocess.run(["ip", "link", "del", dev], capture_output=True)
     for path in remove_stale_pins():
         print(f"removed ECN marker pins {path}")
     return 0

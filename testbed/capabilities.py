@@ -1,8 +1,9 @@
 """Detect what this machine offers the emulator, and check the preconditions of a run.
 
 The result is recorded with every run (``capabilities.json``) so a reader knows which path
-was used: OVS datapath, available qdiscs, congestion controls, CPU count, whether the BPF
-ECN marker can run, and (added by the runner) the ECN marking path the run used.
+was used: OVS datapath, whether AF_XDP switch ports can run, available qdiscs, congestion
+controls, CPU count, whether the BPF ECN marker can run, and (added by the runner) the ECN
+marking path and the switch port type the run used.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import shutil
 import subprocess
 
 from common.errors import EmulationError
-from testbed import ecn
+from testbed import ecn, ports
 
 PROBE_VETH = ("tbcap0", "tbcap1")
 
@@ -83,5 +84,6 @@ def detect() -> dict:
         "qdiscs": _qdisc_probe(),
         "congestion_controls": sysctl("net.ipv4.tcp_available_congestion_control"),
         **ecn.detect(),
+        "afxdp_missing": ports.afxdp_missing() if not kernel_ovs else "kernel datapath",
         "ina_engine": "none (not used in this version)",
     }

@@ -96,6 +96,9 @@ class ExperimentConfig:
         mode: worker mode, ``replay`` (model profile buckets, emulated compute) or ``train``
             (real DDP training of a small model).
         mtu: MTU on every emulated interface.
+        switch_ports: how switch ports reach the userspace datapath: ``auto`` (AF_XDP where it
+            runs, else plain veths), ``afxdp`` (an error where it cannot run) or ``system``;
+            see :mod:`testbed.ports`.
         routing: controller routing mode, ``ecmp`` (deterministic, simulator-predictable) or
             ``select`` (OVS per-flow hashing).
         queue_packets: FIFO limit under each shaped link.
@@ -118,6 +121,7 @@ class ExperimentConfig:
     warmup_iterations: int = 2
     mode: str = "replay"
     mtu: int = 1500
+    switch_ports: str = "auto"
     routing: str = "ecmp"
     queue_packets: int = 100
     congestion_control: str = "cubic"
@@ -255,6 +259,7 @@ def validate(cfg: ExperimentConfig):
     from placement import make_policy
     from placement.base import Cluster
     from testbed.net import link_rates_mbps
+    from testbed.ports import PORT_TYPES
     from topo import build_topology
 
     for key, value, lo in (("scale", cfg.scale, 0), ("iterations", cfg.iterations, 1),
@@ -266,6 +271,9 @@ def validate(cfg: ExperimentConfig):
         raise ConfigError(f"config.warmup_iterations: {cfg.warmup_iterations} must be >= 0")
     if cfg.mode not in MODES:
         raise ConfigError(f"config.mode: unknown mode {cfg.mode!r}; valid: {', '.join(MODES)}")
+    if cfg.switch_ports not in PORT_TYPES:
+        raise ConfigError(f"config.switch_ports: unknown port type {cfg.switch_ports!r}; valid: "
+                          f"{', '.join(PORT_TYPES)}")
     if cfg.routing not in ROUTING_MODES:
         raise ConfigError(f"config.routing: unknown routing {cfg.routing!r}; valid: {', '.join(ROUTING_MODES)}")
     if not cfg.jobs:

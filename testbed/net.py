@@ -7,7 +7,8 @@ Mininet, and removes any bridge or interface of this network that is left.
 
 Choices forced by the machines this runs on (see ARCHITECTURE.md):
 
-* switches are Open vSwitch bridges with the userspace datapath (``datapath_type=netdev``)
+* switches are Open vSwitch bridges with the userspace datapath (``datapath_type=netdev``),
+  their ports AF_XDP sockets or plain veths (see :mod:`testbed.ports`),
   unless the kernel has the openvswitch module, in secure fail mode, OpenFlow 1.3;
 * checksum and segmentation offloads are turned off on every interface (the userspace
   datapath stalls TCP otherwise);
@@ -32,7 +33,7 @@ import typing
 
 from common.errors import EmulationError
 from common.units import scale_bw_mbps
-from testbed import shaping
+from testbed import ports, shaping
 from testbed.controller_proc import ControllerProcess
 from testbed.ecn import BpfMarker, MarkingParams, red_qdisc_args
 from testbed.procs import run, stop_process
@@ -57,6 +58,8 @@ class NetOptions:
         datapath: ``user`` or ``kernel`` OVS datapath.
         ecn_method: ``none``, ``red`` or ``bpf`` (resolved by :func:`testbed.ecn.resolve_method`).
         marking: thresholds per port rate: a function ``rate Mbit/s -> MarkingParams``.
+        switch_ports: ``system`` or ``afxdp`` (resolved by :func:`testbed.ports.resolve_port_type`;
+            see :mod:`testbed.ports`).
     """
 
     scale: float = 1.0
@@ -68,6 +71,7 @@ class NetOptions:
     datapath: str = "user"
     ecn_method: str = "none"
     marking: typing.Callable[[float], MarkingParams] | None = None
+    switch_ports: str = "system"
 
 
 def link_rates_mbps(g, scale: float) -> dict[tuple[str, str], float]:
@@ -106,6 +110,9 @@ class EmulatedNetwork:
         self._procs: list[subprocess.Popen] = []
         self._saved_sysctls: dict[str, str] = {}
         self.marker: BpfMarker | None = None
+        self._pmd_sleep: ports.PmdSleep | None = None
+        if options.switch_ports not in ("system", "afxdp"):
+            raise EmulationError(f"switch port type {options.switch_ports!r}: resolve it first (system or afxdp)")
         if options.ecn_method not in ("none", "red", "bpf") or (options.ecn_method != "none" and not options.marking):
             raise EmulationError(f"ECN method {options.ecn_method!r} needs marking parameters")
         os.makedirs(run_dir, exist_ok=True)
@@ -161,6 +168,10 @@ class EmulatedNetwork:
         # After the switches start: Open vSwitch replaces the root qdisc of a port it adds
         # (noqueue), so shaping configured earlier would silently vanish.
         self._configure_interfaces()
+        if self.options.switch_ports == "afxdp":
+            self._pmd_sleep = ports.PmdSleep()
+            self._pmd_sleep.start()
+            ports.attach_afxdp(self._bridge_ports(), self.options.mtu, [a for o in OFFLOADS for a in (o, "off")])
         self._check_shaping()
         if self.options.ecn_method == "bpf":
             self.marker = BpfMarker()
@@ -169,7 +180,8 @@ class EmulatedNetwork:
         if self.options.mtu != 1500:
             # The userspace datapath keeps its own MTU per port; ask for the interface's.
             for intf in self.switch_intfs.values():
-                run(["ovs-vsctl", "set", "Interface", intf, f"mtu_request={self.options.mtu}"])
+                port = ports.pipe_names(intf)[0] if self.options.switch_ports == "afxdp" else intf
+                run(["ovs-vsctl", "set", "Interface", port, f"mtu_request={self.options.mtu}"])
         self.controller.wait_ready()
 
     def stop(self) -> None:
@@ -196,6 +208,9 @@ class EmulatedNetwork:
         if self.controller is not None:
             self.controller.stop()
         self._remove_leftovers()
+        if self._pmd_sleep is not None:
+            self._pmd_sleep.stop()
+            self._pmd_sleep = None
         self._restore_sysctls()
 
     def _remove_leftovers(self) -> None:
@@ -205,6 +220,15 @@ class EmulatedNetwork:
         for name in list(self.switch_intfs.values()):
             if name in existing:
                 subprocess.run(["ip", "link", "del", name], capture_output=True)
+        ports.remove_pipes(i for i in self.switch_intfs.values()
+                           if {ports.pipe_names(i)[0], ports.pipe_names(i)[2]} & existing)
+
+    def _bridge_ports(self) -> dict[str, dict[str, int]]:
+        """Bridge -> {switch port interface -> OpenFlow port number}."""
+        out: dict[str, dict[str, int]] = {}
+        for (s, other), intf in self.switch_intfs.items():
+            out.setdefault(s, {})[intf] = self.g.edges[s, other]["ports"][s]
+        return out
 
     # -- configuration ---------------------------------------------------------------------
 

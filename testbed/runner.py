@@ -37,6 +37,7 @@ from testbed.cpu import CpuSampler
 from testbed.ecn import marking_params, resolve_method
 from testbed.linkstats import LinkSeries, counter_series, read_queue_samples
 from testbed.net import EmulatedNetwork, NetOptions
+from testbed.ports import resolve_port_type
 from testbed.queues import PortSampler
 from testbed.report import summarise_policy, write_run_report
 from topo.io import write_topology_json
@@ -120,8 +121,8 @@ class Progress:
         return stop
 
 
-def net_options(cfg: ExperimentConfig, ecn_method: str) -> NetOptions:
-    """The network options of an experiment, with its resolved ECN marking path."""
+def net_options(cfg: ExperimentConfig, ecn_method: str, switch_ports: str = "system") -> NetOptions:
+    """The network options of an experiment, with its resolved ECN marking path and switch port type."""
     e = cfg.ecn
 
     def marking(rate_mbps: float):
@@ -130,14 +131,15 @@ def net_options(cfg: ExperimentConfig, ecn_method: str) -> NetOptions:
 
     return NetOptions(scale=cfg.scale, mtu=cfg.mtu, routing=cfg.routing, queue_packets=cfg.queue_packets,
                       congestion_control=cfg.congestion_control, stats_interval_s=cfg.stats_interval_s,
-                      ecn_method=ecn_method, marking=marking)
+                      ecn_method=ecn_method, marking=marking, switch_ports=switch_ports)
 
 
 def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progress,
-               ecn: tuple[str, str] = ("none", "not requested")) -> dict:
+               ecn: tuple[str, str] = ("none", "not requested"), switch_ports: str = "system") -> dict:
     """Run every job of ``cfg`` under placement policy ``spec`` on a fresh network.
 
-    ``ecn`` is the resolved marking path and why (:func:`testbed.ecn.resolve_method`).
+    ``ecn`` is the resolved marking path and why (:func:`testbed.ecn.resolve_method`);
+    ``switch_ports`` the resolved port type (:func:`testbed.ports.resolve_port_type`).
     """
     os.makedirs(pdir, exist_ok=True)
     cluster = Cluster.from_topology(g)
@@ -145,7 +147,7 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     policy = make_policy(spec, seed=cfg.seed)
     jobs = {j.name: JobRequest(j.name, j.model, j.workers, j.collective) for j in cfg.jobs}
     pending = list(jobs.values())
-    options = net_options(cfg, ecn[0])
+    options = net_options(cfg, ecn[0], switch_ports)
     placements, waves, cluster_states = [], [], []
     sampler = CpuSampler()
     queue_path = os.path.join(pdir, "queue_stats.jsonl")
@@ -330,6 +332,8 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
     caps = capabilities.detect()
     ecn = resolve_method(cfg.ecn.marking, cfg.ecn.method, caps)
     caps["ecn_method"], caps["ecn_why"] = ecn
+    caps["switch_ports"], caps["switch_ports_why"] = resolve_port_type(
+        cfg.switch_ports, cfg.mtu, caps["ovs_datapath"], caps["afxdp_missing"])
     run_dir = run_dir or make_run_dir(cfg)
     os.makedirs(run_dir, exist_ok=True)
     write_json(os.path.join(run_dir, "config.json"), to_dict(cfg))
@@ -337,13 +341,15 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
     write_topology_json(g, os.path.join(run_dir, "topology.json"))
     specs = policies or policy_specs(cfg)
     progress.say(f"run {run_dir}: {len(cfg.jobs)} jobs, {len(specs)} policies, "
-                 f"scale {cfg.scale:g}, datapath {caps['ovs_datapath']}, ECN {ecn[0]} ({ecn[1]})")
+                 f"scale {cfg.scale:g}, datapath {caps['ovs_datapath']} with {caps['switch_ports']} switch ports "
+                 f"({caps['switch_ports_why']}), ECN {ecn[0]} ({ecn[1]})")
     results, unplaced = {}, {}
     try:
         for i, spec in enumerate(specs, 1):
             progress.say(f"[{i}/{len(specs)}] policy {spec}")
             try:
-                results[spec] = run_policy(cfg, g, spec, os.path.join(run_dir, safe_name(spec)), progress, ecn)
+                results[spec] = run_policy(cfg, g, spec, os.path.join(run_dir, safe_name(spec)), progress, ecn,
+                                           caps["switch_ports"])
             except PlacementError as e:
                 # A policy that cannot place the job mix is a result, not a reason to drop the others.
                 unplaced[spec] = str(e)

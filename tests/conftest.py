@@ -33,6 +33,9 @@ def leftovers() -> list[str]:
     br = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True).stdout.split()
     found += [f"bridge {b}" for b in br]
     found += [f"interface {i}" for i in os.listdir("/sys/class/net") if "-eth" in i]
+    from testbed.ports import stale_pipes
+
+    found += [f"switch port pipe {i}" for i in stale_pipes()]
     # Processes left in an emulated host's network namespace, or a controller still running.
     root_ns = os.readlink("/proc/self/ns/net")
     for pid in os.listdir("/proc"):

@@ -1,0 +1,196 @@
+"""How switch ports reach Open vSwitch's userspace datapath: ``system`` or ``afxdp`` ports.
+
+``system``: the link's veth (``<switch>-eth<N>``) is itself the OVS port. OVS's main thread
+polls every such port on every wake-up (a ``recvmmsg`` that first allocates and then frees 32
+packet buffers), then runs every bridge: measured here, about 0.13 ms per wake-up with two
+bridges and 0.4 ms with the 20 bridges of a k=4 fat-tree, for every packet of a slow flow, so
+one 20 Mbit/s flow across five switches takes a whole core.
+
+``afxdp``: each switch port is an AF_XDP socket (XDP generic mode) polled by a PMD thread that
+sleeps up to ``PMD_MAXSLEEP_US`` when idle (``other_config:pmd-maxsleep``): measured here, one
+20 Mbit/s flow through a switch costs about 6% of a core. AF_XDP transmits straight to the
+driver, bypassing the qdisc layer, so the socket sits on its own veth pair
+(``<switch>-x<N>`` in OVS, ``<switch>-y<N>`` its peer) joined to the link's veth by two tc
+``mirred`` redirects::
+
+    OVS --AF_XDP--> x -> y --(ingress: mirred)--> eth (egress: shaper, FIFO, ECN marker) -> link
+    link -> eth --(ingress: mirred)--> y -> x --(XDP)--> OVS
+
+The link's veth therefore keeps its shaper, FIFO and marker on its egress, and its counters,
+exactly as with ``system`` ports: nothing that measures a port needs to know the port type.
+AF_XDP frames are 4 kB, so jumbo frames (MTU above ``AFXDP_MAX_MTU``) need ``system`` ports.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+from common.errors import EmulationError
+
+PORT_TYPES = ("auto", "afxdp", "system")
+AFXDP_MAX_MTU = 3000
+PMD_MAXSLEEP_US = 50
+PROBE = ("tbxdp0", "tbxdp1", "tbxdpbr", "tbxdpj")
+
+
+def pipe_names(intf: str) -> tuple[str, str, str]:
+    """``(OVS side, peer, joint)`` of a switch port's pipe: ``e1-eth3`` -> ``e1-x3``, ``e1-y3``, ``e1-b3``."""
+    node, port = intf.rsplit("-eth", 1)
+    return f"{node}-x{port}", f"{node}-y{port}", f"{node}-b{port}"
+
+
+def _run(argv: list[str], timeout_s: float = 30.0) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+
+
+def _check(argv: list[str]) -> None:
+    cp = _run(argv)
+    if cp.returncode != 0:
+        raise EmulationError(f"`{' '.join(argv)}` failed: {cp.stderr.strip()}")
+
+
+def afxdp_missing() -> str | None:
+    """Why AF_XDP switch ports cannot run here (None when a trial port on a scratch bridge worked).
+
+    Needs root and a running Open vSwitch; takes about a second.
+    """
+    types = _run(["ovs-vsctl", "--timeout=5", "get", "Open_vSwitch", ".", "iface_types"]).stdout
+    if "afxdp" not in types:
+        return "this Open vSwitch build has no afxdp interface type"
+    a, b, br, joint = PROBE
+    _run(["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", br])
+    for dev in (a, joint):
+        _run(["ip", "link", "del", dev])
+    try:
+        if _run(["ip", "link", "add", a, "type", "veth", "peer", "name", b]).returncode != 0:
+            return "cannot create a veth pair"
+        for dev in (a, b):
+            _run(["ip", "link", "set", dev, "up"])
+        cp = _run(["ovs-vsctl", "--timeout=10", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
+                   "--", "add-port", br, a, "--", "set", "Interface", a, "type=afxdp", "options:xdp-mode=generic"])
+        err = _run(["ovs-vsctl", "--timeout=5", "get", "Interface", a, "error"]).stdout.strip()
+        if cp.returncode != 0 or err not in ("", "[]"):
+            return f"an AF_XDP port does not open: {(err or cp.stderr).strip()}"
+        if _run(["ip", "link", "add", joint, "type", "bridge"]).returncode != 0:
+            return "the kernel has no bridge device (a pipe joins its veths with one)"
+        return None
+    finally:
+        _run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", br])
+        for dev in (a, joint):
+            _run(["ip", "link", "del", dev])
+
+
+def resolve_port_type(requested: str, mtu: int, datapath: str, missing: str | None) -> tuple[str, str]:
+    """The switch port type a run uses, and why.
+
+    Args:
+        requested: ``auto``, ``afxdp`` or ``system`` (config ``switch_ports``).
+        mtu: the run's MTU.
+        datapath: ``user`` or ``kernel`` OVS datapath.
+        missing: :func:`afxdp_missing`'s answer.
+
+    Raises:
+        EmulationError: ``afxdp`` was asked for and cannot be used.
+    """
+    if requested not in PORT_TYPES:
+        raise EmulationError(f"unknown switch port type {requested!r}; choose from {', '.join(PORT_TYPES)}")
+    blocker = ("the kernel datapath forwards in the kernel (AF_XDP ports are for the userspace datapath)"
+               if datapath == "kernel" else
+               f"MTU {mtu} is above AF_XDP's {AFXDP_MAX_MTU} (4 kB frames)" if mtu > AFXDP_MAX_MTU else missing)
+    if requested == "system":
+        return "system", "requested"
+    if blocker is None:
+        return "afxdp", f"AF_XDP sockets polled by a PMD thread (pmd-maxsleep {PMD_MAXSLEEP_US} us)"
+    if requested == "afxdp":
+        raise EmulationError(f"switch_ports: afxdp cannot be used: {blocker}; use `switch_ports: auto` or `system`")
+    return "system", f"AF_XDP not used: {blocker}"
+
+
+class PmdSleep:
+    """Let PMD threads sleep when idle while a network runs; restore the previous setting after."""
+
+    KEY = "pmd-maxsleep"
+
+    def __init__(self, maxsleep_us: int = PMD_MAXSLEEP_US):
+        self.maxsleep_us = maxsleep_us
+        self._saved: str | None = None
+        self._set = False
+
+    def start(self) -> None:
+        cp = _run(["ovs-vsctl", "--timeout=5", "--if-exists", "get", "Open_vSwitch", ".", f"other_config:{self.KEY}"])
+        self._saved = cp.stdout.strip().strip('"') or None
+        _check(["ovs-vsctl", "--timeout=5", "set", "Open_vSwitch", ".", f"other_config:{self.KEY}={self.maxsleep_us}"])
+        self._set = True
+
+    def stop(self) -> None:
+        if not self._set:
+            return
+        if self._saved is None:
+            _run(["ovs-vsctl", "--timeout=5", "remove", "Open_vSwitch", ".", "other_config", self.KEY])
+        else:
+            _run(["ovs-vsctl", "--timeout=5", "set", "Open_vSwitch", ".", f"other_config:{self.KEY}={self._saved}"])
+        self._set = False
+
+
+def attach_afxdp(bridge_ports: dict[str, dict[str, int]], mtu: int, offloads_off: list[str]) -> None:
+    """Move every switch port onto an AF_XDP pipe, keeping its OpenFlow port number.
+
+    Args:
+        bridge_ports: bridge -> {link veth name -> OpenFlow port number}; the veths are OVS
+            ``system`` ports when called and are removed from OVS here.
+        mtu: MTU of the pipes.
+        offloads_off: ``ethtool -K`` arguments that turn offloads off.
+
+    Raises:
+        EmulationError: a command failed or a port did not open.
+    """
+    for ports in bridge_ports.values():
+        for intf in ports:
+            x, y, joint = pipe_names(intf)
+            _run(["ip", "link", "del", x])
+            _run(["ip", "link", "del", joint])
+            _check(["ip", "link", "add", x, "mtu", str(mtu), "type", "veth", "peer", "name", y, "mtu", str(mtu)])
+            _check(["ip", "link", "add", joint, "mtu", str(mtu), "type", "bridge", "stp_state", "0",
+                    "mcast_snooping", "0", "forward_delay", "0"])
+            for dev in (x, y, joint):
+                # No IPv6 on the pipe: its own neighbour discovery would be sent into the link.
+                _check(["sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1"])
+            for dev in (x, y):
+                _check(["ethtool", "-K", dev, *offloads_off])
+            for dev in (y, intf):
+                _check(["ip", "link", "set", dev, "master", joint])
+            for dev in (x, y, joint):
+                _check(["ip", "link", "set", dev, "up"])
+    argv = ["ovs-vsctl", "--timeout=60"]
+    for bridge, ports in bridge_ports.items():
+        for intf, ofport in ports.items():
+            x = pipe_names(intf)[0]
+            argv += ["--", "del-port", bridge, intf, "--", "add-port", bridge, x, "--", "set", "Interface", x,
+                     "type=afxdp", "options:xdp-mode=generic", f"ofport_request={ofport}"]
+    _check(argv)
+    rows = _run(["ovs-vsctl", "--timeout=10", "-f", "csv", "--no-headings", "--columns=name,ofport,error", "list",
+                 "Interface"]).stdout
+    wanted = {pipe_names(i)[0]: p for ports in bridge_ports.values() for i, p in ports.items()}
+    for line in rows.splitlines():
+        name, ofport, error = (line.split(",", 2) + ["", ""])[:3]
+        if name in wanted and (ofport.strip() != str(wanted[name]) or error.strip() not in ("", "[]")):
+            raise EmulationError(f"AF_XDP port {name}: OpenFlow port {ofport} (wanted {wanted[name]}), "
+                                 f"error {error.strip() or 'none'}")
+
+
+def remove_pipes(intfs) -> None:
+    """Delete the pipes of these switch ports (deleting one end of a veth removes both). Never raises."""
+    for intf in intfs:
+        x, _, joint = pipe_names(intf)
+        for dev in (x, joint):
+            subprocess.run(["ip", "link", "del", dev], capture_output=True)
+
+
+def stale_pipes() -> list[str]:
+    """Pipe devices present on this machine: ``<node>-x<N>`` veths with their ``-y<N>`` peer, and
+    ``<node>-b<N>`` bridges."""
+    names = set(os.listdir("/sys/class/net"))
+    return sorted(n for n in names if (re.fullmatch(r"\w+-x\d+", n) and n.replace("-x", "-y", 1) in names)
+                  or (re.fullmatch(r"\w+-b\d+", n) and os.path.isdir(f"/sys/class/net/{n}/bridge")))

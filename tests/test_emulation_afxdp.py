@@ -1,0 +1,56 @@
+"""Emulation tests: switch ports as AF_XDP sockets behind veth pipes keep every link's shaper and
+ECN marker, forward through the PMD thread, and leave nothing behind."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from conftest import SCALE, leftovers
+from test_emulation_ecn import QUEUE_PACKETS, RATE_MBPS, _incast, _marking
+
+pytestmark = pytest.mark.emulation
+
+
+def test_afxdp_ports_shape_mark_and_clean_up(emulation_ok, tmp_path):
+    """Two senders into h4 over AF_XDP switch ports: the e2 -> h4 port holds its rate, marks, and the
+    receiver's CE count agrees with the marker within 5%; packets were received by the PMD thread;
+    the pipes are gone afterwards."""
+    from testbed.capabilities import detect
+    from testbed.ecn import bpf_missing, build
+    from testbed.fidelity import busy_rates
+    from testbed.linkstats import read_queue_samples
+    from testbed.net import EmulatedNetwork, NetOptions
+    from testbed.ports import afxdp_missing, pipe_names
+    from topo import fat_tree
+
+    why = afxdp_missing() or bpf_missing()
+    if why:
+        pytest.skip(f"AF_XDP switch ports with the BPF marker: {why}")
+    assert detect()["afxdp_missing"] is None
+    build()
+    before = _pmd_maxsleep()
+    opts = NetOptions(scale=SCALE, queue_packets=QUEUE_PACKETS, ecn_method="bpf", marking=_marking(30000),
+                      switch_ports="afxdp")
+    with EmulatedNetwork(fat_tree(4), str(tmp_path), opts) as net:
+        port = net.switch_intfs[("e2", "h4")]
+        ovs_ports = subprocess.run(["ovs-vsctl", "list-ports", "e2"], capture_output=True, text=True).stdout.split()
+        assert sorted(ovs_ports) == sorted(pipe_names(i)[0] for (s, _), i in net.switch_intfs.items() if s == "e2")
+        subprocess.run(["ovs-appctl", "dpif-netdev/pmd-stats-clear"], capture_output=True)
+        r = _incast(net, ["h1", "h5"], "h4")
+        pmd = subprocess.run(["ovs-appctl", "dpif-netdev/pmd-stats-show"], capture_output=True, text=True).stdout
+    assert r["marks"][port] > 50, r["marks"]
+    assert abs(r["ce"] - r["marks"][port]) <= 0.05 * r["marks"][port], (r["ce"], r["marks"][port])
+    assert 0.8 * RATE_MBPS < r["goodput_mbps"] <= 1.02 * RATE_MBPS, r["goodput_mbps"]
+    checked = {d["link"]: d for d in busy_rates(read_queue_samples(r["samples"]), net.rates)}
+    assert "e2->h4" in checked and checked["e2->h4"]["ratio"] > 0.9, checked
+    pmd_packets = [int(line.split(":")[1]) for block in pmd.split("pmd thread")[1:]
+                   for line in block.splitlines() if "packets received" in line]
+    assert sum(pmd_packets) > 1000, pmd
+    assert leftovers() == []
+    assert _pmd_maxsleep() == before, "the PMD sleep setting was not restored"
+
+
+def _pmd_maxsleep() -> str:
+    return subprocess.run(["ovs-vsctl", "--if-exists", "get", "Open_vSwitch", ".", "other_config:pmd-maxsleep"],
+                          capture_output=True, text=True).stdout.strip()
