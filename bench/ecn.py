@@ -12,7 +12,7 @@ Prints three tables:
    second) at each rate and the fidelity monitor's verdict; the capacity is the highest
    aggregate throughput the monitor did not flag.
 
-    sudo .venv/bin/python bench/ecn.py [--seconds 5] [--skip overhead,k,capacity]
+    sudo .venv/bin/python bench/ecn.py [--seconds 5] [--skip overhead,k,capacity] [--switch-ports afxdp]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from testbed.ecn import build, marking_params  # noqa: E402
 from testbed.fidelity import assess, busy_rates  # noqa: E402
 from testbed.linkstats import read_queue_samples  # noqa: E402
 from testbed.net import EmulatedNetwork, NetOptions  # noqa: E402
+from testbed.ports import AFXDP_MAX_MTU  # noqa: E402
 from testbed.queues import PortSampler  # noqa: E402
 from testbed.report import format_table  # noqa: E402
 from topo import fat_tree  # noqa: E402
@@ -39,13 +40,17 @@ PAPER_BW_MBPS = 10000.0
 QUEUE_PACKETS = 100
 
 
+SWITCH_PORTS = "system"  # --switch-ports
+
+
 def options(rate_mbps: float, ecn: bool, threshold_bytes: float = 30000, mtu: int = 1500) -> NetOptions:
     """Network options for links at ``rate_mbps`` (10 Gbit/s paper links scaled down)."""
     def marking(rate):
         return marking_params(threshold_bytes, 0, 0, 1.0, rate, QUEUE_PACKETS, mtu)
 
     return NetOptions(scale=PAPER_BW_MBPS / rate_mbps, mtu=mtu, queue_packets=QUEUE_PACKETS,
-                      ecn_method="bpf" if ecn else "none", marking=marking if ecn else None)
+                      ecn_method="bpf" if ecn else "none", marking=marking if ecn else None,
+                      switch_ports=SWITCH_PORTS if mtu <= AFXDP_MAX_MTU else "system")
 
 
 def iperf(net, pairs, seconds: float, tag: str) -> list[float]:
@@ -145,7 +150,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=5.0, help="traffic time per measurement")
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: overhead, k, capacity")
+    ap.add_argument("--switch-ports", choices=("system", "afxdp"), default="system",
+                    help="switch port type (afxdp only where the MTU allows it; MTU 9000 uses system)")
     args = ap.parse_args()
+    global SWITCH_PORTS
+    SWITCH_PORTS = args.switch_ports
     if os.geteuid() != 0:
         print("bench/ecn.py: needs root (Mininet, Open vSwitch, tc, BPF)", file=sys.stderr)
         return 2
