@@ -28,6 +28,7 @@ import re
 import subprocess
 
 from common.errors import EmulationError
+from testbed.procs import run
 
 PORT_TYPES = ("auto", "afxdp", "system")
 AFXDP_MAX_MTU = 3000
@@ -41,45 +42,57 @@ def pipe_names(intf: str) -> tuple[str, str, str]:
     return f"{node}-x{port}", f"{node}-y{port}", f"{node}-b{port}"
 
 
-def _run(argv: list[str], timeout_s: float = 30.0) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
-
-
-def _check(argv: list[str]) -> None:
-    cp = _run(argv)
-    if cp.returncode != 0:
-        raise EmulationError(f"`{' '.join(argv)}` failed: {cp.stderr.strip()}")
-
-
 def afxdp_missing() -> str | None:
     """Why AF_XDP switch ports cannot run here (None when a trial port on a scratch bridge worked).
 
     Needs root and a running Open vSwitch; takes about a second.
     """
-    types = _run(["ovs-vsctl", "--timeout=5", "get", "Open_vSwitch", ".", "iface_types"]).stdout
+    types = run(["ovs-vsctl", "--timeout=5", "get", "Open_vSwitch", ".", "iface_types"], check=False).stdout
     if "afxdp" not in types:
         return "this Open vSwitch build has no afxdp interface type"
     a, b, br, joint = PROBE
-    _run(["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", br])
+    run(["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", br], check=False)
     for dev in (a, joint):
-        _run(["ip", "link", "del", dev])
+        run(["ip", "link", "del", dev], check=False)
     try:
-        if _run(["ip", "link", "add", a, "type", "veth", "peer", "name", b]).returncode != 0:
+        if run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=False).returncode != 0:
             return "cannot create a veth pair"
         for dev in (a, b):
-            _run(["ip", "link", "set", dev, "up"])
-        cp = _run(["ovs-vsctl", "--timeout=10", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
-                   "--", "add-port", br, a, "--", "set", "Interface", a, "type=afxdp", "options:xdp-mode=generic"])
-        err = _run(["ovs-vsctl", "--timeout=5", "get", "Interface", a, "error"]).stdout.strip()
+            run(["ip", "link", "set", dev, "up"], check=False)
+        cp = run(
+            [
+                "ovs-vsctl",
+                "--timeout=10",
+                "add-br",
+                br,
+                "--",
+                "set",
+                "bridge",
+                br,
+                "datapath_type=netdev",
+                "--",
+                "add-port",
+                br,
+                a,
+                "--",
+                "set",
+                "Interface",
+                a,
+                "type=afxdp",
+                "options:xdp-mode=generic",
+            ],
+            check=False,
+        )
+        err = run(["ovs-vsctl", "--timeout=5", "get", "Interface", a, "error"], check=False).stdout.strip()
         if cp.returncode != 0 or err not in ("", "[]"):
             return f"an AF_XDP port does not open: {(err or cp.stderr).strip()}"
-        if _run(["ip", "link", "add", joint, "type", "bridge"]).returncode != 0:
+        if run(["ip", "link", "add", joint, "type", "bridge"], check=False).returncode != 0:
             return "the kernel has no bridge device (a pipe joins its veths with one)"
         return None
     finally:
-        _run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", br])
+        run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", br], check=False)
         for dev in (a, joint):
-            _run(["ip", "link", "del", dev])
+            run(["ip", "link", "del", dev], check=False)
 
 
 def resolve_port_type(requested: str, mtu: int, datapath: str, missing: str | None) -> tuple[str, str]:
@@ -96,9 +109,13 @@ def resolve_port_type(requested: str, mtu: int, datapath: str, missing: str | No
     """
     if requested not in PORT_TYPES:
         raise EmulationError(f"unknown switch port type {requested!r}; choose from {', '.join(PORT_TYPES)}")
-    blocker = ("the kernel datapath forwards in the kernel (AF_XDP ports are for the userspace datapath)"
-               if datapath == "kernel" else
-               f"MTU {mtu} is above AF_XDP's {AFXDP_MAX_MTU} (4 kB frames)" if mtu > AFXDP_MAX_MTU else missing)
+    blocker = (
+        "the kernel datapath forwards in the kernel (AF_XDP ports are for the userspace datapath)"
+        if datapath == "kernel"
+        else f"MTU {mtu} is above AF_XDP's {AFXDP_MAX_MTU} (4 kB frames)"
+        if mtu > AFXDP_MAX_MTU
+        else missing
+    )
     if requested == "system":
         return "system", "requested"
     if blocker is None:
@@ -119,18 +136,24 @@ class PmdSleep:
         self._set = False
 
     def start(self) -> None:
-        cp = _run(["ovs-vsctl", "--timeout=5", "--if-exists", "get", "Open_vSwitch", ".", f"other_config:{self.KEY}"])
+        cp = run(
+            ["ovs-vsctl", "--timeout=5", "--if-exists", "get", "Open_vSwitch", ".", f"other_config:{self.KEY}"],
+            check=False,
+        )
         self._saved = cp.stdout.strip().strip('"') or None
-        _check(["ovs-vsctl", "--timeout=5", "set", "Open_vSwitch", ".", f"other_config:{self.KEY}={self.maxsleep_us}"])
+        run(["ovs-vsctl", "--timeout=5", "set", "Open_vSwitch", ".", f"other_config:{self.KEY}={self.maxsleep_us}"])
         self._set = True
 
     def stop(self) -> None:
         if not self._set:
             return
         if self._saved is None:
-            _run(["ovs-vsctl", "--timeout=5", "remove", "Open_vSwitch", ".", "other_config", self.KEY])
+            run(["ovs-vsctl", "--timeout=5", "remove", "Open_vSwitch", ".", "other_config", self.KEY], check=False)
         else:
-            _run(["ovs-vsctl", "--timeout=5", "set", "Open_vSwitch", ".", f"other_config:{self.KEY}={self._saved}"])
+            run(
+                ["ovs-vsctl", "--timeout=5", "set", "Open_vSwitch", ".", f"other_config:{self.KEY}={self._saved}"],
+                check=False,
+            )
         self._set = False
 
 
@@ -149,35 +172,69 @@ def attach_afxdp(bridge_ports: dict[str, dict[str, int]], mtu: int, offloads_off
     for ports in bridge_ports.values():
         for intf in ports:
             x, y, joint = pipe_names(intf)
-            _run(["ip", "link", "del", x])
-            _run(["ip", "link", "del", joint])
-            _check(["ip", "link", "add", x, "mtu", str(mtu), "type", "veth", "peer", "name", y, "mtu", str(mtu)])
-            _check(["ip", "link", "add", joint, "mtu", str(mtu), "type", "bridge", "stp_state", "0",
-                    "mcast_snooping", "0", "forward_delay", "0"])
+            run(["ip", "link", "del", x], check=False)
+            run(["ip", "link", "del", joint], check=False)
+            run(["ip", "link", "add", x, "mtu", str(mtu), "type", "veth", "peer", "name", y, "mtu", str(mtu)])
+            run(
+                [
+                    "ip",
+                    "link",
+                    "add",
+                    joint,
+                    "mtu",
+                    str(mtu),
+                    "type",
+                    "bridge",
+                    "stp_state",
+                    "0",
+                    "mcast_snooping",
+                    "0",
+                    "forward_delay",
+                    "0",
+                ]
+            )
             for dev in (x, y, joint):
                 # No IPv6 on the pipe: its own neighbour discovery would be sent into the link.
-                _check(["sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1"])
+                run(["sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1"])
             for dev in (x, y):
-                _check(["ethtool", "-K", dev, *offloads_off])
+                run(["ethtool", "-K", dev, *offloads_off])
             for dev in (y, intf):
-                _check(["ip", "link", "set", dev, "master", joint])
+                run(["ip", "link", "set", dev, "master", joint])
             for dev in (x, y, joint):
-                _check(["ip", "link", "set", dev, "up"])
+                run(["ip", "link", "set", dev, "up"])
     argv = ["ovs-vsctl", "--timeout=60"]
     for bridge, ports in bridge_ports.items():
         for intf, ofport in ports.items():
             x = pipe_names(intf)[0]
-            argv += ["--", "del-port", bridge, intf, "--", "add-port", bridge, x, "--", "set", "Interface", x,
-                     "type=afxdp", "options:xdp-mode=generic", f"ofport_request={ofport}"]
-    _check(argv)
-    rows = _run(["ovs-vsctl", "--timeout=10", "-f", "csv", "--no-headings", "--columns=name,ofport,error", "list",
-                 "Interface"]).stdout
+            argv += [
+                "--",
+                "del-port",
+                bridge,
+                intf,
+                "--",
+                "add-port",
+                bridge,
+                x,
+                "--",
+                "set",
+                "Interface",
+                x,
+                "type=afxdp",
+                "options:xdp-mode=generic",
+                f"ofport_request={ofport}",
+            ]
+    run(argv)
+    rows = run(
+        ["ovs-vsctl", "--timeout=10", "-f", "csv", "--no-headings", "--columns=name,ofport,error", "list", "Interface"],
+        check=False,
+    ).stdout
     wanted = {pipe_names(i)[0]: p for ports in bridge_ports.values() for i, p in ports.items()}
     for line in rows.splitlines():
         name, ofport, error = (line.split(",", 2) + ["", ""])[:3]
         if name in wanted and (ofport.strip() != str(wanted[name]) or error.strip() not in ("", "[]")):
-            raise EmulationError(f"AF_XDP port {name}: OpenFlow port {ofport} (wanted {wanted[name]}), "
-                                 f"error {error.strip() or 'none'}")
+            raise EmulationError(
+                f"AF_XDP port {name}: OpenFlow port {ofport} (wanted {wanted[name]}), error {error.strip() or 'none'}"
+            )
 
 
 def remove_pipes(intfs) -> None:
@@ -192,5 +249,9 @@ def stale_pipes() -> list[str]:
     """Pipe devices present on this machine: ``<node>-x<N>`` veths with their ``-y<N>`` peer, and
     ``<node>-b<N>`` bridges."""
     names = set(os.listdir("/sys/class/net"))
-    return sorted(n for n in names if (re.fullmatch(r"\w+-x\d+", n) and n.replace("-x", "-y", 1) in names)
-                  or (re.fullmatch(r"\w+-b\d+", n) and os.path.isdir(f"/sys/class/net/{n}/bridge")))
+    return sorted(
+        n
+        for n in names
+        if (re.fullmatch(r"\w+-x\d+", n) and n.replace("-x", "-y", 1) in names)
+        or (re.fullmatch(r"\w+-b\d+", n) and os.path.isdir(f"/sys/class/net/{n}/bridge"))
+    )
