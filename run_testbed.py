@@ -65,7 +65,8 @@ def cmd_check(args) -> int:
     n_m = sum(1 for _, d in g.nodes(data=True) if d["role"] == "machine")
     gpus = sum(d["gpus"] for _, d in g.nodes(data=True) if d["role"] == "machine")
     print(f"{args.config}: ok: {cfg.topology.kind} with {n_m} machines / {gpus} GPUs, "
-          f"{len(cfg.jobs)} jobs, policies {', '.join(config.policy_specs(cfg))}")
+          f"{len(cfg.jobs)} jobs, policies {', '.join(config.policy_specs(cfg))}; dilation {cfg.dilation:g}: "
+          f"at least {config.wall_time_lower_bound_s(cfg):.0f} s of wall time (limit {cfg.time_limit_s:g} s)")
     return 0
 
 

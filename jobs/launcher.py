@@ -32,11 +32,15 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from common.errors import JobError
+from common.units import wall_s
 from jobs.models import TRAINABLE_MODELS, ModelProfile, scaled_buckets
 from jobs.patterns import COLLECTIVE_NAMES
-from placement.base import JobRequest, Placement
+
+if TYPE_CHECKING:  # the worker side imports this module: keep placement (and networkx) out of start-up
+    from placement.base import JobRequest, Placement
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MODES = ("replay", "train")
@@ -165,7 +169,7 @@ def plan_workers(job: JobRequest, placement: Placement, profile: ModelProfile, s
                  machine_ip: Mapping[str, str], machine_ifname: Mapping[str, str],
                  iterations: int, warmup_iterations: int, mode: str, out_dir: str | Path,
                  master_port: int, *, timeout_s: float = 300.0, seed: int = 0,
-                 start_gate: str | None = None) -> list[WorkerSpec]:
+                 start_gate: str | None = None, dilation: float = 1.0) -> list[WorkerSpec]:
     """One :class:`WorkerSpec` per rank of ``job`` placed by ``placement``.
 
     Rank ``r`` runs on ``placement.slots[r].machine``; rank 0's machine hosts the rendezvous
@@ -187,6 +191,8 @@ def plan_workers(job: JobRequest, placement: Placement, profile: ModelProfile, s
         timeout_s: gloo timeout of each worker.
         seed: model/data seed for train mode.
         start_gate: file the workers wait for before their first iteration (see WorkerSpec).
+        dilation: time dilation factor D: the emulated compute time is the profile's times D
+            (``timeout_s`` is wall-clock and already the caller's to dilate).
 
     Raises:
         JobError: inconsistent job/placement/profile, unknown collective or mode, a model that
@@ -217,7 +223,7 @@ def plan_workers(job: JobRequest, placement: Placement, profile: ModelProfile, s
             job=job.name, rank=r, world=job.workers, machine=slot.machine,
             master_addr=machine_ip[master], master_port=master_port,
             ifname=machine_ifname.get(slot.machine), mode=mode, model=profile.name,
-            bucket_bytes=tuple(buckets), compute_s=profile.compute_time_s, iterations=iterations,
+            bucket_bytes=tuple(buckets), compute_s=wall_s(profile.compute_time_s, dilation), iterations=iterations,
             warmup_iterations=warmup_iterations, collective=job.collective,
             records_path=str(out_dir / f"{file_stem(job.name, r)}.jsonl"), timeout_s=timeout_s, seed=seed,
             start_gate=start_gate)

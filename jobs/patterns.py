@@ -22,7 +22,10 @@ Algorithms (``shared/specs/titan.md`` §1.3):
   segments in flight, so it is pipelined rather than step-synchronous, and its segment cap
   and algorithm choice are internal to the gloo build PyTorch ships. If a model is needed,
   the nearest is ``ring`` mirrored (``r -> r-1``) with the same per-rank volume
-  ``2(p-1)/p·M``; say so where it is used.
+  ``2(p-1)/p·M``; say so where it is used. :func:`replay_pattern` is that model: the
+  light replay runtime (:mod:`jobs.agent`) runs it for ``gloo`` jobs, and the fidelity
+  bounds use it (same bytes per rank and per ring neighbour as gloo; gloo's segment
+  pipelining is not reproduced).
 
 Pure: standard library only. Cost O(p log p) transfers for ``hd``, O(p²) for ``ring``.
 """
@@ -158,6 +161,30 @@ def pattern(name: str, p: int, size_bytes: int) -> list[list[Transfer]]:
     if p < 1:
         raise JobError(f"collective {name!r}: need p >= 1 ranks, got {p}")
     return PATTERNS[name](p, size_bytes)
+
+
+def mirrored_ring_pattern(p: int, size_bytes: int) -> list[list[Transfer]]:
+    """The ring of :func:`ring_pattern` run the other way round: rank ``r`` sends to ``(r-1) mod p``.
+
+    The model of gloo's own allreduce (see the module docstring): the same chunks, steps and
+    volume as ``ring``, with every transfer's direction reversed.
+    """
+    return [[(s, (s - 1) % p, b) for s, _, b in step] for step in ring_pattern(p, size_bytes)]
+
+
+REPLAY_MODELS = {"gloo": mirrored_ring_pattern}
+"""Collectives whose traffic is not modelled exactly, with the model the replay runtime and the
+fidelity bounds use for them."""
+
+
+def replay_pattern(name: str, p: int, size_bytes: int) -> list[list[Transfer]]:
+    """The steps a replay of collective ``name`` sends: :func:`pattern`, or the model of
+    :data:`REPLAY_MODELS` for a collective whose exact pattern is not modelled (``gloo``)."""
+    if name in REPLAY_MODELS:
+        if p < 1:
+            raise JobError(f"collective {name!r}: need p >= 1 ranks, got {p}")
+        return REPLAY_MODELS[name](p, size_bytes) if p > 1 else []
+    return pattern(name, p, size_bytes)
 
 
 def bytes_sent_per_rank(name: str, p: int, size_bytes: int) -> list[int]:

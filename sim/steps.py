@@ -8,8 +8,15 @@ bytes, so
 
     bound = sum over steps of  max over links  (bytes on the link * 8 / link rate)
 
-This ignores latency, headers and TCP dynamics: it is the lower bound the emulation's
-measured times are compared with. Cost: O(steps * transfers * path length).
+This ignores latency and TCP dynamics: it is the lower bound the emulation's measured times
+are compared with. Given ``mtu``, a transfer costs its bytes on the wire (TCP/IP and Ethernet
+headers of every segment, :func:`common.units.wire_bytes`: 4.6% at MTU 1500, as on the
+network being emulated); without it, its payload. Cost: O(steps * transfers * path length).
+
+A training job's iteration is one allreduce per gradient bucket, run one after another
+(:mod:`jobs.agent` times them in sequence), so :func:`job_bound_s` sums a per-bucket bound;
+:func:`job_links` is the set of directed links a job loads, from which the fidelity monitor
+(:mod:`testbed.fidelity`) decides which jobs of a wave contended.
 """
 
 from __future__ import annotations
@@ -17,23 +24,27 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Sequence
 
-from common.units import BITS_PER_BYTE, MEGA
+from common.units import BITS_PER_BYTE, MEGA, wire_bytes
+from jobs.patterns import Transfer, replay_pattern
 from topo.routing import ecmp_path, path_links
 
 
-def link_loads(g, machines_by_rank: Sequence[str], step) -> dict[tuple[str, str], int]:
-    """Bytes each directed link carries in one step (same-machine transfers excluded)."""
+def link_loads(g, machines_by_rank: Sequence[str], step, mtu: int | None = None) -> dict[tuple[str, str], int]:
+    """Bytes each directed link carries in one step (same-machine transfers excluded): the
+    payload, or with ``mtu`` the bytes on the wire (:func:`common.units.wire_bytes`)."""
     loads: dict[tuple[str, str], int] = defaultdict(int)
     for src, dst, nbytes in step:
         a, b = machines_by_rank[src], machines_by_rank[dst]
         if a == b or nbytes == 0:
             continue
+        cost = wire_bytes(nbytes, mtu) if mtu else nbytes
         for link in path_links(ecmp_path(g, a, b)):
-            loads[link] += nbytes
+            loads[link] += cost
     return loads
 
 
-def step_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], steps) -> float:
+def step_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], steps,
+                 mtu: int | None = None) -> float:
     """The step-synchronous bandwidth bound in seconds.
 
     Args:
@@ -41,18 +52,20 @@ def step_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: S
         rate_mbps: rate of each link, keyed by either orientation ``(u, v)``.
         machines_by_rank: machine of each rank.
         steps: the collective's steps, as from ``jobs.patterns.pattern``.
+        mtu: count bytes on the wire at this MTU (None: payload only).
     """
     total = 0.0
     for step in steps:
         worst = 0.0
-        for (u, v), nbytes in link_loads(g, machines_by_rank, step).items():
+        for (u, v), nbytes in link_loads(g, machines_by_rank, step, mtu).items():
             rate = rate_mbps.get((u, v)) or rate_mbps[(v, u)]
             worst = max(worst, nbytes * BITS_PER_BYTE / (rate * MEGA))
         total += worst
     return total
 
 
-def link_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], steps) -> float:
+def link_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], steps,
+                 mtu: int | None = None) -> float:
     """The link-load lower bound in seconds: the busiest directed link's total bytes over its rate.
 
     Unlike :func:`step_bound_s` it lets transfers of different steps overlap, as they do when
@@ -61,10 +74,125 @@ def link_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: S
     """
     totals: dict[tuple[str, str], int] = defaultdict(int)
     for step in steps:
-        for link, nbytes in link_loads(g, machines_by_rank, step).items():
+        for link, nbytes in link_loads(g, machines_by_rank, step, mtu).items():
             totals[link] += nbytes
     worst = 0.0
     for (u, v), nbytes in totals.items():
         rate = rate_mbps.get((u, v)) or rate_mbps[(v, u)]
         worst = max(worst, nbytes * BITS_PER_BYTE / (rate * MEGA))
     return worst
+
+
+def job_steps(collective: str, p: int, bucket_bytes: Sequence[int]) -> list[list[list[Transfer]]]:
+    """The steps of one iteration of a job: one :func:`jobs.patterns.replay_pattern` per bucket.
+
+    Args:
+        collective: collective name (``ring``, ``hd`` or ``gloo``, the last as its replay model).
+        p: number of ranks.
+        bucket_bytes: size of each gradient bucket, bytes, in the order they are reduced.
+
+    Returns:
+        One list of steps per bucket.
+    """
+    return [replay_pattern(collective, p, size_bytes) for size_bytes in bucket_bytes]
+
+
+def job_links(g, machines_by_rank: Sequence[str], collective: str,
+              bucket_bytes: Sequence[int]) -> frozenset[tuple[str, str]]:
+    """Every directed link ``(u, v)`` that some cross-machine transfer of the job crosses.
+
+    Empty when no transfer leaves its machine (all ranks on one machine, or nothing to send).
+    """
+    links: set[tuple[str, str]] = set()
+    for steps in job_steps(collective, len(machines_by_rank), bucket_bytes):
+        for step in steps:
+            links.update(link_loads(g, machines_by_rank, step))
+    return frozenset(links)
+
+
+def chained_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], steps,
+                    mtu: int | None = None) -> float:
+    """The bandwidth bound of a collective whose ranks each wait for their own previous step.
+
+    Every rank runs its steps in order, as the collectives do (a rank's step ``t + 1`` starts
+    when its sends and receptions of step ``t`` are done), but ranks do not wait for each
+    other beyond that. A transfer of step ``t`` starts when its sender finished step ``t - 1``
+    and lasts the bytes of the step on its path's most loaded link over that link's rate
+    (transfers of one step that share a link share its rate); a rank finishes step ``t`` when
+    its own transfers of the step have ended. The bound is when the last rank finishes.
+
+    For a ring, whose steps are chained around the ring, this equals :func:`step_bound_s`
+    when no two transfers of a step share a link. For halving-doubling it charges ECMP
+    collisions within a step (two pairs' flows on one link) to the colliding pairs only, and
+    lets other pairs move on, which :func:`step_bound_s` (a barrier per step) does not and
+    :func:`link_bound_s` (every step overlapping every other) ignores: measured here on a
+    k=4 fat-tree, halving-doubling over 8 spread machines took 2.0 times its link-load bound.
+    Cost: O(steps * transfers * path length).
+    """
+    done = [0.0] * len(machines_by_rank)
+    for step in steps:
+        loads = link_loads(g, machines_by_rank, step, mtu)
+        finished = list(done)
+        for src, dst, _ in step:
+            a, b = machines_by_rank[src], machines_by_rank[dst]
+            length = 0.0
+            if a != b:
+                for u, v in path_links(ecmp_path(g, a, b)):
+                    rate = rate_mbps.get((u, v)) or rate_mbps[(v, u)]
+                    length = max(length, loads[(u, v)] * BITS_PER_BYTE / (rate * MEGA))
+            end = done[src] + length
+            finished[src] = max(finished[src], end)
+            finished[dst] = max(finished[dst], end)
+        done = finished
+    return max(done, default=0.0)
+
+
+def job_collisions(g, machines_by_rank: Sequence[str], collective: str, bucket_bytes: Sequence[int]) -> int:
+    """How many (step, directed link) pairs of one iteration carry two or more of the job's own
+    transfers at once: ECMP collisions within the job (0 for a job whose every transfer has its
+    links to itself). Cost: that of :func:`job_links`."""
+    count = 0
+    for steps in job_steps(collective, len(machines_by_rank), bucket_bytes):
+        for step in steps:
+            flows: dict[tuple[str, str], int] = defaultdict(int)
+            for src, dst, nbytes in step:
+                a, b = machines_by_rank[src], machines_by_rank[dst]
+                if a != b and nbytes:
+                    for link in path_links(ecmp_path(g, a, b)):
+                        flows[link] += 1
+            count += sum(1 for n in flows.values() if n > 1)
+    return count
+
+
+def largest_transfer_bytes(machines_by_rank: Sequence[str], collective: str, bucket_bytes: Sequence[int]) -> int:
+    """The largest transfer between ranks on different machines in one iteration (0: none)."""
+    return max((b for steps in job_steps(collective, len(machines_by_rank), bucket_bytes) for step in steps
+                for s, d, b in step if machines_by_rank[s] != machines_by_rank[d]), default=0)
+
+
+def job_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], collective: str,
+                bucket_bytes: Sequence[int], mtu: int | None = None) -> float:
+    """The contention-free bound of one iteration's communication, in seconds.
+
+    The sum over buckets (an iteration allreduces them one after another) of
+    :func:`chained_bound_s`: each rank runs its steps in order, colliding transfers of a
+    step share their link. ``gloo`` is modelled as the mirrored ring
+    (:func:`jobs.patterns.replay_pattern`).
+
+    The time is in the time base of the inputs: emulated rates with emulated bytes give the
+    emulated time; rates and bytes both divided by the scale factor (``common.units``) give
+    the same, paper-scale, time.
+
+    Args:
+        g: topology graph.
+        rate_mbps: rate of each link in Mbit/s, keyed by either orientation ``(u, v)``.
+        machines_by_rank: machine of each rank.
+        collective: collective name (``ring``, ``hd`` or ``gloo``).
+        bucket_bytes: size of each gradient bucket, bytes.
+        mtu: count bytes on the wire at this MTU (None: payload only).
+
+    Raises:
+        JobError: an unknown collective, or a bucket size the pattern rejects.
+    """
+    return float(sum(chained_bound_s(g, rate_mbps, machines_by_rank, steps, mtu)
+                     for steps in job_steps(collective, len(machines_by_rank), bucket_bytes)))

@@ -3,7 +3,8 @@
 Unknown keys are errors with a "did you mean" hint; defaults and units live in the field
 definitions; :func:`validate` checks everything that can be checked without root (topology
 builds, models, collectives and policies exist, every job fits in the cluster, link rates
-are shapeable). Every run writes the fully resolved configuration (:func:`to_dict`).
+are shapeable at the scale and time dilation, and a lower bound on the wall time fits the
+time limit). Every run writes the fully resolved configuration (:func:`to_dict`).
 
 Example (``experiments/default.yaml``)::
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import typing
 from typing import Any
 
@@ -88,6 +90,10 @@ class ExperimentConfig:
         topology: the fabric.
         scale: time-preserving scale factor: emulated rate = paper rate / scale, emulated
             bytes = paper bytes / scale.
+        dilation: time dilation factor D (>= 1): link rates are divided by D on top of scale,
+            emulated compute and timeouts multiplied by D, reported times divided by D, so
+            reports stay in paper-scale seconds; it costs D times the wall time of the measured
+            iterations.
         background: busy GPUs per machine before any job is placed (non-idle machines).
         jobs: the job mix; all jobs start together, jobs that do not fit wait for a later wave.
         policies: placement policy spec strings, or ``[all]`` for every registered policy.
@@ -95,6 +101,10 @@ class ExperimentConfig:
         warmup_iterations: iterations run before recording starts.
         mode: worker mode, ``replay`` (model profile buckets, emulated compute) or ``train``
             (real DDP training of a small model).
+        runtime: how replay ranks run: ``agent`` (one light process per machine running all of
+            its ranks over plain TCP, no torch; :mod:`jobs.agent`) or ``torch`` (one gloo
+            process per rank, :mod:`jobs.worker`; gloo's own allreduce runs for real instead
+            of its mirrored-ring model). ``train`` mode always runs one torch process per rank.
         mtu: MTU on every emulated interface.
         switch_ports: how switch ports reach the userspace datapath: ``auto`` (AF_XDP where it
             runs, else plain veths), ``afxdp`` (an error where it cannot run) or ``system``;
@@ -106,7 +116,11 @@ class ExperimentConfig:
             (cubic, reno, dctcp, ...; not bbr) unless ECN marking is off.
         ecn: ECN marking and host ECN settings.
         stats_interval_s: port statistics polling period.
-        job_timeout_s: a wave of jobs that runs longer than this fails.
+        job_timeout_s: a wave of jobs that runs longer than this fails; in paper-scale
+            (virtual) seconds, so the wall-clock timeout of a wave is ``job_timeout_s * dilation``.
+        time_limit_s: wall-clock budget of the whole experiment in seconds; :func:`validate`
+            rejects a configuration whose lower-bound wall-time estimate (see
+            :func:`wall_time_lower_bound_s`) exceeds it.
         results_dir: where ``<timestamp>-<name>/`` run directories go.
     """
 
@@ -114,12 +128,14 @@ class ExperimentConfig:
     seed: int = 1
     topology: TopologyConfig = dataclasses.field(default_factory=TopologyConfig)
     scale: float = 500.0
+    dilation: float = 4.0
     background: dict = dataclasses.field(default_factory=dict)
     jobs: tuple = ()
     policies: tuple = ("all",)
     iterations: int = 10
     warmup_iterations: int = 2
     mode: str = "replay"
+    runtime: str = "agent"
     mtu: int = 1500
     switch_ports: str = "auto"
     routing: str = "ecmp"
@@ -128,10 +144,12 @@ class ExperimentConfig:
     ecn: EcnConfig = dataclasses.field(default_factory=EcnConfig)
     stats_interval_s: float = 0.5
     job_timeout_s: float = 300.0
+    time_limit_s: float = 3600.0
     results_dir: str = "results"
 
 
 MODES = ("replay", "train")
+RUNTIMES = ("agent", "torch")
 ECN_BLIND_CONGESTION_CONTROLS = ("bbr",)  # ignore CE marks (BBRv1)
 ROUTING_MODES = ("ecmp", "select")
 
@@ -147,6 +165,8 @@ def _reject_unknown(data: dict, cls, where: str) -> None:
 
 def _coerce(value, typ, where: str):
     if typ in (int, float, str, bool):
+        if typ in (int, float) and isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{where}: expected a finite number, got {value!r}")
         ok = (isinstance(value, typ) and not (typ is int and isinstance(value, bool))) or (
             typ is float and isinstance(value, int) and not isinstance(value, bool))
         if not ok:
@@ -245,6 +265,51 @@ def policy_specs(cfg: ExperimentConfig) -> list[str]:
     return out
 
 
+def wall_time_lower_bound_s(cfg: ExperimentConfig) -> float:
+    """A lower bound on the wall time of the whole experiment, in seconds.
+
+    Every policy runs each job's warm-up and measured iterations at least once, and the
+    emulated compute of one iteration alone takes ``compute_time_s * dilation`` of wall time;
+    jobs of one policy may run in parallel, policies one after another. Hence at least::
+
+        len(policy_specs(cfg)) * max over jobs of
+            (warmup_iterations + iterations) * compute_time_s * dilation
+
+    Communication, later waves, setup and teardown only add to it. Pure: no I/O.
+
+    Args:
+        cfg: the configuration; its models must exist.
+
+    Returns:
+        The bound in wall-clock seconds (0 when there are no jobs).
+
+    Raises:
+        JobError: when a job names an unknown model.
+    """
+    _, compute_s = _slowest_compute(cfg)
+    return len(policy_specs(cfg)) * (cfg.warmup_iterations + cfg.iterations) * compute_s * cfg.dilation
+
+
+def _slowest_compute(cfg: ExperimentConfig) -> tuple[str, float]:
+    """The model with the longest paper-scale compute time per iteration among the jobs, and that time."""
+    from jobs.models import get_model
+
+    return max(((j.model, get_model(j.model).compute_time_s) for j in cfg.jobs), key=lambda t: t[1],
+               default=("", 0.0))
+
+
+def _format_duration(seconds: float) -> str:
+    """``8h 20m``, ``12m 5s`` or ``42.5 s``: a wall time for a human."""
+    if seconds < 60:
+        return f"{seconds:.3g} s"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        m, s = divmod(round(seconds), 60)
+        return f"{m}m {s}s"
+    h, m = divmod(minutes, 60)
+    return f"{h}h {m}m"
+
+
 def validate(cfg: ExperimentConfig):
     """Check the configuration against the registries and the machine-independent limits.
 
@@ -264,13 +329,18 @@ def validate(cfg: ExperimentConfig):
 
     for key, value, lo in (("scale", cfg.scale, 0), ("iterations", cfg.iterations, 1),
                            ("mtu", cfg.mtu, 576), ("queue_packets", cfg.queue_packets, 1),
-                           ("job_timeout_s", cfg.job_timeout_s, 1), ("stats_interval_s", cfg.stats_interval_s, 0.05)):
-        if value < lo or (lo == 0 and value == 0):
-            raise ConfigError(f"config.{key}: {value} is out of range (must be {'>' if lo == 0 else '>='} {lo})")
+                           ("job_timeout_s", cfg.job_timeout_s, 1), ("stats_interval_s", cfg.stats_interval_s, 0.05),
+                           ("time_limit_s", cfg.time_limit_s, 0)):
+        if not (value > lo if lo == 0 else value >= lo):  # written so that NaN fails too
+            raise ConfigError(f"config.{key}: {value:g} is out of range (must be {'>' if lo == 0 else '>='} {lo})")
+    if not cfg.dilation >= 1:
+        raise ConfigError(f"config.dilation: {cfg.dilation:g} must be >= 1 (1 = no dilation)")
     if cfg.warmup_iterations < 0:
         raise ConfigError(f"config.warmup_iterations: {cfg.warmup_iterations} must be >= 0")
     if cfg.mode not in MODES:
         raise ConfigError(f"config.mode: unknown mode {cfg.mode!r}; valid: {', '.join(MODES)}")
+    if cfg.runtime not in RUNTIMES:
+        raise ConfigError(f"config.runtime: unknown runtime {cfg.runtime!r}; valid: {', '.join(RUNTIMES)}")
     if cfg.switch_ports not in PORT_TYPES:
         raise ConfigError(f"config.switch_ports: unknown port type {cfg.switch_ports!r}; valid: "
                           f"{', '.join(PORT_TYPES)}")
@@ -281,7 +351,7 @@ def validate(cfg: ExperimentConfig):
     _validate_ecn(cfg)
     try:
         g = build_topology(cfg.topology.kind, **cfg.topology.params)
-        link_rates_mbps(g, cfg.scale)
+        link_rates_mbps(g, cfg.scale, cfg.dilation)
         cluster = Cluster.from_topology(g)
         cluster.set_background(cfg.background)
     except TestbedError as e:
@@ -312,7 +382,28 @@ def validate(cfg: ExperimentConfig):
             make_policy(spec, seed=cfg.seed)
         except TestbedError as e:
             raise ConfigError(f"config.policies: {e}") from None
+    _validate_time_limit(cfg)
     return g
+
+
+def _validate_time_limit(cfg: ExperimentConfig) -> None:
+    """Reject a configuration whose wall-time lower bound exceeds ``time_limit_s``, naming the fix."""
+    bound_s = wall_time_lower_bound_s(cfg)
+    if bound_s <= cfg.time_limit_s:
+        return
+    model, compute_s = _slowest_compute(cfg)
+    n_policies = len(policy_specs(cfg))
+    terms = (f"{n_policies} {'policy' if n_policies == 1 else 'policies'} x "
+             f"{cfg.warmup_iterations + cfg.iterations} iterations x {compute_s:g} s compute ({model}) x "
+             f"{cfg.dilation:g}")
+    in_s = f" ({bound_s:.0f} s)" if bound_s >= 60 else ""
+    takes = f"at least {_format_duration(bound_s)}{in_s} of wall time ({terms})"
+    limit = f"above time_limit_s {cfg.time_limit_s:g} s"
+    if cfg.dilation > 1:
+        raise ConfigError(f"config.dilation: {cfg.dilation:g} makes the experiment take {takes}, {limit}; "
+                          f"lower dilation or raise time_limit_s")
+    raise ConfigError(f"config.time_limit_s: the experiment takes {takes}, {limit}; raise time_limit_s "
+                      f"or run fewer iterations or policies")
 
 
 def _validate_ecn(cfg: ExperimentConfig) -> None:

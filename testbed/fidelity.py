@@ -15,18 +15,50 @@ In the spirit of Mininet-HiFi, two checks over a run's measurement windows:
   busy, so bursty traffic can understate the achieved rate; the stretch and backlog minimums
   keep such false alarms rare, and the per-port figures are in the results for inspection.
 
-A run failing either check is flagged untrustworthy, with the reasons, in the report and
-its JSON.
+A third check is per job (:func:`job_verdicts`): a job that shared no directed link with
+another job of its wave had the fabric to itself, so its measured communication time per
+iteration must lie within ``[MIN_JOB_RATIO, MAX_JOB_RATIO]`` times its contention-free bound
+(:func:`sim.steps.job_bound_s`). Jobs that contended, ran on one machine or did not complete
+are reported but not checked.
+
+A run failing a check is flagged untrustworthy, with the reasons, in the report and its
+JSON. A saturated CPU flags the run only when no job could be checked: a job measured
+within its bound is direct evidence that the emulator kept up, so once one is checked the
+CPU figure is kept as evidence (``cpu_saturated``) rather than a verdict.
 """
 
 from __future__ import annotations
 
-from common.units import MEGA
+from collections import defaultdict
+from dataclasses import dataclass
+
+from common.units import MEGA, TCP_IP_HEADER_BYTES
+from sim.steps import job_bound_s, job_collisions, job_links, largest_transfer_bytes
 
 MIN_RATE_RATIO = 0.9
 MIN_BUSY_S = 1.0
 MIN_STRETCH_SAMPLES = 3
 MIN_BACKLOG_PACKETS = 4
+
+MAX_JOB_RATIO = 1.10
+"""An uncontended job measured more than 10% above its contention-free bound was slowed by the
+emulator (CPU, shaper timers), not by the network it models."""
+LATENCY_BOUND_FRAMES = 10
+"""A job none of whose cross-machine transfers fills this many full-size packets (14 480 bytes of
+payload at MTU 1500, about the links' 15 000-byte token bucket, :func:`testbed.shaping.burst_bytes`)
+is latency-bound at its scale: each transfer crosses a shaper in one burst, and its time is
+per-message software latency (about a millisecond of wall time per step through the emulated
+path), not bytes over link rates. Measured: a ring of 8 with the small CNN's buckets (transfers
+of 5-530 bytes) took 2.9 times its bound at dilation 4, and a 3-rank halving-doubling of the
+same 0.1 times (one burst). Such a job is not checked; its times are not a network measurement."""
+MIN_JOB_RATIO = 0.95
+"""An uncontended job measured more than 5% below its contention-free bound ran faster than its
+links allow: the bound (placement, routing, rates, traffic pattern) or the measurement is wrong."""
+
+JOB_STATUSES = ("ok", "slow", "fast", "contended", "collides", "latency-bound", "local", "incomplete")
+"""Every :attr:`JobVerdict.status`; the first three are the jobs checked against their bound."""
+CHECKED_STATUSES = frozenset({"ok", "slow", "fast"})
+FAILED_STATUSES = frozenset({"slow", "fast"})
 
 
 def _inside(t: float, windows) -> bool:
@@ -70,16 +102,198 @@ def busy_rates(samples: dict[tuple[str, str], list[dict]], rates_mbps: dict[tupl
     return sorted(out, key=lambda d: d["ratio"])
 
 
-def assess(cpu: dict, links: list[dict], min_ratio: float = MIN_RATE_RATIO) -> dict:
-    """The verdict from a CPU summary (:meth:`testbed.cpu.CpuSampler.summary`) and :func:`busy_rates`.
+@dataclass(frozen=True)
+class JobEvidence:
+    """What a run measured of one job in one wave.
+
+    Attributes:
+        job: job name.
+        wave: index of the wave the job ran in; only jobs of the same wave ran together.
+        machines_by_rank: machine of each rank.
+        collective: collective name (``ring``, ``hd`` or ``gloo``).
+        bucket_bytes: size of each gradient bucket reduced per iteration, bytes, at the scale of
+            the rates passed to :func:`job_verdicts` (emulated bytes with emulated rates).
+        comm_mean_s: mean communication time per iteration (all buckets), seconds, in the time
+            base of the bound (paper scale when rates and bytes are both scaled down, see
+            :func:`sim.steps.job_bound_s`); None when nothing was measured.
+        complete: whether every rank finished every iteration.
+    """
+
+    job: str
+    wave: int
+    machines_by_rank: tuple[str, ...]
+    collective: str
+    bucket_bytes: tuple[int, ...]
+    comm_mean_s: float | None
+    complete: bool
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form."""
+        return {"job": self.job, "wave": self.wave, "machines_by_rank": list(self.machines_by_rank),
+                "collective": self.collective, "bucket_bytes": list(self.bucket_bytes),
+                "comm_mean_s": self.comm_mean_s, "complete": self.complete}
+
+
+@dataclass(frozen=True)
+class JobVerdict:
+    """One job's measured communication time against its contention-free bound.
+
+    Attributes:
+        job: job name.
+        wave: the job's wave.
+        status: one of :data:`JOB_STATUSES`: ``ok``, ``slow`` (ratio above
+            :data:`MAX_JOB_RATIO`) or ``fast`` (below :data:`MIN_JOB_RATIO`) for a job checked
+            against its bound; ``contended`` (shared a directed link with another job of the
+            wave, so the contention-free bound does not apply), ``collides`` (two of its own
+            transfers shared a link in some step, an ECMP collision: the bound assumes they share
+            it perfectly, which TCP flows do not, measured here at 1.27-1.34 times the bound
+            whatever the dilation), ``latency-bound`` (no transfer reaches
+            :data:`LATENCY_BOUND_FRAMES` full packets: its time is software latency, not the
+            network), ``local`` (no transfer left its
+            machine: bound 0) or ``incomplete`` (not measured, or did not finish) otherwise.
+        bound_s: contention-free bound of one iteration's communication, seconds.
+        measured_s: measured mean communication time per iteration, seconds, if any.
+        ratio: ``measured_s / bound_s`` when both exist and the bound is positive (also given,
+            for inspection, for jobs not checked).
+        contended_with: the other jobs of the wave sharing a directed link with this one, in
+            input order (filled whatever the status).
+        reason: a one-line explanation for ``slow`` and ``fast``, else None.
+    """
+
+    job: str
+    wave: int
+    status: str
+    bound_s: float
+    measured_s: float | None
+    ratio: float | None
+    contended_with: tuple[str, ...] = ()
+    reason: str | None = None
+
+    def __post_init__(self):
+        if self.status not in JOB_STATUSES:
+            raise ValueError(f"job {self.job!r}: unknown verdict status {self.status!r}; "
+                             f"valid: {', '.join(JOB_STATUSES)}")
+
+    @property
+    def checked(self) -> bool:
+        """Whether the job was checked against its bound (status ok, slow or fast)."""
+        return self.status in CHECKED_STATUSES
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form."""
+        return {"job": self.job, "wave": self.wave, "status": self.status, "bound_s": self.bound_s,
+                "measured_s": self.measured_s, "ratio": self.ratio, "contended_with": list(self.contended_with),
+                "reason": self.reason}
+
+
+def job_verdict(evidence: JobEvidence, bound_s: float, contended_with: tuple[str, ...] = (),
+                collisions: int = 0, latency_bound: bool = False) -> JobVerdict:
+    """The verdict on one job given its bound and the jobs it shared links with.
+
+    Precedence: ``incomplete`` (nothing trustworthy to compare), then ``local`` (a zero bound
+    cannot be compared with), then ``contended``, then ``collides``, then ``latency-bound``,
+    then the ratio check.
+
+    Args:
+        evidence: the job's measurement.
+        bound_s: its contention-free bound, seconds (0 when no transfer leaves a machine).
+        contended_with: names of the jobs of its wave that share a directed link with it.
+        collisions: (step, link) pairs where two of its own transfers met
+            (:func:`sim.steps.job_collisions`).
+        latency_bound: no cross-machine transfer of the job reaches :data:`LATENCY_BOUND_FRAMES`
+            full packets.
+    """
+    e, measured = evidence, evidence.comm_mean_s
+    ratio = measured / bound_s if measured is not None and bound_s > 0 else None
+    reason = None
+    if measured is None or not e.complete:
+        status = "incomplete"
+    elif bound_s <= 0:
+        status = "local"
+    elif contended_with:
+        status = "contended"
+    elif collisions:
+        status = "collides"
+    elif latency_bound:
+        status = "latency-bound"
+    elif ratio > MAX_JOB_RATIO:
+        status = "slow"
+        reason = (f"job {e.job!r} (wave {e.wave}) communicated for {measured:.4g} s per iteration, "
+                  f"{ratio:.3f}x its contention-free bound of {bound_s:.4g} s, above the {MAX_JOB_RATIO:.2f} "
+                  f"limit: the emulator, not the modelled network, slowed it")
+    elif ratio < MIN_JOB_RATIO:
+        status = "fast"
+        reason = (f"job {e.job!r} (wave {e.wave}) communicated for {measured:.4g} s per iteration, "
+                  f"{ratio:.3f}x its contention-free bound of {bound_s:.4g} s, below the {MIN_JOB_RATIO:.2f} "
+                  f"limit: the bound or the measurement is wrong")
+    else:
+        status = "ok"
+    return JobVerdict(job=e.job, wave=e.wave, status=status, bound_s=bound_s, measured_s=measured, ratio=ratio,
+                      contended_with=contended_with, reason=reason)
+
+
+def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobEvidence],
+                 mtu: int | None = None) -> list[JobVerdict]:
+    """Check every job of a run against its contention-free bound.
+
+    Two jobs of the same wave contend when their sets of directed links
+    (:func:`sim.steps.job_links`) intersect; jobs of different waves never do. Incomplete
+    jobs count for contention too, since they may have sent traffic before they stopped.
+    Cost: O(n^2) link-set intersections for n jobs in a wave, plus the bounds
+    (:func:`sim.steps.job_bound_s`).
+
+    Args:
+        g: topology graph.
+        rate_mbps: rate of each link in Mbit/s, keyed by either orientation, at the scale of
+            the evidence's bucket bytes.
+        evidence: one record per job and wave.
+        mtu: the run's MTU: bounds count the bytes on the wire (None: payload only).
 
     Returns:
-        ``trustworthy`` (bool), ``reasons`` (list of strings), ``cpu_p95``, ``saturated_links``
-        (how many ports were busy long enough to check), ``slow_links`` (those below the ratio),
-        ``worst_link_ratio``.
+        One verdict per evidence record, in the same order.
+
+    Raises:
+        JobError: a job with an unknown collective or a bad bucket size.
     """
+    links = [job_links(g, e.machines_by_rank, e.collective, e.bucket_bytes) for e in evidence]
+    by_wave: dict[int, list[int]] = defaultdict(list)
+    for i, e in enumerate(evidence):
+        by_wave[e.wave].append(i)
+    out = []
+    for i, e in enumerate(evidence):
+        others = dict.fromkeys(evidence[j].job for j in by_wave[e.wave] if j != i and links[i] & links[j])
+        bound_s = job_bound_s(g, rate_mbps, e.machines_by_rank, e.collective, e.bucket_bytes, mtu)
+        collisions = job_collisions(g, e.machines_by_rank, e.collective, e.bucket_bytes)
+        largest = largest_transfer_bytes(e.machines_by_rank, e.collective, e.bucket_bytes)
+        out.append(job_verdict(e, bound_s, tuple(others), collisions,
+                               largest < LATENCY_BOUND_FRAMES * ((mtu or 1500) - TCP_IP_HEADER_BYTES)))
+    return out
+
+
+def assess(cpu: dict, links: list[dict], jobs: list[JobVerdict] | None = None,
+           min_ratio: float = MIN_RATE_RATIO) -> dict:
+    """The verdict from a CPU summary (:meth:`testbed.cpu.CpuSampler.summary`), :func:`busy_rates`
+    and :func:`job_verdicts`.
+
+    A slow busy link or a slow or fast job always flags the run. A saturated CPU flags it only
+    when no job was checked against its bound (``jobs`` None, empty, or all contended, local
+    or incomplete); otherwise the checked jobs are the measurement of whether the emulator
+    kept up, and the CPU figure stays in ``cpu_saturated`` as evidence. Contended jobs are
+    never checked, so with a saturated CPU they may still have been distorted: read
+    ``cpu_saturated`` beside the per-job verdicts.
+
+    Returns:
+        ``trustworthy`` (bool), ``reasons`` (list of strings), ``cpu_p95``, ``cpu_saturated``,
+        ``saturated_links`` (how many ports were busy long enough to check), ``slow_links``
+        (those below the ratio), ``worst_link_ratio``, ``jobs`` (the verdicts as dicts),
+        ``jobs_checked`` (how many were ok, slow or fast), ``jobs_failed`` (slow or fast).
+    """
+    jobs = list(jobs or [])
+    checked = [v for v in jobs if v.checked]
+    failed = [v for v in checked if v.status in FAILED_STATUSES]
+    cpu_saturated = bool(cpu.get("saturated"))
     reasons = []
-    if cpu.get("saturated"):
+    if cpu_saturated and not checked:
         sw = cpu.get("switch_thread_p95")
         reasons.append(f"CPU saturated (p95 machine {cpu['p95']:.0%}"
                        + (f", busiest switch thread {sw:.0%}" if sw is not None else "")
@@ -90,6 +304,8 @@ def assess(cpu: dict, links: list[dict], min_ratio: float = MIN_RATE_RATIO) -> d
         reasons.append(f"{len(slow)} busy link(s) ran below {min_ratio:.0%} of their rate (worst "
                        f"{worst['link']}: {worst['achieved_mbps']:.2f} of {worst['rate_mbps']:g} Mbit/s while "
                        f"backlogged)")
+    reasons.extend(v.reason for v in failed)
     return {"trustworthy": not reasons, "reasons": reasons, "cpu_p95": cpu.get("p95"),
-            "saturated_links": len(links), "slow_links": slow,
-            "worst_link_ratio": links[0]["ratio"] if links else None}
+            "cpu_saturated": cpu_saturated, "saturated_links": len(links), "slow_links": slow,
+            "worst_link_ratio": links[0]["ratio"] if links else None,
+            "jobs": [v.to_dict() for v in jobs], "jobs_checked": len(checked), "jobs_failed": len(failed)}

@@ -15,9 +15,10 @@ Choices forced by the machines this runs on (see ARCHITECTURE.md):
 * links are shaped by a token bucket (TBF) at both ends at the scaled rate, with a bounded
   FIFO below it (or RED with ECN at switch ports);
   Mininet's TCLink would silently ignore rates above 1000 Mbit/s, so shaping is done here
-  and any rate outside (0, 1000] Mbit/s or any failed ``tc`` command is an error;
-* hosts run TCP with ``tcp_slow_start_after_idle=0`` and a configured congestion control,
-  IPv6 off, and static ARP entries (no flooding rules are needed);
+  and any rate outside [0.1, 1000] Mbit/s or any failed ``tc`` command is an error;
+* hosts run TCP with ``tcp_slow_start_after_idle=0``, ``tcp_no_metrics_save=1`` and a
+  configured congestion control, IPv6 off, and static ARP entries (no flooding rules are
+  needed);
 * with ECN marking (``ecn_method`` ``red`` or ``bpf``, see :mod:`testbed.ecn`) every switch
   port marks CE on its egress, and hosts run with ``net.ipv4.tcp_ecn=1``.
 """
@@ -41,6 +42,11 @@ from topo import machines, switches
 from topo.io import write_topology_json
 
 MAX_RATE_MBPS = 1000.0
+MIN_RATE_MBPS = 0.1
+"""Lowest emulated link rate, Mbit/s. Below it one full-size packet (1500 bytes) takes more than
+0.12 s on the wire (a 100-packet queue then holds over 12 s), and the shaper's minimum
+token-bucket depth (15 000 bytes, :func:`testbed.shaping.burst_bytes`) lets more than
+1.2 s of traffic through at once, so the link no longer behaves like a link of that rate."""
 OFFLOADS = ("rx", "tx", "tso", "gso", "gro")
 
 
@@ -50,6 +56,8 @@ class NetOptions:
 
     Attributes:
         scale: divides paper-scale link rates (and, elsewhere, byte counts).
+        dilation: time dilation factor D: divides link rates on top of ``scale`` (virtual time
+            runs D times slower than wall time; see :func:`common.units.virtual_s`).
         mtu: MTU of every emulated interface (1500, or 9000 for jumbo frames).
         routing: controller routing mode, ``ecmp`` or ``select``.
         queue_packets: FIFO limit under each link's shaper, in packets.
@@ -63,6 +71,7 @@ class NetOptions:
     """
 
     scale: float = 1.0
+    dilation: float = 1.0
     mtu: int = 1500
     routing: str = "ecmp"
     queue_packets: int = 100
@@ -74,15 +83,38 @@ class NetOptions:
     switch_ports: str = "system"
 
 
-def link_rates_mbps(g, scale: float) -> dict[tuple[str, str], float]:
-    """Emulated rate of every link; raises EmulationError when one is outside (0, 1000] Mbit/s."""
+def link_rates_mbps(g, scale: float, dilation: float = 1.0) -> dict[tuple[str, str], float]:
+    """Emulated rate of every link: paper-scale rate / (scale x dilation).
+
+    Args:
+        g: topology graph whose edges carry ``bw_mbps`` (paper scale).
+        scale: time-preserving scale factor (> 0), dividing rates and byte counts alike.
+        dilation: time dilation factor D (>= 1; 1 = no dilation), dividing rates on top of
+            ``scale`` because virtual time runs D times slower than wall time.
+
+    Returns:
+        ``{(u, v): rate in Mbit/s}`` for every edge, in the graph's edge order.
+
+    Raises:
+        EmulationError: when ``scale`` or ``dilation`` is out of range, when a link's rate is
+            outside [``MIN_RATE_MBPS``, ``MAX_RATE_MBPS``] (naming the link, its computed rate,
+            the scale and the dilation), or when a link has a delay (no netem here).
+    """
+    if not scale > 0:
+        raise EmulationError(f"scale {scale!r} is out of range (must be > 0)")
+    if not dilation >= 1:
+        raise EmulationError(f"dilation {dilation!r} is out of range (must be >= 1; 1 = no dilation)")
     rates = {}
     for u, v, d in g.edges(data=True):
-        r = scale_bw_mbps(float(d["bw_mbps"]), scale)
-        if not 0 < r <= MAX_RATE_MBPS:
+        paper_mbps = float(d["bw_mbps"])
+        r = scale_bw_mbps(paper_mbps, scale * dilation)
+        if not MIN_RATE_MBPS <= r <= MAX_RATE_MBPS:
+            hint = ("raise the scale factor or the dilation" if r > MAX_RATE_MBPS
+                    else "lower the scale factor or the dilation" if r < MIN_RATE_MBPS
+                    else "check the link's bw_mbps")
             raise EmulationError(
-                f"link {u}-{v}: {d['bw_mbps']} Mbit/s / scale {scale} = {r:g} Mbit/s is outside the "
-                f"shapeable range (0, {MAX_RATE_MBPS:g}] Mbit/s; raise the scale factor")
+                f"link {u}-{v}: {paper_mbps:g} Mbit/s / (scale {scale:g} x dilation {dilation:g}) = {r:g} Mbit/s "
+                f"is outside the shapeable range [{MIN_RATE_MBPS:g}, {MAX_RATE_MBPS:g}] Mbit/s; {hint}")
         if float(d.get("delay_us", 0)) > 0:
             raise EmulationError(f"link {u}-{v}: delay_us={d['delay_us']} needs netem, which this network does not use")
         rates[(u, v)] = r
@@ -101,7 +133,7 @@ class EmulatedNetwork:
         self.g = g
         self.run_dir = run_dir
         self.options = options
-        self.rates = link_rates_mbps(g, options.scale)
+        self.rates = link_rates_mbps(g, options.scale, options.dilation)
         self.mn = None
         self.controller: ControllerProcess | None = None
         self.hosts = {}
@@ -297,7 +329,10 @@ class EmulatedNetwork:
         cc = self.options.congestion_control
         ecn = ["sysctl -w net.ipv4.tcp_ecn=1"] if self.options.ecn_method != "none" else []
         for m in self.hosts:
+            # tcp_no_metrics_save: a connection starts from nothing its predecessors to the same
+            # host learnt (ssthresh, RTT), so runs sharing a network do not inherit each other's.
             for cmd in (*ecn, "sysctl -w net.ipv4.tcp_slow_start_after_idle=0",
+                        "sysctl -w net.ipv4.tcp_no_metrics_save=1",
                         f"sysctl -w net.ipv4.tcp_congestion_control={cc}",
                         "sysctl -w net.ipv6.conf.all.disable_ipv6=1",
                         "sysctl -w net.ipv6.conf.default.disable_ipv6=1"):

@@ -33,6 +33,9 @@ from testbed.procs import run
 PORT_TYPES = ("auto", "afxdp", "system")
 AFXDP_MAX_MTU = 3000
 PMD_MAXSLEEP_US = 50
+OVS_TRANSACTION_TIMEOUT_S = 120
+"""Limit of the one ovs-vsctl transaction that turns every switch port into an AF_XDP port (80 on a
+k=4 fat-tree: ~15 s idle, more than 30 s on a loaded 2-core machine)."""
 PROBE = ("tbxdp0", "tbxdp1", "tbxdpbr", "tbxdpj")
 
 
@@ -202,7 +205,7 @@ def attach_afxdp(bridge_ports: dict[str, dict[str, int]], mtu: int, offloads_off
                 run(["ip", "link", "set", dev, "master", joint])
             for dev in (x, y, joint):
                 run(["ip", "link", "set", dev, "up"])
-    argv = ["ovs-vsctl", "--timeout=60"]
+    argv = ["ovs-vsctl", f"--timeout={OVS_TRANSACTION_TIMEOUT_S}"]
     for bridge, ports in bridge_ports.items():
         for intf, ofport in ports.items():
             x = pipe_names(intf)[0]
@@ -223,7 +226,8 @@ def attach_afxdp(bridge_ports: dict[str, dict[str, int]], mtu: int, offloads_off
                 "options:xdp-mode=generic",
                 f"ofport_request={ofport}",
             ]
-    run(argv)
+    # One transaction for every port; ovs-vsctl bounds its own wait (--timeout), so give it that.
+    run(argv, timeout_s=OVS_TRANSACTION_TIMEOUT_S + 10)
     rows = run(
         ["ovs-vsctl", "--timeout=10", "-f", "csv", "--no-headings", "--columns=name,ofport,error", "list", "Interface"],
         check=False,

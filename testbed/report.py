@@ -24,8 +24,15 @@ Definitions used in every table:
   own), in its wave's window; a job's marks: marked packets of the job's connections from the
   start gate to the end of its wave (warm-up included), attributed by the BPF marker's
   per-flow counters. When ECN was not measured these are absent ("-"), never zero;
-* *trust*: the fidelity monitor's verdict (:mod:`testbed.fidelity`): CPU saturation, or a
-  backlogged port that sent more than 10% below its rate, flags a policy's run.
+* *times* are virtual (paper-scale) seconds: measured wall-clock time divided by the run's
+  time dilation factor D (``dilation``); link utilisation and byte counts need no conversion;
+* *bound* of a job: its contention-free communication time per iteration on its placement
+  and routes (:func:`sim.steps.job_bound_s`, bytes on the wire at the run's MTU); *ratio*:
+  measured / bound, checked for jobs that had their links to themselves in their wave;
+* *trust*: the fidelity monitor's verdict (:mod:`testbed.fidelity`): an uncontended job more
+  than 10% slower (or 5% faster) than its bound, or a backlogged port that sent more than
+  10% below its rate, flags a policy's run; CPU saturation flags it only when no job could be
+  checked, and is otherwise reported as evidence.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ import math
 import os
 from collections import defaultdict
 
-from common.units import MEGA
+from common.units import MEGA, virtual_s
 
 
 def percentile(values, q: float) -> float | None:
@@ -54,13 +61,17 @@ def _mean(values) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def job_iteration_times(records) -> dict[str, dict[int, dict[str, float]]]:
-    """Per job and iteration: the slowest rank's communication and compute time."""
+def job_iteration_times(records, dilation: float = 1.0) -> dict[str, dict[int, dict[str, float]]]:
+    """Per job and iteration: the slowest rank's communication and compute time.
+
+    Records hold wall-clock seconds; the times returned are virtual (paper-scale) seconds,
+    the wall time divided by the run's dilation factor (:func:`common.units.virtual_s`).
+    """
     out: dict[str, dict[int, dict[str, float]]] = defaultdict(dict)
     for r in records:
         it = out[r.job].setdefault(r.iteration, {"comm_s": 0.0, "compute_s": 0.0, "ranks": 0})
-        it["comm_s"] = max(it["comm_s"], r.comm_s)
-        it["compute_s"] = max(it["compute_s"], r.compute_s)
+        it["comm_s"] = max(it["comm_s"], virtual_s(r.comm_s, dilation))
+        it["compute_s"] = max(it["compute_s"], virtual_s(r.compute_s, dilation))
         it["ranks"] += 1
     return out
 
@@ -119,7 +130,8 @@ def summarise_policy(cfg, g, result: dict, records) -> dict:
         for job, c in ((w.get("ecn") or {}).get("jobs") or {}).items():
             job_marks[job] = c["marks"]
     per_job = {}
-    times = job_iteration_times(records)
+    times = job_iteration_times(records, cfg.dilation)
+    verdicts = {v["job"]: v for v in result["fidelity"].get("jobs") or []}
     all_comm = []
     for p in result["placements"]:
         job = p["job"]
@@ -135,6 +147,7 @@ def summarise_policy(cfg, g, result: dict, records) -> dict:
             "comm_mean_s": _mean(comm), "comm_p99_s": percentile(comm, 99),
             "compute_mean_s": _mean(v["compute_s"] for v in its.values()),
             "ecn_marks": job_marks.get(job),
+            **_verdict_fields(verdicts.get(job)),
         }
     return {
         "policy": result["policy"],
@@ -160,10 +173,42 @@ def summarise_policy(cfg, g, result: dict, records) -> dict:
         "ecn_marks_busiest_port": busiest_port[2] if ecn_measured else None,
         "ecn_most_marked_link": most_marked[0],
         "ecn_most_marked_link_marks": most_marked[1],
+        "scale": cfg.scale,
+        "dilation": cfg.dilation,
         "trustworthy": result["fidelity"]["trustworthy"],
         "fidelity_reasons": result["fidelity"]["reasons"],
+        "jobs_checked": result["fidelity"].get("jobs_checked"),
+        "jobs_failed": result["fidelity"].get("jobs_failed"),
+        "worst_job_ratio": _worst_ratio(result["fidelity"].get("jobs") or []),
         "jobs": per_job,
     }
+
+
+def _verdict_fields(v: dict | None) -> dict:
+    """A job's fidelity verdict as summary fields (None where the job has no verdict)."""
+    v = v or {}
+    return {"fidelity": v.get("status"), "bound_s": v.get("bound_s"), "bound_ratio": v.get("ratio"),
+            "contended_with": list(v.get("contended_with") or [])}
+
+
+def _job_fidelity(j: dict) -> str:
+    """A job's verdict for the table: ok / SLOW / FAST, or why it was not checked."""
+    status = j.get("fidelity")
+    if status in ("slow", "fast"):
+        return status.upper()
+    if status == "contended":
+        return "shares links with " + ",".join(j.get("contended_with") or [])
+    if status == "collides":
+        return "own flows collide (ECMP)"
+    if status == "latency-bound":
+        return "latency-bound (small transfers)"
+    return status or "-"
+
+
+def _worst_ratio(verdicts: list[dict]) -> float | None:
+    """The checked job whose measured/bound ratio is furthest from 1 (None: none checked)."""
+    ratios = [v["ratio"] for v in verdicts if v["status"] in ("ok", "slow", "fast") and v["ratio"] is not None]
+    return max(ratios, key=lambda r: abs(r - 1), default=None)
 
 
 def _host_tcp(hosts: dict) -> dict[str, int]:
@@ -188,6 +233,8 @@ SUMMARY_COLUMNS = [
     ("ecn_marks", "ECN marks", "{}"),
     ("ecn_marks_busiest_port", "marks busiest port", "{}"),
     ("cpu_mean", "cpu mean", "{:.0%}"),
+    ("jobs_checked", "jobs checked", "{}"),
+    ("worst_job_ratio", "worst ratio", "{:.3f}"),
     ("trustworthy", "trust", "{}"),
 ]
 
@@ -218,14 +265,15 @@ def summary_tables(summaries: list[dict]) -> str:
     for s in summaries:
         jrows = [[job, j["model"], str(j["workers"]), j["collective"], str(len(j["machines"])), str(j["wave"]),
                   _fmt("", "{:.3f}", j["comm_mean_s"]), _fmt("", "{:.3f}", j["comm_p99_s"]),
-                  _fmt("", "{}", j.get("ecn_marks")), "yes" if j["complete"] else "NO"]
+                  _fmt("", "{:.3f}", j.get("bound_s")), _fmt("", "{:.3f}", j.get("bound_ratio")),
+                  _job_fidelity(j), _fmt("", "{}", j.get("ecn_marks")), "yes" if j["complete"] else "NO"]
                  for job, j in s["jobs"].items()]
-        parts += ["", f"Jobs under {s['policy']}:", format_table(
-            ["job", "model", "workers", "collective", "machines", "wave", "comm mean s", "comm p99 s", "ECN marks",
-             "complete"], jrows)]
+        parts += ["", f"Jobs under {s['policy']} (times in paper-scale seconds, dilation {s.get('dilation', 1):g}):",
+                  format_table(["job", "model", "workers", "collective", "machines", "wave", "comm mean s",
+                                "comm p99 s", "bound s", "ratio", "fidelity", "ECN marks", "complete"], jrows)]
         for reason in s.get("fidelity_reasons") or []:
-            parts.append(f"  UNTRUSTWORTHY under {s['policy']}: {reason}; lighten the emulation (a larger scale "
-                         f"factor, jumbo frames with mtu: 9000, fewer concurrent workers) or use more cores")
+            parts.append(f"  UNTRUSTWORTHY under {s['policy']}: {reason}; lighten the emulation (a larger "
+                         f"dilation, jumbo frames with mtu: 9000, fewer concurrent workers) or use more cores")
     return "\n".join(parts)
 
 
@@ -237,9 +285,11 @@ def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, un
     unplaced = unplaced or {}
     summaries = [r["summary"] for r in results.values() if "summary" in r]
     with open(os.path.join(run_dir, "summary.json"), "w") as f:
-        json.dump({"name": cfg.name, "scale": cfg.scale, "capabilities": caps, "policies": summaries,
+        json.dump({"name": cfg.name, "scale": cfg.scale, "dilation": cfg.dilation, "capabilities": caps,
+                   "policies": summaries,
                    "unplaced": unplaced}, f, indent=1, sort_keys=True)
-    keys = [k for k, _, _ in SUMMARY_COLUMNS] + ["waves", "wall_time_s", "cpu_saturated", "ecn_method",
+    keys = [k for k, _, _ in SUMMARY_COLUMNS] + ["scale", "dilation", "jobs_failed", "waves", "wall_time_s",
+                                                 "cpu_saturated", "ecn_method",
                                                  "ecn_busiest_port", "ecn_most_marked_link",
                                                  "ecn_most_marked_link_marks"]
     with open(os.path.join(run_dir, "summary.csv"), "w", newline="") as f:
@@ -250,11 +300,12 @@ def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, un
     with open(os.path.join(run_dir, "jobs.csv"), "w", newline="") as f:
         w = csv.writer(f)
         cols = ["model", "workers", "collective", "wave", "iterations_recorded", "complete", "comm_mean_s",
-                "comm_p99_s", "compute_mean_s", "ecn_marks"]
-        w.writerow(["policy", "job", *cols, "machines"])
+                "comm_p99_s", "compute_mean_s", "bound_s", "bound_ratio", "fidelity", "ecn_marks"]
+        w.writerow(["policy", "job", *cols, "machines", "contended_with"])
         for s in summaries:
             for job, j in s["jobs"].items():
-                w.writerow([s["policy"], job, *[j[c] for c in cols], " ".join(j["machines"])])
+                w.writerow([s["policy"], job, *[j.get(c) for c in cols], " ".join(j["machines"]),
+                            " ".join(j.get("contended_with") or [])])
     with open(os.path.join(run_dir, "link_bytes.csv"), "w", newline="") as f:
         w = csv.writer(f)
         cols = ["wave", "src", "dst", "rate_mbps", "bytes", "duration_s", "wave_utilisation", "window_bytes",
@@ -286,7 +337,7 @@ def write_plots(run_dir: str, summaries: list[dict]) -> list[str]:
     import matplotlib.pyplot as plt
 
     names = [s["policy"] for s in summaries]
-    fig, axes = plt.subplots(1, 4, figsize=(17, 4))
+    fig, axes = plt.subplots(1, 5, figsize=(21, 4))
     x = range(len(names))
     axes[0].bar([i - 0.2 for i in x], [s["comm_mean_s"] or 0 for s in summaries], 0.4, label="mean")
     axes[0].bar([i + 0.2 for i in x], [s["comm_p99_s"] or 0 for s in summaries], 0.4, label="p99")
@@ -302,6 +353,7 @@ def write_plots(run_dir: str, summaries: list[dict]) -> list[str]:
         if not ok:
             axes[3].text(i, 0, "not\nmeasured", ha="center", va="bottom", fontsize=8)
     axes[3].set_ylabel("ECN-marked packets (measurement windows)")
+    _plot_job_ratios(axes[4], summaries)
     for ax in axes:
         ax.set_xticks(list(x))
         ax.set_xticklabels(names, rotation=20, ha="right")
@@ -314,6 +366,26 @@ def write_plots(run_dir: str, summaries: list[dict]) -> list[str]:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [path]
+
+
+def _plot_job_ratios(ax, summaries: list[dict]) -> None:
+    """Measured / bound of every job per policy: checked jobs as dots (red outside the band the
+    fidelity monitor accepts), jobs that shared links or sent nothing as grey crosses."""
+    from testbed.fidelity import MAX_JOB_RATIO, MIN_JOB_RATIO
+
+    for i, s in enumerate(summaries):
+        for j in s["jobs"].values():
+            ratio = j.get("bound_ratio")
+            if ratio is None:
+                continue
+            checked = j.get("fidelity") in ("ok", "slow", "fast")
+            color = "tab:green" if j.get("fidelity") == "ok" else ("tab:red" if checked else "0.6")
+            ax.plot(i, ratio, "o" if checked else "x", color=color, ms=6)
+    ax.axhspan(MIN_JOB_RATIO, MAX_JOB_RATIO, color="tab:green", alpha=0.1, zorder=0)
+    ax.axhline(1.0, color="0.5", lw=0.8)
+    ax.set_ylabel("job comm time / contention-free bound")
+    ax.set_title("dots: jobs with their links to themselves (checked);\ncrosses: jobs sharing links or colliding "
+                 "with themselves", fontsize=8)
 
 
 BUSIEST_PORTS = 3

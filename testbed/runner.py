@@ -1,6 +1,8 @@
-"""The experiment runner: for each policy, a fresh network, place, run every job, measure.
+"""The experiment runner: one emulated network, then for each policy in turn: place, run every job, measure.
 
-One policy's run, step by step:
+The network is built once per run and shared by the policies one after another (its routes
+cover every machine pair; each policy's figures are counter differences and time windows of
+its own waves). One policy's run, step by step:
 
 1. a cluster with the configured background load (non-idle machines);
 2. the policy places the pending jobs; the placed ones form a *wave* and run concurrently;
@@ -24,6 +26,8 @@ import threading
 import time
 
 from common.errors import EmulationError, PlacementError
+from common.units import wall_s
+from jobs.agent import launch_agents, plan_agents, read_conns
 from jobs.launcher import launch, open_gate_when_ready, plan_workers, ready_path, wait_all
 from jobs.models import get_model
 from jobs.records import read_records
@@ -36,10 +40,10 @@ from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
 from testbed.cpu import CpuSampler
 from testbed.ecn import marking_params, resolve_method
 from testbed.linkstats import LinkSeries, counter_series, read_queue_samples
-from testbed.net import EmulatedNetwork, NetOptions
+from testbed.net import EmulatedNetwork, NetOptions, link_rates_mbps
 from testbed.ports import resolve_port_type
 from testbed.queues import PortSampler
-from testbed.report import summarise_policy, write_run_report
+from testbed.report import job_iteration_times, summarise_policy, write_run_report
 from topo.io import write_topology_json
 
 
@@ -78,6 +82,7 @@ class WaveResult:
     records: list  # IterationRecord of every rank of every job of the wave
     window_s: tuple[float, float] | None = None  # first recorded iteration start .. last end
     ecn: dict | None = None  # marks per job from the start gate to the wave's end (None: not measured)
+    startup_s: float | None = None  # launch until every rank had joined (wall seconds)
 
     def __post_init__(self):
         if self.records and self.window_s is None:
@@ -126,20 +131,26 @@ def net_options(cfg: ExperimentConfig, ecn_method: str, switch_ports: str = "sys
     e = cfg.ecn
 
     def marking(rate_mbps: float):
-        return marking_params(e.threshold_bytes, e.threshold_us, e.max_threshold_bytes, e.max_probability,
-                              rate_mbps, cfg.queue_packets, cfg.mtu)
+        # K as a delay is a virtual-time delay: at the dilated rate it is D times longer in wall
+        # time, i.e. the same bytes of queue as at the undilated rate.
+        return marking_params(e.threshold_bytes, wall_s(e.threshold_us, cfg.dilation), e.max_threshold_bytes,
+                              e.max_probability, rate_mbps, cfg.queue_packets, cfg.mtu)
 
-    return NetOptions(scale=cfg.scale, mtu=cfg.mtu, routing=cfg.routing, queue_packets=cfg.queue_packets,
-                      congestion_control=cfg.congestion_control, stats_interval_s=cfg.stats_interval_s,
-                      ecn_method=ecn_method, marking=marking, switch_ports=switch_ports)
+    return NetOptions(scale=cfg.scale, dilation=cfg.dilation, mtu=cfg.mtu, routing=cfg.routing,
+                      queue_packets=cfg.queue_packets, congestion_control=cfg.congestion_control,
+                      stats_interval_s=cfg.stats_interval_s, ecn_method=ecn_method, marking=marking,
+                      switch_ports=switch_ports)
 
 
-def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progress,
-               ecn: tuple[str, str] = ("none", "not requested"), switch_ports: str = "system") -> dict:
-    """Run every job of ``cfg`` under placement policy ``spec`` on a fresh network.
+def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progress, net: EmulatedNetwork,
+               ecn: tuple[str, str] = ("none", "not requested"), hosts_tcp: dict | None = None) -> dict:
+    """Run every job of ``cfg`` under placement policy ``spec`` on the run's network ``net``.
 
-    ``ecn`` is the resolved marking path and why (:func:`testbed.ecn.resolve_method`);
-    ``switch_ports`` the resolved port type (:func:`testbed.ports.resolve_port_type`).
+    The network is shared by the policies of a run, one after another: its routes are static
+    (every machine pair), every wave ends with its workers gone and its queues drained, the
+    hosts keep no TCP metrics between connections, and every figure is a difference of
+    counters or a time window of the policy's own waves. ``ecn`` is the resolved marking path
+    and why (:func:`testbed.ecn.resolve_method`); ``hosts_tcp`` the hosts' TCP settings.
     """
     os.makedirs(pdir, exist_ok=True)
     cluster = Cluster.from_topology(g)
@@ -147,53 +158,50 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     policy = make_policy(spec, seed=cfg.seed)
     jobs = {j.name: JobRequest(j.name, j.model, j.workers, j.collective) for j in cfg.jobs}
     pending = list(jobs.values())
-    options = net_options(cfg, ecn[0], switch_ports)
     placements, waves, cluster_states = [], [], []
     sampler = CpuSampler()
     queue_path = os.path.join(pdir, "queue_stats.jsonl")
     t_start = time.time()
-    with EmulatedNetwork(g, pdir, options) as net:
-        progress.say(f"    network up: {len(net.hosts)} machines, {len(net.switch_intfs)} switch ports, "
-                     f"{net.controller.status().get('rules', '?')} rules ({cfg.routing}), ECN: {ecn[0]}")
-        hosts_tcp = net.host_tcp_settings()
-        sanity_check(net, pdir)
-        ports = PortSampler(queue_path, net.port_links(), net.marker, cfg.ecn.sample_interval_s)
-        sampler.start()
-        ports.start()
-        try:
-            while pending:
-                decided = policy.place(pending, cluster.view())
-                if not decided:
-                    names = ", ".join(j.name for j in pending)
-                    raise PlacementError(f"policy {spec!r} placed none of the waiting jobs ({names}) even with "
-                                         f"every other job finished")
-                for p in decided:
-                    cluster.apply(p)
-                    placements.append({"wave": len(waves), **p.to_dict()})
-                cluster_states.append({"wave": len(waves), "machines_in_use": used_machines(cluster.view()),
-                                       "fragmented_machines": fragmentation(cluster.view())})
-                progress.say(f"    wave {len(waves)}: " + "; ".join(
-                    f"{p.job} on {len(p.machines)} machine(s) {','.join(p.machines)}" for p in decided))
-                waves.append(run_wave(cfg, g, net, decided, jobs, len(waves), pdir, progress))
-                for p in decided:
-                    cluster.release(p.job)
-                done = {p.job for p in decided}
-                pending = [j for j in pending if j.name not in done]
-        finally:
-            sampler.stop()
-            ports.stop()
-        if ports.error:
-            raise EmulationError(f"sampling the switch ports failed: {ports.error}")
-        ctrl_error = net.controller.logged_exception()
-        if ctrl_error:
-            raise EmulationError(f"the controller logged an exception: {ctrl_error}; "
-                                 f"see {net.controller.log_path}")
-        rates = dict(net.rates)
-    series = LinkSeries(g, os.path.join(pdir, "port_stats.jsonl"))
+    ports = PortSampler(queue_path, net.port_links(), net.marker, cfg.ecn.sample_interval_s)
+    sampler.start()
+    ports.start()
+    try:
+        while pending:
+            decided = policy.place(pending, cluster.view())
+            if not decided:
+                names = ", ".join(j.name for j in pending)
+                raise PlacementError(f"policy {spec!r} placed none of the waiting jobs ({names}) even with "
+                                     f"every other job finished")
+            for p in decided:
+                cluster.apply(p)
+                placements.append({"wave": len(waves), **p.to_dict()})
+            cluster_states.append({"wave": len(waves), "machines_in_use": used_machines(cluster.view()),
+                                   "fragmented_machines": fragmentation(cluster.view())})
+            progress.say(f"    wave {len(waves)}: " + "; ".join(
+                f"{p.job} on {len(p.machines)} machine(s) {','.join(p.machines)}" for p in decided))
+            waves.append(run_wave(cfg, g, net, decided, jobs, len(waves), pdir, progress))
+            for p in decided:
+                cluster.release(p.job)
+            done = {p.job for p in decided}
+            pending = [j for j in pending if j.name not in done]
+    finally:
+        sampler.stop()
+        ports.stop()
+    if ports.error:
+        raise EmulationError(f"sampling the switch ports failed: {ports.error}")
+    ctrl_error = net.controller.logged_exception()
+    if ctrl_error:
+        raise EmulationError(f"the controller logged an exception: {ctrl_error}; "
+                             f"see {net.controller.log_path}")
+    rates = dict(net.rates)
+    series = LinkSeries(g, os.path.join(net.run_dir, "port_stats.jsonl"))
     queue_samples = read_queue_samples(queue_path)
     marks = counter_series(queue_samples, "marks") if ecn[0] != "none" else None
     windows = [w.window_s for w in waves if w.window_s]
     cpu_measured = sampler.summary(windows)
+    records = [r for w in waves for r in w.records]
+    verdicts = fidelity.job_verdicts(g, link_rates_mbps(g, cfg.scale), job_evidence(cfg, placements, records),
+                                     cfg.mtu)
     result = {
         "policy": spec,
         "placements": placements,
@@ -202,20 +210,44 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
         "link_rate_mbps": [[u, v, r] for (u, v), r in sorted(rates.items())],
         "cpu": sampler.summary(),
         "cpu_measured": cpu_measured,
-        "ecn": {"method": ecn[0], "why": ecn[1], "hosts": hosts_tcp},
-        "fidelity": fidelity.assess(cpu_measured, fidelity.busy_rates(queue_samples, rates, windows or None, cfg.mtu)),
+        "ecn": {"method": ecn[0], "why": ecn[1], "hosts": hosts_tcp or {}},
+        "fidelity": fidelity.assess(cpu_measured, fidelity.busy_rates(queue_samples, rates, windows or None, cfg.mtu),
+                                    verdicts),
+        "scale": cfg.scale,
+        "dilation": cfg.dilation,
         "port_sampler": {"samples": ports.samples_taken, "interval_s": cfg.ecn.sample_interval_s,
                          "mean_cost_s": ports.cost_s / max(1, ports.samples_taken)},
         "dir": pdir,
         "queue_stats": os.path.basename(queue_path),
         "wall_time_s": time.time() - t_start,
     }
-    records = [r for w in waves for r in w.records]
     write_json(os.path.join(pdir, "placements.json"), placements)
     write_json(os.path.join(pdir, "measurements.json"), result)
     result["summary"] = summarise_policy(cfg, g, result, records)
     write_json(os.path.join(pdir, "summary.json"), result["summary"])
     return result
+
+
+def job_evidence(cfg: ExperimentConfig, placements: list[dict], records) -> list[fidelity.JobEvidence]:
+    """What the fidelity monitor needs of every placed job: where its ranks ran, the buckets its
+    ranks really allreduced (from their records) and its communication time in virtual seconds."""
+    times = job_iteration_times(records, cfg.dilation)
+    first = {}
+    for r in records:
+        if r.rank == 0 and (r.job not in first or r.iteration < first[r.job].iteration):
+            first[r.job] = r
+    out = []
+    for p in placements:
+        job = next(j for j in cfg.jobs if j.name == p["job"])
+        its = times.get(job.name, {})
+        comm = [v["comm_s"] for v in its.values()]
+        rec = first.get(job.name)
+        out.append(fidelity.JobEvidence(
+            job=job.name, wave=p["wave"], machines_by_rank=tuple(m for m, _ in p["slots"]),
+            collective=job.collective, bucket_bytes=tuple(rec.bucket_bytes) if rec else (),
+            comm_mean_s=sum(comm) / len(comm) if comm else None,
+            complete=len(its) == cfg.iterations and all(v["ranks"] == job.workers for v in its.values())))
+    return out
 
 
 def wave_dict(w: WaveResult, series: LinkSeries, marks=None) -> dict:
@@ -224,7 +256,8 @@ def wave_dict(w: WaveResult, series: LinkSeries, marks=None) -> dict:
     ``marks`` is the :class:`testbed.linkstats.Series` of the ports' mark counters, or None
     when ECN was not measured (then ``window_link_marks`` is None, never zeros).
     """
-    d = {"index": w.index, "jobs": w.jobs, "duration_s": w.duration_s, "window_s": w.window_s,
+    d = {"index": w.index, "jobs": w.jobs, "duration_s": w.duration_s, "startup_s": w.startup_s,
+         "window_s": w.window_s,
          "link_bytes": [[u, v, b] for (u, v), b in sorted(w.link_bytes.items())], "window_link_bytes": [],
          "window_link_marks": None if marks is None else [], "ecn": w.ecn}
     if w.window_s:
@@ -262,54 +295,76 @@ def ecn_of_wave(before: dict, after: dict, conns_by_job: dict) -> dict:
 
 
 def run_wave(cfg, g, net: EmulatedNetwork, decided, jobs, index: int, pdir: str, progress: Progress) -> WaveResult:
-    """Launch every rank of the wave's jobs, wait for all, and measure the links."""
+    """Launch every rank of the wave's jobs, wait for all, and measure the links.
+
+    Replay jobs run in the agent runtime (:mod:`jobs.agent`, one process per machine) unless
+    ``cfg.runtime`` is ``torch``; train jobs run one torch process per rank
+    (:mod:`jobs.worker`). Compute and timeouts are dilated by ``cfg.dilation``.
+    """
     ips = {m: g.nodes[m]["ip"] for m in net.hosts}
     gate = os.path.join(pdir, "jobs", f"wave{index}.start")
-    all_specs = []
+    timeout_s = wall_s(cfg.job_timeout_s, cfg.dilation)
+    specs_by_job = {}
     for p in decided:
         job = jobs[p.job]
         out_dir = os.path.join(pdir, "jobs", p.job)
         os.makedirs(out_dir, exist_ok=True)
-        all_specs.append(plan_workers(
+        specs_by_job[p.job] = plan_workers(
             job, p, get_model(job.model), cfg.scale, ips, net.host_intf, cfg.iterations, cfg.warmup_iterations,
-            cfg.mode, out_dir, free_tcp_port(), timeout_s=cfg.job_timeout_s, seed=cfg.seed, start_gate=gate))
+            cfg.mode, out_dir, free_tcp_port(), timeout_s=timeout_s, seed=cfg.seed, start_gate=gate,
+            dilation=cfg.dilation)
+    all_specs = [s for specs in specs_by_job.values() for s in specs]
 
     def exec_fn(machine, argv, env, log_path):
         return net.popen(machine, argv, env=env, log_path=log_path, cwd=PROJECT_ROOT)
 
-
     before = net.switch_counters()
     t0 = time.time()
-    workers = []
-    for specs, p in zip(all_specs, decided, strict=True):
-        workers.extend(launch(specs, exec_fn, os.path.join(pdir, "jobs", p.job)))
-    stop = progress.watch([s for specs in all_specs for s in specs], cfg.iterations)
+    plans = None
+    if uses_agents(cfg):
+        plans = plan_agents(specs_by_job, ips, free_tcp_port(), os.path.join(pdir, "jobs"), timeout_s)
+        workers = launch_agents(plans, exec_fn, os.path.join(pdir, "jobs"))
+    else:
+        workers = []
+        for job, specs in specs_by_job.items():
+            workers.extend(launch(specs, exec_fn, os.path.join(pdir, "jobs", job)))
+    stop = progress.watch(all_specs, cfg.iterations)
     measure_ecn = net.options.ecn_method != "none"
     ecn_before, conns = None, {p.job: set() for p in decided}
+    startup_s = None
     try:
-        waited = open_gate_when_ready(workers, gate, timeout_s=cfg.job_timeout_s)
-        if waited is not None:
+        startup_s = open_gate_when_ready(workers, gate, timeout_s=timeout_s)
+        if startup_s is not None:
             if measure_ecn:
                 ecn_before = ecn_snapshot(net)
-                for w in workers:
-                    conns[w.spec.job].update(flows.sockets_of(w.process.pid))
-            progress.say(f"      all {len(workers)} workers joined after {waited:.1f} s; iterations start together")
-        wait_all(workers, timeout_s=cfg.job_timeout_s)
+                if plans is not None:
+                    for job, c in read_conns(plans).items():
+                        conns[job].update(c)
+                else:
+                    for w in workers:
+                        conns[w.spec.job].update(flows.sockets_of(w.process.pid))
+            progress.say(f"      all {len(workers)} ranks joined after {startup_s:.1f} s; iterations start together")
+        wait_all(workers, timeout_s=timeout_s)
     finally:
         stop.set()
     duration = time.time() - t0
     time.sleep(0.2)  # let the last packets reach the counters
     after = net.switch_counters()
     ecn = ecn_of_wave(ecn_before, ecn_snapshot(net), conns) if ecn_before is not None else None
-    for w in workers:
-        net.forget(w.process)
+    for proc in {id(w.process): w.process for w in workers}.values():
+        net.forget(proc)
     progress.say(f"    wave {index} done in {duration:.1f} s")
-    records = [r for specs in all_specs for s in specs if os.path.exists(s.records_path)
-               for r in read_records(s.records_path)]
-    return WaveResult(index, [p.job for p in decided], duration, net.link_bytes(before, after), records, ecn=ecn)
+    records = [r for s in all_specs if os.path.exists(s.records_path) for r in read_records(s.records_path)]
+    return WaveResult(index, [p.job for p in decided], duration, net.link_bytes(before, after), records, ecn=ecn,
+                      startup_s=startup_s)
 
 
-def sanity_check(net: EmulatedNetwork, pdir: str) -> None:
+def uses_agents(cfg: ExperimentConfig) -> bool:
+    """Whether the wave's ranks run in the agent runtime (replay mode with ``runtime: agent``)."""
+    return cfg.mode == "replay" and cfg.runtime == "agent"
+
+
+def sanity_check(net: EmulatedNetwork, run_dir: str) -> None:
     """TCP between the first and the last machine over the controller's routes, before any job."""
     names = sorted(net.hosts, key=lambda m: net.g.nodes[m]["index"])
     failures = net.tcp_check([names[0]], [names[-1]], timeout_s=15)
@@ -340,20 +395,28 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
     write_json(os.path.join(run_dir, "capabilities.json"), caps)
     write_topology_json(g, os.path.join(run_dir, "topology.json"))
     specs = policies or policy_specs(cfg)
-    progress.say(f"run {run_dir}: {len(cfg.jobs)} jobs, {len(specs)} policies, "
-                 f"scale {cfg.scale:g}, datapath {caps['ovs_datapath']} with {caps['switch_ports']} switch ports "
-                 f"({caps['switch_ports_why']}), ECN {ecn[0]} ({ecn[1]})")
+    runtime = "agent" if uses_agents(cfg) else "torch"
+    progress.say(f"run {run_dir}: {len(cfg.jobs)} jobs, {len(specs)} policies, scale {cfg.scale:g}, "
+                 f"dilation {cfg.dilation:g} (wall time of the iterations x{cfg.dilation:g}; times reported in "
+                 f"paper-scale seconds), {runtime} runtime, datapath {caps['ovs_datapath']} with "
+                 f"{caps['switch_ports']} switch ports ({caps['switch_ports_why']}), ECN {ecn[0]} ({ecn[1]})")
     results, unplaced = {}, {}
     try:
-        for i, spec in enumerate(specs, 1):
-            progress.say(f"[{i}/{len(specs)}] policy {spec}")
-            try:
-                results[spec] = run_policy(cfg, g, spec, os.path.join(run_dir, safe_name(spec)), progress, ecn,
-                                           caps["switch_ports"])
-            except PlacementError as e:
-                # A policy that cannot place the job mix is a result, not a reason to drop the others.
-                unplaced[spec] = str(e)
-                progress.say(f"    policy {spec} stopped: {e}")
+        with EmulatedNetwork(g, run_dir, net_options(cfg, ecn[0], caps["switch_ports"])) as net:
+            progress.say(f"network up: {len(net.hosts)} machines, {len(net.switch_intfs)} switch ports, "
+                         f"{net.controller.status().get('rules', '?')} rules ({cfg.routing}), ECN: {ecn[0]}; "
+                         f"every policy runs on it in turn")
+            hosts_tcp = net.host_tcp_settings()
+            sanity_check(net, run_dir)
+            for i, spec in enumerate(specs, 1):
+                progress.say(f"[{i}/{len(specs)}] policy {spec}")
+                try:
+                    results[spec] = run_policy(cfg, g, spec, os.path.join(run_dir, safe_name(spec)), progress, net,
+                                               ecn, hosts_tcp)
+                except PlacementError as e:
+                    # A policy that cannot place the job mix is a result, not a reason to drop the others.
+                    unplaced[spec] = str(e)
+                    progress.say(f"    policy {spec} stopped: {e}")
     finally:
         if results or unplaced:
             write_run_report(run_dir, cfg, g, results, caps, progress.stream, unplaced)

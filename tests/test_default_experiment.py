@@ -17,9 +17,10 @@ def test_default_experiment_runs_every_policy_and_cleans_up(emulation_ok, tmp_pa
     """`run_testbed.py` with no arguments runs every registered policy, every job completes, the results
     directory holds the promised files, no controller logged an exception and nothing is left running."""
     from placement import POLICIES
+    from testbed.fidelity import JOB_STATUSES as FIDELITY_STATUSES
 
     cp = subprocess.run([sys.executable, os.path.join(ROOT, "run_testbed.py"), "--results", str(tmp_path)],
-                        cwd=ROOT, capture_output=True, text=True, timeout=900)
+                        cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
     assert "Per policy" in cp.stdout and "Traceback" not in cp.stdout + cp.stderr
     (run_dir,) = [os.path.join(tmp_path, d) for d in os.listdir(tmp_path)]
@@ -38,9 +39,16 @@ def test_default_experiment_runs_every_policy_and_cleans_up(emulation_ok, tmp_pa
         assert s["ecn_method"] == summary["capabilities"]["ecn_method"] != "none"
         assert isinstance(s["ecn_marks"], int) and all(isinstance(j["ecn_marks"], int) for j in s["jobs"].values())
         assert isinstance(s["trustworthy"], bool) and (s["trustworthy"] or s["fidelity_reasons"])
-        with open(os.path.join(run_dir, s["policy"], "controller.log")) as f:
-            log = f.read()
-        assert "Traceback" not in log and " ERROR " not in log
+        # every job has a fidelity verdict; a checked one carries its bound and ratio
+        assert s["dilation"] == summary["dilation"] == 4
+        for j in s["jobs"].values():
+            assert j["fidelity"] in FIDELITY_STATUSES, j
+            if j["fidelity"] in ("ok", "slow", "fast"):
+                assert j["bound_s"] > 0 and j["bound_ratio"] == pytest.approx(j["comm_mean_s"] / j["bound_s"])
+        assert s["jobs_checked"] == sum(j["fidelity"] in ("ok", "slow", "fast") for j in s["jobs"].values())
+    with open(os.path.join(run_dir, "controller.log")) as f:  # one network, one controller, for every policy
+        log = f.read()
+    assert "Traceback" not in log and " ERROR " not in log
     # consolidation packs jobs onto fewer machines than spreading them across racks
     assert policies["consolidate"]["machines_used"] < policies["spread"]["machines_used"]
     assert policies["consolidate"]["cross_machine_bytes"] < policies["spread"]["cross_machine_bytes"]

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from common.errors import JobError
-from jobs.patterns import bytes_sent_per_rank, chunk_elems, hd_fold, hd_segments, pattern
+from jobs.patterns import bytes_sent_per_rank, chunk_elems, hd_fold, hd_segments, pattern, replay_pattern
 
 M = 4 * 8 * 9 * 5 * 7  # bytes divisible by 4 * every p up to 8, so M/p is exact in float32 elements
 
@@ -118,3 +118,14 @@ def test_bad_arguments():
         pattern("ring", 4, 10)
     with pytest.raises(JobError, match="p >= 1"):
         pattern("ring", 0, M)
+
+
+@pytest.mark.parametrize("p", [2, 3, 5, 8])
+def test_gloo_replay_model_is_the_mirrored_ring(p):
+    """replay_pattern('gloo') is the ring with every transfer reversed: r sends to r-1, same bytes and steps."""
+    ring, gloo = pattern("ring", p, M), replay_pattern("gloo", p, M)
+    assert len(gloo) == len(ring) == 2 * (p - 1)
+    for rs, gs in zip(ring, gloo, strict=True):
+        assert sorted((s, (s - 1) % p, b) for s, _, b in rs) == sorted(gs)
+    assert replay_pattern("hd", p, M) == pattern("hd", p, M)
+    assert replay_pattern("gloo", 1, M) == []

@@ -1,0 +1,547 @@
+"""The light replay runtime: one agent per emulated machine runs every rank placed on it.
+
+``python -m jobs.agent PLAN.json`` runs inside a machine's host. The plan
+(:class:`AgentPlan`) lists the ranks of every job of the wave that live on this machine (as
+:class:`jobs.launcher.WorkerSpec`), where every rank of those jobs lives, and the address of
+every machine's agent. Each rank is a thread that does what :mod:`jobs.worker` does in
+``replay`` mode (emulated compute, then one allreduce per gradient bucket, timed), except
+that the allreduce is the collective's exact point-to-point pattern
+(:func:`jobs.patterns.replay_pattern`) carried out with plain TCP sockets instead of torch
+and gloo:
+
+* a transfer between ranks on different machines is one message (14-byte header + payload)
+  on the TCP connection of that rank pair: one connection per pair of ranks that exchange
+  data, as gloo keeps one per pair, opened by the agent of the lower rank;
+* a transfer between ranks on the same machine is handed over in memory and costs nothing,
+  like NVLink/PCIe next to the fabric; it never touches loopback TCP;
+* each rank sends its transfers of a step, then waits for its receptions, before its next
+  step, as the torch collectives' paired ``isend``/``irecv`` do; a reader thread per
+  connection drains it continuously (like gloo's I/O loop), so two ranks sending to each
+  other never deadlock.
+
+So every cross-machine byte of the rank-level collective crosses the emulated fabric, in the
+same steps and with the same payload sizes as the torch runtime, and ``tests`` check the
+bytes on every link against the pattern. What the agent saves is the cost: no torch import
+(start-up in well under a second instead of ~25 s per rank), no loopback TCP between ranks
+of one machine, one process per machine instead of one per rank.
+
+Barriers (before the first recorded iteration and at the end) are an allreduce of ``4·p``
+bytes with the job's own pattern: each rank's completion depends on every rank having
+entered. Received headers are checked (job, ranks, sequence number and size against the
+pattern), so a broken exchange fails loudly instead of producing timings.
+
+Files: each rank writes its records to ``spec.records_path`` and, once every connection of
+the machine is up, ``jobs.launcher.ready_path(spec)``; the agent writes the TCP connections
+of each job to ``conns_path`` (for per-job ECN attribution), and at the end the kernel's TCP
+counters of every connection to ``tcp_path`` (what really crossed). Exit code 0 on success; on any
+failure one line ``jobs.agent: machine M: job J rank R: <error>`` on stderr and exit code 1.
+Standard library only (no torch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import queue
+import socket
+import struct
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from common.errors import JobError
+from jobs.launcher import ExecFn, RunningWorker, WorkerSpec, ready_path, stop_all, worker_env
+from jobs.patterns import replay_pattern
+from jobs.records import IterationRecord, append_record
+
+HEADER = struct.Struct("!HHHII")
+"""Message header: job index, source rank, destination rank, sequence number, payload bytes."""
+HELLO_SEQ = 0xFFFFFFFF
+"""Sequence number of the first message on a connection, naming its job and rank pair."""
+CONNECT_RETRY_S = 0.05
+RECV_CHUNK_BYTES = 1 << 18
+_CLOSED = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentPlan:
+    """What one machine's agent runs in one wave; JSON-serialisable.
+
+    Attributes:
+        machine: the machine this agent runs on.
+        addr: IP address the agent listens on (the machine's).
+        port: TCP port every agent of the wave listens on.
+        agents: IP address of every machine's agent in the wave.
+        jobs: names of every job of the wave, in one order shared by all agents (a job's index
+            in this list is its id in message headers).
+        job_machines: for each job with a rank here, the machine of each of its ranks.
+        ranks: the specs of the ranks this agent runs.
+        conns_path: file the agent writes its connections to, per job, once they are open.
+        tcp_path: file the agent writes, at the end, what the kernel's TCP counters say of every
+            connection (payload bytes acknowledged and received, retransmitted segments).
+        timeout_s: wall-clock limit of connecting and of every wait for a message.
+    """
+
+    machine: str
+    addr: str
+    port: int
+    agents: dict
+    jobs: tuple[str, ...]
+    job_machines: dict
+    ranks: tuple[WorkerSpec, ...]
+    conns_path: str
+    tcp_path: str
+    timeout_s: float
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form."""
+        return {"machine": self.machine, "addr": self.addr, "port": self.port, "agents": dict(self.agents),
+                "jobs": list(self.jobs), "job_machines": {j: list(m) for j, m in self.job_machines.items()},
+                "ranks": [r.to_dict() for r in self.ranks], "conns_path": self.conns_path,
+                "tcp_path": self.tcp_path, "timeout_s": self.timeout_s}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "AgentPlan":
+        """Inverse of :meth:`to_dict`; a malformed plan raises :class:`JobError`."""
+        try:
+            return cls(machine=d["machine"], addr=d["addr"], port=int(d["port"]), agents=dict(d["agents"]),
+                       jobs=tuple(d["jobs"]), job_machines={j: tuple(m) for j, m in d["job_machines"].items()},
+                       ranks=tuple(WorkerSpec.from_dict(r) for r in d["ranks"]), conns_path=d["conns_path"],
+                       tcp_path=d["tcp_path"], timeout_s=float(d["timeout_s"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise JobError(f"bad agent plan: {type(exc).__name__}: {exc}") from None
+
+    def save(self, path: str | Path) -> None:
+        """Write the plan as JSON."""
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "AgentPlan":
+        """Read a plan written by :meth:`save`."""
+        try:
+            d = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise JobError(f"cannot read agent plan {path}: {exc}") from None
+        return cls.from_dict(d)
+
+
+def plan_agents(specs_by_job: Mapping[str, list[WorkerSpec]], machine_ip: Mapping[str, str], port: int,
+                out_dir: str | Path, timeout_s: float) -> list[AgentPlan]:
+    """One :class:`AgentPlan` per machine hosting a rank of the wave's jobs (pure).
+
+    Args:
+        specs_by_job: every job of the wave with its rank specs (:func:`jobs.launcher.plan_workers`).
+        machine_ip: IP address of each machine.
+        port: the agents' TCP port (each machine has its own address, so one port serves all).
+        out_dir: directory of the agents' connection files.
+        timeout_s: the agents' wall-clock limit of every wait.
+    """
+    jobs = tuple(specs_by_job)
+    job_machines = {j: tuple(s.machine for s in sorted(specs, key=lambda s: s.rank))
+                    for j, specs in specs_by_job.items()}
+    by_machine: dict[str, list[WorkerSpec]] = {}
+    for specs in specs_by_job.values():
+        for s in specs:
+            if s.mode != "replay":
+                raise JobError(f"job {s.job!r}: the agent runtime replays buckets; mode {s.mode!r} needs the "
+                               f"torch worker runtime")
+            by_machine.setdefault(s.machine, []).append(s)
+    agents = {m: machine_ip[m] for m in by_machine}
+    out_dir = Path(out_dir)
+    return [AgentPlan(machine=m, addr=machine_ip[m], port=port, agents=agents, jobs=jobs,
+                      job_machines={j: job_machines[j] for j in jobs if any(s.job == j for s in ranks)},
+                      ranks=tuple(ranks), conns_path=str(out_dir / f"agent-{m}.conns.json"),
+                      tcp_path=str(out_dir / f"agent-{m}.tcp.json"), timeout_s=timeout_s)
+            for m, ranks in by_machine.items()]
+
+
+def agent_argv(plan_path: str | Path) -> list[str]:
+    """The command that runs one agent."""
+    return [sys.executable, "-m", "jobs.agent", str(plan_path)]
+
+
+def launch_agents(plans: list[AgentPlan], exec_fn: ExecFn, out_dir: str | Path) -> list[RunningWorker]:
+    """Write each plan to ``out_dir`` and start its agent with ``exec_fn``.
+
+    Returns one :class:`jobs.launcher.RunningWorker` per rank (the ranks of one machine share
+    its agent's process and log), so :func:`jobs.launcher.wait_all` and
+    :func:`jobs.launcher.open_gate_when_ready` work unchanged. If ``exec_fn`` fails for one
+    machine, the agents already started are killed and :class:`JobError` is raised.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = worker_env()
+    started: list[RunningWorker] = []
+    for plan in plans:
+        plan_path, log_path = out_dir / f"agent-{plan.machine}.json", str(out_dir / f"agent-{plan.machine}.log")
+        plan.save(plan_path)
+        try:
+            proc = exec_fn(plan.machine, agent_argv(plan_path), dict(env), log_path)
+        except Exception as exc:
+            stop_all(started)
+            raise JobError(f"cannot start the agent on {plan.machine}: {type(exc).__name__}: {exc}") from exc
+        started.extend(RunningWorker(spec, proc, str(plan_path), log_path) for spec in plan.ranks)
+    return started
+
+
+def read_conns(plans: list[AgentPlan]) -> dict[str, set[tuple[str, int, str, int]]]:
+    """The connections of every job, as the agents wrote them (missing files are skipped)."""
+    out: dict[str, set] = {}
+    for plan in plans:
+        try:
+            data = json.loads(Path(plan.conns_path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for job, conns in data.items():
+            out.setdefault(job, set()).update(tuple(c) for c in conns)
+    return out
+
+
+def rank_steps(collective: str, world: int, rank: int, size_bytes: int) -> list[tuple[list, list]]:
+    """Per step of one allreduce, the ``(dst, bytes)`` sends and ``(src, bytes)`` receptions of ``rank``."""
+    out = []
+    for step in replay_pattern(collective, world, size_bytes):
+        out.append(([(d, b) for s, d, b in step if s == rank], [(s, b) for s, d, b in step if d == rank]))
+    return out
+
+
+def remote_pairs(collective: str, machines_by_rank: tuple[str, ...], sizes) -> set[tuple[int, int]]:
+    """Rank pairs ``(a, b)``, ``a < b``, on different machines that exchange data in any of ``sizes``."""
+    out = set()
+    for size in set(sizes):
+        for step in replay_pattern(collective, len(machines_by_rank), size):
+            for s, d, b in step:
+                if b and machines_by_rank[s] != machines_by_rank[d]:
+                    out.add((min(s, d), max(s, d)))
+    return out
+
+
+def barrier_bytes(world: int) -> int:
+    """Payload of the barrier allreduce: one float32 per rank."""
+    return 4 * world
+
+
+class _Failure(Exception):
+    """A rank or connection failed; carries the one-line reason."""
+
+
+class Agent:
+    """Runs one :class:`AgentPlan`: connects, runs every local rank as a thread, reports."""
+
+    def __init__(self, plan: AgentPlan):
+        self.plan = plan
+        self.job_index = {j: i for i, j in enumerate(plan.jobs)}
+        self.inbox: dict[tuple[str, int, int], queue.Queue] = {}
+        self.conns: dict[tuple[str, int, int], socket.socket] = {}
+        self.readers: list[threading.Thread] = []
+        self.error: str | None = None
+        self.failed = threading.Event()
+        self.lock = threading.Lock()
+        self.local = {(s.job, s.rank) for s in plan.ranks}
+        self.expected: set[tuple[str, int, int]] = set()
+        for job, machines in plan.job_machines.items():
+            specs = [s for s in plan.ranks if s.job == job]
+            sizes = list(specs[0].bucket_bytes) + [barrier_bytes(len(machines))]
+            for a, b in remote_pairs(specs[0].collective, machines, sizes):
+                if (job, a) in self.local or (job, b) in self.local:
+                    self.expected.add((job, a, b))
+        for s in plan.ranks:
+            for src in range(s.world):
+                self.inbox[(s.job, s.rank, src)] = queue.Queue()
+
+    # -- failures ------------------------------------------------------------------------
+    def fail(self, where: str, exc: BaseException) -> None:
+        """Record the first failure and wake everything up."""
+        with self.lock:
+            if self.error is None:
+                self.error = f"{where}: {type(exc).__name__}: {' '.join(str(exc).split())}"
+        self.failed.set()
+        for q in self.inbox.values():
+            q.put(_CLOSED)
+
+    # -- connections ---------------------------------------------------------------------
+    def connect_all(self) -> None:
+        """Open the connections this machine initiates, accept the others; bounded by the timeout."""
+        deadline = time.monotonic() + self.plan.timeout_s
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((self.plan.addr, self.plan.port))
+        listener.listen(128)
+        listener.settimeout(0.2)
+        initiate = sorted(k for k in self.expected if (k[0], k[1]) in self.local)
+        accept_n = len(self.expected) - len(initiate)
+        for job, a, b in initiate:
+            peer = self.plan.agents[self.plan.job_machines[job][b]]
+            sock = self._dial(peer, deadline, f"job {job} rank {a} -> rank {b} at {peer}")
+            sock.sendall(HEADER.pack(self.job_index[job], a, b, HELLO_SEQ, 0))
+            self._register(job, a, b, sock)
+        accepted = 0
+        try:
+            while accepted < accept_n:
+                if time.monotonic() > deadline:
+                    missing = sorted(self.expected - set(self.conns))
+                    raise JobError(f"{len(missing)} connection(s) not opened by peers within "
+                                   f"{self.plan.timeout_s:g} s: {missing[:4]}")
+                try:
+                    sock, _ = listener.accept()
+                except socket.timeout:
+                    continue
+                sock.settimeout(self.plan.timeout_s)
+                j, a, b, seq, n = HEADER.unpack(_recv_exact(sock, HEADER.size))
+                if seq != HELLO_SEQ or j >= len(self.plan.jobs) or (self.plan.jobs[j], a, b) not in self.expected:
+                    raise JobError(f"unexpected connection greeting (job {j}, ranks {a}-{b}, seq {seq})")
+                self._register(self.plan.jobs[j], a, b, sock)
+                accepted += 1
+        finally:
+            listener.close()
+
+    def _dial(self, addr: str, deadline: float, what: str) -> socket.socket:
+        while True:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.settimeout(max(0.1, min(2.0, deadline - time.monotonic())))
+            try:
+                sock.bind((self.plan.addr, 0))  # the machine's own address, whatever the routes say
+                sock.connect((addr, self.plan.port))
+                return sock
+            except OSError as exc:
+                sock.close()
+                if time.monotonic() > deadline:
+                    raise JobError(f"cannot connect {what} within {self.plan.timeout_s:g} s: {exc}") from None
+                time.sleep(CONNECT_RETRY_S)
+
+    def _register(self, job: str, a: int, b: int, sock: socket.socket) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(self.plan.timeout_s)
+        self.conns[(job, a, b)] = sock
+        remote = b if (job, a) in self.local else a
+        local = a if remote == b else b
+        t = threading.Thread(target=self._read, args=(job, remote, local, sock), daemon=True)
+        t.start()
+        self.readers.append(t)
+
+    def _read(self, job: str, remote: int, local: int, sock: socket.socket) -> None:
+        """Drain one connection into the local rank's inbox until the peer closes it."""
+        scratch = memoryview(bytearray(RECV_CHUNK_BYTES))
+        inbox = self.inbox[(job, local, remote)]
+        want = (self.job_index[job], remote, local)
+        try:
+            while True:
+                head = _recv_exact(sock, HEADER.size, eof_ok=True)
+                if head is None:
+                    break
+                j, src, dst, seq, n = HEADER.unpack(head)
+                if (j, src, dst) != want:
+                    raise JobError(f"message for job {j} rank {src}->{dst} on the connection of job {job} "
+                                   f"rank {remote}->{local}")
+                left = n
+                while left:
+                    got = sock.recv_into(scratch, min(left, RECV_CHUNK_BYTES))
+                    if not got:
+                        raise JobError(f"connection from job {job} rank {remote} closed inside a message")
+                    left -= got
+                inbox.put((seq, n))
+        except Exception as exc:  # noqa: BLE001 - any failure of the connection fails the agent, by name
+            if not self.failed.is_set():
+                peer = self.plan.job_machines[job][remote]
+                self.fail(f"job {job} rank {local}", JobError(
+                    f"connection with rank {remote} ({peer}) failed: {type(exc).__name__}: {exc}"))
+            return
+        inbox.put(_CLOSED)
+
+    def write_conns(self) -> None:
+        """The TCP connections of each job (local ip, port, remote ip, port), for ECN attribution."""
+        out: dict[str, list] = {j: [] for j in self.plan.job_machines}
+        for (job, _, _), sock in self.conns.items():
+            out[job].append([*sock.getsockname(), *sock.getpeername()])
+        Path(self.plan.conns_path).write_text(json.dumps(out) + "\n", encoding="utf-8")
+
+    # -- ranks ---------------------------------------------------------------------------
+    def run(self) -> None:
+        """Connect, signal readiness, run every rank to completion; raises :class:`_Failure`."""
+        self.connect_all()
+        self.write_conns()
+        for spec in self.plan.ranks:
+            Path(spec.records_path).write_text("", encoding="utf-8")
+        for spec in self.plan.ranks:
+            Path(ready_path(spec)).write_text(f"{time.time()}\n", encoding="utf-8")
+        threads = [threading.Thread(target=self._rank_main, args=(s,), daemon=True) for s in self.plan.ranks]
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive() and not self.failed.is_set():
+                t.join(0.1)
+        if self.error:
+            raise _Failure(self.error)
+        for sock in self.conns.values():
+            try:
+                sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass  # the peer may have closed first; nothing of ours is left to send
+        deadline = time.monotonic() + self.plan.timeout_s
+        for t in self.readers:
+            t.join(max(0.0, deadline - time.monotonic()))
+        if self.error:
+            raise _Failure(self.error)
+        self.write_tcp()
+
+    def write_tcp(self) -> None:
+        """What the kernel says each connection carried (read after both ends finished sending)."""
+        out = []
+        for (job, a, b), sock in sorted(self.conns.items()):
+            local = a if (job, a) in self.local else b
+            out.append({"job": job, "local_rank": local, "remote_rank": b if local == a else a,
+                        **tcp_counters(sock)})
+        Path(self.plan.tcp_path).write_text(json.dumps(out, indent=0) + "\n", encoding="utf-8")
+
+    def _rank_main(self, spec: WorkerSpec) -> None:
+        try:
+            _Rank(self, spec).run()
+        except Exception as exc:  # noqa: BLE001 - reported as the agent's one line
+            self.fail(f"job {spec.job} rank {spec.rank}", exc)
+
+
+class _Rank:
+    """One rank of one job, run as a thread of its machine's agent."""
+
+    def __init__(self, agent: Agent, spec: WorkerSpec):
+        self.agent, self.spec = agent, spec
+        self.machines = agent.plan.job_machines[spec.job]
+        self.job_id = agent.job_index[spec.job]
+        self.sent_seq: dict[int, int] = {}
+        self.recv_seq: dict[int, int] = {}
+        largest = max([*spec.bucket_bytes, barrier_bytes(spec.world)])
+        self.buf = bytearray(HEADER.size + largest)
+        self.steps = {size: rank_steps(spec.collective, spec.world, spec.rank, size)
+                      for size in {*spec.bucket_bytes, barrier_bytes(spec.world)}}
+
+    def run(self) -> None:
+        spec = self.spec
+        if spec.start_gate:
+            deadline = time.monotonic() + spec.timeout_s
+            while not os.path.exists(spec.start_gate):
+                if self.agent.failed.is_set():
+                    return
+                if time.monotonic() > deadline:
+                    raise JobError(f"start gate {spec.start_gate} did not open within {spec.timeout_s:.0f} s")
+                time.sleep(0.02)
+        sizes = list(spec.bucket_bytes)
+        for it in range(spec.warmup_iterations + spec.iterations):
+            if it == spec.warmup_iterations:
+                self.allreduce(barrier_bytes(spec.world))
+            start_time_s, t0 = time.time(), time.perf_counter()
+            time.sleep(spec.compute_s)
+            t1 = time.perf_counter()
+            times = []
+            for size in sizes:
+                s = time.perf_counter()
+                self.allreduce(size)
+                times.append(time.perf_counter() - s)
+            end = time.perf_counter()
+            if it >= spec.warmup_iterations:
+                append_record(spec.records_path, IterationRecord(
+                    job=spec.job, rank=spec.rank, world=spec.world, iteration=it - spec.warmup_iterations,
+                    start_time_s=start_time_s, compute_s=t1 - t0, comm_s=sum(times), bytes=sum(sizes),
+                    iteration_s=end - t0, mode=spec.mode, collective=spec.collective, bucket_bytes=tuple(sizes),
+                    bucket_comm_s=tuple(times)))
+        self.allreduce(barrier_bytes(spec.world))
+
+    def allreduce(self, size: int) -> None:
+        """Every step of one allreduce of ``size`` bytes: send, then wait for every reception."""
+        for sends, recvs in self.steps[size]:
+            for dst, n in sends:
+                self.send(dst, n)
+            for src, n in recvs:
+                self.receive(src, n)
+
+    def send(self, dst: int, nbytes: int) -> None:
+        seq = self.sent_seq.get(dst, 0)
+        self.sent_seq[dst] = seq + 1
+        me, agent = self.spec.rank, self.agent
+        if self.machines[dst] == self.machines[me]:
+            agent.inbox[(self.spec.job, dst, me)].put((seq, nbytes))
+            return
+        HEADER.pack_into(self.buf, 0, self.job_id, me, dst, seq, nbytes)
+        agent.conns[(self.spec.job, min(me, dst), max(me, dst))].sendall(
+            memoryview(self.buf)[:HEADER.size + nbytes])
+
+    def receive(self, src: int, nbytes: int) -> None:
+        seq = self.recv_seq.get(src, 0)
+        self.recv_seq[src] = seq + 1
+        try:
+            got = self.agent.inbox[(self.spec.job, self.spec.rank, src)].get(timeout=self.spec.timeout_s)
+        except queue.Empty:
+            raise JobError(f"no message from rank {src} ({self.machines[src]}) within "
+                           f"{self.spec.timeout_s:g} s") from None
+        if got is _CLOSED:
+            if self.agent.failed.is_set():
+                raise _Failure(self.agent.error or "another rank failed")
+            raise JobError(f"rank {src} ({self.machines[src]}) closed its connection while a message was due")
+        if got != (seq, nbytes):
+            raise JobError(f"from rank {src}: message #{got[0]} of {got[1]} B, expected #{seq} of {nbytes} B")
+
+
+TCP_INFO_FIELDS = struct.Struct("=24xI72xI16xQQ")
+"""Of Linux's ``struct tcp_info``: ``tcpi_unacked`` (offset 24), ``tcpi_total_retrans`` (100),
+``tcpi_bytes_acked`` (120) and ``tcpi_bytes_received`` (128)."""
+UNACKED_WAIT_S = 2.0
+
+
+def tcp_counters(sock: socket.socket, wait_s: float = UNACKED_WAIT_S) -> dict[str, int]:
+    """Payload bytes this end sent that the peer acknowledged, payload bytes received, and
+    segments retransmitted, from the kernel's ``TCP_INFO`` of ``sock``; waits up to ``wait_s``
+    for the peer to acknowledge the last segments in flight (``unacked`` says how many were not)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_FIELDS.size)
+        unacked, retrans, acked, received = TCP_INFO_FIELDS.unpack(raw[:TCP_INFO_FIELDS.size])
+        if not unacked or time.monotonic() > deadline:
+            return {"bytes_acked": acked, "bytes_received": received, "retransmits": retrans,
+                    "unacked_segments": unacked}
+        time.sleep(0.01)
+
+
+def _recv_exact(sock: socket.socket, n: int, eof_ok: bool = False) -> bytes | None:
+    """Exactly ``n`` bytes from ``sock``; None at a clean end of stream when ``eof_ok``."""
+    parts, left = [], n
+    while left:
+        chunk = sock.recv(left)
+        if not chunk:
+            if eof_ok and left == n:
+                return None
+            raise JobError(f"connection closed after {n - left} of {n} header bytes")
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the agent described by the plan file in ``argv``; return the exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m jobs.agent PLAN.json", file=sys.stderr)
+        return 2
+    where = args[0]
+    try:
+        plan = AgentPlan.load(args[0])
+        where = f"machine {plan.machine}"
+        print(f"agent on {plan.machine}: {len(plan.ranks)} rank(s) of {len(plan.job_machines)} job(s), "
+              f"listening on {plan.addr}:{plan.port}", flush=True)
+        t0 = time.monotonic()
+        agent = Agent(plan)
+        agent.run()
+        print(f"agent on {plan.machine}: done in {time.monotonic() - t0:.1f} s", flush=True)
+    except _Failure as exc:
+        print(f"jobs.agent: {where}: {exc}", file=sys.stderr, flush=True)
+        os._exit(1)  # rank and reader threads may be blocked in the kernel: do not wait for them
+    except Exception as exc:  # noqa: BLE001 - the launcher reads this one line from the log
+        msg = " ".join(str(exc).split())
+        print(f"jobs.agent: {where}: {type(exc).__name__}: {msg}", file=sys.stderr, flush=True)
+        os._exit(1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

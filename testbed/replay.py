@@ -1,0 +1,86 @@
+"""Run one replay job with an explicit rank placement on a running emulated network.
+
+The experiment runner places jobs with a policy; benchmarks and tests need a job on machines
+they choose. :func:`run_job` launches its ranks (agent or torch runtime), opens the start gate
+once all have joined, waits, and returns the records with the start-up time. Compute and the
+timeout are given in virtual (paper-scale) seconds and dilated by the network's dilation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+from common.units import wall_s
+from jobs.agent import launch_agents, plan_agents
+from jobs.launcher import WorkerSpec, launch, open_gate_when_ready, wait_all
+from jobs.records import IterationRecord, read_records
+from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
+
+RUNTIMES = ("agent", "torch")
+
+
+@dataclasses.dataclass(frozen=True)
+class JobRun:
+    """What :func:`run_job` measured.
+
+    Attributes:
+        records: every rank's iteration records (wall-clock seconds).
+        startup_s: wall seconds from launch until every rank had joined.
+        wall_s: wall seconds from launch until every rank had finished.
+    """
+
+    records: list[IterationRecord]
+    startup_s: float
+    wall_s: float
+
+
+def run_job(net, out_dir: str, job: str, machines: list[str], collective: str, buckets: tuple[int, ...], *,
+            iterations: int = 3, warmup_iterations: int = 1, compute_s: float = 0.05, runtime: str = "agent",
+            timeout_s: float = 600.0, model: str = "vgg16") -> JobRun:
+    """Run ``job`` with rank ``r`` on ``machines[r]`` replaying ``buckets`` (bytes, already scaled).
+
+    Args:
+        net: a running :class:`testbed.net.EmulatedNetwork` (its ``options.dilation`` applies).
+        out_dir: directory of the specs, logs and records.
+        compute_s: emulated compute per iteration, virtual seconds.
+        runtime: ``agent`` (:mod:`jobs.agent`) or ``torch`` (:mod:`jobs.worker`).
+        timeout_s: virtual seconds before the job is stopped and reported.
+
+    Raises:
+        JobError: a rank failed or timed out (every rank is stopped first).
+    """
+    dilation = net.options.dilation
+    timeout = wall_s(timeout_s, dilation)
+    gate = os.path.join(out_dir, f"{job}.start")
+    ips = {m: net.g.nodes[m]["ip"] for m in machines}
+    specs = [WorkerSpec(job=job, rank=r, world=len(machines), machine=m, master_addr=ips[machines[0]],
+                        master_port=free_tcp_port(), ifname=net.host_intf[m], mode="replay", model=model,
+                        bucket_bytes=tuple(buckets), compute_s=wall_s(compute_s, dilation), iterations=iterations,
+                        warmup_iterations=warmup_iterations, collective=collective,
+                        records_path=os.path.join(out_dir, f"{job}-rank{r}.jsonl"), timeout_s=timeout,
+                        start_gate=gate) for r, m in enumerate(machines)]
+
+    def exec_fn(m, argv, env, log):
+        return net.popen(m, argv, env=env, log_path=log, cwd=PROJECT_ROOT)
+
+    t0 = time.monotonic()
+    if runtime == "agent":
+        workers = launch_agents(plan_agents({job: specs}, ips, free_tcp_port(), out_dir, timeout), exec_fn, out_dir)
+    else:
+        workers = launch(specs, exec_fn, out_dir)
+    try:
+        open_gate_when_ready(workers, gate, timeout)
+        startup_s = time.monotonic() - t0
+        wait_all(workers, timeout_s=timeout)
+    finally:
+        for proc in {id(w.process): w.process for w in workers}.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            net.forget(proc)
+        if os.path.exists(gate):
+            os.remove(gate)
+    records = [r for s in specs for r in read_records(s.records_path)]
+    return JobRun(records, startup_s, time.monotonic() - t0)

@@ -1,0 +1,191 @@
+"""Tests of the light replay runtime (jobs.agent) on loopback: no root, no emulated network.
+
+Each "machine" is an address of its own in 127.0.0.0/8, so agents listen and connect as they do
+in the emulated hosts, and the kernel's TCP counters of every connection say what crossed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from common.errors import JobError
+from jobs.agent import (
+    HEADER,
+    AgentPlan,
+    agent_argv,
+    barrier_bytes,
+    launch_agents,
+    plan_agents,
+    rank_steps,
+    read_conns,
+    remote_pairs,
+)
+from jobs.launcher import WorkerSpec, local_exec, open_gate_when_ready, ready_path, wait_all, worker_env
+from jobs.patterns import replay_pattern
+from jobs.records import read_records
+from testbed.controller_proc import free_tcp_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IPS = {f"m{i}": f"127.0.0.{20 + i}" for i in range(4)}
+ITERATIONS, WARMUP = 3, 1
+
+
+def specs(tmp, job: str, collective: str, machines: list[str], buckets: tuple[int, ...], mode: str = "replay",
+          timeout_s: float = 30.0) -> list[WorkerSpec]:
+    """Rank specs of one job, gated on ``tmp/gate``."""
+    return [WorkerSpec(job=job, rank=r, world=len(machines), machine=m, master_addr=IPS[machines[0]], master_port=1,
+                       ifname=None, mode=mode, model="resnet50", bucket_bytes=buckets, compute_s=0.002,
+                       iterations=ITERATIONS, warmup_iterations=WARMUP, collective=collective,
+                       records_path=str(tmp / f"{job}-rank{r}.jsonl"), timeout_s=timeout_s,
+                       start_gate=str(tmp / "gate"))
+            for r, m in enumerate(machines)]
+
+
+def wave(tmp):
+    """Three jobs over four machines: ranks of one job share machines, machines host several jobs."""
+    return {"ring6": specs(tmp, "ring6", "ring", ["m0", "m0", "m1", "m2", "m3", "m1"], (40_000, 4_000, 400)),
+            "hd3": specs(tmp, "hd3", "hd", ["m1", "m2", "m3"], (100_000, 4)),
+            "gloo2": specs(tmp, "gloo2", "gloo", ["m0", "m3"], (8_000,))}
+
+
+def expected_payload(collective: str, machines: list[str], buckets) -> dict[tuple[int, int], int]:
+    """TCP payload per (src, dst) rank pair on different machines: every message of every iteration and
+    of both barriers with its header, plus one greeting per connection from the lower rank."""
+    out: dict[tuple[int, int], int] = {}
+    p = len(machines)
+    sizes = list(buckets) * (WARMUP + ITERATIONS) + [barrier_bytes(p)] * 2
+    for size in sizes:
+        for step in replay_pattern(collective, p, size):
+            for s, d, b in step:
+                if machines[s] != machines[d]:
+                    out[(s, d)] = out.get((s, d), 0) + HEADER.size + b
+    for a, b in remote_pairs(collective, tuple(machines), [*buckets, barrier_bytes(p)]):
+        out[(a, b)] = out.get((a, b), 0) + HEADER.size
+    return out
+
+
+def run_wave(tmp, jobs, timeout_s: float = 60.0):
+    """Plan, launch and wait for a wave's agents; returns the plans."""
+    plans = plan_agents(jobs, IPS, free_tcp_port(), tmp, timeout_s=30)
+    workers = launch_agents(plans, local_exec, tmp)
+    assert open_gate_when_ready(workers, str(tmp / "gate"), timeout_s) is not None, [
+        open(w.log_path).read() for w in workers]
+    wait_all(workers, timeout_s)
+    return plans
+
+
+def test_plan_groups_ranks_by_machine_in_one_job_order(tmp_path):
+    """One plan per machine with exactly its ranks; every plan lists the wave's jobs in the same order."""
+    jobs = wave(tmp_path)
+    plans = plan_agents(jobs, IPS, 40000, tmp_path, timeout_s=10)
+    assert sorted(p.machine for p in plans) == ["m0", "m1", "m2", "m3"]
+    for p in plans:
+        assert p.jobs == ("ring6", "hd3", "gloo2")
+        assert {s.machine for s in p.ranks} == {p.machine}
+        assert p.agents == {m: IPS[m] for m in ("m0", "m1", "m2", "m3")}
+    m0 = next(p for p in plans if p.machine == "m0")
+    assert sorted((s.job, s.rank) for s in m0.ranks) == [("gloo2", 0), ("ring6", 0), ("ring6", 1)]
+    assert m0.job_machines == {"ring6": ("m0", "m0", "m1", "m2", "m3", "m1"), "gloo2": ("m0", "m3")}
+    assert AgentPlan.from_dict(json.loads(json.dumps(m0.to_dict()))) == m0
+
+
+def test_plan_refuses_train_mode(tmp_path):
+    """Train mode runs real DDP: the agent runtime refuses it, naming the job."""
+    with pytest.raises(JobError, match="job 'j'.*torch worker runtime"):
+        plan_agents({"j": specs(tmp_path, "j", "ring", ["m0", "m1"], (400,), mode="train")}, IPS, 1, tmp_path, 10)
+
+
+def test_rank_steps_and_remote_pairs():
+    """Rank 1 of a 3-rank ring sends to 2 and receives from 0 each step; only cross-machine pairs connect."""
+    steps = rank_steps("ring", 3, 1, 12)
+    assert len(steps) == 4 and all(s == ([(2, 4)], [(0, 4)]) for s in steps)
+    assert remote_pairs("ring", ("m0", "m0", "m1"), [12]) == {(1, 2), (0, 2)}
+    assert remote_pairs("hd", ("m0", "m0"), [64]) == set()
+    assert remote_pairs("gloo", ("m0", "m1", "m2"), [12]) == {(0, 1), (1, 2), (0, 2)}
+
+
+def test_wave_runs_every_rank_and_sends_exactly_the_pattern(tmp_path):
+    """Three jobs across four loopback machines: every rank records every iteration with the planned
+    buckets, and the kernel's TCP counters of every connection equal the pattern's bytes (plus the
+    14-byte message headers) in each direction: nothing more, nothing less crosses between machines."""
+    jobs = wave(tmp_path)
+    plans = run_wave(tmp_path, jobs)
+    for job, ss in jobs.items():
+        for s in ss:
+            recs = read_records(s.records_path)
+            assert [r.iteration for r in recs] == list(range(ITERATIONS)), (job, s.rank)
+            assert all(r.bucket_bytes == s.bucket_bytes and len(r.bucket_comm_s) == len(s.bucket_bytes)
+                       for r in recs)
+            assert os.path.exists(ready_path(s))
+    received: dict[tuple[str, int, int], int] = {}  # (job, src rank, dst rank) -> payload bytes
+    for p in plans:
+        with open(p.tcp_path) as f:
+            for c in json.load(f):
+                key = (c["job"], c["remote_rank"], c["local_rank"])
+                assert key not in received and c["unacked_segments"] == 0 and c["retransmits"] >= 0
+                received[key] = c["bytes_received"] - 1  # the kernel counts the peer's FIN as one byte
+    for job, ss in jobs.items():
+        machines = [s.machine for s in ss]
+        want = expected_payload(ss[0].collective, machines, ss[0].bucket_bytes)
+        got = {(a, b): n for (j, a, b), n in received.items() if j == job and n}
+        assert got == want, job
+    conns = read_conns(plans)
+    assert set(conns) == {"ring6", "hd3", "gloo2"}
+    assert all(len(c) == 4 and c[0] in IPS.values() for c in conns["hd3"])
+
+
+def test_dead_peer_fails_the_agent_in_bounded_time_naming_it(tmp_path):
+    """A peer agent that never starts: the agent exits 1 after its connect timeout with one line naming
+    the job, the rank and the peer's address."""
+    jobs = {"j": specs(tmp_path, "j", "ring", ["m0", "m1"], (400,))}
+    plans = plan_agents(jobs, IPS, free_tcp_port(), tmp_path, timeout_s=1.5)
+    m0 = next(p for p in plans if p.machine == "m0")
+    workers = launch_agents([m0], local_exec, tmp_path)
+    with pytest.raises(JobError, match="failed with exit code 1"):
+        wait_all(workers, timeout_s=30)
+    err = open(workers[0].log_path).read().strip().splitlines()[-1]
+    assert err.startswith("jobs.agent: machine m0: ") and "rank 0 -> rank 1 at 127.0.0.21" in err, err
+
+
+def test_killed_peer_fails_the_survivor_quickly(tmp_path):
+    """Kill one agent mid-run (its ranks wait at the gate): the other sees the connection close and
+    exits 1 naming the rank whose message was due, long before its 60 s timeout."""
+    jobs = {"j": specs(tmp_path, "j", "ring", ["m0", "m1"], (400,), timeout_s=60)}
+    plans = plan_agents(jobs, IPS, free_tcp_port(), tmp_path, timeout_s=60)
+    workers = launch_agents(plans, local_exec, tmp_path)
+    deadline = time.monotonic() + 30
+    while not all(os.path.exists(ready_path(w.spec)) for w in workers):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    victim = next(w for w in workers if w.spec.machine == "m1").process
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    (tmp_path / "gate").write_text("go\n")
+    survivor = next(w for w in workers if w.spec.machine == "m0").process
+    assert survivor.wait(timeout=20) == 1
+    err = open(next(w for w in workers if w.spec.machine == "m0").log_path).read().strip().splitlines()[-1]
+    assert err.startswith("jobs.agent: machine m0: job j rank 0:") and "rank 1 (m1)" in err, err
+
+
+def test_malformed_plan_is_one_line_and_exit_1(tmp_path):
+    """A plan file that is not a plan: exit 1 and one line, no traceback."""
+    bad = tmp_path / "plan.json"
+    bad.write_text('{"machine": "m0"}\n')
+    cp = subprocess.run(agent_argv(bad), env=worker_env(), capture_output=True, text=True, timeout=30, cwd=ROOT)
+    assert cp.returncode == 1
+    assert cp.stderr.count("\n") == 1 and "bad agent plan" in cp.stderr and "Traceback" not in cp.stderr
+
+
+def test_agent_does_not_import_torch():
+    """The runtime's whole point is start-up: importing jobs.agent loads no torch."""
+    code = "import sys, jobs.agent; print('torch' in sys.modules)"
+    cp = subprocess.run([sys.executable, "-c", code], env=worker_env(), capture_output=True, text=True,
+                        timeout=60, cwd=ROOT)
+    assert cp.stdout.strip() == "False", cp.stderr

@@ -1,0 +1,103 @@
+"""Unit tests (no root) of time dilation: what a dilation factor D changes and what it must not.
+
+D divides link rates, multiplies emulated compute and timeouts, and every reported time is the
+measured wall time divided by D, so a run's report is the same whatever D is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from common.units import virtual_s, wall_s
+from jobs.launcher import plan_workers
+from jobs.models import get_model
+from jobs.records import IterationRecord
+from placement.base import GpuSlot, JobRequest, Placement
+from testbed.config import from_dict
+from testbed.fidelity import job_verdicts
+from testbed.net import link_rates_mbps
+from testbed.report import summarise_policy
+from testbed.runner import job_evidence, net_options
+from topo import fat_tree
+
+G = fat_tree(4)
+JOBS = [{"name": "a", "model": "resnet50", "workers": 2, "collective": "ring"},
+        {"name": "b", "model": "small_cnn", "workers": 2, "collective": "hd"}]
+PLACEMENTS = [{"job": "a", "wave": 0, "slots": [["h1", 0], ["h5", 0]]},
+              {"job": "b", "wave": 0, "slots": [["h9", 0], ["h13", 0]]}]
+BUCKETS = {"a": (40_000, 8_000), "b": (4_256,)}
+# virtual (paper-scale) seconds per rank and iteration: (comm of each bucket, compute)
+VIRTUAL = {("a", 0): ((0.30, 0.05), 0.178), ("a", 1): ((0.31, 0.06), 0.170),
+           ("b", 0): ((0.02,), 0.005), ("b", 1): ((0.025,), 0.004)}
+ITERATIONS = 3
+
+
+def records(dilation: float) -> list[IterationRecord]:
+    """What the ranks would record under dilation D: every wall-clock time D times the virtual one."""
+    out = []
+    for (job, rank), (comm, compute) in VIRTUAL.items():
+        for it in range(ITERATIONS):
+            wall = [wall_s(c * (1 + 0.1 * it), dilation) for c in comm]
+            comp = wall_s(compute, dilation)
+            out.append(IterationRecord(
+                job=job, rank=rank, world=2, iteration=it, start_time_s=1000.0 + wall_s(it, dilation),
+                compute_s=comp, comm_s=sum(wall), bytes=sum(BUCKETS[job]), iteration_s=comp + sum(wall),
+                mode="replay", collective="ring" if job == "a" else "hd", bucket_bytes=BUCKETS[job],
+                bucket_comm_s=tuple(wall)))
+    return out
+
+
+def result(cfg, recs) -> dict:
+    """A policy's result as the runner builds it, with the per-job verdicts."""
+    verdicts = job_verdicts(G, link_rates_mbps(G, cfg.scale), job_evidence(cfg, PLACEMENTS, recs), cfg.mtu)
+    return {"policy": "p", "placements": PLACEMENTS,
+            "cluster_states": [{"machines_in_use": 4, "fragmented_machines": 4}],
+            "waves": [{"index": 0, "duration_s": 10.0, "window_s": [0.0, 5.0], "link_bytes": [["h1", "e1", 1000]],
+                       "window_link_bytes": [["h1", "e1", 800]], "window_link_marks": None, "ecn": None}],
+            "link_rate_mbps": [["h1", "e1", 20.0]], "cpu_measured": {"mean": 0.5, "p95": 0.6, "saturated": False},
+            "ecn": {"method": "none"}, "wall_time_s": 1.0,
+            "fidelity": {"trustworthy": True, "reasons": [], "jobs": [v.to_dict() for v in verdicts]}}
+
+
+@pytest.mark.parametrize("dilation", [2.0, 4.0, 7.5])
+def test_every_reported_time_is_invariant_under_dilation(dilation):
+    """The same virtual run recorded under D = 1 and under D gives the same summary: every time
+    (comm mean and p99, compute, per job and per policy), every bound and every ratio."""
+    base = from_dict({"jobs": JOBS, "dilation": 1, "iterations": ITERATIONS})
+    dilated = dataclasses.replace(base, dilation=dilation)
+    s1 = summarise_policy(base, G, result(base, records(1.0)), records(1.0))
+    sd = summarise_policy(dilated, G, result(dilated, records(dilation)), records(dilation))
+    assert s1["comm_mean_s"] == pytest.approx(sd["comm_mean_s"]) == pytest.approx(
+        (0.37 + 0.025) * (1 + 1.1 + 1.2) / 6)  # both jobs' slowest ranks, three iterations each
+    assert s1["comm_p99_s"] == pytest.approx(sd["comm_p99_s"])
+    for job in ("a", "b"):
+        for key in ("comm_mean_s", "comm_p99_s", "compute_mean_s", "bound_s", "bound_ratio"):
+            assert s1["jobs"][job][key] == pytest.approx(sd["jobs"][job][key]), (job, key)
+        assert s1["jobs"][job]["fidelity"] == sd["jobs"][job]["fidelity"]
+    assert s1["jobs"]["a"]["comm_mean_s"] == pytest.approx(0.31 * 1.1 + 0.06 * 1.1)  # slowest rank, mean of 1, 1.1, 1.2
+    assert sd["dilation"] == dilation and s1["dilation"] == 1
+
+
+def test_dilation_divides_rates_and_multiplies_compute_and_marking_delay():
+    """At D = 4: links at paper rate / (scale * 4), compute 4 times the profile's, and a marking
+    threshold given as a delay keeps the same bytes of queue as at D = 1."""
+    cfg = from_dict({"jobs": JOBS, "dilation": 4, "ecn": {"threshold_us": 2000}})
+    undilated = dataclasses.replace(cfg, dilation=1.0)
+    opts, opts1 = net_options(cfg, "bpf"), net_options(undilated, "bpf")
+    assert opts.dilation == 4
+    rates = link_rates_mbps(G, cfg.scale, cfg.dilation)
+    assert all(r == pytest.approx(10000 / 500 / 4) for r in rates.values())
+    assert opts.marking(5.0).threshold_bytes == pytest.approx(opts1.marking(20.0).threshold_bytes)
+    job = JobRequest("a", "resnet50", 2, "ring")
+    placement = Placement("a", (GpuSlot("h1", 0), GpuSlot("h5", 0)))
+    specs = plan_workers(job, placement, get_model("resnet50"), 500, {"h1": "10.0.0.1", "h5": "10.0.0.5"}, {},
+                         3, 1, "replay", "/tmp", 29500, dilation=4)
+    assert all(s.compute_s == pytest.approx(4 * get_model("resnet50").compute_time_s) for s in specs)
+
+
+def test_wall_and_virtual_seconds_are_inverse():
+    """wall_s multiplies by D, virtual_s divides: a round trip is the identity."""
+    assert wall_s(0.25, 4) == 1.0 and virtual_s(1.0, 4) == 0.25
+    assert virtual_s(wall_s(0.123, 7.5), 7.5) == pytest.approx(0.123)
