@@ -55,7 +55,7 @@ from pathlib import Path
 from common.errors import JobError
 from jobs.launcher import ExecFn, RunningWorker, WorkerSpec, ready_path, stop_all, worker_env
 from jobs.patterns import replay_pattern
-from jobs.records import IterationRecord, append_record
+from jobs.records import record_iteration
 
 HEADER = struct.Struct("!HHHII")
 """Message header: job index, source rank, destination rank, sequence number, payload bytes."""
@@ -441,11 +441,7 @@ class _Rank:
                 times.append(time.perf_counter() - s)
             end = time.perf_counter()
             if it >= spec.warmup_iterations:
-                append_record(spec.records_path, IterationRecord(
-                    job=spec.job, rank=spec.rank, world=spec.world, iteration=it - spec.warmup_iterations,
-                    start_time_s=start_time_s, compute_s=t1 - t0, comm_s=sum(times), bytes=sum(sizes),
-                    iteration_s=end - t0, mode=spec.mode, collective=spec.collective, bucket_bytes=tuple(sizes),
-                    bucket_comm_s=tuple(times)))
+                record_iteration(spec, it - spec.warmup_iterations, start_time_s, t1 - t0, end - t0, sizes, times)
         self.allreduce(barrier_bytes(spec.world))
 
     def allreduce(self, size: int) -> None:

@@ -85,6 +85,21 @@ def append_record(path: str | Path, record: IterationRecord) -> None:
         f.flush()
 
 
+def record_iteration(spec, iteration: int, start_time_s: float, compute_s: float, iteration_s: float,
+                     sizes, times, loss: float | None = None, checksum: float | None = None) -> None:
+    """Append one recorded iteration of the rank described by ``spec`` to its records file.
+
+    ``spec`` is a :class:`jobs.launcher.WorkerSpec` (job, rank, world, mode, collective and
+    ``records_path`` are read); ``sizes`` and ``times`` are the bytes and the seconds of each
+    bucket's allreduce, in order. Shared by both worker runtimes (:mod:`jobs.worker`, :mod:`jobs.agent`).
+    """
+    append_record(spec.records_path, IterationRecord(
+        job=spec.job, rank=spec.rank, world=spec.world, iteration=iteration, start_time_s=start_time_s,
+        compute_s=compute_s, comm_s=sum(times), bytes=sum(sizes), iteration_s=iteration_s,
+        mode=spec.mode, collective=spec.collective, bucket_bytes=tuple(sizes), bucket_comm_s=tuple(times),
+        loss=loss, param_checksum=checksum))
+
+
 def write_records(path: str | Path, records: Iterable[IterationRecord]) -> None:
     """Write ``records`` to ``path`` as JSON lines, replacing the file."""
     with open(path, "w", encoding="utf-8") as f:

@@ -39,7 +39,7 @@ from jobs import nets
 from jobs.collectives import Collective, get_collective
 from jobs.launcher import WorkerSpec, ready_path
 from jobs.models import get_model
-from jobs.records import IterationRecord, append_record
+from jobs.records import record_iteration
 
 TRAIN_LR = 0.05
 _START_MONOTONIC = time.monotonic()
@@ -94,16 +94,6 @@ def _uptime_s() -> float:
     return time.monotonic() - _START_MONOTONIC
 
 
-def _record(spec: WorkerSpec, iteration: int, start_time_s: float, compute_s: float, iteration_s: float,
-            sizes: list[int], times: list[float], loss: float | None = None,
-            checksum: float | None = None) -> None:
-    append_record(spec.records_path, IterationRecord(
-        job=spec.job, rank=spec.rank, world=spec.world, iteration=iteration, start_time_s=start_time_s,
-        compute_s=compute_s, comm_s=sum(times), bytes=sum(sizes), iteration_s=iteration_s,
-        mode=spec.mode, collective=spec.collective, bucket_bytes=tuple(sizes), bucket_comm_s=tuple(times),
-        loss=loss, param_checksum=checksum))
-
-
 def _replay(spec: WorkerSpec, collective: Collective) -> None:
     buffers = [torch.empty(b // 4, dtype=torch.float32) for b in spec.bucket_bytes]
     sizes = list(spec.bucket_bytes)
@@ -126,7 +116,7 @@ def _replay(spec: WorkerSpec, collective: Collective) -> None:
                 raise JobError(f"collective {spec.collective!r} gave a wrong sum in bucket {i}: "
                                f"{buf[0].item()} / {buf[-1].item()}, expected {spec.world}")
         if it >= spec.warmup_iterations:
-            _record(spec, it - spec.warmup_iterations, start_time_s, t1 - t0, end - t0, sizes, times)
+            record_iteration(spec, it - spec.warmup_iterations, start_time_s, t1 - t0, end - t0, sizes, times)
 
 
 class _HookState:
@@ -182,7 +172,7 @@ def _train(spec: WorkerSpec, collective: Collective, model_cls) -> None:
         if it >= spec.warmup_iterations:
             with torch.no_grad():
                 checksum = float(sum(p.double().sum() for p in model.parameters()))
-            _record(spec, it - spec.warmup_iterations, start_time_s, (end - t0) - sum(state.times),
+            record_iteration(spec, it - spec.warmup_iterations, start_time_s, (end - t0) - sum(state.times),
                     end - t0, state.sizes, state.times, loss=float(loss.item()), checksum=checksum)
 
 
