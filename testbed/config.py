@@ -128,7 +128,7 @@ class ExperimentConfig:
     seed: int = 1
     topology: TopologyConfig = dataclasses.field(default_factory=TopologyConfig)
     scale: float = 500.0
-    dilation: float = 4.0
+    dilation: float = 3.0
     background: dict = dataclasses.field(default_factory=dict)
     jobs: tuple = ()
     policies: tuple = ("all",)

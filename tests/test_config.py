@@ -105,9 +105,9 @@ def test_unreadable_and_malformed_files(tmp_path):
 def test_default_dilation_round_trips():
     """dilation defaults to 4 and time_limit_s to 3600 s; both survive to_dict -> from_dict."""
     cfg = config.from_dict(base())
-    assert cfg.dilation == 4.0 and cfg.time_limit_s == 3600.0
+    assert cfg.dilation == 3.0 and cfg.time_limit_s == 3600.0
     d = config.to_dict(cfg)
-    assert d["dilation"] == 4.0 and d["time_limit_s"] == 3600.0
+    assert d["dilation"] == 3.0 and d["time_limit_s"] == 3600.0
     assert config.from_dict(d) == cfg
     custom = config.from_dict(base(dilation=2.5, time_limit_s=600))
     assert config.from_dict(config.to_dict(custom)).dilation == 2.5

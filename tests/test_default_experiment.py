@@ -17,6 +17,7 @@ def test_default_experiment_runs_every_policy_and_cleans_up(emulation_ok, tmp_pa
     """`run_testbed.py` with no arguments runs every registered policy, every job completes, the results
     directory holds the promised files, no controller logged an exception and nothing is left running."""
     from placement import POLICIES
+    from testbed.config import ExperimentConfig
     from testbed.fidelity import JOB_STATUSES as FIDELITY_STATUSES
 
     cp = subprocess.run([sys.executable, os.path.join(ROOT, "run_testbed.py"), "--results", str(tmp_path)],
@@ -40,7 +41,7 @@ def test_default_experiment_runs_every_policy_and_cleans_up(emulation_ok, tmp_pa
         assert isinstance(s["ecn_marks"], int) and all(isinstance(j["ecn_marks"], int) for j in s["jobs"].values())
         assert isinstance(s["trustworthy"], bool) and (s["trustworthy"] or s["fidelity_reasons"])
         # every job has a fidelity verdict; a checked one carries its bound and ratio
-        assert s["dilation"] == summary["dilation"] == 4
+        assert s["dilation"] == summary["dilation"] == ExperimentConfig().dilation
         for j in s["jobs"].values():
             assert j["fidelity"] in FIDELITY_STATUSES, j
             if j["fidelity"] in ("ok", "slow", "fast"):
