@@ -38,7 +38,7 @@ from testbed.cpu import CpuSampler  # noqa: E402
 from testbed.net import EmulatedNetwork, NetOptions  # noqa: E402
 from testbed.ports import resolve_port_type  # noqa: E402
 from testbed.replay import run_job  # noqa: E402
-from testbed.report import format_table, job_iteration_times  # noqa: E402
+from testbed.report import format_table  # noqa: E402
 from topo import fat_tree, machines  # noqa: E402
 
 TARGET_RATIO = 1.05
@@ -63,9 +63,8 @@ def run_allreduce(net, out_dir: str, runtime: str, collective: str, ranks: list[
                       runtime=runtime)
     finally:
         sampler.stop()
-    its = job_iteration_times(run.records, net.options.dilation)[job]
     window = (min(r.start_time_s for r in run.records), max(r.start_time_s + r.iteration_s for r in run.records))
-    return sum(v["comm_s"] for v in its.values()) / len(its), sampler.summary([window]), run.startup_s
+    return run.comm_mean_s(), sampler.summary([window]), run.startup_s
 
 
 def main(argv=None) -> int:

@@ -53,7 +53,16 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from common.errors import JobError
-from jobs.launcher import ExecFn, RunningWorker, WorkerSpec, ready_path, stop_all, worker_env
+from jobs.launcher import (
+    ExecFn,
+    RunningWorker,
+    WorkerSpec,
+    read_json_file,
+    ready_path,
+    stop_all,
+    worker_env,
+    write_json_file,
+)
 from jobs.patterns import replay_pattern
 from jobs.records import record_iteration
 
@@ -116,16 +125,12 @@ class AgentPlan:
 
     def save(self, path: str | Path) -> None:
         """Write the plan as JSON."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+        write_json_file(path, self.to_dict())
 
     @classmethod
     def load(cls, path: str | Path) -> "AgentPlan":
         """Read a plan written by :meth:`save`."""
-        try:
-            d = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise JobError(f"cannot read agent plan {path}: {exc}") from None
-        return cls.from_dict(d)
+        return cls.from_dict(read_json_file(path, "agent plan"))
 
 
 def plan_agents(specs_by_job: Mapping[str, list[WorkerSpec]], machine_ip: Mapping[str, str], port: int,

@@ -51,6 +51,19 @@ ExecFn = Callable[[str, list, dict, str], subprocess.Popen]
 on ``machine``, stdout and stderr to ``log_path``."""
 
 
+def write_json_file(path: str | Path, data: Mapping) -> None:
+    """Write ``data`` as indented JSON (the files the launcher hands to worker processes)."""
+    Path(path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
+def read_json_file(path: str | Path, what: str) -> dict:
+    """Read a JSON file written by :func:`write_json_file`; :class:`JobError` names ``what`` and why not."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise JobError(f"cannot read {what} {path}: {exc}") from None
+
+
 @dataclasses.dataclass(frozen=True)
 class WorkerSpec:
     """Everything one worker process needs; JSON-serialisable (``to_dict`` / ``save``).
@@ -138,16 +151,12 @@ class WorkerSpec:
 
     def save(self, path: str | Path) -> None:
         """Write the spec as JSON."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+        write_json_file(path, self.to_dict())
 
     @classmethod
     def load(cls, path: str | Path) -> "WorkerSpec":
         """Read a spec written by :meth:`save`."""
-        try:
-            d = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise JobError(f"cannot read worker spec {path}: {exc}") from None
-        return cls.from_dict(d)
+        return cls.from_dict(read_json_file(path, "worker spec"))
 
 
 @dataclasses.dataclass
@@ -281,6 +290,11 @@ def launch(specs: Sequence[WorkerSpec], exec_fn: ExecFn, out_dir: str | Path) ->
                            f"{type(exc).__name__}: {exc}") from exc
         started.append(RunningWorker(spec, proc, spec_path, log_path))
     return started
+
+
+def processes(workers: Sequence[RunningWorker]) -> list[subprocess.Popen]:
+    """Each process of ``workers`` once (the ranks of one agent share its process)."""
+    return list({id(w.process): w.process for w in workers}.values())
 
 
 def stop_all(workers: Sequence[RunningWorker], grace_s: float = 5.0) -> None:

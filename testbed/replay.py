@@ -14,9 +14,10 @@ import time
 
 from common.units import wall_s
 from jobs.agent import launch_agents, plan_agents
-from jobs.launcher import WorkerSpec, launch, open_gate_when_ready, wait_all
+from jobs.launcher import WorkerSpec, launch, open_gate_when_ready, processes, wait_all
 from jobs.records import IterationRecord, read_records
 from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
+from testbed.report import job_iteration_times
 
 RUNTIMES = ("agent", "torch")
 
@@ -26,14 +27,23 @@ class JobRun:
     """What :func:`run_job` measured.
 
     Attributes:
+        job: the job's name.
+        dilation: the network's dilation factor (records hold wall-clock seconds).
         records: every rank's iteration records (wall-clock seconds).
         startup_s: wall seconds from launch until every rank had joined.
         wall_s: wall seconds from launch until every rank had finished.
     """
 
+    job: str
+    dilation: float
     records: list[IterationRecord]
     startup_s: float
     wall_s: float
+
+    def comm_mean_s(self) -> float:
+        """Mean communication time per iteration (the slowest rank's), in virtual seconds."""
+        its = job_iteration_times(self.records, self.dilation)[self.job]
+        return sum(v["comm_s"] for v in its.values()) / len(its)
 
 
 def run_job(net, out_dir: str, job: str, machines: list[str], collective: str, buckets: tuple[int, ...], *,
@@ -75,7 +85,7 @@ def run_job(net, out_dir: str, job: str, machines: list[str], collective: str, b
         startup_s = time.monotonic() - t0
         wait_all(workers, timeout_s=timeout)
     finally:
-        for proc in {id(w.process): w.process for w in workers}.values():
+        for proc in processes(workers):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
@@ -83,4 +93,4 @@ def run_job(net, out_dir: str, job: str, machines: list[str], collective: str, b
         if os.path.exists(gate):
             os.remove(gate)
     records = [r for s in specs for r in read_records(s.records_path)]
-    return JobRun(records, startup_s, time.monotonic() - t0)
+    return JobRun(job, dilation, records, startup_s, time.monotonic() - t0)

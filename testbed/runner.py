@@ -28,7 +28,7 @@ import time
 from common.errors import EmulationError, PlacementError
 from common.units import wall_s
 from jobs.agent import launch_agents, plan_agents, read_conns
-from jobs.launcher import launch, open_gate_when_ready, plan_workers, ready_path, wait_all
+from jobs.launcher import launch, open_gate_when_ready, plan_workers, processes, ready_path, wait_all
 from jobs.models import get_model
 from jobs.records import read_records
 from placement import make_policy
@@ -351,7 +351,7 @@ def run_wave(cfg, g, net: EmulatedNetwork, decided, jobs, index: int, pdir: str,
     time.sleep(0.2)  # let the last packets reach the counters
     after = net.switch_counters()
     ecn = ecn_of_wave(ecn_before, ecn_snapshot(net), conns) if ecn_before is not None else None
-    for proc in {id(w.process): w.process for w in workers}.values():
+    for proc in processes(workers):
         net.forget(proc)
     progress.say(f"    wave {index} done in {duration:.1f} s")
     records = [r for s in all_specs if os.path.exists(s.records_path) for r in read_records(s.records_path)]

@@ -23,7 +23,7 @@ def test_agent_traffic_on_every_link_is_the_pattern(fabric, tmp_path):
     direction, handshakes)."""
     from common.units import wire_bytes
     from jobs.agent import HEADER, barrier_bytes, launch_agents, plan_agents, remote_pairs
-    from jobs.launcher import WorkerSpec, open_gate_when_ready, wait_all
+    from jobs.launcher import WorkerSpec, open_gate_when_ready, processes, wait_all
     from jobs.patterns import replay_pattern
     from jobs.records import read_records
     from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
@@ -51,7 +51,7 @@ def test_agent_traffic_on_every_link_is_the_pattern(fabric, tmp_path):
         assert open_gate_when_ready(workers, gate, 120) is not None
         wait_all(workers, timeout_s=180)
     finally:
-        for p in {id(w.process): w.process for w in workers}.values():
+        for p in processes(workers):
             fabric.forget(p)
     time.sleep(0.3)
     moved = fabric.link_bytes(before, fabric.switch_counters())

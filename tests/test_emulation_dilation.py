@@ -41,7 +41,7 @@ def _uncontended_verdict(tmp_path, name: str, machines: list[str], dilation: flo
         finally:
             cpu.stop()
     its = job_iteration_times(run.records, dilation)[name]
-    comm = sum(v["comm_s"] for v in its.values()) / len(its)
+    comm = run.comm_mean_s()
     evidence = JobEvidence(job=name, wave=0, machines_by_rank=tuple(machines), collective="ring",
                            bucket_bytes=buckets, comm_mean_s=comm, complete=len(its) == 3)
     (verdict,) = job_verdicts(g, link_rates_mbps(g, SCALE), [evidence], mtu=1500)
