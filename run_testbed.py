@@ -4,7 +4,7 @@
     sudo python run_testbed.py                          # default experiment, every policy
     sudo python run_testbed.py -c experiments/x.yaml -p consolidate -p spread
     python run_testbed.py check experiments/x.yaml      # validate a config, no root needed
-    sudo python run_testbed.py clean                    # remove a crashed run's leftovers (mn -c)
+    sudo python run_testbed.py clean                    # undo what a killed run recorded changing
 
 Errors a user can cause end with one line on stderr and exit code 2; a run in which some
 policy could not place every job reports the others and exits 3; an interrupted run (Ctrl-C,
@@ -34,12 +34,21 @@ from common.errors import TestbedError  # noqa: E402
 DEFAULT_CONFIG = os.path.join(HERE, "experiments", "default.yaml")
 
 
-def _sigterm(signum, frame):
+def _interrupt(signum, frame):
+    """The first SIGINT or SIGTERM stops the run; any further one only says cleanup is under way,
+    so it cannot cut the undoing of the run's changes short (testbed.record shields each step)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _again)
     raise KeyboardInterrupt
 
 
+def _again(signum, frame):
+    print("interrupted again: still stopping the run and undoing its changes", file=sys.stderr, flush=True)
+
+
 def cmd_run(args) -> int:
-    """Run an experiment."""
+    """Run an experiment; the command-line overrides are validated with the rest of the config
+    (run_experiment validates before it needs root or builds anything)."""
     from testbed import config
     from testbed.runner import Progress, run_experiment
 
@@ -57,7 +66,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_check(args) -> int:
-    """Validate a config without root."""
+    """Validate a config without root: everything a run would reject for the config alone."""
     from testbed import config
 
     cfg = config.load(args.config)
@@ -71,29 +80,38 @@ def cmd_check(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    """Remove leftover state after a crash: Mininet's own cleanup, AF_XDP port pipes and the ECN
-    marker's bpffs mounts."""
-    import subprocess
-
-    from testbed import capabilities
-    from testbed.ecn import remove_stale_pins
-    from testbed.ports import stale_pipes
+    """Undo what runs that died (kill -9, a crash) recorded changing on this machine, and nothing else."""
+    from testbed import capabilities, record
 
     capabilities.require_root()
-    from mininet.clean import cleanup
-
-    cleanup()
-    for dev in stale_pipes():
-        subprocess.run(["ip", "link", "del", dev], capture_output=True)
-    for path in remove_stale_pins():
-        print(f"removed ECN marker pins {path}")
+    paths = record.records()
+    if not paths:
+        print("clean: nothing to undo (no run left changes on this machine)")
+        return 0
+    failures = record.clean()
+    if failures:
+        print(f"error: {len(failures)} change(s) could not be undone (first: {failures[0]}); they stay recorded "
+              f"in {record.RECORDS_DIR}", file=sys.stderr)
+        return 1
     return 0
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line and exit code 2, like every other error a user can cause."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see {self.prog} -h)\n")
+
+
+def _one_line(e: Exception) -> str:
+    """An error's message on one line (a path or a lower layer's text may hold line breaks)."""
+    return " | ".join(line for line in str(e).splitlines() if line.strip())
 
 
 def main(argv=None) -> int:
     """Entry point."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    ap = argparse.ArgumentParser(prog="run_testbed.py", description=__doc__.splitlines()[0])
+    ap = _ArgumentParser(prog="run_testbed.py", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command")
     run = sub.add_parser("run", help="run an experiment (the default command)")
     run.add_argument("-c", "--config", default=DEFAULT_CONFIG, help="experiment YAML (default: %(default)s)")
@@ -104,18 +122,19 @@ def main(argv=None) -> int:
     run.add_argument("--results", help="results base directory (default: the config's results_dir)")
     check = sub.add_parser("check", help="validate a config without running it (no root needed)")
     check.add_argument("config")
-    sub.add_parser("clean", help="remove leftovers of a crashed run (Mininet cleanup)")
+    sub.add_parser("clean", help="undo the recorded changes of runs that were killed (nothing else)")
     if not argv or argv[0] not in ("run", "check", "clean", "-h", "--help"):
         argv = ["run", *argv]
     args = ap.parse_args(argv)
-    signal.signal(signal.SIGTERM, _sigterm)
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         return {"run": cmd_run, "check": cmd_check, "clean": cmd_clean}[args.command](args)
     except TestbedError as e:
         if type(e).__name__ == "PolicyIncomplete":
-            print(f"incomplete: {e}", file=sys.stderr)
+            print(f"incomplete: {_one_line(e)}", file=sys.stderr)
             return 3
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: the emulated network and its processes were stopped", file=sys.stderr)

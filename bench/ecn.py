@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from testbed.cpu import CpuSampler  # noqa: E402
 from testbed.ecn import build, marking_params  # noqa: E402
-from testbed.fidelity import assess, busy_rates  # noqa: E402
+from testbed.fidelity import assess, link_checks  # noqa: E402
 from testbed.linkstats import read_queue_samples  # noqa: E402
 from testbed.net import EmulatedNetwork, NetOptions  # noqa: E402
 from testbed.ports import AFXDP_MAX_MTU  # noqa: E402
@@ -128,8 +128,8 @@ def bench_capacity(tmp: str, seconds: float) -> None:
                 after = net.switch_counters()
             switched = sum(after[k][0] - before[k][0] for k in after) * 8 / elapsed / 1e6
             window = [(t0 + 1.0, t0 + 0.5 + seconds)]
-            verdict = assess(cpu.summary(window), busy_rates(read_queue_samples(os.path.join(run_dir, "q.jsonl")),
-                                                             net.rates, window, mtu))
+            verdict = assess(cpu.summary(window), link_checks(read_queue_samples(os.path.join(run_dir, "q.jsonl")),
+                                                              net.rates, window, mtu))
             c = cpu.summary(window)
             rows.append([str(mtu), f"{rate:g}", f"{goodput:.0f}", f"{switched:.0f}", f"{c['p95']:.0%}",
                          f"{c['switch_thread_p95']:.0%}" if c["switch_thread_p95"] is not None else "-",

@@ -10,6 +10,7 @@ experiment's seed and passed separately.
 from __future__ import annotations
 
 import inspect
+import re
 
 from common.errors import TestbedError, unknown_name
 
@@ -105,3 +106,9 @@ def build_from_spec(registry: dict, spec: str, seed: int, kind: str, noun: str,
     if missing:
         raise error(f"{what}: spec {spec!r} lacks required keyword(s) {', '.join(missing)}")
     return cls(seed=seed, **kwargs)
+
+
+def safe_name(spec: str) -> str:
+    """A directory name for a spec string (each run of other characters than letters, digits and
+    ``_.=-`` becomes ``_``)."""
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", spec)

@@ -32,6 +32,7 @@ from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev
 from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
+from common.jsonfile import write_json_atomic
 from controller.rules import RULE_COOKIE, compute_rules
 from topo.io import read_topology_json
 
@@ -39,14 +40,6 @@ CONF_ENV = "TESTBED_CONTROLLER_CONF"
 EXIT_HANDLER_ERROR = 2
 
 LOG = logging.getLogger("testbed.controller")
-
-
-def write_json_atomic(path: str, obj) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically (temp file + rename)."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
 
 
 def fatal_on_error(handler):

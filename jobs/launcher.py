@@ -318,8 +318,29 @@ def log_tail(path: str | Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
 
-def wait_all(workers: Sequence[RunningWorker], timeout_s: float, poll_s: float = 0.05) -> list[int]:
+LIVENESS_INTERVAL_S = 0.5
+"""How often :func:`wait_all` and :func:`open_gate_when_ready` call their ``check``: the bound on
+how late the death of a process the run depends on (controller, switch daemon) is noticed."""
+
+
+def _checker(check, interval_s: float = LIVENESS_INTERVAL_S):
+    """``check`` called at most every ``interval_s`` (a no-op when ``check`` is None)."""
+    last = [0.0]
+
+    def maybe():
+        now = time.monotonic()
+        if check is not None and now - last[0] >= interval_s:
+            last[0] = now
+            check()
+
+    return maybe
+
+
+def wait_all(workers: Sequence[RunningWorker], timeout_s: float, poll_s: float = 0.05, check=None) -> list[int]:
     """Wait until every worker has exited successfully.
+
+    ``check`` (optional) is called every :data:`LIVENESS_INTERVAL_S` and raises when something
+    the workers depend on died; every worker is then stopped and its exception propagates.
 
     Returns:
         The exit codes (all 0), in the order of ``workers``.
@@ -330,7 +351,13 @@ def wait_all(workers: Sequence[RunningWorker], timeout_s: float, poll_s: float =
             still running is named). Either way every other worker is killed first.
     """
     deadline = time.monotonic() + timeout_s
+    alive = _checker(check)
     while True:
+        try:
+            alive()
+        except BaseException:
+            stop_all(workers)
+            raise
         codes = [w.process.poll() for w in workers]
         failed = [w for w, c in zip(workers, codes, strict=True) if c not in (None, 0)]
         if failed:
@@ -351,7 +378,7 @@ def wait_all(workers: Sequence[RunningWorker], timeout_s: float, poll_s: float =
 
 
 def open_gate_when_ready(workers: Sequence[RunningWorker], gate_path: str, timeout_s: float,
-                         poll_s: float = 0.05) -> float | None:
+                         poll_s: float = 0.05, check=None) -> float | None:
     """Open the start gate once every gated worker has joined its process group.
 
     Workers launched with ``start_gate=gate_path`` signal readiness with :func:`ready_path`.
@@ -363,9 +390,16 @@ def open_gate_when_ready(workers: Sequence[RunningWorker], gate_path: str, timeo
 
     Raises:
         JobError: ``timeout_s`` passed before every worker was ready (all are stopped).
+        Whatever ``check`` raises (as in :func:`wait_all`; all workers are stopped first).
     """
     t0 = time.monotonic()
+    alive = _checker(check)
     while True:
+        try:
+            alive()
+        except BaseException:
+            stop_all(workers)
+            raise
         if all(os.path.exists(ready_path(w.spec)) for w in workers):
             Path(gate_path).write_text(f"{time.time()}\n", encoding="utf-8")
             return time.monotonic() - t0

@@ -1,10 +1,22 @@
 """Experiment configuration: a tree of frozen dataclasses loaded strictly from YAML.
 
-Unknown keys are errors with a "did you mean" hint; defaults and units live in the field
-definitions; :func:`validate` checks everything that can be checked without root (topology
-builds, models, collectives and policies exist, every job fits in the cluster, link rates
-are shapeable at the scale and time dilation, and a lower bound on the wall time fits the
-time limit). Every run writes the fully resolved configuration (:func:`to_dict`).
+:func:`load` reads the file within bounds (:mod:`testbed.config_file`: size, strict UTF-8,
+nesting depth, values after alias expansion, duplicate keys) and builds the tree, rejecting
+unknown keys with a "did you mean" hint. Every field declares its type and valid range once,
+as a rule in its metadata (:mod:`testbed.config_rules`: :class:`Integer`, :class:`Real`,
+:class:`Name`, ...); :func:`check_fields` is the one loop that applies them all, and
+:func:`validate` runs it first, so a loaded file and a configuration changed in code or by
+command-line overrides meet the same rules. Messages have one shape::
+
+    config.<path>: <value> <what is wrong> (<valid range or choices>)
+
+with the value's repr cut to ``MAX_REPR`` characters. Defaults and units live in the field
+definitions. :func:`validate` then checks what needs more than one field: the topology
+builds and its link rates are shapeable at the scale and time dilation, background load
+names real machines, every job fits, policies exist and none runs twice or into another's
+results directory, ECN thresholds (in bytes, or as a delay at the slowest port) lie within
+the queue, and a lower bound on the wall time fits the time limit. Every run writes the
+fully resolved configuration (:func:`to_dict`).
 
 Example (``experiments/default.yaml``)::
 
@@ -24,30 +36,86 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import typing
 from typing import Any
 
-import yaml
-
 from common.errors import ConfigError, TestbedError
+from testbed.config_file import MAX_FILE_BYTES as MAX_FILE_BYTES  # re-exported: the limit a message names
+from testbed.config_file import read_yaml
+from testbed.config_rules import (
+    KEY_RE,
+    KEY_RULE,
+    Integer,
+    ListOf,
+    MapOf,
+    Name,
+    PolicySpec,
+    Real,
+    Scalar,
+    Section,
+    Text,
+    check_fields,
+    fail,
+    rule_field,
+    show,
+)
+from testbed.ecn import MARKING, METHODS
+from testbed.ports import AFXDP_MAX_MTU, PORT_TYPES
+from testbed.shaping import frame_bytes
+
+MODES = ("replay", "train")
+RUNTIMES = ("agent", "torch")
+ROUTING_MODES = ("ecmp", "select")
+CONGESTION_CONTROLS = ("reno", "cubic", "dctcp", "bbr", "vegas", "westwood", "htcp", "highspeed", "illinois",
+                       "bic", "scalable", "lp", "veno", "yeah", "hybla", "nv", "cdg")
+"""Linux TCP congestion-control modules (``tcp_<name>.ko``); whether one is loaded is checked at run time."""
+ECN_BLIND_CONGESTION_CONTROLS = ("bbr",)  # ignore CE marks (BBRv1)
+
+
+def _topology_kinds():
+    from topo import TOPOLOGIES
+
+    return TOPOLOGIES
+
+
+def _models():
+    from jobs.models import MODELS
+
+    return MODELS
+
+
+def _collectives():
+    from jobs.patterns import COLLECTIVE_NAMES
+
+    return COLLECTIVE_NAMES
+
+
+# -- the configuration tree --------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
 class TopologyConfig:
-    """Which topology to build: a registry name plus the builder's parameters (paper-scale rates)."""
+    """Which topology to build: a registry name plus the builder's parameters (paper-scale rates).
 
-    kind: str = "fat_tree"
-    params: dict = dataclasses.field(default_factory=lambda: {"k": 4})
+    The builder checks its parameters' names and ranges; here each must be a finite number or a
+    short string.
+    """
+
+    kind: str = rule_field(Name(_topology_kinds), "fat_tree")
+    params: dict = rule_field(MapOf(Name(pattern=KEY_RE, pattern_text=KEY_RULE), Scalar(), 32, "builder parameters"),
+                              factory=lambda: {"k": 4}, flat=True)
 
 
 @dataclasses.dataclass(frozen=True)
 class JobConfig:
-    """One data-parallel job: ``workers`` GPUs running ``model`` with allreduce ``collective``."""
+    """One data-parallel job: ``workers`` GPUs running ``model`` with allreduce ``collective``.
 
-    name: str
-    model: str
-    workers: int
-    collective: str = "ring"
+    ``name`` names the job's worker output files, hence :data:`~testbed.config_rules.NAME_RE`.
+    """
+
+    name: str = rule_field(Name())
+    model: str = rule_field(Name(_models))
+    workers: int = rule_field(Integer(1, 100_000))
+    collective: str = rule_field(Name(_collectives), "ring")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,22 +130,24 @@ class EcnConfig:
         marking: ``required`` (a run fails when no marker can run), ``optional`` (the run goes
             on and its results say ECN was not measured) or ``off``.
         method: ``auto`` (kernel RED where the kernel has it, else the BPF marker), ``red`` or ``bpf``.
-        threshold_bytes: K: packets are marked while the queue exceeds it (DCTCP-style step).
-        threshold_us: K as a delay; used instead of ``threshold_bytes`` when > 0.
+        threshold_bytes: K: packets are marked while the queue exceeds it (DCTCP-style step);
+            at most the queue (``queue_packets`` full-size frames) while marking is on.
+        threshold_us: K as a delay; used instead of ``threshold_bytes`` when > 0. While marking
+            is on, the bytes the slowest port drains in it are at most the queue.
         max_threshold_bytes: K_max for WRED-style marking: probability rises linearly from 0
             at K to ``max_probability`` at K_max, and everything above K_max is marked;
-            0 means K_max = K (step marking).
+            0 means K_max = K (step marking). At most the queue while marking is on.
         max_probability: marking probability at K_max.
         sample_interval_s: period of the queue and marker counter samples.
     """
 
-    marking: str = "required"
-    method: str = "auto"
-    threshold_bytes: int = 30000
-    threshold_us: float = 0.0
-    max_threshold_bytes: int = 0
-    max_probability: float = 1.0
-    sample_interval_s: float = 0.25
+    marking: str = rule_field(Name(MARKING), "required")
+    method: str = rule_field(Name(METHODS), "auto")
+    threshold_bytes: int = rule_field(Integer(0, 10**9), 30000)
+    threshold_us: float = rule_field(Real(0, 10_000_000), 0.0)
+    max_threshold_bytes: int = rule_field(Integer(0, 10**9), 0)
+    max_probability: float = rule_field(Real(0, 1, lo_open=True), 1.0)
+    sample_interval_s: float = rule_field(Real(0.05, 3600), 0.25)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +166,8 @@ class ExperimentConfig:
             iterations.
         background: busy GPUs per machine before any job is placed (non-idle machines).
         jobs: the job mix; all jobs start together, jobs that do not fit wait for a later wave.
-        policies: placement policy spec strings, or ``[all]`` for every registered policy.
+        policies: placement policy spec strings, or ``[all]`` for every registered policy; after
+            expanding ``all`` no policy may appear twice.
         iterations: recorded training iterations per job.
         warmup_iterations: iterations run before recording starts.
         mode: worker mode, ``replay`` (model profile buckets, emulated compute) or ``train``
@@ -105,15 +176,16 @@ class ExperimentConfig:
             its ranks over plain TCP, no torch; :mod:`jobs.agent`) or ``torch`` (one gloo
             process per rank, :mod:`jobs.worker`; gloo's own allreduce runs for real instead
             of its mirrored-ring model). ``train`` mode always runs one torch process per rank.
-        mtu: MTU on every emulated interface.
+        mtu: MTU on every emulated interface, bytes (up to 9000, jumbo frames).
         switch_ports: how switch ports reach the userspace datapath: ``auto`` (AF_XDP where it
             runs, else plain veths), ``afxdp`` (an error where it cannot run) or ``system``;
             see :mod:`testbed.ports`.
         routing: controller routing mode, ``ecmp`` (deterministic, simulator-predictable) or
             ``select`` (OVS per-flow hashing).
         queue_packets: FIFO limit under each shaped link.
-        congestion_control: TCP congestion control in the hosts; it must react to ECN
-            (cubic, reno, dctcp, ...; not bbr) unless ECN marking is off.
+        congestion_control: TCP congestion control in the hosts, one of
+            :data:`CONGESTION_CONTROLS`; it must react to ECN (cubic, reno, dctcp, ...; not bbr)
+            unless ECN marking is off.
         ecn: ECN marking and host ECN settings.
         stats_interval_s: port statistics polling period.
         job_timeout_s: a wave of jobs that runs longer than this fails; in paper-scale
@@ -124,122 +196,88 @@ class ExperimentConfig:
         results_dir: where ``<timestamp>-<name>/`` run directories go.
     """
 
-    name: str = "experiment"
-    seed: int = 1
-    topology: TopologyConfig = dataclasses.field(default_factory=TopologyConfig)
-    scale: float = 500.0
-    dilation: float = 3.0
-    background: dict = dataclasses.field(default_factory=dict)
-    jobs: tuple = ()
-    policies: tuple = ("all",)
-    iterations: int = 10
-    warmup_iterations: int = 2
-    mode: str = "replay"
-    runtime: str = "agent"
-    mtu: int = 1500
-    switch_ports: str = "auto"
-    routing: str = "ecmp"
-    queue_packets: int = 100
-    congestion_control: str = "cubic"
-    ecn: EcnConfig = dataclasses.field(default_factory=EcnConfig)
-    stats_interval_s: float = 0.5
-    job_timeout_s: float = 300.0
-    time_limit_s: float = 3600.0
-    results_dir: str = "results"
+    name: str = rule_field(Name(), "experiment")
+    seed: int = rule_field(Integer(0, 2**32 - 1), 1)
+    topology: TopologyConfig = rule_field(Section(TopologyConfig), factory=TopologyConfig)
+    scale: float = rule_field(Real(0, 10_000_000, lo_open=True), 500.0)
+    dilation: float = rule_field(Real(1, 10_000, note="1 = no dilation"), 3.0)
+    background: dict = rule_field(MapOf(Name(), Integer(0, 4096), 65_534, "machine -> busy GPUs"), factory=dict)
+    jobs: tuple = rule_field(ListOf(Section(JobConfig), 1, 1000, "jobs"), ())
+    policies: tuple = rule_field(ListOf(PolicySpec(), 1, 64, "policy specs"), ("all",))
+    iterations: int = rule_field(Integer(1, 100_000), 10)
+    warmup_iterations: int = rule_field(Integer(0, 100_000), 2)
+    mode: str = rule_field(Name(MODES), "replay")
+    runtime: str = rule_field(Name(RUNTIMES), "agent")
+    mtu: int = rule_field(Integer(576, 9000), 1500)
+    switch_ports: str = rule_field(Name(PORT_TYPES), "auto")
+    routing: str = rule_field(Name(ROUTING_MODES), "ecmp")
+    queue_packets: int = rule_field(Integer(1, 100_000), 100)
+    congestion_control: str = rule_field(Name(CONGESTION_CONTROLS), "cubic")
+    ecn: EcnConfig = rule_field(Section(EcnConfig), factory=EcnConfig)
+    stats_interval_s: float = rule_field(Real(0.05, 3600), 0.5)
+    job_timeout_s: float = rule_field(Real(1, 10_000_000), 300.0)
+    time_limit_s: float = rule_field(Real(0, 10_000_000, lo_open=True), 3600.0)
+    results_dir: str = rule_field(Text(), "results")
 
 
-MODES = ("replay", "train")
-RUNTIMES = ("agent", "torch")
-ECN_BLIND_CONGESTION_CONTROLS = ("bbr",)  # ignore CE marks (BBRv1)
-ROUTING_MODES = ("ecmp", "select")
+def load(path: str) -> ExperimentConfig:
+    """Read and strictly parse a YAML experiment file (types and ranges are :func:`validate`'s).
+
+    Raises:
+        ConfigError: the file cannot be read, is too large, not UTF-8, not YAML, too deeply
+            nested, expands to too many values, repeats a key, or has an unknown or missing key.
+    """
+    return from_dict(read_yaml(path))
 
 
 def _reject_unknown(data: dict, cls, where: str) -> None:
     names = [f.name for f in dataclasses.fields(cls)]
     for key in data:
         if key not in names:
-            hint = difflib.get_close_matches(str(key), names, n=1)
+            hint = difflib.get_close_matches(key, names, n=1) if isinstance(key, str) and len(key) <= 64 else []
             extra = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise ConfigError(f"{where}: unknown key {key!r}{extra}; valid keys: {', '.join(names)}")
-
-
-def _coerce(value, typ, where: str):
-    if typ in (int, float, str, bool):
-        if typ in (int, float) and isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{where}: expected a finite number, got {value!r}")
-        ok = (isinstance(value, typ) and not (typ is int and isinstance(value, bool))) or (
-            typ is float and isinstance(value, int) and not isinstance(value, bool))
-        if not ok:
-            raise ConfigError(f"{where}: expected {typ.__name__}, got {value!r}")
-        return typ(value)
-    return value
+            raise ConfigError(f"{where}: unknown key {show(key)}{extra}; valid keys: {', '.join(names)}")
 
 
 def _build(cls, data: Any, where: str):
+    """A configuration dataclass from a mapping: keys only (unknown or missing), nested sections
+    built too and lists made tuples; types and ranges are :func:`check_fields`'s."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
+        fail(where, data, "is not a mapping", f"keys: {', '.join(f.name for f in dataclasses.fields(cls))}")
     _reject_unknown(data, cls, where)
-    hints = typing.get_type_hints(cls)
     kwargs = {}
     for f in dataclasses.fields(cls):
         if f.name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise ConfigError(f"{where}: missing required key {f.name!r}")
             continue
-        kwargs[f.name] = _coerce(data[f.name], hints[f.name], f"{where}.{f.name}")
+        value, rule, at = data[f.name], f.metadata["rule"], f"{where}.{f.name}"
+        if isinstance(rule, Section):
+            value = _build(rule.cls, value, at)
+        elif isinstance(rule, ListOf) and isinstance(rule.item, Section) and isinstance(value, list):
+            value = tuple(_build(rule.item.cls, v, f"{at}[{i}]") for i, v in enumerate(value))
+        elif isinstance(rule, ListOf) and isinstance(value, list):
+            value = tuple(value)
+        kwargs[f.name] = value
     return cls(**kwargs)
 
 
 def from_dict(data: Any) -> ExperimentConfig:
-    """Build a configuration from parsed YAML, strictly."""
+    """Build a configuration from parsed YAML, strictly: an unknown or missing key is an error.
+
+    Types and ranges are checked by :func:`validate` (:func:`check_fields`).
+    """
     if not isinstance(data, dict):
         raise ConfigError("config: the top level must be a mapping of keys to values")
     data = dict(data)
-    topo = data.pop("topology", None)
-    jobs = data.pop("jobs", None)
-    policies = data.pop("policies", None)
-    background = data.pop("background", None)
-    ecn = data.pop("ecn", None)
-    cfg = _build(ExperimentConfig, data, "config")
-    changes = {}
-    if ecn is not None:
-        changes["ecn"] = _build(EcnConfig, ecn, "config.ecn")
+    topo = data.get("topology")
     if topo is not None:
         if not isinstance(topo, dict) or "kind" not in topo:
             raise ConfigError("config.topology: expected a mapping with a 'kind' key, e.g. {kind: fat_tree, k: 4}")
-        params = {k: v for k, v in topo.items() if k != "kind"}
-        changes["topology"] = TopologyConfig(kind=str(topo["kind"]), params=params)
-    if jobs is not None:
-        if not isinstance(jobs, list) or not jobs:
-            raise ConfigError("config.jobs: expected a non-empty list of jobs")
-        changes["jobs"] = tuple(_build(JobConfig, j, f"config.jobs[{i}]") for i, j in enumerate(jobs))
-    if policies is not None:
-        if isinstance(policies, str):
-            policies = [policies]
-        if not isinstance(policies, list) or not policies or not all(isinstance(p, str) for p in policies):
-            raise ConfigError("config.policies: expected a non-empty list of policy spec strings")
-        changes["policies"] = tuple(policies)
-    if background is not None:
-        if not isinstance(background, dict) or not all(
-                isinstance(v, int) and not isinstance(v, bool) for v in background.values()):
-            raise ConfigError("config.background: expected a mapping machine -> number of busy GPUs")
-        changes["background"] = {str(k): v for k, v in background.items()}
-    return dataclasses.replace(cfg, **changes)
-
-
-def load(path: str) -> ExperimentConfig:
-    """Read and strictly parse a YAML experiment file (not yet validated against the registries)."""
-    try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
-    except OSError as e:
-        raise ConfigError(f"cannot read config {path}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"config {path} is not valid YAML{where}: {problem}") from None
-    return from_dict(data)
+        data["topology"] = {"kind": topo["kind"], "params": {k: v for k, v in topo.items() if k != "kind"}}
+    if isinstance(data.get("policies"), str):
+        data["policies"] = [data["policies"]]
+    return _build(ExperimentConfig, data, "config")
 
 
 def to_dict(cfg: ExperimentConfig) -> dict:
@@ -310,8 +348,12 @@ def _format_duration(seconds: float) -> str:
     return f"{h}h {m}m"
 
 
+# -- validation: what needs more than one field --------------------------------------------------
+
+
 def validate(cfg: ExperimentConfig):
-    """Check the configuration against the registries and the machine-independent limits.
+    """Check every field (:func:`check_fields`), then what needs several fields, the registries and
+    the topology; everything a run would reject for the configuration alone is rejected here.
 
     Returns:
         The topology graph the configuration describes.
@@ -319,71 +361,85 @@ def validate(cfg: ExperimentConfig):
     Raises:
         ConfigError: naming the offending value and the valid choices.
     """
-    from jobs.models import get_model
-    from jobs.patterns import COLLECTIVE_NAMES
-    from placement import make_policy
+    cfg = check_fields(cfg)
+    _validate_ecn(cfg)
+    if cfg.switch_ports == "afxdp" and cfg.mtu > AFXDP_MAX_MTU:
+        fail("config.mtu", cfg.mtu, "is above what AF_XDP ports carry (4 kB frames)",
+             f"at most {AFXDP_MAX_MTU} with switch_ports: afxdp; use switch_ports: auto or system")
+    g, free = _validate_topology(cfg)
+    _validate_threshold_delay(cfg, g)
+    _validate_marking_ramp(cfg, g)
+    _validate_jobs(cfg, free)
+    _validate_policies(cfg)
+    _validate_time_limit(cfg)
+    return g
+
+
+def _validate_topology(cfg: ExperimentConfig):
+    """Build the topology and its cluster with the background load; returns the graph and the free GPUs."""
     from placement.base import Cluster
     from testbed.net import link_rates_mbps
-    from testbed.ports import PORT_TYPES
-    from topo import build_topology
+    from topo import build_topology, machines
 
-    for key, value, lo in (("scale", cfg.scale, 0), ("iterations", cfg.iterations, 1),
-                           ("mtu", cfg.mtu, 576), ("queue_packets", cfg.queue_packets, 1),
-                           ("job_timeout_s", cfg.job_timeout_s, 1), ("stats_interval_s", cfg.stats_interval_s, 0.05),
-                           ("time_limit_s", cfg.time_limit_s, 0)):
-        if not (value > lo if lo == 0 else value >= lo):  # written so that NaN fails too
-            raise ConfigError(f"config.{key}: {value:g} is out of range (must be {'>' if lo == 0 else '>='} {lo})")
-    if not cfg.dilation >= 1:
-        raise ConfigError(f"config.dilation: {cfg.dilation:g} must be >= 1 (1 = no dilation)")
-    if cfg.warmup_iterations < 0:
-        raise ConfigError(f"config.warmup_iterations: {cfg.warmup_iterations} must be >= 0")
-    if cfg.mode not in MODES:
-        raise ConfigError(f"config.mode: unknown mode {cfg.mode!r}; valid: {', '.join(MODES)}")
-    if cfg.runtime not in RUNTIMES:
-        raise ConfigError(f"config.runtime: unknown runtime {cfg.runtime!r}; valid: {', '.join(RUNTIMES)}")
-    if cfg.switch_ports not in PORT_TYPES:
-        raise ConfigError(f"config.switch_ports: unknown port type {cfg.switch_ports!r}; valid: "
-                          f"{', '.join(PORT_TYPES)}")
-    if cfg.routing not in ROUTING_MODES:
-        raise ConfigError(f"config.routing: unknown routing {cfg.routing!r}; valid: {', '.join(ROUTING_MODES)}")
-    if not cfg.jobs:
-        raise ConfigError("config.jobs: an experiment needs at least one job")
-    _validate_ecn(cfg)
     try:
         g = build_topology(cfg.topology.kind, **cfg.topology.params)
         link_rates_mbps(g, cfg.scale, cfg.dilation)
-        cluster = Cluster.from_topology(g)
-        cluster.set_background(cfg.background)
     except TestbedError as e:
         raise ConfigError(f"config.topology: {e}") from None
-    free = cluster.view().total_free
+    except (TypeError, ValueError) as e:  # a parameter of the right shape but not what the builder can use
+        raise ConfigError(f"config.topology: {cfg.topology.kind} cannot use its parameters: {str(e)[:200]}") from None
+    names = machines(g)
+    for m, busy in cfg.background.items():
+        if m not in g or g.nodes[m].get("role") != "machine":
+            fail("config.background", m, "is not a machine of the topology",
+                 f"machines: {', '.join(names[:3])} ... {names[-1]}" if len(names) > 4 else ", ".join(names))
+        if busy > g.nodes[m]["gpus"]:
+            fail(f"config.background.{m}", busy, "is more GPUs than the machine has",
+                 f"an integer in [0, {g.nodes[m]['gpus']}]")
+    cluster = Cluster.from_topology(g)
+    cluster.set_background(cfg.background)
+    return g, cluster.view().total_free
+
+
+def _validate_jobs(cfg: ExperimentConfig, free: int) -> None:
     names = set()
-    for j in cfg.jobs:
+    for i, j in enumerate(cfg.jobs):
+        where = f"config.jobs[{i}]"
         if j.name in names:
-            raise ConfigError(f"config.jobs: duplicate job name {j.name!r}")
+            fail(f"{where}.name", j.name, "is a duplicate job name", "job names are unique")
         names.add(j.name)
-        if j.workers < 1:
-            raise ConfigError(f"config.jobs: job {j.name!r} has {j.workers} workers; must be >= 1")
         if j.workers > free:
             raise ConfigError(f"config.jobs: job {j.name!r} needs {j.workers} GPUs but the cluster has only "
                               f"{free} free (after background load); it can never be placed")
-        try:
-            get_model(j.model)
-        except TestbedError as e:
-            raise ConfigError(f"config.jobs: job {j.name!r}: {e}") from None
-        if j.collective not in COLLECTIVE_NAMES:
-            raise ConfigError(f"config.jobs: job {j.name!r}: unknown collective {j.collective!r}; "
-                              f"valid: {', '.join(sorted(COLLECTIVE_NAMES))}")
         if cfg.mode == "train" and j.model != "small_cnn":
             raise ConfigError(f"config.jobs: job {j.name!r}: mode 'train' trains only model 'small_cnn', "
                               f"not {j.model!r}; use mode 'replay' for profiled models")
-    for spec in policy_specs(cfg):
+
+
+def _validate_policies(cfg: ExperimentConfig) -> None:
+    """Every spec builds, none runs twice (it would run again into the same directory), and no two
+    share a results directory (:func:`common.specs.safe_name` names it, turning ',' into '_')."""
+    from common.specs import safe_name
+    from placement import POLICIES, make_policy, parse_spec
+
+    specs = policy_specs(cfg)
+    seen = set()
+    directories: dict[str, str] = {}  # results directory name -> the spec that has it
+    for spec in specs:
         try:
+            name, kwargs = parse_spec(spec)
             make_policy(spec, seed=cfg.seed)
         except TestbedError as e:
             raise ConfigError(f"config.policies: {e}") from None
-    _validate_time_limit(cfg)
-    return g
+        key = (name, tuple(sorted(kwargs.items())))
+        if key in seen:
+            expanded = f"; 'all' is {', '.join(sorted(POLICIES))}" if "all" in cfg.policies else ""
+            fail("config.policies", spec, "would run twice, into one directory", f"list each policy once{expanded}")
+        seen.add(key)
+        other = directories.setdefault(safe_name(spec), spec)
+        if other != spec:
+            fail("config.policies", spec, f"would write into the results directory {safe_name(spec)!r} of "
+                 f"{show(other)}", "each spec needs its own directory; ',' and spaces become '_' in its name")
 
 
 def _validate_time_limit(cfg: ExperimentConfig) -> None:
@@ -407,22 +463,64 @@ def _validate_time_limit(cfg: ExperimentConfig) -> None:
 
 
 def _validate_ecn(cfg: ExperimentConfig) -> None:
-    from testbed.ecn import MARKING, METHODS
-
     e = cfg.ecn
-    if e.marking not in MARKING:
-        raise ConfigError(f"config.ecn.marking: unknown value {e.marking!r}; valid: {', '.join(MARKING)}")
-    if e.method not in METHODS:
-        raise ConfigError(f"config.ecn.method: unknown method {e.method!r}; valid: {', '.join(METHODS)}")
-    if e.threshold_bytes < 0 or e.threshold_us < 0 or e.max_threshold_bytes < 0:
-        raise ConfigError("config.ecn: thresholds must be >= 0")
     if e.max_threshold_bytes and e.max_threshold_bytes < e.threshold_bytes:
         raise ConfigError(f"config.ecn.max_threshold_bytes: {e.max_threshold_bytes} is below threshold_bytes "
                           f"{e.threshold_bytes}")
-    if not 0 < e.max_probability <= 1:
-        raise ConfigError(f"config.ecn.max_probability: {e.max_probability} must be in (0, 1]")
-    if e.sample_interval_s < 0.05:
-        raise ConfigError(f"config.ecn.sample_interval_s: {e.sample_interval_s} must be >= 0.05")
+    if e.marking != "off":
+        # A threshold above the FIFO's limit is never reached: nothing would be marked.
+        queue_bytes = cfg.queue_packets * frame_bytes(cfg.mtu)
+        for key in ("threshold_bytes", "max_threshold_bytes"):
+            value = getattr(e, key)
+            if value > queue_bytes and not (key == "threshold_bytes" and e.threshold_us > 0):
+                fail(f"config.ecn.{key}", value, "is above the queue, so it is never reached",
+                     f"an integer in [0, {queue_bytes}]: queue_packets {cfg.queue_packets} x "
+                     f"(mtu {cfg.mtu} + {frame_bytes(0)}) bytes")
     if e.marking != "off" and cfg.congestion_control in ECN_BLIND_CONGESTION_CONTROLS:
         raise ConfigError(f"config.congestion_control: {cfg.congestion_control!r} ignores ECN marks; use one "
                           f"that reacts to them (cubic, reno, dctcp) or set ecn.marking: off")
+
+
+def _validate_threshold_delay(cfg: ExperimentConfig, g) -> None:
+    """K given as a delay (``threshold_us``) is held to the queue as ``threshold_bytes`` is.
+
+    A port holds K as the bytes its rate drains in that delay, so K is fewest bytes at the
+    slowest port: a K above the queue there is above it at every port and is never reached.
+    """
+    from common.units import transfer_time_s, virtual_s, wall_s
+    from testbed.ecn import marking_params
+    from testbed.net import link_rates_mbps
+
+    e = cfg.ecn
+    if e.marking == "off" or not e.threshold_us > 0:
+        return
+    rate_mbps = min(link_rates_mbps(g, cfg.scale, cfg.dilation).values())
+    p = marking_params(e.threshold_bytes, wall_s(e.threshold_us, cfg.dilation), e.max_threshold_bytes,
+                       e.max_probability, rate_mbps, cfg.queue_packets, cfg.mtu)
+    if p.threshold_bytes > p.limit_bytes:
+        max_us = round(virtual_s(transfer_time_s(p.limit_bytes, rate_mbps), cfg.dilation) * 1e6, 6)
+        fail("config.ecn.threshold_us", e.threshold_us,
+             f"is {p.threshold_bytes:.0f} bytes of queue at the slowest port ({rate_mbps:g} Mbit/s), above the "
+             f"queue, so it is never reached",
+             f"at most {math.floor(max_us)} us: the time that port takes to drain the queue, queue_packets "
+             f"{cfg.queue_packets} x (mtu {cfg.mtu} + {frame_bytes(0)}) = {p.limit_bytes:.0f} bytes")
+
+
+def _validate_marking_ramp(cfg: ExperimentConfig, g) -> None:
+    """The BPF marker (``method`` bpf, or auto where the kernel lacks RED) holds the K..K_max ramp as a
+    time at the port's rate, of at most ``MAX_RAMP_NS``; check it at the slowest port, where it is longest."""
+    from common.units import wall_s
+    from testbed.ecn import MAX_RAMP_NS, bytes_to_ns, marking_params
+    from testbed.net import link_rates_mbps
+
+    e = cfg.ecn
+    if e.marking == "off" or e.method == "red" or not e.max_threshold_bytes:
+        return
+    for rate_mbps in sorted(set(link_rates_mbps(g, cfg.scale, cfg.dilation).values())):
+        p = marking_params(e.threshold_bytes, wall_s(e.threshold_us, cfg.dilation), e.max_threshold_bytes,
+                           e.max_probability, rate_mbps, cfg.queue_packets, cfg.mtu)
+        ramp_ns = bytes_to_ns(p.max_threshold_bytes, rate_mbps) - bytes_to_ns(p.threshold_bytes, rate_mbps)
+        if ramp_ns > MAX_RAMP_NS:
+            fail("config.ecn.max_threshold_bytes", e.max_threshold_bytes,
+                 f"makes the marking ramp K..K_max {ramp_ns / 1e9:.1f} s long at {rate_mbps:g} Mbit/s",
+                 f"the BPF marker holds at most {MAX_RAMP_NS / 1e9:g} s; lower it or use ecn.method: red")

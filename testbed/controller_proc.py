@@ -9,7 +9,8 @@ import subprocess
 import sys
 
 from common.errors import EmulationError
-from controller.app import CONF_ENV, write_json_atomic
+from common.jsonfile import write_json_atomic
+from controller.app import CONF_ENV
 from testbed.procs import stop_process, wait_for
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,14 +43,21 @@ class ControllerProcess:
         }
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout_s: float = 30.0) -> None:
-        """Start the controller and wait until it accepts connections on 127.0.0.1."""
+    def start(self, timeout_s: float = 30.0, on_spawn=None) -> None:
+        """Start the controller and wait until it accepts connections on 127.0.0.1.
+
+        Args:
+            timeout_s: how long to wait for it to listen.
+            on_spawn: called with the controller's PID as soon as it exists (to record it).
+        """
         write_json_atomic(self.conf_path, self.conf)
         env = dict(os.environ, PYTHONPATH=PROJECT_ROOT, **{CONF_ENV: self.conf_path})
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "controller.launcher", "--port", str(self.port)],
                 stdout=log, stderr=subprocess.STDOUT, env=env, cwd=PROJECT_ROOT, start_new_session=True)
+        if on_spawn is not None:
+            on_spawn(self.proc.pid)
 
         def listening():
             self.check_alive()
@@ -78,7 +86,10 @@ class ControllerProcess:
         if st.get("errors"):
             raise EmulationError(f"controller error: {st['errors'][0].splitlines()[0]} ... see {self.log_path}")
         if self.proc is not None and self.proc.poll() is not None:
-            raise EmulationError(f"controller exited with code {self.proc.returncode}; see {self.log_path}")
+            rc = self.proc.returncode
+            how = f"was killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
+            raise EmulationError(f"the controller (pid {self.proc.pid}) {how}: routes and port statistics are gone, "
+                                 f"so the run stops; see {self.log_path}")
 
     def wait_ready(self, timeout_s: float = 60.0) -> dict:
         """Wait until every switch of the topology has its rules installed."""

@@ -33,6 +33,7 @@ import time
 from common.errors import EmulationError
 from common.units import mbps_to_bytes_per_s
 from testbed import shaping
+from testbed.bpfmap import PinnedMap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "bpf", "vq_ecn.bpf.c")
@@ -215,6 +216,8 @@ def _ip(addr_be: int) -> str:
 
 
 PORT_STATS_SIZE = 8 + 8 * 8  # struct port_stats: spin lock (padded to 8) + eight u64
+PORT_STATS_LAYOUT = "<4x4x8Q"  # the lock, its padding, busy_until_ns, then PORT_STATS_FIELDS
+PORT_STATS_FIELDS = ("pkts", "bytes", "ect_pkts", "marks", "over_not_ect", "vq_drops", "max_backlog_ns")
 
 
 class BpfMarker:
@@ -225,12 +228,14 @@ class BpfMarker:
     unmount its bpffs and unload it.
     """
 
-    def __init__(self, obj_path: str | None = None):
+    def __init__(self, obj_path: str | None = None, record=None):
         self.obj_path = obj_path or OBJECT
+        self.record = record  # a testbed.record.RunRecord for the pin mount, or None
         self.pin_dir: str | None = None
         self.prog_id: int | None = None
         self.ports: dict[str, int] = {}  # interface -> ifindex
         self._by_index: dict[int, str] = {}
+        self._stats_map: PinnedMap | None = None
 
     def _bpftool(self, *args: str, json_out: bool = False):
         argv = ["bpftool", *(["-j"] if json_out else []), *args]
@@ -244,11 +249,17 @@ class BpfMarker:
         if not os.path.exists(self.obj_path):
             raise EcnUnavailable(f"the BPF ECN marker is not built ({self.obj_path}); run `make setup`")
         self.pin_dir = tempfile.mkdtemp(prefix="testbed-bpf-")
+        if self.record is not None:
+            from testbed.record import Change
+
+            self.record.add(Change("dir", self.pin_dir, what="ECN marker pins"))
+            self.record.add(Change("mount", self.pin_dir, what="ECN marker bpffs"))
         cp = subprocess.run(["mount", "-t", "bpf", "bpf", self.pin_dir], capture_output=True, text=True)
         if cp.returncode != 0:
             os.rmdir(self.pin_dir)
             self.pin_dir = None
             raise EcnUnavailable(f"cannot mount a bpffs for the ECN marker: {cp.stderr.strip()}")
+        os.chmod(self.pin_dir, 0o700)  # a fresh bpffs is world-writable (1777): the pins are root's alone
         self._bpftool("prog", "load", self.obj_path, f"{self.pin_dir}/prog", "type", "classifier",
                       "pinmaps", f"{self.pin_dir}/maps")
         self.prog_id = self._bpftool("prog", "show", "pinned", f"{self.pin_dir}/prog", json_out=True)["id"]
@@ -287,18 +298,23 @@ class BpfMarker:
 
     def port_counters(self) -> dict[str, dict]:
         """Counters of every port: pkts, bytes, ect_pkts, marks, over_not_ect, vq_drops,
-        max_backlog_ns, and backlog_ns (the virtual backlog now)."""
-        entries = self._bpftool("map", "dump", "pinned", f"{self.pin_dir}/maps/port_stats", json_out=True)
+        max_backlog_ns, and backlog_ns (the virtual backlog now).
+
+        Read straight from the pinned map (:class:`testbed.bpfmap.PinnedMap`, well under a
+        millisecond), so the sampler's real and virtual backlogs are close in time.
+        """
+        if self._stats_map is None:
+            self._stats_map = PinnedMap(f"{self.pin_dir}/maps/port_stats", 4, PORT_STATS_SIZE)
+        entries = self._stats_map.items()
         now_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)  # bpf_ktime_get_ns() is CLOCK_MONOTONIC
         out = {}
-        for e in entries:
-            v = e["formatted"]["value"]
-            intf = self._by_index.get(e["formatted"]["key"])
+        for key, value in entries:
+            intf = self._by_index.get(struct.unpack("<I", key)[0])
             if intf is None:
                 continue
-            d = {k: v[k] for k in ("pkts", "bytes", "ect_pkts", "marks", "over_not_ect", "vq_drops",
-                                   "max_backlog_ns")}
-            d["backlog_ns"] = max(0, v["busy_until_ns"] - now_ns)
+            busy_until, *counters = struct.unpack(PORT_STATS_LAYOUT, value)
+            d = dict(zip(PORT_STATS_FIELDS, counters, strict=True))
+            d["backlog_ns"] = max(0, busy_until - now_ns)
             out[intf] = d
         return out
 
@@ -315,6 +331,13 @@ class BpfMarker:
                         "dport": k["dport"], "pkts": v["pkts"], "bytes": v["bytes"], "marks": v["marks"]})
         return out
 
+    def close(self) -> None:
+        """Let go of the maps without detaching (the owner's record unmounts the pins and removes
+        the ports, which unloads the program). Idempotent."""
+        if self._stats_map is not None:
+            self._stats_map.close()
+            self._stats_map = None
+
     def stop(self) -> None:
         """Detach from every port that still exists, unmount the pins (unloading the program). Idempotent."""
         existing = set(os.listdir("/sys/class/net"))
@@ -323,6 +346,9 @@ class BpfMarker:
                 subprocess.run(["tc", "qdisc", "del", "dev", intf, "clsact"], capture_output=True, timeout=30)
         self.ports.clear()
         self._by_index.clear()
+        if self._stats_map is not None:
+            self._stats_map.close()
+            self._stats_map = None
         if self.pin_dir is not None:
             subprocess.run(["umount", self.pin_dir], capture_output=True)
             try:
@@ -331,12 +357,16 @@ class BpfMarker:
                 pass
             self.pin_dir = None
         if self.prog_id is not None:
-            # The kernel frees a program once nothing holds it, after an RCU grace period: wait for it.
-            deadline = time.monotonic() + 5.0
-            while time.monotonic() < deadline and subprocess.run(
-                    ["bpftool", "prog", "show", "id", str(self.prog_id)], capture_output=True).returncode == 0:
-                time.sleep(0.05)
+            wait_unloaded(self.prog_id)
             self.prog_id = None
+
+
+def wait_unloaded(prog_id: int, timeout_s: float = 5.0) -> None:
+    """Wait until a BPF program nothing holds any more is freed (after an RCU grace period)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and subprocess.run(
+            ["bpftool", "prog", "show", "id", str(prog_id)], capture_output=True).returncode == 0:
+        time.sleep(0.05)
 
 
 def stale_pin_dirs() -> list[str]:
@@ -348,19 +378,6 @@ def stale_pin_dirs() -> list[str]:
             if len(fields) > 2 and fields[2] == "bpf" and os.path.basename(fields[1]).startswith("testbed-bpf-"):
                 out.append(fields[1])
     return out
-
-
-def remove_stale_pins() -> list[str]:
-    """Unmount and remove every bpffs mount a crashed run left; return what was removed."""
-    removed = []
-    for path in stale_pin_dirs():
-        if subprocess.run(["umount", path], capture_output=True).returncode == 0:
-            try:
-                os.rmdir(path)
-            except OSError:
-                pass
-            removed.append(path)
-    return removed
 
 
 def main(argv: list[str]) -> int:

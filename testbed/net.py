@@ -30,14 +30,16 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 import typing
 
 from common.errors import EmulationError
 from common.units import scale_bw_mbps
 from testbed import ports, shaping
 from testbed.controller_proc import ControllerProcess
-from testbed.ecn import BpfMarker, MarkingParams, red_qdisc_args
-from testbed.procs import run, stop_process
+from testbed.ecn import BpfMarker, MarkingParams, red_qdisc_args, wait_unloaded
+from testbed.procs import pid_alive, run, stop_process
+from testbed.record import Change, RunRecord, process_change, require_no_leftovers
 from topo import machines, switches
 from topo.io import write_topology_json
 
@@ -121,6 +123,35 @@ def link_rates_mbps(g, scale: float, dilation: float = 1.0) -> dict[tuple[str, s
     return rates
 
 
+VSWITCHD_PID_FILES = ("/run/openvswitch/ovs-vswitchd.pid", "/var/run/openvswitch/ovs-vswitchd.pid")
+
+
+def vswitchd_pid() -> int | None:
+    """PID of the running Open vSwitch daemon, from its pid file (None when not found)."""
+    for path in VSWITCHD_PID_FILES:
+        try:
+            with open(path) as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if pid_alive(pid):
+            return pid
+    return None
+
+
+def _controller_class():
+    """Mininet's RemoteController without its start-up probe, which runs telnet against the port
+    and decodes the reply (an OpenFlow HELLO, binary) as UTF-8: a random crash at network start.
+    :meth:`testbed.controller_proc.ControllerProcess.start` has already seen the port listen."""
+    from mininet.node import RemoteController
+
+    class Controller(RemoteController):
+        def checkListening(self):
+            return None
+
+    return Controller
+
+
 class EmulatedNetwork:
     """A Mininet network built from a topology graph, with its controller.
 
@@ -139,10 +170,11 @@ class EmulatedNetwork:
         self.hosts = {}
         self.switch_intfs: dict[tuple[str, str], str] = {}  # (switch, neighbour) -> interface name
         self.host_intf: dict[str, str] = {}
-        self._procs: list[subprocess.Popen] = []
-        self._saved_sysctls: dict[str, str] = {}
+        self._procs: dict[subprocess.Popen, Change] = {}
+        self.record = RunRecord(f"emulated network of {run_dir}")
+        self.undo_failures: list[str] = []
+        self._vswitchd_pid: int | None = None
         self.marker: BpfMarker | None = None
-        self._pmd_sleep: ports.PmdSleep | None = None
         if options.switch_ports not in ("system", "afxdp"):
             raise EmulationError(f"switch port type {options.switch_ports!r}: resolve it first (system or afxdp)")
         if options.ecn_method not in ("none", "red", "bpf") or (options.ecn_method != "none" and not options.marking):
@@ -164,36 +196,52 @@ class EmulatedNetwork:
         self.stop()
 
     def start(self) -> None:
-        """Write topology.json, start the controller, build and configure the network."""
+        """Write topology.json, start the controller, build and configure the network.
+
+        Every change to the machine is recorded (:class:`testbed.record.RunRecord`) before it
+        is made, so :meth:`stop`, or ``run_testbed.py clean`` after a crash, undoes exactly it.
+
+        Raises:
+            EmulationError: when another run is active, a dead run left changes behind, or a
+                bridge or interface this network needs already exists (it is not ours to remove).
+        """
         from mininet.log import setLogLevel
         from mininet.net import Mininet
-        from mininet.node import OVSSwitch, RemoteController
+        from mininet.node import OVSSwitch
 
         setLogLevel("error")
+        require_no_leftovers()
+        self._require_names_free()
+        self._vswitchd_pid = vswitchd_pid()
         write_topology_json(self.g, self.topology_path)
         self._allow_congestion_control()
         self.controller = ControllerProcess(self.run_dir, self.topology_path, self.options.routing,
                                             self.options.stats_interval_s)
-        self.controller.start()
+        self.controller.start(on_spawn=lambda pid: self.record.add(process_change(pid, "controller")))
         self.mn = Mininet(topo=None, build=False, autoSetMacs=False, autoStaticArp=False,
                           controller=None, waitConnected=False)
-        self.mn.addController("c0", controller=RemoteController, ip="127.0.0.1", port=self.controller.port)
+        c0 = self.mn.addController("c0", controller=_controller_class(), ip="127.0.0.1", port=self.controller.port)
+        self.record.add(process_change(c0.pid, "controller node shell"))
         for m in machines(self.g):
             d = self.g.nodes[m]
             self.hosts[m] = self.mn.addHost(m, ip=f"{d['ip']}/8", mac=d["mac"])
+            self.record.add(process_change(self.hosts[m].pid, f"machine {m} shell"))
         for s in switches(self.g):
             d = self.g.nodes[s]
-            self.mn.addSwitch(s, cls=OVSSwitch, dpid=f"{d['dpid']:016x}", datapath=self.options.datapath,
-                              failMode="secure", protocols="OpenFlow13")
+            self.record.add(Change("bridge", s, what="switch"))
+            sw = self.mn.addSwitch(s, cls=OVSSwitch, dpid=f"{d['dpid']:016x}", datapath=self.options.datapath,
+                                   failMode="secure", protocols="OpenFlow13")
+            self.record.add(process_change(sw.pid, f"switch {s} shell"))
         for u, v, d in sorted(self.g.edges(data=True)):
             pu, pv = d["ports"][u], d["ports"][v]
-            self.mn.addLink(u, v, port1=pu, port2=pv)
             for node, other, port in ((u, v, pu), (v, u, pv)):
                 name = f"{node}-eth{port}"
+                self.record.add(Change("link", name, what=f"{node} port to {other}"))
                 if self.g.nodes[node]["role"] == "switch":
                     self.switch_intfs[(node, other)] = name
                 else:
                     self.host_intf[node] = name
+            self.mn.addLink(u, v, port1=pu, port2=pv)
         self.mn.build()
         self._configure_hosts()
         self.mn.start()
@@ -201,12 +249,14 @@ class EmulatedNetwork:
         # (noqueue), so shaping configured earlier would silently vanish.
         self._configure_interfaces()
         if self.options.switch_ports == "afxdp":
-            self._pmd_sleep = ports.PmdSleep()
-            self._pmd_sleep.start()
+            ports.set_pmd_sleep(self.record)
+            for intf in self.switch_intfs.values():
+                for dev in ports.pipe_names(intf):
+                    self.record.add(Change("link", dev, what=f"AF_XDP pipe of {intf}"))
             ports.attach_afxdp(self._bridge_ports(), self.options.mtu, [a for o in OFFLOADS for a in (o, "off")])
         self._check_shaping()
         if self.options.ecn_method == "bpf":
-            self.marker = BpfMarker()
+            self.marker = BpfMarker(record=self.record)
             self.marker.start({intf: (self.port_rate(s, other), self.options.marking(self.port_rate(s, other)))
                                for (s, other), intf in self.switch_intfs.items()})
         if self.options.mtu != 1500:
@@ -216,44 +266,47 @@ class EmulatedNetwork:
                 run(["ovs-vsctl", "set", "Interface", port, f"mtu_request={self.options.mtu}"])
         self.controller.wait_ready()
 
-    def stop(self) -> None:
-        """Stop everything this network started. Idempotent; never raises."""
-        if self.marker is not None:
-            self.marker.stop()
-            self.marker = None
-        for p in self._procs:
-            stop_process(p)
-        self._procs.clear()
-        if self.mn is not None:
-            nodes = list(self.mn.controllers) + list(self.mn.switches) + list(self.mn.hosts)
-            try:
-                self.mn.stop()
-            except Exception as e:  # noqa: BLE001 - leftovers are removed below and reported
-                print(f"warning: mininet stop failed: {e}")
-            # Mininet's RemoteController.stop() does nothing, leaving the node's shell running;
-            # end every node shell this network started that is still alive.
-            for node in nodes:
-                shell = getattr(node, "shell", None)
-                if shell is not None and shell.poll() is None:
-                    node.terminate()
-            self.mn = None
-        if self.controller is not None:
-            self.controller.stop()
-        self._remove_leftovers()
-        if self._pmd_sleep is not None:
-            self._pmd_sleep.stop()
-            self._pmd_sleep = None
-        self._restore_sysctls()
+    def _require_names_free(self) -> None:
+        """Refuse to touch an OVS bridge or interface this network would create but did not."""
+        bridges = set(run(["ovs-vsctl", "--timeout=10", "list-br"]).stdout.split())
+        taken = sorted(bridges & set(switches(self.g)))
+        if taken:
+            raise EmulationError(f"Open vSwitch bridge(s) {', '.join(taken[:5])} already exist and this run did not "
+                                 f"create them; remove or rename them (`ovs-vsctl del-br NAME`) to run here")
+        wanted = {f"{n}-eth{d['ports'][n]}" for u, v, d in self.g.edges(data=True) for n in (u, v)
+                  if self.g.nodes[n]["role"] == "switch"}
+        if self.options.switch_ports == "afxdp":
+            wanted |= {dev for name in list(wanted) for dev in ports.pipe_names(name)}
+        taken = sorted(wanted & set(os.listdir("/sys/class/net")))
+        if taken:
+            raise EmulationError(f"network interface(s) {', '.join(taken[:5])} already exist and this run did not "
+                                 f"create them; remove them to run here")
 
-    def _remove_leftovers(self) -> None:
-        for s in switches(self.g):
-            subprocess.run(["ovs-vsctl", "--timeout=10", "--if-exists", "del-br", s], capture_output=True)
-        existing = set(os.listdir("/sys/class/net"))
-        for name in list(self.switch_intfs.values()):
-            if name in existing:
-                subprocess.run(["ip", "link", "del", name], capture_output=True)
-        ports.remove_pipes(i for i in self.switch_intfs.values()
-                           if {ports.pipe_names(i)[0], ports.pipe_names(i)[2]} & existing)
+    def stop(self) -> None:
+        """Undo everything this network changed, newest first (:meth:`testbed.record.RunRecord.unwind`).
+
+        Idempotent; never raises. Further SIGINT/SIGTERM meanwhile are counted, not obeyed.
+        What could not be undone stays recorded for ``run_testbed.py clean`` and is listed in
+        :attr:`undo_failures` and on stderr.
+        """
+        prog_id = None
+        if self.marker is not None:
+            prog_id = self.marker.prog_id
+            self.marker.close()
+            self.marker = None
+        # Mininet's own stop is not used: it would undo what it knows of, not what was recorded,
+        # and its commands die with a second Ctrl-C. The node shells, bridges and interfaces
+        # are all in the record.
+        self.mn = None
+        self._procs.clear()
+        self.undo_failures = self.record.unwind()
+        if prog_id is not None:
+            # Its pins and ports are gone; the kernel frees it after an RCU grace period.
+            wait_unloaded(prog_id)
+        if self.undo_failures:
+            print(f"warning: {len(self.undo_failures)} change(s) of this run could not be undone (first: "
+                  f"{self.undo_failures[0]}); they are recorded: run `sudo python run_testbed.py clean`",
+                  file=sys.stderr, flush=True)
 
     def _bridge_ports(self) -> dict[str, dict[str, int]]:
         """Bridge -> {switch port interface -> OpenFlow port number}."""
@@ -272,13 +325,8 @@ class EmulatedNetwork:
         if cc not in available:
             raise EmulationError(f"congestion control {cc!r} is not available; available: {', '.join(available)}")
         if cc not in allowed:
-            self._saved_sysctls[key] = " ".join(allowed)
+            self.record.add(Change("sysctl", key, original=" ".join(allowed), what=f"allow {cc}"))
             run(["sysctl", "-w", f"{key}={' '.join(allowed + [cc])}"])
-
-    def _restore_sysctls(self) -> None:
-        for key, value in self._saved_sysctls.items():
-            subprocess.run(["sysctl", "-w", f"{key}={value}"], capture_output=True)
-        self._saved_sysctls.clear()
 
     def port_rate(self, node: str, other: str) -> float:
         """Emulated rate of the link between ``node`` and ``other``, Mbit/s."""
@@ -367,13 +415,14 @@ class EmulatedNetwork:
         finally:
             if log_path:
                 out.close()
-        self._procs.append(p)
+        what = " ".join(os.path.basename(a) for a in argv[:3])
+        self._procs[p] = self.record.add(process_change(p.pid, f"{what} on {machine}"))
         return p
 
     def forget(self, proc: subprocess.Popen) -> None:
-        """Drop a finished process from the cleanup list."""
+        """Drop a finished process from the cleanup list (and the record)."""
         if proc in self._procs and proc.poll() is not None:
-            self._procs.remove(proc)
+            self.record.discard(self._procs.pop(proc))
 
     def tcp_check(self, sources: list[str], targets: list[str], port: int = 5999,
                   timeout_s: float = 60.0) -> dict[str, list[str]]:
@@ -414,6 +463,15 @@ class EmulatedNetwork:
             for srv in servers:
                 stop_process(srv)
                 self.forget(srv)
+
+    def check_alive(self) -> None:
+        """Raise :class:`EmulationError` naming the first process the network depends on that died:
+        the controller (routes and port statistics) or the Open vSwitch daemon (every switch)."""
+        if self.controller is not None:
+            self.controller.check_alive()
+        if self._vswitchd_pid is not None and not pid_alive(self._vswitchd_pid):
+            raise EmulationError(f"the Open vSwitch daemon (ovs-vswitchd, pid {self._vswitchd_pid}) died: every "
+                                 f"switch of the emulated network stopped")
 
     # -- measurement -----------------------------------------------------------------------
 

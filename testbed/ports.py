@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 
 from common.errors import EmulationError
 from testbed.procs import run
@@ -128,36 +127,19 @@ def resolve_port_type(requested: str, mtu: int, datapath: str, missing: str | No
     return "system", f"AF_XDP not used: {blocker}"
 
 
-class PmdSleep:
-    """Let PMD threads sleep when idle while a network runs; restore the previous setting after."""
+PMD_SLEEP_KEY = "pmd-maxsleep"
 
-    KEY = "pmd-maxsleep"
 
-    def __init__(self, maxsleep_us: int = PMD_MAXSLEEP_US):
-        self.maxsleep_us = maxsleep_us
-        self._saved: str | None = None
-        self._set = False
+def set_pmd_sleep(record, maxsleep_us: int = PMD_MAXSLEEP_US) -> None:
+    """Let PMD threads sleep when idle while a network runs. The previous value (or its absence)
+    goes into ``record`` (:class:`testbed.record.RunRecord`) first, which restores it."""
+    from testbed.record import Change
 
-    def start(self) -> None:
-        cp = run(
-            ["ovs-vsctl", "--timeout=5", "--if-exists", "get", "Open_vSwitch", ".", f"other_config:{self.KEY}"],
-            check=False,
-        )
-        self._saved = cp.stdout.strip().strip('"') or None
-        run(["ovs-vsctl", "--timeout=5", "set", "Open_vSwitch", ".", f"other_config:{self.KEY}={self.maxsleep_us}"])
-        self._set = True
-
-    def stop(self) -> None:
-        if not self._set:
-            return
-        if self._saved is None:
-            run(["ovs-vsctl", "--timeout=5", "remove", "Open_vSwitch", ".", "other_config", self.KEY], check=False)
-        else:
-            run(
-                ["ovs-vsctl", "--timeout=5", "set", "Open_vSwitch", ".", f"other_config:{self.KEY}={self._saved}"],
-                check=False,
-            )
-        self._set = False
+    cp = run(["ovs-vsctl", "--timeout=5", "--if-exists", "get", "Open_vSwitch", ".", f"other_config:{PMD_SLEEP_KEY}"],
+             check=False)
+    record.add(Change("ovs_other_config", PMD_SLEEP_KEY, original=cp.stdout.strip().strip('"') or None,
+                      what="PMD idle sleep"))
+    run(["ovs-vsctl", "--timeout=5", "set", "Open_vSwitch", ".", f"other_config:{PMD_SLEEP_KEY}={maxsleep_us}"])
 
 
 def attach_afxdp(bridge_ports: dict[str, dict[str, int]], mtu: int, offloads_off: list[str]) -> None:
@@ -239,14 +221,6 @@ def attach_afxdp(bridge_ports: dict[str, dict[str, int]], mtu: int, offloads_off
             raise EmulationError(
                 f"AF_XDP port {name}: OpenFlow port {ofport} (wanted {wanted[name]}), error {error.strip() or 'none'}"
             )
-
-
-def remove_pipes(intfs) -> None:
-    """Delete the pipes of these switch ports (deleting one end of a veth removes both). Never raises."""
-    for intf in intfs:
-        x, _, joint = pipe_names(intf)
-        for dev in (x, joint):
-            subprocess.run(["ip", "link", "del", dev], capture_output=True)
 
 
 def stale_pipes() -> list[str]:

@@ -5,6 +5,10 @@ live in the root namespace) gives each port's FIFO under its shaper: backlog, dr
 and packets sent, and RED's ``marked`` counter where RED is the FIFO; the BPF marker's maps
 give its counters and the virtual backlog. Rows go to ``queue_stats.jsonl``, one JSON line
 per port and sample, keyed by the directed link the port transmits on (switch -> neighbour).
+
+The two reads are not simultaneous: ``vq_read_skew_s`` is the time from the start of the
+``tc`` call to the marker's read, the most by which the virtual backlog is later than the real
+one (the fidelity monitor's lag check allows for it, see :func:`testbed.fidelity.port_lags`).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ class PortSampler:
         qdiscs = parse_tc_qdiscs(cp.stdout) if cp.returncode == 0 else {}
         marks = self.marker.port_counters() if self.marker is not None else {}
         t = time.time()
+        skew_s = round(t - t0, 6)
         rows = []
         for intf, link in self.ports.items():
             row = {"t": t, "link": list(link), "intf": intf, **qdiscs.get(intf, {})}
@@ -64,7 +69,8 @@ class PortSampler:
             if m is not None:
                 row.update({"marks": m["marks"], "ect_pkts": m["ect_pkts"], "marker_pkts": m["pkts"],
                             "over_not_ect": m["over_not_ect"], "vq_drops": m["vq_drops"],
-                            "vq_backlog_ns": m["backlog_ns"], "vq_max_backlog_ns": m["max_backlog_ns"]})
+                            "vq_backlog_ns": m["backlog_ns"], "vq_max_backlog_ns": m["max_backlog_ns"],
+                            "vq_read_skew_s": skew_s})
             elif row.get("red_marked") is not None:
                 row["marks"] = row["red_marked"]
             rows.append(row)

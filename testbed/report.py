@@ -38,11 +38,11 @@ Definitions used in every table:
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 from collections import defaultdict
 
+from common.jsonfile import write_json_atomic
 from common.units import MEGA, virtual_s
 
 
@@ -177,6 +177,10 @@ def summarise_policy(cfg, g, result: dict, records) -> dict:
         "dilation": cfg.dilation,
         "trustworthy": result["fidelity"]["trustworthy"],
         "fidelity_reasons": result["fidelity"]["reasons"],
+        "links_checked": result["fidelity"].get("links_checked"),
+        "links_failed": len(result["fidelity"].get("slow_links") or []),
+        "link_check_methods": result["fidelity"].get("link_checks"),
+        "worst_link_check": result["fidelity"].get("worst_link"),
         "jobs_checked": result["fidelity"].get("jobs_checked"),
         "jobs_failed": result["fidelity"].get("jobs_failed"),
         "worst_job_ratio": _worst_ratio(result["fidelity"].get("jobs") or []),
@@ -278,16 +282,16 @@ def summary_tables(summaries: list[dict]) -> str:
 
 
 def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, unplaced: dict | None = None) -> None:
-    """Write summary.json, summary.csv, jobs.csv, link_bytes.csv, report.txt and plots; print tables.
+    """Write summary.json, summary.csv, jobs.csv, link_bytes.csv, link_checks.csv, report.txt and plots;
+    print tables.
 
     ``unplaced`` maps policies that could not place every job to the reason.
     """
     unplaced = unplaced or {}
     summaries = [r["summary"] for r in results.values() if "summary" in r]
-    with open(os.path.join(run_dir, "summary.json"), "w") as f:
-        json.dump({"name": cfg.name, "scale": cfg.scale, "dilation": cfg.dilation, "capabilities": caps,
-                   "policies": summaries,
-                   "unplaced": unplaced}, f, indent=1, sort_keys=True)
+    write_json_atomic(os.path.join(run_dir, "summary.json"),
+                      {"name": cfg.name, "scale": cfg.scale, "dilation": cfg.dilation, "capabilities": caps,
+                       "policies": summaries, "unplaced": unplaced})
     keys = [k for k, _, _ in SUMMARY_COLUMNS] + ["scale", "dilation", "jobs_failed", "waves", "wall_time_s",
                                                  "cpu_saturated", "ecn_method",
                                                  "ecn_busiest_port", "ecn_most_marked_link",
@@ -314,6 +318,14 @@ def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, un
         for spec, r in results.items():
             for row in link_rows(r):
                 w.writerow([spec, *("" if row[c] is None else row[c] for c in cols)])
+    with open(os.path.join(run_dir, "link_checks.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        cols = ["link", "check", "ok", "limit_ratio", "rate_mbps", "samples", "max_lag_bytes", "excess_bytes",
+                "limit_bytes", "busy_s", "achieved_mbps", "ratio"]
+        w.writerow(["policy", *cols])
+        for spec, r in results.items():
+            for row in r.get("fidelity", {}).get("links") or []:
+                w.writerow([spec, *("" if row.get(c) is None else row[c] for c in cols)])
     text = summary_tables(summaries)
     for spec, why in unplaced.items():
         text += f"\n\nPolicy {spec} could not place every job: {why}"
@@ -322,7 +334,7 @@ def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, un
     plots = write_plots(run_dir, summaries)
     plots += write_queue_report(run_dir, results)
     print("\n" + text, file=stream)
-    print(f"\nresults: {run_dir} (summary.json, summary.csv, jobs.csv, link_bytes.csv, queues.csv"
+    print(f"\nresults: {run_dir} (summary.json, summary.csv, jobs.csv, link_bytes.csv, link_checks.csv, queues.csv"
           + "".join(f", {os.path.basename(p)}" for p in plots) + ")", file=stream, flush=True)
 
 

@@ -18,14 +18,14 @@ its own waves). One policy's run, step by step:
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import re
 import sys
 import threading
 import time
 
 from common.errors import EmulationError, PlacementError
+from common.jsonfile import write_json_atomic
+from common.specs import safe_name
 from common.units import wall_s
 from jobs.agent import launch_agents, plan_agents, read_conns
 from jobs.launcher import launch, open_gate_when_ready, plan_workers, processes, ready_path, wait_all
@@ -47,11 +47,6 @@ from testbed.report import job_iteration_times, summarise_policy, write_run_repo
 from topo.io import write_topology_json
 
 
-def safe_name(spec: str) -> str:
-    """A directory name for a policy spec string."""
-    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", spec)
-
-
 def make_run_dir(cfg: ExperimentConfig, base: str | None = None) -> str:
     """Create ``results/<timestamp>-<name>/`` and return its path."""
     base = base or cfg.results_dir
@@ -66,9 +61,19 @@ def make_run_dir(cfg: ExperimentConfig, base: str | None = None) -> str:
 
 
 def write_json(path: str, obj) -> None:
-    """Write JSON with a stable layout."""
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=1, sort_keys=True, default=str)
+    """Write JSON with a stable layout, atomically (:func:`common.jsonfile.write_json_atomic`)."""
+    write_json_atomic(path, obj, default=str)
+
+
+RUN_STATUSES = ("running", "complete", "incomplete", "interrupted", "failed")
+
+
+def write_status(run_dir: str, status: str, detail: str | None = None) -> None:
+    """``status.json`` of a run directory: one of :data:`RUN_STATUSES`, when, and why (for
+    ``incomplete`` and ``failed``). A directory whose status is still ``running`` belongs to a run
+    that is in progress or was killed."""
+    assert status in RUN_STATUSES, status
+    write_json(os.path.join(run_dir, "status.json"), {"status": status, "detail": detail, "time": time.time()})
 
 
 @dataclasses.dataclass
@@ -211,8 +216,8 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
         "cpu": sampler.summary(),
         "cpu_measured": cpu_measured,
         "ecn": {"method": ecn[0], "why": ecn[1], "hosts": hosts_tcp or {}},
-        "fidelity": fidelity.assess(cpu_measured, fidelity.busy_rates(queue_samples, rates, windows or None, cfg.mtu),
-                                    verdicts),
+        "fidelity": fidelity.assess(cpu_measured, fidelity.link_checks(queue_samples, rates, windows or None, cfg.mtu,
+                                                                       cfg.queue_packets), verdicts),
         "scale": cfg.scale,
         "dilation": cfg.dilation,
         "port_sampler": {"samples": ports.samples_taken, "interval_s": cfg.ecn.sample_interval_s,
@@ -333,7 +338,7 @@ def run_wave(cfg, g, net: EmulatedNetwork, decided, jobs, index: int, pdir: str,
     ecn_before, conns = None, {p.job: set() for p in decided}
     startup_s = None
     try:
-        startup_s = open_gate_when_ready(workers, gate, timeout_s=timeout_s)
+        startup_s = open_gate_when_ready(workers, gate, timeout_s=timeout_s, check=net.check_alive)
         if startup_s is not None:
             if measure_ecn:
                 ecn_before = ecn_snapshot(net)
@@ -344,7 +349,8 @@ def run_wave(cfg, g, net: EmulatedNetwork, decided, jobs, index: int, pdir: str,
                     for w in workers:
                         conns[w.spec.job].update(flows.sockets_of(w.process.pid))
             progress.say(f"      all {len(workers)} ranks joined after {startup_s:.1f} s; iterations start together")
-        wait_all(workers, timeout_s=timeout_s)
+        wait_all(workers, timeout_s=timeout_s, check=net.check_alive)
+        net.check_alive()  # also a death after the last liveness check
     finally:
         stop.set()
     duration = time.time() - t0
@@ -391,6 +397,25 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
         cfg.switch_ports, cfg.mtu, caps["ovs_datapath"], caps["afxdp_missing"])
     run_dir = run_dir or make_run_dir(cfg)
     os.makedirs(run_dir, exist_ok=True)
+    write_status(run_dir, "running")
+    try:
+        _run_policies(cfg, g, caps, ecn, run_dir, progress, policies)
+    except KeyboardInterrupt:
+        write_status(run_dir, "interrupted")
+        raise
+    except PolicyIncomplete as e:
+        write_status(run_dir, "incomplete", str(e))
+        raise
+    except BaseException as e:
+        write_status(run_dir, "failed", f"{type(e).__name__}: {e}")
+        raise
+    write_status(run_dir, "complete")
+    return run_dir
+
+
+def _run_policies(cfg: ExperimentConfig, g, caps: dict, ecn: tuple[str, str], run_dir: str, progress: Progress,
+                  policies: list[str] | None) -> None:
+    """Every policy on one emulated network; the report (also after a failure) for those that finished."""
     write_json(os.path.join(run_dir, "config.json"), to_dict(cfg))
     write_json(os.path.join(run_dir, "capabilities.json"), caps)
     write_topology_json(g, os.path.join(run_dir, "topology.json"))
@@ -423,7 +448,6 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
     if unplaced:
         raise PolicyIncomplete(f"{len(unplaced)} of {len(specs)} policies could not place every job "
                                f"({', '.join(unplaced)}); results of the others are in {run_dir}")
-    return run_dir
 
 
 class PolicyIncomplete(PlacementError):

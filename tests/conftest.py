@@ -27,6 +27,25 @@ def emulation_missing() -> str | None:
     return None
 
 
+def scan_processes(markers=(CONTROLLER_MARKER, MININET_SHELL_MARKER)) -> tuple[set[str], list[str]]:
+    """Every network namespace a process is in, and ``pid: command`` of the processes that belong to
+    an emulated network: in a namespace other than this one's, or with one of ``markers`` in their
+    command line."""
+    root_ns = os.readlink("/proc/self/ns/net")
+    namespaces, found = set(), []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ns = os.readlink(f"/proc/{pid}/ns/net")
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        namespaces.add(ns)
+        if ns != root_ns or any(m in cmd for m in markers):
+            found.append(f"{pid}: {cmd.strip()[:120]}")
+    return namespaces, found
+
+
 def leftovers() -> list[str]:
     """Bridges, interfaces and processes an emulation could leave behind."""
     found = []
@@ -37,18 +56,7 @@ def leftovers() -> list[str]:
 
     found += [f"switch port pipe {i}" for i in stale_pipes()]
     # Processes left in an emulated host's network namespace, or a controller still running.
-    root_ns = os.readlink("/proc/self/ns/net")
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            ns = os.readlink(f"/proc/{pid}/ns/net")
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if ns != root_ns or any(m in cmd for m in (CONTROLLER_MARKER, MININET_SHELL_MARKER)):
-            found.append(f"process {pid}: {cmd.strip()[:120]}")
+    found += [f"process {p}" for p in scan_processes()[1]]
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
     found += [f"netns {n}" for n in netns]
     # The ECN marker: its private bpffs mounts and its loaded program.

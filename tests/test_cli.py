@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import subprocess
@@ -54,6 +55,65 @@ def test_check_rejects_bad_configs(tmp_path, text, pattern):
 def test_unreadable_config():
     """A config that does not exist is named in a one-line error."""
     assert_clean_error(run_cli("check", "/nonexistent/x.yaml"), "/nonexistent/x.yaml")
+
+
+@pytest.fixture
+def main_in_process(monkeypatch):
+    """run_testbed.main in this process, with the root check replaced by a failure: a run whose config passes
+    validation stops there instead of building a network."""
+    monkeypatch.setenv("TESTBED_NO_VENV_REEXEC", "1")
+    run_testbed = importlib.import_module("run_testbed")
+    from testbed import capabilities
+
+    def reached_root_check():
+        raise AssertionError("the config passed validation and the run reached the root check")
+
+    monkeypatch.setattr(capabilities, "require_root", reached_root_check)
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # keep main's SIGTERM handler out of pytest
+    return run_testbed.main
+
+
+@pytest.mark.parametrize("args, pattern", [
+    (["--iterations", "0"], "config.iterations: 0 is out of range (an integer in [1, 100000])"),
+    (["--iterations", "-3"], "config.iterations: -3 is out of range"),
+    (["-p", "nope"], "config.policies: unknown placement policy 'nope'; valid: consolidate"),
+    (["-p", "consolidate", "-p", "consolidate"], "config.policies: 'consolidate' would run twice, into one directory"),
+    (["-p", "all", "-p", "random"], "'random' would run twice, into one directory (list each policy once; 'all' is"),
+    (["-p", "../x"], "config.policies[0]: '../x' is not a valid policy spec"),
+    (["--results", ""], "config.results_dir: '' is empty"),
+])
+def test_run_overrides_are_validated(main_in_process, capsys, args, pattern):
+    """Command-line overrides (-p, --iterations, --results) meet the config's rules: exit code 2 and one line,
+    before the run needs root or builds anything."""
+    assert main_in_process(["run", "-c", DEFAULT, *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and pattern in err, err
+
+
+@pytest.mark.parametrize("args, pattern", [
+    (["--iterations", "abc"], "error: argument --iterations: invalid int value: 'abc' (see run_testbed.py run -h)"),
+    (["check"], "error: the following arguments are required: config"),
+    (["run", "--bogus"], "error: unrecognized arguments: --bogus"),
+])
+def test_usage_errors_are_one_line(args, pattern):
+    """A malformed command line is one line on stderr and exit code 2, like every other user error."""
+    assert_clean_error(run_cli(*args), pattern)
+
+
+@pytest.mark.parametrize("content, pattern", [
+    (b"\x89PNG\r\n\x1a\n\x00\xff", "not UTF-8 text (byte 0x89 at offset 0)"),
+    ("name: d\u00e9faut\n".encode("latin-1"), "not UTF-8 text (byte 0xe9 at offset 7)"),
+    (("x: " + "[" * 20000 + "]" * 20000 + "\n").encode(), "nested deeper than 10 levels"),
+    ("".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}' if i else 'x'] * 9)}]\n" for i in range(9)).encode(),
+     "more than 100000 values with aliases expanded"),
+    (b"jobs: [{name: ../../../../tmp/x/pwned, model: resnet50, workers: 2}]\n",
+     "config.jobs[0].name: '../../../../tmp/x/pwned' is not a valid name"),
+])
+def test_check_rejects_hostile_files_in_one_line(tmp_path, content, pattern):
+    """Binary, latin-1, 20 000-deep and alias-bomb files and a path-traversing job name: one line, exit code 2."""
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(content)
+    assert_clean_error(run_cli("check", str(path)), pattern)
 
 
 def test_run_needs_root():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import time
 
@@ -79,6 +80,7 @@ def test_marker_on_every_switch_port_and_hosts_use_ecn(ecn_net):
     for intf in ecn_net.switch_intfs.values():
         out = subprocess.run(["tc", "filter", "show", "dev", intf, "egress"], capture_output=True, text=True).stdout
         assert "vq_ecn" in out and "direct-action" in out, (intf, out)
+    assert stat.S_IMODE(os.stat(ecn_net.marker.pin_dir).st_mode) == 0o700  # the pins are root's alone
     settings = ecn_net.host_tcp_settings()
     assert len(settings) == 16
     assert all(s == {"tcp_ecn": "1", "congestion_control": "cubic"} for s in settings.values()), settings
@@ -87,8 +89,8 @@ def test_marker_on_every_switch_port_and_hosts_use_ecn(ecn_net):
 def test_shared_bottleneck_marks_and_receiver_sees_ce(ecn_net):
     """Two senders into one machine: the edge -> machine port is the bottleneck. It marks; no other port
     does; the receiver's kernel counts CE packets within 5% of the marker's count; the port is shaped to
-    its rate and the fidelity monitor finds it ran at its rate while saturated."""
-    from testbed.fidelity import busy_rates
+    its rate and the fidelity monitor finds it kept up with its rate (virtual-queue check, every port)."""
+    from testbed.fidelity import link_checks
     from testbed.linkstats import read_queue_samples
 
     r = _incast(ecn_net, ["h1", "h5"], "h4")
@@ -97,8 +99,32 @@ def test_shared_bottleneck_marks_and_receiver_sees_ce(ecn_net):
     assert sum(m for i, m in r["marks"].items() if i != port) == 0, r["marks"]
     assert abs(r["ce"] - r["marks"][port]) <= 0.05 * r["marks"][port], (r["ce"], r["marks"][port])
     assert 0.8 * RATE_MBPS < r["goodput_mbps"] <= 1.02 * RATE_MBPS, r["goodput_mbps"]
-    checked = {d["link"]: d for d in busy_rates(read_queue_samples(r["samples"]), ecn_net.rates)}
-    assert "e2->h4" in checked and checked["e2->h4"]["ratio"] > 0.9, checked
+    checked = {d["link"]: d for d in link_checks(read_queue_samples(r["samples"]), ecn_net.rates,
+                                                  queue_packets=QUEUE_PACKETS)}
+    assert {d["check"] for d in checked.values()} == {"virtual-queue"}
+    assert checked["e2->h4"]["max_lag_bytes"] is not None and checked["e2->h4"]["samples"] >= 20, checked["e2->h4"]
+    assert all(d["ok"] for d in checked.values()), [d for d in checked.values() if not d["ok"]]
+
+
+def test_port_slower_than_its_rate_is_flagged(ecn_net):
+    """Positive control of the lag check: the e2 -> h4 port is shaped at 20 Mbit/s but its virtual queue
+    drains at 30, as if the machine served the port at two thirds of its rate. Under the same incast
+    its real FIFO falls behind the ideal one and the port fails; every other port passes."""
+    from testbed.fidelity import link_checks
+    from testbed.linkstats import read_queue_samples
+
+    port = ecn_net.switch_intfs[("e2", "h4")]
+    fast = 1.5 * RATE_MBPS
+    try:
+        ecn_net.marker.configure({port: (fast, _marking(30000)(fast))})
+        r = _incast(ecn_net, ["h1", "h5"], "h4", seconds=4.0)
+    finally:
+        ecn_net.marker.configure({port: (RATE_MBPS, _marking(30000)(RATE_MBPS))})
+    rates = {**ecn_net.rates, ("e2", "h4"): fast}
+    checked = {d["link"]: d for d in link_checks(read_queue_samples(r["samples"]), rates,
+                                                  queue_packets=QUEUE_PACKETS)}
+    assert not checked["e2->h4"]["ok"] and checked["e2->h4"]["limit_ratio"] > 1, checked["e2->h4"]
+    assert [d["link"] for d in checked.values() if not d["ok"]] == ["e2->h4"]
 
 
 def test_threshold_above_the_queue_produces_no_marks(ecn_net):
@@ -131,17 +157,20 @@ def test_two_jobs_sharing_a_bottleneck_are_both_marked(ecn_net, tmp_path):
     decided = [Placement("a", (GpuSlot("h1", 0), GpuSlot("h4", 0))),
                Placement("b", (GpuSlot("h5", 0), GpuSlot("h4", 1)))]
     port = ecn_net.switch_intfs[("e2", "h4")]
-    before = ecn_net.marker.port_counters()[port]["marks"]
+    before = {i: c["marks"] for i, c in ecn_net.marker.port_counters().items()}
     with open(os.devnull, "w") as quiet:
         wave = run_wave(cfg, ecn_net.g, ecn_net, decided, jobs, 0, str(tmp_path), Progress(quiet))
-    on_port = ecn_net.marker.port_counters()[port]["marks"] - before
+    marks = {i: c["marks"] - before[i] for i, c in ecn_net.marker.port_counters().items()}
+    on_port, on_all = marks[port], sum(marks.values())
     ecn = wave.ecn
-    assert on_port > 0
+    assert on_port > 0 and on_port >= 0.9 * on_all, marks  # the shared port is where the queue builds
     assert ecn["connections"]["a"] > 0 and ecn["connections"]["b"] > 0, ecn
     assert ecn["jobs"]["a"]["marks"] > 0 and ecn["jobs"]["b"]["marks"] > 0, ecn
     assert ecn["unattributed"]["marks"] == 0, ecn
-    assert ecn["jobs"]["a"]["marks"] + ecn["jobs"]["b"]["marks"] <= on_port
-    assert abs(ecn["receiver_ce_total"] - on_port) <= 0.05 * on_port + 2, (ecn["receiver_ce_total"], on_port)
+    # A packet is marked at most once on its path, and the jobs' packets may also queue (and be marked)
+    # on the aggregation -> e2 link they can share under ECMP: their marks are at most all ports' marks.
+    assert ecn["jobs"]["a"]["marks"] + ecn["jobs"]["b"]["marks"] <= on_all
+    assert abs(ecn["receiver_ce_total"] - on_all) <= 0.05 * on_all + 2, (ecn["receiver_ce_total"], on_all)
 
 
 def test_marker_detaches_from_interfaces_that_remain(emulation_ok):

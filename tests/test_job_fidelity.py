@@ -280,9 +280,10 @@ def test_a_failed_job_flags_with_its_reason(status):
 
 def test_a_slow_link_still_flags_beside_an_ok_job():
     """The link-rate check is independent of the job verdicts."""
-    link = {"link": "e1->h1", "busy_s": 2.0, "achieved_mbps": 5.0, "rate_mbps": 8.0, "ratio": 0.625}
+    link = {"link": "e1->h1", "check": "busy-rate", "busy_s": 2.0, "achieved_mbps": 5.0, "rate_mbps": 8.0,
+            "ratio": 0.625, "limit_ratio": 0.9 / 0.625, "ok": False}
     got = assess(CPU_OK, [link], [verdict("ok")])
-    assert not got["trustworthy"] and "e1->h1" in got["reasons"][0] and got["worst_link_ratio"] == 0.625
+    assert not got["trustworthy"] and "e1->h1" in got["reasons"][0] and got["worst_link"]["ratio"] == 0.625
 
 
 def test_limits_are_the_documented_ones():

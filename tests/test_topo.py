@@ -7,6 +7,7 @@ import sys
 
 import networkx as nx
 import pytest
+from fifos import read_fifo_within
 
 from common.errors import TopologyError
 from topo import (
@@ -21,7 +22,8 @@ from topo import (
     validate_topology,
     write_topology_json,
 )
-from topo.schema import assign_ports, machine_ip, machine_mac
+from topo.io import MAX_FILE_BYTES
+from topo.schema import MAX_LINKS, MAX_MACHINES, MAX_SWITCHES, assign_ports, machine_ip, machine_mac
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -192,6 +194,53 @@ def test_leaf_spine_rejects_bad_arguments(kwargs, arg):
     """Out-of-range leaf-spine arguments fail with a TopologyError naming the argument."""
     with pytest.raises(TopologyError, match=arg):
         leaf_spine(**kwargs)
+
+
+# --- size limits ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("builder, kwargs, pattern", [
+    (leaf_spine, {"n_leaf": 2, "n_spine": 10_000_000, "hosts_per_leaf": 4},
+     r"^leaf_spine n_leaf=2, n_spine=10000000, hosts_per_leaf=4 is too large: 10000002 switches, 20000008 links; "
+     r"a topology has at most 4096 machines, 1024 switches and 16384 links$"),
+    (leaf_spine, {"n_leaf": 10**9, "n_spine": 1, "hosts_per_leaf": 1}, r"1000000000 machines, 1000000001 switches"),
+    (leaf_spine, {"n_leaf": 128, "n_spine": 128, "hosts_per_leaf": 32}, r"is too large: 20480 links;"),
+    (fat_tree, {"k": 26}, r"^fat_tree k=26 is too large: 4394 machines; a topology has at most 4096 machines"),
+    (fat_tree, {"k": 10**12}, rf"^fat_tree k={10**12} is too large: {10**36 // 4} machines, {10**24 * 5 // 4} "),
+])
+def test_builders_reject_oversized_topologies_before_building(monkeypatch, builder, kwargs, pattern):
+    """A topology over the size limits is a TopologyError naming the counts and limits, raised from the
+    parameters alone: no graph is even created."""
+    def no_graph(*args, **kw):
+        raise AssertionError("the builder created a graph before checking its size")
+
+    monkeypatch.setattr(nx, "Graph", no_graph)
+    with pytest.raises(TopologyError, match=pattern):
+        builder(**kwargs)
+
+
+def test_largest_fat_tree_within_the_limits_builds():
+    """k = 24 (3456 machines, 720 switches, 10368 links) is within the limits; they are the documented ones."""
+    assert (MAX_MACHINES, MAX_SWITCHES, MAX_LINKS) == (4096, 1024, 16384)
+    g = fat_tree(24)
+    assert len(machines(g)) == 3456 and len(switches(g)) == 720 and g.number_of_edges() == 10368
+
+
+@pytest.mark.parametrize("builder, kwargs", [(fat_tree, {"k": 4}), (leaf_spine, {"n_leaf": 1, "n_spine": 1,
+                                                                              "hosts_per_leaf": 1})])
+def test_gpus_per_machine_is_bounded(builder, kwargs):
+    """More than 64 GPU slots per machine is rejected (the cluster model keeps one slot per GPU)."""
+    assert builder(**kwargs, gpus_per_machine=64)
+    with pytest.raises(TopologyError, match=r"^gpus_per_machine must be an integer in 1..64, got 100000000$"):
+        builder(**kwargs, gpus_per_machine=10**8)
+
+
+def test_validate_rejects_oversized_graph():
+    """validate_topology holds any graph, hand-built or loaded, to the same size limits."""
+    g = tiny_topology()
+    g.add_nodes_from((f"s{i}", {"role": "switch"}) for i in range(2, MAX_SWITCHES + 2))
+    with pytest.raises(TopologyError, match=r"^the topology is too large: 1025 switches; a topology has at most"):
+        validate_topology(g)
 
 
 # --- validation -------------------------------------------------------------------------------
@@ -476,6 +525,49 @@ def test_json_read_validates(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(TopologyError, match=rf"topology file {path}: invalid topology: machine 'h1': 'gpus'"):
         read_topology_json(path)
+
+
+def test_json_read_refuses_a_fifo_without_blocking(tmp_path):
+    """A FIFO is refused as not a regular file; reading never waits for a writer."""
+    fifo = str(tmp_path / "topology.json")
+    os.mkfifo(fifo)
+    error = read_fifo_within(read_topology_json, fifo)
+    assert isinstance(error, TopologyError)
+    assert str(error) == f"cannot read topology file {fifo}: a FIFO, not a regular file"
+
+
+@pytest.mark.parametrize("path, kind", [("/dev/null", "a character device"), (None, "a directory")])
+def test_json_read_refuses_devices_and_directories(tmp_path, path, kind):
+    """A device (/dev/null, hence never /dev/zero either) or a directory is refused before it is read."""
+    path = path or str(tmp_path)
+    with pytest.raises(TopologyError, match=rf"^cannot read topology file {path}: {kind}, not a regular file$"):
+        read_topology_json(path)
+
+
+def test_json_read_refuses_a_file_over_the_size_limit(tmp_path):
+    """A regular file over MAX_FILE_BYTES (16 MiB) is refused unparsed, at most one byte over the limit read."""
+    path = tmp_path / "topology.json"
+    with open(path, "wb") as f:
+        f.truncate(MAX_FILE_BYTES + 1)  # sparse: no disk space used
+    with pytest.raises(TopologyError, match=rf"^cannot read topology file {path}: larger than 16 MiB$"):
+        read_topology_json(path)
+
+
+@pytest.mark.parametrize("content, pattern", [
+    (bytes(range(256)), r"not UTF-8 text \(byte 0x80 at offset 128\)$"),
+    (b"[" * 100_000 + b"]" * 100_000, r"not usable JSON: RecursionError: maximum recursion depth exceeded"),
+    (b'{"nodes": [' + b"9" * 5000 + b'], "links": []}', r"not usable JSON: ValueError: Exceeds the limit"),
+    (json.dumps({"nodes": [{"id": f"h{i}", "role": "machine"} for i in range(5000)], "links": []}).encode(),
+     r"the topology is too large: 5000 machines; a topology has at most 4096 machines"),
+])
+def test_json_read_malformed_content_is_one_line_error(tmp_path, content, pattern):
+    """Non-UTF-8 bytes, nesting deeper than the stack, a 5000-digit number or too many nodes are one-line
+    TopologyErrors naming the path (too many nodes: before a graph is built)."""
+    path = tmp_path / "t.json"
+    path.write_bytes(content)
+    with pytest.raises(TopologyError, match=pattern) as info:
+        read_topology_json(path)
+    assert str(path) in str(info.value) and len(str(info.value).splitlines()) == 1
 
 
 # --- layering ---------------------------------------------------------------------------------

@@ -25,9 +25,11 @@ import networkx as nx
 
 from common.errors import TopologyError
 from topo.schema import (
+    MAX_GPUS_PER_MACHINE,
     assign_ports,
     check_number,
     check_positive_int,
+    check_size,
     machine_ip,
     machine_mac,
     validate_topology,
@@ -42,7 +44,7 @@ def fat_tree(k: int, gpus_per_machine: int = 4, bw_mbps: float = 10000.0, delay_
 
     Args:
         k: switch radix; even, >= 2.
-        gpus_per_machine: GPU slots on every machine (>= 1).
+        gpus_per_machine: GPU slots on every machine (1..64).
         bw_mbps: paper-scale rate of every link, Mbit/s (> 0).
         delay_us: one-way delay of every link, microseconds (>= 0).
         name: graph name; defaults to ``"fat_tree_k{k}"``.
@@ -51,12 +53,14 @@ def fat_tree(k: int, gpus_per_machine: int = 4, bw_mbps: float = 10000.0, delay_
         A validated topology (see :mod:`topo.schema`) with ``kind="fat_tree"``.
 
     Raises:
-        TopologyError: ``k`` is not an even integer >= 2, or another argument is out of range.
+        TopologyError: ``k`` is not an even integer >= 2, the tree would be larger than
+            :func:`topo.schema.check_size` allows (k <= 24), or another argument is out of range.
     """
     if not isinstance(k, int) or isinstance(k, bool) or k < 2 or k % 2:
         raise TopologyError(f"fat-tree k must be an even integer >= 2 (k/2 hosts, uplinks and downlinks "
                             f"per switch), got k={k!r}")
-    check_positive_int("gpus_per_machine", gpus_per_machine)
+    check_size(f"fat_tree k={k}", k**3 // 4, 5 * k**2 // 4, 3 * k**3 // 4)
+    check_positive_int("gpus_per_machine", gpus_per_machine, maximum=MAX_GPUS_PER_MACHINE)
     check_number("bw_mbps", bw_mbps, minimum=0.0, strict=True)
     check_number("delay_us", delay_us, minimum=0.0, strict=False)
     half = k // 2

@@ -6,18 +6,25 @@ instead of discovering anything. The format is networkx's node-link JSON
 insertion order under ``"nodes"`` (each ``{"id": name, ...attributes}``), links under ``"links"``
 (each ``{"source", "target", ...attributes}``). A hand-written file follows the same schema
 (:mod:`topo.schema`) with ``"kind": "file"``.
+
+Reading trusts the file no more than a configuration: only a regular file of at most
+:data:`MAX_FILE_BYTES` is read (a FIFO would block, ``/dev/zero`` never end), and its node and
+link counts are checked against the schema's size limits before a graph is built.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 
 import networkx as nx
 
 from common.errors import TopologyError
-from topo.schema import validate_topology
+from topo.schema import check_size, validate_topology
+
+MAX_FILE_BYTES = 16 << 20  # a topology at the schema's size limits takes about 3 MiB
 
 
 def write_topology_json(g: nx.Graph, path: str | os.PathLike) -> None:
@@ -53,18 +60,29 @@ def read_topology_json(path: str | os.PathLike) -> nx.Graph:
     """Load and validate a topology written by :func:`write_topology_json` (or by hand).
 
     Raises:
-        TopologyError: the file is unreadable, not node-link JSON, or breaks the schema; the message
-            names the path.
+        TopologyError: the file is unreadable, not a regular file, larger than
+            :data:`MAX_FILE_BYTES`, not UTF-8 JSON, not node-link data, larger than the schema
+            allows, or breaks the schema; the message is one line and names the path.
     """
     path = os.fspath(path)
+    text = _read_text(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TopologyError(f"cannot read topology file {path}: {exc}") from exc
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TopologyError(f"cannot read topology file {path}: not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # an integer of > 4300 digits; nesting deeper than the stack
+        raise TopologyError(f"cannot read topology file {path}: not usable JSON: {type(exc).__name__}: "
+                            f"{str(exc)[:160]}") from None
     if not isinstance(data, dict):
         raise TopologyError(f"topology file {path}: expected a JSON object (node-link data), "
                             f"got {type(data).__name__}")
+    nodes = data["nodes"] if isinstance(data.get("nodes"), list) else []
+    links = data["links"] if isinstance(data.get("links"), list) else []
+    n_machines = sum(1 for n in nodes if isinstance(n, dict) and n.get("role") == "machine")
+    try:
+        check_size("the topology", n_machines, len(nodes) - n_machines, len(links))
+    except TopologyError as exc:
+        raise TopologyError(f"topology file {path}: {exc}") from None
     try:
         # Explicit defaults: networkx would make a MultiGraph of a hand-written file that omits "multigraph".
         g = nx.node_link_graph(data, directed=False, multigraph=False, edges="links")
@@ -76,3 +94,39 @@ def read_topology_json(path: str | os.PathLike) -> nx.Graph:
     except TopologyError as exc:
         raise TopologyError(f"topology file {path}: {exc}") from exc
     return g
+
+
+def _read_text(path: str) -> str:
+    """The UTF-8 text of the regular file ``path``, of at most :data:`MAX_FILE_BYTES`.
+
+    The path is checked with ``stat`` before it is opened, so a FIFO or a device is never
+    opened; the opened file is checked again (it may have been replaced in between), and the
+    read is bounded whatever the file claims its size is.
+    """
+    try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISREG(mode):
+            # O_NONBLOCK: should a FIFO replace the file after the stat, opening it does not wait for a writer.
+            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+                mode = os.fstat(f.fileno()).st_mode
+                data = f.read(MAX_FILE_BYTES + 1) if stat.S_ISREG(mode) else b""
+    except OSError as exc:
+        raise TopologyError(f"cannot read topology file {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise TopologyError(f"cannot read topology file {path}: {_file_type(mode)}, not a regular file")
+    if len(data) > MAX_FILE_BYTES:
+        raise TopologyError(f"cannot read topology file {path}: larger than {MAX_FILE_BYTES >> 20} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TopologyError(f"cannot read topology file {path}: not UTF-8 text (byte 0x{data[exc.start]:02x} "
+                            f"at offset {exc.start})") from None
+
+
+def _file_type(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, for a message."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return f"a file of type {stat.S_IFMT(mode):#o}"

@@ -15,9 +15,11 @@ from __future__ import annotations
 import networkx as nx
 
 from topo.schema import (
+    MAX_GPUS_PER_MACHINE,
     assign_ports,
     check_number,
     check_positive_int,
+    check_size,
     machine_ip,
     machine_mac,
     validate_topology,
@@ -37,7 +39,7 @@ def leaf_spine(n_leaf: int, n_spine: int, hosts_per_leaf: int, oversubscription:
         n_spine: number of spine switches (>= 1).
         hosts_per_leaf: machines per leaf (>= 1).
         oversubscription: leaf downlink capacity over uplink capacity (> 0).
-        gpus_per_machine: GPU slots on every machine (>= 1).
+        gpus_per_machine: GPU slots on every machine (1..64).
         host_bw_mbps: paper-scale rate of each machine's link, Mbit/s (> 0).
         delay_us: one-way delay of every link, microseconds (>= 0).
         name: graph name; defaults to ``"leaf_spine_{n_leaf}x{n_spine}x{hosts_per_leaf}_os{ratio}"``.
@@ -46,11 +48,15 @@ def leaf_spine(n_leaf: int, n_spine: int, hosts_per_leaf: int, oversubscription:
         A validated topology (see :mod:`topo.schema`) with ``kind="leaf_spine"``.
 
     Raises:
-        TopologyError: an argument is out of range.
+        TopologyError: an argument is out of range, or the fabric would be larger than
+            :func:`topo.schema.check_size` allows.
     """
-    for arg, value in (("n_leaf", n_leaf), ("n_spine", n_spine), ("hosts_per_leaf", hosts_per_leaf),
-                       ("gpus_per_machine", gpus_per_machine)):
+    for arg, value in (("n_leaf", n_leaf), ("n_spine", n_spine), ("hosts_per_leaf", hosts_per_leaf)):
         check_positive_int(arg, value)
+    n_machines = n_leaf * hosts_per_leaf
+    check_size(f"leaf_spine n_leaf={n_leaf}, n_spine={n_spine}, hosts_per_leaf={hosts_per_leaf}",
+               n_machines, n_leaf + n_spine, n_machines + n_leaf * n_spine)
+    check_positive_int("gpus_per_machine", gpus_per_machine, maximum=MAX_GPUS_PER_MACHINE)
     check_number("oversubscription", oversubscription, minimum=0.0, strict=True)
     check_number("host_bw_mbps", host_bw_mbps, minimum=0.0, strict=True)
     check_number("delay_us", delay_us, minimum=0.0, strict=False)

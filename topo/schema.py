@@ -12,7 +12,7 @@ Graph attributes:
 
 Machine nodes (``role="machine"``):
 
-- ``gpus`` (int >= 1): GPU slots on the machine.
+- ``gpus`` (int, 1..:data:`MAX_GPUS_PER_MACHINE`): GPU slots on the machine.
 - ``index`` (int >= 1, unique): the machine order (``h1`` is index 1); :func:`machines` lists
   machines by it.
 - ``rack`` (str): the name of the switch the machine attaches to.
@@ -44,7 +44,9 @@ Names: letters and digits only (no ``-`` or ``_``), starting with a letter, at m
 :data:`MAX_NAME_LEN` characters, and short enough that ``<name>-eth<max port>`` fits Linux's
 15-character interface-name limit.
 
-The graph is connected and has at least one machine.
+The graph is connected and has at least one machine, and at most :data:`MAX_MACHINES` machines,
+:data:`MAX_SWITCHES` switches and :data:`MAX_LINKS` links (:func:`check_size`; builders check
+these from their parameters before they build anything).
 """
 
 from __future__ import annotations
@@ -77,6 +79,15 @@ MAX_NAME_LEN = 10
 IFNAMSIZ_CHARS = 15  # Linux interface names: 16 bytes including the terminating NUL
 MAX_DPID = 2**64 - 1
 MAX_MACHINE_INDEX = 65534  # two bytes in ip/mac; 10.0.255.255 would be the /16 broadcast
+
+# Sizes bound the work of building, validating, routing and placing on a graph: a slip such as
+# n_spine: 10000000 would otherwise build for minutes and exhaust memory. They leave room above the
+# papers' simulated clusters (a k = 16 fat-tree: 1024 machines, 320 switches, 3072 links; the
+# largest fat-tree within them is k = 24) and far above what one host can emulate.
+MAX_MACHINES = 4096
+MAX_SWITCHES = 1024
+MAX_LINKS = 16384
+MAX_GPUS_PER_MACHINE = 64  # the cluster model keeps one slot per GPU
 
 _NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _DIGITS_RE = re.compile(r"(\d+)")
@@ -156,10 +167,31 @@ def _is_real(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def check_positive_int(arg: str, value) -> None:
-    """Raise :class:`TopologyError` unless the builder argument ``arg`` is an int >= 1."""
+def check_positive_int(arg: str, value, maximum: int | None = None) -> None:
+    """Raise :class:`TopologyError` unless the builder argument ``arg`` is an int >= 1 (and <= ``maximum``)."""
+    if maximum is not None and _is_int(value) and value > maximum:
+        raise TopologyError(f"{arg} must be an integer in 1..{maximum}, got {value!r}")
     if not _is_int(value) or value < 1:
         raise TopologyError(f"{arg} must be an integer >= 1, got {value!r}")
+
+
+def check_size(what: str, n_machines: int, n_switches: int, n_links: int) -> None:
+    """Raise :class:`TopologyError` when a topology of these counts is larger than the schema allows.
+
+    Builders call it with counts computed from their parameters, before they build anything.
+
+    Args:
+        what: the topology, for the message (``"fat_tree k=26"``).
+        n_machines: its machines.
+        n_switches: its switches.
+        n_links: its links.
+    """
+    over = [f"{n} {noun}" for n, noun, limit in ((n_machines, "machines", MAX_MACHINES),
+                                                 (n_switches, "switches", MAX_SWITCHES),
+                                                 (n_links, "links", MAX_LINKS)) if n > limit]
+    if over:
+        raise TopologyError(f"{what} is too large: {', '.join(over)}; a topology has at most {MAX_MACHINES} "
+                            f"machines, {MAX_SWITCHES} switches and {MAX_LINKS} links")
 
 
 def check_number(arg: str, value, minimum: float, strict: bool) -> None:
@@ -195,8 +227,8 @@ def _check_graph_attrs(g: nx.Graph, problems: list[str]) -> None:
 
 def _check_machine(g: nx.Graph, node: str, data: dict, problems: list[str]) -> None:
     where = f"machine {node!r}"
-    if not _is_int(data.get("gpus")) or data["gpus"] < 1:
-        problems.append(f"{where}: 'gpus' must be an int >= 1, got {data.get('gpus')!r}")
+    if not _is_int(data.get("gpus")) or not 1 <= data["gpus"] <= MAX_GPUS_PER_MACHINE:
+        problems.append(f"{where}: 'gpus' must be an int >= 1 and <= {MAX_GPUS_PER_MACHINE}, got {data.get('gpus')!r}")
     if not _is_int(data.get("index")) or data["index"] < 1:
         problems.append(f"{where}: 'index' must be an int >= 1, got {data.get('index')!r}")
     for attr in ("rack", "pod"):
@@ -311,6 +343,8 @@ def validate_topology(g: nx.Graph) -> None:
     """
     if not isinstance(g, nx.Graph) or g.is_directed() or g.is_multigraph():
         raise TopologyError(f"a topology must be an undirected networkx.Graph, got {type(g).__name__}")
+    n_machines = sum(1 for _, role in g.nodes(data="role") if role == "machine")
+    check_size("the topology", n_machines, len(g) - n_machines, g.number_of_edges())
     problems: list[str] = []
     _check_graph_attrs(g, problems)
     for node, data in g.nodes(data=True):

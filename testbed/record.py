@@ -1,0 +1,378 @@
+"""What a run changed on this machine, written down before each change, and undone step by step.
+
+Every change an emulated network makes outside its own results directory is one
+:class:`Change`: a process it started (PID and start time, so a reused PID is never
+signalled), an OVS bridge, a network interface in the root namespace, a bpffs mount, a
+directory, a sysctl or an Open vSwitch ``other_config`` key (with their original values). A
+:class:`RunRecord` appends each change to a JSON file under :data:`RECORDS_DIR` *before* the
+change is made (atomically: a crash leaves the old or the new file, never half of one), and
+removes it once undone; the file goes when nothing is left.
+
+:meth:`RunRecord.unwind` undoes the changes newest first. Each step is isolated from the
+others' failures, runs its commands in their own session (a Ctrl-C at the terminal reaches
+the whole foreground process group, and would kill an ``ovs-vsctl`` in the middle of undoing),
+and is shielded from further SIGINT/SIGTERM: those are only counted, and the unwind reports
+what it could not undo. ``run_testbed.py clean`` unwinds the record of every run whose owner
+died (kill -9, power loss of the process), and nothing else: it never kills by name and never
+deletes what no record names.
+
+Undoing a change that was recorded but never made is harmless (a missing bridge, interface,
+mount or process is skipped), so recording first is always safe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from common.errors import EmulationError
+from common.jsonfile import write_json_atomic
+
+RECORDS_DIR = os.environ.get("TESTBED_RECORDS_DIR", "/var/lib/dtnet-testbed/runs")
+KINDS = ("process", "bridge", "link", "mount", "dir", "sysctl", "ovs_other_config")
+STOP_GRACE_S = 2.0
+COMMAND_TIMEOUT_S = 30.0
+BRIDGE_TIMEOUT_S = 120  # deleting bridges with AF_XDP ports takes the daemon a while (testbed.ports)
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """One change to the machine.
+
+    Attributes:
+        kind: one of :data:`KINDS`.
+        name: the PID (as a string) for ``process``; bridge, interface or path; sysctl key;
+            ``other_config`` key.
+        original: the value before the change (``sysctl``, ``ovs_other_config``; None when
+            the key was absent).
+        start_time: a ``process``'s start time in clock ticks since boot (``/proc/<pid>/stat``
+            field 22), so that a PID reused by another process is never signalled.
+        what: a few words for messages (``controller``, ``host h1 shell``).
+    """
+
+    kind: str
+    name: str
+    original: str | None = None
+    start_time: int | None = None
+    what: str = ""
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown change kind {self.kind!r}; valid: {', '.join(KINDS)}")
+
+    def describe(self) -> str:
+        """``bridge e1``, ``process 1234 (controller)``."""
+        return f"{self.kind} {self.name}" + (f" ({self.what})" if self.what else "")
+
+
+def process_start_time(pid: int) -> int | None:
+    """Start time of a live process in clock ticks since boot, or None when it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(") ", 1)[1].split()
+    except (FileNotFoundError, IndexError, ProcessLookupError):
+        return None
+    return None if fields[0] == "Z" else int(fields[19])
+
+
+def process_change(pid: int, what: str) -> Change:
+    """The record of a process started by the run."""
+    return Change("process", str(pid), start_time=process_start_time(pid), what=what)
+
+
+# -- undoing one change --------------------------------------------------------------------------
+
+
+def _run(argv: list[str], timeout_s: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess:
+    """A short command in its own session: a terminal's Ctrl-C does not reach it."""
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, start_new_session=True)
+
+
+def _same_process(c: Change) -> bool:
+    """Whether the recorded process still runs under its PID (a reused PID is someone else's)."""
+    now = process_start_time(int(c.name))
+    return now is not None and (c.start_time is None or now == c.start_time)
+
+
+def _reap(pid: int) -> None:
+    try:  # our own child: collect it, so it does not linger as a zombie
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _signal(c: Change, sig: int) -> None:
+    pid = int(c.name)
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)  # a session leader: its whole group (a node shell's children too)
+        else:
+            os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _stop_processes(changes: list[Change]) -> dict[Change, str | None]:
+    """Stop recorded processes together: SIGTERM (and SIGHUP, which an interactive shell obeys),
+    then SIGKILL what is left after ``STOP_GRACE_S``."""
+    out: dict[Change, str | None] = {}
+    for sigs in ((signal.SIGTERM, signal.SIGHUP), (signal.SIGKILL,)):
+        alive = [c for c in changes if c not in out and _same_process(c)]
+        for c in changes:
+            if c not in out and c not in alive:
+                _reap(int(c.name))
+                out[c] = None
+        for c in alive:
+            for sig in sigs:
+                _signal(c, sig)
+        deadline = time.monotonic() + STOP_GRACE_S
+        while alive and time.monotonic() < deadline:
+            for c in alive:
+                _reap(int(c.name))
+            alive = [c for c in alive if _same_process(c)]
+            time.sleep(0.02)
+    for c in changes:
+        _reap(int(c.name))
+        out.setdefault(c, f"process {c.name} survived SIGKILL" if _same_process(c) else None)
+    return out
+
+
+def _mounted(path: str) -> bool:
+    with open("/proc/mounts") as f:
+        return any(line.split()[1] == path for line in f)
+
+
+def undo(c: Change) -> str | None:
+    """Undo one change; None when done (or nothing was left to undo), else why not."""
+    return undo_group([c])[c]
+
+
+def undo_group(changes: list[Change]) -> dict[Change, str | None]:
+    """Undo changes of one kind together where that is faster (processes are signalled at once,
+    bridges go in one OVS transaction); None per change done, else why not."""
+    kinds = {c.kind for c in changes}
+    if len(kinds) != 1:
+        raise ValueError(f"one kind per group, got {sorted(kinds)}")
+    if kinds == {"process"}:
+        return _stop_processes(changes)
+    if kinds == {"bridge"}:
+        argv = ["ovs-vsctl", f"--timeout={BRIDGE_TIMEOUT_S}"]
+        for c in changes:
+            argv += ["--", "--if-exists", "del-br", c.name]
+        cp = _run(argv, timeout_s=BRIDGE_TIMEOUT_S + 30)
+        why = None if cp.returncode == 0 else cp.stderr.strip() or f"ovs-vsctl exited {cp.returncode}"
+        return dict.fromkeys(changes, why)
+    return {c: _undo_one(c) for c in changes}
+
+
+def _undo_one(c: Change) -> str | None:
+    if c.kind == "link":
+        if not os.path.exists(f"/sys/class/net/{c.name}"):
+            return None
+        cp = _run(["ip", "link", "del", c.name])
+        return None if cp.returncode == 0 or not os.path.exists(f"/sys/class/net/{c.name}") else cp.stderr.strip()
+    if c.kind == "mount":
+        if _mounted(c.name):
+            cp = _run(["umount", c.name])
+            if cp.returncode != 0 and _mounted(c.name):
+                return cp.stderr.strip() or f"umount exited {cp.returncode}"
+        return None
+    if c.kind == "dir":
+        try:
+            os.rmdir(c.name)  # only ever an empty directory the run made
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            return e.strerror
+        return None
+    if c.kind == "sysctl":
+        if c.original is None:
+            return None
+        cp = _run(["sysctl", "-w", f"{c.name}={c.original}"])
+        return None if cp.returncode == 0 else cp.stderr.strip()
+    if c.kind == "ovs_other_config":
+        argv = (["ovs-vsctl", "--timeout=10", "remove", "Open_vSwitch", ".", "other_config", c.name]
+                if c.original is None else
+                ["ovs-vsctl", "--timeout=10", "set", "Open_vSwitch", ".", f"other_config:{c.name}={c.original}"])
+        cp = _run(argv)
+        return None if cp.returncode == 0 else cp.stderr.strip()
+    raise ValueError(f"unknown change kind {c.kind!r}")
+
+
+# -- the record --------------------------------------------------------------------------------
+
+
+class RunRecord:
+    """The changes one process made to the machine, on disk, newest last.
+
+    Args:
+        purpose: a few words for ``clean`` and for a run refused because of this one.
+        records_dir: where record files live (one per owner process).
+    """
+
+    def __init__(self, purpose: str, records_dir: str | None = None):
+        self.records_dir = records_dir or RECORDS_DIR
+        self.pid = os.getpid()
+        self.start_time = process_start_time(self.pid)
+        self.purpose = purpose
+        self.path = os.path.join(self.records_dir, f"{self.pid}-{self.start_time}.json")
+        self.changes: list[Change] = []
+        self._lock = threading.Lock()
+        self._created = False
+
+    @classmethod
+    def load(cls, path: str) -> RunRecord:
+        """A record read back from its file (by ``clean``).
+
+        Raises:
+            EmulationError: when the file is not a record.
+        """
+        try:
+            with open(path) as f:
+                d = json.load(f)
+            rec = cls.__new__(cls)
+            rec.records_dir, rec.path = os.path.dirname(path), path
+            rec.pid, rec.start_time, rec.purpose = int(d["pid"]), d["start_time"], str(d["purpose"])
+            rec.changes = [Change(**c) for c in d["changes"]]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise EmulationError(f"{path} is not a readable run record: {e}") from None
+        rec._lock, rec._created = threading.Lock(), True
+        return rec
+
+    def owner_alive(self) -> bool:
+        """Whether the process that wrote this record is still running."""
+        return self.start_time is not None and process_start_time(self.pid) == self.start_time
+
+    def _save(self) -> None:
+        if not self.changes:
+            if self._created:
+                try:
+                    os.unlink(self.path)
+                except FileNotFoundError:
+                    pass
+                self._created = False
+            return
+        if not self._created:
+            os.makedirs(self.records_dir, mode=0o700, exist_ok=True)
+            self._created = True
+        write_json_atomic(self.path, {"pid": self.pid, "start_time": self.start_time, "purpose": self.purpose,
+                                      "changes": [dataclasses.asdict(c) for c in self.changes]}, durable=True)
+
+    def add(self, change: Change) -> Change:
+        """Record a change about to be made (call before making it)."""
+        with self._lock:
+            self.changes.append(change)
+            self._save()
+        return change
+
+    def discard(self, change: Change) -> None:
+        """Forget a change already undone by its owner (e.g. a finished worker)."""
+        with self._lock:
+            if change in self.changes:
+                self.changes.remove(change)
+                self._save()
+
+    def unwind(self, progress=None) -> list[str]:
+        """Undo every change, newest first, shielded from further signals.
+
+        Args:
+            progress: called with a line per signal received meanwhile (default: stderr).
+
+        Returns:
+            One line per change that could not be undone (they stay in the record for
+            ``clean``); empty when the machine is as before.
+        """
+        late: list[int] = []
+        say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+
+        def note(signum, frame):
+            late.append(signum)
+            say(f"interrupted again: still undoing this run's changes ({len(self.changes)} left); "
+                f"they are recorded, so `run_testbed.py clean` can finish the job")
+
+        shield = threading.current_thread() is threading.main_thread()
+        previous = {}
+        if shield:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, note)
+        failures = []
+        try:
+            for group in _runs_of_one_kind(list(reversed(self.changes))):
+                try:
+                    results = undo_group(group)
+                except Exception as e:  # noqa: BLE001 - one step's failure must not stop the others
+                    results = dict.fromkeys(group, f"{type(e).__name__}: {e}")
+                for change, why in results.items():
+                    if why is None:
+                        self.discard(change)
+                    else:
+                        failures.append(f"{change.describe()}: {why}")
+        finally:
+            if shield:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+        return failures
+
+
+def _runs_of_one_kind(changes: list[Change]) -> list[list[Change]]:
+    """Consecutive changes grouped by kind, order kept."""
+    groups: list[list[Change]] = []
+    for c in changes:
+        if groups and groups[-1][0].kind == c.kind:
+            groups[-1].append(c)
+        else:
+            groups.append([c])
+    return groups
+
+
+def records(records_dir: str | None = None) -> list[str]:
+    """Paths of every run record on this machine, oldest first."""
+    d = records_dir or RECORDS_DIR
+    try:
+        names = [n for n in os.listdir(d) if n.endswith(".json")]
+    except FileNotFoundError:
+        return []
+    paths = [os.path.join(d, n) for n in names]
+    return sorted(paths, key=os.path.getmtime)
+
+
+def require_no_leftovers(records_dir: str | None = None) -> None:
+    """Refuse to start while another run is active or a dead run's changes are still in place.
+
+    Raises:
+        EmulationError: naming the other run, or the leftovers and ``clean``.
+    """
+    for path in records(records_dir):
+        rec = RunRecord.load(path)
+        if rec.owner_alive():
+            raise EmulationError(f"another run (pid {rec.pid}, {rec.purpose}) is using the emulator; wait for "
+                                 f"it to finish or stop it")
+        kinds = sorted({c.kind for c in rec.changes})
+        raise EmulationError(f"a run that did not finish (pid {rec.pid}, {rec.purpose}) left {len(rec.changes)} "
+                             f"change(s) on this machine ({', '.join(kinds)}); undo them with "
+                             f"`sudo python run_testbed.py clean`")
+
+
+def clean(records_dir: str | None = None, say=print) -> list[str]:
+    """Undo the recorded changes of every run whose owner is gone; leave running runs alone.
+
+    Returns:
+        One line per change that could not be undone.
+    """
+    failures = []
+    for path in records(records_dir):
+        rec = RunRecord.load(path)
+        if rec.owner_alive():
+            say(f"run pid {rec.pid} ({rec.purpose}) is still running: left alone")
+            continue
+        n = len(rec.changes)
+        left = rec.unwind()
+        say(f"undid {n - len(left)} of {n} change(s) of run pid {rec.pid} ({rec.purpose})")
+        failures.extend(left)
+    return failures

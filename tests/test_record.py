@@ -1,0 +1,195 @@
+"""The run record (``testbed.record``): written before each change, undone newest first, each step
+isolated and shielded from signals, and ``clean`` limited to records of dead runs.
+
+These tests use real processes and directories in a private records directory; the network
+kinds (bridges, interfaces, mounts, sysctls) are exercised by the emulation tests
+(``test_faults.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from common.errors import EmulationError
+from testbed import record
+from testbed.record import Change, RunRecord, process_change, process_start_time
+
+
+def sleeper(*, ignore_term: bool = False) -> subprocess.Popen:
+    """A process in its own session that lives until stopped (optionally deaf to SIGTERM and SIGHUP)."""
+    code = "import signal, time\n"
+    if ignore_term:
+        code += "signal.signal(signal.SIGTERM, signal.SIG_IGN); signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+    code += "print('ready', flush=True)\ntime.sleep(600)\n"
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert p.stdout.readline().strip() == "ready"
+    return p
+
+
+def alive(p: subprocess.Popen) -> bool:
+    return p.poll() is None
+
+
+def test_each_change_is_on_disk_before_it_is_made_and_gone_when_undone(tmp_path):
+    """add() writes the file (atomically, no .tmp left) with every change so far; the last undo removes it."""
+    rec = RunRecord("test", str(tmp_path))
+    assert not os.path.exists(rec.path)
+    d = tmp_path / "made-by-run"
+    rec.add(Change("dir", str(d), what="scratch"))
+    on_disk = json.loads(open(rec.path).read())
+    assert on_disk["pid"] == os.getpid() and on_disk["start_time"] == process_start_time(os.getpid())
+    assert on_disk["changes"] == [{"kind": "dir", "name": str(d), "original": None, "start_time": None,
+                                   "what": "scratch"}]
+    assert os.listdir(tmp_path) == [os.path.basename(rec.path)]
+    d.mkdir()
+    assert rec.unwind() == []
+    assert not d.exists() and not os.path.exists(rec.path)
+
+
+def test_unwind_stops_recorded_processes_and_nothing_else(tmp_path):
+    """Recorded processes are stopped (one deaf to SIGTERM by SIGKILL); an unrecorded one and a PID whose
+    start time differs from the record (a reused PID) are left running."""
+    rec = RunRecord("test", str(tmp_path))
+    ours, deaf, other, reused = sleeper(), sleeper(ignore_term=True), sleeper(), sleeper()
+    try:
+        rec.add(process_change(ours.pid, "ours"))
+        rec.add(process_change(deaf.pid, "deaf"))
+        rec.add(Change("process", str(reused.pid), start_time=process_start_time(reused.pid) + 1, what="reused"))
+        assert rec.unwind() == []
+        assert not alive(ours) and not alive(deaf)
+        assert alive(other) and alive(reused)
+        assert not os.path.exists(rec.path)
+    finally:
+        for p in (ours, deaf, other, reused):
+            p.kill()
+            p.wait()
+
+
+def test_a_failing_step_does_not_stop_the_others_and_stays_recorded(tmp_path):
+    """A directory that cannot be removed (not empty) is reported; the steps before and after it are still
+    undone, and the record keeps only the failed change, for `clean`."""
+    rec = RunRecord("test", str(tmp_path / "records"))
+    first, stuck, last = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for d in (first, stuck, last):
+        rec.add(Change("dir", str(d)))
+        d.mkdir()
+    (stuck / "file").write_text("x")
+    failures = rec.unwind()
+    assert len(failures) == 1 and failures[0].startswith(f"dir {stuck}:")
+    assert not first.exists() and not last.exists() and stuck.exists()
+    assert [c["name"] for c in json.loads(open(rec.path).read())["changes"]] == [str(stuck)]
+
+
+def test_undoing_a_change_never_made_is_harmless(tmp_path):
+    """Recording comes first, so a crash can leave a change recorded but not made: undo skips it."""
+    rec = RunRecord("test", str(tmp_path))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    rec.add(Change("dir", str(tmp_path / "never-made")))
+    rec.add(Change("process", str(gone.pid), start_time=12345, what="finished"))
+    assert rec.unwind() == []
+
+
+def test_signals_during_unwind_are_counted_not_obeyed(tmp_path):
+    """SIGINT and SIGTERM arriving while the record unwinds (a process deaf to SIGTERM keeps it busy for the
+    grace period) do not interrupt it: every step completes, each signal is reported, and the previous
+    handlers are back afterwards."""
+    rec = RunRecord("test", str(tmp_path))
+    deaf = sleeper(ignore_term=True)
+    rec.add(process_change(deaf.pid, "deaf"))
+    notes: list[str] = []
+    timers = [threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)),
+              threading.Timer(0.6, os.kill, (os.getpid(), signal.SIGTERM))]
+    before = signal.getsignal(signal.SIGINT)
+    for t in timers:
+        t.start()
+    try:
+        assert rec.unwind(progress=notes.append) == []
+    finally:
+        for t in timers:
+            t.join()
+        deaf.kill()
+        deaf.wait()
+    assert len(notes) == 2 and all("interrupted again" in n for n in notes)
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_clean_undoes_dead_runs_and_leaves_live_ones(tmp_path):
+    """A record whose owner died is unwound by clean(); a record owned by a live process (this one) is not."""
+    dead_owner = subprocess.run([sys.executable, "-c",
+                                 "import os; from testbed.record import process_start_time as s; "
+                                 "print(os.getpid(), s(os.getpid()))"],
+                                capture_output=True, text=True, check=True,
+                                cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    pid, start = map(int, dead_owner.stdout.split())
+    victim = sleeper()
+    left_dir = tmp_path / "left-by-dead-run"
+    left_dir.mkdir()
+    with open(tmp_path / f"{pid}-{start}.json", "w") as f:
+        json.dump({"pid": pid, "start_time": start, "purpose": "killed run",
+                   "changes": [{"kind": "dir", "name": str(left_dir)},
+                               {"kind": "process", "name": str(victim.pid),
+                                "start_time": process_start_time(victim.pid), "what": "worker"}]}, f)
+    live = RunRecord("live run", str(tmp_path))
+    live_dir = tmp_path / "live-dir"
+    live.add(Change("dir", str(live_dir)))
+    live_dir.mkdir()
+    said: list[str] = []
+    try:
+        assert record.clean(str(tmp_path), say=said.append) == []
+        assert not alive(victim) and not left_dir.exists()
+        assert live_dir.exists() and os.path.exists(live.path)
+        assert any("undid 2 of 2" in s for s in said) and any("still running: left alone" in s for s in said)
+    finally:
+        victim.kill()
+        victim.wait()
+        live.unwind()
+
+
+def test_a_run_refuses_to_start_over_leftovers_or_beside_a_live_run(tmp_path):
+    """require_no_leftovers names `clean` for a dead run's record and the other run's PID for a live one."""
+    live = RunRecord("other run", str(tmp_path))
+    live.add(Change("dir", str(tmp_path / "x")))
+    with pytest.raises(EmulationError, match=f"another run \\(pid {os.getpid()}, other run\\)"):
+        record.require_no_leftovers(str(tmp_path))
+    live.unwind()
+    record.require_no_leftovers(str(tmp_path))  # nothing left: no error
+    with open(tmp_path / "1-1.json", "w") as f:
+        json.dump({"pid": 1, "start_time": 1, "purpose": "killed run",
+                   "changes": [{"kind": "bridge", "name": "e1"}, {"kind": "sysctl", "name": "k", "original": "v"}]},
+                  f)
+    with pytest.raises(EmulationError, match=r"left 2 change\(s\) .*\(bridge, sysctl\); undo them with "
+                                             r"`sudo python run_testbed.py clean`"):
+        record.require_no_leftovers(str(tmp_path))
+
+
+def test_a_malformed_record_is_one_clear_error(tmp_path):
+    """A record file that is not JSON (or lacks fields) is named, not a traceback."""
+    (tmp_path / "9-9.json").write_text("{not json")
+    with pytest.raises(EmulationError, match="9-9.json is not a readable run record"):
+        record.require_no_leftovers(str(tmp_path))
+
+
+def test_unknown_kind_is_rejected():
+    with pytest.raises(ValueError, match="unknown change kind 'file'; valid: process, bridge"):
+        Change("file", "/tmp/x")
+
+
+def test_process_start_time_is_stable_and_none_for_the_gone():
+    p = sleeper()
+    try:
+        t = process_start_time(p.pid)
+        time.sleep(0.05)
+        assert t is not None and process_start_time(p.pid) == t
+    finally:
+        p.kill()
+        p.wait()
+    assert process_start_time(p.pid) is None
