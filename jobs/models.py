@@ -15,6 +15,9 @@ Where the numbers come from:
   sizes match the "Memory" column of Cassini's Table 4.2 (``shared/specs/cassini.md`` §7.3:
   ResNet50 98 MB, VGG16 528 MB, VGG19 549 MB); its BERT row (450 MB) is larger than
   ``BertModel``'s 417.6 MiB, probably because it counts a pre-training head.
+  GoogLeNet is TF-benchmarks' version (the model of Tiresias' traces): 6,998,552 parameters,
+  whose size (26.7 MiB), tensors >= 1 MiB (7) and largest tensor (3.9 MiB) equal Tiresias'
+  Table 6, which ``tests/test_tiresias.py`` checks.
 * **Buckets follow DDP's default settings** (see :func:`ddp_buckets`): steady-state buckets
   after DDP's first-iteration rebuild, i.e. gradients in backward-ready order, the first
   bucket closed at 1 MiB, later ones at 25 MiB, a tensor never split. We take the ready
@@ -25,8 +28,8 @@ Where the numbers come from:
 * **Compute times are estimates** (``compute_time_s``): forward+backward of one iteration at
   the stated per-GPU batch size, fp32, from commonly reported V100 training throughputs
   (about 360 img/s for ResNet-50, 230 img/s for VGG-16, 170 sequences/s for BERT-base at
-  sequence length 128); ResNet-101 and VGG-19 are scaled from those by forward FLOPs. Treat
-  them as +/-30%. The small CNN's time is its rough CPU step time here, not a GPU time.
+  sequence length 128); ResNet-101, VGG-19 and GoogLeNet are scaled from those by forward
+  FLOPs. Treat them as +/-30%. The small CNN's time is its rough CPU step time here, not a GPU time.
 
 All sizes are bytes; :func:`scaled_buckets` applies the time-preserving scale factor.
 """
@@ -184,6 +187,30 @@ def _bert_tensors(layers: int = 12, hidden: int = 768, intermediate: int = 3072,
     return out
 
 
+_GOOGLENET_INCEPTIONS = (  # (1x1, 3x3 reduce, 3x3, 5x5 reduce, 5x5, pool proj) per inception module
+    (64, 96, 128, 16, 32, 32), (128, 128, 192, 32, 96, 64),
+    (192, 96, 208, 16, 48, 64), (160, 112, 224, 24, 64, 64), (128, 128, 256, 24, 64, 64),
+    (112, 144, 288, 32, 64, 64), (256, 160, 320, 32, 128, 128),
+    (256, 160, 320, 32, 128, 128), (384, 192, 384, 48, 128, 128),
+)
+
+
+def _googlenet_tensors(classes: int = 1000) -> list[int]:
+    """TF-benchmarks ``googlenet`` (Inception v1, convs with bias, no batch norm, no auxiliary heads).
+
+    As ``scripts/tf_cnn_benchmarks/models/googlenet_model.py`` of tensorflow/benchmarks builds
+    it: conv 7x7/64, conv 1x1/64, conv 3x3/192, nine inception modules (branches in order
+    1x1; 1x1 then 3x3; 1x1 then 5x5; pool then 1x1), then the classifier on 1024 features.
+    """
+    out, c_in = [7 * 7 * 3 * 64, 64, 64 * 64, 64, 3 * 3 * 64 * 192, 192], 192
+    for k1, r3, k3, r5, k5, pool in _GOOGLENET_INCEPTIONS:
+        out += [c_in * k1, k1, c_in * r3, r3, 9 * r3 * k3, k3, c_in * r5, r5, 25 * r5 * k5, k5,
+                c_in * pool, pool]
+        c_in = k1 + k3 + k5 + pool
+    out += [classes * c_in, classes]
+    return out
+
+
 def _small_cnn_tensors() -> list[int]:
     """``jobs.nets.SmallCNN``: two 3x3 conv+pool stages and two linear layers."""
     out, c_in = [], SMALL_CNN_IN_CHANNELS
@@ -228,6 +255,12 @@ MODELS: dict[str, ModelProfile] = {
         "vgg19", _vgg_tensors(_VGG19), compute_time_s=0.352, batch_size=64,
         source=_EXACT.format(arch="torchvision vgg19, 143.7M params")
         + "compute_time_s ESTIMATE: vgg16's scaled by forward FLOPs (19.6 / 15.5 GFLOPs)"),
+    "googlenet": _profile(
+        "googlenet", _googlenet_tensors(), compute_time_s=0.065, batch_size=64,
+        source=_EXACT.format(arch="tensorflow/benchmarks tf_cnn_benchmarks googlenet, 7.0M params; its "
+                             "size, tensor count >= 1 MiB and largest tensor match Tiresias' Table 6 "
+                             "(26.7 MB, 7, 3.9 MB)")
+        + "compute_time_s ESTIMATE: resnet50's scaled by forward FLOPs (1.5 / 4.1 GFLOPs)"),
     "bert_base": _profile(
         "bert_base", _bert_tensors(), compute_time_s=0.19, batch_size=32,
         source=_EXACT.format(arch="Hugging Face BertModel bert-base-uncased, 110M params")

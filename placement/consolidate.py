@@ -16,14 +16,34 @@ a job of ``w`` workers, with "free" counting GPUs given to earlier jobs of this 
    ``>= r`` free GPUs, the one with the fewest free GPUs (best fit, ties by machine order).
    The ``k``-th machine of the sorted order always qualifies, so ``k`` stays minimal.
 
+YARN-CS (``idle_first=True``). Tiresias (NSDI'19 §2.2; ``shared/specs/tiresias.md`` §4.1,
+§6.1) describes Microsoft's YARN-CS as strict consolidation: a job that needs more than one
+machine gets *completely free* machines ("a 16-GPU job on 4-GPU servers needs 4 completely
+free servers"), else it waits, and the authors' simulator does exactly this
+(SymbioticLab/Tiresias ``simulator/switch.py``, ``_Switch.try_cross_node_alloc``:
+``need // gpu_p_node`` idle nodes plus one node with ``need % gpu_p_node`` free GPUs;
+``try_single_node_alloc`` for smaller jobs). The rule above is not that: when no single
+machine fits it fills the machines with the most free GPUs, idle or not, so an 8-GPU job on
+4-GPU machines may be split over partly used ones, and on a mixed cluster an 8-GPU job may
+take a partly used 16-GPU machine before an idle 8-GPU one. With ``idle_first=True``:
+
+1. Idle machines, largest first (ties by machine order), are taken whole while the remaining
+   demand is at least the machine's size.
+2. The remaining ``r`` workers (if any) go to one other machine with ``>= r`` free GPUs, the
+   one with the fewest (best fit, ties by machine order; the simulator takes the first that
+   fits). If there is none the job waits: it is never spread over partly used machines.
+
+YARN-CS's placement is therefore ``consolidate,idle_first=true,strict_order=true`` (FIFO with
+head-of-line blocking as in the ``yarn_cs`` scheduler), not ``consolidate,strict_order=true``.
+
 Queueing: ``pending`` is processed in order. A job needing more GPUs than are still free
 waits (is absent from the result) and later smaller jobs may still be placed: no
 head-of-line blocking unless ``strict_order=True``, which stops at the first job that does
 not fit.
 
 Ranks are grouped by machine (all ranks of a machine contiguous), machines in the order
-they were chosen (step 2: decreasing free GPUs, then the best-fit machine), lowest free GPU
-indices first within a machine.
+they were chosen (step 2: decreasing free GPUs, then the best-fit machine; YARN-CS: the idle
+machines, then the remainder's machine), lowest free GPU indices first within a machine.
 
 Cost: O(M log M) per job for M machines.
 """
@@ -45,12 +65,20 @@ class ConsolidatePolicy(InOrderPolicy):
     Args:
         seed: unused (the policy is deterministic); kept for the common interface.
         strict_order: stop at the first pending job that does not fit (no later job starts).
+        idle_first: YARN-CS's strict consolidation: whole idle machines first, the rest on one
+            machine, else wait (see the module docstring).
     """
 
     name = "consolidate"
 
-    def choose(self, job: JobRequest, view: ClusterView, tentative: Tentative) -> list[GpuSlot]:
-        """Take the job's GPUs from ``tentative`` by the consolidation rule."""
+    def __init__(self, seed: int = 0, strict_order: bool = False, idle_first: bool = False):
+        super().__init__(seed, strict_order)
+        self.idle_first = idle_first
+
+    def choose(self, job: JobRequest, view: ClusterView, tentative: Tentative) -> list[GpuSlot] | None:
+        """Take the job's GPUs from ``tentative`` by the consolidation rule (None: the job waits)."""
+        if self.idle_first:
+            return _whole_idle_first(job.workers, view, tentative)
         workers, order = job.workers, [m.name for m in view.machines]
         single = tentative.best_fit(order, workers)
         if single is not None:
@@ -65,3 +93,20 @@ class ConsolidatePolicy(InOrderPolicy):
                 return slots + tentative.take(last, remaining)
             slots += tentative.take(machine, tentative.n_free(machine))
         raise AssertionError("unreachable: the caller checked that the job fits")
+
+
+def _whole_idle_first(workers: int, view: ClusterView, tentative: Tentative) -> list[GpuSlot] | None:
+    """YARN-CS: idle machines taken whole (largest first) while the demand fills them, the rest best fit."""
+    order = [m.name for m in view.machines]
+    plan, r = [], workers
+    for m in sorted((m for m in order if tentative.is_idle(m)), key=lambda m: -view.machine(m).gpus):
+        if r >= view.machine(m).gpus:
+            plan.append((m, view.machine(m).gpus))
+            r -= view.machine(m).gpus
+    if r:
+        used = {m for m, _ in plan}
+        last = tentative.best_fit([m for m in order if m not in used], r)
+        if last is None:
+            return None
+        plan.append((last, r))
+    return [slot for m, n in plan for slot in tentative.take(m, n)]

@@ -9,11 +9,14 @@ unsplittable message), and spreads the others to balance network load.
 Skew [R] (``tiresias.md`` ⚠ A1, ``titan.md`` ⚠ A24): ``largest tensor / total`` over the
 tensors >= 1 MB that Tiresias' simulator lists (``shared/data/tiresias/
 model_large_tensors_mb.json``; the values are in :data:`TENSOR_SKEW`, and
-``tests/test_tiresias.py`` checks them against the file). Models missing from that
-list (``bert_base``, ``small_cnn``) use the same ratio over every parameter tensor of their
-:mod:`jobs.models` profile. A job is consolidated iff ``skew > pack_limit``; the default 0.5
-(Titan's) and Tiresias' suggested 0.3 both make exactly VGG11/16/19 and AlexNet sensitive.
-An unknown model is a :class:`PlacementError` naming the valid ones.
+``tests/test_tiresias.py`` checks them against the file). The other models the shipped traces
+name (GoogLeNet in Tiresias' trace, ElasticFlow's BERT, GPT-2 and DeepSpeech2 in the ITP and
+Philly traces) take the largest-tensor ratio over all their tensors from
+:data:`TRACE_MODEL_SKEW`. Any other model uses the same ratio over every parameter tensor of
+its :mod:`jobs.models` profile (``bert_base``, ``small_cnn``). A job is consolidated iff
+``skew > pack_limit``; the default 0.5 (Titan's) and Tiresias' suggested 0.3 both make
+exactly VGG11/16/19 and AlexNet sensitive among Tiresias' models (GPT-2, 0.310, is sensitive
+at 0.3). An unknown model is a :class:`PlacementError` naming the valid ones.
 
 For a job of ``p`` workers ("free" counting GPUs given to earlier jobs of the call):
 
@@ -66,20 +69,41 @@ TENSOR_SKEW: dict[str, float] = {
 }
 """Largest tensor / total over the tensors >= 1 MB of Tiresias' simulator lists (``titan.md`` §3.3)."""
 
+TRACE_MODEL_SKEW: dict[str, float] = {
+    # Tiresias' Table 6 (NSDI'19 §3.3): largest tensor 3.9 MB / 26.7 MB. Its simulator has no
+    # tensor list for GoogLeNet ([R] simulator/models.py get_model falls back to inception3).
+    "googlenet": 0.146,
+    # ElasticFlow's executor (pkusys/ElasticFlow elastic-training-executor): bert/bert_ddp.py
+    # trains BertForSequenceClassification on bert-base-uncased (word embeddings 30522 x 768
+    # of 109,483,778 parameters); GPT2/gpt2_ddp.py GPT2ForSequenceClassification on "gpt2"
+    # (token embeddings 50257 x 768 of 124,441,344); deepspeech2/deepspeech2_ddp.py its
+    # SpeechRecognitionModel(3 CNN, 5 BiGRU layers, rnn_dim 512) (a second-layer GRU input
+    # weight 1536 x 1024 of 23,705,373).
+    "bert": 0.214,
+    "gpt2": 0.310,
+    "deepspeech2": 0.066,
+}
+"""Largest tensor / total over all tensors of the shipped traces' models missing from :data:`TENSOR_SKEW`.
+
+``tests/test_tiresias.py`` recomputes each value from the architecture.
+"""
+
 DEFAULT_PACK_LIMIT = 0.5
 
 
 def tensor_skew(model: str) -> float:
-    """Skew of ``model``: :data:`TENSOR_SKEW`, else largest / total over its ``jobs.models`` tensors.
+    """Skew of ``model``: :data:`TENSOR_SKEW`, :data:`TRACE_MODEL_SKEW`, else largest / total
+    over its ``jobs.models`` tensors.
 
     Raises:
-        PlacementError: a model in neither list (the message lists the valid names).
+        PlacementError: a model in none of them (the message lists the valid names).
     """
-    if model in TENSOR_SKEW:
-        return TENSOR_SKEW[model]
+    for table in (TENSOR_SKEW, TRACE_MODEL_SKEW):
+        if model in table:
+            return table[model]
     profile = MODELS.get(model)
     if profile is None or not profile.tensor_bytes:
-        valid = set(TENSOR_SKEW) | {k for k, p in MODELS.items() if p.tensor_bytes}
+        valid = set(TENSOR_SKEW) | set(TRACE_MODEL_SKEW) | {k for k, p in MODELS.items() if p.tensor_bytes}
         raise PlacementError(unknown_name("model for Tiresias placement", model, valid))
     return max(profile.tensor_bytes) / sum(profile.tensor_bytes)
 

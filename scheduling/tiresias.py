@@ -21,31 +21,60 @@ moves down when its queue service reaches the queue's upper limit, and (when
 ``promote_knob`` is finite) goes back to Q1 with its queueing clocks reset once it has
 waited ``promote_knob`` times its executed time (§3.5, [R] details ⚠ A15). Each call
 rebuilds the allocation from scratch in queue order with skipping and preempts running jobs
-not admitted (§3.6); one pass per call (⚠ A26). Within a queue:
+not admitted (§3.6); one pass per call (⚠ A26).
 
-* LAS: FIFO by start time: running jobs by their latest start, then waiting jobs in the order
-  they entered the queue (⚠ A11), so there is never intra-queue preemption.
+Each queue is a list, kept as the authors' simulator keeps it ([R], SymbioticLab/Tiresias
+``simulator/run_sim.py``, ``dlas_sim_jobs``): an arriving job is appended to Q1, a demoted
+job to the next queue and a promoted job to Q1 (§3.4: "to the tail"), and after every pass
+each queue puts the jobs that run, in order, ahead of those that wait ("sort based on the
+job start time"). Within a queue:
+
+* LAS: list order, i.e. FIFO by start time (⚠ A11): running jobs by their latest start, then
+  waiting jobs. A running job that is demoted is appended behind the jobs already waiting in
+  its new queue, so they may preempt it, as in [R].
 * Gittins: queues Q1..Q(K-1) by the discretized index (highest first; ties earlier arrival,
-  ⚠ A9), re-sorted at every call including running jobs (⚠ A28); the last queue FIFO as LAS.
-  The quantum is ``Δ = Q_i^hi - a`` by default (⚠ A7 [S]), ``Δ = Q_i^hi`` with
-  ``gittins_delta="literal"``, and [R]'s variant (``Δ = Q_i^hi``, ``s`` instead of ``s - a``
-  in the expectation) with ``"r_compat"``.
+  then list order, ⚠ A9), re-sorted at every call including running jobs (⚠ A28); the last
+  queue in list order as LAS. The quantum is ``Δ = Q_i^hi - a`` by default (⚠ A7 [S]),
+  ``Δ = Q_i^hi`` with ``gittins_delta="literal"``.
+* ``gittins_delta="r_compat"`` reproduces [R]'s ``dlas-gpu-gittins`` schedule: the index is
+  read from [R]'s precomputed table (:class:`RGittinsTable`: sample points, one quantum for
+  every queue, rounded to 4 decimals), every queue including the last is sorted by it (ties:
+  earlier submission, then list order: ``queue.sort(key=(rank, -submit_time),
+  reverse=True)``), and demotions and promotions follow [R]'s integer event clock (below).
+
+``timing``: ``"exact"`` demotes a job when its service reaches the limit and promotes it when
+its waiting time reaches knob x executed time. ``"r_compat"`` ([R] ``dlas_sim_jobs``,
+"next_job_jump"): a running job's demotion is checked only at an event, by one queue per
+event, and its next check is scheduled ``(limit - t) // W`` seconds ahead, where ``t`` is its
+executed time in seconds and the limit GPU-seconds, so a multi-GPU job is demoted later than
+its service says (a 4-GPU job at 1421 s instead of 812.5 s for a 3250 GPU-s limit);
+promotions are checked at ``int(knob x t - waited)`` and waiting counts only while the job
+has executed since its last reset. With this timing Tiresias-L, and Tiresias-G with
+``gittins_delta="r_compat"``, give the same JCT, job by job, as [R]'s ``dlas-gpu`` /
+``dlas-gpu-<knob>`` and ``dlas-gpu-gittins`` with ``count`` placement on integer traces
+(checked on the shipped 60-job trace, in ``tests/test_tiresias.py``, and on 30 random ones);
+with exact timing Tiresias-L differs only where [R] sees a demotion late. [R]'s
+``dlas-gpu-gittins-<knob>`` schedules never rank by the index (the code tests the schedule
+name ``dlas-gpu-gittins`` literally), so they are Tiresias-L with promotion.
 
 Gittins index from samples ``D`` of job service (GPU-seconds), for attained service ``a``
 (§2.3, ⚠ A8): ``G = P(S - a <= Δ | S > a) / E[min(S - a, Δ) | S > a]``; the ``"r_compat"``
-variant uses ``E[S if S <= a + Δ else Δ | S > a]``, which is what reproduces the paper's Fig. 7
-value (avg JCT 10 rather than the textbook formula's 9.33). ``G = 0`` when no sample exceeds
-``a`` (⚠ A9). With the samples sorted and prefix sums, one index costs O(log n) for a fixed
-quantum and O(n) for the sup.
+variant of the continuous :class:`GittinsScheduler` uses ``E[S if S <= a + Δ else Δ | S > a]``,
+which is what reproduces the paper's Fig. 7 value (avg JCT 10 rather than the textbook
+formula's 9.33). ``G = 0`` when no sample exceeds ``a`` (⚠ A9). With the samples sorted and
+prefix sums, one index costs O(log n) for a fixed quantum and O(n) for the sup; [R]'s table
+costs O(n log n) once and O(log n) per lookup.
 
 Cost per call: O(J log J) plus the index computations (Gittins).
 """
 
 from __future__ import annotations
 
+import bisect
 import csv
 import math
 from collections.abc import Sequence
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +88,6 @@ from scheduling.base import (
     admit_by_count,
     check_jobs,
     decide,
-    sort_stable,
 )
 
 GITTINS_SAMPLES_PATH = (Path(__file__).resolve().parents[1] / "data" / "tiresias"
@@ -68,6 +96,9 @@ GITTINS_SAMPLES_PATH = (Path(__file__).resolve().parents[1] / "data" / "tiresias
 
 GITTINS_VARIANTS = ("textbook", "r_compat")
 DELTA_MODES = ("to_threshold", "literal", "r_compat")
+TIMINGS = ("exact", "r_compat")
+R_GITTINS_DELTA_GPU_S = 3250.0
+"""[R]'s fixed Gittins quantum (``jobs.py`` ``gittins_delta``, equal to its first queue limit)."""
 TESTBED_THRESHOLD_GPU_S = 3200.0
 """θ of the paper's testbed runs (§5.2): 4 GPUs x 800 s."""
 _EPS = 1e-9
@@ -137,6 +168,76 @@ class ServiceDistribution:
             within = within - a * done
         expect = within + (cand - a) * (n - hi)
         return float(np.max(done / expect))
+
+
+def _round_half_up(x: float, digits: int) -> float:
+    """Python 2's ``round``: the float's exact value to ``digits`` decimals, halves away from zero."""
+    return float(Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+
+
+class RGittinsTable:
+    """The Gittins index exactly as the authors' simulator reads it ([R], ``tiresias.md`` §12).
+
+    SymbioticLab/Tiresias ``simulator/run_sim.py``: ``parse_job_dist`` sorts the integer samples
+    and precomputes ``cal_r_gittins_index(v - 1)`` for every sample ``v``; ``get_gittins_index(a)``
+    returns the entry of the first sample above ``a``, or 0 when ``a`` is at least the largest
+    sample. ``cal_r_gittins_index(a)`` uses one fixed quantum ``Δ`` (``JOBS.gittins_delta``,
+    3250 GPU-s in ``jobs.py``, counted from ``a``), ``s`` instead of ``s - a`` in the expectation
+    (⚠ A8), and counts the largest sample as unfinished once ``a + Δ`` reaches it::
+
+        surv = samples > a;  done = samples in (a, a + Δ]   (the largest never, if a + Δ >= it - 1)
+        P = round(|done| / |surv|, 5)
+        E = round((Σ done + Δ · (|surv| - |done|)) // |surv|, 5)    # Python 2 integer division
+        index = round(P · 10^6 / E, 4)
+
+    rounding halves away from zero as Python 2 does. The 4-decimal index makes ties common; [R]
+    breaks them by earlier submission. Building the table costs O(n log n) for n samples.
+
+    Args:
+        samples_gpu_s: the samples (truncated to integers, as [R] reads them).
+        delta_gpu_s: the fixed quantum ``Δ``, > 0 and finite.
+    """
+
+    def __init__(self, samples_gpu_s: Sequence[float], delta_gpu_s: float):
+        if not 0 < delta_gpu_s < math.inf:
+            raise ConfigError(f"the r_compat Gittins quantum must be > 0 and finite, got {delta_gpu_s}")
+        data = sorted(int(v) for v in samples_gpu_s)
+        if not data or data[0] <= 0:
+            raise ConfigError("a service distribution needs at least one sample, all > 0")
+        delta = int(delta_gpu_s) if float(delta_gpu_s).is_integer() else float(delta_gpu_s)
+        prefix = [0]
+        for v in data:
+            prefix.append(prefix[-1] + v)
+        n = len(data)
+
+        def cal(a: int) -> float:
+            if a > data[-1] - 1:
+                return 0.0
+            lo = bisect.bisect_right(data, a)
+            hi = n - 1 if a + delta > data[-1] - 1 else bisect.bisect_right(data, a + delta)
+            p = _round_half_up((hi - lo) / (n - lo), 5)
+            e_sum = prefix[hi] - prefix[lo] + delta * (n - hi)
+            e = _round_half_up(e_sum // (n - lo) if isinstance(e_sum, int) else e_sum / (n - lo), 5)
+            return _round_half_up(p * 1_000_000 / e, 4)
+
+        self.samples = tuple(data)
+        self.delta_gpu_s = delta
+        self.table = tuple(cal(v - 1) for v in data)
+
+    def index(self, a_gpu_s: float) -> float:
+        """``get_gittins_index(int(a))``: the entry of the first sample above ``a``, 0 from the largest on."""
+        i = bisect.bisect_right(self.samples, math.floor(a_gpu_s + _EPS))
+        return 0.0 if i == len(self.samples) else self.table[i]
+
+
+def _whole(x: float) -> float:
+    """``x`` as an integer when it is one up to float noise (the reference's clocks are integers)."""
+    return float(round(x)) if abs(x - round(x)) < _EPS else x
+
+
+def _py2_div(a: float, b: int) -> float:
+    """``math.ceil(a / b)`` under Python 2: floor division when ``a`` is an integer, else ceil."""
+    return float(math.floor(a / b)) if float(a).is_integer() else float(math.ceil(a / b))
 
 
 def _check_variant(variant: str, valid: Sequence[str], what: str) -> str:
@@ -222,18 +323,21 @@ class SrtfScheduler(SrsfScheduler):
 
 
 class _QueueState:
-    """Tiresias' bookkeeping for one job (``tiresias.md`` §3.7 per-job state)."""
+    """Tiresias' bookkeeping for one job (``tiresias.md`` §3.7 per-job state).
 
-    __slots__ = ("queue", "t_s", "wait_s", "seen_service_gpu_s", "has_run", "enqueue_seq", "start_seq")
+    ``pos`` is the job's place in its queue's list (smaller is nearer the head): a fresh,
+    largest number puts the job at the tail, as [R]'s ``list.append`` does.
+    """
 
-    def __init__(self, enqueue_seq: int):
+    __slots__ = ("queue", "t_s", "wait_s", "seen_service_gpu_s", "has_run", "pos")
+
+    def __init__(self, pos: int):
         self.queue = 0
         self.t_s = 0.0            # executed time since the last promotion reset
         self.wait_s = 0.0         # waiting time since the last reset, counted only after a first run
         self.seen_service_gpu_s = 0.0
         self.has_run = False
-        self.enqueue_seq = enqueue_seq
-        self.start_seq = -1
+        self.pos = pos
 
 
 def parse_thresholds(thresholds_gpu_s) -> tuple[float, ...]:
@@ -269,16 +373,26 @@ class TiresiasScheduler(Scheduler):
         promote_knob: promote a waiting job below Q1 once waiting >= knob x executed time;
             ``inf`` (default, the testbed's setting) disables promotion.
         gittins_delta: the quantum of Q_i (⚠ A7): ``"to_threshold"`` (Q_i^hi - a, default),
-            ``"literal"`` (Q_i^hi) or ``"r_compat"`` ([R]'s index, see the module docstring).
+            ``"literal"`` (Q_i^hi) or ``"r_compat"`` ([R]'s table index with the fixed quantum
+            Q_1^hi, or 3250 GPU-s with one queue, every queue sorted; see the module docstring).
         samples_path: CSV of service samples for Gittins; empty means [R]'s file.
         samples_gpu_s: explicit Gittins samples (Python callers only); overrides ``samples_path``.
+        timing: when demotions and promotions happen: ``"exact"`` (when the service reaches the
+            limit, resp. the waiting time reaches knob x executed time) or ``"r_compat"`` ([R]'s
+            integer event clock, see the module docstring); empty (default) means ``"r_compat"``
+            with ``gittins_delta="r_compat"`` and ``"exact"`` otherwise.
+
+    Attributes:
+        r_table: [R]'s index table (:class:`RGittinsTable`) with ``gittins_delta="r_compat"``,
+            else None.
+        timing: the resolved ``timing``.
     """
 
     name = "tiresias"
 
     def __init__(self, seed: int = 0, priority: str = "las", thresholds_gpu_s: str = "3200",
                  promote_knob: float = math.inf, gittins_delta: str = "to_threshold",
-                 samples_path: str = "", samples_gpu_s: Sequence[float] | None = None):
+                 samples_path: str = "", samples_gpu_s: Sequence[float] | None = None, timing: str = ""):
         super().__init__(seed)
         self.priority = _check_variant(priority, ("las", "gittins"), "Tiresias priority")
         text = str(thresholds_gpu_s).strip().lower()
@@ -288,7 +402,14 @@ class TiresiasScheduler(Scheduler):
             raise ConfigError(f"promote_knob must be > 0 (inf disables promotion), got {promote_knob}")
         self.promote_knob = float(promote_knob)
         self.gittins_delta = _check_variant(gittins_delta, DELTA_MODES, "gittins_delta")
+        if not timing:
+            timing = "r_compat" if self.gittins_delta == "r_compat" else "exact"
+        self.timing = _check_variant(timing, TIMINGS, "Tiresias timing")
         self.dist = _distribution(samples_gpu_s, samples_path) if self.priority == "gittins" else None
+        self.r_table: RGittinsTable | None = None
+        if self.dist is not None and self.gittins_delta == "r_compat":
+            quantum = self.limits_gpu_s[0] if len(self.limits_gpu_s) > 1 else R_GITTINS_DELTA_GPU_S
+            self.r_table = RGittinsTable(self.dist.samples, quantum)
         self._state: dict[str, _QueueState] = {}
         self._seq = 0
         self._now_s: float | None = None
@@ -334,56 +455,89 @@ class TiresiasScheduler(Scheduler):
             # caller does not count as service never counts here either (⚠ A16).
             st.t_s += max(0.0, j.service_gpu_s - st.seen_service_gpu_s) / j.workers
             st.seen_service_gpu_s = j.service_gpu_s
-            if not j.running and st.has_run:
-                st.wait_s += dt                                               # [R]: only after a first run
+            # [R] counts waiting only while the job has executed since its last reset.
+            if not j.running and (st.t_s > 0 if self.timing == "r_compat" else st.has_run):
+                st.wait_s += dt
             st.has_run = st.has_run or j.running or j.service_gpu_s > 0
 
     def _requeue(self, jobs: Sequence[JobStatus]) -> None:
-        """Demotions (service crossed a queue limit), then promotions (starvation)."""
+        """Demotions (service crossed a queue limit), then promotions (starvation).
+
+        [R] (``dlas_sim_jobs``) demotes only running jobs, by one queue per event; exact timing
+        demotes every job as far as its service goes.
+        """
+        r_timing = self.timing == "r_compat"
         for j in jobs:
             st = self._state[j.name]
+            if r_timing and not j.running:
+                continue
             while (st.queue < self.n_queues - 1
                    and j.workers * st.t_s >= self.limits_gpu_s[st.queue] * (1 - _EPS)):
                 st.queue += 1
-                st.enqueue_seq = self._next_seq()                            # [R]: tail of the next queue
+                st.pos = self._next_seq()          # [R]: appended to the next queue, behind its waiting jobs
                 self.n_demotions += 1
+                if r_timing:
+                    break
         if math.isinf(self.promote_knob):
             return
         for j in jobs:
             st = self._state[j.name]
-            if (not j.running and st.queue > 0 and st.t_s > 0
-                    and st.wait_s >= self.promote_knob * st.t_s * (1 - _EPS)):
+            if r_timing:  # [R]: last_pending_time >= int(executed_time * knob)
+                starved = st.wait_s >= math.floor(self.promote_knob * st.t_s + _EPS) - _EPS
+            else:
+                starved = st.wait_s >= self.promote_knob * st.t_s * (1 - _EPS)
+            if not j.running and st.queue > 0 and st.t_s > 0 and starved:
                 st.queue, st.t_s, st.wait_s = 0, 0.0, 0.0
-                st.enqueue_seq = self._next_seq()                            # [R]: tail of Q1
+                st.pos = self._next_seq()                                    # [R]: tail of Q1
                 self.n_promotions += 1
 
     def gittins_index(self, service_gpu_s: float, queue: int) -> float:
-        """Discretized Gittins index of a job with queue service ``service_gpu_s`` in queue ``queue``."""
+        """Discretized Gittins index of a job with queue service ``service_gpu_s`` in queue ``queue``.
+
+        With ``gittins_delta="r_compat"`` it is [R]'s table value (:class:`RGittinsTable`), the
+        same in every queue.
+        """
+        if self.r_table is not None:
+            return self.r_table.index(service_gpu_s)
         hi = self.limits_gpu_s[queue]
         if self.gittins_delta == "to_threshold":
             return self.dist.index(service_gpu_s, hi - service_gpu_s)
-        variant = "r_compat" if self.gittins_delta == "r_compat" else "textbook"
-        return self.dist.index(service_gpu_s, hi, variant)
+        return self.dist.index(service_gpu_s, hi)
 
     def _queue_order(self, members: list[JobStatus], queue: int) -> list[JobStatus]:
-        if self.priority == "gittins" and queue < self.n_queues - 1:
-            return sort_stable(members, lambda j: -self.gittins_index(
-                j.workers * self._state[j.name].t_s, queue))
-        # FIFO by start time: running jobs by latest start, then waiting jobs by queue entry (⚠ A11).
-        return sorted(members, key=lambda j: (
-            not j.running,
-            self._state[j.name].start_seq if j.running else self._state[j.name].enqueue_seq))
+        """A queue's admission order (see the module docstring)."""
+        by_pos = sorted(members, key=lambda j: self._state[j.name].pos)
+        if self.priority == "gittins" and (self.r_table is not None or queue < self.n_queues - 1):
+            # [R]: sort(key=(rank, -submit_time), reverse=True), stable: ties keep the list order.
+            return sorted(by_pos, key=lambda j: (
+                -self.gittins_index(j.workers * self._state[j.name].t_s, queue), j.arrival_s))
+        return by_pos
 
     def _wake_s(self, jobs: Sequence[JobStatus], run: set[str], now_s: float) -> float | None:
-        """Earliest demotion of a job that will run, or promotion of one that will wait."""
+        """Earliest demotion of a job that will run, or promotion of one that will wait.
+
+        With ``timing="r_compat"`` the times are [R]'s (``dlas_sim_jobs``, "next_job_jump"):
+        ``now + (limit - t) // W`` for a demotion, with ``t`` the executed *seconds* where the
+        limit is GPU-seconds (so a multi-GPU job's demotion is seen at a later event, not when
+        its service reaches the limit), and ``now + int(knob x t - waited)`` for a promotion.
+        """
         times = []
         for j in jobs:
             st = self._state[j.name]
             if j.name in run:
                 if st.queue < self.n_queues - 1:
-                    times.append(now_s + (self.limits_gpu_s[st.queue] - j.workers * st.t_s) / j.workers)
+                    limit = self.limits_gpu_s[st.queue]
+                    if self.timing == "r_compat":
+                        times.append(now_s + _py2_div(limit - _whole(st.t_s), j.workers))
+                    else:
+                        times.append(now_s + (limit - j.workers * st.t_s) / j.workers)
             elif not math.isinf(self.promote_knob) and st.queue > 0 and st.t_s > 0:
-                times.append(now_s + max(0.0, self.promote_knob * st.t_s - st.wait_s))
+                left = self.promote_knob * st.t_s - st.wait_s
+                if self.timing == "r_compat":
+                    if int(left + _EPS) > 0:
+                        times.append(now_s + int(left + _EPS))
+                else:
+                    times.append(now_s + max(0.0, left))
         return min(times, default=None)
 
     def schedule(self, jobs: Sequence[JobStatus], total_gpus: int, now_s: float) -> Decision:
@@ -392,15 +546,14 @@ class TiresiasScheduler(Scheduler):
         self._workers = {j.name: j.workers for j in jobs}
         self._advance(jobs, now_s)
         self._requeue(jobs)
-        for j in jobs:
-            if j.running and self._state[j.name].start_seq < 0:
-                self._state[j.name].start_seq = self._next_seq()             # started outside our decisions
         ordered: list[JobStatus] = []
         for q in range(self.n_queues):
             ordered += self._queue_order([j for j in jobs if self._state[j.name].queue == q], q)
         admitted = admit_by_count(ordered, total_gpus)
         decision = decide(ordered, admitted)
-        for name in decision.start:
-            self._state[name].start_seq = self._next_seq()     # Pseudocode 2: "store J's start time"
-        wake = self._wake_s(jobs, set(decision.run), now_s)
+        run = set(decision.run)
+        # [R]: after each pass every queue keeps its jobs that run, in order, ahead of those that wait.
+        for j in sorted(ordered, key=lambda j: j.name not in run):
+            self._state[j.name].pos = self._next_seq()
+        wake = self._wake_s(jobs, run, now_s)
         return Decision(decision.order, decision.run, decision.preempt, decision.start, wake)

@@ -113,6 +113,59 @@ def test_consolidate_later_jobs_see_earlier_jobs_of_the_call():
     assert set(rank_machines(a)) == {"m0"} and set(rank_machines(b)) == {"m1"}
 
 
+# --- consolidate,idle_first=true: YARN-CS (Tiresias §2.2; spec tiresias.md §6.1) ------------
+
+YARN_CS = "consolidate,idle_first=true,strict_order=true"
+
+
+def test_yarn_cs_eight_gpu_job_takes_one_whole_idle_machine():
+    """An 8-GPU job takes a whole idle 8-GPU machine, not a partly used one (plain consolidate's best fit)."""
+    cluster = make_cluster([("big", 16, 8, "r0"), ("m1", 8, 3, "r0"), ("m2", 8, 0, "r0"), ("m3", 8, 0, "r0")])
+    [p] = make_policy(YARN_CS).place([job("a", 8)], cluster.view())
+    assert p.slots == tuple(GpuSlot("m2", g) for g in range(8))
+    [q] = make_policy("consolidate,strict_order=true").place([job("a", 8)], cluster.view())
+    assert rank_machines(q) == ["big"] * 8, "best fit ties with the partly used 16-GPU machine"
+
+
+def test_yarn_cs_never_splits_a_job_over_partly_used_machines():
+    """8 GPUs on 4-GPU machines need 2 idle machines: with one, YARN-CS waits (and blocks); consolidate splits."""
+    cluster = make_cluster([("m0", 4, 1, "r0"), ("m1", 4, 1, "r0"), ("m2", 4, 2, "r0"), ("m3", 4, 0, "r0")])
+    assert make_policy(YARN_CS).place([job("a", 8), job("b", 1)], cluster.view()) == []
+    [p] = make_policy("consolidate,strict_order=true").place([job("a", 8)], cluster.view())
+    assert machines_used(p) == 3 and "m0" in rank_machines(p)
+    [b] = make_policy("consolidate,idle_first=true").place([job("a", 8), job("b", 1)], cluster.view())
+    assert b.job == "b" and rank_machines(b) == ["m2"], "without strict_order later jobs still start"
+
+
+def test_yarn_cs_whole_idle_machines_then_one_best_fit_remainder():
+    """10 GPUs on 4-GPU machines: two idle machines whole, the last 2 on the best-fit machine."""
+    cluster = make_cluster([("m0", 4, 0, "r0"), ("m1", 4, 1, "r0"), ("m2", 4, 0, "r0"), ("m3", 4, 2, "r0"),
+                            ("m4", 4, 0, "r0")])
+    [p] = make_policy(YARN_CS).place([job("a", 10)], cluster.view())
+    assert rank_machines(p) == ["m0"] * 4 + ["m2"] * 4 + ["m3"] * 2
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_yarn_cs_uses_floor_w_over_k_idle_machines(seed):
+    """On uniform random clusters YARN-CS gives a job floor(w/K) whole idle machines plus at most one other."""
+    rng = random.Random(seed)
+    k = rng.choice([2, 4, 8])
+    rows = [(f"m{i}", k, rng.choice([0, 0, rng.randint(0, k)]), "r0") for i in range(rng.randint(2, 8))]
+    view = make_cluster(rows).view()
+    idle = {m.name for m in view.machines if view.n_free(m.name) == k}
+    for workers in range(1, view.total_free + 1):
+        out = make_policy(YARN_CS).place([job("a", workers)], view)
+        whole, rest = divmod(workers, k)
+        possible = len(idle) >= whole and (rest == 0 or any(
+            view.n_free(m.name) >= rest for m in view.machines if m.name not in sorted(idle)[:whole]))
+        assert bool(out) == possible, (workers, rows)
+        if out:
+            counts = Counter(rank_machines(out[0]))
+            assert sum(1 for m, n in counts.items() if m in idle and n == k) >= whole
+            assert len(counts) == whole + (rest > 0)
+            assert_grouped(out[0])
+
+
 # --- spread --------------------------------------------------------------------------------
 
 def three_racks() -> Cluster:

@@ -5,6 +5,7 @@ Vectors from ``shared/specs/tiresias.md`` §2.4 (the paper's Fig. 7 toy example)
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import random
@@ -14,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from common.errors import ConfigError, JobError, PlacementError
+from jobs.models import MIB, MODELS
 from placement import Cluster, GpuSlot, JobRequest, MachineInfo, Placement, make_policy
-from placement.tiresias_placement import TENSOR_SKEW, TiresiasPolicy, tensor_skew
+from placement.tiresias_placement import TENSOR_SKEW, TRACE_MODEL_SKEW, TiresiasPolicy, tensor_skew
 from scheduling import (
     GittinsScheduler,
     JobStatus,
@@ -25,7 +27,14 @@ from scheduling import (
     TiresiasScheduler,
 )
 from scheduling.driver import SimJob, simulate
-from scheduling.tiresias import GITTINS_SAMPLES_PATH, ServiceDistribution, load_samples, parse_thresholds
+from scheduling.tiresias import (
+    GITTINS_SAMPLES_PATH,
+    RGittinsTable,
+    ServiceDistribution,
+    _round_half_up,
+    load_samples,
+    parse_thresholds,
+)
 
 TOY_JOBS = [SimJob("J1", 2, 2), SimJob("J2", 1, 8), SimJob("J3", 2, 6)]
 TOY_D = [4, 8, 12]
@@ -112,13 +121,19 @@ def test_demotion_timing(workers, demote_s):
 
 
 def test_promotion_timing_and_reset():
-    """knob = 2: a Q2 job that ran 500 s is promoted after 1000 s of waiting, with t and δ reset."""
+    """knob = 2: a job that ran 500 s since its reset is promoted after 1000 s of waiting and preempts a Q2 job.
+
+    a is demoted at 500 s and b runs; b, demoted at 1000 s, is appended behind the waiting a
+    ([R], §3.4), so a runs and b waits in Q2 from 1000 s; b is promoted 1000 s later (2000 s)
+    and preempts a. (Before b went behind a this test had a promoted at 1500 s instead.)
+    """
     sched = TiresiasScheduler(thresholds_gpu_s="500", promote_knob=2)
     jobs = [SimJob("a", 1, 10_000), SimJob("b", 1, 10_000, arrival_s=500)]
     result = simulate(jobs, sched, total_gpus=1)
     assert result.running_at(250) == ("a",)
-    assert result.running_at(1499) == ("b",), "a is demoted at 500 s and waits behind b"
-    assert result.running_at(1500.5) == ("a",), "a is promoted 1000 s later and preempts b (now in Q2)"
+    assert result.running_at(750) == ("b",), "a is demoted at 500 s and waits behind the new b"
+    assert result.running_at(1999) == ("a",), "b, demoted at 1000 s, goes behind the waiting a"
+    assert result.running_at(2000.5) == ("b",), "b is promoted 1000 s later and preempts a (in Q2)"
     assert sched.n_promotions >= 1
 
 
@@ -130,12 +145,15 @@ def test_promotion_resets_queue_service():
     d = sched.schedule([ran, JobStatus("b", 1, arrival_s=500)], 1, 500.0)
     assert sched.queue_of("a") == 1 and d.preempt == ("a",) and d.start == ("b",)
     assert d.wake_s == pytest.approx(1000.0), "the earlier internal event: b's demotion, before a's promotion"
-    waiting = JobStatus("a", 1, service_gpu_s=500)
-    d = sched.schedule([waiting, JobStatus("b", 1, 500, running=True, service_gpu_s=500)], 1, 1000.0)
-    assert sched.queue_of("a") == 1 and sched.queue_of("b") == 1 and d.preempt == ()
-    d = sched.schedule([waiting, JobStatus("b", 1, 500, running=True, service_gpu_s=1000)], 1, 1500.0)
-    assert sched.queue_of("a") == 0 and sched.queue_service_gpu_s("a") == 0.0
-    assert d.start == ("a",) and d.preempt == ("b",)
+    d = sched.schedule([JobStatus("a", 1, service_gpu_s=500), JobStatus("b", 1, 500, running=True,
+                                                                       service_gpu_s=500)], 1, 1000.0)
+    assert sched.queue_of("a") == 1 and sched.queue_of("b") == 1
+    assert d.preempt == ("b",) and d.start == ("a",), "demoted b is appended behind the waiting a"
+    assert d.wake_s == pytest.approx(2000.0), "b's promotion"
+    d = sched.schedule([JobStatus("a", 1, running=True, service_gpu_s=1500), JobStatus("b", 1, 500,
+                                                                                      service_gpu_s=500)], 1, 2000.0)
+    assert sched.queue_of("b") == 0 and sched.queue_service_gpu_s("b") == 0.0
+    assert d.start == ("b",) and d.preempt == ("a",)
 
 
 def test_no_preemption_with_a_single_las_queue():
@@ -224,6 +242,10 @@ def test_bad_tiresias_parameters():
         TiresiasScheduler(priority="srtf")
     with pytest.raises(ConfigError, match="gittins_delta"):
         TiresiasScheduler(gittins_delta="whatever")
+    with pytest.raises(ConfigError, match="valid: exact, r_compat"):
+        TiresiasScheduler(timing="late")
+    with pytest.raises(ConfigError, match="finite"):
+        RGittinsTable([100, 200], math.inf)
     with pytest.raises(ConfigError, match="cannot read"):
         TiresiasScheduler(priority="gittins", samples_path="/nonexistent/samples.csv")
     assert TiresiasScheduler(thresholds_gpu_s="inf").limits_gpu_s == (math.inf,)
@@ -326,3 +348,193 @@ def test_unknown_model_is_an_error():
     """An unknown model fails with a PlacementError listing the valid models."""
     with pytest.raises(PlacementError, match="unknown model for Tiresias placement 'gpt5'.*vgg16"):
         make_policy("tiresias").place([JobRequest("j", "gpt5", 1)], placement_cluster([4]).view())
+
+
+# --- every model of the shipped traces (shared/data/traces) is placeable ---
+
+SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
+TRACE_MODELS = {  # model_name values of every shipped trace that has the column
+    "tiresias/60_job.csv": {"alexnet", "googlenet", "inception3", "inception4", "resnet50", "resnet101",
+                            "resnet152", "vgg11", "vgg16", "vgg19"},
+    "elasticflow-itp/augmented/*.csv": {"bert", "deepspeech2", "gpt2", "inception3", "resnet50", "vgg16"},
+    "philly/philly_103959.csv": {"bert", "deepspeech2", "gpt2", "inception3", "resnet50", "vgg16"},
+}
+ALL_TRACE_MODELS = sorted(set().union(*TRACE_MODELS.values()))
+
+
+def test_trace_model_list_covers_the_shipped_traces():
+    """TRACE_MODELS lists every model_name of every shipped trace (checked when the traces are present)."""
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(f"no shipped traces at {SHARED_TRACES}")
+    found: dict[str, set[str]] = {}
+    for path in sorted(SHARED_TRACES.rglob("*.csv")):
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            if "model_name" in (reader.fieldnames or ()):
+                found[str(path.relative_to(SHARED_TRACES))] = {row["model_name"] for row in reader}
+    assert found, "no trace with a model_name column"
+    for rel, models in found.items():
+        key = next(k for k in TRACE_MODELS if Path(rel).match(k))
+        assert models == TRACE_MODELS[key], rel
+
+
+@pytest.mark.parametrize("pack_limit", [0.3, 0.5])
+@pytest.mark.parametrize("model", ALL_TRACE_MODELS)
+def test_every_trace_model_is_placeable(model, pack_limit):
+    """Tiresias places a 1-, 4- and 6-worker job of every model named in a shipped trace (googlenet raised)."""
+    for workers in (1, 4, 6):
+        view = placement_cluster([4, 4, 4, 2]).view()
+        (p,) = TiresiasPolicy(pack_limit=pack_limit).place([JobRequest("j", model, workers)], view)
+        assert len(p.slots) == workers and all(view.owner(s) is None for s in p.slots)
+
+
+def test_googlenet_matches_table6_and_is_not_consolidated():
+    """Tiresias Table 6: GoogleNet 26.7 MB, 7 tensors >= 1 MB, largest 3.9 MB, skew 14.6%: insensitive."""
+    profile = MODELS["googlenet"]
+    assert round(profile.param_bytes / MIB, 1) == 26.7
+    assert sum(1 for b in profile.tensor_bytes if b >= MIB) == 7
+    assert round(max(profile.tensor_bytes) / MIB, 1) == 3.9
+    assert TRACE_MODEL_SKEW["googlenet"] == pytest.approx(max(profile.tensor_bytes) / profile.param_bytes,
+                                                          abs=5e-4)
+    assert not TiresiasPolicy(pack_limit=0.3).sensitive("googlenet")
+
+
+def _largest_ratio(elems: list[int]) -> float:
+    return max(elems) / sum(elems)
+
+
+def test_elasticflow_model_skews_match_their_architectures():
+    """TRACE_MODEL_SKEW's bert, gpt2 and deepspeech2 are the largest-tensor ratios of ElasticFlow's models."""
+    bert = [b // 4 for b in MODELS["bert_base"].tensor_bytes] + [768 * 2, 2]  # + 2-label classifier
+    h, v, n_pos = 768, 50257, 1024
+    gpt2 = [v * h, n_pos * h]
+    for _ in range(12):
+        gpt2 += [h, h, h * 3 * h, 3 * h, h * h, h, h, h, h * 4 * h, 4 * h, 4 * h * h, h]
+    gpt2 += [h, h, h * 2]  # final LayerNorm, 2-label score head without bias
+    feats, r = 64, 512  # DeepSpeech2: n_feats 128 // 2, rnn_dim 512
+    ds2 = [32 * 9, 32] + [32 * 32 * 9, 32, 32 * 32 * 9, 32, feats, feats, feats, feats] * 3
+    ds2 += [feats * 32 * r, r]
+    for i in range(5):
+        inp = r if i == 0 else 2 * r
+        ds2 += [3 * r * inp, 3 * r * r, 3 * r, 3 * r] * 2 + [inp, inp]
+    ds2 += [2 * r * r, r, r * 29, 29]
+    assert (sum(bert), sum(gpt2), sum(ds2)) == (109_483_778, 124_441_344, 23_705_373)
+    for name, elems in (("bert", bert), ("gpt2", gpt2), ("deepspeech2", ds2)):
+        assert TRACE_MODEL_SKEW[name] == pytest.approx(_largest_ratio(elems), abs=5e-4), name
+
+
+# --- reproducing the authors' simulator ([R] SymbioticLab/Tiresias simulator/run_sim.py) ---
+# Expected values follow [R]'s rules (dlas_sim_jobs, cal_r_gittins_index, get_gittins_index,
+# with jobs.py's defaults: num_queue 3, queue_limit 3250 / 7200 GPU-s, gittins_delta 3250);
+# each was also checked by running that simulator (count placement) on the same jobs.
+
+R_LIMITS = "3250:7200"
+TABLE_D = [1000, 4000, 9001, 30000]
+
+
+def jcts(result) -> dict[str, float]:
+    """JCTs by job name."""
+    return dict(sorted(result.jct_s.items()))
+
+
+def test_las_demoted_running_job_goes_behind_waiting_jobs():
+    """Tiresias-L: a job demoted while running is appended behind the jobs waiting in its new queue ([R]).
+
+    1 GPU: a (0 s, 5000 s) is demoted at 3250 s and b (arrived at 100 s) runs; b is demoted at
+    6500 s behind the waiting a, so a runs to 8250 s and b to 10000 s. Running jobs used to stay
+    ahead: b then ran to 8250 s and a to 10000 s.
+    """
+    jobs = [SimJob("a", 1, 5000), SimJob("b", 1, 5000, arrival_s=100)]
+    for timing in ("exact", "r_compat"):
+        result = simulate(jobs, TiresiasScheduler(thresholds_gpu_s=R_LIMITS, timing=timing), total_gpus=1)
+        assert jcts(result) == {"a": 8250, "b": 9900}
+        assert result.running_at(6500.5) == ("a",)
+
+
+def test_r_compat_timing_sees_a_multi_gpu_demotion_at_the_reference_events():
+    """[R] schedules a running job's next demotion check (limit - t) // W s ahead, t in seconds (not GPU-s).
+
+    4 GPUs: a (4 GPUs, 2000 s) and b (4 GPUs, 100 s) arrive at 0. a reaches 3250 GPU-s at 812.5 s;
+    [R] checks at 812 s (3248 GPU-s, no demotion), then 609 s later, so b starts at 1421 s.
+    """
+    jobs = [SimJob("a", 4, 2000), SimJob("b", 4, 100)]
+    exact = simulate(jobs, TiresiasScheduler(thresholds_gpu_s=R_LIMITS), total_gpus=4)
+    r = simulate(jobs, TiresiasScheduler(thresholds_gpu_s=R_LIMITS, timing="r_compat"), total_gpus=4)
+    assert jcts(exact) == {"a": 2100, "b": 912.5}
+    assert jcts(r) == {"a": 2100, "b": 1521}
+    gittins = TiresiasScheduler(priority="gittins", thresholds_gpu_s=R_LIMITS, gittins_delta="r_compat")
+    assert gittins.timing == "r_compat" and TiresiasScheduler().timing == "exact"
+
+
+def test_r_gittins_table_by_hand():
+    """[R]'s index for D = (1000, 4000, 9001, 30000), Δ = 3250, read at the first sample above a.
+
+    At v - 1 for each sample v: P = round(done / surv, 5), E = round((Σ done + Δ·rest) // surv, 5)
+    (Python 2 integer division), index = round(P·1e6 / E, 4):
+    v=1000: P 0.5, E 11500 // 4 = 2875 -> 173.913; v=4000: P 0.33333, E 10500 // 3 = 3500 -> 95.2371;
+    v=9001: P 0.5, E 12251 // 2 = 6125 (not 6125.5) -> 81.6327; v=30000: the largest sample never
+    counts as done -> 0.
+    """
+    table = RGittinsTable(TABLE_D, 3250)
+    assert table.table == (173.913, 95.2371, 81.6327, 0.0)
+    got = [table.index(a) for a in (0, 999.5, 1000, 3999, 4000, 9000, 9001, 29999, 30000, 1e9)]
+    assert got == [173.913, 173.913, 95.2371, 95.2371, 81.6327, 81.6327, 0.0, 0.0, 0.0, 0.0]
+    sched = TiresiasScheduler(priority="gittins", thresholds_gpu_s=R_LIMITS, samples_gpu_s=TABLE_D,
+                              gittins_delta="r_compat")
+    assert [sched.gittins_index(1000, q) for q in range(3)] == [95.2371] * 3, "one quantum in every queue"
+    one_queue = TiresiasScheduler(priority="gittins", thresholds_gpu_s="inf", gittins_delta="r_compat")
+    assert one_queue.r_table.delta_gpu_s == 3250
+    assert _round_half_up(0.015625, 5) == 0.01563 != round(0.015625, 5), "Python 2 rounds halves away from 0"
+
+
+def test_r_gittins_table_on_the_shipped_samples():
+    """On [R]'s 1001 samples the table starts and ends with the values [R]'s functions compute."""
+    table = RGittinsTable(load_samples(), 3250).table
+    assert table[:5] == (299.701, 299.2165, 298.7329, 298.2502, 297.7686)
+    assert table[-3:] == (0.1264, 0.0881, 0.0)
+
+
+def test_r_compat_sorts_every_queue_including_the_last():
+    """Tiresias-G r_compat ranks the last queue by the table index too; the default serves it FIFO.
+
+    1 GPU, D = TABLE_D: a (0 s) and b (10 s) of 20000 s each go Q1 -> Q2 -> Q3 in turns (a runs
+    0-3250 and 6500-10450, b 3250-6500 and 10450-14400), then a runs in Q3. c (100 s) arrives at
+    17000 s: at that event a has 9800 GPU-s (index 0) and b 7200 (81.6327), so after c, b runs
+    (to 29900 s) before a (to 40100 s). FIFO in Q3 resumes a first (27300 s, then b 40100 s).
+    """
+    jobs = [SimJob("a", 1, 20000), SimJob("b", 1, 20000, 10), SimJob("c", 1, 100, 17000)]
+    kw = {"priority": "gittins", "thresholds_gpu_s": R_LIMITS, "samples_gpu_s": TABLE_D}
+    r = simulate(jobs, TiresiasScheduler(gittins_delta="r_compat", **kw), total_gpus=1)
+    assert jcts(r) == {"a": 40100, "b": 29890, "c": 100} and r.preemptions == 5
+    default = simulate(jobs, TiresiasScheduler(**kw), total_gpus=1)
+    assert jcts(default) == {"a": 27300, "b": 40090, "c": 100}
+
+
+# [R]'s per-job JCTs (job_id order) for its 60-job trace on 2 machines x 4 GPUs, count placement,
+# from run_sim.py --schedule=dlas-gpu-gittins / dlas-gpu with jobs.py's defaults.
+R_60_JOB_GITTINS_JCT = [
+    208, 3336, 606, 165, 3282, 2946, 159, 188, 467, 156, 318, 510, 332, 2531, 158, 217, 2709, 122, 189, 125,
+    766, 199, 123, 1507, 2685, 146, 146, 2185, 189, 158, 213, 147, 1388, 156, 1679, 1693, 1175, 157, 147, 121,
+    151, 125, 341, 209, 158, 121, 121, 1004, 1816, 3282, 592, 173, 1821, 121, 1815, 343, 150, 1394, 1711, 122]
+R_60_JOB_LAS_JCT = [
+    164, 3388, 127, 121, 121, 3424, 121, 124, 155, 126, 230, 368, 131, 3389, 121, 180, 143, 140, 272, 185,
+    567, 129, 123, 3193, 154, 121, 128, 3201, 152, 121, 141, 121, 3175, 121, 3416, 121, 219, 121, 121, 121,
+    149, 160, 301, 221, 158, 121, 121, 3131, 3224, 1800, 126, 130, 166, 121, 273, 3130, 133, 316, 417, 122]
+
+
+@pytest.mark.parametrize("kw,expected", [
+    ({"priority": "gittins", "gittins_delta": "r_compat"}, R_60_JOB_GITTINS_JCT),
+    ({"priority": "las", "timing": "r_compat"}, R_60_JOB_LAS_JCT),
+    ({"priority": "las"}, R_60_JOB_LAS_JCT),
+], ids=["gittins_r_compat", "las_r_timing", "las_exact"])
+def test_60_job_trace_matches_the_reference_job_by_job(kw, expected):
+    """On the shipped Tiresias trace (8 GPUs) every JCT equals [R]'s (r_compat Gittins used to be 0.90x on average)."""
+    path = SHARED_TRACES / "tiresias" / "60_job.csv"
+    if not path.is_file():
+        pytest.skip(f"no shipped trace at {path}")
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    jobs = [SimJob(f"j{r['job_id']}", int(r["num_gpu"]), float(r["duration"]), float(r["submit_time"]))
+            for r in rows]
+    result = simulate(jobs, TiresiasScheduler(thresholds_gpu_s=R_LIMITS, **kw), total_gpus=8)
+    assert [result.jct_s[f"j{i}"] for i in range(len(rows))] == expected

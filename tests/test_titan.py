@@ -39,6 +39,7 @@ from placement.titan_patterns import (
     agglomerative_tree,
     allreduce_time_s,
     block_tree,
+    chain_tree,
     comm_pattern,
     cross_traffic_bytes,
     hd_steps,
@@ -46,6 +47,7 @@ from placement.titan_patterns import (
     nic_egress_bytes,
     pair_steps_from_transfers,
     ring_steps,
+    ring_trees,
     tree_steps,
 )
 from topo import build_topology
@@ -605,3 +607,100 @@ def test_variants_keep_the_placement_contract(spec, seed):
     used = [s for p in out for s in p.slots]
     assert len(used) == len(set(used)) and all(view.owner(s) is None for s in used)
     assert all(len(p.slots) == sizes[p.job] for p in out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ring grouping: the spec's balanced tree and the clustered chain (§2.4.2, ring_trees deviation)
+
+
+def ring_cuts(assign) -> int:
+    """Ring edges ``(r, r+1 mod p)`` whose ranks sit on different machines."""
+    p = len(assign)
+    return sum(1 for r in range(p) if assign[r] != assign[(r + 1) % p])
+
+
+def ring_edge_bytes(p: int) -> float:
+    """Traffic of one cut ring edge: 2(p-1) steps of M/p (§1.3.3)."""
+    return 2 * (p - 1) * M / p
+
+
+@pytest.mark.parametrize("p", range(2, 33))
+def test_ring_chain_is_what_agglomerative_clustering_builds(p):
+    """§2.4.2: the generic agglomerative grouping of a ring is the left-deep chain of prefixes."""
+    assert chain_tree(p) == agglomerative_tree(comm_pattern("ring", p, M))
+
+
+def test_ring_example_needs_three_crossings_not_four():
+    """§2.4.2 deviation: K = 4, free {4, 3, 1, 4, 4}, a 10-worker ring crosses machines 3 times, not 4.
+
+    The spec's balanced tree alone packs {0,1,2} {3,4,8,9} {5,6,7} (4 cut edges, X = 7.2M, guard
+    X_cons + M = 8.2M); with the clustered chain Titan needs 3 cuts (5.4M) and its guard is 6.4M.
+    """
+    ms = states([4, 3, 1, 4, 4], 4)
+    pat = comm_pattern("ring", 10, M)
+    edge = ring_edge_bytes(10)
+    plan = titan_r(pat, ms)
+    assert ring_cuts(plan.assign) == 3
+    assert plan.cross_bytes == pytest.approx(3 * edge)
+    assert plan.budget_bytes == pytest.approx(3 * edge + M)
+    assert (plan.idle_used, plan.machines_used) == (2, 3)
+    literal = titan_r(pat, ms, TitanParams(ring_grouping="balanced"))
+    assert ring_cuts(literal.assign) == 4 and literal.budget_bytes == pytest.approx(4 * edge + M)
+
+
+def test_ring_example_through_the_policy():
+    """The same example through make_policy: the placement's ranks cross machines 3 times."""
+    cluster = Cluster([MachineInfo(f"m{i}", 4, rack="r0", pod="p0") for i in range(5)])
+    cluster.set_background({"m1": 1, "m2": 3})
+    [placement] = make_policy("titan").place([JobRequest("j", "resnet50", 10, collective="ring")],
+                                             cluster.view())
+    assert ring_cuts([s.machine for s in placement.slots]) == 3
+
+
+def test_neither_ring_tree_dominates():
+    """On capacities (2, 3, 3) a 6-worker ring packs better balanced (2 cuts) than chained (3): keep both."""
+    pat = comm_pattern("ring", 6, M)
+    balanced, chain = (pack(t, [2, 3, 3]) for t in (block_tree(pat), chain_tree(6)))
+    assert (ring_cuts(balanced), ring_cuts(chain)) == (2, 3)
+    assert ring_trees(pat) == (block_tree(pat), chain_tree(6))
+    assert ring_trees(pat, "balanced") == (block_tree(pat),) and ring_trees(comm_pattern("hd", 8, M)) == (
+        block_tree(comm_pattern("hd", 8, M)),)
+    with pytest.raises(JobError, match="valid: balanced, both, chain"):
+        ring_trees(pat, "best")
+    with pytest.raises(PlacementError, match="ring_grouping"):
+        make_policy("titan,ring_grouping=best")
+
+
+def _ring_instance(seed: int):
+    """A seeded ring instance: K in {4, 8}, 2-8 machines with random free GPUs, 2-24 workers."""
+    rng = random.Random(seed)
+    k = rng.choice([4, 8])
+    ms = [MachineState(f"h{i}", rng.randint(0, k), k, f"r{i % 2}", i) for i in range(rng.randint(2, 8))]
+    total = sum(m.free for m in ms)
+    if total < 2:
+        return None
+    return ms, rng.randint(2, min(24, total)), rng.choice(["ring", "gloo"])
+
+
+@pytest.mark.parametrize("block", range(5))
+def test_titan_never_needs_more_ring_traffic_than_the_clustered_reference(block):
+    """On 200 seeded ring instances per block and gamma in {1, 0, inf}, Titan's traffic and guard never
+    exceed those of the reference Titan-R that packs the clustered chain (§2.4.2)."""
+    checked = literal_worse = 0
+    for seed in range(block * 200, block * 200 + 200):
+        inst = _ring_instance(seed)
+        if inst is None:
+            continue
+        ms, p, coll = inst
+        pat = comm_pattern(coll, p, M)
+        for gamma in (1.0, 0.0, math.inf):
+            plan = titan_r(pat, ms, TitanParams(gamma=gamma))
+            ref = titan_r(pat, ms, TitanParams(gamma=gamma, ring_grouping="chain"))
+            literal = titan_r(pat, ms, TitanParams(gamma=gamma, ring_grouping="balanced"))
+            assert plan.cross_bytes <= ref.cross_bytes * (1 + 1e-9), (seed, gamma)
+            assert plan.budget_bytes <= ref.budget_bytes * (1 + 1e-9), (seed, gamma)
+            assert ring_cuts(plan.assign) <= ring_cuts(ref.assign), (seed, gamma)
+            literal_worse += literal.cross_bytes > ref.cross_bytes * (1 + 1e-9)
+            checked += 1
+    assert checked >= 550
+    assert literal_worse > 0, "the family exercises the spec-literal grouping's extra cuts"
