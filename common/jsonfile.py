@@ -18,9 +18,14 @@ def write_json_atomic(path: str, obj, *, durable: bool = False, **dump_kwargs) -
         dump_kwargs: passed to :func:`json.dump` (default: ``indent=1, sort_keys=True``).
     """
     tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, **({"indent": 1, "sort_keys": True} | dump_kwargs))
-        if durable:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, **({"indent": 1, "sort_keys": True} | dump_kwargs))
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
