@@ -4,6 +4,7 @@
     sudo python run_testbed.py                          # default experiment, every policy
     sudo python run_testbed.py -c experiments/x.yaml -p consolidate -p spread
     python run_testbed.py check experiments/x.yaml      # validate a config, no root needed
+    python run_testbed.py validate RUN_DIR --estimates my_sim.csv   # your simulator against a run
     sudo python run_testbed.py clean                    # undo what a killed run recorded changing
 
 Errors a user can cause end with one line on stderr and exit code 2; a run in which some
@@ -96,6 +97,18 @@ def cmd_clean(args) -> int:
     return 0
 
 
+def cmd_validate(args) -> int:
+    """Compare anyone's per-job estimates (a CSV) with a run's measurements; no root needed."""
+    from testbed.estimates import compare_estimates, read_estimates, report_lines, write_estimates_report
+
+    report = compare_estimates(args.run_dir, read_estimates(args.estimates))
+    print("\n".join(report_lines(report)))
+    written = write_estimates_report(report, args.run_dir)
+    if written:
+        print(f"written: {', '.join(written)}")
+    return 0
+
+
 class _ArgumentParser(argparse.ArgumentParser):
     """argparse whose usage errors are one line and exit code 2, like every other error a user can cause."""
 
@@ -123,13 +136,17 @@ def main(argv=None) -> int:
     check = sub.add_parser("check", help="validate a config without running it (no root needed)")
     check.add_argument("config")
     sub.add_parser("clean", help="undo the recorded changes of runs that were killed (nothing else)")
-    if not argv or argv[0] not in ("run", "check", "clean", "-h", "--help"):
+    validate = sub.add_parser("validate", help="compare your simulator's per-job estimates (CSV) with a run's "
+                                               "measurements (no root needed)")
+    validate.add_argument("run_dir", help="a run's results directory (results/<timestamp>-<name>)")
+    validate.add_argument("--estimates", required=True, help="CSV: job, comm_s and/or iteration_s[, policy]")
+    if not argv or argv[0] not in ("run", "check", "clean", "validate", "-h", "--help"):
         argv = ["run", *argv]
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
     try:
-        return {"run": cmd_run, "check": cmd_check, "clean": cmd_clean}[args.command](args)
+        return {"run": cmd_run, "check": cmd_check, "clean": cmd_clean, "validate": cmd_validate}[args.command](args)
     except TestbedError as e:
         if type(e).__name__ == "PolicyIncomplete":
             print(f"incomplete: {_one_line(e)}", file=sys.stderr)

@@ -44,6 +44,7 @@ from testbed.config_file import read_yaml
 from testbed.config_rules import (
     KEY_RE,
     KEY_RULE,
+    Boolean,
     Integer,
     ListOf,
     MapOf,
@@ -151,6 +152,22 @@ class EcnConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class SimulatorConfig:
+    """What the flow-level simulator (:mod:`sim.flowsim`) models when it estimates every job of a
+    run on the same placements; each effect can be switched on to measure what it explains.
+
+    Attributes:
+        latency_us: software latency of every cross-machine message, paper-scale (virtual)
+            microseconds: the time a message waits before entering the network (0: none).
+        headers: count every segment's TCP/IP and Ethernet headers at the run's MTU (as the
+            emulated wire carries them), or payload only.
+    """
+
+    latency_us: float = rule_field(Real(0, 1_000_000), 0.0)
+    headers: bool = rule_field(Boolean(), True)
+
+
+@dataclasses.dataclass(frozen=True)
 class ExperimentConfig:
     """A whole experiment.
 
@@ -187,6 +204,7 @@ class ExperimentConfig:
             :data:`CONGESTION_CONTROLS`; it must react to ECN (cubic, reno, dctcp, ...; not bbr)
             unless ECN marking is off.
         ecn: ECN marking and host ECN settings.
+        simulator: what the flow-level simulator models in its per-job estimates.
         stats_interval_s: port statistics polling period.
         job_timeout_s: a wave of jobs that runs longer than this fails; in paper-scale
             (virtual) seconds, so the wall-clock timeout of a wave is ``job_timeout_s * dilation``.
@@ -214,6 +232,7 @@ class ExperimentConfig:
     queue_packets: int = rule_field(Integer(1, 100_000), 100)
     congestion_control: str = rule_field(Name(CONGESTION_CONTROLS), "cubic")
     ecn: EcnConfig = rule_field(Section(EcnConfig), factory=EcnConfig)
+    simulator: SimulatorConfig = rule_field(Section(SimulatorConfig), factory=SimulatorConfig)
     stats_interval_s: float = rule_field(Real(0.05, 3600), 0.5)
     job_timeout_s: float = rule_field(Real(1, 10_000_000), 300.0)
     time_limit_s: float = rule_field(Real(0, 10_000_000, lo_open=True), 3600.0)
@@ -290,6 +309,7 @@ def to_dict(cfg: ExperimentConfig) -> dict:
     d["jobs"] = [dataclasses.asdict(j) for j in cfg.jobs]
     d["policies"] = list(cfg.policies)
     d["ecn"] = dataclasses.asdict(cfg.ecn)
+    d["simulator"] = dataclasses.asdict(cfg.simulator)
     return d
 
 

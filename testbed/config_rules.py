@@ -163,6 +163,19 @@ class Text:
 
 
 @dataclasses.dataclass(frozen=True)
+class Boolean:
+    """``true`` or ``false`` (YAML booleans; not 0/1, not strings)."""
+
+    def describe(self) -> str:
+        return "true or false"
+
+    def __call__(self, value, where: str):
+        if not isinstance(value, bool):
+            fail(where, value, "is not a boolean", self.describe())
+        return value
+
+
+@dataclasses.dataclass(frozen=True)
 class Scalar:
     """A finite number of magnitude at most ``max_abs``, or a :class:`Text` (a builder parameter)."""
 

@@ -44,6 +44,7 @@ from collections import defaultdict
 
 from common.jsonfile import write_json_atomic
 from common.units import MEGA, virtual_s
+from testbed.validation import Comparison, comparable, validation_stats
 
 
 def percentile(values, q: float) -> float | None:
@@ -132,6 +133,7 @@ def summarise_policy(cfg, g, result: dict, records) -> dict:
     per_job = {}
     times = job_iteration_times(records, cfg.dilation)
     verdicts = {v["job"]: v for v in result["fidelity"].get("jobs") or []}
+    estimates = result.get("estimates") or {}
     all_comm = []
     for p in result["placements"]:
         job = p["job"]
@@ -148,6 +150,7 @@ def summarise_policy(cfg, g, result: dict, records) -> dict:
             "compute_mean_s": _mean(v["compute_s"] for v in its.values()),
             "ecn_marks": job_marks.get(job),
             **_verdict_fields(verdicts.get(job)),
+            **_estimate_fields(_mean(comm), (estimates.get(job) or {}).get("comm_mean_s")),
         }
     return {
         "policy": result["policy"],
@@ -184,8 +187,27 @@ def summarise_policy(cfg, g, result: dict, records) -> dict:
         "jobs_checked": result["fidelity"].get("jobs_checked"),
         "jobs_failed": result["fidelity"].get("jobs_failed"),
         "worst_job_ratio": _worst_ratio(result["fidelity"].get("jobs") or []),
+        "validation": validation_stats(job_comparisons(result["policy"], per_job)).to_dict(),
         "jobs": per_job,
     }
+
+
+def _estimate_fields(measured_s: float | None, estimated_s: float | None) -> dict:
+    """The simulator's estimate of a job's communication time and its relative error (None where
+    the job cannot be compared, :func:`testbed.validation.comparable`)."""
+    ok = comparable(measured_s, estimated_s)
+    return {"estimate_s": estimated_s, "estimate_error": (estimated_s - measured_s) / measured_s if ok else None}
+
+
+def job_comparisons(policy: str, per_job: dict) -> list[Comparison]:
+    """Measured against estimated communication time of every comparable job of one policy."""
+    return [Comparison(policy, job, j["comm_mean_s"], j["estimate_s"]) for job, j in per_job.items()
+            if comparable(j.get("comm_mean_s"), j.get("estimate_s"))]
+
+
+def all_comparisons(summaries: list[dict]) -> list[Comparison]:
+    """:func:`job_comparisons` of every policy's summary."""
+    return [c for s in summaries for c in job_comparisons(s["policy"], s["jobs"])]
 
 
 def _verdict_fields(v: dict | None) -> dict:
@@ -270,11 +292,14 @@ def summary_tables(summaries: list[dict]) -> str:
         jrows = [[job, j["model"], str(j["workers"]), j["collective"], str(len(j["machines"])), str(j["wave"]),
                   _fmt("", "{:.3f}", j["comm_mean_s"]), _fmt("", "{:.3f}", j["comm_p99_s"]),
                   _fmt("", "{:.3f}", j.get("bound_s")), _fmt("", "{:.3f}", j.get("bound_ratio")),
-                  _job_fidelity(j), _fmt("", "{}", j.get("ecn_marks")), "yes" if j["complete"] else "NO"]
+                  _job_fidelity(j), _fmt("", "{:.3f}", j.get("estimate_s")),
+                  _fmt("", "{:+.1%}", j.get("estimate_error")), _fmt("", "{}", j.get("ecn_marks")),
+                  "yes" if j["complete"] else "NO"]
                  for job, j in s["jobs"].items()]
         parts += ["", f"Jobs under {s['policy']} (times in paper-scale seconds, dilation {s.get('dilation', 1):g}):",
                   format_table(["job", "model", "workers", "collective", "machines", "wave", "comm mean s",
-                                "comm p99 s", "bound s", "ratio", "fidelity", "ECN marks", "complete"], jrows)]
+                                "comm p99 s", "bound s", "ratio", "fidelity", "sim s", "sim error", "ECN marks",
+                                "complete"], jrows)]
         for reason in s.get("fidelity_reasons") or []:
             parts.append(f"  UNTRUSTWORTHY under {s['policy']}: {reason}; lighten the emulation (a larger "
                          f"dilation, jumbo frames with mtu: 9000, fewer concurrent workers) or use more cores")
@@ -289,9 +314,10 @@ def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, un
     """
     unplaced = unplaced or {}
     summaries = [r["summary"] for r in results.values() if "summary" in r]
+    overall = validation_stats(all_comparisons(summaries))
     write_json_atomic(os.path.join(run_dir, "summary.json"),
                       {"name": cfg.name, "scale": cfg.scale, "dilation": cfg.dilation, "capabilities": caps,
-                       "policies": summaries, "unplaced": unplaced})
+                       "policies": summaries, "unplaced": unplaced, "validation": overall.to_dict()})
     keys = [k for k, _, _ in SUMMARY_COLUMNS] + ["scale", "dilation", "jobs_failed", "waves", "wall_time_s",
                                                  "cpu_saturated", "ecn_method",
                                                  "ecn_busiest_port", "ecn_most_marked_link",
@@ -304,7 +330,8 @@ def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, un
     with open(os.path.join(run_dir, "jobs.csv"), "w", newline="") as f:
         w = csv.writer(f)
         cols = ["model", "workers", "collective", "wave", "iterations_recorded", "complete", "comm_mean_s",
-                "comm_p99_s", "compute_mean_s", "bound_s", "bound_ratio", "fidelity", "ecn_marks"]
+                "comm_p99_s", "compute_mean_s", "bound_s", "bound_ratio", "fidelity", "estimate_s", "estimate_error",
+                "ecn_marks"]
         w.writerow(["policy", "job", *cols, "machines", "contended_with"])
         for s in summaries:
             for job, j in s["jobs"].items():
@@ -326,12 +353,13 @@ def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, un
         for spec, r in results.items():
             for row in r.get("fidelity", {}).get("links") or []:
                 w.writerow([spec, *("" if row.get(c) is None else row[c] for c in cols)])
-    text = summary_tables(summaries)
+    text = summary_tables(summaries) + "\n\n" + validation_text(summaries, overall)
     for spec, why in unplaced.items():
         text += f"\n\nPolicy {spec} could not place every job: {why}"
     with open(os.path.join(run_dir, "report.txt"), "w") as f:
         f.write(text + "\n")
     plots = write_plots(run_dir, summaries)
+    plots += write_validation_plot(run_dir, summaries, overall)
     plots += write_queue_report(run_dir, results)
     print("\n" + text, file=stream)
     print(f"\nresults: {run_dir} (summary.json, summary.csv, jobs.csv, link_bytes.csv, link_checks.csv, queues.csv"
@@ -375,6 +403,52 @@ def write_plots(run_dir: str, summaries: list[dict]) -> list[str]:
                      fontsize=9, color="tab:red")
     fig.tight_layout()
     path = os.path.join(run_dir, "policies.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def validation_text(summaries: list[dict], overall) -> str:
+    """The simulator-against-measurement lines: every policy's, then all jobs together."""
+    lines = ["Flow-level simulator against the measurements (per-job communication time per iteration, "
+             "same placements; testbed.validation):"]
+    for s in summaries:
+        lines.append(f"  {s['policy']:<12} {validation_stats(job_comparisons(s['policy'], s['jobs'])).line()}")
+    lines.append(f"  {'all':<12} {overall.line()}")
+    if overall.worst is not None:
+        w = overall.worst
+        lines.append(f"  worst: {w.job} under {w.policy}: measured {w.measured_s:.4g} s, estimated "
+                     f"{w.estimated_s:.4g} s ({w.rel_error:+.1%})")
+    return "\n".join(lines)
+
+
+def write_validation_plot(run_dir: str, summaries: list[dict], overall) -> list[str]:
+    """``validation.png``: estimated against measured communication time of every comparable job,
+    one colour per policy, with the line of perfect agreement. Returns the paths written."""
+    comparisons = all_comparisons(summaries)
+    if not comparisons:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 6))
+    for i, s in enumerate(summaries):
+        cs = [c for c in comparisons if c.policy == s["policy"]]
+        if cs:
+            ax.scatter([c.measured_s for c in cs], [c.estimated_s for c in cs], s=28, color=f"C{i % 10}",
+                       label=s["policy"])
+    hi = max(max(c.measured_s, c.estimated_s) for c in comparisons) * 1.1
+    ax.plot([0, hi], [0, hi], color="0.5", lw=0.8)
+    ax.set_xlim(0, hi)
+    ax.set_ylim(0, hi)
+    ax.set_xlabel("measured communication time per iteration (s, paper scale)")
+    ax.set_ylabel("simulator estimate (s)")
+    ax.set_title(f"flow-level simulator vs testbed: {overall.line()}", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(run_dir, "validation.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [path]

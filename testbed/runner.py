@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 
-from common.errors import EmulationError, PlacementError
+from common.errors import EmulationError, PlacementError, TestbedError
 from common.jsonfile import write_json_atomic
 from common.specs import safe_name
 from common.units import wall_s
@@ -34,6 +34,7 @@ from jobs.records import read_records
 from placement import make_policy
 from placement.base import Cluster, JobRequest
 from placement.metrics import fragmentation, used_machines
+from sim.flowsim import JobEstimate, SimJob, SimOptions, simulate
 from testbed import capabilities, fidelity, flows
 from testbed.config import ExperimentConfig, policy_specs, to_dict, validate
 from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
@@ -205,8 +206,9 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     windows = [w.window_s for w in waves if w.window_s]
     cpu_measured = sampler.summary(windows)
     records = [r for w in waves for r in w.records]
-    verdicts = fidelity.job_verdicts(g, link_rates_mbps(g, cfg.scale), job_evidence(cfg, placements, records),
-                                     cfg.mtu)
+    evidence = job_evidence(cfg, placements, records)
+    verdicts = fidelity.job_verdicts(g, link_rates_mbps(g, cfg.scale), evidence, cfg.mtu)
+    estimates = sim_estimates(cfg, g, evidence)
     result = {
         "policy": spec,
         "placements": placements,
@@ -218,6 +220,7 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
         "ecn": {"method": ecn[0], "why": ecn[1], "hosts": hosts_tcp or {}},
         "fidelity": fidelity.assess(cpu_measured, fidelity.link_checks(queue_samples, rates, windows or None, cfg.mtu,
                                                                        cfg.queue_packets), verdicts),
+        "estimates": {job: e.to_dict() for job, e in estimates.items()},
         "scale": cfg.scale,
         "dilation": cfg.dilation,
         "port_sampler": {"samples": ports.samples_taken, "interval_s": cfg.ecn.sample_interval_s,
@@ -252,6 +255,36 @@ def job_evidence(cfg: ExperimentConfig, placements: list[dict], records) -> list
             collective=job.collective, bucket_bytes=tuple(rec.bucket_bytes) if rec else (),
             comm_mean_s=sum(comm) / len(comm) if comm else None,
             complete=len(its) == cfg.iterations and all(v["ranks"] == job.workers for v in its.values())))
+    return out
+
+
+def sim_estimates(cfg: ExperimentConfig, g, evidence: list[fidelity.JobEvidence]) -> dict[str, JobEstimate]:
+    """The flow-level simulator's estimate of every job that ran, on the same placements.
+
+    Each wave is simulated on its own, its jobs starting together as the start gate makes
+    them, with the wave's measured bucket sizes (emulated bytes) over the links' rates at the
+    scale (not dilated): estimates are in paper-scale seconds like the report's times. TCP/IP
+    and Ethernet headers are counted at the run's MTU and every message waits
+    ``simulator.latency_us`` before it enters the network, as the config says
+    (:class:`testbed.config.SimulatorConfig`). Jobs without a record (nothing measured) are not
+    simulated.
+    """
+    rates = link_rates_mbps(g, cfg.scale)
+    by_wave: dict[int, list[SimJob]] = {}
+    for e in evidence:
+        if not e.bucket_bytes:
+            continue
+        job = next(j for j in cfg.jobs if j.name == e.job)
+        by_wave.setdefault(e.wave, []).append(SimJob(
+            name=e.job, machines_by_rank=e.machines_by_rank, collective=e.collective, bucket_bytes=e.bucket_bytes,
+            compute_s=get_model(job.model).compute_time_s, iterations=cfg.iterations,
+            warmup_iterations=cfg.warmup_iterations))
+    out = {}
+    for jobs in by_wave.values():
+        options = SimOptions(mtu=cfg.mtu if cfg.simulator.headers else None,
+                             latency_s=cfg.simulator.latency_us * 1e-6)
+        for est in simulate(g, rates, jobs, options).jobs:
+            out[est.job] = est
     return out
 
 
@@ -379,6 +412,17 @@ def sanity_check(net: EmulatedNetwork, run_dir: str) -> None:
                              f"see {net.controller.log_path}")
 
 
+def _export(run_dir: str, progress: Progress) -> None:
+    """``experiment.json``: what the run ran, for anyone's simulator (:mod:`testbed.export`). A
+    failure is reported, not raised: it must not hide the run's results or its own error."""
+    from testbed.export import write_export
+
+    try:
+        write_export(run_dir)
+    except (TestbedError, OSError, ValueError) as e:
+        progress.say(f"warning: experiment.json not written: {e}")
+
+
 def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_dir: str | None = None,
                    policies: list[str] | None = None) -> str:
     """Run the experiment for every policy; return the run directory.
@@ -445,6 +489,7 @@ def _run_policies(cfg: ExperimentConfig, g, caps: dict, ecn: tuple[str, str], ru
     finally:
         if results or unplaced:
             write_run_report(run_dir, cfg, g, results, caps, progress.stream, unplaced)
+            _export(run_dir, progress)
     if unplaced:
         raise PolicyIncomplete(f"{len(unplaced)} of {len(specs)} policies could not place every job "
                                f"({', '.join(unplaced)}); results of the others are in {run_dir}")

@@ -626,3 +626,28 @@ def test_structure_errors_name_the_path(tmp_path, text, pattern):
         text += "jobs: [{name: a, model: resnet50, workers: 2}]\n"
     with pytest.raises(ConfigError, match=pattern):
         config.validate(config.load(write(tmp_path, text)))
+
+
+@pytest.mark.parametrize("text, pattern", [
+    ("simulator: {latency_us: -1}\n", r"^config.simulator.latency_us: -1 is out of range"),
+    ("simulator: {latency_us: .nan}\n", r"^config.simulator.latency_us: nan is not finite"),
+    ("simulator: {headers: 1}\n", r"^config.simulator.headers: 1 is not a boolean \(true or false\)"),
+    ("simulator: {headers: 'yes'}\n", r"^config.simulator.headers: 'yes' is not a boolean"),
+    ("simulator: {latency: 5}\n", r"^config.simulator: unknown key 'latency' \(did you mean 'latency_us'\?\)"),
+])
+def test_simulator_options_are_checked(tmp_path, text, pattern):
+    """The simulator's options meet the same rules as every other section."""
+    text += "jobs: [{name: a, model: resnet50, workers: 2}]\n"
+    with pytest.raises(ConfigError, match=pattern):
+        config.validate(config.load(write(tmp_path, text)))
+
+
+def test_simulator_options_round_trip(tmp_path):
+    """Defaults: no latency, headers counted; a config's values survive to_dict and load."""
+    cfg = config.load(write(tmp_path, "simulator: {latency_us: 250, headers: false}\n"
+                                      "jobs: [{name: a, model: resnet50, workers: 2}]\n"))
+    config.validate(cfg)
+    assert (cfg.simulator.latency_us, cfg.simulator.headers) == (250.0, False)
+    assert config.ExperimentConfig().simulator == config.SimulatorConfig(0.0, True)
+    again = config.from_dict(json.loads(json.dumps(config.to_dict(cfg))))
+    assert again.simulator == cfg.simulator

@@ -26,7 +26,8 @@ def test_default_experiment_runs_every_policy_and_cleans_up(emulation_ok, tmp_pa
     assert "Per policy" in cp.stdout and "Traceback" not in cp.stdout + cp.stderr
     (run_dir,) = [os.path.join(tmp_path, d) for d in os.listdir(tmp_path)]
     for name in ("config.json", "capabilities.json", "topology.json", "summary.json", "summary.csv", "jobs.csv",
-                 "link_bytes.csv", "report.txt", "policies.png", "queues.csv", "queues.png"):
+                 "link_bytes.csv", "link_checks.csv", "report.txt", "policies.png", "queues.csv", "queues.png",
+                 "validation.png", "status.json"):
         assert os.path.getsize(os.path.join(run_dir, name)) > 0, name
     with open(os.path.join(run_dir, "summary.json")) as f:
         summary = json.load(f)
@@ -46,10 +47,21 @@ def test_default_experiment_runs_every_policy_and_cleans_up(emulation_ok, tmp_pa
             assert j["fidelity"] in FIDELITY_STATUSES, j
             if j["fidelity"] in ("ok", "slow", "fast"):
                 assert j["bound_s"] > 0 and j["bound_ratio"] == pytest.approx(j["comm_mean_s"] / j["bound_s"])
+            # the flow-level simulator estimated every job on the same placement; one alone on its links
+            # (checked by the monitor) is estimated at its contention-free bound
+            assert j["estimate_s"] is not None and (j["estimate_s"] > 0) == (j["fidelity"] != "local"), j
+            if j["fidelity"] in ("ok", "slow", "fast"):
+                assert j["estimate_s"] == pytest.approx(j["bound_s"], rel=0.01), j
+                assert j["estimate_error"] == pytest.approx(j["estimate_s"] / j["comm_mean_s"] - 1)
+        assert s["validation"]["n"] == sum(j["estimate_error"] is not None for j in s["jobs"].values())
         assert s["jobs_checked"] == sum(j["fidelity"] in ("ok", "slow", "fast") for j in s["jobs"].values())
     with open(os.path.join(run_dir, "controller.log")) as f:  # one network, one controller, for every policy
         log = f.read()
     assert "Traceback" not in log and " ERROR " not in log
+    assert summary["validation"]["n"] == sum(s["validation"]["n"] for s in policies.values()) > 0
+    assert -1 <= summary["validation"]["pearson_r"] <= 1
+    with open(os.path.join(run_dir, "status.json")) as f:
+        assert json.load(f)["status"] == "complete"
     # consolidation packs jobs onto fewer machines than spreading them across racks
     assert policies["consolidate"]["machines_used"] < policies["spread"]["machines_used"]
     assert policies["consolidate"]["cross_machine_bytes"] < policies["spread"]["cross_machine_bytes"]

@@ -1,0 +1,610 @@
+"""Event-driven flow-level simulation of concurrent training jobs on a routed fabric.
+
+It models what the light replay runtime (:mod:`jobs.agent`) does, so that its per-job
+communication times can be compared with the emulator's measurements:
+
+* every rank of a job runs, one after another: the barrier allreduce of
+  :func:`jobs.agent.barrier_bytes` bytes before the first measured iteration (after the
+  warm-up ones), then per iteration the compute (a timer of ``compute_s``) and one allreduce
+  per gradient bucket in order, and a last barrier allreduce at the end (``_Rank.run``);
+* an allreduce runs the steps of :func:`jobs.agent.rank_steps` (the collective's
+  :func:`jobs.patterns.replay_pattern`) in order; in each step a rank starts its sends, then
+  waits until each of its sends and receptions of the step has completed (``_Rank.allreduce``);
+* a transfer between ranks on different machines is a flow on the ECMP path
+  (:func:`topo.routing.ecmp_path`, the controller's routes) carrying its payload, or with
+  ``mtu`` its bytes on the wire (:func:`common.units.wire_bytes`, as :mod:`sim.steps`); a
+  transfer on one machine, or of zero bytes, is handed over at the moment its sender starts it
+  (the agent's in-memory hand-over);
+* active flows share every directed link max-min fairly (:func:`sim.maxmin.maxmin_rates`),
+  the steady state TCP's congestion control is taken to converge to; rates change only when a
+  flow starts or ends;
+* every rank records, per measured iteration, its compute time and the time of each bucket's
+  allreduce measured from its own start of that allreduce (``record_iteration``), and a job's
+  estimate aggregates those records as :func:`testbed.report.job_iteration_times` does: per
+  iteration the slowest rank's communication time, then the mean over iterations.
+
+Modelling decisions where the runtime leaves a choice ([R] in ``shared/specs`` terms):
+
+* [R] The agent hands a message to the kernel with a blocking ``sendall`` and moves on to its
+  receptions once the last byte is in the socket buffer, before the peer has it all; here a
+  sender's step ends when its flow has reached the receiver. A sender can thus move on earlier
+  than modelled by at most the time its link takes to drain one socket buffer, per step.
+* [R] The agent's reader threads drain every connection continuously, so a rank that is ahead
+  sends its next step's message while its peer is still in an earlier step; here a flow starts
+  when its sender starts the step, whatever the receiver is doing, and a reception that ends
+  before the receiver reaches its step counts when it gets there.
+* [R] ``SimOptions.latency_s`` (software latency of a message: system calls, wake-ups) delays
+  the moment a cross-machine flow enters the network; it then competes for bandwidth like any
+  other flow. Alone on its path a transfer thus lasts ``latency_s + bytes * 8 / rate``.
+* [R] The 14-byte header the agent puts before every message is not counted, as in
+  :mod:`sim.steps`, so that an uncontended job's estimate equals :func:`sim.steps.job_bound_s`.
+* Every rank of a pattern sends at most one transfer per step, so the agent's sending them
+  one after another and this model's starting them together never differ.
+
+Not modelled: TCP's own dynamics (slow start, losses, queueing), the links' propagation delay
+(``delay_us``; fold it into ``latency_s`` if it matters) and CPU contention in the emulator.
+
+Times, bytes and rates share one time base, as in :func:`sim.steps.job_bound_s` (see
+:func:`simulate`): bytes and rates scaled alike give the same, paper-scale, seconds; rates
+dilated by D give D times longer wall-clock seconds.
+
+Determinism: no randomness; every flow, timer and rank is keyed by the job's position among
+the jobs sorted by name and by rank indices, links are numbered in sorted order, and
+simultaneous events are handled in key order, so the result does not depend on the order of
+the jobs list (checked bit for bit by the tests). Events closer than a relative ``EPS`` are simultaneous: a flow
+whose remaining bytes are within ``EPS`` of its size completes with the flow that triggered
+the event.
+
+Cost per event (a batch of simultaneous flow completions and timers): O(log E) per event popped
+from the heaps, plus one max-min computation over the connected component of the flow-link
+graph that holds the flows that started or ended, O(C log C) for C the sum of path lengths of
+that component's flows (every active flow in the worst case, where core links tie every job
+together); flows of other components keep their rates untouched, and flows of the component
+whose rate did not change keep their projected end. Jobs packed into pods thus cost far less
+per event than jobs spread over the fabric. Building the jobs costs one ECMP path per
+communicating machine pair (cached) and the patterns' transfers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+from common.errors import JobError, TopologyError
+from common.units import TCP_IP_HEADER_BYTES, mbps_to_bytes_per_s, wire_bytes
+from jobs.agent import barrier_bytes, rank_steps
+from sim.maxmin import EPS, maxmin_indexed
+from topo.routing import ecmp_path, path_links
+
+Link = tuple[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class SimJob:
+    """One job to simulate, as the replay runtime runs it.
+
+    Attributes:
+        name: job name, unique among the simulated jobs.
+        machines_by_rank: machine of each rank (ranks on one machine exchange in memory).
+        collective: collective name (``ring``, ``hd``, or ``gloo`` as its replay model).
+        bucket_bytes: size of each gradient bucket in bytes (multiples of 4), allreduced in order
+            every iteration.
+        compute_s: compute time of every iteration, seconds (>= 0).
+        iterations: measured iterations (>= 0).
+        warmup_iterations: iterations run before the measured ones (>= 0), not recorded.
+        start_s: time the job's ranks start, seconds (>= 0).
+    """
+
+    name: str
+    machines_by_rank: tuple[str, ...]
+    collective: str
+    bucket_bytes: tuple[int, ...]
+    compute_s: float
+    iterations: int
+    warmup_iterations: int = 0
+    start_s: float = 0.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "machines_by_rank", tuple(self.machines_by_rank))
+        object.__setattr__(self, "bucket_bytes", tuple(self.bucket_bytes))
+        if not self.machines_by_rank:
+            raise JobError(f"job {self.name!r}: needs at least one rank")
+        if not (self.compute_s >= 0 and math.isfinite(self.compute_s)):
+            raise JobError(f"job {self.name!r}: compute_s must be finite and >= 0, got {self.compute_s!r}")
+        if not (self.start_s >= 0 and math.isfinite(self.start_s)):
+            raise JobError(f"job {self.name!r}: start_s must be finite and >= 0, got {self.start_s!r}")
+        if self.iterations < 0 or self.warmup_iterations < 0:
+            raise JobError(f"job {self.name!r}: iterations and warmup_iterations must be >= 0, got "
+                           f"{self.iterations} and {self.warmup_iterations}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SimOptions:
+    """How transfers are costed.
+
+    Attributes:
+        mtu: count each cross-machine transfer's bytes on the wire at this MTU, bytes
+            (:func:`common.units.wire_bytes`); None: its payload.
+        latency_s: fixed latency of every cross-machine transfer, seconds, spent before it
+            enters the network.
+    """
+
+    mtu: int | None = None
+    latency_s: float = 0.0
+
+    def __post_init__(self):
+        if self.mtu is not None and self.mtu <= TCP_IP_HEADER_BYTES:
+            raise JobError(f"mtu must leave room for TCP/IP headers (> {TCP_IP_HEADER_BYTES} bytes), "
+                           f"got {self.mtu}")
+        if not (self.latency_s >= 0 and math.isfinite(self.latency_s)):
+            raise JobError(f"latency_s must be finite and >= 0, got {self.latency_s!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SimIterationRecord:
+    """One measured iteration of one rank, as the agent records it (:class:`jobs.records.IterationRecord`).
+
+    It has the fields :func:`testbed.report.job_iteration_times` reads (``job``, ``iteration``,
+    ``comm_s``, ``compute_s``), so a list of these aggregates as the emulator's records do.
+
+    Attributes:
+        job: job name.
+        rank: rank.
+        iteration: 0-based index among measured iterations.
+        start_s: simulated time the iteration (its compute) began, seconds.
+        compute_s: compute time, seconds.
+        comm_s: sum of ``bucket_comm_s``, seconds.
+        bucket_comm_s: time of each bucket's allreduce, seconds, from this rank's start of it
+            to its end.
+    """
+
+    job: str
+    rank: int
+    iteration: int
+    start_s: float
+    compute_s: float
+    comm_s: float
+    bucket_comm_s: tuple[float, ...]
+
+    @property
+    def iteration_s(self) -> float:
+        """Length of the whole iteration, seconds."""
+        return self.compute_s + self.comm_s
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form."""
+        d = dataclasses.asdict(self)
+        d["bucket_comm_s"] = list(self.bucket_comm_s)
+        return d
+
+
+@dataclasses.dataclass(frozen=True)
+class JobEstimate:
+    """A job's simulated times, aggregated as the report aggregates measured records.
+
+    Attributes:
+        job: job name.
+        comm_mean_s: mean over measured iterations of the slowest rank's communication time,
+            seconds (the report's ``comm_mean_s``); None without measured iterations.
+        compute_mean_s: the same for compute time (the report's ``compute_mean_s``).
+        iteration_mean_s: ``compute_mean_s + comm_mean_s``, seconds.
+        finish_s: time the job's last rank finished its final barrier, seconds.
+        iterations: measured iterations.
+    """
+
+    job: str
+    comm_mean_s: float | None
+    compute_mean_s: float | None
+    iteration_mean_s: float | None
+    finish_s: float
+    iterations: int
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class SimResult:
+    """What :func:`simulate` returns.
+
+    Attributes:
+        records: every measured iteration of every rank, sorted by ``(job, iteration, rank)``.
+        jobs: one estimate per job, in the order of the jobs given.
+        end_s: time the last job finished, seconds.
+        events: event batches processed (simultaneous events count once).
+    """
+
+    records: tuple[SimIterationRecord, ...]
+    jobs: tuple[JobEstimate, ...]
+    end_s: float
+    events: int
+
+    def job(self, name: str) -> JobEstimate:
+        """The estimate of job ``name``.
+
+        Raises:
+            JobError: no such job.
+        """
+        for est in self.jobs:
+            if est.job == name:
+                return est
+        raise JobError(f"no simulated job {name!r}; simulated: {', '.join(e.job for e in self.jobs)}")
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form."""
+        return {"records": [r.to_dict() for r in self.records], "jobs": [j.to_dict() for j in self.jobs],
+                "end_s": self.end_s, "events": self.events}
+
+
+def simulate(g, rate_mbps: Mapping[Link, float], jobs: Sequence[SimJob],
+             options: SimOptions = SimOptions()) -> SimResult:
+    """Simulate ``jobs`` running concurrently on topology ``g``.
+
+    Args:
+        g: topology graph (:mod:`topo.schema`); routes are :func:`topo.routing.ecmp_path`.
+        rate_mbps: rate of each link in Mbit/s, keyed by either orientation ``(u, v)`` (the
+            ``(u, v)`` entry wins for direction u -> v); in the time base of the byte counts.
+        jobs: the jobs, with unique names.
+        options: byte costing and latency.
+
+    Returns:
+        Per-rank records of the measured iterations and one estimate per job. Times are in the
+        time base of the inputs, as for :func:`sim.steps.job_bound_s`: emulated bytes with the
+        emulated network's rates (``testbed.net.link_rates_mbps`` at the run's dilation D) give
+        wall-clock seconds, D times the report's virtual seconds; the same rates at D = 1, or
+        bytes and rates both at paper scale, give virtual (paper-scale) seconds. ``compute_s``,
+        ``start_s`` and ``latency_s`` must be in that time base too.
+
+    Raises:
+        JobError: duplicate job names, an unknown collective or a bucket size the pattern rejects.
+        TopologyError: an unknown machine, or a link on a path without a positive rate.
+    """
+    names = [j.name for j in jobs]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise JobError(f"job names must be unique; repeated: {', '.join(dup)}")
+    return _Engine(g, rate_mbps, jobs, options).run()
+
+
+# -- the engine -------------------------------------------------------------------------------
+
+_START, _COMPUTE_END, _FLOW_START = 0, 1, 2
+"""Timer kinds, in the order simultaneous timers are handled (after flow completions)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Op:
+    """One thing a rank does: compute (``size`` None) or an allreduce of ``size`` bytes.
+
+    ``iteration`` is the 0-based iteration, warm-up included (-1 for a barrier); ``bucket`` is
+    the bucket index (-1 for compute and barriers); ``ends_iteration`` marks an iteration's last op.
+    """
+
+    size: int | None
+    iteration: int
+    bucket: int
+    ends_iteration: bool
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class _Flow:
+    """A cross-machine transfer in the network; ``remaining`` bytes as of time ``t_ref``."""
+
+    key: tuple
+    job: int
+    src: int
+    dst: int
+    op: int
+    step: int
+    links: tuple[int, ...]
+    size: float
+    remaining: float
+    t_ref: float = 0.0
+    rate: float = 0.0
+    version: int = 0
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class _RankState:
+    """Where one rank is: op index, step index, and what it waits for."""
+
+    op: int = 0
+    step: int = 0
+    blocked: bool = False
+    computing: bool = False
+    pending: int = 0
+    arrived: dict = dataclasses.field(default_factory=lambda: defaultdict(int))
+    op_start_s: float = 0.0
+    iteration_start_s: float = 0.0
+    bucket_s: list = dataclasses.field(default_factory=list)
+    finish_s: float | None = None
+
+
+class _Job:
+    """A job's static plan (ops, per-step sends and receptions, paths) and its ranks' states.
+
+    ``index`` is the job's position in the input, ``order`` its position among the jobs sorted by
+    name: keys of flows, timers and ready ranks use ``order``, so ties break the same way
+    whatever the input order.
+    """
+
+    def __init__(self, index: int, order: int, spec: SimJob, path_of):
+        self.index, self.order, self.spec = index, order, spec
+        p = len(spec.machines_by_rank)
+        barrier = barrier_bytes(p)
+        ops: list[_Op] = []
+        for it in range(spec.warmup_iterations + spec.iterations):
+            if it == spec.warmup_iterations:  # as _Rank.run: the barrier before the first measured iteration
+                ops.append(_Op(barrier, -1, -1, False))
+            ops.append(_Op(None, it, -1, not spec.bucket_bytes))
+            for b, size in enumerate(spec.bucket_bytes):
+                ops.append(_Op(size, it, b, b == len(spec.bucket_bytes) - 1))
+        ops.append(_Op(barrier, -1, -1, False))
+        self.ops = tuple(ops)
+        # steps[size][t][rank] = (sends as ((dst, bytes), ...), number of receptions)
+        self.steps: dict[int, list[list[tuple[tuple[tuple[int, int], ...], int]]]] = {}
+        for size in sorted({*spec.bucket_bytes, barrier}):
+            per_rank = [rank_steps(spec.collective, p, r, size) for r in range(p)]
+            n_steps = len(per_rank[0])
+            self.steps[size] = [[(tuple(per_rank[r][t][0]), len(per_rank[r][t][1])) for r in range(p)]
+                                for t in range(n_steps)]
+        self.paths: dict[tuple[int, int], tuple[int, ...]] = {}
+        for size in self.steps:
+            for step in self.steps[size]:
+                for src, (sends, _) in enumerate(step):
+                    for dst, _ in sends:
+                        a, b = spec.machines_by_rank[src], spec.machines_by_rank[dst]
+                        if a != b and (src, dst) not in self.paths:
+                            self.paths[(src, dst)] = path_of(a, b)
+        self.ranks = [_RankState(op_start_s=spec.start_s) for _ in range(p)]
+        self.records: list[SimIterationRecord] = []
+
+
+class _Engine:
+    """The event loop; mutable, private to :func:`simulate`."""
+
+    def __init__(self, g, rate_mbps: Mapping[Link, float], jobs: Sequence[SimJob], options: SimOptions):
+        self.g, self.rate_mbps, self.options = g, rate_mbps, options
+        # Links are numbered in sorted order of their names, whatever the order of the jobs, so
+        # that ties in the max-min computation break the same way for the same set of jobs.
+        self.link_names: list[Link] = sorted({(u, v) for a, b in g.edges() for u, v in ((a, b), (b, a))})
+        self.link_id = {link: i for i, link in enumerate(self.link_names)}
+        self.capacity: list[float] = [0.0] * len(self.link_names)
+        self._paths: dict[tuple[str, str], tuple[int, ...]] = {}
+        for spec in jobs:
+            for m in sorted(set(spec.machines_by_rank)):
+                if m not in g or g.nodes[m].get("role") != "machine":
+                    raise TopologyError(f"job {spec.name!r}: {m!r} is not a machine of topology "
+                                        f"{g.graph.get('name', '?')!r}")
+        order = {name: i for i, name in enumerate(sorted(spec.name for spec in jobs))}
+        self.jobs = [_Job(i, order[spec.name], spec, self._path) for i, spec in enumerate(jobs)]
+        self.timers: list[tuple[float, tuple, object]] = []
+        self.completions: list[tuple[float, tuple, int]] = []
+        self.active: dict[tuple, _Flow] = {}
+        self.on_link: list[set[tuple]] = [set() for _ in self.link_names]
+        self.dirty: set[int] = set()
+        self.ready: list[tuple[int, int, int]] = []
+        self.events = 0
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _path(self, a: str, b: str) -> tuple[int, ...]:
+        """The ids of the directed links of the ECMP path from machine ``a`` to ``b``, their
+        capacities (bytes/s) noted."""
+        links = self._paths.get((a, b))
+        if links is None:
+            hops = path_links(ecmp_path(self.g, a, b))
+            for u, v in hops:
+                if not self.capacity[self.link_id[(u, v)]]:
+                    rate = self.rate_mbps.get((u, v))
+                    if rate is None:
+                        rate = self.rate_mbps.get((v, u))
+                    if rate is None or not (rate > 0 and math.isfinite(rate)):
+                        raise TopologyError(f"link {u}-{v} on the path {a} -> {b} needs a positive finite rate "
+                                            f"in rate_mbps, got {rate!r}")
+                    self.capacity[self.link_id[(u, v)]] = mbps_to_bytes_per_s(rate)
+            links = self._paths[(a, b)] = tuple(self.link_id[hop] for hop in hops)
+        return links
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self) -> SimResult:
+        for job in self.jobs:
+            for r in range(len(job.ranks)):
+                self._timer(job.spec.start_s, (_START, job.order, r), (job, r))
+        while True:
+            while self.completions and not self._current(self.completions[0]):
+                heapq.heappop(self.completions)
+            now = min(self.completions[0][0] if self.completions else math.inf,
+                      self.timers[0][0] if self.timers else math.inf)
+            if now == math.inf:
+                break
+            self.events += 1
+            for flow in self._completed(now):
+                self._end_flow(flow)
+            while self.timers and self.timers[0][0] <= now:
+                _, key, payload = heapq.heappop(self.timers)
+                if key[0] == _FLOW_START:
+                    self._activate(payload, now)
+                else:
+                    job, r = payload
+                    self._run(job, r, now)
+            self._drain_ready(now)
+            if self.dirty:
+                self._reallocate(now)
+        return self._result()
+
+    def _timer(self, time_s: float, key: tuple, payload) -> None:
+        heapq.heappush(self.timers, (time_s, key, payload))
+
+    def _current(self, entry: tuple[float, tuple, int]) -> bool:
+        flow = self.active.get(entry[1])
+        return flow is not None and flow.version == entry[2]
+
+    def _completed(self, now: float) -> list[_Flow]:
+        """Pop the flows done at ``now``: those whose remaining bytes are within ``EPS`` of their size."""
+        horizon = now + EPS * now
+        done, later = [], []
+        while self.completions and self.completions[0][0] <= horizon:
+            entry = heapq.heappop(self.completions)
+            if not self._current(entry):
+                continue
+            flow = self.active[entry[1]]
+            left = flow.remaining - flow.rate * (now - flow.t_ref)
+            (done if entry[0] <= now or left <= EPS * flow.size else later).append(entry)
+        for entry in later:
+            heapq.heappush(self.completions, entry)
+        return [self.active[key] for _, key, _ in sorted(done, key=lambda e: e[1])]
+
+    # -- ranks -------------------------------------------------------------------------------
+    def _run(self, job: _Job, r: int, now: float) -> None:
+        """Move rank ``r`` on from where it is until it waits for a timer or a transfer, or ends."""
+        rs, ops, spec = job.ranks[r], job.ops, job.spec
+        while rs.op < len(ops):
+            op = ops[rs.op]
+            if op.size is None:
+                if not rs.computing:
+                    rs.iteration_start_s, rs.bucket_s = now, []
+                    if spec.compute_s > 0:
+                        rs.computing = True
+                        self._timer(now + spec.compute_s, (_COMPUTE_END, job.order, r), (job, r))
+                        return
+                rs.computing = False
+            else:
+                steps = job.steps[op.size]
+                while rs.step < len(steps):
+                    if self._enter_step(job, r, now):
+                        return
+                    rs.step += 1
+                if op.bucket >= 0:
+                    rs.bucket_s.append(now - rs.op_start_s)
+            if op.ends_iteration and op.iteration >= spec.warmup_iterations:
+                job.records.append(SimIterationRecord(
+                    job=spec.name, rank=r, iteration=op.iteration - spec.warmup_iterations,
+                    start_s=rs.iteration_start_s, compute_s=spec.compute_s, comm_s=sum(rs.bucket_s),
+                    bucket_comm_s=tuple(rs.bucket_s)))
+            rs.op, rs.step, rs.op_start_s = rs.op + 1, 0, now
+        rs.finish_s = now
+
+    def _enter_step(self, job: _Job, r: int, now: float) -> bool:
+        """Start rank ``r``'s sends of its current step; True if it must wait for transfers."""
+        rs = job.ranks[r]
+        sends, n_recv = job.steps[job.ops[rs.op].size][rs.step][r]
+        pending = n_recv - rs.arrived.pop((rs.op, rs.step), 0)
+        machines = job.spec.machines_by_rank
+        for i, (dst, nbytes) in enumerate(sends):
+            if nbytes == 0 or machines[dst] == machines[r]:
+                self._deliver(job, dst, rs.op, rs.step)
+                continue
+            pending += 1
+            mtu = self.options.mtu
+            size = float(wire_bytes(nbytes, mtu) if mtu else nbytes)
+            key = (job.order, rs.op, rs.step, r, i)
+            flow = _Flow(key, job.index, r, dst, rs.op, rs.step, job.paths[(r, dst)], size, size)
+            if self.options.latency_s > 0:
+                self._timer(now + self.options.latency_s, (_FLOW_START, *key), flow)
+            else:
+                self._activate(flow, now)
+        rs.pending, rs.blocked = pending, pending > 0
+        return rs.blocked
+
+    def _deliver(self, job: _Job, dst: int, op: int, step: int) -> None:
+        """A transfer to rank ``dst`` of step ``(op, step)`` has arrived."""
+        rd = job.ranks[dst]
+        if rd.blocked and rd.op == op and rd.step == step:
+            self._one_less(job, dst)
+        else:
+            rd.arrived[(op, step)] += 1
+
+    def _one_less(self, job: _Job, r: int) -> None:
+        rs = job.ranks[r]
+        rs.pending -= 1
+        if rs.pending == 0:
+            rs.blocked = False
+            heapq.heappush(self.ready, (job.order, r, job.index))
+
+    def _drain_ready(self, now: float) -> None:
+        """Move on every rank whose step just ended, in (job name, rank) order."""
+        while self.ready:
+            _, r, j = heapq.heappop(self.ready)
+            job = self.jobs[j]
+            job.ranks[r].step += 1
+            self._run(job, r, now)
+
+    # -- flows -------------------------------------------------------------------------------
+    def _activate(self, flow: _Flow, now: float) -> None:
+        flow.t_ref = now
+        self.active[flow.key] = flow
+        for link in flow.links:
+            self.on_link[link].add(flow.key)
+        self.dirty.update(flow.links)
+
+    def _end_flow(self, flow: _Flow) -> None:
+        del self.active[flow.key]
+        for link in flow.links:
+            self.on_link[link].discard(flow.key)
+        self.dirty.update(flow.links)
+        job = self.jobs[flow.job]
+        self._one_less(job, flow.src)
+        self._deliver(job, flow.dst, flow.op, flow.step)
+
+    def _reallocate(self, now: float) -> None:
+        """Recompute the max-min rates of the flows connected (through shared links) to a change."""
+        on_link, active = self.on_link, self.active
+        seen = bytearray(len(self.link_names))
+        keys: set[tuple] = set()
+        todo = list(self.dirty)
+        self.dirty.clear()
+        while todo:
+            link = todo.pop()
+            if seen[link]:
+                continue
+            seen[link] = 1
+            for key in on_link[link]:
+                if key not in keys:
+                    keys.add(key)
+                    todo.extend(active[key].links)
+        if not keys:
+            return
+        flows = [self.active[k] for k in sorted(keys)]
+        rates = maxmin_indexed([f.links for f in flows], self.capacity)
+        for f, rate in zip(flows, rates, strict=True):
+            if rate == f.rate:
+                continue  # same rate, same projected end: its heap entry stands
+            if not rate > 0:
+                raise TopologyError(f"job {self.jobs[f.job].spec.name!r}: the flow of rank {f.src} to rank {f.dst} "
+                                    f"got no bandwidth on {[self.link_names[i] for i in f.links]}")
+            f.remaining = max(0.0, f.remaining - f.rate * (now - f.t_ref))
+            f.t_ref, f.rate = now, rate
+            f.version += 1
+            heapq.heappush(self.completions, (now + f.remaining / f.rate, f.key, f.version))
+
+    # -- results -----------------------------------------------------------------------------
+    def _result(self) -> SimResult:
+        stuck = [(job.spec.name, r, rs.op, rs.step) for job in self.jobs for r, rs in enumerate(job.ranks)
+                 if rs.finish_s is None]
+        if stuck:
+            raise JobError(f"simulation ended with ranks still waiting (job, rank, op, step): {stuck[:4]}")
+        records = sorted((rec for job in self.jobs for rec in job.records),
+                         key=lambda x: (x.job, x.iteration, x.rank))
+        estimates = tuple(_estimate(job.spec, job.records, max(rs.finish_s for rs in job.ranks))
+                          for job in self.jobs)
+        return SimResult(records=tuple(records), jobs=estimates,
+                         end_s=max((e.finish_s for e in estimates), default=0.0), events=self.events)
+
+
+def _estimate(spec: SimJob, records: Sequence[SimIterationRecord], finish_s: float) -> JobEstimate:
+    """Aggregate a job's records as :func:`testbed.report.job_iteration_times` and the summary do:
+    per iteration the slowest rank's time, then the mean over iterations."""
+    comm: dict[int, float] = {}
+    compute: dict[int, float] = {}
+    for rec in records:
+        comm[rec.iteration] = max(comm.get(rec.iteration, 0.0), rec.comm_s)
+        compute[rec.iteration] = max(compute.get(rec.iteration, 0.0), rec.compute_s)
+    if not comm:
+        return JobEstimate(spec.name, None, None, None, finish_s, 0)
+    comm_mean = sum(comm[i] for i in sorted(comm)) / len(comm)
+    compute_mean = sum(compute[i] for i in sorted(compute)) / len(compute)
+    return JobEstimate(spec.name, comm_mean, compute_mean, compute_mean + comm_mean, finish_s, len(comm))

@@ -1,0 +1,122 @@
+"""Validation of a simulator's estimates against the emulator's measurements, per job.
+
+A :class:`Comparison` pairs one job's measured communication time per iteration (paper-scale
+seconds, :func:`testbed.report.job_iteration_times`) with an estimate of it: the built-in
+flow-level simulator's (:mod:`sim.flowsim`, run by the runner on the same placements), or any
+other. :func:`validation_stats` summarises a set of them as the literature does (NetPack and
+SimAI report a correlation, e.g. 98%): Pearson's r between measured and estimated times, and
+the median and 90th percentile of the absolute relative error ``|estimated - measured| /
+measured``.
+
+A job whose estimate is 0 (no transfer leaves its machines: nothing for a network model to
+estimate) or that has no measurement is not compared. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """One job's measured and estimated communication time per iteration, seconds.
+
+    Attributes:
+        policy: the placement policy the job ran under.
+        job: job name.
+        measured_s: measured mean communication time per iteration.
+        estimated_s: the estimate of the same quantity.
+    """
+
+    policy: str
+    job: str
+    measured_s: float
+    estimated_s: float
+
+    @property
+    def rel_error(self) -> float:
+        """``(estimated - measured) / measured``: negative when the estimate is too low."""
+        return (self.estimated_s - self.measured_s) / self.measured_s
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form, with the relative error."""
+        return {**dataclasses.asdict(self), "rel_error": self.rel_error}
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidationStats:
+    """Agreement of estimates with measurements over a set of jobs.
+
+    Attributes:
+        n: jobs compared.
+        pearson_r: Pearson's correlation of measured and estimated times (None for fewer than
+            two jobs or when either side does not vary).
+        median_abs_rel_error: median of ``|rel_error|`` (None when ``n`` is 0).
+        p90_abs_rel_error: 90th percentile of ``|rel_error|``, linear interpolation (None when
+            ``n`` is 0).
+        worst: the comparison with the largest ``|rel_error|`` (None when ``n`` is 0).
+    """
+
+    n: int
+    pearson_r: float | None
+    median_abs_rel_error: float | None
+    p90_abs_rel_error: float | None
+    worst: Comparison | None
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form."""
+        return {"n": self.n, "pearson_r": self.pearson_r, "median_abs_rel_error": self.median_abs_rel_error,
+                "p90_abs_rel_error": self.p90_abs_rel_error,
+                "worst": self.worst.to_dict() if self.worst is not None else None}
+
+    def line(self) -> str:
+        """One line for the terminal: ``r 0.991, median |error| 3.1%, p90 8.0% over 24 jobs``."""
+        if not self.n:
+            return "no job to compare"
+        r = f"r {self.pearson_r:.3f}" if self.pearson_r is not None else "r -"
+        return (f"{r}, median |error| {self.median_abs_rel_error:.1%}, p90 {self.p90_abs_rel_error:.1%} "
+                f"over {self.n} job{'s' if self.n != 1 else ''}")
+
+
+def pearson_r(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Pearson's correlation coefficient (None for fewer than two points or a constant side)."""
+    if len(xs) != len(ys):
+        raise ValueError(f"pearson_r: {len(xs)} x values but {len(ys)} y values")
+    n = len(xs)
+    if n < 2:
+        return None
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    if sxx <= 0 or syy <= 0:
+        return None
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / math.sqrt(sxx * syy)
+
+
+def _percentile(sorted_values: Sequence[float], q: float) -> float:
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def comparable(measured_s: float | None, estimated_s: float | None) -> bool:
+    """Whether a job can be compared: both times known, the measurement positive and the estimate
+    positive (0 means no network traffic to estimate)."""
+    return (measured_s is not None and estimated_s is not None and math.isfinite(measured_s)
+            and math.isfinite(estimated_s) and measured_s > 0 and estimated_s > 0)
+
+
+def validation_stats(comparisons: Sequence[Comparison]) -> ValidationStats:
+    """:class:`ValidationStats` of a set of comparisons (all of them: filter with :func:`comparable`)."""
+    if not comparisons:
+        return ValidationStats(0, None, None, None, None)
+    errors = sorted(abs(c.rel_error) for c in comparisons)
+    worst = max(comparisons, key=lambda c: (abs(c.rel_error), c.policy, c.job))
+    return ValidationStats(
+        n=len(comparisons),
+        pearson_r=pearson_r([c.measured_s for c in comparisons], [c.estimated_s for c in comparisons]),
+        median_abs_rel_error=_percentile(errors, 50),
+        p90_abs_rel_error=_percentile(errors, 90),
+        worst=worst)

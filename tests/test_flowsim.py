@@ -1,0 +1,347 @@
+"""Unit tests of the max-min rates (``sim.maxmin``) and the flow-level simulator (``sim.flowsim``):
+hand-computed vectors, agreement with the contention-free bound of ``sim.steps``, and determinism."""
+
+import itertools
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from common.errors import JobError, TopologyError
+from common.units import wire_bytes
+from jobs.agent import barrier_bytes
+from sim.flowsim import SimJob, SimOptions, simulate
+from sim.maxmin import EPS, maxmin_rates
+from sim.steps import job_bound_s, job_collisions
+from topo import fat_tree
+from topo.routing import ecmp_path, path_links
+from topo.schema import machines
+
+REPO = Path(__file__).resolve().parent.parent
+B_MBPS = 100.0
+B_BYTES_PER_S = B_MBPS * 1e6 / 8
+
+
+def uniform(g, mbps=B_MBPS):
+    """Every link at the same rate."""
+    return {(u, v): mbps for u, v in g.edges()}
+
+
+def host_bottleneck(g, mbps=B_MBPS):
+    """Machine links at ``mbps``, switch-to-switch links four times faster: machine links are the bottleneck."""
+    return {(u, v): mbps if g.nodes[u]["role"] == "machine" or g.nodes[v]["role"] == "machine" else 4 * mbps
+            for u, v in g.edges()}
+
+
+def per_iteration_comm(result, job):
+    """The slowest rank's communication time of each measured iteration of ``job``."""
+    out: dict[int, float] = {}
+    for r in result.records:
+        if r.job == job:
+            out[r.iteration] = max(out.get(r.iteration, 0.0), r.comm_s)
+    return [out[i] for i in sorted(out)]
+
+
+# -- max-min rates -------------------------------------------------------------------------------
+
+def test_maxmin_one_link_shared_by_two_flows():
+    """Two flows on one link of capacity 10 get 5 each."""
+    assert maxmin_rates({"a": ["L"], "b": ["L"]}, {"L": 10.0}) == {"a": 5.0, "b": 5.0}
+
+
+def test_maxmin_parking_lot():
+    """A over L1 and L2, B over L1, C over L2, capacities 1: everyone gets 0.5."""
+    got = maxmin_rates({"A": ["L1", "L2"], "B": ["L1"], "C": ["L2"]}, {"L1": 1.0, "L2": 1.0})
+    assert got == pytest.approx({"A": 0.5, "B": 0.5, "C": 0.5}, rel=1e-12)
+
+
+def test_maxmin_unequal_bottlenecks():
+    """A limited to 0.3 by L2 leaves 0.7 of L1 to B."""
+    got = maxmin_rates({"A": ["L1", "L2"], "B": ["L1"]}, {"L1": 1.0, "L2": 0.3})
+    assert got == pytest.approx({"A": 0.3, "B": 0.7}, rel=1e-12)
+
+
+def test_maxmin_ties_saturate_together():
+    """Links whose shares differ only by rounding (0.1 + 0.2 vs 0.3) fill in one round, at one rate."""
+    got = maxmin_rates({"x": ["L1"], "y": ["L2"], "z": ["L1", "L2"]}, {"L1": 0.1 + 0.2, "L2": 0.3})
+    assert got["x"] == got["y"] == got["z"] == 0.15
+
+
+def test_maxmin_empty_inputs():
+    """No flows give no rates; a flow without links is unlimited."""
+    assert maxmin_rates({}, {}) == {}
+    assert maxmin_rates({"f": []}, {}) == {"f": math.inf}
+
+
+def test_maxmin_rejects_a_link_without_capacity():
+    """A link some flow crosses must have a capacity, named in the error."""
+    with pytest.raises(ValueError, match="'L9'"):
+        maxmin_rates({"f": ["L9"]}, {"L1": 1.0})
+
+
+def test_maxmin_random_instances_are_feasible_fair_and_order_independent():
+    """On random instances: no link over capacity, every flow has a saturated link on which no
+    flow gets more (the max-min condition), and shuffling the input changes nothing."""
+    rng = random.Random(7)
+    for _ in range(200):
+        links = [f"L{i}" for i in range(rng.randint(1, 8))]
+        cap = {link: rng.choice([1.0, 2.0, 0.5, rng.uniform(0.1, 3.0)]) for link in links}
+        flows = {f"f{i}": rng.sample(links, rng.randint(1, len(links))) for i in range(rng.randint(1, 12))}
+        rates = maxmin_rates(flows, cap)
+        load = {link: sum(rates[f] for f, ls in flows.items() if link in ls) for link in links}
+        for link in links:
+            assert load[link] <= cap[link] * (1 + 1e-9)
+        for f, ls in flows.items():
+            assert any(load[link] >= cap[link] * (1 - 1e-9)
+                       and all(rates[g] <= rates[f] * (1 + 1e-9) for g, gl in flows.items() if link in gl)
+                       for link in ls), f
+        shuffled = dict(rng.sample(list(flows.items()), len(flows)))
+        assert maxmin_rates(shuffled, dict(reversed(list(cap.items())))) == rates
+
+
+# -- one job alone -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("placement", [("h1", "h2", "h3", "h4"), ("h6", "h1", "h3", "h7", "h8", "h15", "h9", "h13")])
+def test_ring_alone_takes_the_textbook_time(placement):
+    """A ring of N ranks on N machines, bottleneck B, no shared links: 2(N-1)/N * S * 8 / B per iteration."""
+    g = fat_tree(4)
+    n = len(placement)
+    size = 4 * n * 2500  # every chunk of S/N bytes
+    assert job_collisions(g, placement, "ring", [size]) == 0
+    res = simulate(g, host_bottleneck(g), [SimJob("r", placement, "ring", (size,), 0.0, 3)])
+    want = 2 * (n - 1) / n * size * 8 / (B_MBPS * 1e6)
+    assert res.job("r").comm_mean_s == pytest.approx(want, rel=1e-12)
+    assert res.job("r").iterations == 3 and len(res.records) == 3 * n
+    assert all(r.comm_s == pytest.approx(want, rel=1e-12) for r in res.records)
+
+
+UNCONTENDED = [
+    ("ring", ("h1", "h2", "h3", "h4")),
+    ("ring", ("h1", "h1", "h5", "h5")),
+    ("ring", ("h3", "h12", "h11", "h8", "h14", "h4")),
+    ("gloo", ("h9", "h4", "h3", "h6", "h15", "h16", "h2", "h10")),
+    ("hd", ("h1", "h15", "h7", "h11")),
+    ("hd", ("h8", "h11", "h15", "h4", "h10", "h6", "h1", "h14")),
+]
+
+
+@pytest.mark.parametrize("collective,placement", UNCONTENDED)
+@pytest.mark.parametrize("buckets", [(1,), (10, 1, 3)])
+@pytest.mark.parametrize("mtu", [None, 1500])
+@pytest.mark.parametrize("rates", ["uniform", "mixed"])
+def test_uncontended_job_matches_job_bound(collective, placement, buckets, mtu, rates):
+    """A job alone whose transfers never share a link within a step communicates for exactly
+    sim.steps.job_bound_s per iteration (bucket sizes that split evenly)."""
+    g = fat_tree(4)
+    p = len(placement)
+    bucket_bytes = tuple(4 * p * 400 * b for b in buckets)
+    assert job_collisions(g, placement, collective, bucket_bytes) == 0
+    rng = random.Random(11)
+    rate = uniform(g) if rates == "uniform" else {e: rng.choice([50.0, 100.0, 200.0]) for e in g.edges()}
+    res = simulate(g, rate, [SimJob("j", placement, collective, bucket_bytes, 0.002, 3, 1)], SimOptions(mtu=mtu))
+    bound = job_bound_s(g, rate, placement, collective, bucket_bytes, mtu)
+    assert per_iteration_comm(res, "j") == pytest.approx([bound] * 3, rel=1e-9)
+
+
+def test_uneven_chunks_stay_within_the_bound():
+    """Uneven chunks let fast ranks start the next bucket early, so a lone ring finishes a little
+    before the bound that synchronises every bucket, never after it."""
+    g = fat_tree(4)
+    placement = ("h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8")
+    buckets = (32004, 12)
+    assert job_collisions(g, placement, "ring", buckets) == 0
+    res = simulate(g, uniform(g), [SimJob("j", placement, "ring", buckets, 0.0, 2)])
+    bound = job_bound_s(g, uniform(g), placement, "ring", buckets)
+    assert bound * (1 - 1e-3) < res.job("j").comm_mean_s <= bound * (1 + 1e-12)
+
+
+def test_barriers_and_warmup_frame_the_measured_iterations():
+    """Finish time = barrier + (warm-up + measured) iterations of compute + comm + barrier; only
+    measured iterations are recorded."""
+    g = fat_tree(4)
+    placement, size, compute = ("h1", "h2", "h3", "h4"), 4 * 4 * 1000, 0.01
+    res = simulate(g, uniform(g), [SimJob("j", placement, "ring", (size,), compute, 3, warmup_iterations=2)])
+    n = len(placement)
+    comm = 2 * (n - 1) * (size / n) / B_BYTES_PER_S
+    barrier = 2 * (n - 1) * (barrier_bytes(n) / n) / B_BYTES_PER_S
+    est = res.job("j")
+    assert est.iterations == 3 and {r.iteration for r in res.records} == {0, 1, 2}
+    assert est.finish_s == pytest.approx(2 * barrier + 5 * (compute + comm), rel=1e-12)
+    first = min(r.start_s for r in res.records)
+    assert first == pytest.approx(barrier + 2 * (compute + comm), rel=1e-12)
+
+
+def test_same_machine_job_costs_nothing():
+    """Ranks on one machine exchange in memory: no communication time, latency or not."""
+    g = fat_tree(4)
+    res = simulate(g, uniform(g), [SimJob("j", ("h1",) * 4, "hd", (1600,), 0.01, 2)], SimOptions(latency_s=0.5))
+    assert res.job("j").comm_mean_s == 0.0
+    assert res.job("j").finish_s == pytest.approx(0.02)
+
+
+def test_single_rank_job_only_computes():
+    """A job of one rank has nothing to exchange."""
+    g = fat_tree(4)
+    res = simulate(g, uniform(g), [SimJob("j", ("h1",), "ring", (400,), 0.5, 2, start_s=1.0)])
+    assert res.job("j").comm_mean_s == 0.0 and res.job("j").finish_s == pytest.approx(2.0)
+
+
+# -- contention ----------------------------------------------------------------------------------
+
+def test_two_jobs_sharing_links_halve_then_recover():
+    """Two identical 2-rank rings on the same machines share every link: each iteration takes twice
+    as long as alone; once the shorter job is gone the other speeds back up (by hand: the
+    iteration overlapping the last barrier loses 8 bytes' worth of time, the next is as alone)."""
+    g = fat_tree(4)
+    size = 400_000
+    placement = ("h1", "h5")
+    alone_s = size / B_BYTES_PER_S  # 2 steps of size/2 bytes
+    long = SimJob("long", placement, "ring", (size,), 0.0, 4)
+    short = SimJob("short", placement, "ring", (size,), 0.0, 2)
+    assert per_iteration_comm(simulate(g, uniform(g), [long]), "long") == pytest.approx([alone_s] * 4, rel=1e-12)
+    res = simulate(g, uniform(g), [long, short])
+    assert per_iteration_comm(res, "short") == pytest.approx([2 * alone_s] * 2, rel=1e-12)
+    # short's last barrier (two steps of one 4-byte chunk) shares long's first step: for 16 bytes'
+    # time at half rate long moves 8 bytes, so its iteration ends 8 bytes' time later than alone
+    extra_s = barrier_bytes(2) / B_BYTES_PER_S
+    assert per_iteration_comm(res, "long") == pytest.approx(
+        [2 * alone_s, 2 * alone_s, alone_s + extra_s, alone_s], rel=1e-12)
+    assert res.job("short").finish_s < res.job("long").finish_s
+
+
+def _colliding_pairs(g):
+    """Two machine pairs in different racks whose ECMP paths share a link into or out of a core switch."""
+    hosts = machines(g)
+    paths = {(a, b): set(path_links(ecmp_path(g, a, b))) for a in hosts for b in hosts if a != b}
+    for (a, b), p1 in sorted(paths.items()):
+        for (c, d), p2 in sorted(paths.items()):
+            racks = {g.nodes[m]["rack"] for m in (a, b, c, d)}
+            if len({a, b, c, d}) < 4 or len(racks) < 4:
+                continue
+            if any(g.nodes[u].get("tier") == "core" or g.nodes[v].get("tier") == "core" for u, v in p1 & p2):
+                return (a, b), (c, d)
+    raise AssertionError("no colliding pairs")
+
+
+def test_ecmp_collision_on_a_core_link_halves_both_flows():
+    """Two jobs' flows hashed onto one core link get half its rate each, so each job's 2-rank ring
+    takes twice as long as alone."""
+    g = fat_tree(4)
+    (a, b), (c, d) = _colliding_pairs(g)
+    cap = {link: B_BYTES_PER_S for p in ((a, b), (c, d)) for link in path_links(ecmp_path(g, *p))}
+    rates = maxmin_rates({"f1": path_links(ecmp_path(g, a, b)), "f2": path_links(ecmp_path(g, c, d))}, cap)
+    assert rates == {"f1": B_BYTES_PER_S / 2, "f2": B_BYTES_PER_S / 2}
+    size = 400_000
+    jobs = [SimJob("x", (a, b), "ring", (size,), 0.0, 2), SimJob("y", (c, d), "ring", (size,), 0.0, 2)]
+    res = simulate(g, uniform(g), jobs)
+    for job in ("x", "y"):
+        assert per_iteration_comm(res, job) == pytest.approx([2 * size / B_BYTES_PER_S] * 2, rel=1e-12)
+
+
+# -- latency and MTU -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("placement", [("h1", "h2", "h3", "h4"), ("h1", "h1", "h5", "h5")])
+def test_latency_adds_once_per_sequential_cross_machine_step(placement):
+    """latency_s adds latency_s per step with a cross-machine transfer: 2(N-1) per ring bucket."""
+    g = fat_tree(4)
+    n, buckets = len(placement), (4 * 4 * 1000, 4 * 4 * 250)
+    job = SimJob("j", placement, "ring", buckets, 0.0, 2)
+    base = simulate(g, uniform(g), [job]).job("j").comm_mean_s
+    slow = simulate(g, uniform(g), [job], SimOptions(latency_s=1e-3)).job("j").comm_mean_s
+    assert slow - base == pytest.approx(len(buckets) * 2 * (n - 1) * 1e-3, rel=1e-9)
+
+
+def test_mtu_counts_wire_bytes():
+    """With an MTU, every transfer costs common.units.wire_bytes of its payload."""
+    g = fat_tree(4)
+    placement, size = ("h1", "h2", "h3", "h4"), 4 * 4 * 10_000
+    res = simulate(g, uniform(g), [SimJob("j", placement, "ring", (size,), 0.0, 1)], SimOptions(mtu=1500))
+    assert res.job("j").comm_mean_s == pytest.approx(6 * wire_bytes(size // 4, 1500) / B_BYTES_PER_S, rel=1e-12)
+
+
+# -- aggregation, determinism, timing ------------------------------------------------------------
+
+def _mix(g):
+    return [
+        SimJob("a", ("h1", "h5", "h9", "h13"), "ring", (16000, 4000), 0.003, 3, 1),
+        SimJob("b", ("h2", "h6", "h10", "h14", "h3"), "hd", (20000,), 0.001, 2, 0, start_s=0.001),
+        SimJob("c", ("h4", "h8", "h12", "h16"), "gloo", (8000, 8000), 0.0, 4, 2),
+        SimJob("d", ("h1", "h1", "h7", "h15"), "hd", (16000,), 0.002, 3),
+    ]
+
+
+def test_estimates_aggregate_like_the_report():
+    """comm_mean_s is the mean over iterations of testbed.report.job_iteration_times' slowest-rank time."""
+    from testbed.report import job_iteration_times
+
+    g = fat_tree(4)
+    res = simulate(g, uniform(g), _mix(g))
+    times = job_iteration_times(res.records)
+    for est in res.jobs:
+        its = times[est.job]
+        assert est.iterations == len(its)
+        assert est.comm_mean_s == pytest.approx(sum(v["comm_s"] for v in its.values()) / len(its), rel=1e-12)
+        assert est.compute_mean_s == pytest.approx(sum(v["compute_s"] for v in its.values()) / len(its), rel=1e-12)
+
+
+def test_same_inputs_same_results_whatever_the_job_order():
+    """Two runs give identical results; reversing the jobs list changes no job's records or estimate."""
+    g = fat_tree(4)
+    jobs = _mix(g)
+    first = simulate(g, uniform(g), jobs, SimOptions(mtu=1500, latency_s=1e-5))
+    assert simulate(g, uniform(g), jobs, SimOptions(mtu=1500, latency_s=1e-5)) == first
+    rev = simulate(g, uniform(g), list(reversed(jobs)), SimOptions(mtu=1500, latency_s=1e-5))
+    assert rev.records == first.records
+    assert sorted(rev.jobs, key=lambda e: e.job) == sorted(first.jobs, key=lambda e: e.job)
+
+
+def test_compute_and_start_time():
+    """Alone, an iteration is compute then the contention-free comm; a later start shifts only the clock."""
+    g = fat_tree(4)
+    placement, size = ("h1", "h2", "h3", "h4"), 4 * 4 * 1000
+    quick = simulate(g, uniform(g), [SimJob("j", placement, "ring", (size,), 0.0, 3)]).job("j")
+    job = SimJob("j", placement, "ring", (size,), 0.02, 3)
+    res = simulate(g, uniform(g), [job])
+    est = res.job("j")
+    assert est.comm_mean_s == pytest.approx(quick.comm_mean_s, rel=1e-12)
+    assert est.iteration_mean_s == pytest.approx(0.02 + est.comm_mean_s, rel=1e-12)
+    starts = sorted({r.start_s for r in res.records})
+    assert [b - a for a, b in itertools.pairwise(starts)] == pytest.approx([0.02 + est.comm_mean_s] * 2, rel=1e-9)
+    late = simulate(g, uniform(g), [SimJob("j", placement, "ring", (size,), 0.02, 3, start_s=1.5)])
+    assert late.job("j").finish_s == pytest.approx(est.finish_s + 1.5, rel=1e-12)
+    assert late.job("j").comm_mean_s == pytest.approx(est.comm_mean_s, rel=1e-9)
+
+
+# -- errors and layering -------------------------------------------------------------------------
+
+def test_bad_inputs_fail_with_the_offending_value():
+    """Duplicate names, unknown collectives, odd bucket sizes and missing rates are named."""
+    g = fat_tree(4)
+    job = SimJob("j", ("h1", "h2"), "ring", (400,), 0.0, 1)
+    with pytest.raises(JobError, match="repeated: j"):
+        simulate(g, uniform(g), [job, job])
+    with pytest.raises(JobError, match="ringg"):
+        simulate(g, uniform(g), [SimJob("j", ("h1", "h2"), "ringg", (400,), 0.0, 1)])
+    with pytest.raises(JobError, match="multiple of 4"):
+        simulate(g, uniform(g), [SimJob("j", ("h1", "h2"), "ring", (401,), 0.0, 1)])
+    with pytest.raises(TopologyError, match="h1-e1|e1-h1"):
+        simulate(g, {}, [job])
+    with pytest.raises(TopologyError, match="'h99' is not a machine"):
+        simulate(g, uniform(g), [SimJob("j", ("h99",), "ring", (400,), 0.0, 1)])
+    with pytest.raises(JobError, match="compute_s"):
+        SimJob("j", ("h1",), "ring", (4,), -1.0, 1)
+    with pytest.raises(JobError, match="latency_s"):
+        SimOptions(latency_s=-1.0)
+    assert EPS > 0
+
+
+def test_flowsim_loads_no_emulator():
+    """Importing sim.flowsim loads no mininet, os_ken or torch."""
+    code = ("import sys, sim.flowsim; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'mininet', 'os_ken', 'testbed')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,49 @@
+"""Validation statistics (``testbed.validation``): hand-computed Pearson r, error percentiles and the
+jobs that cannot be compared."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from testbed.validation import Comparison, comparable, pearson_r, validation_stats
+
+
+def test_pearson_r_of_hand_computed_points():
+    """x = 1, 2, 3, y = 2, 4, 5: means 2 and 11/3; sxy = 3, sxx = 2, syy = 14/3; r = 3 / sqrt(28/3)."""
+    assert pearson_r([1, 2, 3], [2, 4, 5]) == pytest.approx(3 / math.sqrt(28 / 3))
+    assert pearson_r([1, 2, 3], [6, 4, 2]) == pytest.approx(-1.0)
+    assert pearson_r([1, 2], [5, 5]) is None  # a constant side has no correlation
+    assert pearson_r([1], [1]) is None
+    with pytest.raises(ValueError, match="3 x values but 2 y values"):
+        pearson_r([1, 2, 3], [1, 2])
+
+
+def test_errors_median_p90_and_worst():
+    """Relative errors +10%, -20%, +5%, 0%: |e| sorted 0, .05, .10, .20; median .075; p90 at position 2.7:
+    .10 + .7 * (.20 - .10) = .17; the worst is the -20% job."""
+    cs = [Comparison("p", "a", 1.0, 1.1), Comparison("p", "b", 2.0, 1.6), Comparison("q", "c", 4.0, 4.2),
+          Comparison("q", "d", 0.5, 0.5)]
+    s = validation_stats(cs)
+    assert s.n == 4
+    assert s.median_abs_rel_error == pytest.approx(0.075)
+    assert s.p90_abs_rel_error == pytest.approx(0.17)
+    assert s.worst.job == "b" and s.worst.rel_error == pytest.approx(-0.2)
+    assert s.pearson_r == pytest.approx(pearson_r([1.0, 2.0, 4.0, 0.5], [1.1, 1.6, 4.2, 0.5]))
+    assert s.line().startswith(f"r {s.pearson_r:.3f}, median |error| 7.5%, p90 17.0% over 4 jobs")
+    assert s.to_dict()["worst"]["rel_error"] == pytest.approx(-0.2)
+
+
+def test_jobs_without_a_network_estimate_or_a_measurement_are_not_compared():
+    """An estimate of 0 (no traffic leaves the machine), a missing or non-finite value is not comparable."""
+    assert comparable(1.0, 0.9)
+    for measured, estimated in ((0.002, 0.0), (None, 1.0), (1.0, None), (0.0, 1.0), (math.nan, 1.0),
+                                (1.0, math.inf)):
+        assert not comparable(measured, estimated), (measured, estimated)
+
+
+def test_no_comparisons():
+    s = validation_stats([])
+    assert (s.n, s.pearson_r, s.median_abs_rel_error, s.worst) == (0, None, None, None)
+    assert s.line() == "no job to compare"
