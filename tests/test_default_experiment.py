@@ -48,10 +48,11 @@ def test_default_experiment_runs_every_policy_and_cleans_up(emulation_ok, tmp_pa
             if j["fidelity"] in ("ok", "slow", "fast"):
                 assert j["bound_s"] > 0 and j["bound_ratio"] == pytest.approx(j["comm_mean_s"] / j["bound_s"])
             # the flow-level simulator estimated every job on the same placement; one alone on its links
-            # (checked by the monitor) is estimated at its contention-free bound
+            # (checked by the monitor) takes at least its bound (more where its own transfers of
+            # successive steps overlap on a link, which the chained bound does not charge)
             assert j["estimate_s"] is not None and (j["estimate_s"] > 0) == (j["fidelity"] != "local"), j
             if j["fidelity"] in ("ok", "slow", "fast"):
-                assert j["estimate_s"] == pytest.approx(j["bound_s"], rel=0.01), j
+                assert j["estimate_s"] >= 0.99 * j["bound_s"], j
                 assert j["estimate_error"] == pytest.approx(j["estimate_s"] / j["comm_mean_s"] - 1)
         assert s["validation"]["n"] == sum(j["estimate_error"] is not None for j in s["jobs"].values())
         assert s["jobs_checked"] == sum(j["fidelity"] in ("ok", "slow", "fast") for j in s["jobs"].values())
