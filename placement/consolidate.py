@@ -95,8 +95,10 @@ class ConsolidatePolicy(InOrderPolicy):
         raise AssertionError("unreachable: the caller checked that the job fits")
 
 
-def _whole_idle_first(workers: int, view: ClusterView, tentative: Tentative) -> list[GpuSlot] | None:
-    """YARN-CS: idle machines taken whole (largest first) while the demand fills them, the rest best fit."""
+def whole_idle_plan(workers: int, view: ClusterView, tentative: Tentative) -> list[tuple[str, int]] | None:
+    """YARN-CS's strict consolidation as ``(machine, GPUs)`` pairs: idle machines taken whole (largest
+    first, ties by machine order) while the demand fills them, the rest on one best-fit machine;
+    None when no machine takes the rest. Takes nothing from ``tentative``."""
     order = [m.name for m in view.machines]
     plan, r = [], workers
     for m in sorted((m for m in order if tentative.is_idle(m)), key=lambda m: -view.machine(m).gpus):
@@ -109,4 +111,10 @@ def _whole_idle_first(workers: int, view: ClusterView, tentative: Tentative) -> 
         if last is None:
             return None
         plan.append((last, r))
-    return [slot for m, n in plan for slot in tentative.take(m, n)]
+    return plan
+
+
+def _whole_idle_first(workers: int, view: ClusterView, tentative: Tentative) -> list[GpuSlot] | None:
+    """YARN-CS: :func:`whole_idle_plan`, taken from ``tentative`` (None: the job waits)."""
+    plan = whole_idle_plan(workers, view, tentative)
+    return None if plan is None else [slot for m, n in plan for slot in tentative.take(m, n)]

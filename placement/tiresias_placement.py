@@ -55,6 +55,7 @@ from placement.base import (
     Tentative,
     jobs_by_name,
 )
+from placement.consolidate import whole_idle_plan
 
 TENSOR_SKEW: dict[str, float] = {
     "vgg19": 0.717,
@@ -166,18 +167,8 @@ class TiresiasPolicy(PlacementPolicy):
         single = tentative.best_fit(machines, workers)
         if single is not None:
             return [(single, workers)]
-        plan, r = [], workers
-        for m in sorted((m for m in machines if tentative.is_idle(m)), key=lambda n: -view.machine(n).gpus):
-            if r >= view.machine(m).gpus:
-                plan.append((m, view.machine(m).gpus))
-                r -= view.machine(m).gpus
-        if r:
-            used = {m for m, _ in plan}
-            last = tentative.best_fit([m for m in machines if m not in used], r)
-            if last is not None:
-                plan.append((last, r))
-                r = 0
-        if r == 0:
+        plan = whole_idle_plan(workers, view, tentative)
+        if plan is not None:
             return plan
         if self.strict:
             return None

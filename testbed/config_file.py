@@ -10,14 +10,13 @@ and, where it has one, the line. What the values mean is :mod:`testbed.config`'s
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from typing import Any
 
 import yaml
 
 from common.errors import ConfigError
+from common.files import UnreadableFile, read_regular_file
 from testbed.config_rules import MAX_TEXT, show
 
 MAX_FILE_BYTES = 1 << 20
@@ -56,18 +55,10 @@ _StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"[-+]
 def _read_text(path: str) -> str:
     """The file as text: a regular file (a FIFO would block), at most ``MAX_FILE_BYTES``, UTF-8, no NUL bytes."""
     try:
-        regular = stat.S_ISREG(os.stat(path).st_mode)
-        if regular:
-            # O_NONBLOCK: should a FIFO replace the file after the stat, opening it does not wait for a writer.
-            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
-                regular = stat.S_ISREG(os.fstat(f.fileno()).st_mode)
-                data = f.read(MAX_FILE_BYTES + 1) if regular else b""
-    except OSError as e:
-        raise ConfigError(f"config {path}: cannot read it: {e.strerror}") from None
-    if not regular:
-        raise ConfigError(f"config {path}: cannot read it: not a regular file (a directory, FIFO or device)")
-    if len(data) > MAX_FILE_BYTES:
-        raise ConfigError(f"config {path}: larger than {MAX_FILE_BYTES >> 20} MiB; a config is a short YAML file")
+        data = read_regular_file(path, MAX_FILE_BYTES)
+    except UnreadableFile as e:
+        hint = "; a config is a short YAML file" if str(e).startswith("larger than") else ""
+        raise ConfigError(f"config {path}: cannot read it: {e}{hint}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -53,10 +53,10 @@ import dataclasses
 import io
 import math
 import os
-import stat
 from collections.abc import Sequence
 
 from common.errors import TestbedError
+from common.files import UnreadableFile, read_regular_file
 from common.jsonfile import write_json_atomic
 from common.specs import safe_name
 from testbed.export import read_run_json
@@ -209,20 +209,9 @@ def read_estimates(path: str) -> EstimatesFile:
     """
     path = os.fspath(path)
     try:
-        mode = os.stat(path).st_mode
-        data = b""
-        if stat.S_ISREG(mode):
-            # O_NONBLOCK: should a FIFO replace the file after the stat, opening it does not wait for a writer.
-            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
-                mode = os.fstat(f.fileno()).st_mode
-                data = f.read(MAX_FILE_BYTES + 1) if stat.S_ISREG(mode) else b""
-    except OSError as exc:
-        raise EstimatesError(f"cannot read estimates file {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(mode):
-        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-        raise EstimatesError(f"cannot read estimates file {path}: {kind}; expected a CSV file")
-    if len(data) > MAX_FILE_BYTES:
-        raise EstimatesError(f"cannot read estimates file {path}: larger than {MAX_FILE_BYTES >> 20} MiB")
+        data = read_regular_file(path, MAX_FILE_BYTES)
+    except UnreadableFile as exc:
+        raise EstimatesError(f"cannot read estimates file {path}: {exc}") from None
     if b"\0" in data:
         raise EstimatesError(f"cannot read estimates file {path}: binary (NUL byte at offset {data.index(0)}); "
                              f"expected CSV text")

@@ -95,11 +95,11 @@ import dataclasses
 import json
 import math
 import os
-import stat
 
 import networkx as nx
 
 from common.errors import TestbedError
+from common.files import UnreadableFile, read_regular_file
 from common.jsonfile import write_json_atomic
 from common.specs import safe_name
 from common.units import scale_bw_mbps, virtual_s
@@ -452,22 +452,14 @@ def read_run_json(path: str, what: str, required: bool = True):
             or not JSON; one line naming the path.
     """
     try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        if not required:
+        data = read_regular_file(path, MAX_RESULT_BYTES)
+    except UnreadableFile as exc:
+        if exc.missing and not required:
             return None
-        raise ResultsError(f"{what} {path} does not exist; is this a run directory (results/<time>-<name>/)?") from None
-    except OSError as exc:
-        raise ResultsError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(mode):
-        raise ResultsError(f"cannot read {what} {path}: not a regular file")
-    try:
-        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
-            data = f.read(MAX_RESULT_BYTES + 1)
-    except OSError as exc:
-        raise ResultsError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_RESULT_BYTES:
-        raise ResultsError(f"cannot read {what} {path}: larger than {MAX_RESULT_BYTES >> 20} MiB")
+        if exc.missing:
+            raise ResultsError(f"{what} {path} does not exist; is this a run directory (results/<time>-<name>/)?") \
+                from None
+        raise ResultsError(f"cannot read {what} {path}: {exc}") from None
     try:
         return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:

@@ -211,7 +211,7 @@ def test_files_that_cannot_be_used(tmp_path):
     cases["fifo"] = str(tmp_path / "fifo.csv")
     expected = {"empty": "empty; expected a header line", "blank": "empty; expected a header line",
                 "binary": "binary (NUL byte at offset 11)", "latin1": "not UTF-8 text (byte 0xe8 at offset 14)",
-                "big": "larger than 16 MiB", "dir": "a directory; expected a CSV file",
+                "big": "larger than 16 MiB", "dir": "a directory, not a regular file",
                 "absent": "No such file or directory", "fifo": "not a regular file"}
     for case, path in cases.items():
         with pytest.raises(EstimatesError) as info:

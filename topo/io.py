@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import tempfile
 
 import networkx as nx
 
 from common.errors import TopologyError
+from common.files import UnreadableFile, read_regular_file
 from topo.schema import check_size, validate_topology
 
 MAX_FILE_BYTES = 16 << 20  # a topology at the schema's size limits takes about 3 MiB
@@ -97,25 +97,12 @@ def read_topology_json(path: str | os.PathLike) -> nx.Graph:
 
 
 def _read_text(path: str) -> str:
-    """The UTF-8 text of the regular file ``path``, of at most :data:`MAX_FILE_BYTES`.
-
-    The path is checked with ``stat`` before it is opened, so a FIFO or a device is never
-    opened; the opened file is checked again (it may have been replaced in between), and the
-    read is bounded whatever the file claims its size is.
-    """
+    """The UTF-8 text of the regular file ``path``, of at most :data:`MAX_FILE_BYTES`
+    (:func:`common.files.read_regular_file`: a FIFO or a device is never opened)."""
     try:
-        mode = os.stat(path).st_mode
-        if stat.S_ISREG(mode):
-            # O_NONBLOCK: should a FIFO replace the file after the stat, opening it does not wait for a writer.
-            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
-                mode = os.fstat(f.fileno()).st_mode
-                data = f.read(MAX_FILE_BYTES + 1) if stat.S_ISREG(mode) else b""
-    except OSError as exc:
-        raise TopologyError(f"cannot read topology file {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(mode):
-        raise TopologyError(f"cannot read topology file {path}: {_file_type(mode)}, not a regular file")
-    if len(data) > MAX_FILE_BYTES:
-        raise TopologyError(f"cannot read topology file {path}: larger than {MAX_FILE_BYTES >> 20} MiB")
+        data = read_regular_file(path, MAX_FILE_BYTES)
+    except UnreadableFile as exc:
+        raise TopologyError(f"cannot read topology file {path}: {exc}") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -123,10 +110,3 @@ def _read_text(path: str) -> str:
                             f"at offset {exc.start})") from None
 
 
-def _file_type(mode: int) -> str:
-    """What a file of ``st_mode`` ``mode`` is, for a message."""
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return f"a file of type {stat.S_IFMT(mode):#o}"
