@@ -15,6 +15,9 @@ communication times can be compared with the emulator's measurements:
   ``mtu`` its bytes on the wire (:func:`common.units.wire_bytes`, as :mod:`sim.steps`); a
   transfer on one machine, or of zero bytes, is handed over at the moment its sender starts it
   (the agent's in-memory hand-over);
+* with ``SimOptions.burst_bytes``, every directed link has a token bucket as the emulator's
+  shaper does, and a flow entering the network first sends what the buckets of its path let
+  through at once (see the modelling decisions below);
 * active flows share every directed link max-min fairly (:func:`sim.maxmin.maxmin_rates`),
   the steady state TCP's congestion control is taken to converge to; rates change only when a
   flow starts or ends;
@@ -35,14 +38,49 @@ Modelling decisions where the runtime leaves a choice ([R] in ``shared/specs`` t
   before the receiver reaches its step counts when it gets there.
 * [R] ``SimOptions.latency_s`` (software latency of a message: system calls, wake-ups) delays
   the moment a cross-machine flow enters the network; it then competes for bandwidth like any
-  other flow. Alone on its path a transfer thus lasts ``latency_s + bytes * 8 / rate``.
+  other flow. Alone on its path a transfer thus lasts ``latency_s + bytes * 8 / rate``
+  (without token buckets).
 * [R] The 14-byte header the agent puts before every message is not counted, as in
-  :mod:`sim.steps`, so that an uncontended job's estimate equals :func:`sim.steps.job_bound_s`.
+  :mod:`sim.steps`, so that an uncontended job's estimate equals :func:`sim.steps.job_bound_s`
+  (without token buckets: they make it shorter).
+* [R] Token buckets (``SimOptions.burst_bytes``; None, the default, models none). The emulator
+  shapes each direction of a link with a token bucket filter of depth B bytes at the link's
+  rate R on an interface much faster than R (``testbed.net``, ``testbed.shaping``), so after
+  an idle spell a link lets up to B bytes through at once, and transfers of a few buckets'
+  worth take far less than ``bytes / R``. Fluid model: every directed link holds tokens b in
+  [0, B], full at time 0; while the flows on it are allocated r bytes/s in total (r <= R),
+  b grows at R - r up to B, so a saturated link gains none. A flow entering the network sends
+  at once min(its bytes, the least b along its path), which is taken from every link of the
+  path; its remaining bytes then compete max-min as any flow's. A flow carried whole by its
+  burst arrives the moment it enters the network (after ``latency_s``), as an in-memory
+  hand-over does. Flows entering at one instant draw on a shared bucket one after another, in
+  the order simultaneous events are handled (see Determinism below). Between events a link's
+  tokens change linearly, so they are computed at the events that read them (a flow's entry)
+  or change their slope (a reallocation), from the level and time of the last such event:
+  event times stay exact.
+  Limits of the model:
+
+  - a burst takes no time: the unshaped interface's own rate is not modelled (it would add
+    B / line rate per burst);
+  - a link of the path holding more tokens than the path's tightest one keeps the difference
+    while the flow runs. The shaper lets those bytes through at once too, they wait in the
+    tighter link's queue, and the link earns the tokens back while that queue drains at the
+    end of the flow (for a flow alone the levels agree again when it ends); a flow that
+    enters on such a link in the meantime bursts more here than it would there;
+  - packets of flows entering a bucket together interleave and share its tokens; here the
+    first handled takes what it can and the next ones what is left;
+  - the shaper counts frames (payload and TCP/IP and Ethernet headers): the flows' bytes are
+    frames only with ``mtu``, and a packet waits for tokens for all of its frame, which a
+    fluid ignores;
+  - TCP's congestion window can cap a burst (Linux restarts it at ten segments, about one
+    15 000-byte bucket at MTU 1500, on a connection idle for a retransmission timeout); as
+    said below, TCP's dynamics are not modelled.
 * Every rank of a pattern sends at most one transfer per step, so the agent's sending them
   one after another and this model's starting them together never differ.
 
 Not modelled: TCP's own dynamics (slow start, losses, queueing), the links' propagation delay
-(``delay_us``; fold it into ``latency_s`` if it matters) and CPU contention in the emulator.
+(``delay_us``; fold it into ``latency_s`` if it matters), the shapers' token buckets unless
+``burst_bytes`` is given, and CPU contention in the emulator.
 
 Times, bytes and rates share one time base, as in :func:`sim.steps.job_bound_s` (see
 :func:`simulate`): bytes and rates scaled alike give the same, paper-scale, seconds; rates
@@ -61,8 +99,11 @@ graph that holds the flows that started or ended, O(C log C) for C the sum of pa
 that component's flows (every active flow in the worst case, where core links tie every job
 together); flows of other components keep their rates untouched, and flows of the component
 whose rate did not change keep their projected end. Jobs packed into pods thus cost far less
-per event than jobs spread over the fabric. Building the jobs costs one ECMP path per
-communicating machine pair (cached) and the patterns' transfers.
+per event than jobs spread over the fabric. Token buckets leave that order unchanged: a
+reallocation also brings the tokens of every link of the component up to date and sums the
+new rates on each, O(C), and a flow's entry reads and charges the buckets of its path.
+Building the jobs costs one ECMP path per communicating machine pair (cached) and the
+patterns' transfers.
 """
 
 from __future__ import annotations
@@ -70,6 +111,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+import numbers
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
@@ -130,10 +172,20 @@ class SimOptions:
             (:func:`common.units.wire_bytes`); None: its payload.
         latency_s: fixed latency of every cross-machine transfer, seconds, spent before it
             enters the network.
+        burst_bytes: depth of every directed link's token bucket, bytes counted as the
+            flows' are (payload, or wire bytes with ``mtu``, as the shaper counts them): a
+            number for every link, or a mapping keyed by link in either orientation ``(u, v)``
+            (the ``(u, v)`` entry wins for direction u -> v, as in ``rate_mbps``) that must
+            cover every link a flow crosses; 0 is no bucket. None: no token buckets (the
+            module docstring says how they are modelled). For an emulated run,
+            ``testbed.shaping.burst_bytes(rate, mtu)`` of each link's shaped rate and the
+            run's MTU, in emulated bytes like the buckets; a depth in bytes does not change
+            with the dilation.
     """
 
     mtu: int | None = None
     latency_s: float = 0.0
+    burst_bytes: float | Mapping[Link, float] | None = None
 
     def __post_init__(self):
         if self.mtu is not None and self.mtu <= TCP_IP_HEADER_BYTES:
@@ -141,6 +193,20 @@ class SimOptions:
                            f"got {self.mtu}")
         if not (self.latency_s >= 0 and math.isfinite(self.latency_s)):
             raise JobError(f"latency_s must be finite and >= 0, got {self.latency_s!r}")
+        depths = self.burst_bytes
+        if isinstance(depths, Mapping):
+            for link, depth in depths.items():
+                if not _is_depth(depth):
+                    raise JobError(f"burst_bytes of link {link!r} must be a finite number >= 0, got {depth!r}")
+        elif depths is not None and not _is_depth(depths):
+            raise JobError("burst_bytes must be None, a finite number of bytes >= 0 or a mapping link -> bytes, "
+                           f"got {depths!r}")
+
+
+def _is_depth(value) -> bool:
+    """Whether ``value`` is a bucket depth: a real number, finite and >= 0 (not a bool)."""
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and value >= 0 and math.isfinite(value))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,7 +315,7 @@ def simulate(g, rate_mbps: Mapping[Link, float], jobs: Sequence[SimJob],
         rate_mbps: rate of each link in Mbit/s, keyed by either orientation ``(u, v)`` (the
             ``(u, v)`` entry wins for direction u -> v); in the time base of the byte counts.
         jobs: the jobs, with unique names.
-        options: byte costing and latency.
+        options: byte costing, latency and token buckets.
 
     Returns:
         Per-rank records of the measured iterations and one estimate per job. Times are in the
@@ -261,7 +327,8 @@ def simulate(g, rate_mbps: Mapping[Link, float], jobs: Sequence[SimJob],
 
     Raises:
         JobError: duplicate job names, an unknown collective or a bucket size the pattern rejects.
-        TopologyError: an unknown machine, or a link on a path without a positive rate.
+        TopologyError: an unknown machine, or a link on a path without a positive rate (or,
+            with a mapping of ``burst_bytes``, without a bucket depth).
     """
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
@@ -374,6 +441,14 @@ class _Engine:
         self.link_names: list[Link] = sorted({(u, v) for a, b in g.edges() for u, v in ((a, b), (b, a))})
         self.link_id = {link: i for i, link in enumerate(self.link_names)}
         self.capacity: list[float] = [0.0] * len(self.link_names)
+        # Token buckets: a link's tokens were tokens[i] at tokens_s[i] and have changed since at
+        # the slope set by load[i], the sum of its flows' rates (bytes/s), which only a
+        # reallocation changes, rebasing the level first.
+        self.buckets = options.burst_bytes is not None
+        self.depth: list[float] = [0.0] * len(self.link_names)
+        self.tokens: list[float] = [0.0] * len(self.link_names)
+        self.tokens_s: list[float] = [0.0] * len(self.link_names)
+        self.load: list[float] = [0.0] * len(self.link_names)
         self._paths: dict[tuple[str, str], tuple[int, ...]] = {}
         for spec in jobs:
             for m in sorted(set(spec.machines_by_rank)):
@@ -406,8 +481,23 @@ class _Engine:
                         raise TopologyError(f"link {u}-{v} on the path {a} -> {b} needs a positive finite rate "
                                             f"in rate_mbps, got {rate!r}")
                     self.capacity[self.link_id[(u, v)]] = mbps_to_bytes_per_s(rate)
+                    if self.buckets:
+                        self.depth[self.link_id[(u, v)]] = self.tokens[self.link_id[(u, v)]] = \
+                            self._depth(u, v, a, b)
             links = self._paths[(a, b)] = tuple(self.link_id[hop] for hop in hops)
         return links
+
+    def _depth(self, u: str, v: str, a: str, b: str) -> float:
+        """Bucket depth of link u -> v (on the path ``a -> b``), bytes."""
+        depths = self.options.burst_bytes
+        if not isinstance(depths, Mapping):
+            return float(depths)
+        depth = depths.get((u, v))
+        if depth is None:
+            depth = depths.get((v, u))
+        if depth is None:
+            raise TopologyError(f"link {u}-{v} on the path {a} -> {b} has no bucket depth in burst_bytes")
+        return float(depth)
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> SimResult:
@@ -427,7 +517,8 @@ class _Engine:
             while self.timers and self.timers[0][0] <= now:
                 _, key, payload = heapq.heappop(self.timers)
                 if key[0] == _FLOW_START:
-                    self._activate(payload, now)
+                    if not self._activate(payload, now):
+                        self._arrive(payload)
                 else:
                     job, r = payload
                     self._run(job, r, now)
@@ -498,15 +589,17 @@ class _Engine:
             if nbytes == 0 or machines[dst] == machines[r]:
                 self._deliver(job, dst, rs.op, rs.step)
                 continue
-            pending += 1
             mtu = self.options.mtu
             size = float(wire_bytes(nbytes, mtu) if mtu else nbytes)
             key = (job.order, rs.op, rs.step, r, i)
             flow = _Flow(key, job.index, r, dst, rs.op, rs.step, job.paths[(r, dst)], size, size)
             if self.options.latency_s > 0:
+                pending += 1
                 self._timer(now + self.options.latency_s, (_FLOW_START, *key), flow)
-            else:
-                self._activate(flow, now)
+            elif self._activate(flow, now):
+                pending += 1
+            else:  # carried whole by its burst
+                self._deliver(job, dst, rs.op, rs.step)
         rs.pending, rs.blocked = pending, pending > 0
         return rs.blocked
 
@@ -534,26 +627,58 @@ class _Engine:
             self._run(job, r, now)
 
     # -- flows -------------------------------------------------------------------------------
-    def _activate(self, flow: _Flow, now: float) -> None:
+    def _activate(self, flow: _Flow, now: float) -> bool:
+        """Put ``flow`` into the network after its burst; False if the burst carried it whole."""
+        if self.buckets and self._burst(flow, now):
+            return False
         flow.t_ref = now
         self.active[flow.key] = flow
         for link in flow.links:
             self.on_link[link].add(flow.key)
         self.dirty.update(flow.links)
+        return True
 
     def _end_flow(self, flow: _Flow) -> None:
         del self.active[flow.key]
         for link in flow.links:
             self.on_link[link].discard(flow.key)
         self.dirty.update(flow.links)
+        self._arrive(flow)
+
+    def _arrive(self, flow: _Flow) -> None:
+        """``flow`` has reached its receiver: its sender and receiver wait for it no more."""
         job = self.jobs[flow.job]
         self._one_less(job, flow.src)
         self._deliver(job, flow.dst, flow.op, flow.step)
+
+    # -- token buckets -----------------------------------------------------------------------
+    def _tokens(self, link: int, now: float) -> float:
+        """Tokens of ``link`` at ``now`` (bytes): its last level grown at capacity - load, capped."""
+        level, depth = self.tokens[link], self.depth[link]
+        if level >= depth:
+            return depth
+        spare = self.capacity[link] - self.load[link]
+        if spare <= EPS * self.capacity[link]:
+            return level  # saturated, up to the rounding of the rates' sum
+        return min(depth, level + spare * (now - self.tokens_s[link]))
+
+    def _burst(self, flow: _Flow, now: float) -> bool:
+        """Send at once what the buckets of ``flow``'s path let through, charging each of them;
+        True if that is all of it (within ``EPS`` of its size)."""
+        levels = [self._tokens(link, now) for link in flow.links]
+        sent = min(min(levels), flow.remaining)
+        if not sent > 0:
+            return False
+        for link, level in zip(flow.links, levels, strict=True):
+            self.tokens[link], self.tokens_s[link] = level - sent, now
+        flow.remaining -= sent
+        return flow.remaining <= EPS * flow.size
 
     def _reallocate(self, now: float) -> None:
         """Recompute the max-min rates of the flows connected (through shared links) to a change."""
         on_link, active = self.on_link, self.active
         seen = bytearray(len(self.link_names))
+        links: list[int] = []
         keys: set[tuple] = set()
         todo = list(self.dirty)
         self.dirty.clear()
@@ -562,10 +687,17 @@ class _Engine:
             if seen[link]:
                 continue
             seen[link] = 1
+            links.append(link)
             for key in on_link[link]:
                 if key not in keys:
                     keys.add(key)
                     todo.extend(active[key].links)
+        if self.buckets:
+            # The loads change now: bring the tokens up to now at the old slopes first. The
+            # component's flows are every flow on these links, so the new loads are their sums.
+            for link in links:
+                self.tokens[link], self.tokens_s[link] = self._tokens(link, now), now
+                self.load[link] = 0.0
         if not keys:
             return
         flows = [self.active[k] for k in sorted(keys)]
@@ -580,6 +712,11 @@ class _Engine:
             f.t_ref, f.rate = now, rate
             f.version += 1
             heapq.heappush(self.completions, (now + f.remaining / f.rate, f.key, f.version))
+        if self.buckets:
+            load = self.load
+            for f in flows:
+                for link in f.links:
+                    load[link] += f.rate
 
     # -- results -----------------------------------------------------------------------------
     def _result(self) -> SimResult:

@@ -161,10 +161,14 @@ class SimulatorConfig:
             microseconds: the time a message waits before entering the network (0: none).
         headers: count every segment's TCP/IP and Ethernet headers at the run's MTU (as the
             emulated wire carries them), or payload only.
+        token_buckets: model the emulated links' token-bucket shapers (a link idle long enough
+            passes one bucket, ``testbed.shaping.burst_bytes``, at once): an effect of the
+            emulator, not of the network it models, so off by default.
     """
 
     latency_us: float = rule_field(Real(0, 1_000_000), 0.0)
     headers: bool = rule_field(Boolean(), True)
+    token_buckets: bool = rule_field(Boolean(), False)
 
 
 @dataclasses.dataclass(frozen=True)

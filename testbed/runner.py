@@ -45,6 +45,7 @@ from testbed.net import EmulatedNetwork, NetOptions, link_rates_mbps
 from testbed.ports import resolve_port_type
 from testbed.queues import PortSampler
 from testbed.report import job_iteration_times, summarise_policy, write_run_report
+from testbed.shaping import burst_bytes
 from topo.io import write_topology_json
 
 
@@ -265,11 +266,15 @@ def sim_estimates(cfg: ExperimentConfig, g, evidence: list[fidelity.JobEvidence]
     them, with the wave's measured bucket sizes (emulated bytes) over the links' rates at the
     scale (not dilated): estimates are in paper-scale seconds like the report's times. TCP/IP
     and Ethernet headers are counted at the run's MTU and every message waits
-    ``simulator.latency_us`` before it enters the network, as the config says
+    ``simulator.latency_us`` before it enters the network, and with ``simulator.token_buckets``
+    a link idle long enough passes one shaper bucket at once, as the config says
     (:class:`testbed.config.SimulatorConfig`). Jobs without a record (nothing measured) are not
     simulated.
     """
     rates = link_rates_mbps(g, cfg.scale)
+    bursts = None
+    if cfg.simulator.token_buckets:  # each shaper's depth at its shaped (dilated) rate, as testbed.net sets it
+        bursts = {link: burst_bytes(r, cfg.mtu) for link, r in link_rates_mbps(g, cfg.scale, cfg.dilation).items()}
     by_wave: dict[int, list[SimJob]] = {}
     for e in evidence:
         if not e.bucket_bytes:
@@ -282,7 +287,7 @@ def sim_estimates(cfg: ExperimentConfig, g, evidence: list[fidelity.JobEvidence]
     out = {}
     for jobs in by_wave.values():
         options = SimOptions(mtu=cfg.mtu if cfg.simulator.headers else None,
-                             latency_s=cfg.simulator.latency_us * 1e-6)
+                             latency_s=cfg.simulator.latency_us * 1e-6, burst_bytes=bursts)
         for est in simulate(g, rates, jobs, options).jobs:
             out[est.job] = est
     return out

@@ -648,6 +648,6 @@ def test_simulator_options_round_trip(tmp_path):
                                       "jobs: [{name: a, model: resnet50, workers: 2}]\n"))
     config.validate(cfg)
     assert (cfg.simulator.latency_us, cfg.simulator.headers) == (250.0, False)
-    assert config.ExperimentConfig().simulator == config.SimulatorConfig(0.0, True)
+    assert config.ExperimentConfig().simulator == config.SimulatorConfig(0.0, True, False)
     again = config.from_dict(json.loads(json.dumps(config.to_dict(cfg))))
     assert again.simulator == cfg.simulator

@@ -345,3 +345,115 @@ def test_flowsim_loads_no_emulator():
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+# -- token buckets -------------------------------------------------------------------------------
+# hd on (h1, h1, h2): per bucket of S bytes, rank 2 sends S to rank 0 (h2 -> e1 -> h1), ranks 0
+# and 1 exchange in memory, then rank 0 sends S to rank 2 (h1 -> e1 -> h2): one transfer per
+# direction, one after the other. A compute of 10 ms refills any bucket (125 000 bytes at B).
+
+DEPTH = 15000.0
+ONE_EACH_WAY = ("h1", "h1", "h2")
+
+
+@pytest.mark.parametrize("latency_s", [0.0, 1e-4])
+def test_bucket_carries_a_small_transfer_at_once(latency_s):
+    """A transfer of fewer bytes than the buckets of its idle path hold takes no time beyond its latency."""
+    g = fat_tree(4)
+    job = SimJob("j", ONE_EACH_WAY, "hd", (8000,), 0.01, 3)
+    res = simulate(g, uniform(g), [job], SimOptions(latency_s=latency_s, burst_bytes=DEPTH))
+    assert per_iteration_comm(res, "j") == pytest.approx([2 * latency_s] * 3, rel=1e-12, abs=1e-15)
+
+
+def test_bucket_shortens_a_large_transfer_by_its_depth():
+    """A transfer of S > B bytes on an idle path takes (S - B) * 8 / rate."""
+    g = fat_tree(4)
+    size = 40000
+    res = simulate(g, uniform(g), [SimJob("j", ONE_EACH_WAY, "hd", (size,), 0.01, 3)], SimOptions(burst_bytes=DEPTH))
+    assert per_iteration_comm(res, "j") == pytest.approx([2 * (size - DEPTH) / B_BYTES_PER_S] * 3, rel=1e-12)
+
+
+@pytest.mark.parametrize("gap_s", [0.00048, 0.01])
+def test_back_to_back_transfers_get_only_what_the_gap_refilled(gap_s):
+    """A 2-rank ring sends two chunks back to back on each link: the second gets no burst; after a
+    compute gap g the next bucket's first chunk gets min(B, g * rate) (6000 bytes, then capped)."""
+    g = fat_tree(4)
+    chunk = 40000
+    res = simulate(g, uniform(g), [SimJob("j", ("h1", "h2"), "ring", (2 * chunk,), gap_s, 3)],
+                   SimOptions(burst_bytes=DEPTH))
+    refill = min(DEPTH, gap_s * B_BYTES_PER_S)
+    # the barrier before the first iteration takes 8 bytes, which the first compute gap refills
+    want = [(2 * chunk - DEPTH) / B_BYTES_PER_S] + [(2 * chunk - refill) / B_BYTES_PER_S] * 2
+    assert per_iteration_comm(res, "j") == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("shallow", [("h1", "e1"), ("e1", "h2")])
+def test_burst_is_the_least_bucket_of_the_path(shallow):
+    """With one link of h1 -> e1 -> h2 at 5000 bytes and the rest at 15 000, that way bursts 5000 bytes."""
+    g = fat_tree(4)
+    depths = {(u, v): DEPTH for u, v in g.edges()}
+    depths.update({shallow: 5000.0, shallow[::-1]: DEPTH})
+    size = 20000
+    res = simulate(g, uniform(g), [SimJob("j", ONE_EACH_WAY, "hd", (size,), 0.01, 2)], SimOptions(burst_bytes=depths))
+    want = ((size - DEPTH) + (size - 5000.0)) / B_BYTES_PER_S
+    assert per_iteration_comm(res, "j") == pytest.approx([want] * 2, rel=1e-12)
+
+
+def test_ring_steps_drain_the_buckets():
+    """A 3-rank ring of 6000-byte chunks, B = 15 000: in the first bucket two steps pass at once, the
+    third bursts the 3000 bytes left and the fourth none (9000 bytes' time); the second bucket,
+    right after on saturated links, gets no burst (24 000 bytes' time)."""
+    g = fat_tree(4)
+    placement, size = ("h1", "h2", "h3"), 3 * 6000
+    assert job_collisions(g, placement, "ring", [size]) == 0
+    res = simulate(g, uniform(g), [SimJob("j", placement, "ring", (size, size), 0.01, 2)],
+                   SimOptions(burst_bytes=DEPTH))
+    want = (9000 / B_BYTES_PER_S, 24000 / B_BYTES_PER_S)
+    assert len(res.records) == 6
+    for rec in res.records:
+        assert rec.bucket_comm_s == pytest.approx(want, rel=1e-12)
+    assert res.job("j").comm_mean_s == pytest.approx(33000 / B_BYTES_PER_S, rel=1e-12)
+
+
+@pytest.mark.parametrize("depths", ["number", "mapping"])
+def test_buckets_keep_results_deterministic_and_job_order_free(depths):
+    """With token buckets, two runs are identical and reversing the jobs list changes nothing."""
+    g = fat_tree(4)
+    jobs = _mix(g)
+    burst = DEPTH if depths == "number" else {e: 4000.0 * (1 + i % 4) for i, e in enumerate(sorted(g.edges()))}
+    options = SimOptions(mtu=1500, latency_s=1e-5, burst_bytes=burst)
+    first = simulate(g, uniform(g), jobs, options)
+    assert first != simulate(g, uniform(g), jobs, SimOptions(mtu=1500, latency_s=1e-5))
+    assert simulate(g, uniform(g), jobs, options) == first
+    rev = simulate(g, uniform(g), list(reversed(jobs)), options)
+    assert rev.records == first.records
+    assert sorted(rev.jobs, key=lambda e: e.job) == sorted(first.jobs, key=lambda e: e.job)
+
+
+def test_without_buckets_results_are_unchanged_bit_for_bit():
+    """burst_bytes None (and a depth of 0) reproduce the estimates of the model without buckets exactly."""
+    g = fat_tree(4)
+    res = simulate(g, uniform(g), _mix(g), SimOptions(mtu=1500, latency_s=1e-5))
+    golden = {  # float.hex of (comm_mean_s, finish_s), computed before token buckets were modelled
+        "a": ("0x1.5de81cc01c353p-8", "0x1.2f2f588e9fcefp-5"),
+        "b": ("0x1.a3cd1ecac3bf2p-7", "0x1.d95617ad4325bp-6"),
+        "c": ("0x1.73899df2586f8p-8", "0x1.fe7f6e3d2f2aep-6"),
+        "d": ("0x1.a55ba22b9659fp-8", "0x1.9ec615c4b197dp-6"),
+    }
+    assert {e.job: (e.comm_mean_s.hex(), e.finish_s.hex()) for e in res.jobs} == golden
+    assert res.events == 965
+    assert simulate(g, uniform(g), _mix(g), SimOptions(mtu=1500, latency_s=1e-5, burst_bytes=0.0)) == res
+
+
+def test_bad_bucket_depths_are_named():
+    """Negative, infinite or non-numeric depths, and a mapping missing a link of a path, fail with the value."""
+    with pytest.raises(JobError, match="-1"):
+        SimOptions(burst_bytes=-1.0)
+    with pytest.raises(JobError, match="'15k'"):
+        SimOptions(burst_bytes="15k")
+    with pytest.raises(JobError, match=r"\('h1', 'e1'\).*inf"):
+        SimOptions(burst_bytes={("h1", "e1"): math.inf})
+    g = fat_tree(4)
+    with pytest.raises(TopologyError, match="h1-e1|e1-h1"):
+        simulate(g, uniform(g), [SimJob("j", ("h1", "h2"), "ring", (400,), 0.0, 1)],
+                 SimOptions(burst_bytes={("e1", "h2"): DEPTH, ("h2", "e1"): DEPTH}))

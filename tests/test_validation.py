@@ -47,3 +47,28 @@ def test_no_comparisons():
     s = validation_stats([])
     assert (s.n, s.pearson_r, s.median_abs_rel_error, s.worst) == (0, None, None, None)
     assert s.line() == "no job to compare"
+
+
+def test_run_estimates_follow_the_simulator_options():
+    """The runner's estimate of a job (testbed.runner.sim_estimates) is the simulator's on the job's placement:
+    alone on its links it equals the contention-free bound; per-message latency adds to it; the shapers'
+    token buckets (on request) let small transfers pass faster."""
+    import dataclasses
+
+    from sim.steps import job_bound_s
+    from testbed.config import ExperimentConfig, JobConfig, SimulatorConfig, validate
+    from testbed.fidelity import JobEvidence
+    from testbed.net import link_rates_mbps
+    from testbed.runner import sim_estimates
+
+    cfg = ExperimentConfig(jobs=(JobConfig("a", "resnet50", 2),), iterations=3, warmup_iterations=0)
+    g = validate(cfg)
+    buckets = (16392, 63004)
+    ev = [JobEvidence("a", 0, ("h1", "h16"), "ring", buckets, 0.1, True)]
+    plain = sim_estimates(cfg, g, ev)["a"].comm_mean_s
+    assert plain == pytest.approx(job_bound_s(g, link_rates_mbps(g, cfg.scale), ("h1", "h16"), "ring", buckets,
+                                              cfg.mtu), rel=1e-9)
+    slow = sim_estimates(dataclasses.replace(cfg, simulator=SimulatorConfig(latency_us=1000)), g, ev)["a"]
+    assert slow.comm_mean_s == pytest.approx(plain + 2 * 2 * 1e-3)  # 2 buckets x 2 sequential ring steps
+    burst = sim_estimates(dataclasses.replace(cfg, simulator=SimulatorConfig(token_buckets=True)), g, ev)["a"]
+    assert burst.comm_mean_s < plain

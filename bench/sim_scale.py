@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Wall time of the flow-level simulator (sim.flowsim) for 100, 1,000 and 10,000 jobs.
+
+The cluster is Titan's simulated one: a k = 16 fat-tree with 8 of its 16 pods used (512
+machines x 8 GPUs; ``shared/specs/titan.md`` A25) at 100 Gbit/s, here the builder's full k = 16
+fabric with jobs placed on the first 512 machines. Jobs arrive as a Poisson process (mean gap
+``--gap`` seconds), each of 2-64 workers (a Philly-like mix of data-parallel ring, halving-doubling
+and gloo jobs of resnet50, vgg16 and bert_base) placed on whole consecutive machines from a
+random offset, so jobs of different sizes share racks, aggregation and core links; every job
+runs ``--iterations`` iterations. The simulator is handed the placements and arrival times
+(it does not queue: GPU capacity is not enforced here, only the network is simulated).
+
+Prints, per size, simulated events, active flows at most, the simulated span, the wall time
+and the growth exponent between sizes (wall ~ jobs^k). The issue's target: 10,000 jobs under
+5 minutes on a 2-core machine. A size is skipped (and its wall time extrapolated with the last
+exponent) when the previous one took longer than ``--budget`` seconds.
+
+    .venv/bin/python bench/sim_scale.py [--sizes 100 1000 10000] [--budget 600]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from jobs.models import get_model  # noqa: E402
+from sim.flowsim import SimJob, SimOptions, simulate  # noqa: E402
+from testbed.report import format_table  # noqa: E402
+from topo import fat_tree, machines  # noqa: E402
+
+SIZES = (2, 4, 8, 16, 32, 64)
+WEIGHTS = (0.3, 0.25, 0.2, 0.12, 0.08, 0.05)
+MODELS = ("resnet50", "vgg16", "bert_base")
+COLLECTIVES = ("ring", "hd", "gloo")
+GPUS_PER_MACHINE = 8
+USED_MACHINES = 512
+TARGET_S = 300.0
+
+
+def workload(n: int, rng: random.Random, hosts: list[str], gap_s: float, iterations: int) -> list[SimJob]:
+    """``n`` jobs with Poisson arrivals, placed on whole consecutive machines from random offsets."""
+    jobs, t = [], 0.0
+    for i in range(n):
+        t += rng.expovariate(1.0 / gap_s)
+        workers = rng.choices(SIZES, WEIGHTS)[0]
+        model = get_model(rng.choice(MODELS))
+        n_machines = max(1, workers // GPUS_PER_MACHINE)
+        first = rng.randrange(len(hosts) - n_machines + 1)
+        ranks = tuple(hosts[first + r * n_machines // workers] for r in range(workers))
+        jobs.append(SimJob(name=f"j{i:05d}", machines_by_rank=ranks, collective=rng.choice(COLLECTIVES),
+                           bucket_bytes=tuple(model.bucket_bytes), compute_s=model.compute_time_s,
+                           iterations=iterations, start_s=t))
+    return jobs
+
+
+def main(argv=None) -> int:
+    """Time the simulator at every size and print the table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
+    ap.add_argument("--gap", type=float, default=2.0, help="mean inter-arrival time, seconds (simulated)")
+    ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--budget", type=float, default=600.0, help="skip the next size after a run this long (s)")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args(argv)
+    g = fat_tree(16, bw_mbps=100_000, gpus_per_machine=GPUS_PER_MACHINE)
+    hosts = sorted(machines(g), key=lambda m: g.nodes[m]["index"])[:USED_MACHINES]
+    rates = {(u, v): float(d["bw_mbps"]) for u, v, d in g.edges(data=True)}
+    rows, last, exponent = [], None, None
+    for n in args.sizes:
+        if last is not None and last[1] > args.budget:
+            est = last[1] * (n / last[0]) ** (exponent or 1.0)
+            rows.append([str(n), "-", "-", "-", f"~{est:.0f} (extrapolated)", "-"])
+            last = (n, est)
+            continue
+        jobs = workload(n, random.Random(args.seed), hosts, args.gap, args.iterations)
+        t0 = time.perf_counter()
+        result = simulate(g, rates, jobs, SimOptions(mtu=1500))
+        wall = time.perf_counter() - t0
+        if last is not None:
+            exponent = math.log(wall / last[1]) / math.log(n / last[0])
+        rows.append([str(n), str(result.events), f"{result.end_s:.0f}", f"{wall / n * 1000:.1f}", f"{wall:.1f}",
+                     f"{exponent:.2f}" if exponent is not None else "-"])
+        print(f"  {n} jobs: {wall:.1f} s", flush=True)
+        last = (n, wall)
+    print(format_table(["jobs", "events", "simulated s", "wall ms per job", "wall s", "growth exponent"], rows))
+    final = last[1] if last else None
+    if final is not None:
+        verdict = "meets" if final <= TARGET_S else "misses"
+        print(f"\n{args.sizes[-1]} jobs: {final:.0f} s of wall time, {verdict} the {TARGET_S:.0f} s target")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
