@@ -102,8 +102,9 @@ whose rate did not change keep their projected end. Jobs packed into pods thus c
 per event than jobs spread over the fabric. Token buckets leave that order unchanged: a
 reallocation also brings the tokens of every link of the component up to date and sums the
 new rates on each, O(C), and a flow's entry reads and charges the buckets of its path.
-Building the jobs costs one ECMP path per communicating machine pair (cached) and the
-patterns' transfers.
+A rank entering a step costs O(1) per send, the send's route and wire bytes having been
+worked out once per job. Building the jobs costs one ECMP path per communicating machine pair
+(cached) and the patterns' transfers, one pass over each step.
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ from collections.abc import Mapping, Sequence
 
 from common.errors import JobError, TopologyError
 from common.units import TCP_IP_HEADER_BYTES, mbps_to_bytes_per_s, wire_bytes
-from jobs.agent import barrier_bytes, rank_steps
+from jobs.agent import barrier_bytes
+from jobs.patterns import replay_pattern
 from sim.maxmin import EPS, maxmin_indexed
 from topo.routing import ecmp_path, path_links
 
@@ -399,7 +401,7 @@ class _Job:
     whatever the input order.
     """
 
-    def __init__(self, index: int, order: int, spec: SimJob, path_of):
+    def __init__(self, index: int, order: int, spec: SimJob, path_of, mtu: int | None):
         self.index, self.order, self.spec = index, order, spec
         p = len(spec.machines_by_rank)
         barrier = barrier_bytes(p)
@@ -415,10 +417,15 @@ class _Job:
         # steps[size][t][rank] = (sends as ((dst, bytes), ...), number of receptions)
         self.steps: dict[int, list[list[tuple[tuple[tuple[int, int], ...], int]]]] = {}
         for size in sorted({*spec.bucket_bytes, barrier}):
-            per_rank = [rank_steps(spec.collective, p, r, size) for r in range(p)]
-            n_steps = len(per_rank[0])
-            self.steps[size] = [[(tuple(per_rank[r][t][0]), len(per_rank[r][t][1])) for r in range(p)]
-                                for t in range(n_steps)]
+            # What jobs.agent.rank_steps gives every rank, from one pass over each step.
+            self.steps[size] = []
+            for transfers in replay_pattern(spec.collective, p, size):
+                sends: list[list[tuple[int, int]]] = [[] for _ in range(p)]
+                n_recv = [0] * p
+                for src, dst, nbytes in transfers:
+                    sends[src].append((dst, nbytes))
+                    n_recv[dst] += 1
+                self.steps[size].append([(tuple(sends[r]), n_recv[r]) for r in range(p)])
         self.paths: dict[tuple[int, int], tuple[int, ...]] = {}
         for size in self.steps:
             for step in self.steps[size]:
@@ -427,6 +434,19 @@ class _Job:
                         a, b = spec.machines_by_rank[src], spec.machines_by_rank[dst]
                         if a != b and (src, dst) not in self.paths:
                             self.paths[(src, dst)] = path_of(a, b)
+        # plan[size][t][rank] = (destinations handed over in memory, network sends as
+        # (send index, dst, bytes on the wire, link ids), number of receptions): the steps with
+        # every per-send decision taken once, since a rank enters each step once per bucket.
+        machines = spec.machines_by_rank
+        self.plan: dict[int, list[list[tuple[tuple[int, ...], tuple[tuple, ...], int]]]] = {}
+        for size, steps in self.steps.items():
+            self.plan[size] = [
+                [(tuple(dst for dst, nbytes in sends if nbytes == 0 or machines[dst] == machines[r]),
+                  tuple((i, dst, float(wire_bytes(nbytes, mtu) if mtu else nbytes), self.paths[(r, dst)])
+                        for i, (dst, nbytes) in enumerate(sends) if nbytes != 0 and machines[dst] != machines[r]),
+                  n_recv)
+                 for r, (sends, n_recv) in enumerate(step)]
+                for step in steps]
         self.ranks = [_RankState(op_start_s=spec.start_s) for _ in range(p)]
         self.records: list[SimIterationRecord] = []
 
@@ -456,7 +476,7 @@ class _Engine:
                     raise TopologyError(f"job {spec.name!r}: {m!r} is not a machine of topology "
                                         f"{g.graph.get('name', '?')!r}")
         order = {name: i for i, name in enumerate(sorted(spec.name for spec in jobs))}
-        self.jobs = [_Job(i, order[spec.name], spec, self._path) for i, spec in enumerate(jobs)]
+        self.jobs = [_Job(i, order[spec.name], spec, self._path, options.mtu) for i, spec in enumerate(jobs)]
         self.timers: list[tuple[float, tuple, object]] = []
         self.completions: list[tuple[float, tuple, int]] = []
         self.active: dict[tuple, _Flow] = {}
@@ -553,7 +573,8 @@ class _Engine:
     def _run(self, job: _Job, r: int, now: float) -> None:
         """Move rank ``r`` on from where it is until it waits for a timer or a transfer, or ends."""
         rs, ops, spec = job.ranks[r], job.ops, job.spec
-        while rs.op < len(ops):
+        n_ops = len(ops)
+        while rs.op < n_ops:
             op = ops[rs.op]
             if op.size is None:
                 if not rs.computing:
@@ -564,8 +585,8 @@ class _Engine:
                         return
                 rs.computing = False
             else:
-                steps = job.steps[op.size]
-                while rs.step < len(steps):
+                n_steps = len(job.plan[op.size])
+                while rs.step < n_steps:
                     if self._enter_step(job, r, now):
                         return
                     rs.step += 1
@@ -582,24 +603,32 @@ class _Engine:
     def _enter_step(self, job: _Job, r: int, now: float) -> bool:
         """Start rank ``r``'s sends of its current step; True if it must wait for transfers."""
         rs = job.ranks[r]
-        sends, n_recv = job.steps[job.ops[rs.op].size][rs.step][r]
-        pending = n_recv - rs.arrived.pop((rs.op, rs.step), 0)
-        machines = job.spec.machines_by_rank
-        for i, (dst, nbytes) in enumerate(sends):
-            if nbytes == 0 or machines[dst] == machines[r]:
-                self._deliver(job, dst, rs.op, rs.step)
-                continue
-            mtu = self.options.mtu
-            size = float(wire_bytes(nbytes, mtu) if mtu else nbytes)
-            key = (job.order, rs.op, rs.step, r, i)
-            flow = _Flow(key, job.index, r, dst, rs.op, rs.step, job.paths[(r, dst)], size, size)
+        op, step = rs.op, rs.step
+        local, remote, n_recv = job.plan[job.ops[op].size][step][r]
+        pending = n_recv - rs.arrived.pop((op, step), 0) if rs.arrived else n_recv
+        # Hand-overs only count receptions and queue ready ranks (operations that commute) and
+        # touch none of the flows, links or timers a network send changes, so handling them
+        # first leaves every result as in send order.
+        ranks = job.ranks
+        for dst in local:  # _deliver, inlined: this is the simulation's innermost loop
+            rd = ranks[dst]
+            if rd.blocked and rd.op == op and rd.step == step:
+                rd.pending -= 1
+                if rd.pending == 0:
+                    rd.blocked = False
+                    heapq.heappush(self.ready, (job.order, dst, job.index))
+            else:
+                rd.arrived[(op, step)] += 1
+        for i, dst, size, links in remote:
+            key = (job.order, op, step, r, i)
+            flow = _Flow(key, job.index, r, dst, op, step, links, size, size)
             if self.options.latency_s > 0:
                 pending += 1
                 self._timer(now + self.options.latency_s, (_FLOW_START, *key), flow)
             elif self._activate(flow, now):
                 pending += 1
             else:  # carried whole by its burst
-                self._deliver(job, dst, rs.op, rs.step)
+                self._deliver(job, dst, op, step)
         rs.pending, rs.blocked = pending, pending > 0
         return rs.blocked
 

@@ -457,3 +457,25 @@ def test_bad_bucket_depths_are_named():
     with pytest.raises(TopologyError, match="h1-e1|e1-h1"):
         simulate(g, uniform(g), [SimJob("j", ("h1", "h2"), "ring", (400,), 0.0, 1)],
                  SimOptions(burst_bytes={("e1", "h2"): DEPTH, ("h2", "e1"): DEPTH}))
+
+
+@pytest.mark.parametrize("collective", ["ring", "hd", "gloo"])
+def test_step_plan_matches_the_agents_rank_steps(collective):
+    """Each rank's per-step sends, hand-overs and reception counts are those of jobs.agent.rank_steps."""
+    from jobs.agent import rank_steps
+    from sim.flowsim import _Job
+
+    ranks = ("m0", "m0", "m1", "m2", "m2", "m2")
+    spec = SimJob(name="j", machines_by_rank=ranks, collective=collective, bucket_bytes=(4, 400, 4000),
+                  compute_s=0.0, iterations=1)
+    job = _Job(0, 0, spec, lambda a, b: (a, b), 1500)
+    for size in (4, 400, 4000, barrier_bytes(len(ranks))):
+        for r in range(len(ranks)):
+            expected = rank_steps(collective, len(ranks), r, size)
+            assert len(job.plan[size]) == len(expected)
+            for (local, remote, n_recv), (sends, recvs) in zip((step[r] for step in job.plan[size]), expected,
+                                                               strict=True):
+                assert n_recv == len(recvs)
+                assert local == tuple(d for d, b in sends if b == 0 or ranks[d] == ranks[r])
+                assert remote == tuple((i, d, float(wire_bytes(b, 1500)), (ranks[r], ranks[d]))
+                                       for i, (d, b) in enumerate(sends) if b and ranks[d] != ranks[r])
