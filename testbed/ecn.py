@@ -346,9 +346,7 @@ class BpfMarker:
                 subprocess.run(["tc", "qdisc", "del", "dev", intf, "clsact"], capture_output=True, timeout=30)
         self.ports.clear()
         self._by_index.clear()
-        if self._stats_map is not None:
-            self._stats_map.close()
-            self._stats_map = None
+        self.close()
         if self.pin_dir is not None:
             subprocess.run(["umount", self.pin_dir], capture_output=True)
             try:

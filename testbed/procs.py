@@ -25,18 +25,20 @@ def stop_process(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
     """Stop a process we started and its process group: SIGTERM, then SIGKILL after ``grace_s``."""
     if proc.poll() is not None:
         return
-    _signal_group(proc.pid, signal.SIGTERM)
+    signal_group(proc.pid, signal.SIGTERM)
     try:
         proc.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
-        _signal_group(proc.pid, signal.SIGKILL)
+        signal_group(proc.pid, signal.SIGKILL)
         try:
             proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             pass
 
 
-def _signal_group(pid: int, sig: int) -> None:
+def signal_group(pid: int, sig: int) -> None:
+    """Send ``sig`` to a process, or to its whole group when it leads one (a session leader such
+    as a node shell: its children too); a process already gone is not an error."""
     try:
         if os.getpgid(pid) == pid:
             os.killpg(pid, sig)
@@ -46,13 +48,20 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
-def pid_alive(pid: int) -> bool:
-    """True when a process with this PID exists (and is not a zombie)."""
+def process_start_time(pid: int) -> int | None:
+    """Start time of a live process in clock ticks since boot (``/proc/<pid>/stat`` field 22), or
+    None when it does not exist or is a zombie."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
+            fields = f.read().rsplit(") ", 1)[1].split()
+    except (FileNotFoundError, IndexError, ProcessLookupError):
+        return None
+    return None if fields[0] == "Z" else int(fields[19])
+
+
+def pid_alive(pid: int) -> bool:
+    """True when a process with this PID exists (and is not a zombie)."""
+    return process_start_time(pid) is not None
 
 
 def wait_for(predicate, timeout_s: float, interval_s: float = 0.05, what: str = "condition"):

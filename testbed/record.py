@@ -33,6 +33,7 @@ import time
 
 from common.errors import EmulationError
 from common.jsonfile import write_json_atomic
+from testbed.procs import process_start_time, signal_group
 
 RECORDS_DIR = os.environ.get("TESTBED_RECORDS_DIR", "/var/lib/dtnet-testbed/runs")
 KINDS = ("process", "bridge", "link", "mount", "dir", "sysctl", "ovs_other_config")
@@ -71,16 +72,6 @@ class Change:
         return f"{self.kind} {self.name}" + (f" ({self.what})" if self.what else "")
 
 
-def process_start_time(pid: int) -> int | None:
-    """Start time of a live process in clock ticks since boot, or None when it does not exist."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(") ", 1)[1].split()
-    except (FileNotFoundError, IndexError, ProcessLookupError):
-        return None
-    return None if fields[0] == "Z" else int(fields[19])
-
-
 def process_change(pid: int, what: str) -> Change:
     """The record of a process started by the run."""
     return Change("process", str(pid), start_time=process_start_time(pid), what=what)
@@ -107,17 +98,6 @@ def _reap(pid: int) -> None:
         pass
 
 
-def _signal(c: Change, sig: int) -> None:
-    pid = int(c.name)
-    try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, sig)  # a session leader: its whole group (a node shell's children too)
-        else:
-            os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
-
-
 def _stop_processes(changes: list[Change]) -> dict[Change, str | None]:
     """Stop recorded processes together: SIGTERM (and SIGHUP, which an interactive shell obeys),
     then SIGKILL what is left after ``STOP_GRACE_S``."""
@@ -130,7 +110,7 @@ def _stop_processes(changes: list[Change]) -> dict[Change, str | None]:
                 out[c] = None
         for c in alive:
             for sig in sigs:
-                _signal(c, sig)
+                signal_group(int(c.name), sig)
         deadline = time.monotonic() + STOP_GRACE_S
         while alive and time.monotonic() < deadline:
             for c in alive:
@@ -146,11 +126,6 @@ def _stop_processes(changes: list[Change]) -> dict[Change, str | None]:
 def _mounted(path: str) -> bool:
     with open("/proc/mounts") as f:
         return any(line.split()[1] == path for line in f)
-
-
-def undo(c: Change) -> str | None:
-    """Undo one change; None when done (or nothing was left to undo), else why not."""
-    return undo_group([c])[c]
 
 
 def undo_group(changes: list[Change]) -> dict[Change, str | None]:
