@@ -158,5 +158,13 @@ def main(argv=None) -> int:
         return 130
 
 
+def _exit(code: int) -> None:
+    """Exit with ``code``. The work is done: a signal arriving while the interpreter shuts down would
+    meet the default handler (Python restores it at shutdown) and replace the exit code by -15 or -2."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit(main())
