@@ -3,6 +3,7 @@
 
     sudo python run_testbed.py                          # default experiment, every policy
     sudo python run_testbed.py -c experiments/x.yaml -p consolidate -p spread
+    python run_testbed.py --backend sim                 # the same experiment on the simulator, no root
     python run_testbed.py check experiments/x.yaml      # validate a config, no root needed
     python run_testbed.py validate RUN_DIR --estimates my_sim.csv   # your simulator against a run
     sudo python run_testbed.py clean                    # undo what a killed run recorded changing
@@ -51,8 +52,9 @@ def cmd_run(args) -> int:
     """Run an experiment; the command-line overrides are validated with the rest of the config
     (run_experiment validates before it needs root or builds anything)."""
     from testbed import config
-    from testbed.runner import Progress, run_experiment
 
+    if args.backend == "emu":
+        from testbed.runner import Progress, run_experiment
     cfg = config.load(args.config)
     changes = {}
     if args.iterations is not None:
@@ -62,6 +64,11 @@ def cmd_run(args) -> int:
     if args.policy:
         changes["policies"] = tuple(args.policy)
     cfg = dataclasses.replace(cfg, **changes)
+    if args.backend == "sim":
+        from experiment.simrun import run_simulated_experiment
+
+        run_simulated_experiment(cfg)
+        return 0
     run_experiment(cfg, Progress())
     return 0
 
@@ -131,6 +138,9 @@ def main(argv=None) -> int:
     run.add_argument("-p", "--policy", action="append",
                      help="policy spec to run instead of the config's list (repeatable, e.g. -p consolidate "
                           "-p random)")
+    run.add_argument("--backend", choices=("emu", "sim"), default="emu",
+                     help="emu: the emulated network (root); sim: the flow-level simulator (no root); "
+                          "default: %(default)s")
     run.add_argument("--iterations", type=int, help="override the config's iterations")
     run.add_argument("--results", help="results base directory (default: the config's results_dir)")
     check = sub.add_parser("check", help="validate a config without running it (no root needed)")

@@ -8,6 +8,7 @@ optionally followed by keyword arguments for its constructor::
     make_scheduler("tiresias")
     make_scheduler("tiresias,priority=gittins,thresholds_gpu_s=3600,promote_knob=8")
     make_scheduler("yarn_cs")
+    make_scheduler("waves")          # static experiments: one wave at a time
 
 Values are parsed as ``bool`` (``true``/``false``), ``int``, ``float`` (``inf`` included), else
 kept as ``str``. ``seed`` always comes from the experiment, never from the spec. Adding a
@@ -27,6 +28,7 @@ from scheduling.tiresias import (
     SrtfScheduler,
     TiresiasScheduler,
 )
+from scheduling.waves import WaveScheduler
 
 __all__ = [
     "SCHEDULERS",
@@ -40,11 +42,13 @@ __all__ = [
     "SrsfScheduler",
     "SrtfScheduler",
     "TiresiasScheduler",
+    "WaveScheduler",
     "YarnCsScheduler",
     "make_scheduler",
 ]
 
 SCHEDULERS: dict[str, type[Scheduler]] = {
+    "waves": WaveScheduler,
     "fifo": FifoScheduler,
     "yarn_cs": YarnCsScheduler,
     "tiresias": TiresiasScheduler,

@@ -86,12 +86,24 @@ Times, bytes and rates share one time base, as in :func:`sim.steps.job_bound_s` 
 :func:`simulate`): bytes and rates scaled alike give the same, paper-scale, seconds; rates
 dilated by D give D times longer wall-clock seconds.
 
-Determinism: no randomness; every flow, timer and rank is keyed by the job's position among
-the jobs sorted by name and by rank indices, links are numbered in sorted order, and
-simultaneous events are handled in key order, so the result does not depend on the order of
-the jobs list (checked bit for bit by the tests). Events closer than a relative ``EPS`` are simultaneous: a flow
-whose remaining bytes are within ``EPS`` of its size completes with the flow that triggered
-the event.
+Determinism: no randomness; every flow, timer and rank is keyed by its job run's ``(name, run
+number)`` (the run number counts earlier runs of that name, see Incremental use) and by rank
+indices, links are numbered in sorted order, and simultaneous events are handled in key order, so
+the result does not depend on the order of the jobs list (checked bit for bit by the tests): with
+one run per job these keys sort as the jobs sorted by name. Events closer than a relative ``EPS``
+are simultaneous: a flow whose remaining bytes are within ``EPS`` of its size completes with the
+flow that triggered the event.
+
+Incremental use: :class:`FlowEngine` is the event loop :func:`simulate` runs, open to an
+event-driven experiment loop as its back end. ``add`` starts a job (a run of it) at a time no
+earlier than the engine's clock, ``remove`` preempts a run at the clock's time, and ``advance``
+processes events up to a time, stopping right after the first event batch in which runs finished,
+so the caller can place other jobs at once. Preemption: a removed run's flows leave the network at
+once (the other flows' rates are recomputed at the removal time, before any later event), its
+pending timers and delayed flow starts are skipped, never processed, and its partial iteration is
+lost: it reports the measured iterations every rank completed, and a job restarted elsewhere is a
+new run (same name, next run number, so its keys never meet the old run's stale heap entries).
+:func:`simulate` adds every job, then advances to the end.
 
 Cost per event (a batch of simultaneous flow completions and timers): O(log E) per event popped
 from the heaps, plus one max-min computation over the connected component of the flow-link
@@ -104,7 +116,9 @@ reallocation also brings the tokens of every link of the component up to date an
 new rates on each, O(C), and a flow's entry reads and charges the buckets of its path.
 A rank entering a step costs O(1) per send, the send's route and wire bytes having been
 worked out once per job. Building the jobs costs one ECMP path per communicating machine pair
-(cached) and the patterns' transfers, one pass over each step.
+(cached) and the patterns' transfers, one pass over each step. Incremental use changes none of
+this: adding a job is building it; removing one costs a pass over the active flows, and its
+stale heap entries O(log E) each when they surface.
 """
 
 from __future__ import annotations
@@ -276,6 +290,44 @@ class JobEstimate:
 
 
 @dataclasses.dataclass(frozen=True)
+class RunState:
+    """What one run of a job did, as :meth:`FlowEngine.advance` (finished runs) and
+    :meth:`FlowEngine.remove` (preempted ones) report it.
+
+    Attributes:
+        job: job name.
+        start_s: time the run's ranks started (its spec's ``start_s``), seconds.
+        end_s: time the run's last rank finished its final barrier, or the time it was removed,
+            seconds (before ``start_s`` if it was removed before it started).
+        iterations_done: measured iterations that every rank of the run completed.
+        finished: True if the run ended by itself, False if it was removed.
+        records: every measured iteration of every rank of the run, in the order they ended;
+            for a removed run, ranks ahead of the others may have recorded an iteration beyond
+            ``iterations_done``.
+    """
+
+    job: str
+    start_s: float
+    end_s: float
+    iterations_done: int
+    finished: bool
+    records: tuple[SimIterationRecord, ...]
+
+    @property
+    def estimate(self) -> JobEstimate:
+        """The run's times, aggregated as :class:`JobEstimate` (``finish_s`` is ``end_s``) over its
+        first ``iterations_done`` iterations: a removed run's partial iteration is lost."""
+        done = self.iterations_done
+        return estimate_of(self.job, [rec for rec in self.records if rec.iteration < done], self.end_s)
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form."""
+        return {"job": self.job, "start_s": self.start_s, "end_s": self.end_s,
+                "iterations_done": self.iterations_done, "finished": self.finished,
+                "records": [rec.to_dict() for rec in self.records]}
+
+
+@dataclasses.dataclass(frozen=True)
 class SimResult:
     """What :func:`simulate` returns.
 
@@ -336,7 +388,22 @@ def simulate(g, rate_mbps: Mapping[Link, float], jobs: Sequence[SimJob],
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
         raise JobError(f"job names must be unique; repeated: {', '.join(dup)}")
-    return _Engine(g, rate_mbps, jobs, options).run()
+    for spec in jobs:  # every machine first, then the jobs: errors come in the same order as ever
+        _check_machines(g, spec)
+    engine = FlowEngine(g, rate_mbps, options)
+    for spec in jobs:
+        engine.add(spec)
+    while engine.advance(math.inf):
+        pass
+    return engine.result()
+
+
+def _check_machines(g, spec: SimJob) -> None:
+    """Raise :class:`TopologyError` unless every rank of ``spec`` is on a machine of ``g``."""
+    for m in sorted(set(spec.machines_by_rank)):
+        if m not in g or g.nodes[m].get("role") != "machine":
+            raise TopologyError(f"job {spec.name!r}: {m!r} is not a machine of topology "
+                                f"{g.graph.get('name', '?')!r}")
 
 
 # -- the engine -------------------------------------------------------------------------------
@@ -379,7 +446,8 @@ class _Flow:
 
 @dataclasses.dataclass(slots=True, eq=False)
 class _RankState:
-    """Where one rank is: op index, step index, and what it waits for."""
+    """Where one rank is: op index, step index, what it waits for, and the measured iterations it
+    has completed."""
 
     op: int = 0
     step: int = 0
@@ -390,19 +458,22 @@ class _RankState:
     op_start_s: float = 0.0
     iteration_start_s: float = 0.0
     bucket_s: list = dataclasses.field(default_factory=list)
+    measured: int = 0
     finish_s: float | None = None
 
 
 class _Job:
-    """A job's static plan (ops, per-step sends and receptions, paths) and its ranks' states.
+    """A job run's static plan (ops, per-step sends and receptions, paths) and its ranks' states.
 
-    ``index`` is the job's position in the input, ``order`` its position among the jobs sorted by
-    name: keys of flows, timers and ready ranks use ``order``, so ties break the same way
-    whatever the input order.
+    ``index`` is the run's position among the runs added to the engine, ``order`` its sort key,
+    ``(name, run number)``: keys of flows, timers and ready ranks start with ``order``, so ties
+    break the same way whatever the order jobs are added in. ``live`` is False once the run
+    finished or was removed; ``end_s`` is then its finish or removal time.
     """
 
-    def __init__(self, index: int, order: int, spec: SimJob, path_of, mtu: int | None):
+    def __init__(self, index: int, order: tuple[str, int], spec: SimJob, path_of, mtu: int | None):
         self.index, self.order, self.spec = index, order, spec
+        self.live, self.finished, self.end_s, self.ranks_done = True, False, None, 0
         p = len(spec.machines_by_rank)
         barrier = barrier_bytes(p)
         ops: list[_Op] = []
@@ -451,10 +522,26 @@ class _Job:
         self.records: list[SimIterationRecord] = []
 
 
-class _Engine:
-    """The event loop; mutable, private to :func:`simulate`."""
+class FlowEngine:
+    """The flow-level simulation's event loop, driven incrementally.
 
-    def __init__(self, g, rate_mbps: Mapping[Link, float], jobs: Sequence[SimJob], options: SimOptions):
+    Jobs are added (:meth:`add`) and removed (:meth:`remove`, preemption) over time, and the
+    simulation runs forward with :meth:`advance`, which stops early when runs finish so that an
+    event-driven experiment loop can act on it; :func:`simulate` adds all its jobs and advances
+    to the end. Each addition of a job is a run of it; a name may be added again once its run
+    finished or was removed. The module docstring says what is modelled and how.
+
+    Args:
+        g: topology graph (:mod:`topo.schema`); routes are :func:`topo.routing.ecmp_path`.
+        rate_mbps: rate of each link in Mbit/s, keyed by either orientation ``(u, v)`` (the
+            ``(u, v)`` entry wins for direction u -> v), as for :func:`simulate`.
+        options: byte costing, latency and token buckets.
+
+    Attributes:
+        events: event batches processed so far (simultaneous events count once).
+    """
+
+    def __init__(self, g, rate_mbps: Mapping[Link, float], options: SimOptions = SimOptions()):
         self.g, self.rate_mbps, self.options = g, rate_mbps, options
         # Links are numbered in sorted order of their names, whatever the order of the jobs, so
         # that ties in the max-min computation break the same way for the same set of jobs.
@@ -470,20 +557,180 @@ class _Engine:
         self.tokens_s: list[float] = [0.0] * len(self.link_names)
         self.load: list[float] = [0.0] * len(self.link_names)
         self._paths: dict[tuple[str, str], tuple[int, ...]] = {}
-        for spec in jobs:
-            for m in sorted(set(spec.machines_by_rank)):
-                if m not in g or g.nodes[m].get("role") != "machine":
-                    raise TopologyError(f"job {spec.name!r}: {m!r} is not a machine of topology "
-                                        f"{g.graph.get('name', '?')!r}")
-        order = {name: i for i, name in enumerate(sorted(spec.name for spec in jobs))}
-        self.jobs = [_Job(i, order[spec.name], spec, self._path, options.mtu) for i, spec in enumerate(jobs)]
+        self.jobs: list[_Job] = []  # every run added, in that order (a run's index)
+        self._running: dict[str, _Job] = {}  # name -> its run neither finished nor removed
+        self._runs: dict[str, int] = {}  # name -> runs of it added so far
+        self._removed: set[tuple[str, int]] = set()  # orders of removed runs: their heap entries are stale
+        self._finished: list[_Job] = []  # runs whose last rank finished in the current batch
+        self._now_s = 0.0
         self.timers: list[tuple[float, tuple, object]] = []
         self.completions: list[tuple[float, tuple, int]] = []
         self.active: dict[tuple, _Flow] = {}
         self.on_link: list[set[tuple]] = [set() for _ in self.link_names]
         self.dirty: set[int] = set()
-        self.ready: list[tuple[int, int, int]] = []
+        self.ready: list[tuple[tuple, int, int]] = []
         self.events = 0
+
+    # -- the interface -----------------------------------------------------------------------
+    @property
+    def now_s(self) -> float:
+        """The simulation's clock, seconds: 0 at first, then where :meth:`advance` left it."""
+        return self._now_s
+
+    def add(self, spec: SimJob) -> None:
+        """Start a run of ``spec``: its ranks start at ``spec.start_s``.
+
+        A name may be added again once its previous run finished or was removed (a preempted job
+        restarted elsewhere with its remaining iterations, say); each addition is a new run.
+
+        Raises:
+            JobError: ``spec.start_s`` before :attr:`now_s`, a run of that name still running, an
+                unknown collective or a bucket size the pattern rejects.
+            TopologyError: an unknown machine, or a link on a path without a positive rate (or,
+                with a mapping of ``burst_bytes``, without a bucket depth).
+        """
+        if spec.name in self._running:
+            raise JobError(f"job {spec.name!r} is already running (since {self._running[spec.name].spec.start_s} s); "
+                           "remove it before adding it again")
+        if spec.start_s < self._now_s:
+            raise JobError(f"job {spec.name!r}: start_s {spec.start_s!r} is before the simulation's clock, "
+                           f"now_s = {self._now_s!r}")
+        _check_machines(self.g, spec)
+        order = (spec.name, self._runs.get(spec.name, 0))
+        job = _Job(len(self.jobs), order, spec, self._path, self.options.mtu)
+        self._runs[spec.name] = order[1] + 1
+        self.jobs.append(job)
+        self._running[spec.name] = job
+        for r in range(len(job.ranks)):
+            self._timer(spec.start_s, (_START, order, r), (job, r))
+
+    def remove(self, name: str) -> RunState:
+        """Preempt the running run of job ``name`` at :attr:`now_s`.
+
+        Its flows leave the network at once (the others' rates are recomputed at :attr:`now_s`
+        when the simulation next advances), its pending timers and delayed flow starts are
+        skipped, and its partial iteration is lost.
+
+        Returns:
+            What the run did: ``finished`` False, ``end_s`` the removal time.
+
+        Raises:
+            JobError: no run of ``name`` is running.
+        """
+        job = self._running.pop(name, None)
+        if job is None:
+            raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
+        job.live, job.end_s = False, self._now_s
+        self._removed.add(job.order)
+        for key in [key for key, flow in self.active.items() if flow.job == job.index]:
+            flow = self.active.pop(key)
+            for link in flow.links:
+                self.on_link[link].discard(key)
+            self.dirty.update(flow.links)
+        return self._state(job)
+
+    def advance(self, until_s: float) -> list[RunState]:
+        """Process every event up to ``until_s`` (seconds, may be ``math.inf``), in time and key
+        order, stopping right after the first event batch in which runs finished.
+
+        Returns:
+            The runs that finished in that batch, sorted by name (:attr:`now_s` is then the
+            batch's time), or [] if none finished up to ``until_s`` (:attr:`now_s` is then
+            ``until_s``, or the last event's time if ``until_s`` is infinite: nothing is left to
+            process).
+
+        Raises:
+            JobError: ``until_s`` before :attr:`now_s` (or NaN).
+            TopologyError: a flow got no bandwidth.
+        """
+        if not until_s >= self._now_s:
+            raise JobError(f"cannot advance to {until_s!r} s: the simulation's clock is at now_s = {self._now_s!r}")
+        if self.dirty:  # flows of removed runs left: the others' rates change from now on
+            self._reallocate(self._now_s)
+        timers, completions, removed = self.timers, self.completions, self._removed
+        while True:
+            while completions and not self._current(completions[0]):
+                heapq.heappop(completions)
+            while removed and timers and timers[0][1][1] in removed:
+                heapq.heappop(timers)
+            now = min(completions[0][0] if completions else math.inf, timers[0][0] if timers else math.inf)
+            if now == math.inf or now > until_s:
+                break
+            self.events += 1
+            for flow in self._completed(now):
+                self._end_flow(flow)
+            while timers and timers[0][0] <= now:
+                _, key, payload = heapq.heappop(timers)
+                if removed and key[1] in removed:
+                    continue  # every timer key has its run's order second
+                if key[0] == _FLOW_START:
+                    if not self._activate(payload, now):
+                        self._arrive(payload)
+                else:
+                    job, r = payload
+                    self._run(job, r, now)
+            self._drain_ready(now)
+            if self.dirty:
+                self._reallocate(now)
+            self._now_s = now
+            if self._finished:
+                return self._close_finished()
+        if until_s != math.inf:
+            self._now_s = until_s
+        return []
+
+    def running(self) -> list[str]:
+        """Names of the runs neither finished nor removed, sorted."""
+        return sorted(self._running)
+
+    def progress(self, name: str) -> int:
+        """Measured iterations every rank of job ``name``'s running run has completed.
+
+        Raises:
+            JobError: no run of ``name`` is running.
+        """
+        job = self._running.get(name)
+        if job is None:
+            raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
+        return min(rs.measured for rs in job.ranks)
+
+    def result(self) -> SimResult:
+        """Every run's records and estimate, as :func:`simulate` returns them: records sorted by
+        ``(job, iteration, rank)`` (runs of one name in the order added), one estimate per run in
+        the order added (a removed run's as :attr:`RunState.estimate`, ending at its removal).
+
+        Raises:
+            JobError: a run still running (ranks waiting for one another when nothing is left to
+                process).
+        """
+        if self._running:
+            if self.completions or self.timers:
+                raise JobError(f"jobs still running at {self._now_s} s: {', '.join(self.running())}; advance "
+                               "until they finish or remove them")
+            stuck = [(job.spec.name, r, rs.op, rs.step) for job in self.jobs if job.live
+                     for r, rs in enumerate(job.ranks) if rs.finish_s is None]
+            raise JobError(f"simulation ended with ranks still waiting (job, rank, op, step): {stuck[:4]}")
+        records = sorted((rec for job in self.jobs for rec in job.records),
+                         key=lambda x: (x.job, x.iteration, x.rank))
+        estimates = tuple(self._state(job).estimate for job in self.jobs)
+        return SimResult(records=tuple(records), jobs=estimates,
+                         end_s=max((e.finish_s for e in estimates), default=0.0), events=self.events)
+
+    def _close_finished(self) -> list[RunState]:
+        """Retire the runs that finished in the batch just processed; their states, by name."""
+        states = []
+        for job in sorted(self._finished, key=lambda j: j.order):
+            job.live, job.finished, job.end_s = False, True, max(rs.finish_s for rs in job.ranks)
+            del self._running[job.spec.name]
+            states.append(self._state(job))
+        self._finished.clear()
+        return states
+
+    def _state(self, job: _Job) -> RunState:
+        """What ``job`` (finished or removed) did."""
+        return RunState(job=job.spec.name, start_s=job.spec.start_s, end_s=job.end_s,
+                        iterations_done=min(rs.measured for rs in job.ranks), finished=job.finished,
+                        records=tuple(job.records))
 
     # -- set-up ------------------------------------------------------------------------------
     def _path(self, a: str, b: str) -> tuple[int, ...]:
@@ -520,33 +767,6 @@ class _Engine:
         return float(depth)
 
     # -- the loop ----------------------------------------------------------------------------
-    def run(self) -> SimResult:
-        for job in self.jobs:
-            for r in range(len(job.ranks)):
-                self._timer(job.spec.start_s, (_START, job.order, r), (job, r))
-        while True:
-            while self.completions and not self._current(self.completions[0]):
-                heapq.heappop(self.completions)
-            now = min(self.completions[0][0] if self.completions else math.inf,
-                      self.timers[0][0] if self.timers else math.inf)
-            if now == math.inf:
-                break
-            self.events += 1
-            for flow in self._completed(now):
-                self._end_flow(flow)
-            while self.timers and self.timers[0][0] <= now:
-                _, key, payload = heapq.heappop(self.timers)
-                if key[0] == _FLOW_START:
-                    if not self._activate(payload, now):
-                        self._arrive(payload)
-                else:
-                    job, r = payload
-                    self._run(job, r, now)
-            self._drain_ready(now)
-            if self.dirty:
-                self._reallocate(now)
-        return self._result()
-
     def _timer(self, time_s: float, key: tuple, payload) -> None:
         heapq.heappush(self.timers, (time_s, key, payload))
 
@@ -597,8 +817,12 @@ class _Engine:
                     job=spec.name, rank=r, iteration=op.iteration - spec.warmup_iterations,
                     start_s=rs.iteration_start_s, compute_s=spec.compute_s, comm_s=sum(rs.bucket_s),
                     bucket_comm_s=tuple(rs.bucket_s)))
+                rs.measured += 1
             rs.op, rs.step, rs.op_start_s = rs.op + 1, 0, now
         rs.finish_s = now
+        job.ranks_done += 1
+        if job.ranks_done == len(job.ranks):
+            self._finished.append(job)
 
     def _enter_step(self, job: _Job, r: int, now: float) -> bool:
         """Start rank ``r``'s sends of its current step; True if it must wait for transfers."""
@@ -747,30 +971,17 @@ class _Engine:
                 for link in f.links:
                     load[link] += f.rate
 
-    # -- results -----------------------------------------------------------------------------
-    def _result(self) -> SimResult:
-        stuck = [(job.spec.name, r, rs.op, rs.step) for job in self.jobs for r, rs in enumerate(job.ranks)
-                 if rs.finish_s is None]
-        if stuck:
-            raise JobError(f"simulation ended with ranks still waiting (job, rank, op, step): {stuck[:4]}")
-        records = sorted((rec for job in self.jobs for rec in job.records),
-                         key=lambda x: (x.job, x.iteration, x.rank))
-        estimates = tuple(_estimate(job.spec, job.records, max(rs.finish_s for rs in job.ranks))
-                          for job in self.jobs)
-        return SimResult(records=tuple(records), jobs=estimates,
-                         end_s=max((e.finish_s for e in estimates), default=0.0), events=self.events)
 
-
-def _estimate(spec: SimJob, records: Sequence[SimIterationRecord], finish_s: float) -> JobEstimate:
-    """Aggregate a job's records as :func:`testbed.report.job_iteration_times` and the summary do:
-    per iteration the slowest rank's time, then the mean over iterations."""
+def estimate_of(job: str, records: Sequence[SimIterationRecord], finish_s: float) -> JobEstimate:
+    """Aggregate job ``job``'s records as :func:`testbed.report.job_iteration_times` and the summary
+    do: per iteration the slowest rank's time, then the mean over iterations."""
     comm: dict[int, float] = {}
     compute: dict[int, float] = {}
     for rec in records:
         comm[rec.iteration] = max(comm.get(rec.iteration, 0.0), rec.comm_s)
         compute[rec.iteration] = max(compute.get(rec.iteration, 0.0), rec.compute_s)
     if not comm:
-        return JobEstimate(spec.name, None, None, None, finish_s, 0)
+        return JobEstimate(job, None, None, None, finish_s, 0)
     comm_mean = sum(comm[i] for i in sorted(comm)) / len(comm)
     compute_mean = sum(compute[i] for i in sorted(compute)) / len(compute)
-    return JobEstimate(spec.name, comm_mean, compute_mean, compute_mean + comm_mean, finish_s, len(comm))
+    return JobEstimate(job, comm_mean, compute_mean, compute_mean + comm_mean, finish_s, len(comm))

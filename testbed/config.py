@@ -108,7 +108,8 @@ class TopologyConfig:
 
 @dataclasses.dataclass(frozen=True)
 class JobConfig:
-    """One data-parallel job: ``workers`` GPUs running ``model`` with allreduce ``collective``.
+    """One data-parallel job: ``workers`` GPUs running ``model`` with allreduce ``collective``,
+    submitted at ``arrival_s`` (paper-scale seconds from the start of the policy's run).
 
     ``name`` names the job's worker output files, hence :data:`~testbed.config_rules.NAME_RE`.
     """
@@ -117,6 +118,7 @@ class JobConfig:
     model: str = rule_field(Name(_models))
     workers: int = rule_field(Integer(1, 100_000))
     collective: str = rule_field(Name(_collectives), "ring")
+    arrival_s: float = rule_field(Real(0, 10**9), 0.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,7 +188,10 @@ class ExperimentConfig:
             reports stay in paper-scale seconds; it costs D times the wall time of the measured
             iterations.
         background: busy GPUs per machine before any job is placed (non-idle machines).
-        jobs: the job mix; all jobs start together, jobs that do not fit wait for a later wave.
+        jobs: the job mix, each submitted at its ``arrival_s``.
+        scheduler: scheduler spec string (``scheduling.SCHEDULERS``): which arrived jobs hold GPUs
+            and which are preempted; the default ``waves`` starts the jobs that fit together and
+            the others when that whole wave has ended.
         policies: placement policy spec strings, or ``[all]`` for every registered policy; after
             expanding ``all`` no policy may appear twice.
         iterations: recorded training iterations per job.
@@ -226,6 +231,7 @@ class ExperimentConfig:
     background: dict = rule_field(MapOf(Name(), Integer(0, 4096), 65_534, "machine -> busy GPUs"), factory=dict)
     jobs: tuple = rule_field(ListOf(Section(JobConfig), 1, 1000, "jobs"), ())
     policies: tuple = rule_field(ListOf(PolicySpec(), 1, 64, "policy specs"), ("all",))
+    scheduler: str = rule_field(PolicySpec("scheduler"), "waves")
     iterations: int = rule_field(Integer(1, 100_000), 10)
     warmup_iterations: int = rule_field(Integer(0, 100_000), 2)
     mode: str = rule_field(Name(MODES), "replay")
@@ -375,9 +381,12 @@ def _format_duration(seconds: float) -> str:
 # -- validation: what needs more than one field --------------------------------------------------
 
 
-def validate(cfg: ExperimentConfig):
+def validate(cfg: ExperimentConfig, backend: str = "emu"):
     """Check every field (:func:`check_fields`), then what needs several fields, the registries and
     the topology; everything a run would reject for the configuration alone is rejected here.
+
+    With ``backend="sim"`` what only the emulator needs is not checked: link rates it can shape,
+    ECN thresholds against its queues, AF_XDP frame sizes and the wall-time limit.
 
     Returns:
         The topology graph the configuration describes.
@@ -385,29 +394,37 @@ def validate(cfg: ExperimentConfig):
     Raises:
         ConfigError: naming the offending value and the valid choices.
     """
+    if backend not in ("emu", "sim"):
+        raise ConfigError(f"unknown back end {backend!r}; valid: emu, sim")
+    emu = backend == "emu"
     cfg = check_fields(cfg)
-    _validate_ecn(cfg)
-    if cfg.switch_ports == "afxdp" and cfg.mtu > AFXDP_MAX_MTU:
-        fail("config.mtu", cfg.mtu, "is above what AF_XDP ports carry (4 kB frames)",
-             f"at most {AFXDP_MAX_MTU} with switch_ports: afxdp; use switch_ports: auto or system")
-    g, free = _validate_topology(cfg)
-    _validate_threshold_delay(cfg, g)
-    _validate_marking_ramp(cfg, g)
+    if emu:
+        _validate_ecn(cfg)
+        if cfg.switch_ports == "afxdp" and cfg.mtu > AFXDP_MAX_MTU:
+            fail("config.mtu", cfg.mtu, "is above what AF_XDP ports carry (4 kB frames)",
+                 f"at most {AFXDP_MAX_MTU} with switch_ports: afxdp; use switch_ports: auto or system")
+    g, free = _validate_topology(cfg, emu)
+    if emu:
+        _validate_threshold_delay(cfg, g)
+        _validate_marking_ramp(cfg, g)
     _validate_jobs(cfg, free)
     _validate_policies(cfg)
-    _validate_time_limit(cfg)
+    _validate_scheduler(cfg)
+    if emu:
+        _validate_time_limit(cfg)
     return g
 
 
-def _validate_topology(cfg: ExperimentConfig):
+def _validate_topology(cfg: ExperimentConfig, shaped: bool = True):
     """Build the topology and its cluster with the background load; returns the graph and the free GPUs."""
     from placement.base import Cluster
-    from testbed.net import link_rates_mbps
+    from testbed.shaping import link_rates_mbps
     from topo import build_topology, machines
 
     try:
         g = build_topology(cfg.topology.kind, **cfg.topology.params)
-        link_rates_mbps(g, cfg.scale, cfg.dilation)
+        if shaped:
+            link_rates_mbps(g, cfg.scale, cfg.dilation)
     except TestbedError as e:
         raise ConfigError(f"config.topology: {e}") from None
     except (TypeError, ValueError) as e:  # a parameter of the right shape but not what the builder can use
@@ -466,6 +483,15 @@ def _validate_policies(cfg: ExperimentConfig) -> None:
                  f"{show(other)}", "each spec needs its own directory; ',' and spaces become '_' in its name")
 
 
+def _validate_scheduler(cfg: ExperimentConfig) -> None:
+    from scheduling import make_scheduler
+
+    try:
+        make_scheduler(cfg.scheduler, seed=cfg.seed)
+    except TestbedError as e:
+        raise ConfigError(f"config.scheduler: {e}") from None
+
+
 def _validate_time_limit(cfg: ExperimentConfig) -> None:
     """Reject a configuration whose wall-time lower bound exceeds ``time_limit_s``, naming the fix."""
     bound_s = wall_time_lower_bound_s(cfg)
@@ -513,7 +539,7 @@ def _validate_threshold_delay(cfg: ExperimentConfig, g) -> None:
     """
     from common.units import transfer_time_s, virtual_s, wall_s
     from testbed.ecn import marking_params
-    from testbed.net import link_rates_mbps
+    from testbed.shaping import link_rates_mbps
 
     e = cfg.ecn
     if e.marking == "off" or not e.threshold_us > 0:
@@ -535,7 +561,7 @@ def _validate_marking_ramp(cfg: ExperimentConfig, g) -> None:
     time at the port's rate, of at most ``MAX_RAMP_NS``; check it at the slowest port, where it is longest."""
     from common.units import wall_s
     from testbed.ecn import MAX_RAMP_NS, bytes_to_ns, marking_params
-    from testbed.net import link_rates_mbps
+    from testbed.shaping import link_rates_mbps
 
     e = cfg.ecn
     if e.marking == "off" or e.method == "red" or not e.max_threshold_bytes:

@@ -195,8 +195,10 @@ class Scalar:
 
 @dataclasses.dataclass(frozen=True)
 class PolicySpec:
-    """A placement policy spec string ``name`` or ``name,key=value,...`` (see :mod:`placement`)."""
+    """A spec string ``name`` or ``name,key=value,...`` of a placement policy (:mod:`placement`) or,
+    with ``what``, of another registry's entry (:mod:`scheduling`)."""
 
+    what: str = "policy"
     max_len: int = 256
 
     def describe(self) -> str:
@@ -209,7 +211,7 @@ class PolicySpec:
         name, *items = [part.strip() for part in value.split(",")]
         if (len(value) > self.max_len or not NAME_RE.fullmatch(name)
                 or not all(_SPEC_ITEM_RE.fullmatch(item) for item in items)):
-            fail(where, value, "is not a valid policy spec", self.describe())
+            fail(where, value, f"is not a valid {self.what} spec", self.describe())
         return value
 
 

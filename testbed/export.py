@@ -18,7 +18,8 @@ Schema, format version 1 (key order in the file is alphabetical):
 * ``run``: ``name`` (the experiment), ``dir`` (the run directory's name), ``mode``
   (``replay``: model-profile buckets and emulated compute; ``train``: real training of a
   small model), ``runtime`` (``agent`` or ``torch``), ``mtu`` (bytes, every interface),
-  ``seed``.
+  ``seed``, ``scheduler`` (the scheduler spec that decided which jobs ran when; ``waves``: see
+  *Arrival times*).
 * ``scale`` (emulated rate and bytes = paper / scale) and ``dilation`` (wall time = virtual
   time x dilation).
 * ``topology``: ``name``, ``kind`` and
@@ -48,6 +49,7 @@ Schema, format version 1 (key order in the file is alphabetical):
         * ``name``, ``model``, ``collective`` (allreduce algorithm: ``ring``, ``hd``, or
           ``gloo``, replayed as a mirrored ring, :mod:`jobs.patterns`), ``workers``;
         * ``wave``, ``arrival_s``, ``starts_after_wave``: as the job's wave;
+          ``submitted_s``: the job's submission time in the config (paper-scale seconds);
         * ``ranks``: ``rank``, ``machine``, ``gpu`` (slot index on the machine), in rank
           order; ``ps_host`` (null: no parameter server) and ``ina_switches``;
         * ``machine_pairs``: the directed ``[src, dst]`` machine pairs the job's collective
@@ -234,6 +236,7 @@ class Job(_Record):
     wave: int
     arrival_s: float | None
     starts_after_wave: int | None
+    submitted_s: float
     ranks: tuple[Rank, ...]
     ps_host: str | None
     ina_switches: tuple[str, ...]
@@ -391,7 +394,8 @@ def job_record(cfg: ExperimentConfig, placement: dict, wave: Wave, summary_job: 
                         iterations_recorded=s.get("iterations_recorded"), complete=s.get("complete"))
     paper = tuple(int(round(b * cfg.scale)) for b in emulated)
     return Job(name=name, model=spec.model, collective=spec.collective, workers=spec.workers, wave=wave.index,
-               arrival_s=wave.arrival_s, starts_after_wave=wave.starts_after_wave, ranks=ranks,
+               arrival_s=wave.arrival_s, starts_after_wave=wave.starts_after_wave, submitted_s=spec.arrival_s,
+               ranks=ranks,
                ps_host=placement.get("ps_host"), ina_switches=tuple(placement.get("ina_switches") or ()),
                machine_pairs=pairs, bucket_bytes=paper, emulated_bucket_bytes=emulated, bucket_source=source,
                bytes_per_iteration=sum(paper), emulated_bytes_per_iteration=sum(emulated),
@@ -432,7 +436,7 @@ def build_experiment(cfg: ExperimentConfig, g: nx.Graph, summary: dict, files: d
             pairs.update(j.machine_pairs)
         policies.append(PolicyRun(spec, safe_name(spec), waves, jobs))
     run = {"name": cfg.name, "dir": run_dir_name, "mode": cfg.mode, "runtime": cfg.runtime, "mtu": cfg.mtu,
-           "seed": cfg.seed}
+           "seed": cfg.seed, "scheduler": cfg.scheduler}
     return Experiment(run=run, scale=cfg.scale, dilation=cfg.dilation, topology_name=g.graph.get("name", ""),
                       topology_kind=g.graph.get("kind", ""), nodes=nodes, links=links, routing_mode=cfg.routing,
                       routes=routes_for(g, pairs, cfg.routing), policies=tuple(policies),

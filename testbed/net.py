@@ -34,21 +34,15 @@ import sys
 import typing
 
 from common.errors import EmulationError
-from common.units import scale_bw_mbps
 from testbed import ports, shaping
 from testbed.controller_proc import ControllerProcess
 from testbed.ecn import BpfMarker, MarkingParams, red_qdisc_args, wait_unloaded
 from testbed.procs import pid_alive, run, stop_process
 from testbed.record import Change, RunRecord, process_change, require_no_leftovers
+from testbed.shaping import MAX_RATE_MBPS, MIN_RATE_MBPS, link_rates_mbps  # noqa: F401 (re-exported)
 from topo import machines, switches
 from topo.io import write_topology_json
 
-MAX_RATE_MBPS = 1000.0
-MIN_RATE_MBPS = 0.1
-"""Lowest emulated link rate, Mbit/s. Below it one full-size packet (1500 bytes) takes more than
-0.12 s on the wire (a 100-packet queue then holds over 12 s), and the shaper's minimum
-token-bucket depth (15 000 bytes, :func:`testbed.shaping.burst_bytes`) lets more than
-1.2 s of traffic through at once, so the link no longer behaves like a link of that rate."""
 OFFLOADS = ("rx", "tx", "tso", "gso", "gro")
 
 
@@ -83,44 +77,6 @@ class NetOptions:
     ecn_method: str = "none"
     marking: typing.Callable[[float], MarkingParams] | None = None
     switch_ports: str = "system"
-
-
-def link_rates_mbps(g, scale: float, dilation: float = 1.0) -> dict[tuple[str, str], float]:
-    """Emulated rate of every link: paper-scale rate / (scale x dilation).
-
-    Args:
-        g: topology graph whose edges carry ``bw_mbps`` (paper scale).
-        scale: time-preserving scale factor (> 0), dividing rates and byte counts alike.
-        dilation: time dilation factor D (>= 1; 1 = no dilation), dividing rates on top of
-            ``scale`` because virtual time runs D times slower than wall time.
-
-    Returns:
-        ``{(u, v): rate in Mbit/s}`` for every edge, in the graph's edge order.
-
-    Raises:
-        EmulationError: when ``scale`` or ``dilation`` is out of range, when a link's rate is
-            outside [``MIN_RATE_MBPS``, ``MAX_RATE_MBPS``] (naming the link, its computed rate,
-            the scale and the dilation), or when a link has a delay (no netem here).
-    """
-    if not scale > 0:
-        raise EmulationError(f"scale {scale!r} is out of range (must be > 0)")
-    if not dilation >= 1:
-        raise EmulationError(f"dilation {dilation!r} is out of range (must be >= 1; 1 = no dilation)")
-    rates = {}
-    for u, v, d in g.edges(data=True):
-        paper_mbps = float(d["bw_mbps"])
-        r = scale_bw_mbps(paper_mbps, scale * dilation)
-        if not MIN_RATE_MBPS <= r <= MAX_RATE_MBPS:
-            hint = ("raise the scale factor or the dilation" if r > MAX_RATE_MBPS
-                    else "lower the scale factor or the dilation" if r < MIN_RATE_MBPS
-                    else "check the link's bw_mbps")
-            raise EmulationError(
-                f"link {u}-{v}: {paper_mbps:g} Mbit/s / (scale {scale:g} x dilation {dilation:g}) = {r:g} Mbit/s "
-                f"is outside the shapeable range [{MIN_RATE_MBPS:g}, {MAX_RATE_MBPS:g}] Mbit/s; {hint}")
-        if float(d.get("delay_us", 0)) > 0:
-            raise EmulationError(f"link {u}-{v}: delay_us={d['delay_us']} needs netem, which this network does not use")
-        rates[(u, v)] = r
-    return rates
 
 
 VSWITCHD_PID_FILES = ("/run/openvswitch/ovs-vswitchd.pid", "/var/run/openvswitch/ovs-vswitchd.pid")

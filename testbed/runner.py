@@ -17,84 +17,39 @@ its own waves). One policy's run, step by step:
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import threading
 import time
 
 from common.errors import EmulationError, PlacementError, TestbedError
-from common.jsonfile import write_json_atomic
 from common.specs import safe_name
 from common.units import wall_s
-from jobs.agent import launch_agents, plan_agents, read_conns
-from jobs.launcher import launch, open_gate_when_ready, plan_workers, processes, ready_path, wait_all
+from experiment import results
+from experiment.loop import LoopEvent, LoopResult
+from experiment.results import PolicyIncomplete, write_json, write_status
+from experiment.run import config_cluster, place_and_run
+from experiment.simrun import sim_options
+from jobs.launcher import ready_path
 from jobs.models import get_model
-from jobs.records import read_records
-from placement import make_policy
-from placement.base import Cluster, JobRequest
 from placement.metrics import fragmentation, used_machines
-from sim.flowsim import JobEstimate, SimJob, SimOptions, simulate
-from testbed import capabilities, fidelity, flows
+from sim.flowsim import JobEstimate, SimJob, simulate
+from testbed import capabilities, fidelity
 from testbed.config import ExperimentConfig, policy_specs, to_dict, validate
-from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
 from testbed.cpu import CpuSampler
 from testbed.ecn import marking_params, resolve_method
+from testbed.emulator import EmulatorBackend, WaveResult, uses_agents
 from testbed.linkstats import LinkSeries, counter_series, read_queue_samples
 from testbed.net import EmulatedNetwork, NetOptions, link_rates_mbps
 from testbed.ports import resolve_port_type
 from testbed.queues import PortSampler
 from testbed.report import job_iteration_times, summarise_policy, write_run_report
-from testbed.shaping import burst_bytes
 from topo.io import write_topology_json
 
 
 def make_run_dir(cfg: ExperimentConfig, base: str | None = None) -> str:
     """Create ``results/<timestamp>-<name>/`` and return its path."""
-    base = base or cfg.results_dir
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = os.path.join(base, f"{stamp}-{safe_name(cfg.name)}")
-    n = 1
-    while os.path.exists(path):
-        n += 1
-        path = os.path.join(base, f"{stamp}-{safe_name(cfg.name)}-{n}")
-    os.makedirs(path)
-    return path
-
-
-def write_json(path: str, obj) -> None:
-    """Write JSON with a stable layout, atomically (:func:`common.jsonfile.write_json_atomic`)."""
-    write_json_atomic(path, obj, default=str)
-
-
-RUN_STATUSES = ("running", "complete", "incomplete", "interrupted", "failed")
-
-
-def write_status(run_dir: str, status: str, detail: str | None = None) -> None:
-    """``status.json`` of a run directory: one of :data:`RUN_STATUSES`, when, and why (for
-    ``incomplete`` and ``failed``). A directory whose status is still ``running`` belongs to a run
-    that is in progress or was killed."""
-    assert status in RUN_STATUSES, status
-    write_json(os.path.join(run_dir, "status.json"), {"status": status, "detail": detail, "time": time.time()})
-
-
-@dataclasses.dataclass
-class WaveResult:
-    """What one wave of concurrently running jobs produced."""
-
-    index: int
-    jobs: list[str]
-    duration_s: float
-    link_bytes: dict  # (u, v) -> bytes over the whole wave (kernel counters)
-    records: list  # IterationRecord of every rank of every job of the wave
-    window_s: tuple[float, float] | None = None  # first recorded iteration start .. last end
-    ecn: dict | None = None  # marks per job from the start gate to the wave's end (None: not measured)
-    startup_s: float | None = None  # launch until every rank had joined (wall seconds)
-
-    def __post_init__(self):
-        if self.records and self.window_s is None:
-            self.window_s = (min(r.start_time_s for r in self.records),
-                             max(r.start_time_s + r.iteration_s for r in self.records))
+    return results.make_run_dir(cfg.name, base or cfg.results_dir)
 
 
 class Progress:
@@ -153,45 +108,44 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
                ecn: tuple[str, str] = ("none", "not requested"), hosts_tcp: dict | None = None) -> dict:
     """Run every job of ``cfg`` under placement policy ``spec`` on the run's network ``net``.
 
-    The network is shared by the policies of a run, one after another: its routes are static
-    (every machine pair), every wave ends with its workers gone and its queues drained, the
-    hosts keep no TCP metrics between connections, and every figure is a difference of
-    counters or a time window of the policy's own waves. ``ecn`` is the resolved marking path
-    and why (:func:`testbed.ecn.resolve_method`); ``hosts_tcp`` the hosts' TCP settings.
+    The experiment loop (:mod:`experiment.loop`) drives the emulator back end
+    (:class:`testbed.emulator.EmulatorBackend`) with the config's scheduler; with the default
+    ``waves`` scheduler the jobs the policy places run together as a wave and the others wait
+    for the whole wave to end. The network is shared by the policies of a run, one after
+    another: its routes are static (every machine pair), every wave ends with its workers gone
+    and its queues drained, the hosts keep no TCP metrics between connections, and every
+    figure is a difference of counters or a time window of the policy's own waves. ``ecn`` is
+    the resolved marking path and why (:func:`testbed.ecn.resolve_method`); ``hosts_tcp`` the
+    hosts' TCP settings.
     """
     os.makedirs(pdir, exist_ok=True)
-    cluster = Cluster.from_topology(g)
-    cluster.set_background(cfg.background)
-    policy = make_policy(spec, seed=cfg.seed)
-    jobs = {j.name: JobRequest(j.name, j.model, j.workers, j.collective) for j in cfg.jobs}
-    pending = list(jobs.values())
-    placements, waves, cluster_states = [], [], []
     sampler = CpuSampler()
     queue_path = os.path.join(pdir, "queue_stats.jsonl")
     t_start = time.time()
     ports = PortSampler(queue_path, net.port_links(), net.marker, cfg.ecn.sample_interval_s)
+    batches: list[list[str]] = []
+    cluster_states: list[dict] = []
+    cluster = config_cluster(cfg, g)
+
+    def on_batch(index: int, runs) -> None:
+        batches.append([job.name for job, _ in runs])
+        view = cluster.view()  # the loop has applied the batch's placements: every running job is in it
+        cluster_states.append({"wave": index, "machines_in_use": used_machines(view),
+                               "fragmented_machines": fragmentation(view)})
+        progress.say(f"    wave {index}: " + "; ".join(
+            f"{p.job} on {len(p.machines)} machine(s) {','.join(p.machines)}" for _, p in runs))
+
+    def on_event(event: LoopEvent) -> None:
+        if event.kind == "preempted":
+            progress.say(f"    {event.job} preempted at {event.time_s:.2f} s")
+
+    backend = EmulatorBackend(cfg, net, pdir, progress, on_batch=on_batch)
     sampler.start()
     ports.start()
     try:
-        while pending:
-            decided = policy.place(pending, cluster.view())
-            if not decided:
-                names = ", ".join(j.name for j in pending)
-                raise PlacementError(f"policy {spec!r} placed none of the waiting jobs ({names}) even with "
-                                     f"every other job finished")
-            for p in decided:
-                cluster.apply(p)
-                placements.append({"wave": len(waves), **p.to_dict()})
-            cluster_states.append({"wave": len(waves), "machines_in_use": used_machines(cluster.view()),
-                                   "fragmented_machines": fragmentation(cluster.view())})
-            progress.say(f"    wave {len(waves)}: " + "; ".join(
-                f"{p.job} on {len(p.machines)} machine(s) {','.join(p.machines)}" for p in decided))
-            waves.append(run_wave(cfg, g, net, decided, jobs, len(waves), pdir, progress))
-            for p in decided:
-                cluster.release(p.job)
-            done = {p.job for p in decided}
-            pending = [j for j in pending if j.name not in done]
+        loop = place_and_run(cfg, g, spec, backend, on_event, cluster)
     finally:
+        backend.close()
         sampler.stop()
         ports.stop()
     if ports.error:
@@ -200,6 +154,12 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     if ctrl_error:
         raise EmulationError(f"the controller logged an exception: {ctrl_error}; "
                              f"see {net.controller.log_path}")
+    starts = start_records(loop, batches)
+    # One placement per job, where it last started (where it finished): what the report, the
+    # fidelity monitor and the export describe; every start of a preempted job is in ``starts``.
+    last = {st["job"]: st for st in starts}
+    placements = sorted(last.values(), key=lambda st: starts.index(st))
+    waves = sorted(backend.waves, key=lambda w: w.index)
     rates = dict(net.rates)
     series = LinkSeries(g, os.path.join(net.run_dir, "port_stats.jsonl"))
     queue_samples = read_queue_samples(queue_path)
@@ -212,9 +172,13 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     estimates = sim_estimates(cfg, g, evidence)
     result = {
         "policy": spec,
+        "scheduler": cfg.scheduler,
         "placements": placements,
+        "starts": starts,
         "cluster_states": cluster_states,
         "waves": [wave_dict(w, series, marks) for w in waves],
+        "jct_s": loop.jct_s,
+        "preemptions": loop.preemptions,
         "link_rate_mbps": [[u, v, r] for (u, v), r in sorted(rates.items())],
         "cpu": sampler.summary(),
         "cpu_measured": cpu_measured,
@@ -235,6 +199,18 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     result["summary"] = summarise_policy(cfg, g, result, records)
     write_json(os.path.join(pdir, "summary.json"), result["summary"])
     return result
+
+
+def start_records(loop: LoopResult, batches: list[list[str]]) -> list[dict]:
+    """Every start of the loop as a dict: ``wave`` (the batch it started in), ``start_s`` and the
+    placement. The loop starts each batch's jobs in one call, in order, so the starts follow the
+    batches one after another."""
+    out, queue = [], [(i, job) for i, jobs in enumerate(batches) for job in jobs]
+    if [job for _, job in queue] != [st.job for st in loop.starts]:
+        raise EmulationError("the emulator's batches do not match the loop's starts")
+    for (i, _), st in zip(queue, loop.starts, strict=True):
+        out.append({"wave": i, "start_s": st.time_s, **st.placement.to_dict()})
+    return out
 
 
 def job_evidence(cfg: ExperimentConfig, placements: list[dict], records) -> list[fidelity.JobEvidence]:
@@ -272,9 +248,7 @@ def sim_estimates(cfg: ExperimentConfig, g, evidence: list[fidelity.JobEvidence]
     simulated.
     """
     rates = link_rates_mbps(g, cfg.scale)
-    bursts = None
-    if cfg.simulator.token_buckets:  # each shaper's depth at its shaped (dilated) rate, as testbed.net sets it
-        bursts = {link: burst_bytes(r, cfg.mtu) for link, r in link_rates_mbps(g, cfg.scale, cfg.dilation).items()}
+    options = sim_options(cfg, g)
     by_wave: dict[int, list[SimJob]] = {}
     for e in evidence:
         if not e.bucket_bytes:
@@ -286,8 +260,6 @@ def sim_estimates(cfg: ExperimentConfig, g, evidence: list[fidelity.JobEvidence]
             warmup_iterations=cfg.warmup_iterations))
     out = {}
     for jobs in by_wave.values():
-        options = SimOptions(mtu=cfg.mtu if cfg.simulator.headers else None,
-                             latency_s=cfg.simulator.latency_us * 1e-6, burst_bytes=bursts)
         for est in simulate(g, rates, jobs, options).jobs:
             out[est.job] = est
     return out
@@ -312,100 +284,6 @@ def wave_dict(w: WaveResult, series: LinkSeries, marks=None) -> dict:
             if m is not None:
                 d["window_link_marks"].append([*link, round(m)])
     return d
-
-
-def ecn_snapshot(net: EmulatedNetwork) -> dict:
-    """Marker flow counters and every host's received-CE counter, now."""
-    ce = {m: flows.netstat_counters(h.pid).get("IpExtInCEPkts", 0) for m, h in net.hosts.items()}
-    return {"flows": net.marker.flow_counters() if net.marker is not None else None, "receiver_ce": ce}
-
-
-def ecn_of_wave(before: dict, after: dict, conns_by_job: dict) -> dict:
-    """Marks per job between two :func:`ecn_snapshot` s, attributed through the jobs' connections.
-
-    A job's ``pkts`` and ``bytes`` are summed over the switch ports its packets crossed (one
-    count per hop); ``marks`` count each marked packet once (a CE packet is not marked again).
-    """
-    received = {m: after["receiver_ce"][m] - before["receiver_ce"].get(m, 0) for m in after["receiver_ce"]}
-    out = {"receiver_ce": received, "receiver_ce_total": sum(received.values())}
-    if before["flows"] is None:
-        return out  # RED marks per port only; per-job attribution needs the BPF marker's flow counters
-    by_job = flows.attribute(flows.flow_deltas(before["flows"], after["flows"]), flows.owners(conns_by_job))
-    out["jobs"] = {job: by_job.get(job, {"pkts": 0, "bytes": 0, "marks": 0}) for job in conns_by_job}
-    out["unattributed"] = by_job.get(None, {"pkts": 0, "bytes": 0, "marks": 0})
-    out["connections"] = {job: len(c) for job, c in conns_by_job.items()}
-    return out
-
-
-def run_wave(cfg, g, net: EmulatedNetwork, decided, jobs, index: int, pdir: str, progress: Progress) -> WaveResult:
-    """Launch every rank of the wave's jobs, wait for all, and measure the links.
-
-    Replay jobs run in the agent runtime (:mod:`jobs.agent`, one process per machine) unless
-    ``cfg.runtime`` is ``torch``; train jobs run one torch process per rank
-    (:mod:`jobs.worker`). Compute and timeouts are dilated by ``cfg.dilation``.
-    """
-    ips = {m: g.nodes[m]["ip"] for m in net.hosts}
-    gate = os.path.join(pdir, "jobs", f"wave{index}.start")
-    timeout_s = wall_s(cfg.job_timeout_s, cfg.dilation)
-    specs_by_job = {}
-    for p in decided:
-        job = jobs[p.job]
-        out_dir = os.path.join(pdir, "jobs", p.job)
-        os.makedirs(out_dir, exist_ok=True)
-        specs_by_job[p.job] = plan_workers(
-            job, p, get_model(job.model), cfg.scale, ips, net.host_intf, cfg.iterations, cfg.warmup_iterations,
-            cfg.mode, out_dir, free_tcp_port(), timeout_s=timeout_s, seed=cfg.seed, start_gate=gate,
-            dilation=cfg.dilation)
-    all_specs = [s for specs in specs_by_job.values() for s in specs]
-
-    def exec_fn(machine, argv, env, log_path):
-        return net.popen(machine, argv, env=env, log_path=log_path, cwd=PROJECT_ROOT)
-
-    before = net.switch_counters()
-    t0 = time.time()
-    plans = None
-    if uses_agents(cfg):
-        plans = plan_agents(specs_by_job, ips, free_tcp_port(), os.path.join(pdir, "jobs"), timeout_s)
-        workers = launch_agents(plans, exec_fn, os.path.join(pdir, "jobs"))
-    else:
-        workers = []
-        for job, specs in specs_by_job.items():
-            workers.extend(launch(specs, exec_fn, os.path.join(pdir, "jobs", job)))
-    stop = progress.watch(all_specs, cfg.iterations)
-    measure_ecn = net.options.ecn_method != "none"
-    ecn_before, conns = None, {p.job: set() for p in decided}
-    startup_s = None
-    try:
-        startup_s = open_gate_when_ready(workers, gate, timeout_s=timeout_s, check=net.check_alive)
-        if startup_s is not None:
-            if measure_ecn:
-                ecn_before = ecn_snapshot(net)
-                if plans is not None:
-                    for job, c in read_conns(plans).items():
-                        conns[job].update(c)
-                else:
-                    for w in workers:
-                        conns[w.spec.job].update(flows.sockets_of(w.process.pid))
-            progress.say(f"      all {len(workers)} ranks joined after {startup_s:.1f} s; iterations start together")
-        wait_all(workers, timeout_s=timeout_s, check=net.check_alive)
-        net.check_alive()  # also a death after the last liveness check
-    finally:
-        stop.set()
-    duration = time.time() - t0
-    time.sleep(0.2)  # let the last packets reach the counters
-    after = net.switch_counters()
-    ecn = ecn_of_wave(ecn_before, ecn_snapshot(net), conns) if ecn_before is not None else None
-    for proc in processes(workers):
-        net.forget(proc)
-    progress.say(f"    wave {index} done in {duration:.1f} s")
-    records = [r for s in all_specs if os.path.exists(s.records_path) for r in read_records(s.records_path)]
-    return WaveResult(index, [p.job for p in decided], duration, net.link_bytes(before, after), records, ecn=ecn,
-                      startup_s=startup_s)
-
-
-def uses_agents(cfg: ExperimentConfig) -> bool:
-    """Whether the wave's ranks run in the agent runtime (replay mode with ``runtime: agent``)."""
-    return cfg.mode == "replay" and cfg.runtime == "agent"
 
 
 def sanity_check(net: EmulatedNetwork, run_dir: str) -> None:
@@ -498,7 +376,3 @@ def _run_policies(cfg: ExperimentConfig, g, caps: dict, ecn: tuple[str, str], ru
     if unplaced:
         raise PolicyIncomplete(f"{len(unplaced)} of {len(specs)} policies could not place every job "
                                f"({', '.join(unplaced)}); results of the others are in {run_dir}")
-
-
-class PolicyIncomplete(PlacementError):
-    """Some policies could not place every job; the others' results were written."""

@@ -614,7 +614,7 @@ def test_overrides_applied_with_replace_are_validated():
     ("jobs: [{name: a, model: resnet50, workers: 2, colective: ring}]\n",
      r"^config.jobs\[0\]: unknown key 'colective' \(did you mean 'collective'\?\)"),
     ("ecn: [1]\n", r"^config.ecn: \[1\] is not a mapping \(keys: marking, method, "),
-    ("jobs: [5]\n", r"^config.jobs\[0\]: 5 is not a mapping \(keys: name, model, workers, collective\)"),
+    ("jobs: [5]\n", r"^config.jobs\[0\]: 5 is not a mapping \(keys: name, model, workers, collective, arrival_s\)"),
     ("jobs: {name: a}\n", r"^config.jobs: \{'name': 'a'\} is not a list \(a list of 1 to 1000 jobs\)"),
     ("jobs: [{model: resnet50, workers: 2}]\n", r"^config.jobs\[0\]: missing required key 'name'"),
     ("background: [h1]\n", r"^config.background: \['h1'\] is not a mapping"),

@@ -147,19 +147,22 @@ def test_threshold_above_the_queue_produces_no_marks(ecn_net):
 def test_two_jobs_sharing_a_bottleneck_are_both_marked(ecn_net, tmp_path):
     """Two ring jobs with one worker each on h4 (and the other on h1, h5): both send into h4. Marks are
     counted on the e2 -> h4 port and attributed to both jobs by their connections."""
-    from placement.base import GpuSlot, JobRequest, Placement
+    from experiment.backend import ExperimentJob
+    from placement.base import GpuSlot, Placement
     from testbed.config import ExperimentConfig, JobConfig
-    from testbed.runner import Progress, run_wave
+    from testbed.emulator import run_batch
+    from testbed.runner import Progress
 
     cfg = ExperimentConfig(jobs=(JobConfig("a", "vgg16", 2), JobConfig("b", "vgg16", 2)), iterations=4,
                            warmup_iterations=1, scale=SCALE, job_timeout_s=240)
-    jobs = {j.name: JobRequest(j.name, j.model, j.workers, j.collective) for j in cfg.jobs}
-    decided = [Placement("a", (GpuSlot("h1", 0), GpuSlot("h4", 0))),
-               Placement("b", (GpuSlot("h5", 0), GpuSlot("h4", 1)))]
+    jobs = [ExperimentJob(j.name, j.workers, model=j.model, collective=j.collective, iterations=cfg.iterations)
+            for j in cfg.jobs]
+    decided = [(jobs[0], Placement("a", (GpuSlot("h1", 0), GpuSlot("h4", 0)))),
+               (jobs[1], Placement("b", (GpuSlot("h5", 0), GpuSlot("h4", 1))))]
     port = ecn_net.switch_intfs[("e2", "h4")]
     before = {i: c["marks"] for i, c in ecn_net.marker.port_counters().items()}
     with open(os.devnull, "w") as quiet:
-        wave = run_wave(cfg, ecn_net.g, ecn_net, decided, jobs, 0, str(tmp_path), Progress(quiet))
+        wave = run_batch(cfg, ecn_net, decided, str(tmp_path), Progress(quiet))
     marks = {i: c["marks"] - before[i] for i, c in ecn_net.marker.port_counters().items()}
     on_port, on_all = marks[port], sum(marks.values())
     ecn = wave.ecn

@@ -85,7 +85,7 @@ def test_top_level_fields_and_topology_in_both_scales(tmp_path):
     d = export_run(run)
     assert d["format"] == "experiment" and d["format_version"] == FORMAT_VERSION
     assert d["run"] == {"name": "syn", "dir": "20260101-000000-syn", "mode": "replay", "runtime": "agent",
-                        "mtu": 1500, "seed": 1}
+                        "mtu": 1500, "seed": 1, "scheduler": "waves"}
     assert (d["scale"], d["dilation"]) == (SCALE, DILATION)
     g = read_topology_json(os.path.join(run, "topology.json"))
     nodes = {n["name"]: n for n in d["topology"]["nodes"]}
@@ -181,6 +181,7 @@ def test_arrival_times_from_the_measured_waves(tmp_path):
     jobs = jobs_of(d)
     assert (jobs["a"]["wave"], jobs["a"]["arrival_s"], jobs["a"]["starts_after_wave"]) == (0, 0.0, None)
     assert (jobs["c"]["wave"], jobs["c"]["arrival_s"], jobs["c"]["starts_after_wave"]) == (1, 4.5, 0)
+    assert jobs["a"]["submitted_s"] == jobs["c"]["submitted_s"] == 0.0  # the config submits every job at 0
     bare = export_run(make_run(tmp_path, name="bare", measurements=False))
     assert [(w["arrival_s"], w["measured_run_s"]) for w in bare["policies"][0]["waves"]] == [(0.0, None),
                                                                                             (None, None)]

@@ -1,4 +1,5 @@
-"""The scheduling stage: registry and spec strings, FIFO / YARN-CS, shared invariants, the driver."""
+"""The scheduling stage: registry and spec strings, FIFO / YARN-CS, shared invariants, the experiment
+loop on the durations back end."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from common.errors import ConfigError, JobError
+from experiment.durations import duration_job, run_durations
 from placement import Cluster, MachineInfo, make_policy
 from scheduling import SCHEDULERS, FifoScheduler, JobStatus, TiresiasScheduler, make_scheduler
-from scheduling.driver import SimJob, simulate
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -56,11 +57,11 @@ def test_decision_invariants(name, seed):
 
 @pytest.mark.parametrize("name", list(SCHEDULERS))
 def test_every_scheduler_finishes_a_workload(name):
-    """Each registered scheduler runs a seeded workload to completion in the driver, never over-committing."""
+    """Each registered scheduler runs a seeded workload to completion in the experiment loop, never over-committing."""
     rng = random.Random(3)
-    jobs = [SimJob(f"j{i}", rng.choice([1, 2, 4]), rng.uniform(5, 300), rng.uniform(0, 600))
+    jobs = [duration_job(f"j{i}", rng.choice([1, 2, 4]), rng.uniform(5, 300), rng.uniform(0, 600))
             for i in range(25)]
-    result = simulate(jobs, make_scheduler(name), total_gpus=6)
+    result = run_durations(jobs, make_scheduler(name), total_gpus=6)
     assert sorted(result.jct_s) == sorted(j.name for j in jobs)
 
 
@@ -80,9 +81,10 @@ def test_fifo_never_preempts():
 
 def test_fifo_vs_yarn_cs_average_jct():
     """On a workload with a blocked large job, backfilling FIFO gives a lower average JCT than YARN-CS."""
-    jobs = [SimJob("a", 2, 10), SimJob("big", 4, 10, 1), SimJob("s1", 1, 2, 2), SimJob("s2", 1, 2, 3)]
-    fifo = simulate(jobs, make_scheduler("fifo"), 4)
-    yarn = simulate(jobs, make_scheduler("yarn_cs"), 4)
+    jobs = [duration_job("a", 2, 10), duration_job("big", 4, 10, 1), duration_job("s1", 1, 2, 2),
+            duration_job("s2", 1, 2, 3)]
+    fifo = run_durations(jobs, make_scheduler("fifo"), 4)
+    yarn = run_durations(jobs, make_scheduler("yarn_cs"), 4)
     assert fifo.jct_s["s1"] == 2 and yarn.jct_s["s1"] == 20
     assert fifo.avg_jct_s < yarn.avg_jct_s
 
@@ -119,14 +121,14 @@ def test_bad_jobs():
     with pytest.raises(JobError, match="duplicate job name 'a'"):
         make_scheduler("las").schedule([JobStatus("a", 1), JobStatus("a", 2)], 4, 0.0)
     with pytest.raises(JobError, match="needs 5 GPUs; the cluster has 4"):
-        simulate([SimJob("a", 5, 1.0)], make_scheduler("fifo"), 4)
-    with pytest.raises(JobError, match="duration_s must be > 0"):
-        SimJob("a", 1, 0.0)
+        run_durations([duration_job("a", 5, 1.0)], make_scheduler("fifo"), 4)
+    with pytest.raises(JobError, match="duration_s must be finite and > 0"):
+        duration_job("a", 1, 0.0)
 
 
 def test_pure_import():
     """Importing the scheduling package loads no torch, Mininet or os-ken."""
-    code = ("import sys, scheduling, scheduling.driver; "
+    code = ("import sys, scheduling, experiment, experiment.loop, experiment.durations; "
             "bad = [m for m in ('torch', 'mininet', 'os_ken') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -139,9 +141,9 @@ def small_cluster(machines: int = 2, gpus: int = 4) -> Cluster:
 
 def test_scheduler_with_a_placer_waits_for_placeable_gpus():
     """Admitted by count, a job the placer cannot place waits until GPUs free up on one machine."""
-    jobs = [SimJob("a", 3, 10), SimJob("b", 3, 20), SimJob("c", 2, 1)]
-    counted = simulate(jobs, make_scheduler("fifo"), total_gpus=8)
-    placed = simulate(jobs, make_scheduler("fifo"), cluster=small_cluster(),
+    jobs = [duration_job("a", 3, 10), duration_job("b", 3, 20), duration_job("c", 2, 1)]
+    counted = run_durations(jobs, make_scheduler("fifo"), total_gpus=8)
+    placed = run_durations(jobs, make_scheduler("fifo"), cluster=small_cluster(),
                       policy=make_policy("elasticflow"))
     assert counted.jct_s["c"] == 1
     assert placed.jct_s["c"] == 11, "EF will not split c over the two 1-GPU fragments; it waits for a"
@@ -152,11 +154,11 @@ def test_scheduler_with_a_placer_waits_for_placeable_gpus():
 def test_tiresias_scheduler_combines_with_any_placer(placer):
     """Tiresias-L drives each placer over a seeded workload; GPUs are never double-booked, all are freed."""
     rng = random.Random(8)
-    jobs = [SimJob(f"j{i}", rng.choice([1, 2, 4]), rng.uniform(5, 300), rng.uniform(0, 600),
+    jobs = [duration_job(f"j{i}", rng.choice([1, 2, 4]), rng.uniform(5, 300), rng.uniform(0, 600),
                    model=rng.choice(["resnet50", "vgg16"])) for i in range(20)]
     cluster = small_cluster(3)
     before = cluster.snapshot()
-    result = simulate(jobs, TiresiasScheduler(thresholds_gpu_s="200"), cluster=cluster,
+    result = run_durations(jobs, TiresiasScheduler(thresholds_gpu_s="200"), cluster=cluster,
                       policy=make_policy(placer))
     assert sorted(result.jct_s) == sorted(j.name for j in jobs)
     assert cluster.snapshot() == before
@@ -166,7 +168,7 @@ def test_tiresias_scheduler_combines_with_any_placer(placer):
 def test_unplaceable_job_is_reported():
     """A job the placer can never place (EF rounds 12 workers up to 16 GPUs) is a clear error, not a hang."""
     with pytest.raises(JobError, match="wait for ever"):
-        simulate([SimJob("a", 12, 5)], make_scheduler("fifo"), period_s=1.0,
+        run_durations([duration_job("a", 12, 5)], make_scheduler("fifo"), period_s=1.0,
                  cluster=small_cluster(3), policy=make_policy("elasticflow"))
     with pytest.raises(JobError, match="both cluster and policy"):
-        simulate([SimJob("a", 1, 5)], make_scheduler("fifo"), cluster=small_cluster())
+        run_durations([duration_job("a", 1, 5)], make_scheduler("fifo"), cluster=small_cluster())

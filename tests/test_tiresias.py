@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from common.errors import ConfigError, JobError, PlacementError
+from experiment.durations import duration_job, run_durations
 from jobs.models import MIB, MODELS
 from placement import Cluster, GpuSlot, JobRequest, MachineInfo, Placement, make_policy
 from placement.tiresias_placement import TENSOR_SKEW, TRACE_MODEL_SKEW, TiresiasPolicy, tensor_skew
@@ -26,7 +27,6 @@ from scheduling import (
     SrtfScheduler,
     TiresiasScheduler,
 )
-from scheduling.driver import SimJob, simulate
 from scheduling.tiresias import (
     GITTINS_SAMPLES_PATH,
     RGittinsTable,
@@ -36,7 +36,7 @@ from scheduling.tiresias import (
     parse_thresholds,
 )
 
-TOY_JOBS = [SimJob("J1", 2, 2), SimJob("J2", 1, 8), SimJob("J3", 2, 6)]
+TOY_JOBS = [duration_job("J1", 2, 2), duration_job("J2", 1, 8), duration_job("J3", 2, 6)]
 TOY_D = [4, 8, 12]
 
 
@@ -54,7 +54,7 @@ def timeline(result, length: int = 16) -> str:
 ], ids=["srsf", "las", "gittins_textbook", "gittins_r_compat"])
 def test_toy_example_timelines_and_average_jct(scheduler, slots, jcts, avg):
     """The Fig. 7 toy example (2 GPUs, re-decided every unit) gives the spec's exact schedules and JCTs."""
-    result = simulate(TOY_JOBS, scheduler, total_gpus=2, period_s=1.0)
+    result = run_durations(TOY_JOBS, scheduler, total_gpus=2, period_s=1.0)
     assert timeline(result) == slots
     assert tuple(result.jct_s[n] for n in ("J1", "J2", "J3")) == jcts
     assert result.avg_jct_s == pytest.approx(avg)
@@ -66,7 +66,7 @@ def test_toy_example_paper_rounded_values():
         "srsf": SrsfScheduler(), "las": LasScheduler(),
         "gittins": GittinsScheduler(variant="r_compat", samples_gpu_s=TOY_D),
     }
-    avg = {k: round(simulate(TOY_JOBS, s, 2, period_s=1.0).avg_jct_s, 1) for k, s in runs.items()}
+    avg = {k: round(run_durations(TOY_JOBS, s, 2, period_s=1.0).avg_jct_s, 1) for k, s in runs.items()}
     assert avg == {"srsf": 9.3, "las": 11.7, "gittins": 10.0}
 
 
@@ -128,8 +128,8 @@ def test_promotion_timing_and_reset():
     and preempts a. (Before b went behind a this test had a promoted at 1500 s instead.)
     """
     sched = TiresiasScheduler(thresholds_gpu_s="500", promote_knob=2)
-    jobs = [SimJob("a", 1, 10_000), SimJob("b", 1, 10_000, arrival_s=500)]
-    result = simulate(jobs, sched, total_gpus=1)
+    jobs = [duration_job("a", 1, 10_000), duration_job("b", 1, 10_000, arrival_s=500)]
+    result = run_durations(jobs, sched, total_gpus=1)
     assert result.running_at(250) == ("a",)
     assert result.running_at(750) == ("b",), "a is demoted at 500 s and waits behind the new b"
     assert result.running_at(1999) == ("a",), "b, demoted at 1000 s, goes behind the waiting a"
@@ -159,9 +159,9 @@ def test_promotion_resets_queue_service():
 def test_no_preemption_with_a_single_las_queue():
     """With K = 1 (θ = ∞) Tiresias-L never preempts, whatever the arrivals."""
     rng = random.Random(5)
-    jobs = [SimJob(f"j{i}", rng.choice([1, 2, 4, 8]), rng.uniform(10, 500), rng.uniform(0, 2000))
+    jobs = [duration_job(f"j{i}", rng.choice([1, 2, 4, 8]), rng.uniform(10, 500), rng.uniform(0, 2000))
             for i in range(40)]
-    result = simulate(jobs, TiresiasScheduler(thresholds_gpu_s="inf"), total_gpus=8)
+    result = run_durations(jobs, TiresiasScheduler(thresholds_gpu_s="inf"), total_gpus=8)
     assert result.preemptions == 0 and len(result.jct_s) == 40
 
 
@@ -211,11 +211,11 @@ def test_gittins_delta_modes_differ_as_specified():
 def test_tiresias_runs_a_mixed_workload_to_completion():
     """Tiresias-L and -G with K = 3 and promotion finish a seeded random workload without over-commit."""
     rng = random.Random(11)
-    jobs = [SimJob(f"j{i}", rng.choice([1, 2, 4, 8, 16]), rng.uniform(60, 3000), rng.uniform(0, 4000))
+    jobs = [duration_job(f"j{i}", rng.choice([1, 2, 4, 8, 16]), rng.uniform(60, 3000), rng.uniform(0, 4000))
             for i in range(60)]
     for sched in (TiresiasScheduler(thresholds_gpu_s="3600:7200", promote_knob=4),
                   TiresiasScheduler(priority="gittins", thresholds_gpu_s="3600:7200", promote_knob=4)):
-        result = simulate(jobs, sched, total_gpus=32)
+        result = run_durations(jobs, sched, total_gpus=32)
         assert sorted(result.jct_s) == sorted(j.name for j in jobs)
         assert all(result.jct_s[j.name] >= j.duration_s - 1e-6 for j in jobs)
 
@@ -223,10 +223,10 @@ def test_tiresias_runs_a_mixed_workload_to_completion():
 def test_same_input_same_output():
     """Two fresh Tiresias schedulers produce identical runs for the same workload."""
     rng = random.Random(2)
-    jobs = [SimJob(f"j{i}", rng.choice([1, 2, 4]), rng.uniform(10, 900), rng.uniform(0, 900))
+    jobs = [duration_job(f"j{i}", rng.choice([1, 2, 4]), rng.uniform(10, 900), rng.uniform(0, 900))
             for i in range(30)]
-    a = simulate(jobs, TiresiasScheduler(thresholds_gpu_s="400", promote_knob=2), 8)
-    b = simulate(jobs, TiresiasScheduler(thresholds_gpu_s="400", promote_knob=2), 8)
+    a = run_durations(jobs, TiresiasScheduler(thresholds_gpu_s="400", promote_knob=2), 8)
+    b = run_durations(jobs, TiresiasScheduler(thresholds_gpu_s="400", promote_knob=2), 8)
     assert a == b
 
 
@@ -444,9 +444,9 @@ def test_las_demoted_running_job_goes_behind_waiting_jobs():
     6500 s behind the waiting a, so a runs to 8250 s and b to 10000 s. Running jobs used to stay
     ahead: b then ran to 8250 s and a to 10000 s.
     """
-    jobs = [SimJob("a", 1, 5000), SimJob("b", 1, 5000, arrival_s=100)]
+    jobs = [duration_job("a", 1, 5000), duration_job("b", 1, 5000, arrival_s=100)]
     for timing in ("exact", "r_compat"):
-        result = simulate(jobs, TiresiasScheduler(thresholds_gpu_s=R_LIMITS, timing=timing), total_gpus=1)
+        result = run_durations(jobs, TiresiasScheduler(thresholds_gpu_s=R_LIMITS, timing=timing), total_gpus=1)
         assert jcts(result) == {"a": 8250, "b": 9900}
         assert result.running_at(6500.5) == ("a",)
 
@@ -457,9 +457,9 @@ def test_r_compat_timing_sees_a_multi_gpu_demotion_at_the_reference_events():
     4 GPUs: a (4 GPUs, 2000 s) and b (4 GPUs, 100 s) arrive at 0. a reaches 3250 GPU-s at 812.5 s;
     [R] checks at 812 s (3248 GPU-s, no demotion), then 609 s later, so b starts at 1421 s.
     """
-    jobs = [SimJob("a", 4, 2000), SimJob("b", 4, 100)]
-    exact = simulate(jobs, TiresiasScheduler(thresholds_gpu_s=R_LIMITS), total_gpus=4)
-    r = simulate(jobs, TiresiasScheduler(thresholds_gpu_s=R_LIMITS, timing="r_compat"), total_gpus=4)
+    jobs = [duration_job("a", 4, 2000), duration_job("b", 4, 100)]
+    exact = run_durations(jobs, TiresiasScheduler(thresholds_gpu_s=R_LIMITS), total_gpus=4)
+    r = run_durations(jobs, TiresiasScheduler(thresholds_gpu_s=R_LIMITS, timing="r_compat"), total_gpus=4)
     assert jcts(exact) == {"a": 2100, "b": 912.5}
     assert jcts(r) == {"a": 2100, "b": 1521}
     gittins = TiresiasScheduler(priority="gittins", thresholds_gpu_s=R_LIMITS, gittins_delta="r_compat")
@@ -502,11 +502,11 @@ def test_r_compat_sorts_every_queue_including_the_last():
     17000 s: at that event a has 9800 GPU-s (index 0) and b 7200 (81.6327), so after c, b runs
     (to 29900 s) before a (to 40100 s). FIFO in Q3 resumes a first (27300 s, then b 40100 s).
     """
-    jobs = [SimJob("a", 1, 20000), SimJob("b", 1, 20000, 10), SimJob("c", 1, 100, 17000)]
+    jobs = [duration_job("a", 1, 20000), duration_job("b", 1, 20000, 10), duration_job("c", 1, 100, 17000)]
     kw = {"priority": "gittins", "thresholds_gpu_s": R_LIMITS, "samples_gpu_s": TABLE_D}
-    r = simulate(jobs, TiresiasScheduler(gittins_delta="r_compat", **kw), total_gpus=1)
+    r = run_durations(jobs, TiresiasScheduler(gittins_delta="r_compat", **kw), total_gpus=1)
     assert jcts(r) == {"a": 40100, "b": 29890, "c": 100} and r.preemptions == 5
-    default = simulate(jobs, TiresiasScheduler(**kw), total_gpus=1)
+    default = run_durations(jobs, TiresiasScheduler(**kw), total_gpus=1)
     assert jcts(default) == {"a": 27300, "b": 40090, "c": 100}
 
 
@@ -534,7 +534,7 @@ def test_60_job_trace_matches_the_reference_job_by_job(kw, expected):
         pytest.skip(f"no shipped trace at {path}")
     with path.open(newline="") as f:
         rows = list(csv.DictReader(f))
-    jobs = [SimJob(f"j{r['job_id']}", int(r["num_gpu"]), float(r["duration"]), float(r["submit_time"]))
+    jobs = [duration_job(f"j{r['job_id']}", int(r["num_gpu"]), float(r["duration"]), float(r["submit_time"]))
             for r in rows]
-    result = simulate(jobs, TiresiasScheduler(thresholds_gpu_s=R_LIMITS, **kw), total_gpus=8)
+    result = run_durations(jobs, TiresiasScheduler(thresholds_gpu_s=R_LIMITS, **kw), total_gpus=8)
     assert [result.jct_s[f"j{i}"] for i in range(len(rows))] == expected

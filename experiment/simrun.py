@@ -1,0 +1,190 @@
+"""An experiment config on the simulator back end: every policy through the loop, no root needed.
+
+``run_testbed.py --backend sim`` runs this. For each policy the experiment loop
+(:mod:`experiment.loop`) places and schedules the config's jobs as on the emulator, and
+:class:`sim.backend.FlowSimBackend` runs them: the same topology, routes (ECMP), collectives,
+scaled gradient buckets and compute times, with rates max-min shared as the config's
+``simulator`` section says. It writes ``results/<timestamp>-<name>/``:
+
+* ``config.json``, ``topology.json``, ``status.json`` and ``capabilities.json`` (``backend: sim``);
+* ``<policy>/placements.json`` and ``<policy>/jobs.json``: each job's starts and placements,
+  finish, JCT and its communication, compute and iteration times (means over its measured
+  iterations, slowest rank per iteration, as the emulator's report aggregates them);
+* ``sim_jobs.csv`` (a row per policy and job), ``sim_policies.json`` (per policy: mean and p90
+  communication time, mean JCT, makespan) and ``sim_policies.png``;
+
+and prints one table per run. Times are virtual (paper-scale) seconds.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import time
+from collections.abc import Callable
+
+from common.errors import PlacementError
+from common.jsonfile import write_json_atomic
+from common.specs import safe_name
+from common.units import scale_bw_mbps
+from experiment import results
+from experiment.run import place_and_run
+from sim.backend import FlowSimBackend
+from sim.flowsim import SimOptions
+
+JOB_COLUMNS = ("policy", "job", "model", "workers", "collective", "arrival_s", "start_s", "end_s", "jct_s", "runs",
+               "comm_mean_s", "compute_mean_s", "iteration_mean_s", "iterations", "machines")
+
+
+def sim_rates_mbps(g, scale: float, dilation: float = 1.0) -> dict[tuple[str, str], float]:
+    """Every link's rate at the scale (and dilation), Mbit/s: paper rate / (scale x dilation)."""
+    return {(u, v): scale_bw_mbps(float(d["bw_mbps"]), scale * dilation) for u, v, d in g.edges(data=True)}
+
+
+def sim_options(cfg, g) -> SimOptions:
+    """What the simulator models, from the config's ``simulator`` section (headers at the MTU,
+    per-message latency in virtual seconds, the emulated shapers' token buckets)."""
+    from testbed.shaping import burst_bytes
+
+    bursts = None
+    if cfg.simulator.token_buckets:  # each shaper's depth at its shaped (dilated) rate, as the emulator sets it
+        bursts = {link: burst_bytes(r, cfg.mtu) for link, r in sim_rates_mbps(g, cfg.scale, cfg.dilation).items()}
+    return SimOptions(mtu=cfg.mtu if cfg.simulator.headers else None, latency_s=cfg.simulator.latency_us * 1e-6,
+                      burst_bytes=bursts)
+
+
+def run_policy_sim(cfg, g, spec: str) -> list[dict]:
+    """Run policy ``spec`` on a fresh simulator; one row per job (:data:`JOB_COLUMNS`)."""
+    backend = FlowSimBackend(g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations, sim_options(cfg, g))
+    loop = place_and_run(cfg, g, spec, backend)
+    rows = []
+    for j in cfg.jobs:
+        starts = [s for s in loop.starts if s.job == j.name]
+        runs = [r for r in loop.runs if r.job == j.name]
+        est = backend.estimate(j.name)
+        rows.append({
+            "policy": spec, "job": j.name, "model": j.model, "workers": j.workers, "collective": j.collective,
+            "arrival_s": j.arrival_s, "start_s": starts[0].time_s, "end_s": runs[-1].end_s,
+            "jct_s": loop.jct_s[j.name], "runs": len(runs), "comm_mean_s": est.comm_mean_s,
+            "compute_mean_s": est.compute_mean_s, "iteration_mean_s": est.iteration_mean_s,
+            "iterations": est.iterations, "machines": " ".join(starts[-1].placement.machines),
+            "placements": [{"start_s": s.time_s, **s.placement.to_dict()} for s in starts]})
+    return rows
+
+
+def policy_summary(rows: list[dict]) -> dict:
+    """Per policy: mean and p90 communication time, mean JCT and makespan (seconds)."""
+    comm = sorted(r["comm_mean_s"] for r in rows if r["comm_mean_s"] is not None)
+    p90 = comm[min(len(comm) - 1, int(0.9 * len(comm)))] if comm else None
+    return {"jobs": len(rows), "comm_mean_s": sum(comm) / len(comm) if comm else None, "comm_p90_s": p90,
+            "jct_mean_s": sum(r["jct_s"] for r in rows) / len(rows), "makespan_s": max(r["end_s"] for r in rows)}
+
+
+def run_simulated(cfg, g, run_dir: str, specs: list[str], say: Callable[[str], None] = print) -> dict[str, dict]:
+    """Every policy of ``specs`` on the simulator; results in ``run_dir``. Returns the summary per
+    policy; a policy that cannot place every job is reported and skipped (its ``error``)."""
+    say(f"run {run_dir}: {len(cfg.jobs)} jobs, {len(specs)} policies on the flow-level simulator "
+        f"(scale {cfg.scale:g}, scheduler {cfg.scheduler}); times in paper-scale seconds")
+    all_rows, summaries = [], {}
+    for i, spec in enumerate(specs, 1):
+        t0 = time.monotonic()
+        pdir = os.path.join(run_dir, safe_name(spec))
+        os.makedirs(pdir, exist_ok=True)
+        try:
+            rows = run_policy_sim(cfg, g, spec)
+        except PlacementError as e:
+            summaries[spec] = {"error": str(e)}
+            say(f"[{i}/{len(specs)}] {spec}: stopped: {e}")
+            continue
+        write_json_atomic(os.path.join(pdir, "placements.json"), [p for r in rows for p in r["placements"]])
+        write_json_atomic(os.path.join(pdir, "jobs.json"), rows)
+        all_rows += rows
+        summaries[spec] = policy_summary(rows)
+        say(f"[{i}/{len(specs)}] {spec}: {len(rows)} jobs simulated in {time.monotonic() - t0:.1f} s")
+    with open(os.path.join(run_dir, "sim_jobs.csv"), "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=JOB_COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(all_rows)
+    write_json_atomic(os.path.join(run_dir, "sim_policies.json"), summaries)
+    for line in table_lines(summaries):
+        say(line)
+    path = plot_policies(summaries, os.path.join(run_dir, "sim_policies.png"))
+    say(f"written: {run_dir}/sim_jobs.csv, sim_policies.json" + (", sim_policies.png" if path else ""))
+    return summaries
+
+
+def table_lines(summaries: dict[str, dict]) -> list[str]:
+    """The per-policy table printed at the end of a simulated run."""
+    def cell(v):
+        return "-" if v is None else f"{v:.3f}"
+
+    out = [f"{'policy':<28} {'comm mean s':>12} {'comm p90 s':>11} {'JCT mean s':>11} {'makespan s':>11}"]
+    for spec, s in summaries.items():
+        if "error" in s:
+            out.append(f"{spec:<28} could not place every job: {s['error']}")
+        else:
+            out.append(f"{spec:<28} {cell(s['comm_mean_s']):>12} {cell(s['comm_p90_s']):>11} "
+                       f"{cell(s['jct_mean_s']):>11} {cell(s['makespan_s']):>11}")
+    return out
+
+
+def plot_policies(summaries: dict[str, dict], path: str) -> str | None:
+    """Bars of mean communication time and mean JCT per policy; the path, or None with nothing to plot."""
+    ok = {k: v for k, v in summaries.items() if "error" not in v and v["comm_mean_s"] is not None}
+    if not ok:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(max(6.0, 1.1 * len(ok) + 3), 3.6))
+    names = list(ok)
+    for ax, key, title in ((axes[0], "comm_mean_s", "communication per iteration (s)"),
+                           (axes[1], "jct_mean_s", "mean JCT (s)")):
+        ax.bar(range(len(names)), [ok[n][key] for n in names], color="#4c72b0")
+        ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
+        ax.set_title(title, fontsize=9)
+    fig.suptitle("flow-level simulator, per policy", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def run_simulated_experiment(cfg, run_dir: str | None = None, policies: list[str] | None = None,
+                             say: Callable[[str], None] = print) -> str:
+    """Validate ``cfg`` for the simulator, run every policy (:func:`run_simulated`) into a new run
+    directory (or ``run_dir``) and return its path.
+
+    Raises:
+        ConfigError: the config is invalid.
+        PolicyIncomplete: some policy could not place every job (the others' results are written).
+    """
+    from testbed.config import policy_specs, to_dict, validate
+    from topo.io import write_topology_json
+
+    g = validate(cfg, backend="sim")
+    run_dir = run_dir or results.make_run_dir(cfg.name, cfg.results_dir)
+    os.makedirs(run_dir, exist_ok=True)
+    results.write_status(run_dir, "running")
+    try:
+        results.write_json(os.path.join(run_dir, "config.json"), to_dict(cfg))
+        results.write_json(os.path.join(run_dir, "capabilities.json"), {"backend": "sim", "engine": "flowsim"})
+        write_topology_json(g, os.path.join(run_dir, "topology.json"))
+        specs = policies or policy_specs(cfg)
+        summaries = run_simulated(cfg, g, run_dir, specs, say)
+    except KeyboardInterrupt:
+        results.write_status(run_dir, "interrupted")
+        raise
+    except BaseException as e:
+        results.write_status(run_dir, "failed", f"{type(e).__name__}: {e}")
+        raise
+    failed = [spec for spec, s in summaries.items() if "error" in s]
+    if failed:
+        msg = (f"{len(failed)} of {len(specs)} policies could not place every job ({', '.join(failed)}); "
+               f"results of the others are in {run_dir}")
+        results.write_status(run_dir, "incomplete", msg)
+        raise results.PolicyIncomplete(msg)
+    results.write_status(run_dir, "complete")
+    return run_dir

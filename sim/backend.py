@@ -1,0 +1,90 @@
+"""The simulator back end of the experiment loop: jobs run in the flow-level simulator.
+
+:class:`FlowSimBackend` implements :class:`experiment.backend.Backend` on a
+:class:`sim.flowsim.FlowEngine`: a started job becomes a :class:`sim.flowsim.SimJob` on its
+placement's machines (rank order), with its model's gradient buckets at the experiment's
+scale and its model's compute time per iteration, running the iterations it has left after
+its warm-up; a preempted job loses its partial iteration and keeps the ones it completed.
+Times are virtual (paper-scale) seconds: emulated bytes over the links' rates at the scale,
+undilated, as :func:`testbed.runner.sim_estimates` costs them. Pure: no root, no processes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from common.errors import JobError
+from experiment.backend import Backend, ExperimentJob, RunEnd
+from jobs.models import get_model, scaled_buckets
+from placement.base import Placement
+from sim.flowsim import FlowEngine, JobEstimate, RunState, SimIterationRecord, SimJob, SimOptions, estimate_of
+
+Link = tuple[str, str]
+
+
+class FlowSimBackend(Backend):
+    """Runs the loop's jobs in the flow-level simulator (see the module docstring).
+
+    Args:
+        g: topology graph (routes: :func:`topo.routing.ecmp_path`).
+        rate_mbps: every link's rate in Mbit/s at the experiment's scale (undilated).
+        scale: the experiment's scale factor (bucket bytes are the model's divided by it).
+        warmup_iterations: iterations every (re)start runs before its measured ones.
+        options: what the simulator models (headers, latency, token buckets).
+        start_s: the clock's start, seconds.
+    """
+
+    name = "sim"
+
+    def __init__(self, g, rate_mbps: Mapping[Link, float], scale: float, warmup_iterations: int = 0,
+                 options: SimOptions = SimOptions(), start_s: float = 0.0):
+        self.engine = FlowEngine(g, rate_mbps, options)
+        if start_s > 0:
+            self.engine.advance(start_s)
+        self.scale, self.warmup_iterations = scale, warmup_iterations
+        self.done: dict[str, int] = {}  # measured iterations completed, over every run of a job
+        self.records: dict[str, list[SimIterationRecord]] = {}  # every kept iteration, numbered over runs
+        self.placements: dict[str, tuple[str, ...]] = {}  # machines by rank of each job's last start
+        self._offset: dict[str, int] = {}
+        self._total: dict[str, int] = {}
+
+    @property
+    def now_s(self) -> float:
+        return self.engine.now_s
+
+    def start(self, runs: Sequence[tuple[ExperimentJob, Placement | None]]) -> None:
+        now = self.engine.now_s
+        for job, p in runs:
+            if p is None:
+                raise JobError(f"job {job.name!r}: the simulator runs placed jobs only (give the loop a placer)")
+            if job.iterations is None:
+                raise JobError(f"job {job.name!r}: the simulator needs its work as iterations")
+            model = get_model(job.model)
+            done = self.done.setdefault(job.name, 0)
+            self._offset[job.name], self._total[job.name] = done, job.iterations
+            self.placements[job.name] = tuple(slot.machine for slot in p.slots)
+            self.engine.add(SimJob(name=job.name, machines_by_rank=self.placements[job.name],
+                                   collective=job.collective, bucket_bytes=tuple(scaled_buckets(model, self.scale)),
+                                   compute_s=model.compute_time_s, iterations=job.iterations - done,
+                                   warmup_iterations=self.warmup_iterations, start_s=now))
+
+    def stop(self, job: str) -> RunEnd:
+        return self._end(self.engine.remove(job))
+
+    def advance(self, until_s: float) -> list[RunEnd]:
+        return [self._end(state) for state in self.engine.advance(until_s)]
+
+    def estimate(self, job: str) -> JobEstimate:
+        """The job's times over every iteration it completed, in all its runs."""
+        recs = self.records.get(job, [])
+        end = max((r.start_s + r.iteration_s for r in recs), default=self.now_s)
+        return estimate_of(job, recs, end)
+
+    def _end(self, state: RunState) -> RunEnd:
+        offset = self._offset[state.job]
+        kept = [dataclasses.replace(r, iteration=r.iteration + offset) for r in state.records
+                if r.iteration < state.iterations_done]
+        self.records.setdefault(state.job, []).extend(kept)
+        self.done[state.job] = offset + state.iterations_done
+        return RunEnd(state.job, state.start_s, state.end_s, state.finished, state.iterations_done)

@@ -1,0 +1,345 @@
+"""The emulator back end of the experiment loop: jobs run as real processes in the emulated network.
+
+:class:`EmulatorBackend` implements :class:`experiment.backend.Backend` on a running
+:class:`testbed.net.EmulatedNetwork`:
+
+* ``start`` launches every rank of the jobs starting at one instant (a *batch*): replay jobs in
+  the agent runtime (:mod:`jobs.agent`, one process per machine and job) unless the config's
+  runtime is ``torch``, train jobs one torch process per rank (:mod:`jobs.worker`), compute
+  and timeouts dilated by D. The batch's ranks share a start gate, opened once all have
+  joined, so its jobs begin their iterations together. The switch port counters (and, with
+  ECN, the marker's flow counters and the hosts' CE counters) are read at the gate;
+* ``advance`` waits (polling the processes, checking the controller and the switch daemon every
+  :data:`jobs.launcher.LIVENESS_INTERVAL_S`) until a job's processes have all exited, or until
+  the loop's next event; a rank that fails, or a batch past ``job_timeout_s``, stops every
+  running job and raises;
+* ``stop`` kills a job's processes (preemption); its measured iterations are kept and its next
+  start runs only the iterations it has left, after the warm-up again, in a new output directory;
+* when the last job of a batch has ended, the batch's port counters are read again and it
+  becomes a :class:`WaveResult`: its jobs, duration, bytes per link, iteration records and
+  ECN marks per job.
+
+The clock is the wall clock since the back end was made, divided by the dilation: virtual,
+paper-scale seconds like every reported time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Sequence
+
+from common.errors import JobError
+from common.units import wall_s
+from experiment.backend import Backend, ExperimentJob, RunEnd
+from jobs.agent import launch_agents, plan_agents, read_conns
+from jobs.launcher import (
+    LIVENESS_INTERVAL_S,
+    RunningWorker,
+    launch,
+    log_tail,
+    open_gate_when_ready,
+    plan_workers,
+    processes,
+    stop_all,
+)
+from jobs.models import get_model
+from jobs.records import read_records
+from placement.base import JobRequest, Placement
+from testbed import flows
+from testbed.config import ExperimentConfig
+from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
+from testbed.net import EmulatedNetwork
+
+POLL_S = 0.05
+"""How often a waiting back end polls its jobs' processes."""
+COUNTER_SETTLE_S = 0.2
+"""Wait after a batch's last job before reading the port counters: the last packets reach them."""
+
+
+@dataclasses.dataclass
+class WaveResult:
+    """What one batch (a wave: jobs started together) produced."""
+
+    index: int
+    jobs: list[str]
+    duration_s: float
+    link_bytes: dict  # (u, v) -> bytes over the whole wave (kernel counters)
+    records: list  # IterationRecord of every rank of every job of the wave
+    window_s: tuple[float, float] | None = None  # first recorded iteration start .. last end
+    ecn: dict | None = None  # marks per job from the start gate to the wave's end (None: not measured)
+    startup_s: float | None = None  # launch until every rank had joined (wall seconds)
+
+    def __post_init__(self):
+        if self.records and self.window_s is None:
+            self.window_s = (min(r.start_time_s for r in self.records),
+                             max(r.start_time_s + r.iteration_s for r in self.records))
+
+
+@dataclasses.dataclass
+class _Run:
+    """One run of a job: its batch, workers and where it started (virtual seconds)."""
+
+    job: ExperimentJob
+    batch: int
+    workers: list[RunningWorker]
+    start_s: float
+    iterations: int
+    offset: int  # measured iterations of the job's earlier runs: this run's iteration 0 is this one
+
+
+@dataclasses.dataclass
+class _Batch:
+    """Jobs started at one instant, and the counters read at their start."""
+
+    index: int
+    jobs: list[str]
+    t_launch: float
+    before: dict
+    ecn_before: dict | None
+    conns: dict
+    startup_s: float | None
+    stop_progress: object
+    records: list = dataclasses.field(default_factory=list)
+    open: set = dataclasses.field(default_factory=set)
+
+
+def uses_agents(cfg: ExperimentConfig) -> bool:
+    """Whether replay ranks run in the agent runtime (replay mode with ``runtime: agent``)."""
+    return cfg.mode == "replay" and cfg.runtime == "agent"
+
+
+def ecn_snapshot(net: EmulatedNetwork) -> dict:
+    """Marker flow counters and every host's received-CE counter, now."""
+    ce = {m: flows.netstat_counters(h.pid).get("IpExtInCEPkts", 0) for m, h in net.hosts.items()}
+    return {"flows": net.marker.flow_counters() if net.marker is not None else None, "receiver_ce": ce}
+
+
+def ecn_of_wave(before: dict, after: dict, conns_by_job: dict) -> dict:
+    """Marks per job between two :func:`ecn_snapshot` s, attributed through the jobs' connections.
+
+    A job's ``pkts`` and ``bytes`` are summed over the switch ports its packets crossed (one
+    count per hop); ``marks`` count each marked packet once (a CE packet is not marked again).
+    """
+    received = {m: after["receiver_ce"][m] - before["receiver_ce"].get(m, 0) for m in after["receiver_ce"]}
+    out = {"receiver_ce": received, "receiver_ce_total": sum(received.values())}
+    if before["flows"] is None:
+        return out  # RED marks per port only; per-job attribution needs the BPF marker's flow counters
+    by_job = flows.attribute(flows.flow_deltas(before["flows"], after["flows"]), flows.owners(conns_by_job))
+    out["jobs"] = {job: by_job.get(job, {"pkts": 0, "bytes": 0, "marks": 0}) for job in conns_by_job}
+    out["unattributed"] = by_job.get(None, {"pkts": 0, "bytes": 0, "marks": 0})
+    out["connections"] = {job: len(c) for job, c in conns_by_job.items()}
+    return out
+
+
+class EmulatorBackend(Backend):
+    """Runs the loop's jobs in the emulated network (see the module docstring).
+
+    Args:
+        cfg: the experiment (mode, runtime, scale, dilation, iterations, timeouts).
+        net: the running network.
+        out_dir: the policy's results directory; jobs write under ``out_dir/jobs``.
+        progress: ``say(msg)`` prints a progress line; ``watch(specs, iterations)`` starts a
+            progress thread and returns an Event that stops it (:class:`testbed.runner.Progress`).
+        on_batch: called with each batch's index and its ``(job, placement)`` pairs as it starts.
+    """
+
+    name = "emu"
+
+    def __init__(self, cfg: ExperimentConfig, net: EmulatedNetwork, out_dir: str, progress,
+                 on_batch: Callable[[int, list[tuple[ExperimentJob, Placement]]], None] | None = None):
+        self.cfg, self.net, self.out_dir, self.progress = cfg, net, out_dir, progress
+        self.on_batch = on_batch
+        self.t0 = time.monotonic()
+        self.timeout_s = wall_s(cfg.job_timeout_s, cfg.dilation)
+        self.ips = {m: net.g.nodes[m]["ip"] for m in net.hosts}
+        self.running: dict[str, _Run] = {}
+        self.batches: list[_Batch] = []
+        self.waves: list[WaveResult] = []
+        self.done_iterations: dict[str, int] = {}
+        self.runs_of: dict[str, int] = {}
+
+    @property
+    def now_s(self) -> float:
+        return (time.monotonic() - self.t0) / self.cfg.dilation
+
+    # -- the protocol ------------------------------------------------------------------------
+    def start(self, runs: Sequence[tuple[ExperimentJob, Placement | None]]) -> None:
+        index = len(self.batches)
+        jobs_dir = os.path.join(self.out_dir, "jobs")
+        gate = os.path.join(jobs_dir, f"wave{index}.start")
+        specs_by_job, dirs = {}, {}
+        for job, p in runs:
+            if p is None:
+                raise JobError(f"job {job.name!r}: the emulator runs placed jobs only (give the loop a placer)")
+            if job.name in self.running:
+                raise JobError(f"job {job.name!r} is already running")
+            n = self.runs_of[job.name] = self.runs_of.get(job.name, 0) + 1
+            dirs[job.name] = os.path.join(jobs_dir, job.name if n == 1 else f"{job.name}.run{n}")
+            os.makedirs(dirs[job.name], exist_ok=True)
+            left = job.iterations - self.done_iterations.get(job.name, 0)
+            request = JobRequest(job.name, job.model, job.workers, job.collective, job.arrival_s)
+            specs_by_job[job.name] = plan_workers(
+                request, p, get_model(job.model), self.cfg.scale, self.ips, self.net.host_intf, left,
+                self.cfg.warmup_iterations, self.cfg.mode, dirs[job.name], free_tcp_port(),
+                timeout_s=self.timeout_s, seed=self.cfg.seed, start_gate=gate, dilation=self.cfg.dilation)
+        if self.on_batch is not None:
+            self.on_batch(index, list(runs))
+
+        def exec_fn(machine, argv, env, log_path):
+            return self.net.popen(machine, argv, env=env, log_path=log_path, cwd=PROJECT_ROOT)
+
+        before = self.net.switch_counters()
+        t_launch = time.time()
+        workers_by_job, plans = {}, []
+        try:
+            for job, specs in specs_by_job.items():
+                if uses_agents(self.cfg):
+                    job_plans = plan_agents({job: specs}, self.ips, free_tcp_port(), dirs[job], self.timeout_s)
+                    plans.extend(job_plans)
+                    workers_by_job[job] = launch_agents(job_plans, exec_fn, dirs[job])
+                else:
+                    workers_by_job[job] = launch(specs, exec_fn, dirs[job])
+        except BaseException:
+            stop_all([w for ws in workers_by_job.values() for w in ws])
+            raise
+        all_workers = [w for ws in workers_by_job.values() for w in ws]
+        for job, _ in runs:
+            self.running[job.name] = _Run(job, index, workers_by_job[job.name], self.now_s,
+                                          job.iterations - self.done_iterations.get(job.name, 0),
+                                          self.done_iterations.get(job.name, 0))
+        stop_progress = self.progress.watch([w.spec for w in all_workers], self.cfg.iterations)
+        ecn_before, conns = None, {job: set() for job in specs_by_job}
+        try:
+            startup_s = open_gate_when_ready(all_workers, gate, timeout_s=self.timeout_s,
+                                             check=self.net.check_alive)
+        except BaseException:
+            stop_progress.set()
+            raise
+        if startup_s is not None:
+            if self.net.options.ecn_method != "none":
+                ecn_before = ecn_snapshot(self.net)
+                if plans:
+                    for job, c in read_conns(plans).items():
+                        conns[job].update(c)
+                else:
+                    for w in all_workers:
+                        conns[w.spec.job].update(flows.sockets_of(w.process.pid))
+            self.progress.say(f"      all {len(all_workers)} ranks joined after {startup_s:.1f} s; "
+                              f"iterations start together")
+        self.batches.append(_Batch(index, list(specs_by_job), t_launch, before, ecn_before, conns, startup_s,
+                                   stop_progress, open=set(specs_by_job)))
+
+    def stop(self, job: str) -> RunEnd:
+        run = self.running.get(job)
+        if run is None:
+            raise JobError(f"job {job!r} is not running")
+        stop_all(run.workers)
+        return self._end(run, finished=False)
+
+    def advance(self, until_s: float) -> list[RunEnd]:
+        last_check = 0.0
+        while True:
+            now = time.monotonic()
+            if self.running and now - last_check >= LIVENESS_INTERVAL_S:
+                last_check = now
+                self._checked(self.net.check_alive)
+            ended = [run for _, run in sorted(self.running.items()) if self._exited(run)]
+            if ended:
+                self._checked(self.net.check_alive)  # also a death after the last liveness check
+                return [self._end(run, finished=True) for run in ended]
+            if self.now_s >= until_s or (not self.running and until_s == float("inf")):
+                return []
+            self._check_timeouts()
+            time.sleep(POLL_S)
+
+    def close(self) -> None:
+        """Stop every job still running (after an error or an interruption); idempotent."""
+        for run in list(self.running.values()):
+            stop_all(run.workers)
+            self.running.pop(run.job.name, None)
+        for batch in self.batches:
+            batch.stop_progress.set()
+
+    # -- internals ---------------------------------------------------------------------------
+    def _checked(self, check) -> None:
+        """Run ``check``; if it raises, stop every job first."""
+        try:
+            check()
+        except BaseException:
+            self.close()
+            raise
+
+    def _exited(self, run: _Run) -> bool:
+        """Whether every process of ``run`` exited 0; a failure stops every job and raises."""
+        codes = [w.process.poll() for w in run.workers]
+        failed = [w for w, c in zip(run.workers, codes, strict=True) if c not in (None, 0)]
+        if failed:
+            self.close()
+            w = min(failed, key=lambda x: x.spec.rank)
+            raise JobError(f"job {w.spec.job!r}: rank {w.spec.rank} on {w.spec.machine} failed with exit "
+                           f"code {w.process.returncode}; log: {w.log_path}\n{log_tail(w.log_path)}")
+        return all(c == 0 for c in codes)
+
+    def _check_timeouts(self) -> None:
+        for run in self.running.values():
+            batch = self.batches[run.batch]
+            if time.time() - batch.t_launch > self.timeout_s:
+                left = [w for w in run.workers if w.process.poll() is None]
+                self.close()
+                w = min(left or run.workers, key=lambda x: x.spec.rank)
+                raise JobError(f"job {run.job.name!r}: timed out after {self.timeout_s:g} s with ranks "
+                               f"{sorted({x.spec.rank for x in left})} still running; log of rank "
+                               f"{w.spec.rank}: {w.log_path}\n{log_tail(w.log_path)}")
+
+    def _end(self, run: _Run, finished: bool) -> RunEnd:
+        """Collect ``run``'s records; close its batch if it was the batch's last job."""
+        del self.running[run.job.name]
+        records = []
+        for spec in {w.spec.records_path: w.spec for w in run.workers}.values():
+            if os.path.exists(spec.records_path):
+                records += read_records(spec.records_path)
+        per_rank: dict[int, int] = {}
+        for r in records:
+            per_rank[r.rank] = per_rank.get(r.rank, 0) + 1
+        done = min((per_rank.get(rank, 0) for rank in range(run.job.workers)), default=0)
+        done = run.iterations if finished else min(done, run.iterations)
+        # A preempted run's partial iteration (recorded by the ranks that were ahead) is lost: the
+        # job's next run does it again. Iterations are numbered on across the job's runs.
+        records = [dataclasses.replace(r, iteration=r.iteration + run.offset) for r in records if r.iteration < done]
+        self.done_iterations[run.job.name] = run.offset + done
+        batch = self.batches[run.batch]
+        batch.records += records
+        batch.open.discard(run.job.name)
+        for proc in processes(run.workers):
+            self.net.forget(proc)
+        end = RunEnd(run.job.name, run.start_s, self.now_s, finished, done)
+        if not batch.open:
+            self._close_batch(batch)
+        return end
+
+    def _close_batch(self, batch: _Batch) -> None:
+        batch.stop_progress.set()
+        duration = time.time() - batch.t_launch
+        time.sleep(COUNTER_SETTLE_S)
+        after = self.net.switch_counters()
+        ecn = ecn_of_wave(batch.ecn_before, ecn_snapshot(self.net), batch.conns) \
+            if batch.ecn_before is not None else None
+        self.progress.say(f"    wave {batch.index} done in {duration:.1f} s")
+        self.waves.append(WaveResult(batch.index, batch.jobs, duration, self.net.link_bytes(batch.before, after),
+                                     batch.records, ecn=ecn, startup_s=batch.startup_s))
+
+
+
+def run_batch(cfg: ExperimentConfig, net: EmulatedNetwork, placed: Sequence[tuple[ExperimentJob, Placement]],
+              out_dir: str, progress) -> WaveResult:
+    """Run jobs together on their placements until every one has finished; their wave's result."""
+    backend = EmulatorBackend(cfg, net, out_dir, progress)
+    try:
+        backend.start(placed)
+        while backend.running:
+            backend.advance(float("inf"))
+    finally:
+        backend.close()
+    return backend.waves[-1]

@@ -1,0 +1,201 @@
+"""The experiment loop over its back ends: the waves scheduler, the simulator back end (against the
+batch simulator, with arrivals and preemption), the package's import hygiene, and
+``run_testbed.py --backend sim``."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from common.errors import ConfigError, JobError, PlacementError
+from experiment import BACKENDS, backend_class
+from experiment.backend import ExperimentJob
+from experiment.durations import DurationBackend, duration_job, run_durations
+from experiment.loop import NeverPlaced, run_loop
+from experiment.run import experiment_jobs, place_and_run
+from experiment.simrun import run_simulated_experiment, sim_options, sim_rates_mbps
+from jobs.models import get_model, scaled_buckets
+from placement import make_policy
+from placement.base import Cluster, MachineInfo
+from scheduling import make_scheduler
+from sim.backend import FlowSimBackend
+from sim.flowsim import SimJob, simulate
+from testbed.config import ExperimentConfig, JobConfig, TopologyConfig, load, validate
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def small_cfg(free_machines: int = 4, **changes) -> ExperimentConfig:
+    """``free_machines`` machines of 2 GPUs free on a k=4 fat-tree (the others busy), three jobs."""
+    busy = {f"h{i}": 2 for i in range(free_machines + 1, 17)}
+    cfg = ExperimentConfig(
+        name="loop", topology=TopologyConfig("fat_tree", {"k": 4, "gpus_per_machine": 2}), background=busy,
+        jobs=(JobConfig("a", "resnet50", 4, "ring"), JobConfig("b", "vgg16", 4, "hd"),
+              JobConfig("c", "resnet50", 2, "ring", arrival_s=0.5)),
+        policies=("consolidate",), iterations=4, warmup_iterations=1)
+    return dataclasses.replace(cfg, **changes)
+
+
+def test_backends_registry_names_every_back_end():
+    assert set(BACKENDS) == {"durations", "sim", "emu"}
+    assert backend_class("durations") is DurationBackend
+    assert backend_class("sim") is FlowSimBackend
+    with pytest.raises(ConfigError, match="unknown back end 'x'; valid: durations, sim, emu"):
+        backend_class("x")
+
+
+def test_waves_start_together_and_wait_for_the_whole_wave():
+    """``waves``: a and b (4 of 4 GPUs) start at 0; c waits for the whole wave (until a ends at 10),
+    not for the first job of it to end (b at 5), as the static experiments run."""
+    jobs = [duration_job("a", 2, 10), duration_job("b", 2, 5), duration_job("c", 2, 1)]
+    waves = run_durations(jobs, make_scheduler("waves"), total_gpus=4)
+    fifo = run_durations(jobs, make_scheduler("fifo"), total_gpus=4)
+    assert [(s.time_s, s.job) for s in waves.starts] == [(0, "a"), (0, "b"), (10, "c")]
+    assert waves.jct_s == {"a": 10, "b": 5, "c": 11}
+    assert fifo.jct_s["c"] == 6, "fifo backfills c as soon as b's GPUs are free"
+    assert waves.preemptions == fifo.preemptions == 0
+
+
+def test_a_placer_that_never_places_is_a_placement_error():
+    """Nothing runs, nothing arrives: the loop names the jobs instead of waiting for ever (EF rounds
+    12 workers up to 16 GPUs, more than the 12 there are)."""
+    cluster = Cluster([MachineInfo(f"m{i}", 4, rack="r0", pod="p0") for i in range(3)])
+    with pytest.raises(NeverPlaced, match=r"waiting jobs \['a'\] would wait for ever") as info:
+        run_loop([duration_job("a", 12, 5)], make_scheduler("waves"), DurationBackend(), cluster=cluster,
+                 policy=make_policy("elasticflow"))
+    assert isinstance(info.value, PlacementError) and info.value.jobs == ("a",)
+
+
+def test_simulator_back_end_agrees_with_the_batch_simulator_on_each_wave():
+    """With ``waves`` every wave's jobs start together: each job's times in the loop equal the batch
+    simulator's (:func:`sim.flowsim.simulate`) for that wave's jobs on the same placements."""
+    cfg = small_cfg(jobs=small_cfg().jobs[:2] + (JobConfig("c", "resnet50", 2, "ring"),))
+    g = validate(cfg, backend="sim")
+    backend = FlowSimBackend(g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations, sim_options(cfg, g))
+    loop = place_and_run(cfg, g, "consolidate", backend)
+    waves: dict[float, list] = {}
+    for s in loop.starts:
+        waves.setdefault(s.time_s, []).append(s)
+    assert len(waves) == 2, "a and b fill the 8 free GPUs; c runs in a second wave"
+    for starts in waves.values():
+        sim_jobs = []
+        for s in starts:
+            j = next(x for x in cfg.jobs if x.name == s.job)
+            model = get_model(j.model)
+            sim_jobs.append(SimJob(j.name, tuple(sl.machine for sl in s.placement.slots), j.collective,
+                                   tuple(scaled_buckets(model, cfg.scale)), model.compute_time_s, cfg.iterations,
+                                   cfg.warmup_iterations))
+        batch = simulate(g, sim_rates_mbps(g, cfg.scale), sim_jobs, sim_options(cfg, g))
+        for s in starts:
+            got, want = backend.estimate(s.job), batch.job(s.job)
+            assert got.comm_mean_s == pytest.approx(want.comm_mean_s, rel=1e-9)
+            assert got.iterations == want.iterations == cfg.iterations
+            assert loop.jct_s[s.job] == pytest.approx(s.time_s + want.finish_s, rel=1e-9)
+    assert min(backend.estimate("a").comm_mean_s, backend.estimate("b").comm_mean_s) > 0
+
+
+def test_arrival_and_preemption_on_the_simulator():
+    """Tiresias with a tiny first queue: a (arrived at 0) is demoted after 1 GPU-second; b arrives
+    at 1 s and preempts it; each job still completes exactly its iterations, over two runs or more,
+    iteration numbers continuing across runs."""
+    cfg = small_cfg(2, jobs=(JobConfig("a", "resnet50", 4, "ring"), JobConfig("b", "resnet50", 4, "ring", 1.0)),
+                    scheduler="tiresias,thresholds_gpu_s=1", iterations=6)
+    g = validate(cfg, backend="sim")
+    backend = FlowSimBackend(g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations, sim_options(cfg, g))
+    loop = place_and_run(cfg, g, "consolidate", backend)
+    b_start = next(s.time_s for s in loop.starts if s.job == "b")
+    assert b_start == pytest.approx(1.0), "b starts on arrival, preempting a"
+    assert loop.preemptions >= 1
+    a_runs = [r for r in loop.runs if r.job == "a"]
+    assert len(a_runs) >= 2 and not a_runs[0].finished and a_runs[-1].finished
+    assert a_runs[0].end_s == pytest.approx(1.0) and 1 <= a_runs[0].iterations_done < cfg.iterations
+    for job in ("a", "b"):
+        runs = [r for r in loop.runs if r.job == job]
+        assert sum(r.iterations_done for r in runs) == cfg.iterations
+        recs = backend.records[job]
+        assert sorted({r.iteration for r in recs}) == list(range(cfg.iterations))
+        assert len(recs) == cfg.iterations * 4, "one record per rank and iteration, the lost partial ones dropped"
+    alone = place_and_run(dataclasses.replace(cfg, jobs=cfg.jobs[:1]), g, "consolidate",
+                          FlowSimBackend(g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations,
+                                         sim_options(cfg, g)))
+    assert loop.jct_s["a"] > alone.jct_s["a"], "a preempted finishes later than alone"
+
+
+def test_simulator_needs_placements_and_iterations():
+    g = validate(small_cfg(), backend="sim")
+    backend = FlowSimBackend(g, sim_rates_mbps(g, 500), 500)
+    with pytest.raises(JobError, match="runs placed jobs only"):
+        backend.start([(ExperimentJob("a", 2, iterations=3), None)])
+    with pytest.raises(JobError, match="give its work as iterations or duration_s"):
+        ExperimentJob("a", 2)
+
+
+def test_experiment_jobs_carry_the_config():
+    cfg = small_cfg()
+    jobs = experiment_jobs(cfg)
+    assert [(j.name, j.workers, j.arrival_s, j.model, j.collective, j.iterations) for j in jobs] == [
+        ("a", 4, 0.0, "resnet50", "ring", 4), ("b", 4, 0.0, "vgg16", "hd", 4), ("c", 2, 0.5, "resnet50", "ring", 4)]
+
+
+def test_scheduler_spec_is_validated():
+    with pytest.raises(ConfigError, match=r"config.scheduler: unknown scheduler 'nope'.*waves"):
+        validate(small_cfg(scheduler="nope"))
+    with pytest.raises(ConfigError, match="config.scheduler: 'fifo,' is not a valid scheduler spec"):
+        validate(small_cfg(scheduler="fifo,"))
+
+
+def test_simulated_run_writes_results_and_a_table(tmp_path, capsys):
+    """The simulated run of a config: per policy jobs.json and placements.json, the CSV, the summary
+    and the plot, a table on the terminal, status complete."""
+    cfg = small_cfg(policies=("consolidate", "spread"), results_dir=str(tmp_path))
+    run_dir = run_simulated_experiment(cfg)
+    out = capsys.readouterr().out
+    assert "consolidate" in out and "comm mean s" in out
+    assert json.loads(Path(run_dir, "status.json").read_text())["status"] == "complete"
+    assert json.loads(Path(run_dir, "capabilities.json").read_text())["backend"] == "sim"
+    rows = list(csv.DictReader(open(os.path.join(run_dir, "sim_jobs.csv"), encoding="utf-8")))
+    assert sorted((r["policy"], r["job"]) for r in rows) == sorted(
+        (p, j) for p in ("consolidate", "spread") for j in ("a", "b", "c"))
+    summary = json.loads(Path(run_dir, "sim_policies.json").read_text())
+    jobs = json.loads(Path(run_dir, "consolidate", "jobs.json").read_text())
+    assert summary["consolidate"]["jct_mean_s"] == pytest.approx(sum(j["jct_s"] for j in jobs) / 3)
+    assert Path(run_dir, "sim_policies.png").stat().st_size > 1000
+
+
+def test_backend_sim_runs_without_an_emulator(tmp_path):
+    """``run_testbed.py --backend sim``: the default experiment runs on the simulator and never loads
+    Mininet or os-ken; the experiment package, the loop and the simulator back end import neither."""
+    code = ("import sys, runpy; sys.argv = ['run_testbed.py', '--backend', 'sim', '--results', sys.argv[1], "
+            "'--iterations', '3'];\n"
+            "import run_testbed\ncode = run_testbed.main()\n"
+            "bad = [m for m in ('mininet', 'os_ken', 'torch') if m in sys.modules]\n"
+            "print('LOADED', bad); sys.exit(code)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "LOADED []" in out.stdout
+    assert "titan" in out.stdout and "written:" in out.stdout
+    (run_dir,) = tmp_path.iterdir()
+    assert json.loads((run_dir / "status.json").read_text())["status"] == "complete"
+
+
+def test_backend_sim_bad_config_is_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    text = (REPO / "experiments" / "default.yaml").read_text().replace("scheduler: waves", "scheduler: fifo,,")
+    bad.write_text(text)
+    out = subprocess.run([sys.executable, "run_testbed.py", "--backend", "sim", "-c", str(bad), "--results",
+                          str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "config.scheduler" in out.stderr, out.stderr
+
+
+def test_default_config_validates_for_both_back_ends():
+    cfg = load(str(REPO / "experiments" / "default.yaml"))
+    assert cfg.scheduler == "waves"
+    assert validate(cfg).number_of_nodes() == validate(cfg, backend="sim").number_of_nodes()
