@@ -51,7 +51,7 @@ def _again(signum, frame):
 def cmd_run(args) -> int:
     """Run an experiment; the command-line overrides are validated with the rest of the config
     (run_experiment validates before it needs root or builds anything)."""
-    from testbed import config
+    from experiment import config
 
     if args.backend == "emu":
         from testbed.runner import Progress, run_experiment
@@ -75,7 +75,7 @@ def cmd_run(args) -> int:
 
 def cmd_check(args) -> int:
     """Validate a config without root: everything a run would reject for the config alone."""
-    from testbed import config
+    from experiment import config
 
     cfg = config.load(args.config)
     g = config.validate(cfg)

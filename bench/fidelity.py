@@ -30,10 +30,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from common.errors import TestbedError  # noqa: E402
+from experiment.config import ExperimentConfig  # noqa: E402
 from jobs.models import get_model, scaled_buckets  # noqa: E402
 from sim.steps import job_bound_s, job_collisions  # noqa: E402
 from testbed.capabilities import detect, require_root, require_tools  # noqa: E402
-from testbed.config import ExperimentConfig  # noqa: E402
 from testbed.cpu import CpuSampler  # noqa: E402
 from testbed.net import EmulatedNetwork, NetOptions  # noqa: E402
 from testbed.ports import resolve_port_type  # noqa: E402

@@ -161,7 +161,7 @@ def run_simulated_experiment(cfg, run_dir: str | None = None, policies: list[str
         ConfigError: the config is invalid.
         PolicyIncomplete: some policy could not place every job (the others' results are written).
     """
-    from testbed.config import policy_specs, to_dict, validate
+    from experiment.config import policy_specs, to_dict, validate
     from topo.io import write_topology_json
 
     g = validate(cfg, backend="sim")

@@ -32,15 +32,35 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from common.errors import JobError
 from common.units import wall_s
 from jobs.models import TRAINABLE_MODELS, ModelProfile, scaled_buckets
 from jobs.patterns import COLLECTIVE_NAMES
 
-if TYPE_CHECKING:  # the worker side imports this module: keep placement (and networkx) out of start-up
-    from placement.base import JobRequest, Placement
+
+class JobLike(Protocol):
+    """What :func:`plan_workers` reads of a job (``placement.base.JobRequest`` has it): ``jobs``
+    does not import ``placement``, so the worker side starts without it (and networkx)."""
+
+    name: str
+    model: str
+    workers: int
+    collective: str
+
+
+class SlotLike(Protocol):
+    """A GPU slot: the machine it is on."""
+
+    machine: str
+
+
+class PlacementLike(Protocol):
+    """What :func:`plan_workers` reads of a placement (``placement.base.Placement`` has it)."""
+
+    job: str
+    slots: Sequence[SlotLike]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MODES = ("replay", "train")
@@ -174,7 +194,7 @@ def file_stem(job: str, rank: int) -> str:
     return f"{job}-rank{rank}"
 
 
-def plan_workers(job: JobRequest, placement: Placement, profile: ModelProfile, scale: float,
+def plan_workers(job: JobLike, placement: PlacementLike, profile: ModelProfile, scale: float,
                  machine_ip: Mapping[str, str], machine_ifname: Mapping[str, str],
                  iterations: int, warmup_iterations: int, mode: str, out_dir: str | Path,
                  master_port: int, *, timeout_s: float = 300.0, seed: int = 0,

@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from common.errors import JobError
 from common.units import wall_s
 from experiment.backend import Backend, ExperimentJob, RunEnd
+from experiment.config import ExperimentConfig
 from jobs.agent import launch_agents, plan_agents, read_conns
 from jobs.launcher import (
     LIVENESS_INTERVAL_S,
@@ -48,7 +49,6 @@ from jobs.models import get_model
 from jobs.records import read_records
 from placement.base import JobRequest, Placement
 from testbed import flows
-from testbed.config import ExperimentConfig
 from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
 from testbed.net import EmulatedNetwork
 

@@ -2,8 +2,8 @@
 
 A user simulates the experiment a run measured (``experiment.json``, :mod:`testbed.export`),
 writes one estimate per job to a CSV file, and :func:`compare_estimates` pairs each estimate
-with the run's measurement of the same job as a :class:`testbed.validation.Comparison`, then
-summarises them per policy and overall (:func:`testbed.validation.validation_stats`: Pearson's
+with the run's measurement of the same job as a :class:`experiment.validation.Comparison`, then
+summarises them per policy and overall (:func:`experiment.validation.validation_stats`: Pearson's
 r, median and 90th percentile of ``|estimated - measured| / measured``).
 
 CSV format (UTF-8, comma-separated, a header line first; at most :data:`MAX_FILE_BYTES`):
@@ -33,7 +33,7 @@ reason (:data:`REASONS`, with a few example line numbers), never dropped silentl
 one good and one bad value contributes the good one and is counted for the bad one. Jobs
 whose ranks all ran on one machine (*local*: no traffic left the machine, the testbed
 emulates no intra-machine interconnect) and jobs with no measurement are not compared in
-either metric (the semantics of :func:`testbed.validation.comparable`, where such jobs have
+either metric (the semantics of :func:`experiment.validation.comparable`, where such jobs have
 no positive estimate); nor is an estimate of 0. Jobs of the run without a row are listed as
 *missing* (those that could have been compared apart from the others).
 
@@ -59,8 +59,8 @@ from common.errors import TestbedError
 from common.files import UnreadableFile, read_regular_file
 from common.jsonfile import write_json_atomic
 from common.specs import safe_name
+from experiment.validation import Comparison, ValidationStats, validation_stats
 from testbed.export import read_run_json
-from testbed.validation import Comparison, ValidationStats, validation_stats
 
 MAX_FILE_BYTES = 16 << 20
 EXAMPLES_PER_REASON = 3

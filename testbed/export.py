@@ -105,11 +105,11 @@ from common.files import UnreadableFile, read_regular_file
 from common.jsonfile import write_json_atomic
 from common.specs import safe_name
 from common.units import scale_bw_mbps, virtual_s
+from experiment.config import ExperimentConfig, load
 from jobs.agent import barrier_bytes
 from jobs.models import get_model, scaled_buckets
 from jobs.patterns import replay_pattern
 from jobs.records import IterationRecord
-from testbed.config import ExperimentConfig, load
 from topo.io import read_topology_json
 from topo.routing import ecmp_path, equal_cost_paths
 from topo.schema import natural_key

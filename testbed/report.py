@@ -44,7 +44,7 @@ from collections import defaultdict
 
 from common.jsonfile import write_json_atomic
 from common.units import MEGA, virtual_s
-from testbed.validation import Comparison, comparable, validation_stats
+from experiment.validation import Comparison, comparable, validation_stats
 
 
 def percentile(values, q: float) -> float | None:
@@ -194,7 +194,7 @@ def summarise_policy(cfg, g, result: dict, records) -> dict:
 
 def _estimate_fields(measured_s: float | None, estimated_s: float | None) -> dict:
     """The simulator's estimate of a job's communication time and its relative error (None where
-    the job cannot be compared, :func:`testbed.validation.comparable`)."""
+    the job cannot be compared, :func:`experiment.validation.comparable`)."""
     ok = comparable(measured_s, estimated_s)
     return {"estimate_s": estimated_s, "estimate_error": (estimated_s - measured_s) / measured_s if ok else None}
 
@@ -411,7 +411,7 @@ def write_plots(run_dir: str, summaries: list[dict]) -> list[str]:
 def validation_text(summaries: list[dict], overall) -> str:
     """The simulator-against-measurement lines: every policy's, then all jobs together."""
     lines = ["Flow-level simulator against the measurements (per-job communication time per iteration, "
-             "same placements; testbed.validation):"]
+             "same placements; experiment.validation):"]
     for s in summaries:
         lines.append(f"  {s['policy']:<12} {validation_stats(job_comparisons(s['policy'], s['jobs'])).line()}")
     lines.append(f"  {'all':<12} {overall.line()}")

@@ -26,6 +26,7 @@ from common.errors import EmulationError, PlacementError, TestbedError
 from common.specs import safe_name
 from common.units import wall_s
 from experiment import results
+from experiment.config import ExperimentConfig, policy_specs, to_dict, validate
 from experiment.loop import LoopEvent, LoopResult
 from experiment.results import PolicyIncomplete, write_json, write_status
 from experiment.run import config_cluster, place_and_run
@@ -35,7 +36,6 @@ from jobs.models import get_model
 from placement.metrics import fragmentation, used_machines
 from sim.flowsim import JobEstimate, SimJob, simulate
 from testbed import capabilities, fidelity
-from testbed.config import ExperimentConfig, policy_specs, to_dict, validate
 from testbed.cpu import CpuSampler
 from testbed.ecn import marking_params, resolve_method
 from testbed.emulator import EmulatorBackend, WaveResult, uses_agents
@@ -244,7 +244,7 @@ def sim_estimates(cfg: ExperimentConfig, g, evidence: list[fidelity.JobEvidence]
     and Ethernet headers are counted at the run's MTU and every message waits
     ``simulator.latency_us`` before it enters the network, and with ``simulator.token_buckets``
     a link idle long enough passes one shaper bucket at once, as the config says
-    (:class:`testbed.config.SimulatorConfig`). Jobs without a record (nothing measured) are not
+    (:class:`experiment.config.SimulatorConfig`). Jobs without a record (nothing measured) are not
     simulated.
     """
     rates = link_rates_mbps(g, cfg.scale)

@@ -8,8 +8,8 @@ import pytest
 from fifos import read_fifo_within
 
 from common.errors import ConfigError
+from experiment import config
 from placement.base import PlacementPolicy
-from testbed import config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT = os.path.join(ROOT, "experiments", "default.yaml")

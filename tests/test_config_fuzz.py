@@ -242,7 +242,7 @@ def test_malformed_config_through_the_real_cli(tmp_path, name):
 
 def resolved_default() -> str:
     """The default config as a run writes it (config.json)."""
-    from testbed import config
+    from experiment import config
 
     return json.dumps(config.to_dict(config.load(DEFAULT)))
 

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.emulation
 def test_default_experiment_runs_every_policy_and_cleans_up(emulation_ok, tmp_path):
     """`run_testbed.py` with no arguments runs every registered policy, every job completes, the results
     directory holds the promised files, no controller logged an exception and nothing is left running."""
+    from experiment.config import ExperimentConfig
     from placement import POLICIES
-    from testbed.config import ExperimentConfig
     from testbed.fidelity import JOB_STATUSES as FIDELITY_STATUSES
 
     cp = subprocess.run([sys.executable, os.path.join(ROOT, "run_testbed.py"), "--results", str(tmp_path)],

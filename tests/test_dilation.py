@@ -11,11 +11,11 @@ import dataclasses
 import pytest
 
 from common.units import virtual_s, wall_s
+from experiment.config import from_dict
 from jobs.launcher import plan_workers
 from jobs.models import get_model
 from jobs.records import IterationRecord
 from placement.base import GpuSlot, JobRequest, Placement
-from testbed.config import from_dict
 from testbed.fidelity import job_verdicts
 from testbed.net import link_rates_mbps
 from testbed.report import summarise_policy

@@ -11,8 +11,8 @@ import struct
 import pytest
 
 from common.errors import ConfigError
+from experiment.config import from_dict, validate
 from testbed import ecn, fidelity, flows
-from testbed.config import from_dict, validate
 from testbed.queues import parse_tc_qdiscs
 
 JOBS = [{"name": "a", "model": "resnet50", "workers": 2}]
@@ -102,7 +102,7 @@ def test_marker_source_compiles(tmp_path, monkeypatch):
 
 
 def test_ecn_section_parses_and_round_trips():
-    from testbed.config import to_dict
+    from experiment.config import to_dict
 
     cfg = from_dict({"jobs": JOBS, "ecn": {"marking": "optional", "threshold_us": 500}})
     validate(cfg)

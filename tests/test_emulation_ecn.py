@@ -148,8 +148,8 @@ def test_two_jobs_sharing_a_bottleneck_are_both_marked(ecn_net, tmp_path):
     """Two ring jobs with one worker each on h4 (and the other on h1, h5): both send into h4. Marks are
     counted on the e2 -> h4 port and attributed to both jobs by their connections."""
     from experiment.backend import ExperimentJob
+    from experiment.config import ExperimentConfig, JobConfig
     from placement.base import GpuSlot, Placement
-    from testbed.config import ExperimentConfig, JobConfig
     from testbed.emulator import run_batch
     from testbed.runner import Progress
 

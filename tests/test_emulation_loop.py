@@ -22,7 +22,7 @@ ITERATIONS = 8
 
 
 def test_arrival_and_preemption_on_the_emulator(emulation_ok, tmp_path):
-    from testbed import config
+    from experiment import config
     from testbed.runner import Progress, run_experiment
 
     cfg = config.from_dict({

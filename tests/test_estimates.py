@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from experiment.validation import pearson_r, validation_stats
 from testbed.estimates import (
     MAX_FILE_BYTES,
     REASONS,
@@ -23,7 +24,6 @@ from testbed.estimates import (
 )
 from testbed.export import ResultsError
 from testbed.report import all_comparisons
-from testbed.validation import pearson_r, validation_stats
 
 PACK = "pack,x=1"  # a spec string with a comma: quoted in CSV, or named by its directory pack_x=1
 

@@ -17,6 +17,7 @@ import pytest
 from common.errors import ConfigError, JobError, PlacementError
 from experiment import BACKENDS, backend_class
 from experiment.backend import ExperimentJob
+from experiment.config import ExperimentConfig, JobConfig, TopologyConfig, load, validate
 from experiment.durations import DurationBackend, duration_job, run_durations
 from experiment.loop import NeverPlaced, run_loop
 from experiment.run import experiment_jobs, place_and_run
@@ -27,7 +28,6 @@ from placement.base import Cluster, MachineInfo
 from scheduling import make_scheduler
 from sim.backend import FlowSimBackend
 from sim.flowsim import SimJob, simulate
-from testbed.config import ExperimentConfig, JobConfig, TopologyConfig, load, validate
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -199,3 +199,30 @@ def test_default_config_validates_for_both_back_ends():
     cfg = load(str(REPO / "experiments" / "default.yaml"))
     assert cfg.scheduler == "waves"
     assert validate(cfg).number_of_nodes() == validate(cfg, backend="sim").number_of_nodes()
+
+
+def test_experiment_package_imports_no_emulator():
+    """The experiment package (config, loop, back-end protocol, results, the simulated run) and the
+    simulator back end load neither Mininet, os-ken nor torch, nor the emulator's network and back end."""
+    modules = ("experiment", "experiment.backend", "experiment.loop", "experiment.durations", "experiment.run",
+               "experiment.simrun", "experiment.results", "experiment.config", "experiment.config_rules",
+               "experiment.config_file", "experiment.validation", "sim.backend")
+    code = (f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
+            "bad = [m for m in ('mininet', 'os_ken', 'torch', 'testbed.net', 'testbed.emulator', 'testbed.runner',"
+            " 'testbed.controller_proc') if m in sys.modules]\nprint(bad)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_jobs_package_does_not_import_placement():
+    """``jobs/`` (the workers' side) names what it reads of jobs and placements itself: no import of
+    ``placement`` anywhere in it, not even for type checking."""
+    import ast
+
+    offenders = []
+    for path in sorted((REPO / "jobs").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.name}: {n}" for n in names if n == "placement" or n.startswith("placement.")]
+    assert offenders == []

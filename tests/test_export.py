@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
+from experiment.config import from_dict, to_dict
 from jobs.models import get_model, scaled_buckets
 from jobs.records import IterationRecord, append_record
-from testbed.config import from_dict, to_dict
 from testbed.export import EXPORT_FILE, FORMAT_VERSION, ResultsError, export_run, write_export
 from topo import build_topology
 from topo.io import read_topology_json, write_topology_json

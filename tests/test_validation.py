@@ -1,4 +1,4 @@
-"""Validation statistics (``testbed.validation``): hand-computed Pearson r, error percentiles and the
+"""Validation statistics (``experiment.validation``): hand-computed Pearson r, error percentiles and the
 jobs that cannot be compared."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from testbed.validation import Comparison, comparable, pearson_r, validation_stats
+from experiment.validation import Comparison, comparable, pearson_r, validation_stats
 
 
 def test_pearson_r_of_hand_computed_points():
@@ -55,8 +55,8 @@ def test_run_estimates_follow_the_simulator_options():
     token buckets (on request) let small transfers pass faster."""
     import dataclasses
 
+    from experiment.config import ExperimentConfig, JobConfig, SimulatorConfig, validate
     from sim.steps import job_bound_s
-    from testbed.config import ExperimentConfig, JobConfig, SimulatorConfig, validate
     from testbed.fidelity import JobEvidence
     from testbed.net import link_rates_mbps
     from testbed.runner import sim_estimates

@@ -1,9 +1,9 @@
 """Experiment configuration: a tree of frozen dataclasses loaded strictly from YAML.
 
-:func:`load` reads the file within bounds (:mod:`testbed.config_file`: size, strict UTF-8,
+:func:`load` reads the file within bounds (:mod:`experiment.config_file`: size, strict UTF-8,
 nesting depth, values after alias expansion, duplicate keys) and builds the tree, rejecting
 unknown keys with a "did you mean" hint. Every field declares its type and valid range once,
-as a rule in its metadata (:mod:`testbed.config_rules`: :class:`Integer`, :class:`Real`,
+as a rule in its metadata (:mod:`experiment.config_rules`: :class:`Integer`, :class:`Real`,
 :class:`Name`, ...); :func:`check_fields` is the one loop that applies them all, and
 :func:`validate` runs it first, so a loaded file and a configuration changed in code or by
 command-line overrides meet the same rules. Messages have one shape::
@@ -39,9 +39,9 @@ import math
 from typing import Any
 
 from common.errors import ConfigError, TestbedError
-from testbed.config_file import MAX_FILE_BYTES as MAX_FILE_BYTES  # re-exported: the limit a message names
-from testbed.config_file import read_yaml
-from testbed.config_rules import (
+from experiment.config_file import MAX_FILE_BYTES as MAX_FILE_BYTES  # re-exported: the limit a message names
+from experiment.config_file import read_yaml
+from experiment.config_rules import (
     KEY_RE,
     KEY_RULE,
     Boolean,
@@ -111,7 +111,7 @@ class JobConfig:
     """One data-parallel job: ``workers`` GPUs running ``model`` with allreduce ``collective``,
     submitted at ``arrival_s`` (paper-scale seconds from the start of the policy's run).
 
-    ``name`` names the job's worker output files, hence :data:`~testbed.config_rules.NAME_RE`.
+    ``name`` names the job's worker output files, hence :data:`~experiment.config_rules.NAME_RE`.
     """
 
     name: str = rule_field(Name())
