@@ -166,11 +166,14 @@ class SimulatorConfig:
         token_buckets: model the emulated links' token-bucket shapers (a link idle long enough
             passes one bucket, ``testbed.shaping.burst_bytes``, at once): an effect of the
             emulator, not of the network it models, so off by default.
+        ecn: estimate every job's ECN-marked packets (a port's queue taken to be above K while
+            its link is saturated by two flows or more; :mod:`sim.flowsim`).
     """
 
     latency_us: float = rule_field(Real(0, 1_000_000), 0.0)
     headers: bool = rule_field(Boolean(), True)
     token_buckets: bool = rule_field(Boolean(), False)
+    ecn: bool = rule_field(Boolean(), False)
 
 
 @dataclasses.dataclass(frozen=True)

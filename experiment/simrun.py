@@ -19,21 +19,23 @@ and prints one table per run. Times are virtual (paper-scale) seconds.
 from __future__ import annotations
 
 import csv
+import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from common.errors import PlacementError
 from common.jsonfile import write_json_atomic
 from common.specs import safe_name
 from common.units import scale_bw_mbps
 from experiment import results
-from experiment.run import place_and_run
+from experiment.loop import LoopResult
+from experiment.run import experiment_jobs, place_and_run
 from sim.backend import FlowSimBackend
-from sim.flowsim import SimOptions
+from sim.flowsim import JobEstimate, SimOptions
 
 JOB_COLUMNS = ("policy", "job", "model", "workers", "collective", "arrival_s", "start_s", "end_s", "jct_s", "runs",
-               "comm_mean_s", "compute_mean_s", "iteration_mean_s", "iterations", "machines")
+               "comm_mean_s", "compute_mean_s", "iteration_mean_s", "iterations", "ecn_marks", "machines")
 
 
 def sim_rates_mbps(g, scale: float, dilation: float = 1.0) -> dict[tuple[str, str], float]:
@@ -50,7 +52,51 @@ def sim_options(cfg, g) -> SimOptions:
     if cfg.simulator.token_buckets:  # each shaper's depth at its shaped (dilated) rate, as the emulator sets it
         bursts = {link: burst_bytes(r, cfg.mtu) for link, r in sim_rates_mbps(g, cfg.scale, cfg.dilation).items()}
     return SimOptions(mtu=cfg.mtu if cfg.simulator.headers else None, latency_s=cfg.simulator.latency_us * 1e-6,
-                      burst_bytes=bursts)
+                      burst_bytes=bursts, ecn=cfg.simulator.ecn)
+
+
+def replay_on_simulator(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Sequence[int]] | None = None
+                        ) -> dict[str, JobEstimate]:
+    """The simulator's estimate of every job of a run, replaying the run's schedule.
+
+    Every start of ``loop`` (a run on another back end, the emulator's say) is made at its time
+    on its placement and every preemption at its time; each job's last run then ends when the
+    simulator says. A preemption of a job the simulator has already finished is void, and so
+    is a later start of it. The starts' times are the loop's, before the emulator's start-up
+    (its ranks joining), so a simulated job starts that much earlier. With ``bucket_bytes``,
+    jobs allreduce those buckets (the run's measured ones) instead of their models'.
+
+    Returns:
+        The estimate of every job that completed an iteration in the simulator.
+    """
+    backend = FlowSimBackend(g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations, sim_options(cfg, g),
+                             bucket_bytes=bucket_bytes)
+    jobs = {j.name: j for j in experiment_jobs(cfg)}
+    events = sorted([(st.time_s, 1, i, st.job, st.placement) for i, st in enumerate(loop.starts)]
+                    + [(r.end_s, 0, i, r.job, None) for i, r in enumerate(loop.runs) if not r.finished],
+                    key=lambda e: e[:3])
+    running: set[str] = set()
+
+    def run_until(t: float) -> None:
+        while running and backend.now_s < t:
+            for end in backend.advance(t):
+                running.discard(end.job)
+        if backend.now_s < t:
+            backend.advance(t)
+
+    for t, kind, _, name, placement in events:
+        run_until(t)
+        if kind == 0:
+            if name in running:
+                backend.stop(name)
+                running.discard(name)
+        elif name not in running and backend.done.get(name, 0) < jobs[name].iterations:
+            backend.start([(jobs[name], placement)])
+            running.add(name)
+    while running:
+        for end in backend.advance(math.inf):
+            running.discard(end.job)
+    return {name: backend.estimate(name) for name in jobs if backend.records.get(name)}
 
 
 def run_policy_sim(cfg, g, spec: str) -> list[dict]:
@@ -67,7 +113,8 @@ def run_policy_sim(cfg, g, spec: str) -> list[dict]:
             "arrival_s": j.arrival_s, "start_s": starts[0].time_s, "end_s": runs[-1].end_s,
             "jct_s": loop.jct_s[j.name], "runs": len(runs), "comm_mean_s": est.comm_mean_s,
             "compute_mean_s": est.compute_mean_s, "iteration_mean_s": est.iteration_mean_s,
-            "iterations": est.iterations, "machines": " ".join(starts[-1].placement.machines),
+            "iterations": est.iterations, "ecn_marks": est.ecn_marks,
+            "machines": " ".join(starts[-1].placement.machines),
             "placements": [{"start_s": s.time_s, **s.placement.to_dict()} for s in starts]})
     return rows
 

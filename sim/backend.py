@@ -31,21 +31,26 @@ class FlowSimBackend(Backend):
         rate_mbps: every link's rate in Mbit/s at the experiment's scale (undilated).
         scale: the experiment's scale factor (bucket bytes are the model's divided by it).
         warmup_iterations: iterations every (re)start runs before its measured ones.
-        options: what the simulator models (headers, latency, token buckets).
+        options: what the simulator models (headers, latency, token buckets, ECN estimate).
         start_s: the clock's start, seconds.
+        bucket_bytes: per job, the buckets to allreduce instead of the model's at the scale (an
+            emulated run's measured ones, say).
     """
 
     name = "sim"
 
     def __init__(self, g, rate_mbps: Mapping[Link, float], scale: float, warmup_iterations: int = 0,
-                 options: SimOptions = SimOptions(), start_s: float = 0.0):
+                 options: SimOptions = SimOptions(), start_s: float = 0.0,
+                 bucket_bytes: Mapping[str, Sequence[int]] | None = None):
         self.engine = FlowEngine(g, rate_mbps, options)
         if start_s > 0:
             self.engine.advance(start_s)
         self.scale, self.warmup_iterations = scale, warmup_iterations
+        self.bucket_bytes = {job: tuple(b) for job, b in (bucket_bytes or {}).items()}
         self.done: dict[str, int] = {}  # measured iterations completed, over every run of a job
         self.records: dict[str, list[SimIterationRecord]] = {}  # every kept iteration, numbered over runs
         self.placements: dict[str, tuple[str, ...]] = {}  # machines by rank of each job's last start
+        self.ecn_marks: dict[str, float] = {}  # estimated marked packets over every run (SimOptions.ecn)
         self._offset: dict[str, int] = {}
         self._total: dict[str, int] = {}
 
@@ -64,8 +69,9 @@ class FlowSimBackend(Backend):
             done = self.done.setdefault(job.name, 0)
             self._offset[job.name], self._total[job.name] = done, job.iterations
             self.placements[job.name] = tuple(slot.machine for slot in p.slots)
+            buckets = self.bucket_bytes.get(job.name) or tuple(scaled_buckets(model, self.scale))
             self.engine.add(SimJob(name=job.name, machines_by_rank=self.placements[job.name],
-                                   collective=job.collective, bucket_bytes=tuple(scaled_buckets(model, self.scale)),
+                                   collective=job.collective, bucket_bytes=buckets,
                                    compute_s=model.compute_time_s, iterations=job.iterations - done,
                                    warmup_iterations=self.warmup_iterations, start_s=now))
 
@@ -79,12 +85,15 @@ class FlowSimBackend(Backend):
         """The job's times over every iteration it completed, in all its runs."""
         recs = self.records.get(job, [])
         end = max((r.start_s + r.iteration_s for r in recs), default=self.now_s)
-        return estimate_of(job, recs, end)
+        marks = self.ecn_marks.get(job) if self.engine.ecn else None
+        return estimate_of(job, recs, end, marks)
 
     def _end(self, state: RunState) -> RunEnd:
         offset = self._offset[state.job]
         kept = [dataclasses.replace(r, iteration=r.iteration + offset) for r in state.records
                 if r.iteration < state.iterations_done]
         self.records.setdefault(state.job, []).extend(kept)
+        if state.ecn_marks is not None:
+            self.ecn_marks[state.job] = self.ecn_marks.get(state.job, 0.0) + state.ecn_marks
         self.done[state.job] = offset + state.iterations_done
         return RunEnd(state.job, state.start_s, state.end_s, state.finished, state.iterations_done)

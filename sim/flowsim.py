@@ -78,6 +78,20 @@ Modelling decisions where the runtime leaves a choice ([R] in ``shared/specs`` t
 * Every rank of a pattern sends at most one transfer per step, so the agent's sending them
   one after another and this model's starting them together never differ.
 
+ECN marking estimate ([R], ``SimOptions.ecn``; off by default). The emulator's switches mark
+a packet when the queue of the port it leaves by is above K (``ecn.threshold_bytes``, step
+marking). A fluid model has no queues, so the estimate takes a port's queue to be above K
+exactly while its link is *oversubscribed*: saturated (its flows' max-min rates sum to its
+capacity) by two flows or more, which TCP keeps probing for more than their share; a link
+saturated by one flow alone, or not saturated, is taken to keep its queue below K. Every
+packet crossing an oversubscribed link is then counted as marked, once however many such
+links it crosses (a CE packet is not marked again), at one packet per ``mtu + 14`` bytes on
+the wire with ``mtu``, else per 1448 bytes of payload; a burst let through by a token bucket
+crosses no queue and is not counted. It is an upper-bound style estimate of which jobs meet
+congestion and how much of their traffic does, not of TCP's reaction to the marks: compare it
+with the measured marks per job by rank and correlation, not one to one. Cost: O(C) more per
+reallocation, as the token buckets.
+
 Not modelled: TCP's own dynamics (slow start, losses, queueing), the links' propagation delay
 (``delay_us``; fold it into ``latency_s`` if it matters), the shapers' token buckets unless
 ``burst_bytes`` is given, and CPU contention in the emulator.
@@ -131,13 +145,15 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from common.errors import JobError, TopologyError
-from common.units import TCP_IP_HEADER_BYTES, mbps_to_bytes_per_s, wire_bytes
+from common.units import ETHERNET_HEADER_BYTES, TCP_IP_HEADER_BYTES, mbps_to_bytes_per_s, wire_bytes
 from jobs.agent import barrier_bytes
 from jobs.patterns import replay_pattern
 from sim.maxmin import EPS, maxmin_indexed
 from topo.routing import ecmp_path, path_links
 
 Link = tuple[str, str]
+DEFAULT_MTU = 1500
+"""MTU the ECN estimate counts packets at when ``SimOptions.mtu`` is None (flows are payload then)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,11 +213,14 @@ class SimOptions:
             ``testbed.shaping.burst_bytes(rate, mtu)`` of each link's shaped rate and the
             run's MTU, in emulated bytes like the buckets; a depth in bytes does not change
             with the dilation.
+        ecn: estimate every job's ECN-marked packets (see *ECN marking estimate* in the module
+            docstring); off, estimates carry None.
     """
 
     mtu: int | None = None
     latency_s: float = 0.0
     burst_bytes: float | Mapping[Link, float] | None = None
+    ecn: bool = False
 
     def __post_init__(self):
         if self.mtu is not None and self.mtu <= TCP_IP_HEADER_BYTES:
@@ -275,6 +294,9 @@ class JobEstimate:
         iteration_mean_s: ``compute_mean_s + comm_mean_s``, seconds.
         finish_s: time the job's last rank finished its final barrier, seconds.
         iterations: measured iterations.
+        ecn_marks: estimated ECN-marked packets of the job's whole run, warm-up and barriers
+            included (as the emulator counts them from the start gate); None unless
+            ``SimOptions.ecn``.
     """
 
     job: str
@@ -283,6 +305,7 @@ class JobEstimate:
     iteration_mean_s: float | None
     finish_s: float
     iterations: int
+    ecn_marks: float | None = None
 
     def to_dict(self) -> dict:
         """JSON-serialisable form."""
@@ -304,6 +327,7 @@ class RunState:
         records: every measured iteration of every rank of the run, in the order they ended;
             for a removed run, ranks ahead of the others may have recorded an iteration beyond
             ``iterations_done``.
+        ecn_marks: estimated ECN-marked packets of the run (None unless ``SimOptions.ecn``).
     """
 
     job: str
@@ -312,19 +336,21 @@ class RunState:
     iterations_done: int
     finished: bool
     records: tuple[SimIterationRecord, ...]
+    ecn_marks: float | None = None
 
     @property
     def estimate(self) -> JobEstimate:
         """The run's times, aggregated as :class:`JobEstimate` (``finish_s`` is ``end_s``) over its
         first ``iterations_done`` iterations: a removed run's partial iteration is lost."""
         done = self.iterations_done
-        return estimate_of(self.job, [rec for rec in self.records if rec.iteration < done], self.end_s)
+        return estimate_of(self.job, [rec for rec in self.records if rec.iteration < done], self.end_s,
+                           self.ecn_marks)
 
     def to_dict(self) -> dict:
         """JSON-serialisable form."""
         return {"job": self.job, "start_s": self.start_s, "end_s": self.end_s,
                 "iterations_done": self.iterations_done, "finished": self.finished,
-                "records": [rec.to_dict() for rec in self.records]}
+                "records": [rec.to_dict() for rec in self.records], "ecn_marks": self.ecn_marks}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -442,6 +468,7 @@ class _Flow:
     t_ref: float = 0.0
     rate: float = 0.0
     version: int = 0
+    mark_t: float = 0.0  # with SimOptions.ecn: the time up to which its bytes are counted
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -474,6 +501,7 @@ class _Job:
     def __init__(self, index: int, order: tuple[str, int], spec: SimJob, path_of, mtu: int | None):
         self.index, self.order, self.spec = index, order, spec
         self.live, self.finished, self.end_s, self.ranks_done = True, False, None, 0
+        self.marked_bytes = 0.0
         p = len(spec.machines_by_rank)
         barrier = barrier_bytes(p)
         ops: list[_Op] = []
@@ -552,6 +580,14 @@ class FlowEngine:
         # the slope set by load[i], the sum of its flows' rates (bytes/s), which only a
         # reallocation changes, rebasing the level first.
         self.buckets = options.burst_bytes is not None
+        # ECN estimate: congested[i] is 1 while link i is saturated by two flows or more (its
+        # queue taken to sit above K, every packet crossing it marked); a flow's bytes since its
+        # mark_t are counted on the congested links of its path whenever that may change.
+        self.ecn = options.ecn
+        self.congested = bytearray(len(self.link_names))
+        self.link_marked_bytes: list[float] = [0.0] * len(self.link_names)
+        self.packet_bytes = (float(options.mtu + ETHERNET_HEADER_BYTES) if options.mtu
+                             else float(DEFAULT_MTU - TCP_IP_HEADER_BYTES))
         self.depth: list[float] = [0.0] * len(self.link_names)
         self.tokens: list[float] = [0.0] * len(self.link_names)
         self.tokens_s: list[float] = [0.0] * len(self.link_names)
@@ -623,6 +659,8 @@ class FlowEngine:
         job.live, job.end_s = False, self._now_s
         self._removed.add(job.order)
         for key in [key for key, flow in self.active.items() if flow.job == job.index]:
+            if self.ecn:
+                self._count_marks(self.active[key], self._now_s)
             flow = self.active.pop(key)
             for link in flow.links:
                 self.on_link[link].discard(key)
@@ -658,6 +696,8 @@ class FlowEngine:
                 break
             self.events += 1
             for flow in self._completed(now):
+                if self.ecn:
+                    self._count_marks(flow, now)
                 self._end_flow(flow)
             while timers and timers[0][0] <= now:
                 _, key, payload = heapq.heappop(timers)
@@ -730,7 +770,8 @@ class FlowEngine:
         """What ``job`` (finished or removed) did."""
         return RunState(job=job.spec.name, start_s=job.spec.start_s, end_s=job.end_s,
                         iterations_done=min(rs.measured for rs in job.ranks), finished=job.finished,
-                        records=tuple(job.records))
+                        records=tuple(job.records),
+                        ecn_marks=job.marked_bytes / self.packet_bytes if self.ecn else None)
 
     # -- set-up ------------------------------------------------------------------------------
     def _path(self, a: str, b: str) -> tuple[int, ...]:
@@ -884,7 +925,7 @@ class FlowEngine:
         """Put ``flow`` into the network after its burst; False if the burst carried it whole."""
         if self.buckets and self._burst(flow, now):
             return False
-        flow.t_ref = now
+        flow.t_ref = flow.mark_t = now
         self.active[flow.key] = flow
         for link in flow.links:
             self.on_link[link].add(flow.key)
@@ -952,8 +993,14 @@ class FlowEngine:
                 self.tokens[link], self.tokens_s[link] = self._tokens(link, now), now
                 self.load[link] = 0.0
         if not keys:
+            if self.ecn:
+                for link in links:
+                    self.congested[link] = 0
             return
         flows = [self.active[k] for k in sorted(keys)]
+        if self.ecn:
+            for f in flows:
+                self._count_marks(f, now)
         rates = maxmin_indexed([f.links for f in flows], self.capacity)
         for f, rate in zip(flows, rates, strict=True):
             if rate == f.rate:
@@ -970,9 +1017,38 @@ class FlowEngine:
             for f in flows:
                 for link in f.links:
                     load[link] += f.rate
+        if self.ecn:
+            self._mark_congested(links, flows)
+
+    # -- ECN estimate ------------------------------------------------------------------------
+    def _count_marks(self, flow: _Flow, now: float) -> None:
+        """Count ``flow``'s bytes since its ``mark_t`` on the congested links of its path."""
+        sent = flow.rate * (now - flow.mark_t)
+        flow.mark_t = now
+        if sent > 0:
+            hit = [link for link in flow.links if self.congested[link]]
+            if hit:
+                for link in hit:
+                    self.link_marked_bytes[link] += sent
+                # A packet is marked once (a CE packet is not marked again), however many
+                # congested links it crosses: the job counts its bytes once.
+                self.jobs[flow.job].marked_bytes += sent
+
+    def _mark_congested(self, links: list[int], flows: list[_Flow]) -> None:
+        """Which of the reallocated ``links`` are saturated by two flows or more now."""
+        load: dict[int, float] = {}
+        count: dict[int, int] = {}
+        for f in flows:
+            for link in f.links:
+                load[link] = load.get(link, 0.0) + f.rate
+                count[link] = count.get(link, 0) + 1
+        for link in links:
+            self.congested[link] = (count.get(link, 0) >= 2
+                                    and load.get(link, 0.0) >= self.capacity[link] * (1 - 1e-9))
 
 
-def estimate_of(job: str, records: Sequence[SimIterationRecord], finish_s: float) -> JobEstimate:
+def estimate_of(job: str, records: Sequence[SimIterationRecord], finish_s: float,
+                ecn_marks: float | None = None) -> JobEstimate:
     """Aggregate job ``job``'s records as :func:`testbed.report.job_iteration_times` and the summary
     do: per iteration the slowest rank's time, then the mean over iterations."""
     comm: dict[int, float] = {}
@@ -981,7 +1057,7 @@ def estimate_of(job: str, records: Sequence[SimIterationRecord], finish_s: float
         comm[rec.iteration] = max(comm.get(rec.iteration, 0.0), rec.comm_s)
         compute[rec.iteration] = max(compute.get(rec.iteration, 0.0), rec.compute_s)
     if not comm:
-        return JobEstimate(job, None, None, None, finish_s, 0)
+        return JobEstimate(job, None, None, None, finish_s, 0, ecn_marks)
     comm_mean = sum(comm[i] for i in sorted(comm)) / len(comm)
     compute_mean = sum(compute[i] for i in sorted(compute)) / len(compute)
-    return JobEstimate(job, comm_mean, compute_mean, compute_mean + comm_mean, finish_s, len(comm))
+    return JobEstimate(job, comm_mean, compute_mean, compute_mean + comm_mean, finish_s, len(comm), ecn_marks)

@@ -44,7 +44,7 @@ from collections import defaultdict
 
 from common.jsonfile import write_json_atomic
 from common.units import MEGA, virtual_s
-from experiment.validation import Comparison, comparable, validation_stats
+from experiment.validation import Comparison, comparable, pearson_r, validation_stats
 
 
 def percentile(values, q: float) -> float | None:
@@ -151,6 +151,7 @@ def summarise_policy(cfg, g, result: dict, records) -> dict:
             "ecn_marks": job_marks.get(job),
             **_verdict_fields(verdicts.get(job)),
             **_estimate_fields(_mean(comm), (estimates.get(job) or {}).get("comm_mean_s")),
+            "estimate_ecn_marks": (estimates.get(job) or {}).get("ecn_marks"),
         }
     return {
         "policy": result["policy"],
@@ -331,7 +332,7 @@ def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, un
         w = csv.writer(f)
         cols = ["model", "workers", "collective", "wave", "iterations_recorded", "complete", "comm_mean_s",
                 "comm_p99_s", "compute_mean_s", "bound_s", "bound_ratio", "fidelity", "estimate_s", "estimate_error",
-                "ecn_marks"]
+                "ecn_marks", "estimate_ecn_marks"]
         w.writerow(["policy", "job", *cols, "machines", "contended_with"])
         for s in summaries:
             for job, j in s["jobs"].items():
@@ -415,6 +416,13 @@ def validation_text(summaries: list[dict], overall) -> str:
     for s in summaries:
         lines.append(f"  {s['policy']:<12} {validation_stats(job_comparisons(s['policy'], s['jobs'])).line()}")
     lines.append(f"  {'all':<12} {overall.line()}")
+    marks = [(j["ecn_marks"], j["estimate_ecn_marks"]) for s in summaries for j in s["jobs"].values()
+             if j.get("ecn_marks") is not None and j.get("estimate_ecn_marks") is not None]
+    if marks:
+        r = pearson_r([m for m, _ in marks], [e for _, e in marks])
+        lines.append(f"  ECN marks per job, measured against the simulator's estimate (simulator.ecn): r "
+                     f"{'-' if r is None else f'{r:.3f}'} over {len(marks)} jobs; measured {sum(m for m, _ in marks)}, "
+                     f"estimated {sum(e for _, e in marks):.0f} in total")
     if overall.worst is not None:
         w = overall.worst
         lines.append(f"  worst: {w.job} under {w.policy}: measured {w.measured_s:.4g} s, estimated "

@@ -30,7 +30,7 @@ from experiment.config import ExperimentConfig, policy_specs, to_dict, validate
 from experiment.loop import LoopEvent, LoopResult
 from experiment.results import PolicyIncomplete, write_json, write_status
 from experiment.run import config_cluster, place_and_run
-from experiment.simrun import sim_options
+from experiment.simrun import replay_on_simulator, sim_options
 from jobs.launcher import ready_path
 from jobs.models import get_model
 from placement.metrics import fragmentation, used_machines
@@ -169,7 +169,10 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     records = [r for w in waves for r in w.records]
     evidence = job_evidence(cfg, placements, records)
     verdicts = fidelity.job_verdicts(g, link_rates_mbps(g, cfg.scale), evidence, cfg.mtu)
-    estimates = sim_estimates(cfg, g, evidence)
+    if cfg.scheduler == "waves":
+        estimates = sim_estimates(cfg, g, evidence)
+    else:  # waves overlap, jobs are preempted: the simulator replays the run's schedule
+        estimates = replay_on_simulator(cfg, g, loop, {e.job: e.bucket_bytes for e in evidence if e.bucket_bytes})
     result = {
         "policy": spec,
         "scheduler": cfg.scheduler,

@@ -226,3 +226,22 @@ def test_jobs_package_does_not_import_placement():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             offenders += [f"{path.name}: {n}" for n in names if n == "placement" or n.startswith("placement.")]
     assert offenders == []
+
+
+def test_replaying_a_schedule_on_the_simulator_reproduces_it():
+    """``replay_on_simulator`` of a simulated run's own schedule (arrival, preemptions, restarts) gives the
+    same estimate of every job: the replay is how an emulated run with an online scheduler is validated."""
+    from experiment.simrun import replay_on_simulator
+
+    cfg = small_cfg(2, jobs=(JobConfig("a", "resnet50", 4, "ring"), JobConfig("b", "vgg16", 4, "hd", 1.0)),
+                    scheduler="tiresias,thresholds_gpu_s=1", iterations=5)
+    g = validate(cfg, backend="sim")
+    backend = FlowSimBackend(g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations, sim_options(cfg, g))
+    loop = place_and_run(cfg, g, "consolidate", backend)
+    assert loop.preemptions >= 1
+    replayed = replay_on_simulator(cfg, g, loop)
+    assert sorted(replayed) == ["a", "b"]
+    for job in ("a", "b"):
+        want = backend.estimate(job)
+        assert replayed[job].comm_mean_s == pytest.approx(want.comm_mean_s, rel=1e-9)
+        assert replayed[job].iterations == want.iterations == cfg.iterations
