@@ -133,8 +133,8 @@ def bench_capacity(tmp: str, seconds: float) -> None:
             c = cpu.summary(window)
             rows.append([str(mtu), f"{rate:g}", f"{goodput:.0f}", f"{switched:.0f}", f"{c['p95']:.0%}",
                          f"{c['switch_thread_p95']:.0%}" if c["switch_thread_p95"] is not None else "-",
-                         "ok" if verdict["trustworthy"] else "FLAGGED"])
-            if not verdict["trustworthy"]:
+                         "ok" if verdict.trustworthy else "FLAGGED"])
+            if not verdict.trustworthy:
                 break
             capacity[mtu] = max(capacity[mtu], switched)
     print(f"\n3. Emulation capacity: 8 cross-pod flows on a k=4 fat-tree for {seconds:g} s")

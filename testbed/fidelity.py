@@ -398,7 +398,54 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
     return out
 
 
-def assess(cpu: dict, links: list[dict], jobs: list[JobVerdict] | None = None) -> dict:
+@dataclass(frozen=True)
+class FidelityVerdict:
+    """Whether a policy's run can be trusted, and the evidence (:func:`assess`).
+
+    Attributes:
+        trustworthy: no reason to doubt the run.
+        reasons: one line per reason to doubt it.
+        cpu_p95: the machine's CPU busy fraction, 95th percentile over the measured windows.
+        cpu_saturated: whether the CPU was saturated (evidence even when checked jobs outweigh it).
+        link_checks: how many ports each link check (:data:`LINK_CHECKS`) covered.
+        links: every port's check row (:func:`link_checks`), worst first.
+        slow_links: the rows that failed, worst first.
+        jobs: every job's verdict.
+        jobs_checked: jobs checked against their bound (ok, slow or fast).
+        jobs_failed: checked jobs found slow or fast.
+    """
+
+    trustworthy: bool
+    reasons: tuple[str, ...]
+    cpu_p95: float | None
+    cpu_saturated: bool
+    link_checks: dict
+    links: tuple[dict, ...]
+    slow_links: tuple[dict, ...]
+    jobs: tuple[JobVerdict, ...]
+    jobs_checked: int
+    jobs_failed: int
+
+    @property
+    def links_checked(self) -> int:
+        """How many ports were checked."""
+        return len(self.links)
+
+    @property
+    def worst_link(self) -> dict | None:
+        """The worst port's row, failed or not (None without any)."""
+        return self.links[0] if self.links else None
+
+    def to_dict(self) -> dict:
+        """JSON form (``measurements.json``'s ``fidelity``)."""
+        return {"trustworthy": self.trustworthy, "reasons": list(self.reasons), "cpu_p95": self.cpu_p95,
+                "cpu_saturated": self.cpu_saturated, "link_checks": dict(self.link_checks),
+                "links": list(self.links), "links_checked": self.links_checked, "slow_links": list(self.slow_links),
+                "worst_link": self.worst_link, "jobs": [v.to_dict() for v in self.jobs],
+                "jobs_checked": self.jobs_checked, "jobs_failed": self.jobs_failed}
+
+
+def assess(cpu: dict, links: list[dict], jobs: list[JobVerdict] | None = None) -> FidelityVerdict:
     """The verdict from a CPU summary (:meth:`testbed.cpu.CpuSampler.summary`), :func:`link_checks`
     and :func:`job_verdicts`.
 
@@ -410,12 +457,7 @@ def assess(cpu: dict, links: list[dict], jobs: list[JobVerdict] | None = None) -
     ``cpu_saturated`` and the link checks beside the per-job verdicts.
 
     Returns:
-        ``trustworthy`` (bool), ``reasons`` (list of strings), ``cpu_p95``, ``cpu_saturated``,
-        ``link_checks`` (how many ports were checked, per method), ``links`` (every port's row,
-        worst first), ``links_checked``,
-        ``slow_links`` (the failed link rows, worst first), ``worst_link`` (the worst row, failed
-        or not, or None), ``jobs`` (the verdicts as dicts), ``jobs_checked`` (how many were ok,
-        slow or fast), ``jobs_failed`` (slow or fast).
+        The verdict with its evidence (:class:`FidelityVerdict`).
     """
     jobs = list(jobs or [])
     links = sorted(links, key=lambda d: -d["limit_ratio"])
@@ -432,8 +474,8 @@ def assess(cpu: dict, links: list[dict], jobs: list[JobVerdict] | None = None) -
     if slow:
         reasons.append(link_reason(slow))
     reasons.extend(v.reason for v in failed)
-    return {"trustworthy": not reasons, "reasons": reasons, "cpu_p95": cpu.get("p95"),
-            "cpu_saturated": cpu_saturated,
-            "link_checks": {m: sum(1 for d in links if d["check"] == m) for m in LINK_CHECKS},
-            "links": links, "links_checked": len(links), "slow_links": slow, "worst_link": links[0] if links else None,
-            "jobs": [v.to_dict() for v in jobs], "jobs_checked": len(checked), "jobs_failed": len(failed)}
+    return FidelityVerdict(trustworthy=not reasons, reasons=tuple(reasons), cpu_p95=cpu.get("p95"),
+                           cpu_saturated=cpu_saturated,
+                           link_checks={m: sum(1 for d in links if d["check"] == m) for m in LINK_CHECKS},
+                           links=tuple(links), slow_links=tuple(slow), jobs=tuple(jobs), jobs_checked=len(checked),
+                           jobs_failed=len(failed))

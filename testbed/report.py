@@ -45,6 +45,7 @@ from collections import defaultdict
 from common.jsonfile import write_json_atomic
 from common.units import MEGA, virtual_s
 from experiment.validation import Comparison, comparable, pearson_r, validation_stats
+from testbed.measurements import PolicyResult
 
 
 def percentile(values, q: float) -> float | None:
@@ -81,7 +82,7 @@ def _utilisation(nbytes: float, length_s: float, rate_mbps: float) -> float | No
     return nbytes * 8 / (length_s * rate_mbps * MEGA) if length_s > 0 else None
 
 
-def link_rows(result: dict):
+def link_rows(result: PolicyResult):
     """Every directed link of every wave of a policy's result, as dicts.
 
     Keys: ``wave``, ``src``, ``dst``, ``rate_mbps``; ``bytes``, ``duration_s`` and
@@ -91,8 +92,8 @@ def link_rows(result: dict):
     marks on the link's egress port in the window (None when ECN was not measured or the
     link's direction has no switch port: machine -> switch).
     """
-    rates = {(u, v): r for u, v, r in result["link_rate_mbps"]}
-    for w in result["waves"]:
+    rates = result.link_rate_mbps
+    for w in result.waves:
         window = dict(((u, v), b) for u, v, b in w["window_link_bytes"])
         marks = None if w.get("window_link_marks") is None else {(u, v): m for u, v, m in w["window_link_marks"]}
         length_s = w["window_s"][1] - w["window_s"][0] if w["window_s"] else 0.0
@@ -106,15 +107,15 @@ def link_rows(result: dict):
                    "window_marks": None if marks is None else marks.get((u, v))}
 
 
-def summarise_policy(cfg, g, result: dict, records) -> dict:
+def summarise_policy(cfg, g, result: PolicyResult, records) -> dict:
     """The per-policy summary written to ``summary.json`` and shown in the tables."""
-    machines_used = sorted({m for p in result["placements"] for m, _ in p["slots"]},
+    machines_used = sorted({m for p in result.placements for m in p.machines_by_rank},
                            key=lambda m: g.nodes[m]["index"])
     idle_before = [m for m in machines_used if cfg.background.get(m, 0) == 0]
-    cross_bytes = sum(b for w in result["waves"] for u, _, b in w["link_bytes"] if g.nodes[u]["role"] == "machine")
+    cross_bytes = sum(b for w in result.waves for u, _, b in w["link_bytes"] if g.nodes[u]["role"] == "machine")
     busiest = (0.0, None, None)
     busiest_port = (0.0, None, None)  # the busiest link that leaves a switch port (where marking happens)
-    ecn_measured = result["ecn"]["method"] != "none"
+    ecn_measured = result.ecn.method != "none"
     total_marks, most_marked = (0 if ecn_measured else None), (None, None)
     for row in link_rows(result):
         util, name = row["window_utilisation"], f"{row['src']}->{row['dst']}"
@@ -127,23 +128,23 @@ def summarise_policy(cfg, g, result: dict, records) -> dict:
             if most_marked[1] is None or row["window_marks"] > most_marked[1]:
                 most_marked = (f"{row['src']}->{row['dst']}", row["window_marks"])
     job_marks = {}
-    for w in result["waves"]:
+    for w in result.waves:
         for job, c in ((w.get("ecn") or {}).get("jobs") or {}).items():
             job_marks[job] = c["marks"]
     per_job = {}
     times = job_iteration_times(records, cfg.dilation)
-    verdicts = {v["job"]: v for v in result["fidelity"].get("jobs") or []}
-    estimates = result.get("estimates") or {}
+    verdicts = {v.job: v.to_dict() for v in result.fidelity.jobs}
+    estimates = {job: e.to_dict() for job, e in result.estimates.items()}
     all_comm = []
-    for p in result["placements"]:
-        job = p["job"]
+    for p in result.placements:
+        job = p.job
         its = times.get(job, {})
         comm = [v["comm_s"] for v in its.values()]
         all_comm += comm
         spec = next(j for j in cfg.jobs if j.name == job)
         per_job[job] = {
-            "model": spec.model, "workers": spec.workers, "collective": spec.collective, "wave": p["wave"],
-            "machines": sorted({m for m, _ in p["slots"]}, key=lambda m: g.nodes[m]["index"]),
+            "model": spec.model, "workers": spec.workers, "collective": spec.collective, "wave": p.wave,
+            "machines": sorted(set(p.machines_by_rank), key=lambda m: g.nodes[m]["index"]),
             "iterations_recorded": len(its),
             "complete": all(v["ranks"] == spec.workers for v in its.values()) and len(its) == cfg.iterations,
             "comm_mean_s": _mean(comm), "comm_p99_s": percentile(comm, 99),
@@ -154,24 +155,24 @@ def summarise_policy(cfg, g, result: dict, records) -> dict:
             "estimate_ecn_marks": (estimates.get(job) or {}).get("ecn_marks"),
         }
     return {
-        "policy": result["policy"],
+        "policy": result.policy,
         "machines_used": len(machines_used),
         "idle_machines_used": len(idle_before),
         "cross_machine_bytes": cross_bytes,
-        "cluster_machines_in_use": max(c["machines_in_use"] for c in result["cluster_states"]),
-        "fragmented_machines": max(c["fragmented_machines"] for c in result["cluster_states"]),
+        "cluster_machines_in_use": max(c.machines_in_use for c in result.cluster_states),
+        "fragmented_machines": max(c.fragmented_machines for c in result.cluster_states),
         "comm_mean_s": _mean(all_comm),
         "comm_p99_s": percentile(all_comm, 99),
         "busiest_link": busiest[1],
         "busiest_link_utilisation": busiest[0],
-        "waves": len(result["waves"]),
-        "wall_time_s": result["wall_time_s"],
-        "cpu_mean": result["cpu_measured"]["mean"],
-        "cpu_p95": result["cpu_measured"]["p95"],
-        "cpu_saturated": result["cpu_measured"]["saturated"],
-        "cpu_switch_thread_p95": result["cpu_measured"].get("switch_thread_p95"),
-        "ecn_method": result["ecn"]["method"],
-        "host_tcp": _host_tcp(result["ecn"].get("hosts") or {}),
+        "waves": len(result.waves),
+        "wall_time_s": result.wall_time_s,
+        "cpu_mean": result.cpu_measured["mean"],
+        "cpu_p95": result.cpu_measured["p95"],
+        "cpu_saturated": result.cpu_measured["saturated"],
+        "cpu_switch_thread_p95": result.cpu_measured.get("switch_thread_p95"),
+        "ecn_method": result.ecn.method,
+        "host_tcp": _host_tcp(result.ecn.hosts),
         "ecn_marks": total_marks,
         "ecn_busiest_port": busiest_port[1],
         "ecn_marks_busiest_port": busiest_port[2] if ecn_measured else None,
@@ -179,16 +180,16 @@ def summarise_policy(cfg, g, result: dict, records) -> dict:
         "ecn_most_marked_link_marks": most_marked[1],
         "scale": cfg.scale,
         "dilation": cfg.dilation,
-        "trustworthy": result["fidelity"]["trustworthy"],
-        "fidelity_reasons": result["fidelity"]["reasons"],
-        "links_checked": result["fidelity"].get("links_checked"),
-        "links_failed": len(result["fidelity"].get("slow_links") or []),
-        "link_check_methods": result["fidelity"].get("link_checks"),
-        "worst_link_check": result["fidelity"].get("worst_link"),
-        "jobs_checked": result["fidelity"].get("jobs_checked"),
-        "jobs_failed": result["fidelity"].get("jobs_failed"),
-        "worst_job_ratio": _worst_ratio(result["fidelity"].get("jobs") or []),
-        "validation": validation_stats(job_comparisons(result["policy"], per_job)).to_dict(),
+        "trustworthy": result.fidelity.trustworthy,
+        "fidelity_reasons": list(result.fidelity.reasons),
+        "links_checked": result.fidelity.links_checked,
+        "links_failed": len(result.fidelity.slow_links),
+        "link_check_methods": result.fidelity.link_checks,
+        "worst_link_check": result.fidelity.worst_link,
+        "jobs_checked": result.fidelity.jobs_checked,
+        "jobs_failed": result.fidelity.jobs_failed,
+        "worst_job_ratio": _worst_ratio([v.to_dict() for v in result.fidelity.jobs]),
+        "validation": validation_stats(job_comparisons(result.policy, per_job)).to_dict(),
         "jobs": per_job,
     }
 
@@ -307,14 +308,15 @@ def summary_tables(summaries: list[dict]) -> str:
     return "\n".join(parts)
 
 
-def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, unplaced: dict | None = None) -> None:
+def write_run_report(run_dir: str, cfg, g, results: dict[str, PolicyResult], caps: dict, stream,
+                     unplaced: dict | None = None) -> None:
     """Write summary.json, summary.csv, jobs.csv, link_bytes.csv, link_checks.csv, report.txt and plots;
     print tables.
 
     ``unplaced`` maps policies that could not place every job to the reason.
     """
     unplaced = unplaced or {}
-    summaries = [r["summary"] for r in results.values() if "summary" in r]
+    summaries = [r.summary for r in results.values() if r.summary is not None]
     overall = validation_stats(all_comparisons(summaries))
     write_json_atomic(os.path.join(run_dir, "summary.json"),
                       {"name": cfg.name, "scale": cfg.scale, "dilation": cfg.dilation, "capabilities": caps,
@@ -352,7 +354,7 @@ def write_run_report(run_dir: str, cfg, g, results: dict, caps: dict, stream, un
                 "limit_bytes", "busy_s", "achieved_mbps", "ratio"]
         w.writerow(["policy", *cols])
         for spec, r in results.items():
-            for row in r.get("fidelity", {}).get("links") or []:
+            for row in r.fidelity.links:
                 w.writerow([spec, *("" if row.get(c) is None else row[c] for c in cols)])
     text = summary_tables(summaries) + "\n\n" + validation_text(summaries, overall)
     for spec, why in unplaced.items():
@@ -494,14 +496,14 @@ def busiest_ports(samples: dict, n: int = BUSIEST_PORTS) -> list:
     return [link for link in ranked[:n] if mean_backlog(samples[link]) > 0]
 
 
-def write_queue_report(run_dir: str, results: dict) -> list[str]:
+def write_queue_report(run_dir: str, results: dict[str, PolicyResult]) -> list[str]:
     """``queues.csv`` (backlog samples of each policy's busiest ports) and ``queues.png``. Returns the PNGs."""
     from testbed.linkstats import read_queue_samples
 
     chosen = {}
     for spec, r in results.items():
-        has = r.get("dir") and r.get("queue_stats")
-        samples = read_queue_samples(os.path.join(r["dir"], r["queue_stats"])) if has else {}
+        has = r.dir and r.queue_stats
+        samples = read_queue_samples(os.path.join(r.dir, r.queue_stats)) if has else {}
         chosen[spec] = {link: samples[link] for link in busiest_ports(samples)}
     with open(os.path.join(run_dir, "queues.csv"), "w", newline="") as f:
         w = csv.writer(f)
@@ -528,7 +530,7 @@ def write_queue_report(run_dir: str, results: dict) -> list[str]:
         for (u, v), rows in links.items():
             ax.plot([r["t"] - t0 for r in rows], [(r.get("backlog_bytes") or 0) / 1e3 for r in rows],
                     label=f"{u}->{v}", lw=1)
-        for w in results[spec]["waves"]:
+        for w in results[spec].waves:
             if w.get("window_s"):
                 ax.axvspan(w["window_s"][0] - t0, w["window_s"][1] - t0, color="0.9", zorder=0)
         ax.set_title(f"{spec}: queue backlog of the busiest ports (shaded: measurement windows)", fontsize=9)

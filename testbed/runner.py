@@ -21,6 +21,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Sequence
 
 from common.errors import EmulationError, PlacementError, TestbedError
 from common.specs import safe_name
@@ -40,6 +41,7 @@ from testbed.cpu import CpuSampler
 from testbed.ecn import marking_params, resolve_method
 from testbed.emulator import EmulatorBackend, WaveResult, uses_agents
 from testbed.linkstats import LinkSeries, counter_series, read_queue_samples
+from testbed.measurements import ClusterState, EcnSetup, PolicyResult, StartRecord
 from testbed.net import EmulatedNetwork, NetOptions, link_rates_mbps
 from testbed.ports import resolve_port_type
 from testbed.queues import PortSampler
@@ -105,7 +107,7 @@ def net_options(cfg: ExperimentConfig, ecn_method: str, switch_ports: str = "sys
 
 
 def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progress, net: EmulatedNetwork,
-               ecn: tuple[str, str] = ("none", "not requested"), hosts_tcp: dict | None = None) -> dict:
+               ecn: tuple[str, str] = ("none", "not requested"), hosts_tcp: dict | None = None) -> PolicyResult:
     """Run every job of ``cfg`` under placement policy ``spec`` on the run's network ``net``.
 
     The experiment loop (:mod:`experiment.loop`) drives the emulator back end
@@ -124,14 +126,13 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     t_start = time.time()
     ports = PortSampler(queue_path, net.port_links(), net.marker, cfg.ecn.sample_interval_s)
     batches: list[list[str]] = []
-    cluster_states: list[dict] = []
+    cluster_states: list[ClusterState] = []
     cluster = config_cluster(cfg, g)
 
     def on_batch(index: int, runs) -> None:
         batches.append([job.name for job, _ in runs])
         view = cluster.view()  # the loop has applied the batch's placements: every running job is in it
-        cluster_states.append({"wave": index, "machines_in_use": used_machines(view),
-                               "fragmented_machines": fragmentation(view)})
+        cluster_states.append(ClusterState(index, used_machines(view), fragmentation(view)))
         progress.say(f"    wave {index}: " + "; ".join(
             f"{p.job} on {len(p.machines)} machine(s) {','.join(p.machines)}" for _, p in runs))
 
@@ -157,8 +158,8 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     starts = start_records(loop, batches)
     # One placement per job, where it last started (where it finished): what the report, the
     # fidelity monitor and the export describe; every start of a preempted job is in ``starts``.
-    last = {st["job"]: st for st in starts}
-    placements = sorted(last.values(), key=lambda st: starts.index(st))
+    last = {st.job: i for i, st in enumerate(starts)}
+    placements = tuple(starts[i] for i in sorted(last.values()))
     waves = sorted(backend.waves, key=lambda w: w.index)
     rates = dict(net.rates)
     series = LinkSeries(g, os.path.join(net.run_dir, "port_stats.jsonl"))
@@ -173,50 +174,36 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
         estimates = sim_estimates(cfg, g, evidence)
     else:  # waves overlap, jobs are preempted: the simulator replays the run's schedule
         estimates = replay_on_simulator(cfg, g, loop, {e.job: e.bucket_bytes for e in evidence if e.bucket_bytes})
-    result = {
-        "policy": spec,
-        "scheduler": cfg.scheduler,
-        "placements": placements,
-        "starts": starts,
-        "cluster_states": cluster_states,
-        "waves": [wave_dict(w, series, marks) for w in waves],
-        "jct_s": loop.jct_s,
-        "preemptions": loop.preemptions,
-        "link_rate_mbps": [[u, v, r] for (u, v), r in sorted(rates.items())],
-        "cpu": sampler.summary(),
-        "cpu_measured": cpu_measured,
-        "ecn": {"method": ecn[0], "why": ecn[1], "hosts": hosts_tcp or {}},
-        "fidelity": fidelity.assess(cpu_measured, fidelity.link_checks(queue_samples, rates, windows or None, cfg.mtu,
-                                                                       cfg.queue_packets), verdicts),
-        "estimates": {job: e.to_dict() for job, e in estimates.items()},
-        "scale": cfg.scale,
-        "dilation": cfg.dilation,
-        "port_sampler": {"samples": ports.samples_taken, "interval_s": cfg.ecn.sample_interval_s,
-                         "mean_cost_s": ports.cost_s / max(1, ports.samples_taken)},
-        "dir": pdir,
-        "queue_stats": os.path.basename(queue_path),
-        "wall_time_s": time.time() - t_start,
-    }
-    write_json(os.path.join(pdir, "placements.json"), placements)
-    write_json(os.path.join(pdir, "measurements.json"), result)
-    result["summary"] = summarise_policy(cfg, g, result, records)
-    write_json(os.path.join(pdir, "summary.json"), result["summary"])
+    result = PolicyResult(
+        policy=spec, scheduler=cfg.scheduler, placements=placements, starts=starts,
+        cluster_states=tuple(cluster_states), waves=tuple(wave_dict(w, series, marks) for w in waves),
+        jct_s=loop.jct_s, preemptions=loop.preemptions, link_rate_mbps=rates, cpu=sampler.summary(),
+        cpu_measured=cpu_measured, ecn=EcnSetup(ecn[0], ecn[1], hosts_tcp or {}),
+        fidelity=fidelity.assess(cpu_measured, fidelity.link_checks(queue_samples, rates, windows or None, cfg.mtu,
+                                                                    cfg.queue_packets), verdicts),
+        estimates=estimates, scale=cfg.scale, dilation=cfg.dilation,
+        port_sampler={"samples": ports.samples_taken, "interval_s": cfg.ecn.sample_interval_s,
+                      "mean_cost_s": ports.cost_s / max(1, ports.samples_taken)},
+        dir=pdir, queue_stats=os.path.basename(queue_path), wall_time_s=time.time() - t_start)
+    write_json(os.path.join(pdir, "placements.json"), [p.to_dict() for p in placements])
+    write_json(os.path.join(pdir, "measurements.json"), result.to_dict())
+    result.summary = summarise_policy(cfg, g, result, records)
+    write_json(os.path.join(pdir, "summary.json"), result.summary)
     return result
 
 
-def start_records(loop: LoopResult, batches: list[list[str]]) -> list[dict]:
-    """Every start of the loop as a dict: ``wave`` (the batch it started in), ``start_s`` and the
-    placement. The loop starts each batch's jobs in one call, in order, so the starts follow the
-    batches one after another."""
+def start_records(loop: LoopResult, batches: list[list[str]]) -> tuple[StartRecord, ...]:
+    """Every start of the loop with the batch (wave) it started in. The loop starts each batch's
+    jobs in one call, in order, so the starts follow the batches one after another."""
     out, queue = [], [(i, job) for i, jobs in enumerate(batches) for job in jobs]
     if [job for _, job in queue] != [st.job for st in loop.starts]:
         raise EmulationError("the emulator's batches do not match the loop's starts")
     for (i, _), st in zip(queue, loop.starts, strict=True):
-        out.append({"wave": i, "start_s": st.time_s, **st.placement.to_dict()})
-    return out
+        out.append(StartRecord(i, st.time_s, st.placement))
+    return tuple(out)
 
 
-def job_evidence(cfg: ExperimentConfig, placements: list[dict], records) -> list[fidelity.JobEvidence]:
+def job_evidence(cfg: ExperimentConfig, placements: Sequence[StartRecord], records) -> list[fidelity.JobEvidence]:
     """What the fidelity monitor needs of every placed job: where its ranks ran, the buckets its
     ranks really allreduced (from their records) and its communication time in virtual seconds."""
     times = job_iteration_times(records, cfg.dilation)
@@ -226,12 +213,12 @@ def job_evidence(cfg: ExperimentConfig, placements: list[dict], records) -> list
             first[r.job] = r
     out = []
     for p in placements:
-        job = next(j for j in cfg.jobs if j.name == p["job"])
+        job = next(j for j in cfg.jobs if j.name == p.job)
         its = times.get(job.name, {})
         comm = [v["comm_s"] for v in its.values()]
         rec = first.get(job.name)
         out.append(fidelity.JobEvidence(
-            job=job.name, wave=p["wave"], machines_by_rank=tuple(m for m, _ in p["slots"]),
+            job=job.name, wave=p.wave, machines_by_rank=p.machines_by_rank,
             collective=job.collective, bucket_bytes=tuple(rec.bucket_bytes) if rec else (),
             comm_mean_s=sum(comm) / len(comm) if comm else None,
             complete=len(its) == cfg.iterations and all(v["ranks"] == job.workers for v in its.values())))

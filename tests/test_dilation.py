@@ -16,7 +16,8 @@ from jobs.launcher import plan_workers
 from jobs.models import get_model
 from jobs.records import IterationRecord
 from placement.base import GpuSlot, JobRequest, Placement
-from testbed.fidelity import job_verdicts
+from testbed.fidelity import assess, job_verdicts
+from testbed.measurements import ClusterState, EcnSetup, PolicyResult, StartRecord
 from testbed.net import link_rates_mbps
 from testbed.report import summarise_policy
 from testbed.runner import job_evidence, net_options
@@ -25,8 +26,8 @@ from topo import fat_tree
 G = fat_tree(4)
 JOBS = [{"name": "a", "model": "resnet50", "workers": 2, "collective": "ring"},
         {"name": "b", "model": "small_cnn", "workers": 2, "collective": "hd"}]
-PLACEMENTS = [{"job": "a", "wave": 0, "slots": [["h1", 0], ["h5", 0]]},
-              {"job": "b", "wave": 0, "slots": [["h9", 0], ["h13", 0]]}]
+PLACEMENTS = (StartRecord(0, 0.0, Placement("a", (GpuSlot("h1", 0), GpuSlot("h5", 0)))),
+              StartRecord(0, 0.0, Placement("b", (GpuSlot("h9", 0), GpuSlot("h13", 0)))))
 BUCKETS = {"a": (40_000, 8_000), "b": (4_256,)}
 # virtual (paper-scale) seconds per rank and iteration: (comm of each bucket, compute)
 VIRTUAL = {("a", 0): ((0.30, 0.05), 0.178), ("a", 1): ((0.31, 0.06), 0.170),
@@ -49,16 +50,18 @@ def records(dilation: float) -> list[IterationRecord]:
     return out
 
 
-def result(cfg, recs) -> dict:
+def result(cfg, recs) -> PolicyResult:
     """A policy's result as the runner builds it, with the per-job verdicts."""
     verdicts = job_verdicts(G, link_rates_mbps(G, cfg.scale), job_evidence(cfg, PLACEMENTS, recs), cfg.mtu)
-    return {"policy": "p", "placements": PLACEMENTS,
-            "cluster_states": [{"machines_in_use": 4, "fragmented_machines": 4}],
-            "waves": [{"index": 0, "duration_s": 10.0, "window_s": [0.0, 5.0], "link_bytes": [["h1", "e1", 1000]],
-                       "window_link_bytes": [["h1", "e1", 800]], "window_link_marks": None, "ecn": None}],
-            "link_rate_mbps": [["h1", "e1", 20.0]], "cpu_measured": {"mean": 0.5, "p95": 0.6, "saturated": False},
-            "ecn": {"method": "none"}, "wall_time_s": 1.0,
-            "fidelity": {"trustworthy": True, "reasons": [], "jobs": [v.to_dict() for v in verdicts]}}
+    return PolicyResult(
+        policy="p", scheduler="waves", placements=PLACEMENTS, starts=PLACEMENTS,
+        cluster_states=(ClusterState(0, 4, 4),),
+        waves=({"index": 0, "duration_s": 10.0, "window_s": [0.0, 5.0], "link_bytes": [["h1", "e1", 1000]],
+                "window_link_bytes": [["h1", "e1", 800]], "window_link_marks": None, "ecn": None},),
+        jct_s={}, preemptions=0, link_rate_mbps={("h1", "e1"): 20.0}, cpu={},
+        cpu_measured={"mean": 0.5, "p95": 0.6, "saturated": False}, ecn=EcnSetup("none", ""),
+        fidelity=assess({"saturated": False, "p95": 0.6}, [], verdicts), estimates={}, scale=cfg.scale,
+        dilation=cfg.dilation, port_sampler={}, dir="", queue_stats="", wall_time_s=1.0)
 
 
 @pytest.mark.parametrize("dilation", [2.0, 4.0, 7.5])

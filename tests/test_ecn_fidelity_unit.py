@@ -215,8 +215,8 @@ def test_a_saturated_link_at_its_rate_passes_and_a_slow_one_is_flagged():
     assert [d["link"] for d in checked] == ["e1->h2", "e1->h1"]
     assert checked[0]["ratio"] == pytest.approx(0.75) and checked[1]["ratio"] == pytest.approx(1.0)
     verdict = fidelity.assess({"saturated": False, "p95": 0.5}, checked)
-    assert not verdict["trustworthy"] and "e1->h2" in verdict["reasons"][0]
-    assert fidelity.assess({"saturated": False, "p95": 0.5}, checked[1:])["trustworthy"]
+    assert not verdict.trustworthy and "e1->h2" in verdict.reasons[0]
+    assert fidelity.assess({"saturated": False, "p95": 0.5}, checked[1:]).trustworthy
 
 
 def test_short_or_shallow_queues_are_not_checked():
@@ -232,22 +232,28 @@ def test_windows_limit_the_check():
 
 def test_cpu_saturation_flags_and_names_the_switch_thread():
     verdict = fidelity.assess({"saturated": True, "p95": 0.6, "switch_thread_p95": 1.0}, [])
-    assert not verdict["trustworthy"] and "switch thread 100%" in verdict["reasons"][0]
+    assert not verdict.trustworthy and "switch thread 100%" in verdict.reasons[0]
 
 
 # -- report ------------------------------------------------------------------------------------
 
 
 def _result(method: str, marks):
-    return {"policy": "p", "placements": [{"job": "a", "wave": 0, "slots": [["h1", 0], ["h2", 0]]}],
-            "cluster_states": [{"machines_in_use": 2, "fragmented_machines": 2}],
-            "waves": [{"index": 0, "duration_s": 10.0, "window_s": [0.0, 5.0],
-                       "link_bytes": [["e1", "h1", 1000], ["h1", "e1", 900]],
-                       "window_link_bytes": [["e1", "h1", 800], ["h1", "e1", 700]],
-                       "window_link_marks": marks,
-                       "ecn": None if marks is None else {"jobs": {"a": {"pkts": 9, "bytes": 9, "marks": 4}}}}],
-            "link_rate_mbps": [["e1", "h1", 20.0]], "cpu_measured": {"mean": 0.5, "p95": 0.6, "saturated": False},
-            "ecn": {"method": method}, "fidelity": {"trustworthy": True, "reasons": []}, "wall_time_s": 1.0}
+    from placement.base import GpuSlot, Placement
+    from testbed.measurements import ClusterState, EcnSetup, PolicyResult, StartRecord
+
+    start = StartRecord(0, 0.0, Placement("a", (GpuSlot("h1", 0), GpuSlot("h2", 0))))
+    return PolicyResult(
+        policy="p", scheduler="waves", placements=(start,), starts=(start,), cluster_states=(ClusterState(0, 2, 2),),
+        waves=({"index": 0, "duration_s": 10.0, "window_s": [0.0, 5.0],
+                "link_bytes": [["e1", "h1", 1000], ["h1", "e1", 900]],
+                "window_link_bytes": [["e1", "h1", 800], ["h1", "e1", 700]],
+                "window_link_marks": marks,
+                "ecn": None if marks is None else {"jobs": {"a": {"pkts": 9, "bytes": 9, "marks": 4}}}},),
+        jct_s={}, preemptions=0, link_rate_mbps={("e1", "h1"): 20.0}, cpu={},
+        cpu_measured={"mean": 0.5, "p95": 0.6, "saturated": False}, ecn=EcnSetup(method, ""),
+        fidelity=fidelity.assess({"saturated": False, "p95": 0.6}, []), estimates={}, scale=500.0, dilation=1.0,
+        port_sampler={}, dir="", queue_stats="", wall_time_s=1.0)
 
 
 def test_report_never_shows_zero_marks_when_ecn_was_not_measured():

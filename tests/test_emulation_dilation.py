@@ -57,8 +57,8 @@ def test_monitor_flags_an_overloaded_run_and_passes_a_light_one(emulation_ok, tm
 
     heavy, heavy_run = _uncontended_verdict(tmp_path, "heavy", machines(fat_tree(4)), dilation=1)
     assert heavy.status == "slow", heavy
-    assert not heavy_run["trustworthy"] and any("'heavy'" in r for r in heavy_run["reasons"]), heavy_run
+    assert not heavy_run.trustworthy and any("'heavy'" in r for r in heavy_run.reasons), heavy_run
     light, light_run = _uncontended_verdict(tmp_path, "light", ["h1", "h5", "h9", "h13"], dilation=4)
     assert light.status == "ok", light
-    assert light_run["trustworthy"] and light_run["jobs_checked"] == 1, light_run
+    assert light_run.trustworthy and light_run.jobs_checked == 1, light_run
     assert leftovers() == []

@@ -34,6 +34,6 @@ def test_overloaded_network_is_flagged(emulation_ok, tmp_path):
         cpu.stop()
         ports.stop()
     verdict = assess(cpu.summary(), busy_rates(read_queue_samples(str(tmp_path / "q.jsonl")), net.rates))
-    assert not verdict["trustworthy"], verdict
-    assert any("CPU saturated" in r for r in verdict["reasons"]), verdict
+    assert not verdict.trustworthy, verdict
+    assert any("CPU saturated" in r for r in verdict.reasons), verdict
     assert leftovers() == []

@@ -248,34 +248,35 @@ def test_unknown_status_is_refused():
 def test_saturated_cpu_with_a_checked_ok_job_is_trustworthy():
     """A job within its bound outweighs a saturated CPU, which stays visible as cpu_saturated."""
     got = assess(CPU_SATURATED, [], [verdict("ok")])
-    assert got["trustworthy"] and got["reasons"] == []
-    assert got["cpu_saturated"] is True and got["cpu_p95"] == 0.97
-    assert (got["jobs_checked"], got["jobs_failed"]) == (1, 0)
-    assert got["jobs"] == [verdict("ok").to_dict()]
+    assert got.trustworthy and got.reasons == ()
+    assert got.cpu_saturated is True and got.cpu_p95 == 0.97
+    assert (got.jobs_checked, got.jobs_failed) == (1, 0)
+    assert got.jobs == (verdict("ok"),)
+    assert got.to_dict()["jobs"] == [verdict("ok").to_dict()]
 
 
 def test_saturated_cpu_with_only_unchecked_jobs_is_flagged():
     """Contended, local and incomplete jobs check nothing, so a saturated CPU still flags the run."""
     jobs = [verdict("contended", "a"), verdict("local", "b"), verdict("incomplete", "c")]
     got = assess(CPU_SATURATED, [], jobs)
-    assert not got["trustworthy"] and len(got["reasons"]) == 1 and got["reasons"][0].startswith("CPU saturated")
-    assert (got["jobs_checked"], got["jobs_failed"], len(got["jobs"])) == (0, 0, 3)
+    assert not got.trustworthy and len(got.reasons) == 1 and got.reasons[0].startswith("CPU saturated")
+    assert (got.jobs_checked, got.jobs_failed, len(got.jobs)) == (0, 0, 3)
 
 
 def test_saturated_cpu_without_jobs_flags_as_before():
     """With no job verdicts the CPU check is the old one; the new keys are empty."""
     for jobs in (None, []):
         got = assess(CPU_SATURATED, [], jobs)
-        assert not got["trustworthy"] and "CPU saturated" in got["reasons"][0]
-        assert (got["jobs"], got["jobs_checked"], got["jobs_failed"], got["cpu_saturated"]) == ([], 0, 0, True)
+        assert not got.trustworthy and "CPU saturated" in got.reasons[0]
+        assert (got.jobs, got.jobs_checked, got.jobs_failed, got.cpu_saturated) == ((), 0, 0, True)
 
 
 @pytest.mark.parametrize("status", ["slow", "fast"])
 def test_a_failed_job_flags_with_its_reason(status):
     """A slow or fast job flags the run with its own reason, even beside an ok job and an idle CPU."""
     got = assess(CPU_OK, [], [verdict("ok", "a"), verdict(status, "b")])
-    assert not got["trustworthy"] and got["reasons"] == [f"job 'b' is {status}"]
-    assert (got["jobs_checked"], got["jobs_failed"], got["cpu_saturated"]) == (2, 1, False)
+    assert not got.trustworthy and got.reasons == (f"job 'b' is {status}",)
+    assert (got.jobs_checked, got.jobs_failed, got.cpu_saturated) == (2, 1, False)
 
 
 def test_a_slow_link_still_flags_beside_an_ok_job():
@@ -283,7 +284,7 @@ def test_a_slow_link_still_flags_beside_an_ok_job():
     link = {"link": "e1->h1", "check": "busy-rate", "busy_s": 2.0, "achieved_mbps": 5.0, "rate_mbps": 8.0,
             "ratio": 0.625, "limit_ratio": 0.9 / 0.625, "ok": False}
     got = assess(CPU_OK, [link], [verdict("ok")])
-    assert not got["trustworthy"] and "e1->h1" in got["reasons"][0] and got["worst_link"]["ratio"] == 0.625
+    assert not got.trustworthy and "e1->h1" in got.reasons[0] and got.worst_link["ratio"] == 0.625
 
 
 def test_limits_are_the_documented_ones():

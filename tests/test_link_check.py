@@ -101,9 +101,9 @@ def test_a_failed_link_flags_the_run_and_names_the_port():
     bad = port_lags({LINK: [row(0, 150_000, 15)]}, RATES)
     good = port_lags({("e2", "h3"): [row(0, 0, 0)]}, {("e2", "h3"): RATE})
     got = assess(CPU_OK, good + bad)
-    assert not got["trustworthy"] and len(got["reasons"]) == 1
-    assert "e1->h1" in got["reasons"][0] and "fell behind" in got["reasons"][0]
-    assert got["link_checks"] == {"virtual-queue": 2, "busy-rate": 0}
-    assert got["links_checked"] == 2 and got["worst_link"]["link"] == "e1->h1"
-    assert [d["link"] for d in got["slow_links"]] == ["e1->h1"]
-    assert assess(CPU_OK, good)["trustworthy"]
+    assert not got.trustworthy and len(got.reasons) == 1
+    assert "e1->h1" in got.reasons[0] and "fell behind" in got.reasons[0]
+    assert got.link_checks == {"virtual-queue": 2, "busy-rate": 0}
+    assert got.links_checked == 2 and got.worst_link["link"] == "e1->h1"
+    assert [d["link"] for d in got.slow_links] == ["e1->h1"]
+    assert assess(CPU_OK, good).trustworthy
