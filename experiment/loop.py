@@ -17,12 +17,13 @@ Static experiments, where every job arrives at 0 and the ``waves`` scheduler sta
 jobs only when none runs, are the case where the jobs a placer fits run together as a wave
 and the others wait for the whole wave to end. Preemption costs no time here; the back end
 says what a preempted job keeps (its completed iterations, or its service). There is no
-randomness and no wall clock: time is the back end's. Cost: O(events x (scheduler call +
-placer call)) plus the back end's own.
+randomness and no wall clock: time is the back end's. Cost: O(n log n) to order the arrivals,
+then O(events x (active jobs + scheduler call + placer call)) plus the back end's own.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
@@ -147,6 +148,11 @@ def run_loop(jobs: Sequence[ExperimentJob], scheduler: Scheduler, backend: Backe
     segments, starts, runs = [], [], []
     preemptions = 0
     now = backend.now_s
+    # Jobs by arrival (ties in input order); the active ones are kept in input order, as the
+    # scheduler sees them, and the next arrival is found without scanning every job.
+    by_arrival = sorted(range(len(jobs)), key=lambda i: jobs[i].arrival_s)
+    arrived = 0
+    active_idx: list[int] = []
 
     def finish(end: RunEnd) -> None:
         runs.append(end)
@@ -157,7 +163,11 @@ def run_loop(jobs: Sequence[ExperimentJob], scheduler: Scheduler, backend: Backe
     for _ in range(max_events):
         if len(done) == len(jobs):
             return LoopResult(done, tuple(segments), preemptions, tuple(starts), tuple(runs))
-        active = [j for j in jobs if j.arrival_s <= now + _EPS and j.name not in done]
+        while arrived < len(jobs) and jobs[by_arrival[arrived]].arrival_s <= now + _EPS:
+            bisect.insort(active_idx, by_arrival[arrived])
+            arrived += 1
+        active_idx = [i for i in active_idx if jobs[i].name not in done]
+        active = [jobs[i] for i in active_idx]
         statuses = [JobStatus(j.name, j.workers, j.arrival_s, j.name in running, service[j.name],
                               None if j.duration_s is None else j.workers * j.duration_s - service[j.name])
                     for j in active]
@@ -184,7 +194,7 @@ def run_loop(jobs: Sequence[ExperimentJob], scheduler: Scheduler, backend: Backe
         if sum(by_name[n].workers for n in running) > total_gpus:
             raise JobError(f"{scheduler.name}: decision at {now} s over-commits {total_gpus} GPUs: "
                            f"{sorted(running)}")
-        events = [j.arrival_s for j in jobs if j.arrival_s > now + _EPS]
+        events = [jobs[by_arrival[arrived]].arrival_s] if arrived < len(jobs) else []
         if decision.wake_s is not None and decision.wake_s > now + _EPS:
             events.append(decision.wake_s)
         if not events and not running:
