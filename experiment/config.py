@@ -339,14 +339,15 @@ def policy_specs(cfg: ExperimentConfig) -> list[str]:
 def wall_time_lower_bound_s(cfg: ExperimentConfig) -> float:
     """A lower bound on the wall time of the whole experiment, in seconds.
 
-    Every policy runs each job's warm-up and measured iterations at least once, and the
-    emulated compute of one iteration alone takes ``compute_time_s * dilation`` of wall time;
-    jobs of one policy may run in parallel, policies one after another. Hence at least::
+    Every policy runs each job's warm-up and measured iterations at least once, no job starts
+    before its ``arrival_s``, and the emulated compute of one iteration alone takes
+    ``compute_time_s * dilation`` of wall time; jobs of one policy may run in parallel,
+    policies one after another. Hence at least::
 
         len(policy_specs(cfg)) * max over jobs of
-            (warmup_iterations + iterations) * compute_time_s * dilation
+            (arrival_s + (warmup_iterations + iterations) * compute_time_s) * dilation
 
-    Communication, later waves, setup and teardown only add to it. Pure: no I/O.
+    Communication, waiting for GPUs, setup and teardown only add to it. Pure: no I/O.
 
     Args:
         cfg: the configuration; its models must exist.
@@ -357,8 +358,15 @@ def wall_time_lower_bound_s(cfg: ExperimentConfig) -> float:
     Raises:
         JobError: when a job names an unknown model.
     """
-    _, compute_s = _slowest_compute(cfg)
-    return len(policy_specs(cfg)) * (cfg.warmup_iterations + cfg.iterations) * compute_s * cfg.dilation
+    return len(policy_specs(cfg)) * _latest_end_s(cfg) * cfg.dilation
+
+
+def _latest_end_s(cfg: ExperimentConfig) -> float:
+    """The latest any job can end alone, virtual seconds: its arrival plus its iterations' compute."""
+    from jobs.models import get_model
+
+    iterations = cfg.warmup_iterations + cfg.iterations
+    return max((j.arrival_s + iterations * get_model(j.model).compute_time_s for j in cfg.jobs), default=0.0)
 
 
 def _slowest_compute(cfg: ExperimentConfig) -> tuple[str, float]:
@@ -502,9 +510,14 @@ def _validate_time_limit(cfg: ExperimentConfig) -> None:
         return
     model, compute_s = _slowest_compute(cfg)
     n_policies = len(policy_specs(cfg))
-    terms = (f"{n_policies} {'policy' if n_policies == 1 else 'policies'} x "
-             f"{cfg.warmup_iterations + cfg.iterations} iterations x {compute_s:g} s compute ({model}) x "
-             f"{cfg.dilation:g}")
+    last = max(cfg.jobs, key=lambda j: j.arrival_s)
+    if last.arrival_s > 0 and _latest_end_s(cfg) > (cfg.warmup_iterations + cfg.iterations) * compute_s:
+        terms = (f"{n_policies} {'policy' if n_policies == 1 else 'policies'} x (job {last.name!r} arriving "
+                 f"at {last.arrival_s:g} s + its iterations) x {cfg.dilation:g}")
+    else:
+        terms = (f"{n_policies} {'policy' if n_policies == 1 else 'policies'} x "
+                 f"{cfg.warmup_iterations + cfg.iterations} iterations x {compute_s:g} s compute ({model}) x "
+                 f"{cfg.dilation:g}")
     in_s = f" ({bound_s:.0f} s)" if bound_s >= 60 else ""
     takes = f"at least {_format_duration(bound_s)}{in_s} of wall time ({terms})"
     limit = f"above time_limit_s {cfg.time_limit_s:g} s"

@@ -245,3 +245,17 @@ def test_replaying_a_schedule_on_the_simulator_reproduces_it():
         want = backend.estimate(job)
         assert replayed[job].comm_mean_s == pytest.approx(want.comm_mean_s, rel=1e-9)
         assert replayed[job].iterations == want.iterations == cfg.iterations
+
+
+def test_arrivals_count_in_the_wall_time_bound():
+    """A job arriving at 1000 s cannot end before 1000 s: with dilation 3 the emulator needs at least
+    3000 s of wall time per policy, which a one-hour limit rejects for two policies."""
+    from experiment.config import wall_time_lower_bound_s
+
+    cfg = small_cfg(jobs=(JobConfig("a", "resnet50", 2), JobConfig("late", "resnet50", 2, arrival_s=1000.0)),
+                    policies=("consolidate", "spread"), dilation=3.0)
+    iterations_s = (cfg.warmup_iterations + cfg.iterations) * get_model("resnet50").compute_time_s
+    assert wall_time_lower_bound_s(cfg) == pytest.approx(2 * (1000.0 + iterations_s) * 3.0)
+    with pytest.raises(ConfigError, match=r"job 'late' arriving at 1000 s"):
+        validate(cfg)
+    assert validate(cfg, backend="sim") is not None, "the simulator has no wall-time limit"
