@@ -153,6 +153,7 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> dict:
             **_verdict_fields(verdicts.get(job)),
             **_estimate_fields(_mean(comm), (estimates.get(job) or {}).get("comm_mean_s")),
             "estimate_ecn_marks": (estimates.get(job) or {}).get("ecn_marks"),
+            "jct_s": result.jct_s.get(job),
         }
     return {
         "policy": result.policy,
@@ -166,6 +167,9 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> dict:
         "busiest_link": busiest[1],
         "busiest_link_utilisation": busiest[0],
         "waves": len(result.waves),
+        "scheduler": result.scheduler,
+        "preemptions": result.preemptions,
+        "jct_mean_s": _mean(result.jct_s.values()),
         "wall_time_s": result.wall_time_s,
         "cpu_mean": result.cpu_measured["mean"],
         "cpu_p95": result.cpu_measured["p95"],
@@ -321,7 +325,8 @@ def write_run_report(run_dir: str, cfg, g, results: dict[str, PolicyResult], cap
     write_json_atomic(os.path.join(run_dir, "summary.json"),
                       {"name": cfg.name, "scale": cfg.scale, "dilation": cfg.dilation, "capabilities": caps,
                        "policies": summaries, "unplaced": unplaced, "validation": overall.to_dict()})
-    keys = [k for k, _, _ in SUMMARY_COLUMNS] + ["scale", "dilation", "jobs_failed", "waves", "wall_time_s",
+    keys = [k for k, _, _ in SUMMARY_COLUMNS] + ["scale", "dilation", "jobs_failed", "waves", "scheduler",
+                                                 "preemptions", "jct_mean_s", "wall_time_s",
                                                  "cpu_saturated", "ecn_method",
                                                  "ecn_busiest_port", "ecn_most_marked_link",
                                                  "ecn_most_marked_link_marks"]
@@ -334,7 +339,7 @@ def write_run_report(run_dir: str, cfg, g, results: dict[str, PolicyResult], cap
         w = csv.writer(f)
         cols = ["model", "workers", "collective", "wave", "iterations_recorded", "complete", "comm_mean_s",
                 "comm_p99_s", "compute_mean_s", "bound_s", "bound_ratio", "fidelity", "estimate_s", "estimate_error",
-                "ecn_marks", "estimate_ecn_marks"]
+                "ecn_marks", "estimate_ecn_marks", "jct_s"]
         w.writerow(["policy", "job", *cols, "machines", "contended_with"])
         for s in summaries:
             for job, j in s["jobs"].items():

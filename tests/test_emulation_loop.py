@@ -52,6 +52,8 @@ def test_arrival_and_preemption_on_the_emulator(emulation_ok, tmp_path):
         assert jobs[job]["iterations_recorded"] == ITERATIONS and jobs[job]["complete"], jobs[job]
         # The simulator replays the run's schedule (every start and preemption at its time).
         assert jobs[job]["estimate_s"] is not None and abs(jobs[job]["estimate_error"]) < 0.5, jobs[job]
+    # Both end up in Tiresias' second queue, served by arrival: a finishes first, then b (arrived at 1 s).
+    assert 1.0 + jobs["b"]["jct_s"] > jobs["a"]["jct_s"] > 0, (jobs["a"]["jct_s"], jobs["b"]["jct_s"])
     # a ran in two directories or more (a new one per start), every rank in each.
     dirs = sorted(d for d in os.listdir(os.path.join(pdir, "jobs")) if d == "a" or d.startswith("a.run"))
     assert len(dirs) >= 2, dirs
