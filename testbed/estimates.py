@@ -20,8 +20,12 @@ column          needed    meaning
 ``policy``      if the    placement policy spec string as the run names it (or its
                 run has   directory name); when the column is absent or a cell is empty, a
                 several   run with a single policy applies the row to that policy
-``jct_s``       no        job completion time, seconds; not compared: the run does not
-                          measure it yet (such rows are counted as "jct not measured")
+``jct_s``       no        job completion time, paper-scale seconds from the job's arrival
+                          to its end (measured: ``jct_s`` of the job in ``summary.json``,
+                          which includes waiting for GPUs, its ranks' start-up and its
+                          warm-up iterations); compared for every job, local ones too; a run
+                          recorded before JCT was measured counts such cells as "jct not
+                          measured"
 =============== ========= =================================================================
 
 Header names are matched without case and surrounding blanks; other columns are ignored (and
@@ -67,7 +71,9 @@ EXAMPLES_PER_REASON = 3
 
 METRICS = {"comm": "comm_s", "iteration": "iteration_s"}
 """Compared metric -> its CSV column, in report order."""
-METRIC_LABELS = {"comm": "communication time per iteration", "iteration": "iteration time, compute + communication"}
+METRIC_LABELS = {"comm": "communication time per iteration", "iteration": "iteration time, compute + communication",
+                 "jct": "job completion time, arrival to end"}
+JCT_METRIC = "jct"
 JOB_COLUMN, POLICY_COLUMN, JCT_COLUMN = "job", "policy", "jct_s"
 KNOWN_COLUMNS = (JOB_COLUMN, POLICY_COLUMN, *METRICS.values(), JCT_COLUMN)
 
@@ -82,7 +88,7 @@ REASONS = {
     "non_numeric": "value is not a number",
     "invalid_time": "negative, NaN or infinite time",
     "zero_estimate": "estimate of 0 s (no network traffic): not compared",
-    "jct_not_measured": "jct_s given; the run does not measure job completion time (not compared)",
+    "jct_not_measured": "jct_s given; the run did not record job completion times (not compared)",
 }
 """Why a row, or one value of it, was not compared, in report order."""
 
@@ -122,6 +128,7 @@ class EstimatesFile:
         path: where it was read from.
         metrics: the metrics it has a column for (keys of :data:`METRICS`, in that order).
         has_policy: whether it has a ``policy`` column.
+        has_jct: whether it has a ``jct_s`` column.
         ignored_columns: header names it has beyond :data:`KNOWN_COLUMNS`.
         rows: every data row, in file order.
     """
@@ -131,6 +138,7 @@ class EstimatesFile:
     has_policy: bool
     ignored_columns: tuple[str, ...]
     rows: tuple[EstimateRow, ...]
+    has_jct: bool = False
 
 
 def parse_estimates(text: str, path: str = "<estimates>") -> EstimatesFile:
@@ -170,7 +178,7 @@ def parse_estimates(text: str, path: str = "<estimates>") -> EstimatesFile:
     except csv.Error as exc:
         raise EstimatesError(f"estimates file {path}: line {previous_line + 1}: not CSV: {exc}") from None
     ignored = tuple(n for n in names if n and n not in KNOWN_COLUMNS)
-    return EstimatesFile(path, metrics, POLICY_COLUMN in index, ignored, tuple(rows))
+    return EstimatesFile(path, metrics, POLICY_COLUMN in index, ignored, tuple(rows), JCT_COLUMN in index)
 
 
 def _check_header(names: list[str], path: str) -> None:
@@ -235,6 +243,7 @@ class MeasuredJob:
         machines: the machines its ranks ran on.
         comm_mean_s: mean communication time per iteration (``summary.json``'s ``comm_mean_s``).
         compute_mean_s: mean compute time per iteration.
+        jct_s: job completion time (None: the run did not record it).
     """
 
     policy: str
@@ -242,6 +251,7 @@ class MeasuredJob:
     machines: tuple[str, ...]
     comm_mean_s: float | None
     compute_mean_s: float | None
+    jct_s: float | None = None
 
     @property
     def local(self) -> bool:
@@ -305,7 +315,7 @@ def run_measurements(summary: dict) -> RunMeasurements:
             j = j if isinstance(j, dict) else {}
             machines = j.get("machines") if isinstance(j.get("machines"), list) else []
             jobs.append(MeasuredJob(s["policy"], job, tuple(machines), _time_or_none(j.get("comm_mean_s")),
-                                    _time_or_none(j.get("compute_mean_s"))))
+                                    _time_or_none(j.get("compute_mean_s")), _time_or_none(j.get("jct_s"))))
     unplaced = summary.get("unplaced") if isinstance(summary.get("unplaced"), dict) else {}
     return RunMeasurements(str(summary.get("name", "")), tuple(specs), tuple(jobs), tuple(unplaced))
 
@@ -357,7 +367,7 @@ class MetricResult:
     @property
     def column(self) -> str:
         """The CSV column of the metric."""
-        return METRICS[self.metric]
+        return JCT_COLUMN if self.metric == JCT_METRIC else METRICS[self.metric]
 
     def to_dict(self) -> dict:
         """JSON-serialisable form."""
@@ -402,7 +412,7 @@ class EstimatesReport:
     def to_dict(self) -> dict:
         """JSON-serialisable form (``validation-<name>.json``)."""
         return {"run": self.run_name, "estimates": self.estimates_path, "rows": self.rows,
-                "units": "paper-scale seconds per iteration",
+                "units": "paper-scale seconds: per iteration (comm_s, iteration_s), per job (jct_s)",
                 "metrics": {m.metric: m.to_dict() for m in self.metrics},
                 "not_compared": [i.to_dict() for i in self.issues],
                 "missing": [list(p) for p in self.missing],
@@ -474,6 +484,8 @@ def compare(estimates: EstimatesFile, run: RunMeasurements) -> EstimatesReport:
     issues = _Issues()
     seen: set[tuple[str, str]] = set()
     found: dict[str, list[Comparison]] = {m: [] for m in estimates.metrics}
+    if estimates.has_jct:
+        found[JCT_METRIC] = []
     for row in estimates.rows:
         if row.extra_cells:
             issues.add("malformed", row.line, f"{row.extra_cells} cell(s) beyond the header")
@@ -495,7 +507,7 @@ def compare(estimates: EstimatesFile, run: RunMeasurements) -> EstimatesReport:
             continue
         seen.add((policy, row.job))
         if row.jct:
-            issues.add("jct_not_measured", row.line, f"{row.job} under {policy}")
+            _compare_jct(row, policy, measured, found[JCT_METRIC], issues)
         if measured.local:
             issues.add("local_job", row.line, f"{row.job} under {policy} on {','.join(sorted(set(measured.machines)))}")
             continue
@@ -527,6 +539,18 @@ def compare(estimates: EstimatesFile, run: RunMeasurements) -> EstimatesReport:
         ignored_columns=estimates.ignored_columns)
 
 
+def _compare_jct(row: EstimateRow, policy: str, measured: MeasuredJob, out: list[Comparison], issues: _Issues) -> None:
+    """Compare a row's ``jct_s`` with the measured JCT (local jobs too: they have one)."""
+    if not _positive(measured.jct_s):
+        issues.add("jct_not_measured", row.line, f"{row.job} under {policy}")
+        return
+    estimate, why = parse_time(row.jct)
+    if estimate is None:
+        issues.add(why, row.line, f"{JCT_COLUMN} {_show(row.jct)}")
+        return
+    out.append(Comparison(policy, row.job, measured.jct_s, estimate))
+
+
 def compare_estimates(run_dir: str, estimates: EstimatesFile) -> EstimatesReport:
     """:func:`compare` ``estimates`` with the measurements of the run in ``run_dir`` (its ``summary.json``).
 
@@ -550,7 +574,7 @@ def report_lines(report: EstimatesReport) -> list[str]:
     """The terminal report: per metric one line per policy and one for all, the worst job, then the
     rows not compared (per reason) and the jobs without an estimate."""
     lines = [f"Estimates in {report.estimates_path} against run {report.run_name!r} (per job, paper-scale "
-             f"seconds per iteration; {report.rows} row{'s' if report.rows != 1 else ''}):"]
+             f"seconds per iteration, JCT per job; {report.rows} row{'s' if report.rows != 1 else ''}):"]
     for m in report.metrics:
         label = f"{m.column:<12}"
         for policy, stats in m.per_policy:

@@ -286,3 +286,27 @@ def test_the_validate_command(tmp_path, run_dir, capsys):
     assert run_testbed.main(["validate", str(tmp_path / "nothing"), "--estimates", path]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ")
+
+
+def test_jct_is_compared_for_every_job_when_the_run_recorded_it(tmp_path):
+    """A run that recorded JCTs: a (10 s) against 12, the local job loc (4 s) against 3, a bad cell counted;
+    |errors| .2 and .25; a run without JCTs counts the cells as jct_not_measured."""
+    jobs = {**SPREAD_JOBS, "a": {**SPREAD_JOBS["a"], "jct_s": 10.0}, "loc": {**SPREAD_JOBS["loc"], "jct_s": 4.0},
+            "b": {**SPREAD_JOBS["b"], "jct_s": 8.0}}
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "summary.json").write_text(json.dumps(summary((("spread", jobs),))))
+    path = write_csv(tmp_path, "job,comm_s,jct_s\na,1.1,12\nloc,,3\nb,1.6,soon\n")
+    r = compare_estimates(str(d), read_estimates(path))
+    jct = r.metric("jct")
+    assert jct.column == "jct_s"
+    assert [(c.job, c.measured_s, c.estimated_s) for c in jct.comparisons] == [("a", 10.0, 12.0), ("loc", 4.0, 3.0)]
+    assert jct.overall.median_abs_rel_error == pytest.approx(0.225)
+    assert r.issue("non_numeric").examples == ("line 4: jct_s 'soon'",)
+    assert r.issue("jct_not_measured") is None
+    assert [c.job for c in r.metric("comm").comparisons] == ["a", "b"]
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "summary.json").write_text(json.dumps(summary((("spread", SPREAD_JOBS),))))
+    r = compare_estimates(str(old), read_estimates(path))
+    assert r.issue("jct_not_measured").count == 3 and r.metric("jct").overall.n == 0
