@@ -74,6 +74,7 @@ class PolicyResult:
     waves: tuple[dict, ...]  # runner.wave_dict of every wave: bytes (and marks) per link, whole and windowed
     jct_s: dict[str, float]
     preemptions: int
+    link_bytes: dict[tuple[str, str], int]  # over the whole policy (kernel counters), every batch once
     link_rate_mbps: dict[tuple[str, str], float]
     cpu: dict
     cpu_measured: dict
@@ -95,6 +96,7 @@ class PolicyResult:
             "placements": [p.to_dict() for p in self.placements], "starts": [s.to_dict() for s in self.starts],
             "cluster_states": [dataclasses.asdict(c) for c in self.cluster_states], "waves": list(self.waves),
             "jct_s": dict(self.jct_s), "preemptions": self.preemptions,
+            "link_bytes": [[u, v, b] for (u, v), b in sorted(self.link_bytes.items())],
             "link_rate_mbps": [[u, v, r] for (u, v), r in sorted(self.link_rate_mbps.items())],
             "cpu": self.cpu, "cpu_measured": self.cpu_measured, "ecn": dataclasses.asdict(self.ecn),
             "fidelity": self.fidelity.to_dict(), "estimates": {j: e.to_dict() for j, e in self.estimates.items()},

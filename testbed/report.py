@@ -112,7 +112,7 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> dict:
     machines_used = sorted({m for p in result.placements for m in p.machines_by_rank},
                            key=lambda m: g.nodes[m]["index"])
     idle_before = [m for m in machines_used if cfg.background.get(m, 0) == 0]
-    cross_bytes = sum(b for w in result.waves for u, _, b in w["link_bytes"] if g.nodes[u]["role"] == "machine")
+    cross_bytes = sum(b for (u, _), b in result.link_bytes.items() if g.nodes[u]["role"] == "machine")
     busiest = (0.0, None, None)
     busiest_port = (0.0, None, None)  # the busiest link that leaves a switch port (where marking happens)
     ecn_measured = result.ecn.method != "none"

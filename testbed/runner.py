@@ -141,6 +141,7 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
             progress.say(f"    {event.job} preempted at {event.time_s:.2f} s")
 
     backend = EmulatorBackend(cfg, net, pdir, progress, on_batch=on_batch)
+    counters_before = net.switch_counters()
     sampler.start()
     ports.start()
     try:
@@ -149,6 +150,9 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
         backend.close()
         sampler.stop()
         ports.stop()
+    # Bytes per link over the whole policy, counted once: batches of an online schedule overlap,
+    # so the sum of their own (start to end) counts would count shared spans twice.
+    link_bytes = net.link_bytes(counters_before, net.switch_counters())
     if ports.error:
         raise EmulationError(f"sampling the switch ports failed: {ports.error}")
     ctrl_error = net.controller.logged_exception()
@@ -177,7 +181,8 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     result = PolicyResult(
         policy=spec, scheduler=cfg.scheduler, placements=placements, starts=starts,
         cluster_states=tuple(cluster_states), waves=tuple(wave_dict(w, series, marks) for w in waves),
-        jct_s=loop.jct_s, preemptions=loop.preemptions, link_rate_mbps=rates, cpu=sampler.summary(),
+        jct_s=loop.jct_s, preemptions=loop.preemptions, link_bytes=link_bytes, link_rate_mbps=rates,
+        cpu=sampler.summary(),
         cpu_measured=cpu_measured, ecn=EcnSetup(ecn[0], ecn[1], hosts_tcp or {}),
         fidelity=fidelity.assess(cpu_measured, fidelity.link_checks(queue_samples, rates, windows or None, cfg.mtu,
                                                                     cfg.queue_packets), verdicts),

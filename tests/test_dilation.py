@@ -58,7 +58,7 @@ def result(cfg, recs) -> PolicyResult:
         cluster_states=(ClusterState(0, 4, 4),),
         waves=({"index": 0, "duration_s": 10.0, "window_s": [0.0, 5.0], "link_bytes": [["h1", "e1", 1000]],
                 "window_link_bytes": [["h1", "e1", 800]], "window_link_marks": None, "ecn": None},),
-        jct_s={}, preemptions=0, link_rate_mbps={("h1", "e1"): 20.0}, cpu={},
+        jct_s={}, preemptions=0, link_bytes={}, link_rate_mbps={("h1", "e1"): 20.0}, cpu={},
         cpu_measured={"mean": 0.5, "p95": 0.6, "saturated": False}, ecn=EcnSetup("none", ""),
         fidelity=assess({"saturated": False, "p95": 0.6}, [], verdicts), estimates={}, scale=cfg.scale,
         dilation=cfg.dilation, port_sampler={}, dir="", queue_stats="", wall_time_s=1.0)

@@ -250,7 +250,8 @@ def _result(method: str, marks):
                 "window_link_bytes": [["e1", "h1", 800], ["h1", "e1", 700]],
                 "window_link_marks": marks,
                 "ecn": None if marks is None else {"jobs": {"a": {"pkts": 9, "bytes": 9, "marks": 4}}}},),
-        jct_s={}, preemptions=0, link_rate_mbps={("e1", "h1"): 20.0}, cpu={},
+        jct_s={}, preemptions=0, link_bytes={("e1", "h1"): 1000, ("h1", "e1"): 900},
+        link_rate_mbps={("e1", "h1"): 20.0}, cpu={},
         cpu_measured={"mean": 0.5, "p95": 0.6, "saturated": False}, ecn=EcnSetup(method, ""),
         fidelity=fidelity.assess({"saturated": False, "p95": 0.6}, []), estimates={}, scale=500.0, dilation=1.0,
         port_sampler={}, dir="", queue_stats="", wall_time_s=1.0)
@@ -263,6 +264,7 @@ def test_report_never_shows_zero_marks_when_ecn_was_not_measured():
     cfg = from_dict({"jobs": JOBS})
     g = fat_tree(4)
     off = summarise_policy(cfg, g, _result("none", None), [])
+    assert off["cross_machine_bytes"] == 900  # machine -> switch bytes of the whole policy, counted once
     assert off["ecn_marks"] is None and off["ecn_marks_busiest_port"] is None and off["jobs"]["a"]["ecn_marks"] is None
     row = summary_tables([off]).splitlines()[3].split()
     assert row[row.index("e1->h1") + 1:row.index("e1->h1") + 3] == ["-", "-"]  # the two ECN columns
