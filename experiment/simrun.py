@@ -55,6 +55,13 @@ def sim_options(cfg, g) -> SimOptions:
                       burst_bytes=bursts, ecn=cfg.simulator.ecn)
 
 
+def sim_backend(cfg, g, bucket_bytes: Mapping[str, Sequence[int]] | None = None) -> FlowSimBackend:
+    """A fresh simulator back end for config ``cfg`` on topology ``g``: the links' rates at the scale,
+    the config's warm-up and ``simulator`` options (``bucket_bytes``: as :class:`FlowSimBackend`)."""
+    return FlowSimBackend(g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations, sim_options(cfg, g),
+                          bucket_bytes=bucket_bytes)
+
+
 def replay_on_simulator(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Sequence[int]] | None = None
                         ) -> dict[str, JobEstimate]:
     """The simulator's estimate of every job of a run, replaying the run's schedule.
@@ -69,8 +76,7 @@ def replay_on_simulator(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seq
     Returns:
         The estimate of every job that completed an iteration in the simulator.
     """
-    backend = FlowSimBackend(g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations, sim_options(cfg, g),
-                             bucket_bytes=bucket_bytes)
+    backend = sim_backend(cfg, g, bucket_bytes)
     jobs = {j.name: j for j in experiment_jobs(cfg)}
     events = sorted([(st.time_s, 1, i, st.job, st.placement) for i, st in enumerate(loop.starts)]
                     + [(r.end_s, 0, i, r.job, None) for i, r in enumerate(loop.runs) if not r.finished],
@@ -101,7 +107,7 @@ def replay_on_simulator(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seq
 
 def run_policy_sim(cfg, g, spec: str) -> list[dict]:
     """Run policy ``spec`` on a fresh simulator; one row per job (:data:`JOB_COLUMNS`)."""
-    backend = FlowSimBackend(g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations, sim_options(cfg, g))
+    backend = sim_backend(cfg, g)
     loop = place_and_run(cfg, g, spec, backend)
     rows = []
     for j in cfg.jobs:

@@ -379,22 +379,37 @@ def wait_all(workers: Sequence[RunningWorker], timeout_s: float, poll_s: float =
             stop_all(workers)
             raise
         codes = [w.process.poll() for w in workers]
-        failed = [w for w, c in zip(workers, codes, strict=True) if c not in (None, 0)]
-        if failed:
+        error = exit_failure(workers, codes)
+        if error is not None:
             stop_all(workers)
-            w = min(failed, key=lambda x: x.spec.rank)
-            raise JobError(f"job {w.spec.job!r}: rank {w.spec.rank} on {w.spec.machine} failed with exit "
-                           f"code {w.process.returncode}; log: {w.log_path}\n{log_tail(w.log_path)}")
+            raise error
         if all(c == 0 for c in codes):
             return codes
         if time.monotonic() > deadline:
-            running = [w for w, c in zip(workers, codes, strict=True) if c is None]
             stop_all(workers)
-            w = min(running, key=lambda x: x.spec.rank)
-            raise JobError(f"job {w.spec.job!r}: timed out after {timeout_s:g} s with ranks "
-                           f"{[x.spec.rank for x in running]} still running; log of rank {w.spec.rank}: "
-                           f"{w.log_path}\n{log_tail(w.log_path)}")
+            raise timeout_failure(workers, codes, timeout_s)
         time.sleep(poll_s)
+
+
+def exit_failure(workers: Sequence[RunningWorker], codes: Sequence[int | None]) -> JobError | None:
+    """The error of the lowest rank that exited non-zero (exit code, log path, the log's last lines),
+    None when none has; ``codes`` are the workers' ``poll()`` results, in order."""
+    failed = [w for w, c in zip(workers, codes, strict=True) if c not in (None, 0)]
+    if not failed:
+        return None
+    w = min(failed, key=lambda x: x.spec.rank)
+    return JobError(f"job {w.spec.job!r}: rank {w.spec.rank} on {w.spec.machine} failed with exit "
+                    f"code {w.process.returncode}; log: {w.log_path}\n{log_tail(w.log_path)}")
+
+
+def timeout_failure(workers: Sequence[RunningWorker], codes: Sequence[int | None], timeout_s: float) -> JobError:
+    """The error of workers past ``timeout_s``: the ranks still running (``codes`` None) and the lowest
+    one's log."""
+    running = [w for w, c in zip(workers, codes, strict=True) if c is None]
+    w = min(running or workers, key=lambda x: x.spec.rank)
+    return JobError(f"job {w.spec.job!r}: timed out after {timeout_s:g} s with ranks "
+                    f"{[x.spec.rank for x in running]} still running; log of rank {w.spec.rank}: "
+                    f"{w.log_path}\n{log_tail(w.log_path)}")
 
 
 def open_gate_when_ready(workers: Sequence[RunningWorker], gate_path: str, timeout_s: float,

@@ -49,10 +49,8 @@ class FlowSimBackend(Backend):
         self.bucket_bytes = {job: tuple(b) for job, b in (bucket_bytes or {}).items()}
         self.done: dict[str, int] = {}  # measured iterations completed, over every run of a job
         self.records: dict[str, list[SimIterationRecord]] = {}  # every kept iteration, numbered over runs
-        self.placements: dict[str, tuple[str, ...]] = {}  # machines by rank of each job's last start
         self.ecn_marks: dict[str, float] = {}  # estimated marked packets over every run (SimOptions.ecn)
-        self._offset: dict[str, int] = {}
-        self._total: dict[str, int] = {}
+        self._offset: dict[str, int] = {}  # measured iterations before each job's current run
 
     @property
     def now_s(self) -> float:
@@ -67,10 +65,9 @@ class FlowSimBackend(Backend):
                 raise JobError(f"job {job.name!r}: the simulator needs its work as iterations")
             model = get_model(job.model)
             done = self.done.setdefault(job.name, 0)
-            self._offset[job.name], self._total[job.name] = done, job.iterations
-            self.placements[job.name] = tuple(slot.machine for slot in p.slots)
+            self._offset[job.name] = done
             buckets = self.bucket_bytes.get(job.name) or tuple(scaled_buckets(model, self.scale))
-            self.engine.add(SimJob(name=job.name, machines_by_rank=self.placements[job.name],
+            self.engine.add(SimJob(name=job.name, machines_by_rank=tuple(slot.machine for slot in p.slots),
                                    collective=job.collective, bucket_bytes=buckets,
                                    compute_s=model.compute_time_s, iterations=job.iterations - done,
                                    warmup_iterations=self.warmup_iterations, start_s=now))

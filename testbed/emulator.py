@@ -38,16 +38,17 @@ from jobs.agent import launch_agents, plan_agents, read_conns
 from jobs.launcher import (
     LIVENESS_INTERVAL_S,
     RunningWorker,
+    exit_failure,
     launch,
-    log_tail,
     open_gate_when_ready,
     plan_workers,
     processes,
     stop_all,
+    timeout_failure,
 )
 from jobs.models import get_model
 from jobs.records import read_records
-from placement.base import JobRequest, Placement
+from placement.base import Placement
 from testbed import flows
 from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
 from testbed.net import EmulatedNetwork
@@ -179,9 +180,8 @@ class EmulatorBackend(Backend):
             dirs[job.name] = os.path.join(jobs_dir, job.name if n == 1 else f"{job.name}.run{n}")
             os.makedirs(dirs[job.name], exist_ok=True)
             left = job.iterations - self.done_iterations.get(job.name, 0)
-            request = JobRequest(job.name, job.model, job.workers, job.collective, job.arrival_s)
             specs_by_job[job.name] = plan_workers(
-                request, p, get_model(job.model), self.cfg.scale, self.ips, self.net.host_intf, left,
+                job, p, get_model(job.model), self.cfg.scale, self.ips, self.net.host_intf, left,
                 self.cfg.warmup_iterations, self.cfg.mode, dirs[job.name], free_tcp_port(),
                 timeout_s=self.timeout_s, seed=self.cfg.seed, start_gate=gate, dilation=self.cfg.dilation)
         if self.on_batch is not None:
@@ -206,9 +206,9 @@ class EmulatorBackend(Backend):
             raise
         all_workers = [w for ws in workers_by_job.values() for w in ws]
         for job, _ in runs:
+            done = self.done_iterations.get(job.name, 0)
             self.running[job.name] = _Run(job, index, workers_by_job[job.name], self.now_s,
-                                          job.iterations - self.done_iterations.get(job.name, 0),
-                                          self.done_iterations.get(job.name, 0))
+                                          job.iterations - done, done)
         stop_progress = self.progress.watch([w.spec for w in all_workers], self.cfg.iterations)
         ecn_before, conns = None, {job: set() for job in specs_by_job}
         try:
@@ -274,24 +274,18 @@ class EmulatorBackend(Backend):
     def _exited(self, run: _Run) -> bool:
         """Whether every process of ``run`` exited 0; a failure stops every job and raises."""
         codes = [w.process.poll() for w in run.workers]
-        failed = [w for w, c in zip(run.workers, codes, strict=True) if c not in (None, 0)]
-        if failed:
+        error = exit_failure(run.workers, codes)
+        if error is not None:
             self.close()
-            w = min(failed, key=lambda x: x.spec.rank)
-            raise JobError(f"job {w.spec.job!r}: rank {w.spec.rank} on {w.spec.machine} failed with exit "
-                           f"code {w.process.returncode}; log: {w.log_path}\n{log_tail(w.log_path)}")
+            raise error
         return all(c == 0 for c in codes)
 
     def _check_timeouts(self) -> None:
         for run in self.running.values():
-            batch = self.batches[run.batch]
-            if time.time() - batch.t_launch > self.timeout_s:
-                left = [w for w in run.workers if w.process.poll() is None]
+            if time.time() - self.batches[run.batch].t_launch > self.timeout_s:
+                codes = [w.process.poll() for w in run.workers]
                 self.close()
-                w = min(left or run.workers, key=lambda x: x.spec.rank)
-                raise JobError(f"job {run.job.name!r}: timed out after {self.timeout_s:g} s with ranks "
-                               f"{sorted({x.spec.rank for x in left})} still running; log of rank "
-                               f"{w.spec.rank}: {w.log_path}\n{log_tail(w.log_path)}")
+                raise timeout_failure(run.workers, codes, self.timeout_s)
 
     def _end(self, run: _Run, finished: bool) -> RunEnd:
         """Collect ``run``'s records; close its batch if it was the batch's last job."""
@@ -329,7 +323,6 @@ class EmulatorBackend(Backend):
         self.progress.say(f"    wave {batch.index} done in {duration:.1f} s")
         self.waves.append(WaveResult(batch.index, batch.jobs, duration, self.net.link_bytes(batch.before, after),
                                      batch.records, ecn=ecn, startup_s=batch.startup_s))
-
 
 
 def run_batch(cfg: ExperimentConfig, net: EmulatedNetwork, placed: Sequence[tuple[ExperimentJob, Placement]],

@@ -21,7 +21,7 @@ from experiment.config import ExperimentConfig, JobConfig, TopologyConfig, load,
 from experiment.durations import DurationBackend, duration_job, run_durations
 from experiment.loop import NeverPlaced, run_loop
 from experiment.run import experiment_jobs, place_and_run
-from experiment.simrun import run_simulated_experiment, sim_options, sim_rates_mbps
+from experiment.simrun import run_simulated_experiment, sim_backend, sim_options, sim_rates_mbps
 from jobs.models import get_model, scaled_buckets
 from placement import make_policy
 from placement.base import Cluster, MachineInfo
@@ -78,7 +78,7 @@ def test_simulator_back_end_agrees_with_the_batch_simulator_on_each_wave():
     simulator's (:func:`sim.flowsim.simulate`) for that wave's jobs on the same placements."""
     cfg = small_cfg(jobs=small_cfg().jobs[:2] + (JobConfig("c", "resnet50", 2, "ring"),))
     g = validate(cfg, backend="sim")
-    backend = FlowSimBackend(g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations, sim_options(cfg, g))
+    backend = sim_backend(cfg, g)
     loop = place_and_run(cfg, g, "consolidate", backend)
     waves: dict[float, list] = {}
     for s in loop.starts:
@@ -108,7 +108,7 @@ def test_arrival_and_preemption_on_the_simulator():
     cfg = small_cfg(2, jobs=(JobConfig("a", "resnet50", 4, "ring"), JobConfig("b", "resnet50", 4, "ring", 1.0)),
                     scheduler="tiresias,thresholds_gpu_s=1", iterations=6)
     g = validate(cfg, backend="sim")
-    backend = FlowSimBackend(g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations, sim_options(cfg, g))
+    backend = sim_backend(cfg, g)
     loop = place_and_run(cfg, g, "consolidate", backend)
     b_start = next(s.time_s for s in loop.starts if s.job == "b")
     assert b_start == pytest.approx(1.0), "b starts on arrival, preempting a"
@@ -123,8 +123,7 @@ def test_arrival_and_preemption_on_the_simulator():
         assert sorted({r.iteration for r in recs}) == list(range(cfg.iterations))
         assert len(recs) == cfg.iterations * 4, "one record per rank and iteration, the lost partial ones dropped"
     alone = place_and_run(dataclasses.replace(cfg, jobs=cfg.jobs[:1]), g, "consolidate",
-                          FlowSimBackend(g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations,
-                                         sim_options(cfg, g)))
+                          sim_backend(cfg, g))
     assert loop.jct_s["a"] > alone.jct_s["a"], "a preempted finishes later than alone"
 
 
@@ -236,7 +235,7 @@ def test_replaying_a_schedule_on_the_simulator_reproduces_it():
     cfg = small_cfg(2, jobs=(JobConfig("a", "resnet50", 4, "ring"), JobConfig("b", "vgg16", 4, "hd", 1.0)),
                     scheduler="tiresias,thresholds_gpu_s=1", iterations=5)
     g = validate(cfg, backend="sim")
-    backend = FlowSimBackend(g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations, sim_options(cfg, g))
+    backend = sim_backend(cfg, g)
     loop = place_and_run(cfg, g, "consolidate", backend)
     assert loop.preemptions >= 1
     replayed = replay_on_simulator(cfg, g, loop)
