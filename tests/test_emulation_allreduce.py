@@ -16,8 +16,13 @@ ITERATIONS, WARMUP = 4, 1
 
 def test_ring_allreduce_meets_bandwidth_bound_and_counters_agree(fabric, tmp_path):
     """Ranks 0,1 on h1 and 2,3 on h5 (another pod): the ring crosses h1's uplink once per step, so one
-    allreduce takes about 2(N-1)/N * S / B, and the uplink and every link of the routed h1->h5 path carry
-    2(N-1)/N * S bytes per allreduce (within 10%)."""
+    allreduce takes at least 2(N-1)/N * S / B, and the uplink and every link of the routed h1->h5 path carry
+    2(N-1)/N * S bytes per allreduce (within 10%).
+
+    The time is checked for structure, not speed: never faster than the link allows (the shaping works),
+    and well under twice the bound (a ring crossing the uplink twice per step, or two transfers sharing a
+    link, would take 2x). How close to the bound the emulator gets is a benchmark (bench/fidelity.py), not
+    a test: on a busy 2-core machine one uncontended ring measured 1.10x here and 1.34x on another run."""
     from jobs.launcher import WorkerSpec, launch, wait_all
     from jobs.records import read_records
     from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
@@ -51,7 +56,7 @@ def test_ring_allreduce_meets_bandwidth_bound_and_counters_agree(fabric, tmp_pat
     assert len(per_iter) == ITERATIONS
     bound_s = 2 * (n - 1) / n * PAYLOAD_BYTES * 8 / (LINK_MBPS * 1e6)
     mean_s = sum(v["comm_s"] for v in per_iter.values()) / ITERATIONS
-    assert abs(mean_s / bound_s - 1) <= 0.25, f"allreduce {mean_s:.3f} s vs bound {bound_s:.3f} s"
+    assert 0.95 <= mean_s / bound_s < 1.75, f"allreduce {mean_s:.3f} s vs bound {bound_s:.3f} s"
 
     expected = 2 * (n - 1) / n * PAYLOAD_BYTES * (ITERATIONS + WARMUP)
     links = [("h1", "e1")] + path_links(ecmp_path(g, "h1", "h5"))
