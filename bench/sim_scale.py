@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Wall time of the flow-level simulator (sim.flowsim) for 100, 1,000 and 10,000 jobs.
+"""Wall time of the flow-level simulator for 100, 1,000 and 10,000 jobs, step-level (sim.flowsim) or fluid (sim.fluid).
 
 The cluster is Titan's simulated one: a k = 16 fat-tree with 8 of its 16 pods used (512
 machines x 8 GPUs; ``shared/specs/titan.md`` A25) at 100 Gbit/s, here the builder's full k = 16
@@ -15,7 +15,13 @@ and the growth exponent between sizes (wall ~ jobs^k). The issue's target: 10,00
 5 minutes on a 2-core machine. A size is skipped (and its wall time extrapolated with the last
 exponent) when the previous one took longer than ``--budget`` seconds.
 
-    .venv/bin/python bench/sim_scale.py [--sizes 100 1000 10000] [--budget 600]
+``--engine fluid`` times the iteration-level engine instead (:mod:`sim.fluid`, the one traces run
+on); ``--engine both`` runs both at every size the step-level one can afford and prints how far
+the fluid engine's per-job communication time is from the step-level one's (ratio fluid / steps:
+median, p10, p90 over the jobs that communicate), the price of its speed. ``--iterations``
+matters only to the step-level engine's cost: the fluid one costs the same for 20 or 2 million.
+
+    .venv/bin/python bench/sim_scale.py [--sizes 100 1000 10000] [--budget 600] [--engine steps|fluid|both]
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from jobs.models import get_model  # noqa: E402
 from sim.flowsim import SimJob, SimOptions, simulate  # noqa: E402
+from sim.fluid import FluidEngine  # noqa: E402
 from testbed.report import format_table  # noqa: E402
 from topo import fat_tree, machines  # noqa: E402
 
@@ -60,6 +67,28 @@ def workload(n: int, rng: random.Random, hosts: list[str], gap_s: float, iterati
     return jobs
 
 
+def simulate_fluid(g, rates, jobs, options):
+    """Every job on the fluid engine to the end: (estimates by job, events, end time)."""
+    engine = FluidEngine(g, rates, options)
+    for job in jobs:
+        engine.add(job)
+    estimates = {}
+    while done := engine.advance(math.inf):
+        for run in done:
+            estimates[run.job] = run.estimate
+    return estimates, engine.events, engine.now_s
+
+
+def agreement(steps, fluid) -> str:
+    """Median, p10 and p90 of fluid / steps communication time over the jobs that communicate."""
+    ratios = sorted(fluid[e.job].comm_mean_s / e.comm_mean_s for e in steps.jobs if e.comm_mean_s)
+    if not ratios:
+        return "no job communicates"
+    pick = lambda q: ratios[min(len(ratios) - 1, int(q * len(ratios)))]  # noqa: E731
+    return f"fluid / steps communication time over {len(ratios)} jobs: median {pick(0.5):.3f}, p10 {pick(0.1):.3f}, " \
+           f"p90 {pick(0.9):.3f}"
+
+
 def main(argv=None) -> int:
     """Time the simulator at every size and print the table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -68,6 +97,7 @@ def main(argv=None) -> int:
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--budget", type=float, default=600.0, help="skip the next size after a run this long (s)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--engine", choices=("steps", "fluid", "both"), default="steps")
     args = ap.parse_args(argv)
     g = fat_tree(16, bw_mbps=100_000, gpus_per_machine=GPUS_PER_MACHINE)
     hosts = sorted(machines(g), key=lambda m: g.nodes[m]["index"])[:USED_MACHINES]
@@ -81,13 +111,21 @@ def main(argv=None) -> int:
             continue
         jobs = workload(n, random.Random(args.seed), hosts, args.gap, args.iterations)
         t0 = time.perf_counter()
-        result = simulate(g, rates, jobs, SimOptions(mtu=1500))
+        if args.engine == "fluid":
+            _, events, end_s = simulate_fluid(g, rates, jobs, SimOptions(mtu=1500))
+        else:
+            result = simulate(g, rates, jobs, SimOptions(mtu=1500))
+            events, end_s = result.events, result.end_s
         wall = time.perf_counter() - t0
+        if args.engine == "both":
+            t1 = time.perf_counter()
+            fluid, _, _ = simulate_fluid(g, rates, jobs, SimOptions(mtu=1500))
+            print(f"  {n} jobs: fluid engine {time.perf_counter() - t1:.2f} s; {agreement(result, fluid)}", flush=True)
         if last is not None:
             exponent = math.log(wall / last[1]) / math.log(n / last[0])
-        rows.append([str(n), str(result.events), f"{result.end_s:.0f}", f"{wall / n * 1000:.1f}", f"{wall:.1f}",
+        rows.append([str(n), str(events), f"{end_s:.0f}", f"{wall / n * 1000:.1f}", f"{wall:.1f}",
                      f"{exponent:.2f}" if exponent is not None else "-"])
-        print(f"  {n} jobs: {wall:.1f} s", flush=True)
+        print(f"  {n} jobs: {wall:.1f} s ({'fluid' if args.engine == 'fluid' else 'step-level'} engine)", flush=True)
         last = (n, wall)
     print(format_table(["jobs", "events", "simulated s", "wall ms per job", "wall s", "growth exponent"], rows))
     if last is not None:

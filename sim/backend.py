@@ -7,6 +7,9 @@ scale and its model's compute time per iteration, running the iterations it has 
 its warm-up; a preempted job loses its partial iteration and keeps the ones it completed.
 Times are virtual (paper-scale) seconds: emulated bytes over the links' rates at the scale,
 undilated, as :func:`testbed.runner.sim_estimates` costs them. Pure: no root, no processes.
+
+:class:`FluidSimBackend` is the same on the iteration-level engine (:class:`sim.fluid.FluidEngine`),
+for traces: each job's progress at a rate set by the water-filling of the running jobs' traffic.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from experiment.backend import Backend, ExperimentJob, RunEnd
 from jobs.models import get_model, scaled_buckets
 from placement.base import Placement
 from sim.flowsim import FlowEngine, JobEstimate, RunState, SimIterationRecord, SimJob, SimOptions, estimate_of
+from sim.fluid import FluidEngine, FluidRun, estimate_of_runs
 
 Link = tuple[str, str]
 
@@ -38,11 +42,12 @@ class FlowSimBackend(Backend):
     """
 
     name = "sim"
+    engine_class = FlowEngine
 
     def __init__(self, g, rate_mbps: Mapping[Link, float], scale: float, warmup_iterations: int = 0,
                  options: SimOptions = SimOptions(), start_s: float = 0.0,
                  bucket_bytes: Mapping[str, Sequence[int]] | None = None):
-        self.engine = FlowEngine(g, rate_mbps, options)
+        self.engine = self.engine_class(g, rate_mbps, options)
         if start_s > 0:
             self.engine.advance(start_s)
         self.scale, self.warmup_iterations = scale, warmup_iterations
@@ -92,5 +97,27 @@ class FlowSimBackend(Backend):
         self.records.setdefault(state.job, []).extend(kept)
         if state.ecn_marks is not None:
             self.ecn_marks[state.job] = self.ecn_marks.get(state.job, 0.0) + state.ecn_marks
+        self.done[state.job] = offset + state.iterations_done
+        return RunEnd(state.job, state.start_s, state.end_s, state.finished, state.iterations_done)
+
+
+class FluidSimBackend(FlowSimBackend):
+    """:class:`FlowSimBackend` on the iteration-level engine (:mod:`sim.fluid`): the same jobs,
+    placements and arguments; estimates are means over the measured iterations of every run, with
+    no per-iteration records and no ECN estimate."""
+
+    engine_class = FluidEngine
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.runs: dict[str, list[FluidRun]] = {}
+
+    def estimate(self, job: str) -> JobEstimate:
+        runs = self.runs.get(job, [])
+        return estimate_of_runs(job, runs, max((r.end_s for r in runs), default=self.now_s))
+
+    def _end(self, state: FluidRun) -> RunEnd:
+        self.runs.setdefault(state.job, []).append(state)
+        offset = self._offset[state.job]
         self.done[state.job] = offset + state.iterations_done
         return RunEnd(state.job, state.start_s, state.end_s, state.finished, state.iterations_done)

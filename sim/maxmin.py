@@ -140,3 +140,71 @@ def maxmin_indexed(paths: Sequence[Sequence[int]], capacity: Sequence[float]) ->
                     left[hop] -= level
                     unfrozen[hop] -= 1
     return rates
+
+
+def maxmin_levels(demands: Sequence[Sequence[tuple[int, float]]], capacity: Sequence[float],
+                  cap_level: float = 1.0) -> list[float]:
+    """Weighted progressive filling: the max-min fair *level* of every job, capped at ``cap_level``.
+
+    Job ``j`` at level ``x`` loads each of its links ``l`` with ``w * x`` for its pairs
+    ``(l, w)`` of ``demands[j]`` (a job is the group of its flows, all progressing at the one
+    level). Every unfrozen job's level rises at the same pace; when a link is full the jobs
+    crossing it freeze at the level reached; jobs still unfrozen at ``cap_level`` stop there.
+    This is the job-coupled water-filling of NetPack's Algorithm 1 (``shared/specs/netpack.md``
+    §2.3) without in-network aggregation, where a job's weight on a link is its flow count; here
+    it is its rate on that link at full speed, so that a level of 1 is the job alone.
+
+    Args:
+        demands: for each job, ``(link id, weight)`` pairs, each link at most once, weights > 0.
+        capacity: capacity of each link, >= 0 and finite, in the unit of the weights.
+        cap_level: the highest level, > 0.
+
+    Returns:
+        The level of each job, in the order of ``demands`` (``cap_level`` for a job with no
+        link); the weighted loads on a link sum to at most its capacity (up to ``EPS``).
+    """
+    levels = [cap_level] * len(demands)
+    jobs_on: dict[int, list[tuple[int, float]]] = {}
+    for j, pairs in enumerate(demands):
+        for link, weight in pairs:
+            jobs_on.setdefault(link, []).append((j, weight))
+    left = {link: capacity[link] for link in jobs_on}
+    weight_left = {link: sum(w for _, w in pairs) for link, pairs in jobs_on.items()}
+    unfrozen = {link: len(pairs) for link, pairs in jobs_on.items()}
+    heap = [(left[link] / weight_left[link], link) for link in jobs_on]
+    heapq.heapify(heap)
+    frozen = [False] * len(demands)
+    # As in maxmin_indexed: a link's share (capacity left over unfrozen weight) only grows as jobs
+    # freeze below it, so keys are lower bounds refreshed when popped.
+    while heap:
+        key, link = heapq.heappop(heap)
+        if not unfrozen[link]:
+            continue
+        level = max(0.0, left[link]) / weight_left[link]
+        if level > key * (1.0 + EPS):
+            heapq.heappush(heap, (level, link))
+            continue
+        if level >= cap_level:
+            break
+        full = [link]
+        limit = level * (1.0 + EPS)
+        while heap and heap[0][0] <= limit:
+            _, other = heapq.heappop(heap)
+            if not unfrozen[other]:
+                continue
+            share = max(0.0, left[other]) / weight_left[other]
+            if share <= limit:
+                full.append(other)
+            else:
+                heapq.heappush(heap, (share, other))
+        for bottleneck in full:
+            for j, _ in jobs_on[bottleneck]:
+                if frozen[j]:
+                    continue
+                frozen[j] = True
+                levels[j] = level
+                for hop, w in demands[j]:
+                    left[hop] -= w * level
+                    weight_left[hop] -= w
+                    unfrozen[hop] -= 1
+    return levels

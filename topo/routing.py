@@ -131,6 +131,30 @@ def ecmp_path(g: nx.Graph, src: str, dst: str) -> tuple[str, ...]:
     return _MinHopDag(g, dst).ecmp(src)
 
 
+class EcmpRoutes:
+    """:func:`ecmp_path` for many pairs of one graph: one BFS per destination, kept.
+
+    For callers that route many pairs (a simulator placing thousands of jobs); the paths are
+    :func:`ecmp_path`'s. The graph must not change while this object is in use.
+    """
+
+    def __init__(self, g: nx.Graph):
+        self.g = g
+        self._order = {n: sorted(g[n], key=natural_key) for n in g}
+        self._dags: dict[str, _MinHopDag] = {}
+
+    def path(self, src: str, dst: str) -> tuple[str, ...]:
+        """The path of flows from machine ``src`` to machine ``dst`` (:func:`ecmp_path`).
+
+        Raises:
+            TopologyError: a node is unknown or ``dst`` is unreachable.
+        """
+        dag = self._dags.get(dst)
+        if dag is None:
+            dag = self._dags[dst] = _MinHopDag(self.g, dst, self._order)
+        return dag.ecmp(src)
+
+
 def route_table(g: nx.Graph) -> dict[tuple[str, str], tuple[str, ...]]:
     """The ECMP path (as :func:`ecmp_path`) of every ordered pair of distinct machines.
 

@@ -1,0 +1,386 @@
+"""Iteration-level (fluid) simulation of training jobs on a routed fabric, for trace scale.
+
+The step-level engine (:mod:`sim.flowsim`) follows every transfer of every step of every
+iteration: right for the testbed's experiments (tens of jobs, tens of iterations), too slow for a
+cluster trace, whose jobs run for hours (millions of iterations, thousands of jobs). This engine
+advances jobs an iteration *rate* at a time instead, the job-progress model of NetPack's
+simulator (``shared/specs/netpack.md`` §5.3, [Ours]):
+
+* a job's iteration is its compute (``compute_s``) and then its communication, with no overlap,
+  as the replay runtime runs it and :mod:`sim.flowsim` models it;
+* its communication alone takes ``bound`` = :func:`sim.steps.job_bound_s` (the contention-free
+  bound of its collective's steps on its routes, headers counted with ``mtu``) plus
+  ``latency_s`` per step that has a cross-machine transfer;
+* the jobs whose traffic shares links slow one another down: every job is one *fluid* whose
+  rate on each directed link at full speed is the bytes its iteration puts on the link over
+  ``bound``; the jobs' levels ``x`` (1 = full speed) are the weighted max-min fair allocation
+  (:func:`sim.maxmin.maxmin_levels`: the job-coupled water-filling of NetPack's Algorithm 1,
+  §2.3, without aggregation), and the job's communication then takes ``bound / x`` (latency
+  unchanged);
+* the levels are recomputed at every event (a start, a completion, a removal) and are constant
+  in between, so a job's progress is linear between events and its completion time exact.
+
+Modelling decisions ([R]):
+
+* [R] The fluid charges a job's traffic to its links all the time, as if the jobs sharing a
+  link always communicated together (NetPack's model: "per-iteration time = t_comp + d/v").
+  Jobs that interleave their communication (compute of one during the transfers of the other)
+  meet less contention in the step-level engine and on the emulator: the fluid is pessimistic
+  for them. ``bench/sim_fluid.py`` measures how far it is from the step-level engine.
+* [R] Warm-up iterations are run (they cost time) but not measured; the barriers before and
+  after the measured iterations, the token buckets (``SimOptions.burst_bytes``) and the ECN
+  estimate are not modelled (estimates carry no marks).
+* [R] A removed run keeps the measured iterations it completed; its partial iteration is lost,
+  as in :mod:`sim.flowsim`.
+
+Cost per event: O(I log L) for the water-filling (I = sum of the running jobs' link counts),
+plus, once per run added, the bound and the link loads of one iteration of its collective
+(memoised per placement, collective and buckets). Jobs whose ranks share one machine load no
+link and cost O(1).
+
+Determinism: no randomness; runs are keyed by ``(name, run number)`` and links numbered in sorted
+order, so the result does not depend on the order of additions at one instant.
+
+Times and bytes are in the time base of the inputs, as for :func:`sim.flowsim.simulate`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+from collections.abc import Mapping
+
+from common.errors import JobError, TopologyError
+from common.units import BITS_PER_BYTE, MEGA, wire_bytes
+from jobs.patterns import replay_pattern
+from sim.flowsim import JobEstimate, SimJob, SimOptions
+from sim.maxmin import EPS, maxmin_levels
+from topo.routing import EcmpRoutes, path_links
+
+Link = tuple[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class FluidRun:
+    """What one run of a job did, as :meth:`FluidEngine.advance` (finished runs) and
+    :meth:`FluidEngine.remove` (removed ones) report it.
+
+    Attributes:
+        job: job name.
+        start_s: time the run started, seconds.
+        end_s: time it finished or was removed, seconds.
+        iterations_done: measured iterations completed (whole ones).
+        finished: True if the run ended by itself, False if it was removed.
+        measured: measured iterations run, fractional (a removed run's partial one counted).
+        comm_s: communication time over those ``measured`` iterations, seconds.
+        compute_s: compute time over them, seconds.
+    """
+
+    job: str
+    start_s: float
+    end_s: float
+    iterations_done: int
+    finished: bool
+    measured: float
+    comm_s: float
+    compute_s: float
+
+    @property
+    def estimate(self) -> JobEstimate:
+        """The run's mean times per measured iteration (as :class:`sim.flowsim.JobEstimate`)."""
+        return estimate_of_runs(self.job, [self], self.end_s)
+
+
+def estimate_of_runs(job: str, runs, finish_s: float) -> JobEstimate:
+    """A job's mean communication, compute and iteration time over the measured iterations of
+    ``runs`` (its runs, :class:`FluidRun`), as :class:`sim.flowsim.JobEstimate`."""
+    measured = sum(r.measured for r in runs)
+    done = sum(r.iterations_done for r in runs)
+    if measured <= 0:
+        return JobEstimate(job, None, None, None, finish_s, done)
+    comm, compute = sum(r.comm_s for r in runs) / measured, sum(r.compute_s for r in runs) / measured
+    return JobEstimate(job, comm, compute, comm + compute, finish_s, done)
+
+
+@dataclasses.dataclass
+class _Run:
+    """A run in the engine: its fixed costs and its progress since ``at_s``."""
+
+    key: tuple[str, int]
+    spec: SimJob
+    total: int  # warm-up + measured iterations
+    bound_s: float  # communication of one iteration alone, bandwidth part
+    latency_s: float  # communication of one iteration, latency part
+    demand: tuple[tuple[int, float], ...]  # (link id, bits/s at full speed)
+    done: float = 0.0  # iterations run (fractional), at at_s
+    at_s: float = 0.0
+    level: float = 1.0
+    comm_s: float = 0.0  # over measured iterations up to at_s
+    compute_s: float = 0.0
+    started: bool = False
+
+    @property
+    def comm_iter_s(self) -> float:
+        return self.latency_s + (self.bound_s / self.level if self.bound_s else 0.0)
+
+    @property
+    def iteration_s(self) -> float:
+        return self.spec.compute_s + self.comm_iter_s
+
+    def move_to(self, now: float) -> None:
+        """Progress linearly from ``at_s`` to ``now`` at the current level."""
+        if not self.started or now <= self.at_s:
+            self.at_s = max(self.at_s, now)
+            return
+        period = self.iteration_s
+        before = self.done
+        self.done = min(float(self.total), self.done + (now - self.at_s) / period) if period > 0 else float(self.total)
+        warm = self.spec.warmup_iterations
+        measured = max(0.0, self.done - max(before, warm))
+        self.comm_s += measured * self.comm_iter_s
+        self.compute_s += measured * self.spec.compute_s
+        self.at_s = now
+
+    def finish_time(self) -> float:
+        return self.at_s + (self.total - self.done) * self.iteration_s
+
+    def state(self, finished: bool) -> FluidRun:
+        warm = self.spec.warmup_iterations
+        measured = min(float(self.spec.iterations), max(0.0, self.done - warm))
+        whole = self.spec.iterations if finished else int(math.floor(measured * (1 + EPS)))
+        return FluidRun(self.spec.name, self.spec.start_s, self.at_s, min(whole, self.spec.iterations), finished,
+                        measured, self.comm_s, self.compute_s)
+
+
+class FluidEngine:
+    """The fluid simulation's event loop, with :class:`sim.flowsim.FlowEngine`'s interface
+    (``now_s``, ``add``, ``remove``, ``advance``, ``running``, ``progress``); the module
+    docstring says what it models.
+
+    Args:
+        g: topology graph; routes are :func:`topo.routing.ecmp_path`.
+        rate_mbps: rate of each link in Mbit/s, keyed by either orientation (the ``(u, v)`` entry
+            wins for direction u -> v).
+        options: ``mtu`` (bytes on the wire) and ``latency_s`` are modelled; ``burst_bytes`` and
+            ``ecn`` are not (see the module docstring).
+
+    Attributes:
+        events: event batches processed so far.
+    """
+
+    def __init__(self, g, rate_mbps: Mapping[Link, float], options: SimOptions = SimOptions()):
+        self.g, self.options = g, options
+        self.link_names: list[Link] = sorted({(u, v) for a, b in g.edges() for u, v in ((a, b), (b, a))})
+        self.link_id = {link: i for i, link in enumerate(self.link_names)}
+        self.capacity = [0.0] * len(self.link_names)
+        for (u, v), i in self.link_id.items():
+            rate = rate_mbps.get((u, v), rate_mbps.get((v, u)))
+            self.capacity[i] = float(rate) * MEGA if rate is not None and rate > 0 else 0.0
+        self.capacity = [c / BITS_PER_BYTE for c in self.capacity]  # bytes/s
+        self._paths: dict[tuple[str, str], tuple[int, ...]] = {}
+        self._routes = EcmpRoutes(g)
+        self._costs: dict[tuple, tuple[float, float, tuple[tuple[int, float], ...]]] = {}
+        self._runs: dict[str, int] = {}
+        self._pending: list[tuple[float, tuple[str, int]]] = []  # (start_s, key) of runs not started
+        self._live: dict[str, _Run] = {}  # name -> its run neither finished nor removed
+        self._now_s = 0.0
+        self._dirty = False
+        self.events = 0
+
+    @property
+    def now_s(self) -> float:
+        """The clock, seconds."""
+        return self._now_s
+
+    def add(self, spec: SimJob) -> None:
+        """Start a run of ``spec`` at ``spec.start_s`` (a name may be added again once its run ended).
+
+        Raises:
+            JobError: ``start_s`` before :attr:`now_s`, a run of that name still running, an unknown
+                collective or a bucket size the pattern rejects.
+            TopologyError: an unknown machine, or a link on a route without a positive rate.
+        """
+        if spec.name in self._live:
+            raise JobError(f"job {spec.name!r} is already running; remove it before adding it again")
+        if spec.start_s < self._now_s:
+            raise JobError(f"job {spec.name!r}: start_s {spec.start_s!r} is before the simulation's clock, "
+                           f"now_s = {self._now_s!r}")
+        for m in sorted(set(spec.machines_by_rank)):
+            if m not in self.g or self.g.nodes[m].get("role") != "machine":
+                raise TopologyError(f"job {spec.name!r}: {m!r} is not a machine of the topology")
+        bound, latency, demand = self._cost(spec)
+        key = (spec.name, self._runs.get(spec.name, 0))
+        self._runs[spec.name] = key[1] + 1
+        run = _Run(key, spec, spec.warmup_iterations + spec.iterations, bound, latency, demand, at_s=spec.start_s)
+        self._live[spec.name] = run
+        heapq.heappush(self._pending, (spec.start_s, key))
+
+    def remove(self, name: str) -> FluidRun:
+        """Preempt the running run of ``name`` at :attr:`now_s`; its partial iteration is lost.
+
+        Raises:
+            JobError: no run of ``name`` is running.
+        """
+        run = self._live.pop(name, None)
+        if run is None:
+            raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
+        run.move_to(self._now_s)
+        if run.started:
+            self._dirty = True
+        else:
+            run.at_s = self._now_s
+        return run.state(finished=False)
+
+    def advance(self, until_s: float) -> list[FluidRun]:
+        """Process events up to ``until_s`` (may be ``math.inf``), stopping right after the first
+        event batch in which runs finished.
+
+        Returns:
+            The runs that finished in that batch, sorted by name (:attr:`now_s` is its time), or []
+            (:attr:`now_s` is then ``until_s``, or the last event's time if it is infinite).
+
+        Raises:
+            JobError: ``until_s`` before :attr:`now_s` (or NaN).
+        """
+        if not until_s >= self._now_s:
+            raise JobError(f"cannot advance to {until_s!r} s: the simulation's clock is at now_s = {self._now_s!r}")
+        if self._dirty:
+            self._reallocate(self._now_s)
+        while True:
+            while self._pending and not self._is_live(self._pending[0][1]):
+                heapq.heappop(self._pending)
+            next_start = self._pending[0][0] if self._pending else math.inf
+            running = [r for r in self._live.values() if r.started]
+            next_end = min((r.finish_time() for r in running), default=math.inf)
+            now = min(next_start, next_end)
+            if now == math.inf or now > until_s:
+                break
+            self.events += 1
+            limit = now + EPS * max(1.0, abs(now))
+            finished = [r for r in running if r.finish_time() <= limit]
+            for run in running:
+                run.move_to(now)
+            for run in finished:
+                run.done = float(run.total)
+                del self._live[run.spec.name]
+            while self._pending and self._pending[0][0] <= now:
+                _, key = heapq.heappop(self._pending)
+                if self._is_live(key):
+                    run = self._live[key[0]]
+                    run.started, run.at_s = True, now
+            self._reallocate(now)
+            self._now_s = now
+            if finished:
+                return [run.state(finished=True) for run in sorted(finished, key=lambda r: r.key)]
+        if until_s != math.inf:
+            for run in self._live.values():
+                run.move_to(until_s)
+            self._now_s = until_s
+        return []
+
+    def running(self) -> list[str]:
+        """Names of the runs neither finished nor removed, sorted."""
+        return sorted(self._live)
+
+    def progress(self, name: str) -> int:
+        """Measured iterations the running run of ``name`` has completed, at :attr:`now_s`.
+
+        Raises:
+            JobError: no run of ``name`` is running.
+        """
+        run = self._live.get(name)
+        if run is None:
+            raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
+        run.move_to(self._now_s)
+        return run.state(finished=False).iterations_done
+
+    def levels(self) -> dict[str, float]:
+        """Every started run's current level (1 = as fast as alone), by name."""
+        return {name: run.level for name, run in sorted(self._live.items()) if run.started}
+
+    # -- internals ---------------------------------------------------------------------------
+    def _is_live(self, key: tuple[str, int]) -> bool:
+        run = self._live.get(key[0])
+        return run is not None and run.key == key
+
+    def _cost(self, spec: SimJob) -> tuple[float, float, tuple[tuple[int, float], ...]]:
+        """(bandwidth bound, latency, per-link demand at full speed) of one iteration of ``spec``.
+
+        The bound is :func:`sim.steps.job_bound_s`'s (the chained bound, bucket after bucket),
+        computed here over memoised routes and once per distinct bucket size."""
+        memo = (spec.machines_by_rank, spec.collective, spec.bucket_bytes)
+        if memo in self._costs:
+            return self._costs[memo]
+        machines = spec.machines_by_rank
+        p = len(machines)
+        if len(set(machines)) == 1:  # every transfer in memory
+            for size in set(spec.bucket_bytes):
+                replay_pattern(spec.collective, p, size)  # rejects what the pattern rejects
+            cost = (0.0, 0.0, ())
+        else:
+            per_size = {size: self._bucket_cost(spec, size) for size in sorted(set(spec.bucket_bytes))}
+            loads: dict[int, float] = {}
+            bound = crossing = 0.0
+            for size in spec.bucket_bytes:
+                b_bound, b_crossing, b_loads = per_size[size]
+                bound += b_bound
+                crossing += b_crossing
+                for i, nbytes in b_loads.items():
+                    loads[i] = loads.get(i, 0.0) + nbytes
+            demand = tuple((i, nbytes / bound) for i, nbytes in sorted(loads.items())) if bound else ()
+            cost = (bound, crossing * self.options.latency_s, demand)
+        self._costs[memo] = cost
+        return cost
+
+    def _bucket_cost(self, spec: SimJob, size: int) -> tuple[float, int, dict[int, float]]:
+        """One allreduce of ``size`` bytes: its chained bound (:func:`sim.steps.chained_bound_s`), the
+        steps with a cross-machine transfer, and the bytes on each link."""
+        machines, mtu = spec.machines_by_rank, self.options.mtu
+        done = [0.0] * len(machines)
+        total: dict[int, float] = {}
+        crossing = 0
+        for step in replay_pattern(spec.collective, len(machines), size):
+            step_loads: dict[int, float] = {}
+            routes = []
+            for src, dst, nbytes in step:
+                a, b = machines[src], machines[dst]
+                if a == b or nbytes == 0:
+                    routes.append(())
+                    continue
+                path = self._route(spec.name, a, b)
+                routes.append(path)
+                cost = wire_bytes(nbytes, mtu) if mtu else nbytes
+                for i in path:
+                    step_loads[i] = step_loads.get(i, 0.0) + cost
+            if step_loads:
+                crossing += 1
+            finished = list(done)
+            for (src, dst, _), path in zip(step, routes, strict=True):
+                length = max((step_loads[i] / self.capacity[i] for i in path), default=0.0)
+                end = done[src] + length
+                finished[src] = max(finished[src], end)
+                finished[dst] = max(finished[dst], end)
+            done = finished
+            for i, nbytes in step_loads.items():
+                total[i] = total.get(i, 0.0) + nbytes
+        return max(done, default=0.0), crossing, total
+
+    def _route(self, job: str, a: str, b: str) -> tuple[int, ...]:
+        """The link ids of the ECMP route from machine ``a`` to ``b`` (memoised)."""
+        path = self._paths.get((a, b))
+        if path is None:
+            path = tuple(self.link_id[link] for link in path_links(self._routes.path(a, b)))
+            for i in path:
+                if self.capacity[i] <= 0:
+                    u, v = self.link_names[i]
+                    raise TopologyError(f"job {job!r}: link {u}->{v} has no positive rate")
+            self._paths[(a, b)] = path
+        return path
+
+    def _reallocate(self, now: float) -> None:
+        """Recompute every started run's level (progress must be at ``now`` already)."""
+        self._dirty = False
+        loaded = [run for _, run in sorted(self._live.items()) if run.started and run.demand]
+        for run, level in zip(loaded, maxmin_levels([run.demand for run in loaded], self.capacity), strict=True):
+            run.level = max(level, 1e-12)

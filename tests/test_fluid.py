@@ -1,0 +1,207 @@
+"""Unit tests of the iteration-level simulator (``sim.fluid``) and its weighted water-filling
+(``sim.maxmin.maxmin_levels``): exact times for a job alone, jobs sharing a link, an arrival in the
+middle, preemption, local jobs; agreement with the step-level engine where both are exact (a job
+alone); misuse fails with the offending value."""
+
+import math
+
+import pytest
+
+from common.errors import JobError, TopologyError
+from sim.backend import FluidSimBackend
+from sim.flowsim import SimJob, SimOptions, simulate
+from sim.fluid import FluidEngine
+from sim.maxmin import maxmin_levels
+from sim.steps import job_bound_s
+from topo import fat_tree
+
+B_MBPS = 100.0
+SIZE = 400_000  # a 2-rank ring moves SIZE bytes each way per iteration: SIZE / B alone
+ALONE_S = SIZE * 8 / (B_MBPS * 1e6)
+COMPUTE_S = 0.01
+
+
+def uniform(g, mbps=B_MBPS):
+    return {(u, v): mbps for u, v in g.edges()}
+
+
+def run_to_end(engine):
+    states = []
+    while done := engine.advance(math.inf):
+        states.extend(done)
+    return {s.job: s for s in states}
+
+
+@pytest.fixture(scope="module")
+def g():
+    return fat_tree(4)
+
+
+# -- weighted water-filling ------------------------------------------------------------------------
+
+def test_levels_split_a_link_by_weight_and_cap_at_one():
+    assert maxmin_levels([[(0, 1.0)], [(0, 1.0)]], [1.0]) == [0.5, 0.5]
+    assert maxmin_levels([[(0, 1.0)], [(0, 0.2)]], [1.0]) == pytest.approx([1 / 1.2, 1 / 1.2])
+    assert maxmin_levels([[(0, 0.3)], [(0, 0.2)]], [1.0]) == [1.0, 1.0]  # room for both at full speed
+    assert maxmin_levels([[]], [1.0]) == [1.0]
+
+
+def test_levels_freeze_at_the_first_full_link_and_let_others_grow():
+    """A on l0 and l1, B on l1, C on l0 at half weight: l1 fills at 0.5 (A, B), then C alone on
+    l0's remaining 0.5 at weight 0.5 reaches the cap."""
+    levels = maxmin_levels([[(0, 1.0), (1, 1.0)], [(1, 1.0)], [(0, 0.5)]], [1.0, 1.0])
+    assert levels == pytest.approx([0.5, 0.5, 1.0])
+
+
+def test_levels_never_overload_a_link():
+    demands = [[(0, 1.0), (1, 0.7)], [(1, 0.9), (2, 0.4)], [(0, 0.3), (2, 1.0)], [(2, 0.6)]]
+    caps = [1.0, 0.8, 1.2]
+    levels = maxmin_levels(demands, caps)
+    for link, cap in enumerate(caps):
+        load = sum(w * x for d, x in zip(demands, levels, strict=True) for lk, w in d if lk == link)
+        assert load <= cap * (1 + 1e-9)
+    # max-min: every job below the cap has a full link
+    for d, x in zip(demands, levels, strict=True):
+        if x < 1.0:
+            full = [sum(w * y for e, y in zip(demands, levels, strict=True) for lk2, w in e if lk2 == lk)
+                    >= caps[lk] * (1 - 1e-9) for lk, _ in d]
+            assert any(full)
+
+
+# -- the engine ------------------------------------------------------------------------------------
+
+def test_a_job_alone_takes_compute_plus_its_bound_per_iteration(g):
+    eng = FluidEngine(g, uniform(g))
+    eng.add(SimJob("a", ("h1", "h5"), "ring", (SIZE,), COMPUTE_S, 10, 2, start_s=1.0))
+    (run,) = run_to_end(eng).values()
+    assert run.finished and run.iterations_done == 10
+    assert run.end_s == pytest.approx(1.0 + 12 * (COMPUTE_S + ALONE_S))
+    est = run.estimate
+    assert est.comm_mean_s == pytest.approx(ALONE_S) and est.compute_mean_s == pytest.approx(COMPUTE_S)
+
+
+def test_a_job_alone_agrees_with_the_step_level_engine(g):
+    """Alone, both engines cost a job at its bound: the same mean communication time."""
+    job = SimJob("a", ("h1", "h5", "h9", "h13"), "ring", (16000, 4000), 0.003, 3)
+    steps = simulate(g, uniform(g), [job]).job("a")
+    eng = FluidEngine(g, uniform(g))
+    eng.add(job)
+    fluid = run_to_end(eng)["a"].estimate
+    assert fluid.comm_mean_s == pytest.approx(steps.comm_mean_s, rel=1e-9)
+    bound = job_bound_s(g, uniform(g), job.machines_by_rank, "ring", job.bucket_bytes)
+    assert fluid.comm_mean_s == pytest.approx(bound)
+
+
+def test_two_jobs_on_one_link_each_communicate_at_half_speed(g):
+    """a and b both cross h1's uplink at full rate: each gets level 0.5, twice its bound."""
+    eng = FluidEngine(g, uniform(g))
+    eng.add(SimJob("a", ("h1", "h5"), "ring", (SIZE,), COMPUTE_S, 4))
+    eng.add(SimJob("b", ("h1", "h9"), "ring", (SIZE,), COMPUTE_S, 4))
+    eng.advance(0.0)
+    assert eng.levels() == pytest.approx({"a": 0.5, "b": 0.5})
+    runs = run_to_end(eng)
+    for name in "ab":
+        assert runs[name].end_s == pytest.approx(4 * (COMPUTE_S + 2 * ALONE_S))
+        assert runs[name].estimate.comm_mean_s == pytest.approx(2 * ALONE_S)
+
+
+def test_an_arrival_slows_a_running_job_from_then_on(g):
+    """b arrives after a has run 2 iterations alone; a's remaining 2 run at half speed, and b
+    speeds up to full when a ends."""
+    t_alone = COMPUTE_S + ALONE_S
+    t_shared = COMPUTE_S + 2 * ALONE_S
+    eng = FluidEngine(g, uniform(g))
+    eng.add(SimJob("a", ("h1", "h5"), "ring", (SIZE,), COMPUTE_S, 4))
+    eng.add(SimJob("b", ("h1", "h9"), "ring", (SIZE,), COMPUTE_S, 4, start_s=2 * t_alone))
+    runs = run_to_end(eng)
+    a_end = 2 * t_alone + 2 * t_shared
+    assert runs["a"].end_s == pytest.approx(a_end)
+    b_done_by_a_end = 2.0  # 2 shared iterations
+    assert runs["b"].end_s == pytest.approx(a_end + (4 - b_done_by_a_end) * t_alone)
+    assert runs["a"].estimate.comm_mean_s == pytest.approx((2 * ALONE_S + 2 * 2 * ALONE_S) / 4)
+
+
+def test_jobs_on_disjoint_paths_do_not_interact(g):
+    eng = FluidEngine(g, uniform(g))
+    eng.add(SimJob("a", ("h1", "h5"), "ring", (SIZE,), COMPUTE_S, 3))
+    eng.add(SimJob("b", ("h9", "h13"), "ring", (SIZE,), COMPUTE_S, 3))
+    eng.advance(0.0)
+    assert eng.levels() == {"a": 1.0, "b": 1.0}
+
+
+def test_a_local_job_only_computes(g):
+    eng = FluidEngine(g, uniform(g))
+    eng.add(SimJob("a", ("h1", "h1", "h1"), "ring", (SIZE,), COMPUTE_S, 5))
+    (run,) = run_to_end(eng).values()
+    assert run.end_s == pytest.approx(5 * COMPUTE_S) and run.estimate.comm_mean_s == 0.0
+
+
+def test_removal_keeps_whole_iterations_and_frees_the_link(g):
+    t_shared = COMPUTE_S + 2 * ALONE_S
+    eng = FluidEngine(g, uniform(g))
+    eng.add(SimJob("a", ("h1", "h5"), "ring", (SIZE,), COMPUTE_S, 10))
+    eng.add(SimJob("b", ("h1", "h9"), "ring", (SIZE,), COMPUTE_S, 10))
+    assert eng.advance(2.5 * t_shared) == []
+    assert eng.progress("a") == 2
+    state = eng.remove("a")
+    assert not state.finished and state.iterations_done == 2 and state.end_s == pytest.approx(2.5 * t_shared)
+    eng.advance(eng.now_s)
+    assert eng.levels() == {"b": 1.0}
+    runs = run_to_end(eng)
+    assert runs["b"].end_s == pytest.approx(2.5 * t_shared + 7.5 * (COMPUTE_S + ALONE_S))
+
+
+def test_advance_stops_at_the_first_batch_that_finishes(g):
+    eng = FluidEngine(g, uniform(g))
+    eng.add(SimJob("a", ("h1", "h5"), "ring", (SIZE,), COMPUTE_S, 1))
+    eng.add(SimJob("b", ("h9", "h13"), "ring", (SIZE,), COMPUTE_S, 3))
+    done = eng.advance(math.inf)
+    assert [s.job for s in done] == ["a"] and eng.running() == ["b"]
+    assert eng.now_s == pytest.approx(COMPUTE_S + ALONE_S)
+
+
+def test_the_backend_restarts_a_preempted_job_with_its_remaining_iterations(g):
+    from experiment.backend import ExperimentJob
+    from placement.base import GpuSlot, Placement
+
+    def placed(*machines):
+        return Placement("j", tuple(GpuSlot(m, i) for i, m in enumerate(machines)))
+
+    backend = FluidSimBackend(g, uniform(g), scale=1.0)
+    job = ExperimentJob("j", 2, 0.0, model="resnet50", collective="ring", iterations=6)
+    backend.start([(job, placed("h1", "h5"))])
+    backend.advance(1e-9)
+    backend.advance(backend.now_s + 0.5)
+    end = backend.stop("j")
+    assert not end.finished and backend.done["j"] == end.iterations_done
+    backend.start([(job, placed("h2", "h2"))])
+    (last,) = backend.advance(math.inf)
+    assert last.finished and backend.done["j"] == 6
+    est = backend.estimate("j")
+    assert est.iterations == 6 and est.comm_mean_s >= 0
+
+
+def test_misuse_names_the_offending_value(g):
+    eng = FluidEngine(g, uniform(g))
+    with pytest.raises(TopologyError, match="nowhere"):
+        eng.add(SimJob("a", ("h1", "nowhere"), "ring", (SIZE,), 0.0, 1))
+    with pytest.raises(JobError, match="collective"):
+        eng.add(SimJob("a", ("h1", "h5"), "nosuch", (SIZE,), 0.0, 1))
+    eng.add(SimJob("a", ("h1", "h5"), "ring", (SIZE,), 0.0, 1, start_s=1.0))
+    with pytest.raises(JobError, match="already running"):
+        eng.add(SimJob("a", ("h1", "h5"), "ring", (SIZE,), 0.0, 1, start_s=1.0))
+    eng.advance(0.5)
+    with pytest.raises(JobError, match="before the simulation's clock"):
+        eng.add(SimJob("b", ("h1", "h5"), "ring", (SIZE,), 0.0, 1, start_s=0.1))
+    with pytest.raises(JobError, match="cannot advance"):
+        eng.advance(0.1)
+    with pytest.raises(JobError, match="no running job"):
+        eng.remove("zzz")
+
+
+def test_latency_is_added_per_step_with_a_cross_machine_transfer(g):
+    """A 2-rank ring has 2 steps per bucket; with latency L each adds L, unaffected by sharing."""
+    eng = FluidEngine(g, uniform(g), SimOptions(latency_s=1e-3))
+    eng.add(SimJob("a", ("h1", "h5"), "ring", (SIZE,), 0.0, 2))
+    (run,) = run_to_end(eng).values()
+    assert run.estimate.comm_mean_s == pytest.approx(ALONE_S + 2e-3)
