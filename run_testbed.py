@@ -5,6 +5,7 @@
     sudo python run_testbed.py -c experiments/x.yaml -p consolidate -p spread
     python run_testbed.py --backend sim                 # the same experiment on the simulator, no root
     python run_testbed.py check experiments/x.yaml      # validate a config, no root needed
+    python run_testbed.py --backend sim -c experiments/trace.yaml   # a cluster trace on the simulator
     python run_testbed.py validate RUN_DIR --estimates my_sim.csv   # your simulator against a run
     sudo python run_testbed.py clean                    # undo what a killed run recorded changing
 
@@ -78,12 +79,22 @@ def cmd_check(args) -> int:
     from experiment import config
 
     cfg = config.load(args.config)
-    g = config.validate(cfg)
+    g = config.validate(cfg, backend=args.backend)
     n_m = sum(1 for _, d in g.nodes(data=True) if d["role"] == "machine")
     gpus = sum(d["gpus"] for _, d in g.nodes(data=True) if d["role"] == "machine")
-    print(f"{args.config}: ok: {cfg.topology.kind} with {n_m} machines / {gpus} GPUs, "
-          f"{len(cfg.jobs)} jobs, policies {', '.join(config.policy_specs(cfg))}; dilation {cfg.dilation:g}: "
-          f"at least {config.wall_time_lower_bound_s(cfg):.0f} s of wall time (limit {cfg.time_limit_s:g} s)")
+    if cfg.trace.file:
+        from experiment.run import experiment_jobs
+
+        jobs = f"{len(experiment_jobs(cfg, g))} jobs of trace {cfg.trace.file}"
+    else:
+        jobs = f"{len(cfg.jobs)} jobs"
+    head = f"{args.config}: ok: {cfg.topology.kind} with {n_m} machines / {gpus} GPUs, {jobs}, " \
+           f"policies {', '.join(config.policy_specs(cfg))}"
+    if args.backend == "sim":
+        print(f"{head}; on the simulator ({cfg.simulator.mode} mode)")
+    else:
+        print(f"{head}; dilation {cfg.dilation:g}: at least {config.wall_time_lower_bound_s(cfg):.0f} s of wall "
+              f"time (limit {cfg.time_limit_s:g} s)")
     return 0
 
 
@@ -145,6 +156,8 @@ def main(argv=None) -> int:
     run.add_argument("--results", help="results base directory (default: the config's results_dir)")
     check = sub.add_parser("check", help="validate a config without running it (no root needed)")
     check.add_argument("config")
+    check.add_argument("--backend", choices=("emu", "sim"), default="emu",
+                       help="validate for this back end (as run --backend); default: %(default)s")
     sub.add_parser("clean", help="undo the recorded changes of runs that were killed (nothing else)")
     validate = sub.add_parser("validate", help="compare your simulator's per-job estimates (CSV) with a run's "
                                                "measurements (no root needed)")

@@ -153,6 +153,56 @@ class EcnConfig:
     sample_interval_s: float = rule_field(Real(0.05, 3600), 0.25)
 
 
+def _trace_formats():
+    from experiment.traces import TRACE_FORMATS
+
+    return ("auto", *TRACE_FORMATS)
+
+
+def _netpack_pool():
+    from experiment.traces import NETPACK_MODEL_POOL
+
+    return tuple(NETPACK_MODEL_POOL)
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceConfig:
+    """Jobs from a cluster trace (:mod:`experiment.traces`) instead of a ``jobs:`` list; traces run
+    on the simulator back end (``--backend sim``), whose ``fluid`` mode is built for them.
+
+    Each trace job is one data-parallel job of ``num_gpu`` workers submitted at its (re-based)
+    submission time. Its work is its trace duration taken as time on a free network: iterations =
+    duration / the model's compute time per iteration (NetPack's simulator, ``shared/specs/netpack.md``
+    §5.3: "N = trace duration / ideal iteration time", the ideal here without any communication), so
+    a job's JCT over its duration is what queueing and the network cost it.
+
+    Attributes:
+        file: the trace CSV (relative to the current directory); empty: no trace.
+        format: the trace's format (:data:`experiment.traces.TRACE_FORMATS`), or ``auto`` from its header.
+        max_jobs: take at most this many jobs (0: all), after the window and the size filter.
+        start_s: the window's start, seconds after the trace's first submission.
+        span_s: the window's length, seconds (0: to the end of the trace).
+        models: the pool a job's model is drawn from (uniformly, seeded) when the trace names none;
+            NetPack's pool by default (§5.4).
+        model_source: ``trace`` keeps the model a trace names (each must have a profile in
+            :data:`jobs.models.MODELS`), ``pool`` draws every job's model from ``models`` (the
+            model columns of the shipped ITP and Philly traces are synthetic anyway).
+        collective: every trace job's allreduce.
+    """
+
+    file: str = rule_field(Text(empty=True), "")
+    format: str = rule_field(Name(_trace_formats), "auto")
+    max_jobs: int = rule_field(Integer(0, 10_000_000), 0)
+    start_s: float = rule_field(Real(0, 10**10), 0.0)
+    span_s: float = rule_field(Real(0, 10**10), 0.0)
+    models: tuple = rule_field(ListOf(Name(_models), 1, 64, "model names"), factory=_netpack_pool)
+    model_source: str = rule_field(Name(("trace", "pool")), "trace")
+    collective: str = rule_field(Name(_collectives), "ring")
+
+
+SIM_MODES = ("steps", "fluid")
+
+
 @dataclasses.dataclass(frozen=True)
 class SimulatorConfig:
     """What the flow-level simulator (:mod:`sim.flowsim`) models when it estimates every job of a
@@ -168,12 +218,17 @@ class SimulatorConfig:
             emulator, not of the network it models, so off by default.
         ecn: estimate every job's ECN-marked packets (a port's queue taken to be above K while
             its link is saturated by two flows or more; :mod:`sim.flowsim`).
+        mode: ``steps`` follows every transfer of every step (:mod:`sim.flowsim`: the model the
+            testbed validates); ``fluid`` advances each job by its iteration rate under the
+            water-filled share of its links (:mod:`sim.fluid`: trace scale; no token buckets, no
+            ECN estimate), and is what the ``--backend sim`` run of a trace uses.
     """
 
     latency_us: float = rule_field(Real(0, 1_000_000), 0.0)
     headers: bool = rule_field(Boolean(), True)
     token_buckets: bool = rule_field(Boolean(), False)
     ecn: bool = rule_field(Boolean(), False)
+    mode: str = rule_field(Name(SIM_MODES), "steps")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,6 +247,7 @@ class ExperimentConfig:
             iterations.
         background: busy GPUs per machine before any job is placed (non-idle machines).
         jobs: the job mix, each submitted at its ``arrival_s``.
+        trace: jobs from a cluster trace instead (simulator back end only).
         scheduler: scheduler spec string (``scheduling.SCHEDULERS``): which arrived jobs hold GPUs
             and which are preempted; the default ``waves`` starts the jobs that fit together and
             the others when that whole wave has ended.
@@ -232,7 +288,8 @@ class ExperimentConfig:
     scale: float = rule_field(Real(0, 10_000_000, lo_open=True), 500.0)
     dilation: float = rule_field(Real(1, 10_000, note="1 = no dilation"), 3.0)
     background: dict = rule_field(MapOf(Name(), Integer(0, 4096), 65_534, "machine -> busy GPUs"), factory=dict)
-    jobs: tuple = rule_field(ListOf(Section(JobConfig), 1, 1000, "jobs"), ())
+    jobs: tuple = rule_field(ListOf(Section(JobConfig), 0, 1000, "jobs"), ())
+    trace: TraceConfig = rule_field(Section(TraceConfig), factory=TraceConfig)
     policies: tuple = rule_field(ListOf(PolicySpec(), 1, 64, "policy specs"), ("all",))
     scheduler: str = rule_field(PolicySpec("scheduler"), "waves")
     iterations: int = rule_field(Integer(1, 100_000), 10)
@@ -323,6 +380,7 @@ def to_dict(cfg: ExperimentConfig) -> dict:
     d["policies"] = list(cfg.policies)
     d["ecn"] = dataclasses.asdict(cfg.ecn)
     d["simulator"] = dataclasses.asdict(cfg.simulator)
+    d["trace"] = {**dataclasses.asdict(cfg.trace), "models": list(cfg.trace.models)}
     return d
 
 
@@ -418,7 +476,10 @@ def validate(cfg: ExperimentConfig, backend: str = "emu"):
     if emu:
         _validate_threshold_delay(cfg, g)
         _validate_marking_ramp(cfg, g)
-    _validate_jobs(cfg, free)
+    if cfg.trace.file:
+        _validate_trace(cfg, emu, free)
+    else:
+        _validate_jobs(cfg, free)
     _validate_policies(cfg)
     _validate_scheduler(cfg)
     if emu:
@@ -453,7 +514,25 @@ def _validate_topology(cfg: ExperimentConfig, shaped: bool = True):
     return g, cluster.view().total_free
 
 
+def _validate_trace(cfg: ExperimentConfig, emu: bool, free: int) -> None:
+    """A trace replaces the jobs list, runs on the simulator only, and must yield a job that fits."""
+    from experiment.run import trace_jobs
+
+    if cfg.jobs:
+        raise ConfigError(f"config.trace: a trace ({cfg.trace.file}) and a jobs list ({len(cfg.jobs)} jobs) are "
+                          "both given; give one")
+    if emu:
+        raise ConfigError("config.trace: traces run on the simulator back end (run_testbed.py --backend sim, "
+                          "check --backend sim); the emulator runs a jobs: list")
+    t = cfg.trace
+    if not trace_jobs(cfg, free):
+        raise ConfigError(f"config.trace: no job of {t.file} in the window start_s {t.start_s:g} s, span_s "
+                          f"{t.span_s:g} s fits the cluster's {free} free GPUs")
+
+
 def _validate_jobs(cfg: ExperimentConfig, free: int) -> None:
+    if not cfg.jobs:
+        raise ConfigError("config.jobs: 0 jobs given (a list of 1 to 1000 jobs, or a trace: section)")
     names = set()
     for i, j in enumerate(cfg.jobs):
         where = f"config.jobs[{i}]"

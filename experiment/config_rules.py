@@ -145,17 +145,21 @@ class Name:
 
 @dataclasses.dataclass(frozen=True)
 class Text:
-    """A non-empty string of at most ``max_len`` characters without control characters (a path)."""
+    """A string of at most ``max_len`` characters without control characters (a path); non-empty
+    unless ``empty`` (an optional path, empty for none)."""
 
     max_len: int = MAX_TEXT
+    empty: bool = False
 
     def describe(self) -> str:
-        return f"a non-empty string of at most {self.max_len} characters, no control characters"
+        return (f"{'a' if self.empty else 'a non-empty'} string of at most {self.max_len} characters, "
+                "no control characters")
 
     def __call__(self, value, where: str):
         if not isinstance(value, str):
             fail(where, value, "is not a string", self.describe())
-        problem = ("is empty" if not value else f"has {len(value)} characters" if len(value) > self.max_len
+        problem = ("is empty" if not value and not self.empty
+                   else f"has {len(value)} characters" if len(value) > self.max_len
                    else "has control characters" if _CONTROL_RE.search(value) else None)
         if problem:
             fail(where, value, problem, self.describe())

@@ -31,11 +31,14 @@ from common.units import scale_bw_mbps
 from experiment import results
 from experiment.loop import LoopResult
 from experiment.run import experiment_jobs, place_and_run
-from sim.backend import FlowSimBackend
+from sim.backend import FlowSimBackend, FluidSimBackend
 from sim.flowsim import JobEstimate, SimOptions
 
 JOB_COLUMNS = ("policy", "job", "model", "workers", "collective", "arrival_s", "start_s", "end_s", "jct_s", "runs",
-               "comm_mean_s", "compute_mean_s", "iteration_mean_s", "iterations", "ecn_marks", "machines")
+               "comm_mean_s", "compute_mean_s", "iteration_mean_s", "iterations", "ecn_marks", "duration_s",
+               "machines")
+ENGINES = {"steps": FlowSimBackend, "fluid": FluidSimBackend}
+"""``simulator.mode`` -> the simulator back end that runs it."""
 
 
 def sim_rates_mbps(g, scale: float, dilation: float = 1.0) -> dict[tuple[str, str], float]:
@@ -58,8 +61,8 @@ def sim_options(cfg, g) -> SimOptions:
 def sim_backend(cfg, g, bucket_bytes: Mapping[str, Sequence[int]] | None = None) -> FlowSimBackend:
     """A fresh simulator back end for config ``cfg`` on topology ``g``: the links' rates at the scale,
     the config's warm-up and ``simulator`` options (``bucket_bytes``: as :class:`FlowSimBackend`)."""
-    return FlowSimBackend(g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations, sim_options(cfg, g),
-                          bucket_bytes=bucket_bytes)
+    return ENGINES[cfg.simulator.mode](g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations,
+                                       sim_options(cfg, g), bucket_bytes=bucket_bytes)
 
 
 def replay_on_simulator(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Sequence[int]] | None = None
@@ -77,7 +80,7 @@ def replay_on_simulator(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seq
         The estimate of every job that completed an iteration in the simulator.
     """
     backend = sim_backend(cfg, g, bucket_bytes)
-    jobs = {j.name: j for j in experiment_jobs(cfg)}
+    jobs = {j.name: j for j in experiment_jobs(cfg, g)}
     events = sorted([(st.time_s, 1, i, st.job, st.placement) for i, st in enumerate(loop.starts)]
                     + [(r.end_s, 0, i, r.job, None) for i, r in enumerate(loop.runs) if not r.finished],
                     key=lambda e: e[:3])
@@ -102,49 +105,80 @@ def replay_on_simulator(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seq
     while running:
         for end in backend.advance(math.inf):
             running.discard(end.job)
-    return {name: backend.estimate(name) for name in jobs if backend.records.get(name)}
+    return {name: backend.estimate(name) for name in jobs if backend.done.get(name)}
 
 
-def run_policy_sim(cfg, g, spec: str) -> list[dict]:
-    """Run policy ``spec`` on a fresh simulator; one row per job (:data:`JOB_COLUMNS`)."""
+def run_policy_sim(cfg, g, spec: str, say: Callable[[str], None] | None = None) -> list[dict]:
+    """Run policy ``spec`` on a fresh simulator; one row per job (:data:`JOB_COLUMNS`). With ``say``,
+    a progress line every tenth of the jobs finished (and every minute of wall time at most)."""
     backend = sim_backend(cfg, g)
-    loop = place_and_run(cfg, g, spec, backend)
+    jobs = experiment_jobs(cfg, g)
+    loop = place_and_run(cfg, g, spec, backend, on_event=_progress(len(jobs), say) if say else None)
+    starts_of: dict[str, list] = {}
+    for st in loop.starts:
+        starts_of.setdefault(st.job, []).append(st)
+    runs_of: dict[str, list] = {}
+    for run in loop.runs:
+        runs_of.setdefault(run.job, []).append(run)
     rows = []
-    for j in cfg.jobs:
-        starts = [s for s in loop.starts if s.job == j.name]
-        runs = [r for r in loop.runs if r.job == j.name]
+    for j in jobs:
+        starts, runs = starts_of[j.name], runs_of[j.name]
         est = backend.estimate(j.name)
         rows.append({
             "policy": spec, "job": j.name, "model": j.model, "workers": j.workers, "collective": j.collective,
             "arrival_s": j.arrival_s, "start_s": starts[0].time_s, "end_s": runs[-1].end_s,
             "jct_s": loop.jct_s[j.name], "runs": len(runs), "comm_mean_s": est.comm_mean_s,
             "compute_mean_s": est.compute_mean_s, "iteration_mean_s": est.iteration_mean_s,
-            "iterations": est.iterations, "ecn_marks": est.ecn_marks,
+            "iterations": est.iterations, "ecn_marks": est.ecn_marks, "duration_s": j.duration_s,
             "machines": " ".join(starts[-1].placement.machines),
             "placements": [{"start_s": s.time_s, **s.placement.to_dict()} for s in starts]})
     return rows
 
 
+def _progress(total: int, say: Callable[[str], None]) -> Callable:
+    """An ``on_event`` for the loop that says how many of ``total`` jobs have finished, every tenth
+    of them or every minute of wall time, whichever comes first."""
+    state = {"done": 0, "said": 0, "at": time.monotonic()}
+
+    def on_event(event) -> None:
+        if event.kind != "finished":
+            return
+        state["done"] += 1
+        now = time.monotonic()
+        if state["done"] - state["said"] >= max(1, total // 10) or now - state["at"] >= 60:
+            state["said"], state["at"] = state["done"], now
+            say(f"    {state['done']}/{total} jobs finished (simulated time {event.time_s:,.0f} s)")
+    return on_event
+
+
 def policy_summary(rows: list[dict]) -> dict:
-    """Per policy: mean and p90 communication time, mean JCT and makespan (seconds)."""
+    """Per policy: mean and p90 communication time, mean and p90 JCT, makespan (seconds), and for
+    jobs from a trace the mean of JCT over trace duration (queueing and network together)."""
     comm = sorted(r["comm_mean_s"] for r in rows if r["comm_mean_s"] is not None)
-    p90 = comm[min(len(comm) - 1, int(0.9 * len(comm)))] if comm else None
-    return {"jobs": len(rows), "comm_mean_s": sum(comm) / len(comm) if comm else None, "comm_p90_s": p90,
-            "jct_mean_s": sum(r["jct_s"] for r in rows) / len(rows), "makespan_s": max(r["end_s"] for r in rows)}
+    jct = sorted(r["jct_s"] for r in rows)
+    stretch = [r["jct_s"] / r["duration_s"] for r in rows if r.get("duration_s")]
+    return {"jobs": len(rows), "comm_mean_s": sum(comm) / len(comm) if comm else None, "comm_p90_s": _p90(comm),
+            "jct_mean_s": sum(jct) / len(jct), "jct_p90_s": _p90(jct), "makespan_s": max(r["end_s"] for r in rows),
+            "jct_over_duration_mean": sum(stretch) / len(stretch) if stretch else None}
+
+
+def _p90(ordered: list[float]) -> float | None:
+    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] if ordered else None
 
 
 def run_simulated(cfg, g, run_dir: str, specs: list[str], say: Callable[[str], None] = print) -> dict[str, dict]:
     """Every policy of ``specs`` on the simulator; results in ``run_dir``. Returns the summary per
     policy; a policy that cannot place every job is reported and skipped (its ``error``)."""
-    say(f"run {run_dir}: {len(cfg.jobs)} jobs, {len(specs)} policies on the flow-level simulator "
-        f"(scale {cfg.scale:g}, scheduler {cfg.scheduler}); times in paper-scale seconds")
+    source = f"trace {cfg.trace.file}" if cfg.trace.file else f"{len(cfg.jobs)} jobs"
+    say(f"run {run_dir}: {source}, {len(specs)} policies on the flow-level simulator ({cfg.simulator.mode} mode, "
+        f"scale {cfg.scale:g}, scheduler {cfg.scheduler}); times in paper-scale seconds")
     all_rows, summaries = [], {}
     for i, spec in enumerate(specs, 1):
         t0 = time.monotonic()
         pdir = os.path.join(run_dir, safe_name(spec))
         os.makedirs(pdir, exist_ok=True)
         try:
-            rows = run_policy_sim(cfg, g, spec)
+            rows = run_policy_sim(cfg, g, spec, say if cfg.trace.file else None)
         except PlacementError as e:
             summaries[spec] = {"error": str(e)}
             say(f"[{i}/{len(specs)}] {spec}: stopped: {e}")
@@ -167,17 +201,20 @@ def run_simulated(cfg, g, run_dir: str, specs: list[str], say: Callable[[str], N
 
 
 def table_lines(summaries: dict[str, dict]) -> list[str]:
-    """The per-policy table printed at the end of a simulated run."""
-    def cell(v):
-        return "-" if v is None else f"{v:.3f}"
+    """The per-policy table printed at the end of a simulated run (JCT / duration with a trace)."""
+    def cell(v, width):
+        return f"{'-' if v is None else f'{v:.3f}':>{width}}"
 
-    out = [f"{'policy':<28} {'comm mean s':>12} {'comm p90 s':>11} {'JCT mean s':>11} {'makespan s':>11}"]
+    stretch = any(s.get("jct_over_duration_mean") is not None for s in summaries.values())
+    out = [f"{'policy':<28} {'comm mean s':>12} {'comm p90 s':>11} {'JCT mean s':>13} {'JCT p90 s':>13} "
+           f"{'makespan s':>13}" + (f" {'JCT/duration':>12}" if stretch else "")]
     for spec, s in summaries.items():
         if "error" in s:
             out.append(f"{spec:<28} could not place every job: {s['error']}")
         else:
-            out.append(f"{spec:<28} {cell(s['comm_mean_s']):>12} {cell(s['comm_p90_s']):>11} "
-                       f"{cell(s['jct_mean_s']):>11} {cell(s['makespan_s']):>11}")
+            out.append(f"{spec:<28} {cell(s['comm_mean_s'], 12)} {cell(s['comm_p90_s'], 11)} "
+                       f"{cell(s['jct_mean_s'], 13)} {cell(s['jct_p90_s'], 13)} {cell(s['makespan_s'], 13)}"
+                       + (f" {cell(s.get('jct_over_duration_mean'), 12)}" if stretch else ""))
     return out
 
 
@@ -223,7 +260,8 @@ def run_simulated_experiment(cfg, run_dir: str | None = None, policies: list[str
     results.write_status(run_dir, "running")
     try:
         results.write_json(os.path.join(run_dir, "config.json"), to_dict(cfg))
-        results.write_json(os.path.join(run_dir, "capabilities.json"), {"backend": "sim", "engine": "flowsim"})
+        results.write_json(os.path.join(run_dir, "capabilities.json"),
+                           {"backend": "sim", "engine": cfg.simulator.mode})
         write_topology_json(g, os.path.join(run_dir, "topology.json"))
         specs = policies or policy_specs(cfg)
         summaries = run_simulated(cfg, g, run_dir, specs, say)

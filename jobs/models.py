@@ -172,6 +172,16 @@ def _resnet_tensors(blocks: tuple[int, int, int, int], classes: int = 1000) -> l
     return out
 
 
+def _alexnet_tensors(classes: int = 1000) -> list[int]:
+    """torchvision ``alexnet``: 5 convs with bias, then 3 linear layers (61.1M parameters)."""
+    out = []
+    for c_out, c_in, k in ((64, 3, 11), (192, 64, 5), (384, 192, 3), (256, 384, 3), (256, 256, 3)):
+        out += [c_out * c_in * k * k, c_out]
+    for n_in, n_out in ((256 * 6 * 6, 4096), (4096, 4096), (4096, classes)):
+        out += [n_out * n_in, n_out]
+    return out
+
+
 def _bert_tensors(layers: int = 12, hidden: int = 768, intermediate: int = 3072,
                   vocab: int = 30522, max_positions: int = 512, token_types: int = 2) -> list[int]:
     """Hugging Face ``BertModel`` (embeddings, encoder, pooler; no pre-training heads)."""
@@ -232,6 +242,7 @@ def _profile(name: str, tensor_elems: list[int], compute_time_s: float, batch_si
                         tensor_bytes=tensor_bytes)
 
 
+_VGG11 = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
 _VGG16 = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
 _VGG19 = (64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M",
           512, 512, 512, 512, "M")
@@ -247,6 +258,18 @@ MODELS: dict[str, ModelProfile] = {
         "resnet101", _resnet_tensors((3, 4, 23, 3)), compute_time_s=0.339, batch_size=64,
         source=_EXACT.format(arch="torchvision resnet101, 44.5M params")
         + "compute_time_s ESTIMATE: resnet50's scaled by forward FLOPs (7.8 / 4.1 GFLOPs)"),
+    "resnet152": _profile(
+        "resnet152", _resnet_tensors((3, 8, 36, 3)), compute_time_s=0.504, batch_size=64,
+        source=_EXACT.format(arch="torchvision resnet152, 60.2M params")
+        + "compute_time_s ESTIMATE: resnet50's scaled by forward FLOPs (11.6 / 4.1 GFLOPs)"),
+    "vgg11": _profile(
+        "vgg11", _vgg_tensors(_VGG11), compute_time_s=0.136, batch_size=64,
+        source=_EXACT.format(arch="torchvision vgg11, 132.9M params")
+        + "compute_time_s ESTIMATE: vgg16's scaled by forward FLOPs (7.6 / 15.5 GFLOPs)"),
+    "alexnet": _profile(
+        "alexnet", _alexnet_tensors(), compute_time_s=0.031, batch_size=64,
+        source=_EXACT.format(arch="torchvision alexnet, 61.1M params")
+        + "compute_time_s ESTIMATE: resnet50's scaled by forward FLOPs (0.71 / 4.1 GFLOPs)"),
     "vgg16": _profile(
         "vgg16", _vgg_tensors(_VGG16), compute_time_s=0.278, batch_size=64,
         source=_EXACT.format(arch="torchvision vgg16, 138.4M params")

@@ -603,7 +603,8 @@ def test_overrides_applied_with_replace_are_validated():
                             ({"policies": ("nope",)}, r"^config.policies: unknown placement policy 'nope'"),
                             ({"policies": ("consolidate", "consolidate")}, r"'consolidate' would run twice"),
                             ({"results_dir": ""}, r"^config.results_dir: '' is empty"),
-                            ({"jobs": ()}, r"^config.jobs: 0 jobs given \(a list of 1 to 1000 jobs\)")]:
+                            ({"jobs": ()},
+                             r"^config.jobs: 0 jobs given \(a list of 1 to 1000 jobs, or a trace: section\)")]:
         with pytest.raises(ConfigError, match=pattern):
             config.validate(dataclasses.replace(cfg, **change))
 
@@ -615,7 +616,7 @@ def test_overrides_applied_with_replace_are_validated():
      r"^config.jobs\[0\]: unknown key 'colective' \(did you mean 'collective'\?\)"),
     ("ecn: [1]\n", r"^config.ecn: \[1\] is not a mapping \(keys: marking, method, "),
     ("jobs: [5]\n", r"^config.jobs\[0\]: 5 is not a mapping \(keys: name, model, workers, collective, arrival_s\)"),
-    ("jobs: {name: a}\n", r"^config.jobs: \{'name': 'a'\} is not a list \(a list of 1 to 1000 jobs\)"),
+    ("jobs: {name: a}\n", r"^config.jobs: \{'name': 'a'\} is not a list \(a list of 0 to 1000 jobs\)"),
     ("jobs: [{model: resnet50, workers: 2}]\n", r"^config.jobs\[0\]: missing required key 'name'"),
     ("background: [h1]\n", r"^config.background: \['h1'\] is not a mapping"),
     ("topology: fat_tree\n", r"^config.topology: expected a mapping with a 'kind' key"),

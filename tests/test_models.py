@@ -33,6 +33,9 @@ PUBLISHED_PARAMS = {  # torchvision / Hugging Face parameter counts
     "vgg16": 138_357_544,
     "vgg19": 143_667_240,
     "bert_base": 109_482_240,
+    "resnet152": 60_192_808,
+    "vgg11": 132_863_336,
+    "alexnet": 61_100_840,
 }
 
 
