@@ -117,7 +117,7 @@ def cmd_clean(args) -> int:
 
 def cmd_validate(args) -> int:
     """Compare anyone's per-job estimates (a CSV) with a run's measurements; no root needed."""
-    from testbed.estimates import compare_estimates, read_estimates, report_lines, write_estimates_report
+    from experiment.estimates import compare_estimates, read_estimates, report_lines, write_estimates_report
 
     report = compare_estimates(args.run_dir, read_estimates(args.estimates))
     print("\n".join(report_lines(report)))

@@ -26,6 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from experiment.report import format_table  # noqa: E402
 from testbed.cpu import CpuSampler  # noqa: E402
 from testbed.ecn import build, marking_params  # noqa: E402
 from testbed.fidelity import assess, link_checks  # noqa: E402
@@ -33,7 +34,6 @@ from testbed.linkstats import read_queue_samples  # noqa: E402
 from testbed.net import EmulatedNetwork, NetOptions  # noqa: E402
 from testbed.ports import AFXDP_MAX_MTU  # noqa: E402
 from testbed.queues import PortSampler  # noqa: E402
-from testbed.report import format_table  # noqa: E402
 from topo import fat_tree  # noqa: E402
 
 PAPER_BW_MBPS = 10000.0

@@ -31,6 +31,7 @@ sys.path.insert(0, ROOT)
 
 from common.errors import TestbedError  # noqa: E402
 from experiment.config import ExperimentConfig  # noqa: E402
+from experiment.report import format_table  # noqa: E402
 from jobs.models import get_model, scaled_buckets  # noqa: E402
 from sim.steps import job_bound_s, job_collisions  # noqa: E402
 from testbed.capabilities import detect, require_root, require_tools  # noqa: E402
@@ -38,7 +39,6 @@ from testbed.cpu import CpuSampler  # noqa: E402
 from testbed.net import EmulatedNetwork, NetOptions  # noqa: E402
 from testbed.ports import resolve_port_type  # noqa: E402
 from testbed.replay import run_job  # noqa: E402
-from testbed.report import format_table  # noqa: E402
 from topo import fat_tree, machines  # noqa: E402
 
 TARGET_RATIO = 1.05

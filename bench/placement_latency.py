@@ -21,8 +21,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from experiment.report import format_table, percentile  # noqa: E402
 from placement import POLICIES, Cluster, JobRequest, make_policy  # noqa: E402
-from testbed.report import format_table, percentile  # noqa: E402
 from topo import leaf_spine  # noqa: E402
 
 SIZES = (1, 2, 4, 8, 16, 32, 64)

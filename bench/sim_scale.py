@@ -35,10 +35,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from experiment.report import format_table  # noqa: E402
 from jobs.models import get_model  # noqa: E402
 from sim.flowsim import SimJob, SimOptions, simulate  # noqa: E402
 from sim.fluid import FluidEngine  # noqa: E402
-from testbed.report import format_table  # noqa: E402
 from topo import fat_tree, machines  # noqa: E402
 
 SIZES = (2, 4, 8, 16, 32, 64)

@@ -1,6 +1,6 @@
 """Validating any simulator against a run: per-job estimates from a CSV file against the measurements.
 
-A user simulates the experiment a run measured (``experiment.json``, :mod:`testbed.export`),
+A user simulates the experiment a run measured (``experiment.json``, :mod:`experiment.export`),
 writes one estimate per job to a CSV file, and :func:`compare_estimates` pairs each estimate
 with the run's measurement of the same job as a :class:`experiment.validation.Comparison`, then
 summarises them per policy and overall (:func:`experiment.validation.validation_stats`: Pearson's
@@ -63,8 +63,8 @@ from common.errors import TestbedError
 from common.files import UnreadableFile, read_regular_file
 from common.jsonfile import write_json_atomic
 from common.specs import safe_name
+from experiment.export import read_run_json
 from experiment.validation import Comparison, ValidationStats, validation_stats
-from testbed.export import read_run_json
 
 MAX_FILE_BYTES = 16 << 20
 EXAMPLES_PER_REASON = 3
@@ -555,7 +555,7 @@ def compare_estimates(run_dir: str, estimates: EstimatesFile) -> EstimatesReport
     """:func:`compare` ``estimates`` with the measurements of the run in ``run_dir`` (its ``summary.json``).
 
     Raises:
-        testbed.export.ResultsError: ``summary.json`` is missing or unreadable.
+        experiment.export.ResultsError: ``summary.json`` is missing or unreadable.
         EstimatesError: see :func:`compare`.
     """
     summary = read_run_json(os.path.join(run_dir, "summary.json"), "run summary")

@@ -2,7 +2,7 @@
 
 A simulator fed this file simulates exactly the experiment the testbed measured: the same
 fabric, routes, placements, jobs and traffic, and can then be validated against the run's
-measurements with :mod:`testbed.estimates`. Everything comes from the run directory
+measurements with :mod:`experiment.estimates`. Everything comes from the run directory
 (``config.json``, ``topology.json``, ``summary.json`` and, per policy, ``placements.json``,
 ``measurements.json`` and rank 0's iteration records); nothing is measured again.
 

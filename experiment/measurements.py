@@ -2,7 +2,7 @@
 
 :class:`PolicyResult` is what :func:`testbed.runner.run_policy` measured;
 :meth:`PolicyResult.to_dict` is ``<policy>/measurements.json``, whose layout readers of a run
-directory (:mod:`testbed.export`, :mod:`testbed.estimates`) rely on. The per-wave link data
+directory (:mod:`experiment.export`, :mod:`experiment.estimates`) rely on. The per-wave link data
 (``waves``), the CPU summaries and the port sampler's figures stay in their JSON form.
 """
 

@@ -44,8 +44,8 @@ from collections import defaultdict
 
 from common.jsonfile import write_json_atomic
 from common.units import MEGA, virtual_s
+from experiment.measurements import PolicyResult
 from experiment.validation import Comparison, comparable, pearson_r, validation_stats
-from testbed.measurements import PolicyResult
 
 
 def percentile(values, q: float) -> float | None:

@@ -23,7 +23,7 @@ communication times can be compared with the emulator's measurements:
   flow starts or ends;
 * every rank records, per measured iteration, its compute time and the time of each bucket's
   allreduce measured from its own start of that allreduce (``record_iteration``), and a job's
-  estimate aggregates those records as :func:`testbed.report.job_iteration_times` does: per
+  estimate aggregates those records as :func:`experiment.report.job_iteration_times` does: per
   iteration the slowest rank's communication time, then the mean over iterations.
 
 Modelling decisions where the runtime leaves a choice ([R] in ``shared/specs`` terms):
@@ -248,7 +248,7 @@ def _is_depth(value) -> bool:
 class SimIterationRecord:
     """One measured iteration of one rank, as the agent records it (:class:`jobs.records.IterationRecord`).
 
-    It has the fields :func:`testbed.report.job_iteration_times` reads (``job``, ``iteration``,
+    It has the fields :func:`experiment.report.job_iteration_times` reads (``job``, ``iteration``,
     ``comm_s``, ``compute_s``), so a list of these aggregates as the emulator's records do.
 
     Attributes:
@@ -1049,7 +1049,7 @@ class FlowEngine:
 
 def estimate_of(job: str, records: Sequence[SimIterationRecord], finish_s: float,
                 ecn_marks: float | None = None) -> JobEstimate:
-    """Aggregate job ``job``'s records as :func:`testbed.report.job_iteration_times` and the summary
+    """Aggregate job ``job``'s records as :func:`experiment.report.job_iteration_times` and the summary
     do: per iteration the slowest rank's time, then the mean over iterations."""
     comm: dict[int, float] = {}
     compute: dict[int, float] = {}

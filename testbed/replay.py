@@ -13,11 +13,11 @@ import os
 import time
 
 from common.units import wall_s
+from experiment.report import job_iteration_times
 from jobs.agent import launch_agents, plan_agents
 from jobs.launcher import WorkerSpec, launch, open_gate_when_ready, processes, wait_all
 from jobs.records import IterationRecord, read_records
 from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
-from testbed.report import job_iteration_times
 
 RUNTIMES = ("agent", "torch")
 

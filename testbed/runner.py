@@ -29,6 +29,8 @@ from common.units import wall_s
 from experiment import results
 from experiment.config import ExperimentConfig, policy_specs, to_dict, validate
 from experiment.loop import LoopEvent, LoopResult
+from experiment.measurements import ClusterState, EcnSetup, PolicyResult, StartRecord
+from experiment.report import job_iteration_times, summarise_policy, write_run_report
 from experiment.results import PolicyIncomplete, write_json, write_status
 from experiment.run import config_cluster, place_and_run
 from experiment.simrun import replay_on_simulator, sim_options
@@ -41,11 +43,9 @@ from testbed.cpu import CpuSampler
 from testbed.ecn import marking_params, resolve_method
 from testbed.emulator import EmulatorBackend, WaveResult, uses_agents
 from testbed.linkstats import LinkSeries, counter_series, read_queue_samples
-from testbed.measurements import ClusterState, EcnSetup, PolicyResult, StartRecord
 from testbed.net import EmulatedNetwork, NetOptions, link_rates_mbps
 from testbed.ports import resolve_port_type
 from testbed.queues import PortSampler
-from testbed.report import job_iteration_times, summarise_policy, write_run_report
 from topo.io import write_topology_json
 
 
@@ -291,9 +291,9 @@ def sanity_check(net: EmulatedNetwork, run_dir: str) -> None:
 
 
 def _export(run_dir: str, progress: Progress) -> None:
-    """``experiment.json``: what the run ran, for anyone's simulator (:mod:`testbed.export`). A
+    """``experiment.json``: what the run ran, for anyone's simulator (:mod:`experiment.export`). A
     failure is reported, not raised: it must not hide the run's results or its own error."""
-    from testbed.export import write_export
+    from experiment.export import write_export
 
     try:
         write_export(run_dir)

@@ -12,14 +12,14 @@ import pytest
 
 from common.units import virtual_s, wall_s
 from experiment.config import from_dict
+from experiment.measurements import ClusterState, EcnSetup, PolicyResult, StartRecord
+from experiment.report import summarise_policy
 from jobs.launcher import plan_workers
 from jobs.models import get_model
 from jobs.records import IterationRecord
 from placement.base import GpuSlot, JobRequest, Placement
 from testbed.fidelity import assess, job_verdicts
-from testbed.measurements import ClusterState, EcnSetup, PolicyResult, StartRecord
 from testbed.net import link_rates_mbps
-from testbed.report import summarise_policy
 from testbed.runner import job_evidence, net_options
 from topo import fat_tree
 

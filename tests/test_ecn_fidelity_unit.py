@@ -239,8 +239,8 @@ def test_cpu_saturation_flags_and_names_the_switch_thread():
 
 
 def _result(method: str, marks):
+    from experiment.measurements import ClusterState, EcnSetup, PolicyResult, StartRecord
     from placement.base import GpuSlot, Placement
-    from testbed.measurements import ClusterState, EcnSetup, PolicyResult, StartRecord
 
     start = StartRecord(0, 0.0, Placement("a", (GpuSlot("h1", 0), GpuSlot("h2", 0))))
     return PolicyResult(
@@ -258,7 +258,7 @@ def _result(method: str, marks):
 
 
 def test_report_never_shows_zero_marks_when_ecn_was_not_measured():
-    from testbed.report import summarise_policy, summary_tables
+    from experiment.report import summarise_policy, summary_tables
     from topo import fat_tree
 
     cfg = from_dict({"jobs": JOBS})

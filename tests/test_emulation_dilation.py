@@ -15,6 +15,7 @@ pytestmark = pytest.mark.emulation
 def _uncontended_verdict(tmp_path, name: str, machines: list[str], dilation: float):
     """Run a ring over ``machines`` with vgg16's scaled buckets on its own network at ``dilation``;
     return the fidelity monitor's verdict on it and the run's assessment."""
+    from experiment.report import job_iteration_times
     from jobs.models import get_model, scaled_buckets
     from sim.steps import job_collisions
     from testbed.capabilities import detect
@@ -23,7 +24,6 @@ def _uncontended_verdict(tmp_path, name: str, machines: list[str], dilation: flo
     from testbed.net import EmulatedNetwork, NetOptions, link_rates_mbps
     from testbed.ports import resolve_port_type
     from testbed.replay import run_job
-    from testbed.report import job_iteration_times
     from topo import fat_tree
 
     g = fat_tree(4)

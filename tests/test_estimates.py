@@ -1,4 +1,4 @@
-"""Any simulator's per-job estimates against a run (``testbed.estimates``): exact statistics on hand-computed
+"""Any simulator's per-job estimates against a run (``experiment.estimates``): exact statistics on hand-computed
 numbers, every bad row counted under its reason, and files that cannot be used failing with one clear line."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ import os
 
 import pytest
 
-from experiment.validation import pearson_r, validation_stats
-from testbed.estimates import (
+from experiment.estimates import (
     MAX_FILE_BYTES,
     REASONS,
     EstimatesError,
@@ -22,8 +21,9 @@ from testbed.estimates import (
     run_measurements,
     write_estimates_report,
 )
-from testbed.export import ResultsError
-from testbed.report import all_comparisons
+from experiment.export import ResultsError
+from experiment.report import all_comparisons
+from experiment.validation import pearson_r, validation_stats
 
 PACK = "pack,x=1"  # a spec string with a comma: quoted in CSV, or named by its directory pack_x=1
 

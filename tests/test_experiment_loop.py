@@ -201,11 +201,15 @@ def test_default_config_validates_for_both_back_ends():
 
 
 def test_experiment_package_imports_no_emulator():
-    """The experiment package (config, loop, back-end protocol, results, the simulated run) and the
-    simulator back end load neither Mininet, os-ken nor torch, nor the emulator's network and back end."""
+    """The experiment package (config, loop, back-end protocol, results, the simulated run, the run's
+    records, report, export and estimates) and the simulator back end load neither Mininet, os-ken nor
+    torch, nor the emulator's network, back end and runner."""
     modules = ("experiment", "experiment.backend", "experiment.loop", "experiment.durations", "experiment.run",
                "experiment.simrun", "experiment.results", "experiment.config", "experiment.config_rules",
-               "experiment.config_file", "experiment.validation", "sim.backend")
+               "experiment.config_file", "experiment.validation", "experiment.measurements", "experiment.report",
+               "experiment.export", "experiment.estimates", "sim.backend",
+               # what experiment.report imports inside its functions
+               "testbed.fidelity", "testbed.linkstats")
     code = (f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
             "bad = [m for m in ('mininet', 'os_ken', 'torch', 'testbed.net', 'testbed.emulator', 'testbed.runner',"
             " 'testbed.controller_proc') if m in sys.modules]\nprint(bad)")

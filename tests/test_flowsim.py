@@ -274,8 +274,8 @@ def _mix(g):
 
 
 def test_estimates_aggregate_like_the_report():
-    """comm_mean_s is the mean over iterations of testbed.report.job_iteration_times' slowest-rank time."""
-    from testbed.report import job_iteration_times
+    """comm_mean_s is the mean over iterations of experiment.report.job_iteration_times' slowest-rank time."""
+    from experiment.report import job_iteration_times
 
     g = fat_tree(4)
     res = simulate(g, uniform(g), _mix(g))
