@@ -1,0 +1,640 @@
+"""The INA switch state machine and the parameter server, pure and byte-exact.
+
+Statistical in-network aggregation as in ATP (Lao et al., NSDI '21, §3) and NetPack (ASPLOS
+'24, spec §1.4): a switch's memory is one pool of aggregator slots shared by every job; the
+first packet of a ``(job_id, seq)`` claims the slot its header names, later packets of the same
+``(job_id, seq)`` add into it lane by lane, and the result on its way back from the parameter
+server (PS) frees it. A packet whose slot is held by another ``(job_id, seq)`` falls back: it
+travels unaggregated to the PS, which finishes the sum. Aggregation is at most two levels
+(spec §1.6): *leaf* switches (a rack's ToR) aggregate their rack's workers and send one partial
+aggregate up; the *root* (the PS's ToR) aggregates its own rack's workers and the leaves'
+partials and sends the full aggregate to the PS.
+
+The bit plan (:class:`JobTree`). Every worker of a job and every aggregating leaf gets its own
+bit, distinct within the job (so ``workers + leaves <= 32``). A worker's packets carry its bit; a
+leaf's partial carries the leaf's bit (its ``out_bit``). Each switch thus sees one distinct bit per
+child, as the header demands, and the PS can tell any bitmap's workers apart: a leaf bit stands
+for that leaf's workers. A worker under a leaf that does not aggregate the job (not installed
+there) is a child of the root directly. The controller installs ``fan_in = len(root children)``
+at the root and ``fan_in = len(leaf workers)``, ``out_bit = leaf bit`` at each leaf.
+
+Switch rules (:meth:`Aggregator.process`), applied in order; a P4_16 v1model program mirrors
+them with one register per value lane plus per-slot registers ``state``, ``key``
+(``job_id << 32 | seq``), ``bitmap``, ``count`` and ``flags``, and a per-job exact-match table
+(action parameters ``fan_in``, ``role``, ``out_bit``). ``i = slot & (n_slots - 1)``; the slot
+*holds* the packet when ``state[i] != FREE and key[i] == job_id << 32 | seq``.
+
+1. Malformed (:func:`ina.protocol.decode` fails): drop; count ``malformed[reason]``.
+2. RESULT: if slot ``i`` holds the packet, free it (``released``). Forward the packet
+   unchanged to the workers (multicast; ``results``), whether the job is installed or not.
+3. Job not in the table: forward unchanged towards the PS (``passed``).
+4. From here on the packet is modified: if the IP header's ECN field is CE (``ecn_ce``), set
+   the ECN flag.
+5. RESEND: forward to the PS (``resends``); never claims or adds (the PS answers it).
+6. COLLISION already set (it fell back at a lower switch): forward to the PS (``passed``).
+7. ``bitmap`` not exactly one bit (``bitmap == 0 or bitmap & (bitmap - 1) != 0``): drop; count
+   ``malformed["bad_bitmap"]`` (every contribution a switch sees is one child's).
+8. Slot free: claim it, ``state = AGGREGATING``, ``key``, ``values = packet values``,
+   ``bitmap = packet bitmap``, ``count = 1``, ``flags = packet flags & (ECN | OVERFLOW)``
+   (``claims``, ``contributions``); go to rule 12.
+9. Slot holds the packet and ``packet bitmap & bitmap[i] != 0``: a duplicate; drop
+   (``duplicates``).
+10. Slot holds the packet and is AGGREGATING: add lane by lane with int32 wrap-around; a lane
+    that wraps sets OVERFLOW in ``flags[i]``; ``bitmap |= packet bitmap``, ``count += 1``,
+    ``flags |= packet flags & (ECN | OVERFLOW)`` (``contributions``); go to rule 12.
+11. Otherwise (held by another ``(job, seq)``, or held COMPLETE by a root, see rule 12): set
+    COLLISION, forward the packet to the PS unaggregated (``collisions``).
+12. If ``count >= fan_in`` (the table's): emit the aggregate to the PS, the completing packet
+    rewritten: ``flags = PARTIAL | flags[i]``, ``bitmap = 1 << out_bit`` (leaf) or ``bitmap[i]``
+    (root), ``fan_in`` = the table's, values = the slot's lanes (``aggregates``, and
+    ``overflows`` if OVERFLOW). A leaf frees the slot at once; a root sets ``state =
+    COMPLETE`` and keeps the slot until the result frees it (rule 2). Else drop the packet, it
+    is absorbed.
+
+[R] The root keeps a completed slot until the result, as ATP and spec §1.4 say ("the
+ACK/result packet on the way back frees the slot"): for that RTT a duplicate is still
+recognised and dropped (rule 9), where a freed slot would be re-claimed by it and could stay
+held with no result left to free it. A new contribution to a COMPLETE slot (possible only with
+a wrong fan-in) falls back rather than being lost. The leaf frees at once (its slot is needed for the next seq):
+its partial's duplicates are dropped by the root instead. PARTIAL marks every switch-emitted
+aggregate, the root's included.
+
+Known costs, as in ATP: a contribution stuck in a slot that never completes (its sibling
+collided, or was lost) waits for the workers' resend timeout; the result of the resent seq
+frees it. A data packet that arrives after its own result passed claims a slot nothing frees
+(the slot then makes other packets fall back, which stays correct).
+
+PS rules (:meth:`ParameterServer.process`), in order:
+
+1. Malformed: drop, count ``malformed[reason]``. A RESULT: drop (``unexpected``). Job not
+   installed: drop (``unknown_job``).
+2. ``seq`` already completed: a RESEND gets the stored result packet again (``resends_answered``);
+   anything else is late and dropped (``late``).
+3. The packet covers ``JobTree.expand(bitmap)`` workers; unknown bits or none: drop
+   (``unknown_bits``). Its ECN (flag or ``ecn_ce``) is OR-ed into the seq's result.
+4. Covers only workers already covered: a duplicate, dropped (``duplicates``).
+5. OVERFLOW (a switch sum wrapped): the integer sum cannot be used; answer with a *resend
+   request*, a RESULT | RESEND | OVERFLOW packet of zero values to the workers (it frees the
+   slots on the way, rule 2), on which every worker resends the seq with RESEND
+   (``resend_requests``).
+6. Stored contributions whose workers the packet covers are replaced by it (``subsumed``);
+   if it still overlaps one, the two cross (impossible in a tree): dropped (``overlaps``).
+   Else stored (``contributions``).
+7. When the stored contributions cover every worker: sum them in Python integers (exact),
+   emit the RESULT (flags RESULT, plus ECN, plus OVERFLOW if a lane's exact sum is outside int32
+   and was saturated; bitmap 0, fan_in 0, the contributions' slot), store it, count
+   ``results``. The exact sums stay readable by :meth:`ParameterServer.result`.
+
+Complexity: O(values_per_packet) per packet at the switch; at the PS O(values_per_packet *
+contributions) once per seq. Memory: the PS keeps every completed seq's result (to answer
+resends) until :meth:`ParameterServer.forget`.
+
+Pure standard library.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Iterable, Mapping
+
+from ina.protocol import (
+    HEADER_FIELDS,
+    INT32_MAX,
+    INT32_MIN,
+    MALFORMED_REASONS,
+    VALUES_PER_PACKET,
+    Flag,
+    InaError,
+    InaHeader,
+    MalformedPacket,
+    check_slots,
+    decode,
+    encode,
+)
+
+MAX_BITS = 32
+"""Bits in ``bitmap``: a job's workers plus aggregating leaves."""
+_FLAGS_OFFSET = sum(f.bits for f in HEADER_FIELDS[:[f.name for f in HEADER_FIELDS].index("flags")]) // 8
+_WRAP = 1 << 32
+_KEPT_FLAGS = Flag.ECN | Flag.OVERFLOW
+
+
+class Role(str, enum.Enum):
+    """What a switch is in a job's aggregation tree."""
+
+    LEAF = "leaf"
+    """A workers' ToR: aggregates its rack's workers, sends one partial to the root."""
+    ROOT = "root"
+    """The PS's ToR: aggregates its rack's workers and the leaves' partials, sends to the PS."""
+
+
+class Dest(str, enum.Enum):
+    """Where a packet leaving :meth:`Aggregator.process` or :meth:`ParameterServer.process` goes."""
+
+    TO_PS = "to_ps"
+    """Upwards: towards the job's PS (through the root, for a leaf)."""
+    TO_WORKERS = "to_workers"
+    """Downwards, multicast to the job's workers (and leaves) below this node."""
+    DROP = "drop"
+    """Nowhere: absorbed into a slot, a duplicate, or malformed (``reason`` says which)."""
+
+
+class SlotState(enum.IntEnum):
+    """The ``state`` register of a slot."""
+
+    FREE = 0
+    AGGREGATING = 1
+    COMPLETE = 2
+    """A root's slot whose aggregate has gone to the PS, held until the result."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """One packet leaving a node, or the record that nothing left.
+
+    Attributes:
+        dest: where it goes.
+        data: the packet's UDP payload (empty for :attr:`Dest.DROP`).
+        reason: why, for people and counters: ``absorbed``, ``duplicate``, ``malformed:<why>``,
+            ``aggregate``, ``collision``, ``passed``, ``resend``, ``result``, ``resend_request``,
+            ``late``, ``unexpected``, ``unknown_job``, ``unknown_bits``, ``overlap``.
+    """
+
+    dest: Dest
+    data: bytes = b""
+    reason: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class JobEntry:
+    """A switch's per-job table entry (the P4 table's action parameters)."""
+
+    fan_in: int
+    role: Role
+    out_bit: int = 0
+    """The leaf's child bit at the root, carried by its partials; unused by a root."""
+
+
+def _counted(names: Iterable[str]):
+    return {name: 0 for name in names}
+
+
+@dataclasses.dataclass(frozen=True)
+class AggregatorStats:
+    """A switch's counters (packets unless said otherwise); see the module's rule numbers."""
+
+    packets: int = 0
+    """Every packet given to :meth:`Aggregator.process`."""
+    passed: int = 0
+    """Forwarded to the PS untouched by the slots: job not installed (3), fell back below (6)."""
+    results: int = 0
+    """RESULT packets forwarded to the workers (2)."""
+    released: int = 0
+    """Slots freed by a result (2)."""
+    resends: int = 0
+    """RESEND packets forwarded to the PS (5)."""
+    claims: int = 0
+    """Slots claimed (8)."""
+    contributions: int = 0
+    """Packets summed into a slot, claims included (8, 10)."""
+    duplicates: int = 0
+    """Dropped: the slot already had the packet's bit (9)."""
+    collisions: int = 0
+    """Fell back here: the slot was held by another (job, seq) (11)."""
+    aggregates: int = 0
+    """Aggregates emitted (12)."""
+    overflows: int = 0
+    """Aggregates emitted with OVERFLOW (12)."""
+    malformed: Mapping[str, int] = dataclasses.field(default_factory=lambda: _counted(MALFORMED_REASONS))
+    """Dropped as malformed, per reason of :data:`ina.protocol.MALFORMED_REASONS` (1, 7)."""
+
+    def to_dict(self) -> dict:
+        """Plain data: every counter, ``malformed`` as a dict."""
+        d = dataclasses.asdict(self)
+        d["malformed"] = dict(self.malformed)
+        return d
+
+
+class Aggregator:
+    """One switch's aggregator pool and per-job table; the module docstring's switch rules.
+
+    Args:
+        n_slots: aggregator slots, a power of two in 1..65536. A packet uses slot
+            ``header.slot & (n_slots - 1)``.
+        values_per_packet: value lanes (registers) per slot; packets must carry exactly this many.
+
+    Raises:
+        InaError: a bad slot count or lane count.
+    """
+
+    def __init__(self, n_slots: int, values_per_packet: int = VALUES_PER_PACKET):
+        self.n_slots = check_slots(n_slots)
+        if not isinstance(values_per_packet, int) or not 1 <= values_per_packet <= 0xFFFF:
+            raise InaError(f"values_per_packet {values_per_packet!r} must be an integer in 1..65535")
+        self.values_per_packet = values_per_packet
+        self._mask = n_slots - 1
+        self._jobs: dict[int, JobEntry] = {}
+        self._state = bytearray(n_slots)
+        self._key = [0] * n_slots
+        self._bitmap = [0] * n_slots
+        self._count = [0] * n_slots
+        self._flags = [0] * n_slots
+        self._values: list[list[int]] = [[] for _ in range(n_slots)]
+        self._n = dataclasses.asdict(AggregatorStats())
+
+    def install(self, job_id: int, fan_in: int, role: Role | str, out_bit: int = 0) -> None:
+        """Install (or replace) the table entry of ``job_id``.
+
+        Args:
+            job_id: 0..65535.
+            fan_in: contributions that complete a slot of this job here, 1..32.
+            role: ``"leaf"`` or ``"root"``.
+            out_bit: for a leaf, its child bit at the root (0..31), the bitmap of its partials.
+
+        Raises:
+            InaError: any argument out of range, or an unknown role.
+        """
+        try:
+            role = Role(role)
+        except ValueError:
+            raise InaError(f"unknown INA role {role!r}; valid: {', '.join(r.value for r in Role)}") from None
+        for name, value, hi in (("job_id", job_id, 0xFFFF), ("fan_in", fan_in, MAX_BITS),
+                                ("out_bit", out_bit, MAX_BITS - 1)):
+            if not isinstance(value, int) or not (1 if name == "fan_in" else 0) <= value <= hi:
+                raise InaError(f"INA table entry {name}={value!r} out of range (job {job_id!r})")
+        self._jobs[job_id] = JobEntry(fan_in, role, out_bit)
+
+    def uninstall(self, job_id: int) -> None:
+        """Remove ``job_id``'s entry; its held slots are still freed by their results (rule 2)."""
+        self._jobs.pop(job_id, None)
+
+    @property
+    def jobs(self) -> dict[int, JobEntry]:
+        """A copy of the per-job table."""
+        return dict(self._jobs)
+
+    @property
+    def stats(self) -> AggregatorStats:
+        """A snapshot of the counters."""
+        return AggregatorStats(**{**self._n, "malformed": dict(self._n["malformed"])})
+
+    def occupied(self) -> dict[int, tuple[int, int, SlotState]]:
+        """Every slot not FREE: ``slot -> (job_id, seq, state)``. O(n_slots)."""
+        return {i: (self._key[i] >> 32, self._key[i] & 0xFFFFFFFF, SlotState(s))
+                for i, s in enumerate(self._state) if s != SlotState.FREE}
+
+    def _free(self, i: int) -> None:
+        self._state[i] = SlotState.FREE
+
+    def _forward(self, packet: bytes, flags: int, reason: str) -> list[Output]:
+        out = bytearray(packet)
+        out[_FLAGS_OFFSET] = flags
+        return [Output(Dest.TO_PS, bytes(out), reason)]
+
+    def process(self, packet: bytes, ecn_ce: bool = False) -> list[Output]:
+        """Apply the switch rules to one packet (its UDP payload); never raises on its content.
+
+        Args:
+            packet: the INA header and values.
+            ecn_ce: whether the packet's IP header carries ECN CE (rule 4).
+
+        Returns:
+            Exactly one :class:`Output`: the packet to the PS, to the workers, or dropped.
+        """
+        n = self._n
+        n["packets"] += 1
+        try:
+            h, values = decode(packet, self.values_per_packet)
+        except MalformedPacket as e:
+            n["malformed"][e.reason] += 1
+            return [Output(Dest.DROP, reason=f"malformed:{e.reason}")]
+        i = h.slot & self._mask
+        key = h.job_id << 32 | h.seq
+        state = self._state[i]
+        holds = state != SlotState.FREE and self._key[i] == key
+        if h.flags & Flag.RESULT:  # rule 2
+            if holds:
+                self._free(i)
+                n["released"] += 1
+            n["results"] += 1
+            return [Output(Dest.TO_WORKERS, bytes(packet), "result")]
+        entry = self._jobs.get(h.job_id)
+        if entry is None:  # rule 3
+            n["passed"] += 1
+            return [Output(Dest.TO_PS, bytes(packet), "passed")]
+        flags = h.flags | (Flag.ECN if ecn_ce else 0)  # rule 4
+        if flags & Flag.RESEND:  # rule 5
+            n["resends"] += 1
+            return self._forward(packet, flags, "resend")
+        if flags & Flag.COLLISION:  # rule 6
+            n["passed"] += 1
+            return self._forward(packet, flags, "passed")
+        bitmap = h.bitmap
+        if bitmap == 0 or bitmap & (bitmap - 1):  # rule 7
+            n["malformed"]["bad_bitmap"] += 1
+            return [Output(Dest.DROP, reason="malformed:bad_bitmap")]
+        if state == SlotState.FREE:  # rule 8
+            self._state[i] = SlotState.AGGREGATING
+            self._key[i] = key
+            self._values[i] = list(values)
+            self._bitmap[i] = bitmap
+            self._count[i] = 1
+            self._flags[i] = flags & _KEPT_FLAGS
+            n["claims"] += 1
+            n["contributions"] += 1
+        elif holds and bitmap & self._bitmap[i]:  # rule 9
+            n["duplicates"] += 1
+            return [Output(Dest.DROP, reason="duplicate")]
+        elif holds and state == SlotState.AGGREGATING:  # rule 10
+            acc = self._values[i]
+            wrapped = False
+            for lane, v in enumerate(values):
+                s = acc[lane] + v
+                if s > INT32_MAX:
+                    s -= _WRAP
+                    wrapped = True
+                elif s < INT32_MIN:
+                    s += _WRAP
+                    wrapped = True
+                acc[lane] = s
+            self._bitmap[i] |= bitmap
+            self._count[i] += 1
+            self._flags[i] |= (flags & _KEPT_FLAGS) | (Flag.OVERFLOW if wrapped else 0)
+            n["contributions"] += 1
+        else:  # rule 11
+            n["collisions"] += 1
+            return self._forward(packet, flags | Flag.COLLISION, "collision")
+        if self._count[i] < entry.fan_in:  # rule 12
+            return [Output(Dest.DROP, reason="absorbed")]
+        out_flags = Flag.PARTIAL | self._flags[i]
+        leaf = entry.role is Role.LEAF
+        header = InaHeader(flags=int(out_flags), job_id=h.job_id, seq=h.seq, fan_in=entry.fan_in, slot=h.slot,
+                           bitmap=1 << entry.out_bit if leaf else self._bitmap[i], count=self.values_per_packet)
+        data = encode(header, self._values[i], self.values_per_packet)
+        n["aggregates"] += 1
+        n["overflows"] += bool(out_flags & Flag.OVERFLOW)
+        if leaf:
+            self._free(i)
+        else:
+            self._state[i] = SlotState.COMPLETE
+        return [Output(Dest.TO_PS, data, "aggregate")]
+
+
+@dataclasses.dataclass(frozen=True)
+class LeafGroup:
+    """An aggregating leaf of a job: its bit at the root and its workers' bits."""
+
+    bit: int
+    workers: tuple[int, ...]
+
+    @property
+    def fan_in(self) -> int:
+        """The leaf's table fan-in: its workers."""
+        return len(self.workers)
+
+
+@dataclasses.dataclass(frozen=True)
+class JobTree:
+    """A job's aggregation tree in bits, shared by the controller (what to install) and the PS.
+
+    Attributes:
+        job_id: 0..65535.
+        root_workers: bits of the workers whose packets reach the root unaggregated (the PS's
+            rack, and racks whose ToR does not aggregate the job).
+        leaves: the aggregating leaves.
+
+    Raises:
+        InaError: a bit outside 0..31, a bit used twice, no worker, or an empty leaf.
+    """
+
+    job_id: int
+    root_workers: tuple[int, ...] = ()
+    leaves: tuple[LeafGroup, ...] = ()
+    workers_mask: int = dataclasses.field(init=False, repr=False, compare=False)
+    _leaf_masks: tuple[tuple[int, int], ...] = dataclasses.field(init=False, repr=False, compare=False)
+    _known: int = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if not isinstance(self.job_id, int) or not 0 <= self.job_id <= 0xFFFF:
+            raise InaError(f"job_id {self.job_id!r} must be in 0..65535")
+        bits = list(self.root_workers) + [b for leaf in self.leaves for b in (leaf.bit, *leaf.workers)]
+        bad = [b for b in bits if not isinstance(b, int) or not 0 <= b < MAX_BITS]
+        if bad or len(set(bits)) != len(bits):
+            raise InaError(f"job {self.job_id}: bits {bits} must be distinct integers in 0..{MAX_BITS - 1}")
+        if any(not leaf.workers for leaf in self.leaves) or not bits:
+            raise InaError(f"job {self.job_id}: every leaf needs a worker, and the job at least one")
+        masks = tuple((1 << leaf.bit, _mask(leaf.workers)) for leaf in self.leaves)
+        workers = _mask(self.root_workers) | _mask(b for leaf in self.leaves for b in leaf.workers)
+        object.__setattr__(self, "workers_mask", workers)
+        object.__setattr__(self, "_leaf_masks", masks)
+        object.__setattr__(self, "_known", workers | _mask(leaf.bit for leaf in self.leaves))
+
+    @classmethod
+    def two_level(cls, job_id: int, root_workers: int, leaf_workers: Iterable[int] = ()) -> JobTree:
+        """The bit plan for ``root_workers`` workers at the root and leaves of ``leaf_workers``.
+
+        Bits in order: the root's workers from 0, then per leaf its own bit and its workers'.
+        """
+        root = tuple(range(root_workers))
+        leaves, nxt = [], root_workers
+        for size in leaf_workers:
+            leaves.append(LeafGroup(nxt, tuple(range(nxt + 1, nxt + 1 + size))))
+            nxt += 1 + size
+        return cls(job_id, root, tuple(leaves))
+
+    @property
+    def root_fan_in(self) -> int:
+        """The root's table fan-in: its workers plus its leaves."""
+        return len(self.root_workers) + len(self.leaves)
+
+    @property
+    def worker_bits(self) -> tuple[int, ...]:
+        """Every worker's bit, ascending."""
+        return tuple(b for b in range(MAX_BITS) if self.workers_mask >> b & 1)
+
+    def expand(self, bitmap: int) -> int | None:
+        """The workers ``bitmap`` covers, as a mask (a leaf bit stands for its workers), or None
+        if ``bitmap`` is 0 or has a bit the tree does not use."""
+        if not bitmap or bitmap & ~self._known:
+            return None
+        covered = bitmap & self.workers_mask
+        for leaf_bit, workers in self._leaf_masks:
+            if bitmap & leaf_bit:
+                covered |= workers
+        return covered
+
+
+def _mask(bits: Iterable[int]) -> int:
+    m = 0
+    for b in bits:
+        m |= 1 << b
+    return m
+
+
+@dataclasses.dataclass(frozen=True)
+class PsResult:
+    """A completed seq at the PS.
+
+    Attributes:
+        job_id, seq: which.
+        values: the exact sums (Python integers, never wrapped or saturated).
+        packet: the RESULT packet sent (values saturated to int32, OVERFLOW if any was).
+    """
+
+    job_id: int
+    seq: int
+    values: tuple[int, ...]
+    packet: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class PsStats:
+    """The PS's counters (packets); see the module's PS rule numbers."""
+
+    packets: int = 0
+    contributions: int = 0
+    """Stored (6)."""
+    subsumed: int = 0
+    """Stored contributions replaced by a wider one (6)."""
+    duplicates: int = 0
+    """Covered nothing new (4)."""
+    overlaps: int = 0
+    """Crossed a stored contribution (6)."""
+    late: int = 0
+    """Non-resend packets of a completed seq (2)."""
+    resends_answered: int = 0
+    """Resends of a completed seq answered with its result (2)."""
+    resend_requests: int = 0
+    """Sent because a switch sum overflowed (5)."""
+    results: int = 0
+    """Seqs completed (7)."""
+    unexpected: int = 0
+    """RESULT packets received (1)."""
+    unknown_job: int = 0
+    unknown_bits: int = 0
+    malformed: Mapping[str, int] = dataclasses.field(default_factory=lambda: _counted(MALFORMED_REASONS))
+
+    def to_dict(self) -> dict:
+        """Plain data: every counter, ``malformed`` as a dict."""
+        d = dataclasses.asdict(self)
+        d["malformed"] = dict(self.malformed)
+        return d
+
+
+@dataclasses.dataclass
+class _Pending:
+    slot: int
+    covered: int = 0
+    ecn: bool = False
+    parts: list[tuple[int, tuple[int, ...]]] = dataclasses.field(default_factory=list)
+
+
+class ParameterServer:
+    """The PS end of INA: finishes every seq from whatever reaches it; the module's PS rules.
+
+    Args:
+        values_per_packet: value lanes per packet.
+    """
+
+    def __init__(self, values_per_packet: int = VALUES_PER_PACKET):
+        self.values_per_packet = values_per_packet
+        self._trees: dict[int, JobTree] = {}
+        self._pending: dict[tuple[int, int], _Pending] = {}
+        self._done: dict[tuple[int, int], PsResult] = {}
+        self._n = dataclasses.asdict(PsStats())
+
+    def install(self, tree: JobTree) -> None:
+        """Serve ``tree.job_id`` (replacing an earlier tree)."""
+        self._trees[tree.job_id] = tree
+
+    def uninstall(self, job_id: int) -> None:
+        """Stop serving ``job_id`` and drop its state."""
+        self._trees.pop(job_id, None)
+        self.forget(job_id)
+
+    def forget(self, job_id: int, below_seq: int | None = None) -> None:
+        """Drop ``job_id``'s pending and completed seqs (those below ``below_seq``, if given)."""
+        for table in (self._pending, self._done):
+            for key in [k for k in table if k[0] == job_id and (below_seq is None or k[1] < below_seq)]:
+                del table[key]
+
+    def result(self, job_id: int, seq: int) -> PsResult | None:
+        """The completed seq, or None."""
+        return self._done.get((job_id, seq))
+
+    def completed(self) -> list[PsResult]:
+        """Every completed seq still remembered, by (job_id, seq)."""
+        return [self._done[k] for k in sorted(self._done)]
+
+    def pending(self) -> list[tuple[int, int]]:
+        """``(job_id, seq)`` of every seq with contributions but no result yet, sorted."""
+        return sorted(self._pending)
+
+    @property
+    def stats(self) -> PsStats:
+        """A snapshot of the counters."""
+        return PsStats(**{**self._n, "malformed": dict(self._n["malformed"])})
+
+    def _drop(self, counter: str, reason: str | None = None) -> list[Output]:
+        self._n[counter] += 1
+        return [Output(Dest.DROP, reason=reason or counter)]
+
+    def _packet(self, flags: int, job_id: int, seq: int, slot: int, values) -> bytes:
+        header = InaHeader(flags=int(flags), job_id=job_id, seq=seq, slot=slot, count=self.values_per_packet)
+        return encode(header, values, self.values_per_packet)
+
+    def process(self, packet: bytes, ecn_ce: bool = False) -> list[Output]:
+        """Apply the PS rules to one packet; never raises on its content.
+
+        Returns:
+            Exactly one :class:`Output`: a RESULT or resend request to the workers, or a drop.
+        """
+        n = self._n
+        n["packets"] += 1
+        try:
+            h, values = decode(packet, self.values_per_packet)
+        except MalformedPacket as e:
+            n["malformed"][e.reason] += 1
+            return [Output(Dest.DROP, reason=f"malformed:{e.reason}")]
+        if h.flags & Flag.RESULT:  # rule 1
+            return self._drop("unexpected")
+        tree = self._trees.get(h.job_id)
+        if tree is None:
+            return self._drop("unknown_job")
+        key = (h.job_id, h.seq)
+        done = self._done.get(key)
+        if done is not None:  # rule 2
+            if h.flags & Flag.RESEND:
+                n["resends_answered"] += 1
+                return [Output(Dest.TO_WORKERS, done.packet, "result")]
+            return self._drop("late")
+        covers = tree.expand(h.bitmap)  # rule 3
+        if covers is None:
+            return self._drop("unknown_bits")
+        pend = self._pending.setdefault(key, _Pending(h.slot))
+        pend.ecn |= ecn_ce or bool(h.flags & Flag.ECN)
+        if not covers & ~pend.covered:  # rule 4
+            return self._drop("duplicates", "duplicate")
+        if h.flags & Flag.OVERFLOW:  # rule 5
+            n["resend_requests"] += 1
+            flags = Flag.RESULT | Flag.RESEND | Flag.OVERFLOW
+            data = self._packet(flags, h.job_id, h.seq, pend.slot, [0] * self.values_per_packet)
+            return [Output(Dest.TO_WORKERS, data, "resend_request")]
+        kept = [(m, v) for m, v in pend.parts if m & ~covers]  # rule 6
+        if any(m & covers for m, _ in kept):
+            return self._drop("overlaps", "overlap")
+        n["subsumed"] += len(pend.parts) - len(kept)
+        pend.parts = [*kept, (covers, values)]
+        pend.covered |= covers
+        n["contributions"] += 1
+        if pend.covered != tree.workers_mask:
+            return [Output(Dest.DROP, reason="absorbed")]
+        sums = tuple(sum(lanes) for lanes in zip(*(v for _, v in pend.parts), strict=True))  # rule 7
+        wire = [min(max(s, INT32_MIN), INT32_MAX) for s in sums]
+        flags = Flag.RESULT | (Flag.ECN if pend.ecn else 0) | (Flag.OVERFLOW if list(sums) != wire else 0)
+        result = PsResult(h.job_id, h.seq, sums, self._packet(flags, h.job_id, h.seq, pend.slot, wire))
+        self._done[key] = result
+        del self._pending[key]
+        n["results"] += 1
+        return [Output(Dest.TO_WORKERS, result.packet, "result")]

@@ -1,0 +1,367 @@
+"""The INA wire format, declared once: a field table, and the struct codec derived from it.
+
+An INA packet is Ethernet / IPv4 / UDP (destination port :data:`INA_UDP_PORT`) / the 20-byte
+INA header / ``count`` signed 32-bit values, everything in network byte order. The header is
+:data:`HEADER_FIELDS`, a table of (name, width in bits, meaning) in wire order; the struct
+format, :class:`InaHeader`, the range checks of :func:`encode` and the Scapy layer
+(:mod:`ina.scapy_layer`) are all derived from it, so a field is added or widened in one place.
+
+=========  ====  ==================================================================
+field      bits  meaning
+=========  ====  ==================================================================
+version       8  :data:`VERSION` (1); any other value is malformed
+flags         8  :class:`Flag` bits; bits 6-7 are reserved and must be 0
+job_id       16  the job, the key of every switch's per-job table
+seq          32  packet sequence number: packet k of every worker is gradient slice k
+bitmap       32  contributors carried by the packet, one bit per child of the switch
+                 that aggregates it (see :mod:`ina.engine` for the bit plan)
+fan_in        8  informational: contributions expected at the current level (the
+                 switch takes the authoritative fan-in from its per-job table)
+reserved      8  0
+slot         16  aggregator index chosen by the end host, :func:`slot_of`
+count        16  values that follow; :data:`VALUES_PER_PACKET` (32)
+pad          16  0; pads the header to 20 bytes, so the values are 32-bit aligned
+=========  ====  ==================================================================
+
+[R] The trailing ``pad`` field makes the header 20 bytes, so the int32 values that follow are
+4-byte aligned. Like
+``reserved`` and the reserved flag bits it must be 0, which leaves room for a later version.
+
+Malformed packets: :func:`decode` checks, in this order (a P4 parser and ingress check the
+same things in the same order, so the same reason counter counts each packet), and raises
+:class:`MalformedPacket` whose ``reason`` is one of :data:`MALFORMED_REASONS`:
+
+1. ``truncated``: shorter than the header;
+2. ``bad_version``: ``version != 1``;
+3. ``reserved_bits``: a reserved flag bit, ``reserved`` or ``pad`` not 0;
+4. ``bad_count``: ``count != VALUES_PER_PACKET``;
+5. ``truncated``: shorter than the header plus ``count`` values;
+6. ``trailing_bytes``: longer than that.
+
+The slot hash, :func:`slot_of`, is CRC-32 (IEEE 802.3, as ``zlib.crc32`` and v1model's
+``HashAlgorithm.crc32``) of the 6 bytes ``job_id (2) | seq (4)``, big-endian, masked to
+``n_slots - 1``. Hosts use the whole 16-bit :data:`SLOT_SPACE`; a switch with ``m`` slots (a
+power of two) uses ``slot & (m - 1)``, which is then the same hash modulo ``m``.
+
+Worker side: :func:`data_packet` builds a packet with one precompiled :class:`struct.Struct`
+(no dataclass, no Scapy); :func:`to_fixed` and :func:`from_fixed` convert gradients to and
+from int32 at a fixed-point scale (ATP sends scaled int32 gradients the same way).
+
+Pure standard library.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import math
+import struct
+import zlib
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from common.errors import TestbedError
+
+INA_UDP_PORT = 18766
+"""UDP destination port of every INA packet, data and results alike."""
+VERSION = 1
+VALUES_PER_PACKET = 32
+"""int32 values per packet: one register per value lane in the P4 program."""
+VALUE_BYTES = 4
+SLOT_SPACE = 1 << 16
+"""The slot numbers a 16-bit ``slot`` field can carry; hosts hash into all of them."""
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+
+
+class Flag(enum.IntFlag):
+    """The bits of the ``flags`` field (bit 0 is the least significant)."""
+
+    RESULT = 0x01
+    """A result (or resend request) travelling from the PS to the workers."""
+    COLLISION = 0x02
+    """Fell back: its slot was held by another (job, seq), so it travels unaggregated to the PS."""
+    RESEND = 0x04
+    """A retransmission: never aggregated, answered by the PS. With RESULT: a resend request."""
+    ECN = 0x08
+    """Congestion seen by some contribution (IP CE or this flag); OR-ed into aggregates."""
+    OVERFLOW = 0x10
+    """An int32 sum wrapped in some lane: the receiver must not trust the integer sum."""
+    PARTIAL = 0x20
+    """An aggregate emitted by a switch, the sum of several contributions."""
+
+
+RESERVED_FLAGS = 0xC0
+"""Flag bits 6-7: must be 0."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One header field.
+
+    Attributes:
+        name: attribute name in :class:`InaHeader` and the Scapy layer.
+        bits: width on the wire (8, 16 or 32).
+        meaning: one line for the documentation and the Scapy layer.
+        default: value when a header is built without it; ``None`` means required.
+        kind: ``"uint"``, or ``"flags"`` for a field whose bits are :class:`Flag`.
+    """
+
+    name: str
+    bits: int
+    meaning: str
+    default: int | None = None
+    kind: str = "uint"
+
+
+HEADER_FIELDS: tuple[Field, ...] = (
+    Field("version", 8, "protocol version, 1; any other value is malformed", default=VERSION),
+    Field("flags", 8, "Flag bits: RESULT COLLISION RESEND ECN OVERFLOW PARTIAL; bits 6-7 are 0",
+          default=0, kind="flags"),
+    Field("job_id", 16, "the job"),
+    Field("seq", 32, "packet sequence number; packet k of every worker is the same gradient slice"),
+    Field("bitmap", 32, "contributors carried, one bit per child of the aggregating switch", default=0),
+    Field("fan_in", 8, "informational: contributions expected at the current level", default=0),
+    Field("reserved", 8, "0", default=0),
+    Field("slot", 16, "aggregator index chosen by the end host: slot_of(job_id, seq)"),
+    Field("count", 16, "int32 values that follow the header", default=VALUES_PER_PACKET),
+    Field("pad", 16, "0; pads the header to 20 bytes so the values are 32-bit aligned", default=0),
+)
+FIELD_NAMES = tuple(f.name for f in HEADER_FIELDS)
+
+_STRUCT_CODES = {8: "B", 16: "H", 32: "I"}
+HEADER = struct.Struct(">" + "".join(_STRUCT_CODES[f.bits] for f in HEADER_FIELDS))
+HEADER_BYTES = HEADER.size
+assert HEADER_BYTES * 8 == sum(f.bits for f in HEADER_FIELDS) == 160, "the header must be 20 bytes, unpadded"
+PACKET_BYTES = HEADER_BYTES + VALUES_PER_PACKET * VALUE_BYTES
+"""Bytes of a data or result packet's UDP payload: 20 + 32 * 4 = 148."""
+
+_I = {name: i for i, name in enumerate(FIELD_NAMES)}
+_FLAGS, _VERSION, _RESERVED, _PAD, _COUNT = _I["flags"], _I["version"], _I["reserved"], _I["pad"], _I["count"]
+
+MALFORMED_REASONS = ("truncated", "bad_version", "reserved_bits", "bad_count", "trailing_bytes", "bad_bitmap")
+"""Why a packet is dropped as malformed, in counter-index order. The first five come from
+:func:`decode`; ``bad_bitmap`` is the switch's own check (:mod:`ina.engine` rule 7)."""
+
+
+class InaError(TestbedError):
+    """An INA value that cannot be encoded or used (a field out of range, a bad slot count)."""
+
+
+class MalformedPacket(InaError):
+    """Bytes that are not a well-formed INA packet.
+
+    Attributes:
+        reason: one of :data:`MALFORMED_REASONS`.
+    """
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"malformed INA packet ({reason}): {detail}")
+        self.reason = reason
+
+
+def _has(self, flag: Flag) -> bool:
+    """Whether every bit of ``flag`` is set."""
+    return self.flags & flag == flag
+
+
+def _replace(self, **changes) -> InaHeader:
+    """A copy with ``changes`` applied."""
+    return dataclasses.replace(self, **changes)
+
+
+InaHeader = dataclasses.make_dataclass(
+    "InaHeader",
+    [(f.name, int) if f.default is None else (f.name, int, dataclasses.field(default=f.default))
+     for f in HEADER_FIELDS],
+    frozen=True, kw_only=True,
+    namespace={"has": _has, "replace": _replace, "__module__": __name__, "__doc__": (
+        "The 20-byte INA header, one attribute per :data:`HEADER_FIELDS` entry, in wire order.\n\n"
+        "Keyword-only; ``job_id``, ``seq`` and ``slot`` are required, the other fields default to\n"
+        "their table defaults (version 1, count 32, everything else 0). Frozen.")},
+)
+
+
+@functools.lru_cache(maxsize=8)
+def _values_struct(count: int) -> struct.Struct:
+    return struct.Struct(f">{count}i")
+
+
+@functools.lru_cache(maxsize=8)
+def _packet_struct(count: int) -> struct.Struct:
+    return struct.Struct(HEADER.format + f"{count}i")
+
+
+def _check_header(header: InaHeader, n_values: int, values_per_packet: int) -> tuple[int, ...]:
+    fields = dataclasses.astuple(header)
+    for f, v in zip(HEADER_FIELDS, fields, strict=True):
+        if not isinstance(v, int) or not 0 <= v < 1 << f.bits:
+            raise InaError(f"INA header field {f.name}={v!r} is not an integer in 0..{(1 << f.bits) - 1}")
+    if header.version != VERSION:
+        raise InaError(f"INA header version={header.version}; only {VERSION} exists")
+    if header.flags & RESERVED_FLAGS or header.reserved or header.pad:
+        raise InaError(f"INA header has reserved bits set: flags=0x{header.flags:02x}, "
+                       f"reserved={header.reserved}, pad={header.pad}")
+    if header.count != values_per_packet or n_values != header.count:
+        raise InaError(f"INA header count={header.count} with {n_values} values; both must be {values_per_packet}")
+    return fields
+
+
+def _bad_value(values: Sequence[int]) -> str:
+    for lane, v in enumerate(values):
+        if not isinstance(v, int) or not INT32_MIN <= v <= INT32_MAX:
+            return f"value lane {lane} = {v!r} is not an int32 ({INT32_MIN}..{INT32_MAX})"
+    return "bad values"
+
+
+def encode(header: InaHeader, values: Sequence[int], values_per_packet: int = VALUES_PER_PACKET) -> bytes:
+    """The UDP payload of one INA packet: ``header`` then ``values`` as big-endian int32.
+
+    Encodes only what :func:`decode` accepts: ``decode(encode(h, v)) == (h, tuple(v))``.
+
+    Raises:
+        InaError: a field out of its range, version not 1, reserved bits set, ``count`` not
+            ``values_per_packet`` or not ``len(values)``, or a value outside int32.
+    """
+    fields = _check_header(header, len(values), values_per_packet)
+    try:
+        return _packet_struct(header.count).pack(*fields, *values)
+    except struct.error:
+        raise InaError(_bad_value(values)) from None
+
+
+def decode(buf: bytes | bytearray | memoryview,
+           values_per_packet: int = VALUES_PER_PACKET) -> tuple[InaHeader, tuple[int, ...]]:
+    """Parse the UDP payload of an INA packet into its header and values.
+
+    Checks in the order of the module docstring and raises nothing but :class:`MalformedPacket`
+    for any input of a bytes-like type.
+    """
+    n = len(buf)
+    if n < HEADER_BYTES:
+        raise MalformedPacket("truncated", f"{n} bytes; the header alone is {HEADER_BYTES}")
+    fields = HEADER.unpack_from(buf)
+    if fields[_VERSION] != VERSION:
+        raise MalformedPacket("bad_version", f"version {fields[_VERSION]}; expected {VERSION}")
+    if fields[_FLAGS] & RESERVED_FLAGS or fields[_RESERVED] or fields[_PAD]:
+        raise MalformedPacket("reserved_bits", f"flags=0x{fields[_FLAGS]:02x} reserved={fields[_RESERVED]} "
+                                               f"pad={fields[_PAD]}; reserved bits must be 0")
+    count = fields[_COUNT]
+    if count != values_per_packet:
+        raise MalformedPacket("bad_count", f"count {count}; expected {values_per_packet}")
+    need = HEADER_BYTES + count * VALUE_BYTES
+    if n < need:
+        raise MalformedPacket("truncated", f"{n} bytes; {count} values need {need}")
+    if n > need:
+        raise MalformedPacket("trailing_bytes", f"{n} bytes; {count} values need exactly {need}")
+    header = InaHeader(**dict(zip(FIELD_NAMES, fields, strict=True)))
+    return header, _values_struct(count).unpack_from(buf, HEADER_BYTES)
+
+
+def check_slots(n_slots: int) -> int:
+    """Return ``n_slots`` if it is a power of two in 1..:data:`SLOT_SPACE`, else raise InaError."""
+    if not isinstance(n_slots, int) or not 1 <= n_slots <= SLOT_SPACE or n_slots & (n_slots - 1):
+        raise InaError(f"slot count {n_slots!r} must be a power of two in 1..{SLOT_SPACE}")
+    return n_slots
+
+
+_SLOT_KEY = struct.Struct(">HI")
+
+
+def slot_of(job_id: int, seq: int, n_slots: int = SLOT_SPACE) -> int:
+    """The aggregator index of packet ``seq`` of job ``job_id``: CRC-32 of ``job_id|seq`` mod ``n_slots``.
+
+    CRC-32 is IEEE 802.3 (``zlib.crc32``: reflected polynomial 0xEDB88320, initial value and
+    final XOR 0xFFFFFFFF) over the 6 big-endian bytes of ``job_id`` (16 bits) and ``seq`` (32
+    bits). ``n_slots`` must be a power of two, so the modulo is a mask and
+    ``slot_of(j, s) & (m - 1) == slot_of(j, s, m)``. O(1).
+    """
+    mask = check_slots(n_slots) - 1
+    try:
+        return zlib.crc32(_SLOT_KEY.pack(job_id, seq)) & mask
+    except struct.error:
+        raise InaError(f"job_id={job_id!r} must be in 0..65535 and seq={seq!r} in 0..{(1 << 32) - 1}") from None
+
+
+def data_packet(job_id: int, seq: int, bitmap: int, values: Sequence[int], *, flags: int = 0,
+                fan_in: int = 0, slot: int | None = None, n_slots: int = SLOT_SPACE) -> bytes:
+    """A worker's packet, packed in one struct call: the fast path of the worker side.
+
+    ``slot`` defaults to :func:`slot_of` ``(job_id, seq, n_slots)``; ``values`` must be
+    :data:`VALUES_PER_PACKET` int32s.
+
+    Raises:
+        InaError: a field or value out of range, reserved flag bits, or the wrong number of values.
+    """
+    if slot is None:
+        slot = slot_of(job_id, seq, n_slots)
+    if len(values) != VALUES_PER_PACKET or flags & RESERVED_FLAGS:
+        raise InaError(f"a data packet carries {VALUES_PER_PACKET} values and no reserved flags; "
+                       f"got {len(values)} values, flags=0x{flags:02x}")
+    try:
+        return _packet_struct(VALUES_PER_PACKET).pack(VERSION, flags, job_id, seq, bitmap, fan_in, 0, slot,
+                                                      VALUES_PER_PACKET, 0, *values)
+    except struct.error as e:
+        raise InaError(f"cannot pack INA packet job_id={job_id!r} seq={seq!r} bitmap={bitmap!r} "
+                       f"fan_in={fan_in!r} slot={slot!r}: {e}; {_bad_value(values)}") from None
+
+
+def to_hex(buf: bytes) -> str:
+    """``buf`` as hex, grouped for reading: header fields, then one group per 4-byte value.
+
+    ``bytes.fromhex`` reads it back (it skips the spaces). Shorter input than a header is
+    grouped by byte.
+    """
+    h = buf.hex()
+    if len(buf) < HEADER_BYTES:
+        return " ".join(h[i:i + 2] for i in range(0, len(h), 2))
+    groups, pos = [], 0
+    for f in HEADER_FIELDS:
+        groups.append(h[pos:pos + f.bits // 4])
+        pos += f.bits // 4
+    groups += [h[i:i + 8] for i in range(pos, len(h), 8)]
+    return " ".join(groups)
+
+
+class Fixed(NamedTuple):
+    """Result of :func:`to_fixed`."""
+
+    values: list[int]
+    """The int32 values, one per lane."""
+    saturated: tuple[int, ...]
+    """Lanes whose scaled value fell outside int32 and were clamped to its range."""
+
+
+def _check_scale(scale: float) -> None:
+    if not isinstance(scale, int | float) or not math.isfinite(scale) or scale <= 0:
+        raise InaError(f"fixed-point scale {scale!r} must be a finite number > 0")
+
+
+def to_fixed(floats: Sequence[float], scale: float) -> Fixed:
+    """Scale gradients to int32: ``round(x * scale)`` per lane, clamped to the int32 range.
+
+    Rounding is to nearest, ties to even (as ``numpy.rint`` and ``torch.round``). Lanes that
+    were clamped (including +-inf) are reported in :attr:`Fixed.saturated`. O(len(floats)).
+
+    Raises:
+        InaError: a NaN lane (it has no integer value), or a scale that is not finite and > 0.
+    """
+    _check_scale(scale)
+    out, saturated = [], []
+    for lane, x in enumerate(floats):
+        y = x * scale
+        if math.isnan(y):
+            raise InaError(f"gradient lane {lane} is NaN ({x!r} * scale {scale}); it has no int32 value")
+        r = round(y) if math.isfinite(y) else y
+        if not INT32_MIN <= r <= INT32_MAX:
+            r = INT32_MAX if r > 0 else INT32_MIN
+            saturated.append(lane)
+        out.append(r)
+    return Fixed(out, tuple(saturated))
+
+
+def from_fixed(ints: Sequence[int], scale: float) -> list[float]:
+    """The floats that int32 values at fixed-point ``scale`` stand for: ``v / scale`` per lane."""
+    _check_scale(scale)
+    return [v / scale for v in ints]
