@@ -131,8 +131,8 @@ def bench_capacity(tmp: str, seconds: float) -> None:
             verdict = assess(cpu.summary(window), link_checks(read_queue_samples(os.path.join(run_dir, "q.jsonl")),
                                                               net.rates, window, mtu))
             c = cpu.summary(window)
-            rows.append([str(mtu), f"{rate:g}", f"{goodput:.0f}", f"{switched:.0f}", f"{c['p95']:.0%}",
-                         f"{c['switch_thread_p95']:.0%}" if c["switch_thread_p95"] is not None else "-",
+            rows.append([str(mtu), f"{rate:g}", f"{goodput:.0f}", f"{switched:.0f}", f"{c.p95:.0%}",
+                         f"{c.switch_thread_p95:.0%}" if c.switch_thread_p95 is not None else "-",
                          "ok" if verdict.trustworthy else "FLAGGED"])
             if not verdict.trustworthy:
                 break

@@ -131,12 +131,12 @@ def measure(args, g, buckets: tuple[int, ...], ports: str) -> list[list[str]]:
                         mean, cpu, startup = run_allreduce(net, tmp, args.runtime, collective, ranks, buckets,
                                                            args.iterations)
                         ratio = mean / bound
-                        sw = cpu.get("switch_thread_p95")
+                        sw = cpu.switch_thread_p95
                         collisions = job_collisions(g, ranks, collective, buckets)
                         target = ("yes" if ratio <= TARGET_RATIO else "NO") if not collisions else "n/a"
                         rows.append([f"{d:g}", collective, str(n), str(collisions), f"{bound:.3f}", f"{mean:.3f}",
                                      f"{ratio:.3f}", target, f"{startup:.1f}",
-                                     f"{time.monotonic() - t0:.0f}", f"{cpu['mean']:.0%}", f"{cpu['p95']:.0%}",
+                                     f"{time.monotonic() - t0:.0f}", f"{cpu.mean:.0%}", f"{cpu.p95:.0%}",
                                      "-" if sw is None else f"{sw:.0%}"])
                         print(f"  D={d:g} {collective} x{n}: measured {mean:.3f} s, bound {bound:.3f} s, "
                               f"ratio {ratio:.3f}, start-up {startup:.1f} s", flush=True)

@@ -3,7 +3,10 @@
 :class:`PolicyResult` is what :func:`testbed.runner.run_policy` measured;
 :meth:`PolicyResult.to_dict` is ``<policy>/measurements.json``, whose layout readers of a run
 directory (:mod:`experiment.export`, :mod:`experiment.estimates`) rely on. The per-wave link data
-(``waves``), the CPU summaries and the port sampler's figures stay in their JSON form.
+(:class:`WaveLinks`), the CPU summaries (:class:`testbed.cpu.CpuSummary`) and the port
+sampler's figures (:class:`PortSamplerStats`) are typed too; only a wave's ECN counters (the
+marker's per-job attribution, :func:`testbed.emulator.ecn_of_wave`) stay in their JSON form,
+read through :meth:`WaveLinks.job_marks`.
 """
 
 from __future__ import annotations
@@ -13,7 +16,15 @@ from collections.abc import Mapping
 
 from placement.base import Placement
 from sim.flowsim import JobEstimate
+from testbed.cpu import CpuSummary
 from testbed.fidelity import FidelityVerdict
+
+Link = tuple[str, str]
+
+
+def _link_list(d: Mapping[Link, float]) -> list[list]:
+    """``{(u, v): x}`` as the JSON ``[[u, v, x], ...]``, sorted by link."""
+    return [[u, v, x] for (u, v), x in sorted(d.items())]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +73,57 @@ class EcnSetup:
     hosts: dict = dataclasses.field(default_factory=dict)
 
 
+@dataclasses.dataclass(frozen=True)
+class WaveLinks:
+    """One wave's traffic per directed link: over the whole wave (kernel counters, start-up
+    included) and inside its measurement window (first recorded iteration start .. last end).
+
+    ``window_link_bytes`` holds only the links the port samples cover; ``window_link_marks`` is
+    None when ECN was not measured (never zeros). ``ecn`` is the wave's marker counters
+    (:func:`testbed.emulator.ecn_of_wave`), None when not measured.
+    """
+
+    index: int
+    jobs: tuple[str, ...]
+    duration_s: float
+    startup_s: float | None
+    window_s: tuple[float, float] | None
+    link_bytes: dict[Link, int]
+    window_link_bytes: dict[Link, int]
+    window_link_marks: dict[Link, int] | None
+    ecn: dict | None = None
+
+    @property
+    def window_length_s(self) -> float:
+        """Length of the measurement window (0 without one)."""
+        return self.window_s[1] - self.window_s[0] if self.window_s else 0.0
+
+    def job_marks(self) -> dict[str, int]:
+        """ECN marks per job in this wave (empty when not measured or not attributed per job)."""
+        return {job: c["marks"] for job, c in ((self.ecn or {}).get("jobs") or {}).items()}
+
+    def to_dict(self) -> dict:
+        """JSON form (an entry of ``measurements.json``'s ``waves``)."""
+        return {"index": self.index, "jobs": list(self.jobs), "duration_s": self.duration_s,
+                "startup_s": self.startup_s, "window_s": list(self.window_s) if self.window_s else None,
+                "link_bytes": _link_list(self.link_bytes), "window_link_bytes": _link_list(self.window_link_bytes),
+                "window_link_marks": None if self.window_link_marks is None else _link_list(self.window_link_marks),
+                "ecn": self.ecn}
+
+
+@dataclasses.dataclass(frozen=True)
+class PortSamplerStats:
+    """How the switch-port sampler ran: samples taken, its interval, and the mean cost of a sample."""
+
+    samples: int
+    interval_s: float
+    mean_cost_s: float
+
+    def to_dict(self) -> dict:
+        """JSON form (``measurements.json``'s ``port_sampler``)."""
+        return dataclasses.asdict(self)
+
+
 @dataclasses.dataclass
 class PolicyResult:
     """What one policy's run measured (see the module docstring); ``summary`` is the report's."""
@@ -71,19 +133,19 @@ class PolicyResult:
     placements: tuple[StartRecord, ...]  # one per job: where it last started (where it finished)
     starts: tuple[StartRecord, ...]  # every start, a preempted job's earlier ones included
     cluster_states: tuple[ClusterState, ...]
-    waves: tuple[dict, ...]  # runner.wave_dict of every wave: bytes (and marks) per link, whole and windowed
+    waves: tuple[WaveLinks, ...]  # bytes (and marks) per link of every wave, whole and windowed
     jct_s: dict[str, float]
     preemptions: int
     link_bytes: dict[tuple[str, str], int]  # over the whole policy (kernel counters), every batch once
     link_rate_mbps: dict[tuple[str, str], float]
-    cpu: dict
-    cpu_measured: dict
+    cpu: CpuSummary  # the whole run
+    cpu_measured: CpuSummary  # inside the waves' measurement windows
     ecn: EcnSetup
     fidelity: FidelityVerdict
     estimates: dict[str, JobEstimate]
     scale: float
     dilation: float
-    port_sampler: dict
+    port_sampler: PortSamplerStats
     dir: str
     queue_stats: str
     wall_time_s: float
@@ -94,12 +156,13 @@ class PolicyResult:
         return {
             "policy": self.policy, "scheduler": self.scheduler,
             "placements": [p.to_dict() for p in self.placements], "starts": [s.to_dict() for s in self.starts],
-            "cluster_states": [dataclasses.asdict(c) for c in self.cluster_states], "waves": list(self.waves),
+            "cluster_states": [dataclasses.asdict(c) for c in self.cluster_states],
+            "waves": [w.to_dict() for w in self.waves],
             "jct_s": dict(self.jct_s), "preemptions": self.preemptions,
-            "link_bytes": [[u, v, b] for (u, v), b in sorted(self.link_bytes.items())],
-            "link_rate_mbps": [[u, v, r] for (u, v), r in sorted(self.link_rate_mbps.items())],
-            "cpu": self.cpu, "cpu_measured": self.cpu_measured, "ecn": dataclasses.asdict(self.ecn),
+            "link_bytes": _link_list(self.link_bytes), "link_rate_mbps": _link_list(self.link_rate_mbps),
+            "cpu": self.cpu.to_dict(), "cpu_measured": self.cpu_measured.to_dict(), "ecn": dataclasses.asdict(self.ecn),
             "fidelity": self.fidelity.to_dict(), "estimates": {j: e.to_dict() for j, e in self.estimates.items()},
-            "scale": self.scale, "dilation": self.dilation, "port_sampler": self.port_sampler, "dir": self.dir,
+            "scale": self.scale, "dilation": self.dilation, "port_sampler": self.port_sampler.to_dict(),
+            "dir": self.dir,
             "queue_stats": self.queue_stats, "wall_time_s": self.wall_time_s,
         }

@@ -38,6 +38,7 @@ Definitions used in every table:
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import os
 from collections import defaultdict
@@ -82,29 +83,47 @@ def _utilisation(nbytes: float, length_s: float, rate_mbps: float) -> float | No
     return nbytes * 8 / (length_s * rate_mbps * MEGA) if length_s > 0 else None
 
 
-def link_rows(result: PolicyResult):
-    """Every directed link of every wave of a policy's result, as dicts.
+@dataclasses.dataclass(frozen=True)
+class LinkRow:
+    """One directed link of one wave (a row of ``link_bytes.csv``).
 
-    Keys: ``wave``, ``src``, ``dst``, ``rate_mbps``; ``bytes``, ``duration_s`` and
-    ``wave_utilisation`` over the whole wave (kernel counters, start-up included);
-    ``window_bytes``, ``window_s`` and ``window_utilisation`` over the measurement window
-    (None where the window or the samples do not cover the link); ``window_marks``: ECN
-    marks on the link's egress port in the window (None when ECN was not measured or the
-    link's direction has no switch port: machine -> switch).
+    ``bytes``, ``duration_s`` and ``wave_utilisation`` cover the whole wave (kernel counters,
+    start-up included); ``window_bytes``, ``window_s`` and ``window_utilisation`` the measurement
+    window (None where the window or the samples do not cover the link); ``window_marks``: ECN
+    marks on the link's egress port in the window (None when ECN was not measured or the link's
+    direction has no switch port: machine -> switch).
     """
+
+    wave: int
+    src: str
+    dst: str
+    rate_mbps: float
+    bytes: int
+    duration_s: float
+    wave_utilisation: float | None
+    window_bytes: int | None
+    window_s: float | None
+    window_utilisation: float | None
+    window_marks: int | None
+
+    @property
+    def name(self) -> str:
+        """``src->dst``."""
+        return f"{self.src}->{self.dst}"
+
+
+def link_rows(result: PolicyResult):
+    """Every directed link of every wave of a policy's result (:class:`LinkRow`)."""
     rates = result.link_rate_mbps
     for w in result.waves:
-        window = dict(((u, v), b) for u, v, b in w["window_link_bytes"])
-        marks = None if w.get("window_link_marks") is None else {(u, v): m for u, v, m in w["window_link_marks"]}
-        length_s = w["window_s"][1] - w["window_s"][0] if w["window_s"] else 0.0
-        for u, v, b in w["link_bytes"]:
+        length_s = w.window_length_s
+        for (u, v), b in sorted(w.link_bytes.items()):
             rate = rates.get((u, v)) or rates[(v, u)]
-            wb = window.get((u, v))
-            yield {"wave": w["index"], "src": u, "dst": v, "rate_mbps": rate, "bytes": b,
-                   "duration_s": w["duration_s"], "wave_utilisation": _utilisation(b, w["duration_s"], rate),
-                   "window_bytes": wb, "window_s": length_s if w["window_s"] else None,
-                   "window_utilisation": None if wb is None else _utilisation(wb, length_s, rate),
-                   "window_marks": None if marks is None else marks.get((u, v))}
+            wb = w.window_link_bytes.get((u, v))
+            yield LinkRow(w.index, u, v, rate, b, w.duration_s, _utilisation(b, w.duration_s, rate), wb,
+                          length_s if w.window_s else None,
+                          None if wb is None else _utilisation(wb, length_s, rate),
+                          None if w.window_link_marks is None else w.window_link_marks.get((u, v)))
 
 
 def summarise_policy(cfg, g, result: PolicyResult, records) -> dict:
@@ -118,19 +137,18 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> dict:
     ecn_measured = result.ecn.method != "none"
     total_marks, most_marked = (0 if ecn_measured else None), (None, None)
     for row in link_rows(result):
-        util, name = row["window_utilisation"], f"{row['src']}->{row['dst']}"
+        util = row.window_utilisation
         if util is not None and util > busiest[0]:
-            busiest = (util, name, row["wave"])
-        if util is not None and util > busiest_port[0] and g.nodes[row["src"]]["role"] == "switch":
-            busiest_port = (util, name, row["window_marks"])
-        if row["window_marks"] is not None:
-            total_marks += row["window_marks"]
-            if most_marked[1] is None or row["window_marks"] > most_marked[1]:
-                most_marked = (f"{row['src']}->{row['dst']}", row["window_marks"])
+            busiest = (util, row.name, row.wave)
+        if util is not None and util > busiest_port[0] and g.nodes[row.src]["role"] == "switch":
+            busiest_port = (util, row.name, row.window_marks)
+        if row.window_marks is not None:
+            total_marks += row.window_marks
+            if most_marked[1] is None or row.window_marks > most_marked[1]:
+                most_marked = (row.name, row.window_marks)
     job_marks = {}
     for w in result.waves:
-        for job, c in ((w.get("ecn") or {}).get("jobs") or {}).items():
-            job_marks[job] = c["marks"]
+        job_marks.update(w.job_marks())
     per_job = {}
     times = job_iteration_times(records, cfg.dilation)
     verdicts = {v.job: v.to_dict() for v in result.fidelity.jobs}
@@ -171,10 +189,10 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> dict:
         "preemptions": result.preemptions,
         "jct_mean_s": _mean(result.jct_s.values()),
         "wall_time_s": result.wall_time_s,
-        "cpu_mean": result.cpu_measured["mean"],
-        "cpu_p95": result.cpu_measured["p95"],
-        "cpu_saturated": result.cpu_measured["saturated"],
-        "cpu_switch_thread_p95": result.cpu_measured.get("switch_thread_p95"),
+        "cpu_mean": result.cpu_measured.mean,
+        "cpu_p95": result.cpu_measured.p95,
+        "cpu_saturated": result.cpu_measured.saturated,
+        "cpu_switch_thread_p95": result.cpu_measured.switch_thread_p95,
         "ecn_method": result.ecn.method,
         "host_tcp": _host_tcp(result.ecn.hosts),
         "ecn_marks": total_marks,
@@ -189,7 +207,7 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> dict:
         "links_checked": result.fidelity.links_checked,
         "links_failed": len(result.fidelity.slow_links),
         "link_check_methods": result.fidelity.link_checks,
-        "worst_link_check": result.fidelity.worst_link,
+        "worst_link_check": result.fidelity.worst_link.to_dict() if result.fidelity.worst_link else None,
         "jobs_checked": result.fidelity.jobs_checked,
         "jobs_failed": result.fidelity.jobs_failed,
         "worst_job_ratio": _worst_ratio([v.to_dict() for v in result.fidelity.jobs]),
@@ -347,12 +365,11 @@ def write_run_report(run_dir: str, cfg, g, results: dict[str, PolicyResult], cap
                             " ".join(j.get("contended_with") or [])])
     with open(os.path.join(run_dir, "link_bytes.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        cols = ["wave", "src", "dst", "rate_mbps", "bytes", "duration_s", "wave_utilisation", "window_bytes",
-                "window_s", "window_utilisation", "window_marks"]
+        cols = [f.name for f in dataclasses.fields(LinkRow)]
         w.writerow(["policy", *cols])
         for spec, r in results.items():
             for row in link_rows(r):
-                w.writerow([spec, *("" if row[c] is None else row[c] for c in cols)])
+                w.writerow([spec, *("" if getattr(row, c) is None else getattr(row, c) for c in cols)])
     with open(os.path.join(run_dir, "link_checks.csv"), "w", newline="") as f:
         w = csv.writer(f)
         cols = ["link", "check", "ok", "limit_ratio", "rate_mbps", "samples", "max_lag_bytes", "excess_bytes",
@@ -360,7 +377,7 @@ def write_run_report(run_dir: str, cfg, g, results: dict[str, PolicyResult], cap
         w.writerow(["policy", *cols])
         for spec, r in results.items():
             for row in r.fidelity.links:
-                w.writerow([spec, *("" if row.get(c) is None else row[c] for c in cols)])
+                w.writerow([spec, *("" if getattr(row, c) is None else getattr(row, c) for c in cols)])
     text = summary_tables(summaries) + "\n\n" + validation_text(summaries, overall)
     for spec, why in unplaced.items():
         text += f"\n\nPolicy {spec} could not place every job: {why}"
@@ -536,8 +553,8 @@ def write_queue_report(run_dir: str, results: dict[str, PolicyResult]) -> list[s
             ax.plot([r["t"] - t0 for r in rows], [(r.get("backlog_bytes") or 0) / 1e3 for r in rows],
                     label=f"{u}->{v}", lw=1)
         for w in results[spec].waves:
-            if w.get("window_s"):
-                ax.axvspan(w["window_s"][0] - t0, w["window_s"][1] - t0, color="0.9", zorder=0)
+            if w.window_s:
+                ax.axvspan(w.window_s[0] - t0, w.window_s[1] - t0, color="0.9", zorder=0)
         ax.set_title(f"{spec}: queue backlog of the busiest ports (shaded: measurement windows)", fontsize=9)
         ax.set_ylabel("backlog (kB)")
         ax.legend(fontsize=7, loc="upper right")

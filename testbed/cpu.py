@@ -14,6 +14,7 @@ timings may reflect the emulator rather than the network (see :mod:`testbed.fide
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -63,6 +64,25 @@ def _p95(values: list[float]) -> float:
     return v[min(len(v) - 1, int(0.95 * len(v)))]
 
 
+@dataclasses.dataclass(frozen=True)
+class CpuSummary:
+    """Machine CPU utilisation (0..1) over the sampled intervals: mean, 95th percentile and peak;
+    the busiest switch thread's 95th percentile (None: no switch process sampled); and whether
+    the CPU saturated (either 95th percentile >= :data:`SATURATED_FRACTION`). Every figure is
+    None when no sample fell inside the windows asked for."""
+
+    samples: int = 0
+    mean: float | None = None
+    p95: float | None = None
+    max: float | None = None
+    switch_thread_p95: float | None = None
+    saturated: bool | None = None
+
+    def to_dict(self) -> dict:
+        """JSON form (``measurements.json``'s ``cpu`` and ``cpu_measured``)."""
+        return dataclasses.asdict(self)
+
+
 class CpuSampler:
     """Samples machine and switch-thread CPU utilisation every ``interval_s`` in a background thread."""
 
@@ -102,7 +122,7 @@ class CpuSampler:
                 self.switch_samples.append((now, min(1.0, busiest / CLK_TCK / (t1 - t0))))
             total0, idle0, ticks0, t0 = total1, idle1, ticks1, t1
 
-    def summary(self, windows: list[tuple[float, float]] | None = None) -> dict:
+    def summary(self, windows: list[tuple[float, float]] | None = None) -> CpuSummary:
         """Mean, 95th percentile and peak machine utilisation, the busiest switch thread's 95th
         percentile, and whether the CPU saturated (either 95th percentile >= 95%).
 
@@ -116,9 +136,8 @@ class CpuSampler:
         u = sorted(x for t, x in self.samples if inside(t))
         sw = [x for t, x in self.switch_samples if inside(t)]
         if not u:
-            return {"samples": 0, "mean": None, "p95": None, "max": None, "switch_thread_p95": None,
-                    "saturated": None}
+            return CpuSummary()
         p95 = _p95(u)
         sw95 = _p95(sw) if sw else None
-        return {"samples": len(u), "mean": sum(u) / len(u), "p95": p95, "max": u[-1], "switch_thread_p95": sw95,
-                "saturated": p95 >= SATURATED_FRACTION or (sw95 is not None and sw95 >= SATURATED_FRACTION)}
+        return CpuSummary(len(u), sum(u) / len(u), p95, u[-1], sw95,
+                          p95 >= SATURATED_FRACTION or (sw95 is not None and sw95 >= SATURATED_FRACTION))

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 from common.units import MEGA, TCP_IP_HEADER_BYTES
 from sim.steps import job_bound_s, job_collisions, job_links, largest_transfer_bytes
+from testbed.cpu import CpuSummary
 from testbed.shaping import burst_bytes, frame_bytes
 
 MIN_RATE_RATIO = 0.9
@@ -104,15 +105,48 @@ def saturated_stretches(rows: list[dict], min_backlog_bytes: float, windows=None
     return out
 
 
+@dataclass(frozen=True)
+class LinkCheck:
+    """One port's link-rate check (:func:`link_checks`): which ``check`` ran, whether it passed
+    (``ok``), and ``limit_ratio`` (above 1 fails), with the check's own evidence.
+
+    ``virtual-queue`` (:func:`port_lags`) fills ``samples``, ``max_lag_bytes``, ``excess_bytes``,
+    ``excess_s`` and ``limit_bytes``; ``busy-rate`` (:func:`busy_rates`) fills ``busy_s``,
+    ``achieved_mbps`` and ``ratio``. The other check's fields are None and left out of the JSON.
+    """
+
+    link: str
+    check: str
+    ok: bool
+    limit_ratio: float
+    rate_mbps: float
+    samples: int | None = None
+    max_lag_bytes: float | None = None
+    excess_bytes: float | None = None
+    excess_s: float | None = None
+    limit_bytes: float | None = None
+    busy_s: float | None = None
+    achieved_mbps: float | None = None
+    ratio: float | None = None
+
+    def to_dict(self) -> dict:
+        """JSON form (``measurements.json``'s ``fidelity.links``): the fields this check fills."""
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+def _worst_first(rows: list[LinkCheck]) -> list[LinkCheck]:
+    return sorted(rows, key=lambda d: -d.limit_ratio)
+
+
 def busy_rates(samples: dict[tuple[str, str], list[dict]], rates_mbps: dict[tuple[str, str], float],
-               windows=None, mtu: int = 1500) -> list[dict]:
+               windows=None, mtu: int = 1500) -> list[LinkCheck]:
     """The ``busy-rate`` check: achieved rate of every port over the stretches its FIFO held a
     standing queue.
 
     Returns:
-        One dict per directed link with at least ``MIN_BUSY_S`` of saturated time: ``link``,
-        ``check`` (``busy-rate``), ``busy_s``, ``achieved_mbps``, ``rate_mbps``, ``ratio``,
-        ``limit_ratio`` (``MIN_RATE_RATIO / ratio``: above 1 fails) and ``ok``; worst first.
+        One :class:`LinkCheck` per directed link with at least ``MIN_BUSY_S`` of saturated time
+        (``busy_s``, ``achieved_mbps``, ``ratio``; ``limit_ratio`` is ``MIN_RATE_RATIO / ratio``);
+        worst first.
     """
     out = []
     for link, rows in samples.items():
@@ -125,11 +159,10 @@ def busy_rates(samples: dict[tuple[str, str], list[dict]], rates_mbps: dict[tupl
         rate = _rate(rates_mbps, link)
         achieved = sent * 8 / busy_s / MEGA
         ratio = achieved / rate
-        out.append({"link": _name(link), "check": "busy-rate", "busy_s": round(busy_s, 3),
-                    "achieved_mbps": achieved, "rate_mbps": rate, "ratio": ratio,
-                    "limit_ratio": MIN_RATE_RATIO / ratio if ratio > 0 else float("inf"),
-                    "ok": ratio >= MIN_RATE_RATIO})
-    return sorted(out, key=lambda d: -d["limit_ratio"])
+        out.append(LinkCheck(_name(link), "busy-rate", ratio >= MIN_RATE_RATIO,
+                             MIN_RATE_RATIO / ratio if ratio > 0 else float("inf"), rate,
+                             busy_s=round(busy_s, 3), achieved_mbps=achieved, ratio=ratio))
+    return _worst_first(out)
 
 
 def _rate(rates_mbps: dict[tuple[str, str], float], link: tuple[str, str]) -> float:
@@ -170,7 +203,7 @@ def lag_limit_bytes(rate_mbps: float, mtu: int, queue_packets: int | None = None
 
 
 def port_lags(samples: dict[tuple[str, str], list[dict]], rates_mbps: dict[tuple[str, str], float],
-              windows=None, mtu: int = 1500, queue_packets: int | None = None) -> list[dict]:
+              windows=None, mtu: int = 1500, queue_packets: int | None = None) -> list[LinkCheck]:
     """The ``virtual-queue`` check of every port whose samples carry the marker's virtual backlog.
 
     Args:
@@ -181,11 +214,10 @@ def port_lags(samples: dict[tuple[str, str], list[dict]], rates_mbps: dict[tuple
         queue_packets: FIFO limit of each port, packets (None: no FIFO cap on the limit).
 
     Returns:
-        One dict per port with samples inside the windows: ``link``, ``check``
-        (``virtual-queue``), ``samples``, ``max_lag_bytes`` (largest raw lag), ``excess_bytes``
-        (largest lag beyond its sample's tolerance, 0 if none), ``excess_s`` (the same in
-        seconds of the port's rate), ``limit_bytes``, ``rate_mbps``, ``limit_ratio``
-        (``excess_bytes / limit_bytes``: above 1 fails) and ``ok``; worst first.
+        One :class:`LinkCheck` per port with samples inside the windows: ``samples``,
+        ``max_lag_bytes`` (largest raw lag), ``excess_bytes`` (largest lag beyond its sample's
+        tolerance, 0 if none), ``excess_s`` (the same in seconds of the port's rate),
+        ``limit_bytes``; ``limit_ratio`` is ``excess_bytes / limit_bytes``; worst first.
     """
     out = []
     for link, rows in samples.items():
@@ -199,35 +231,33 @@ def port_lags(samples: dict[tuple[str, str], list[dict]], rates_mbps: dict[tuple
         lags = [lag_bytes(r, rate, mtu) for r in checked]
         excess = max(0.0, max(lag - lag_tolerance_bytes(r, rate, mtu) for lag, r in zip(lags, checked, strict=True)))
         limit = lag_limit_bytes(rate, mtu, queue_packets)
-        out.append({"link": _name(link), "check": "virtual-queue", "samples": len(checked),
-                    "max_lag_bytes": max(lags), "excess_bytes": excess, "excess_s": excess * 8 / (rate * MEGA),
-                    "limit_bytes": limit, "rate_mbps": rate, "limit_ratio": excess / limit,
-                    "ok": excess <= limit})
-    return sorted(out, key=lambda d: -d["limit_ratio"])
+        out.append(LinkCheck(_name(link), "virtual-queue", excess <= limit, excess / limit, rate,
+                             samples=len(checked), max_lag_bytes=max(lags), excess_bytes=excess,
+                             excess_s=excess * 8 / (rate * MEGA), limit_bytes=limit))
+    return _worst_first(out)
 
 
 def link_checks(samples: dict[tuple[str, str], list[dict]], rates_mbps: dict[tuple[str, str], float],
-                windows=None, mtu: int = 1500, queue_packets: int | None = None) -> list[dict]:
+                windows=None, mtu: int = 1500, queue_packets: int | None = None) -> list[LinkCheck]:
     """Every port's link-rate check, by the best method its samples allow: ``virtual-queue``
     (:func:`port_lags`) where the marker's virtual backlog was sampled, else ``busy-rate``
     (:func:`busy_rates`, only ports saturated long enough). Worst first (by ``limit_ratio``)."""
     with_vq = {k: v for k, v in samples.items() if has_virtual_queue(v)}
     without = {k: v for k, v in samples.items() if k not in with_vq}
-    rows = port_lags(with_vq, rates_mbps, windows, mtu, queue_packets) + busy_rates(without, rates_mbps,
-                                                                                     windows, mtu)
-    return sorted(rows, key=lambda d: -d["limit_ratio"])
+    return _worst_first(port_lags(with_vq, rates_mbps, windows, mtu, queue_packets)
+                        + busy_rates(without, rates_mbps, windows, mtu))
 
 
-def link_reason(failed: list[dict]) -> str:
+def link_reason(failed: list[LinkCheck]) -> str:
     """One line naming how many ports failed their link-rate check and the worst of them."""
     worst = failed[0]
-    if worst["check"] == "virtual-queue":
-        return (f"{len(failed)} link(s) fell behind their rate (worst {worst['link']}: "
-                f"{worst['excess_bytes'] / 1000:.0f} kB, {worst['excess_s'] * 1000:.0f} ms of its "
-                f"{worst['rate_mbps']:g} Mbit/s, behind an ideal port fed the same packets; limit "
-                f"{worst['limit_bytes'] / 1000:.0f} kB)")
+    if worst.check == "virtual-queue":
+        return (f"{len(failed)} link(s) fell behind their rate (worst {worst.link}: "
+                f"{worst.excess_bytes / 1000:.0f} kB, {worst.excess_s * 1000:.0f} ms of its "
+                f"{worst.rate_mbps:g} Mbit/s, behind an ideal port fed the same packets; limit "
+                f"{worst.limit_bytes / 1000:.0f} kB)")
     return (f"{len(failed)} busy link(s) ran below {MIN_RATE_RATIO:.0%} of their rate (worst "
-            f"{worst['link']}: {worst['achieved_mbps']:.2f} of {worst['rate_mbps']:g} Mbit/s while backlogged)")
+            f"{worst.link}: {worst.achieved_mbps:.2f} of {worst.rate_mbps:g} Mbit/s while backlogged)")
 
 
 @dataclass(frozen=True)
@@ -420,8 +450,8 @@ class FidelityVerdict:
     cpu_p95: float | None
     cpu_saturated: bool
     link_checks: dict
-    links: tuple[dict, ...]
-    slow_links: tuple[dict, ...]
+    links: tuple[LinkCheck, ...]
+    slow_links: tuple[LinkCheck, ...]
     jobs: tuple[JobVerdict, ...]
     jobs_checked: int
     jobs_failed: int
@@ -432,7 +462,7 @@ class FidelityVerdict:
         return len(self.links)
 
     @property
-    def worst_link(self) -> dict | None:
+    def worst_link(self) -> LinkCheck | None:
         """The worst port's row, failed or not (None without any)."""
         return self.links[0] if self.links else None
 
@@ -440,12 +470,14 @@ class FidelityVerdict:
         """JSON form (``measurements.json``'s ``fidelity``)."""
         return {"trustworthy": self.trustworthy, "reasons": list(self.reasons), "cpu_p95": self.cpu_p95,
                 "cpu_saturated": self.cpu_saturated, "link_checks": dict(self.link_checks),
-                "links": list(self.links), "links_checked": self.links_checked, "slow_links": list(self.slow_links),
-                "worst_link": self.worst_link, "jobs": [v.to_dict() for v in self.jobs],
+                "links": [d.to_dict() for d in self.links], "links_checked": self.links_checked,
+                "slow_links": [d.to_dict() for d in self.slow_links],
+                "worst_link": self.worst_link.to_dict() if self.worst_link else None,
+                "jobs": [v.to_dict() for v in self.jobs],
                 "jobs_checked": self.jobs_checked, "jobs_failed": self.jobs_failed}
 
 
-def assess(cpu: dict, links: list[dict], jobs: list[JobVerdict] | None = None) -> FidelityVerdict:
+def assess(cpu: CpuSummary, links: list[LinkCheck], jobs: list[JobVerdict] | None = None) -> FidelityVerdict:
     """The verdict from a CPU summary (:meth:`testbed.cpu.CpuSampler.summary`), :func:`link_checks`
     and :func:`job_verdicts`.
 
@@ -460,22 +492,22 @@ def assess(cpu: dict, links: list[dict], jobs: list[JobVerdict] | None = None) -
         The verdict with its evidence (:class:`FidelityVerdict`).
     """
     jobs = list(jobs or [])
-    links = sorted(links, key=lambda d: -d["limit_ratio"])
+    links = _worst_first(links)
     checked = [v for v in jobs if v.checked]
     failed = [v for v in checked if v.status in FAILED_STATUSES]
-    cpu_saturated = bool(cpu.get("saturated"))
+    cpu_saturated = bool(cpu.saturated)
     reasons = []
     if cpu_saturated and not checked:
-        sw = cpu.get("switch_thread_p95")
-        reasons.append(f"CPU saturated (p95 machine {cpu['p95']:.0%}"
+        sw = cpu.switch_thread_p95
+        reasons.append(f"CPU saturated (p95 machine {cpu.p95:.0%}"
                        + (f", busiest switch thread {sw:.0%}" if sw is not None else "")
                        + " >= 95%): timings may reflect the emulator, not the network")
-    slow = [d for d in links if not d["ok"]]
+    slow = [d for d in links if not d.ok]
     if slow:
         reasons.append(link_reason(slow))
     reasons.extend(v.reason for v in failed)
-    return FidelityVerdict(trustworthy=not reasons, reasons=tuple(reasons), cpu_p95=cpu.get("p95"),
+    return FidelityVerdict(trustworthy=not reasons, reasons=tuple(reasons), cpu_p95=cpu.p95,
                            cpu_saturated=cpu_saturated,
-                           link_checks={m: sum(1 for d in links if d["check"] == m) for m in LINK_CHECKS},
+                           link_checks={m: sum(1 for d in links if d.check == m) for m in LINK_CHECKS},
                            links=tuple(links), slow_links=tuple(slow), jobs=tuple(jobs), jobs_checked=len(checked),
                            jobs_failed=len(failed))

@@ -29,7 +29,7 @@ from common.units import wall_s
 from experiment import results
 from experiment.config import ExperimentConfig, policy_specs, to_dict, validate
 from experiment.loop import LoopEvent, LoopResult
-from experiment.measurements import ClusterState, EcnSetup, PolicyResult, StartRecord
+from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
 from experiment.report import job_iteration_times, summarise_policy, write_run_report
 from experiment.results import PolicyIncomplete, write_json, write_status
 from experiment.run import config_cluster, place_and_run
@@ -180,15 +180,15 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
         estimates = replay_on_simulator(cfg, g, loop, {e.job: e.bucket_bytes for e in evidence if e.bucket_bytes})
     result = PolicyResult(
         policy=spec, scheduler=cfg.scheduler, placements=placements, starts=starts,
-        cluster_states=tuple(cluster_states), waves=tuple(wave_dict(w, series, marks) for w in waves),
+        cluster_states=tuple(cluster_states), waves=tuple(wave_links(w, series, marks) for w in waves),
         jct_s=loop.jct_s, preemptions=loop.preemptions, link_bytes=link_bytes, link_rate_mbps=rates,
         cpu=sampler.summary(),
         cpu_measured=cpu_measured, ecn=EcnSetup(ecn[0], ecn[1], hosts_tcp or {}),
         fidelity=fidelity.assess(cpu_measured, fidelity.link_checks(queue_samples, rates, windows or None, cfg.mtu,
                                                                     cfg.queue_packets), verdicts),
         estimates=estimates, scale=cfg.scale, dilation=cfg.dilation,
-        port_sampler={"samples": ports.samples_taken, "interval_s": cfg.ecn.sample_interval_s,
-                      "mean_cost_s": ports.cost_s / max(1, ports.samples_taken)},
+        port_sampler=PortSamplerStats(ports.samples_taken, cfg.ecn.sample_interval_s,
+                                      ports.cost_s / max(1, ports.samples_taken)),
         dir=pdir, queue_stats=os.path.basename(queue_path), wall_time_s=time.time() - t_start)
     write_json(os.path.join(pdir, "placements.json"), [p.to_dict() for p in placements])
     write_json(os.path.join(pdir, "measurements.json"), result.to_dict())
@@ -260,25 +260,24 @@ def sim_estimates(cfg: ExperimentConfig, g, evidence: list[fidelity.JobEvidence]
     return out
 
 
-def wave_dict(w: WaveResult, series: LinkSeries, marks=None) -> dict:
-    """JSON form of a wave, with the bytes (and ECN marks, when measured) per link inside its window.
+def wave_links(w: WaveResult, series: LinkSeries, marks=None) -> WaveLinks:
+    """A wave's bytes (and ECN marks, when measured) per link, whole and inside its window.
 
     ``marks`` is the :class:`testbed.linkstats.Series` of the ports' mark counters, or None
     when ECN was not measured (then ``window_link_marks`` is None, never zeros).
     """
-    d = {"index": w.index, "jobs": w.jobs, "duration_s": w.duration_s, "startup_s": w.startup_s,
-         "window_s": w.window_s,
-         "link_bytes": [[u, v, b] for (u, v), b in sorted(w.link_bytes.items())], "window_link_bytes": [],
-         "window_link_marks": None if marks is None else [], "ecn": w.ecn}
+    window_bytes: dict = {}
+    window_marks = None if marks is None else {}
     if w.window_s:
         for link in sorted(w.link_bytes):
             b = series.bytes_between(link, *w.window_s)
             if b is not None:
-                d["window_link_bytes"].append([*link, round(b)])
+                window_bytes[link] = round(b)
             m = marks.between(link, *w.window_s) if marks is not None else None
             if m is not None:
-                d["window_link_marks"].append([*link, round(m)])
-    return d
+                window_marks[link] = round(m)
+    return WaveLinks(w.index, tuple(w.jobs), w.duration_s, w.startup_s, tuple(w.window_s) if w.window_s else None,
+                     dict(w.link_bytes), window_bytes, window_marks, w.ecn)
 
 
 def sanity_check(net: EmulatedNetwork, run_dir: str) -> None:

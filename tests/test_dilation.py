@@ -12,18 +12,20 @@ import pytest
 
 from common.units import virtual_s, wall_s
 from experiment.config import from_dict
-from experiment.measurements import ClusterState, EcnSetup, PolicyResult, StartRecord
+from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
 from experiment.report import summarise_policy
 from jobs.launcher import plan_workers
 from jobs.models import get_model
 from jobs.records import IterationRecord
 from placement.base import GpuSlot, JobRequest, Placement
+from testbed.cpu import CpuSummary
 from testbed.fidelity import assess, job_verdicts
 from testbed.net import link_rates_mbps
 from testbed.runner import job_evidence, net_options
 from topo import fat_tree
 
 G = fat_tree(4)
+CPU = CpuSummary(10, 0.5, 0.6, 0.7, None, False)
 JOBS = [{"name": "a", "model": "resnet50", "workers": 2, "collective": "ring"},
         {"name": "b", "model": "small_cnn", "workers": 2, "collective": "hd"}]
 PLACEMENTS = (StartRecord(0, 0.0, Placement("a", (GpuSlot("h1", 0), GpuSlot("h5", 0)))),
@@ -56,12 +58,11 @@ def result(cfg, recs) -> PolicyResult:
     return PolicyResult(
         policy="p", scheduler="waves", placements=PLACEMENTS, starts=PLACEMENTS,
         cluster_states=(ClusterState(0, 4, 4),),
-        waves=({"index": 0, "duration_s": 10.0, "window_s": [0.0, 5.0], "link_bytes": [["h1", "e1", 1000]],
-                "window_link_bytes": [["h1", "e1", 800]], "window_link_marks": None, "ecn": None},),
-        jct_s={}, preemptions=0, link_bytes={}, link_rate_mbps={("h1", "e1"): 20.0}, cpu={},
-        cpu_measured={"mean": 0.5, "p95": 0.6, "saturated": False}, ecn=EcnSetup("none", ""),
-        fidelity=assess({"saturated": False, "p95": 0.6}, [], verdicts), estimates={}, scale=cfg.scale,
-        dilation=cfg.dilation, port_sampler={}, dir="", queue_stats="", wall_time_s=1.0)
+        waves=(WaveLinks(0, ("a",), 10.0, None, (0.0, 5.0), {("h1", "e1"): 1000}, {("h1", "e1"): 800}, None),),
+        jct_s={}, preemptions=0, link_bytes={}, link_rate_mbps={("h1", "e1"): 20.0}, cpu=CPU,
+        cpu_measured=CPU, ecn=EcnSetup("none", ""),
+        fidelity=assess(CPU, [], verdicts), estimates={}, scale=cfg.scale,
+        dilation=cfg.dilation, port_sampler=PortSamplerStats(0, 0.25, 0.0), dir="", queue_stats="", wall_time_s=1.0)
 
 
 @pytest.mark.parametrize("dilation", [2.0, 4.0, 7.5])

@@ -13,6 +13,7 @@ import pytest
 from common.errors import ConfigError
 from experiment.config import from_dict, validate
 from testbed import ecn, fidelity, flows
+from testbed.cpu import CpuSummary
 from testbed.queues import parse_tc_qdiscs
 
 JOBS = [{"name": "a", "model": "resnet50", "workers": 2}]
@@ -199,6 +200,9 @@ def test_tc_json_leaf_counters():
     assert q["e1-eth2"]["red_marked"] == 7
 
 
+CPU_OK = CpuSummary(10, 0.4, 0.5, 0.6, None, False)
+
+
 def _rows(rate_mbps: float, backlogs: list[int], dt: float = 0.25) -> list[dict]:
     sent, out = 0, []
     for i, b in enumerate(backlogs):
@@ -212,11 +216,11 @@ def test_a_saturated_link_at_its_rate_passes_and_a_slow_one_is_flagged():
                ("e2", "h3"): _rows(20.0, [30000, 0] * 6)}  # never a stretch: not checked
     rates = {("e1", "h1"): 20.0, ("h2", "e1"): 20.0, ("e2", "h3"): 20.0}
     checked = fidelity.busy_rates(samples, rates)
-    assert [d["link"] for d in checked] == ["e1->h2", "e1->h1"]
-    assert checked[0]["ratio"] == pytest.approx(0.75) and checked[1]["ratio"] == pytest.approx(1.0)
-    verdict = fidelity.assess({"saturated": False, "p95": 0.5}, checked)
+    assert [d.link for d in checked] == ["e1->h2", "e1->h1"]
+    assert checked[0].ratio == pytest.approx(0.75) and checked[1].ratio == pytest.approx(1.0)
+    verdict = fidelity.assess(CPU_OK, checked)
     assert not verdict.trustworthy and "e1->h2" in verdict.reasons[0]
-    assert fidelity.assess({"saturated": False, "p95": 0.5}, checked[1:]).trustworthy
+    assert fidelity.assess(CPU_OK, checked[1:]).trustworthy
 
 
 def test_short_or_shallow_queues_are_not_checked():
@@ -231,7 +235,7 @@ def test_windows_limit_the_check():
 
 
 def test_cpu_saturation_flags_and_names_the_switch_thread():
-    verdict = fidelity.assess({"saturated": True, "p95": 0.6, "switch_thread_p95": 1.0}, [])
+    verdict = fidelity.assess(CpuSummary(10, 0.5, 0.6, 0.7, 1.0, True), [])
     assert not verdict.trustworthy and "switch thread 100%" in verdict.reasons[0]
 
 
@@ -239,22 +243,20 @@ def test_cpu_saturation_flags_and_names_the_switch_thread():
 
 
 def _result(method: str, marks):
-    from experiment.measurements import ClusterState, EcnSetup, PolicyResult, StartRecord
+    from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
     from placement.base import GpuSlot, Placement
 
     start = StartRecord(0, 0.0, Placement("a", (GpuSlot("h1", 0), GpuSlot("h2", 0))))
+    wave = WaveLinks(0, ("a",), 10.0, None, (0.0, 5.0), {("e1", "h1"): 1000, ("h1", "e1"): 900},
+                     {("e1", "h1"): 800, ("h1", "e1"): 700}, marks,
+                     None if marks is None else {"jobs": {"a": {"pkts": 9, "bytes": 9, "marks": 4}}})
+    cpu = CpuSummary(10, 0.5, 0.6, 0.7, None, False)
     return PolicyResult(
         policy="p", scheduler="waves", placements=(start,), starts=(start,), cluster_states=(ClusterState(0, 2, 2),),
-        waves=({"index": 0, "duration_s": 10.0, "window_s": [0.0, 5.0],
-                "link_bytes": [["e1", "h1", 1000], ["h1", "e1", 900]],
-                "window_link_bytes": [["e1", "h1", 800], ["h1", "e1", 700]],
-                "window_link_marks": marks,
-                "ecn": None if marks is None else {"jobs": {"a": {"pkts": 9, "bytes": 9, "marks": 4}}}},),
-        jct_s={}, preemptions=0, link_bytes={("e1", "h1"): 1000, ("h1", "e1"): 900},
-        link_rate_mbps={("e1", "h1"): 20.0}, cpu={},
-        cpu_measured={"mean": 0.5, "p95": 0.6, "saturated": False}, ecn=EcnSetup(method, ""),
-        fidelity=fidelity.assess({"saturated": False, "p95": 0.6}, []), estimates={}, scale=500.0, dilation=1.0,
-        port_sampler={}, dir="", queue_stats="", wall_time_s=1.0)
+        waves=(wave,), jct_s={}, preemptions=0, link_bytes={("e1", "h1"): 1000, ("h1", "e1"): 900},
+        link_rate_mbps={("e1", "h1"): 20.0}, cpu=cpu, cpu_measured=cpu, ecn=EcnSetup(method, ""),
+        fidelity=fidelity.assess(cpu, []), estimates={}, scale=500.0, dilation=1.0,
+        port_sampler=PortSamplerStats(0, 0.25, 0.0), dir="", queue_stats="", wall_time_s=1.0)
 
 
 def test_report_never_shows_zero_marks_when_ecn_was_not_measured():
@@ -268,6 +270,6 @@ def test_report_never_shows_zero_marks_when_ecn_was_not_measured():
     assert off["ecn_marks"] is None and off["ecn_marks_busiest_port"] is None and off["jobs"]["a"]["ecn_marks"] is None
     row = summary_tables([off]).splitlines()[3].split()
     assert row[row.index("e1->h1") + 1:row.index("e1->h1") + 3] == ["-", "-"]  # the two ECN columns
-    on = summarise_policy(cfg, g, _result("bpf", [["e1", "h1", 5]]), [])
+    on = summarise_policy(cfg, g, _result("bpf", {("e1", "h1"): 5}), [])
     assert on["ecn_marks"] == 5 and on["ecn_marks_busiest_port"] == 5 and on["jobs"]["a"]["ecn_marks"] == 4
     assert on["ecn_most_marked_link"] == "e1->h1"

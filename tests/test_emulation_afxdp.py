@@ -42,8 +42,8 @@ def test_afxdp_ports_shape_mark_and_clean_up(emulation_ok, tmp_path):
     assert r["marks"][port] > 50, r["marks"]
     assert abs(r["ce"] - r["marks"][port]) <= 0.05 * r["marks"][port], (r["ce"], r["marks"][port])
     assert 0.8 * RATE_MBPS < r["goodput_mbps"] <= 1.02 * RATE_MBPS, r["goodput_mbps"]
-    checked = {d["link"]: d for d in busy_rates(read_queue_samples(r["samples"]), net.rates)}
-    assert "e2->h4" in checked and checked["e2->h4"]["ratio"] > 0.9, checked
+    checked = {d.link: d for d in busy_rates(read_queue_samples(r["samples"]), net.rates)}
+    assert "e2->h4" in checked and checked["e2->h4"].ratio > 0.9, checked
     pmd_packets = [int(line.split(":")[1]) for block in pmd.split("pmd thread")[1:]
                    for line in block.splitlines() if "packets received" in line]
     assert sum(pmd_packets) > 1000, pmd

@@ -99,11 +99,11 @@ def test_shared_bottleneck_marks_and_receiver_sees_ce(ecn_net):
     assert sum(m for i, m in r["marks"].items() if i != port) == 0, {i: m for i, m in r["marks"].items() if m}
     assert abs(r["ce"] - r["marks"][port]) <= 0.05 * r["marks"][port], (r["ce"], r["marks"][port])
     assert 0.8 * RATE_MBPS < r["goodput_mbps"] <= 1.02 * RATE_MBPS, r["goodput_mbps"]
-    checked = {d["link"]: d for d in link_checks(read_queue_samples(r["samples"]), ecn_net.rates,
+    checked = {d.link: d for d in link_checks(read_queue_samples(r["samples"]), ecn_net.rates,
                                                   queue_packets=QUEUE_PACKETS)}
-    assert {d["check"] for d in checked.values()} == {"virtual-queue"}
-    assert checked["e2->h4"]["max_lag_bytes"] is not None and checked["e2->h4"]["samples"] >= 20, checked["e2->h4"]
-    assert all(d["ok"] for d in checked.values()), [d for d in checked.values() if not d["ok"]]
+    assert {d.check for d in checked.values()} == {"virtual-queue"}
+    assert checked["e2->h4"].max_lag_bytes is not None and checked["e2->h4"].samples >= 20, checked["e2->h4"]
+    assert all(d.ok for d in checked.values()), [d for d in checked.values() if not d.ok]
 
 
 def test_port_slower_than_its_rate_is_flagged(ecn_net):
@@ -121,11 +121,11 @@ def test_port_slower_than_its_rate_is_flagged(ecn_net):
     finally:
         ecn_net.marker.configure({port: (RATE_MBPS, _marking(30000)(RATE_MBPS))})
     rates = {**ecn_net.rates, ("e2", "h4"): fast}
-    checked = {d["link"]: d for d in link_checks(read_queue_samples(r["samples"]), rates,
+    checked = {d.link: d for d in link_checks(read_queue_samples(r["samples"]), rates,
                                                   queue_packets=QUEUE_PACKETS)}
-    assert not checked["e2->h4"]["ok"] and checked["e2->h4"]["limit_ratio"] > 1, checked["e2->h4"]
-    assert [d["link"] for d in checked.values() if not d["ok"]] == ["e2->h4"], [
-        d for d in checked.values() if not d["ok"]]
+    assert not checked["e2->h4"].ok and checked["e2->h4"].limit_ratio > 1, checked["e2->h4"]
+    assert [d.link for d in checked.values() if not d.ok] == ["e2->h4"], [
+        d for d in checked.values() if not d.ok]
 
 
 def test_threshold_above_the_queue_produces_no_marks(ecn_net):

@@ -21,7 +21,8 @@ from common.units import scale_bw_mbps
 from jobs.patterns import replay_pattern
 from sim.steps import chained_bound_s, job_bound_s, job_links, link_bound_s, step_bound_s
 from testbed import fidelity
-from testbed.fidelity import JobEvidence, JobVerdict, assess, job_verdicts
+from testbed.cpu import CpuSummary
+from testbed.fidelity import JobEvidence, JobVerdict, LinkCheck, assess, job_verdicts
 from topo import fat_tree
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -61,8 +62,8 @@ def verdict(status: str, job: str = "a") -> JobVerdict:
                       reason=reason)
 
 
-CPU_OK = {"saturated": False, "p95": 0.5}
-CPU_SATURATED = {"saturated": True, "p95": 0.97, "switch_thread_p95": 0.6}
+CPU_OK = CpuSummary(samples=10, mean=0.4, p95=0.5, max=0.6, saturated=False)
+CPU_SATURATED = CpuSummary(samples=10, mean=0.9, p95=0.97, max=1.0, switch_thread_p95=0.6, saturated=True)
 
 
 # -- bounds and link sets ----------------------------------------------------------------------
@@ -281,10 +282,9 @@ def test_a_failed_job_flags_with_its_reason(status):
 
 def test_a_slow_link_still_flags_beside_an_ok_job():
     """The link-rate check is independent of the job verdicts."""
-    link = {"link": "e1->h1", "check": "busy-rate", "busy_s": 2.0, "achieved_mbps": 5.0, "rate_mbps": 8.0,
-            "ratio": 0.625, "limit_ratio": 0.9 / 0.625, "ok": False}
+    link = LinkCheck("e1->h1", "busy-rate", False, 0.9 / 0.625, 8.0, busy_s=2.0, achieved_mbps=5.0, ratio=0.625)
     got = assess(CPU_OK, [link], [verdict("ok")])
-    assert not got.trustworthy and "e1->h1" in got.reasons[0] and got.worst_link["ratio"] == 0.625
+    assert not got.trustworthy and "e1->h1" in got.reasons[0] and got.worst_link.ratio == 0.625
 
 
 def test_limits_are_the_documented_ones():

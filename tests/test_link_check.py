@@ -12,13 +12,14 @@ from __future__ import annotations
 import pytest
 
 from testbed import fidelity
+from testbed.cpu import CpuSummary
 from testbed.fidelity import assess, lag_bytes, lag_limit_bytes, lag_tolerance_bytes, link_checks, port_lags
 
 RATE = 8.0
 LINK = ("e1", "h1")
 RATES = {LINK: RATE}
 FRAME = 1514
-CPU_OK = {"p95": 0.5, "saturated": False}
+CPU_OK = CpuSummary(samples=10, mean=0.4, p95=0.5, max=0.6, saturated=False)
 
 
 def row(t: float, real_bytes: int, virtual_ms: float, skew_s: float = 0.0, sent: int = 0) -> dict:
@@ -54,8 +55,8 @@ def test_port_that_kept_up_passes_although_its_queue_drained_between_samples():
     rows = [row(t, real, virt, skew_s=0.03, sent=int(t * 500_000))
             for t, real, virt in ((0.0, 48_448, 62.4), (0.25, 10_598, 28.6), (0.5, 28_766, 38.7), (0.75, 6_056, 18.7))]
     (got,) = port_lags({LINK: rows}, RATES)
-    assert got["ok"] and got["check"] == "virtual-queue" and got["samples"] == 4
-    assert got["excess_bytes"] == 0 and got["max_lag_bytes"] == pytest.approx(28_766 - 23_700)
+    assert got.ok and got.check == "virtual-queue" and got.samples == 4
+    assert got.excess_bytes == 0 and got.max_lag_bytes == pytest.approx(28_766 - 23_700)
 
 
 def test_port_behind_its_rate_fails_with_its_excess():
@@ -63,23 +64,23 @@ def test_port_behind_its_rate_fails_with_its_excess():
     20 000; excess = 130 000 - 2 x 1 514 over a 100 000 limit."""
     rows = [row(0.0, 0, 0), row(0.5, 70_000, 25), row(1.0, 150_000, 35)]
     (got,) = port_lags({LINK: rows}, RATES)
-    assert not got["ok"]
-    assert got["excess_bytes"] == pytest.approx(130_000 - 2 * FRAME)
-    assert got["excess_s"] == pytest.approx((130_000 - 2 * FRAME) / 1e6)
-    assert got["limit_ratio"] == pytest.approx((130_000 - 2 * FRAME) / 100_000)
+    assert not got.ok
+    assert got.excess_bytes == pytest.approx(130_000 - 2 * FRAME)
+    assert got.excess_s == pytest.approx((130_000 - 2 * FRAME) / 1e6)
+    assert got.limit_ratio == pytest.approx((130_000 - 2 * FRAME) / 100_000)
 
 
 def test_a_lag_within_the_read_skew_passes_and_the_same_lag_without_skew_fails():
     """Lag 110 000 bytes: with 100 ms of read skew (100 000 bytes) it is within tolerance; without it fails."""
-    assert port_lags({LINK: [row(0, 110_000, 15, skew_s=0.1)]}, RATES)[0]["ok"]
-    assert not port_lags({LINK: [row(0, 110_000, 15)]}, RATES)[0]["ok"]
+    assert port_lags({LINK: [row(0, 110_000, 15, skew_s=0.1)]}, RATES)[0].ok
+    assert not port_lags({LINK: [row(0, 110_000, 15)]}, RATES)[0].ok
 
 
 def test_only_samples_inside_the_windows_are_checked():
     """A lagging sample outside the measurement windows does not count."""
     rows = [row(0.0, 150_000, 15), row(10.0, 0, 0)]
     (got,) = port_lags({LINK: rows}, RATES, windows=[(5.0, 20.0)])
-    assert got["ok"] and got["samples"] == 1
+    assert got.ok and got.samples == 1
     assert port_lags({LINK: rows}, RATES, windows=[(30.0, 40.0)]) == []
 
 
@@ -90,10 +91,10 @@ def test_ports_without_a_virtual_queue_fall_back_to_the_busy_rate_check():
     red_rows = [{"t": t / 4, "backlog_bytes": full, "sent_bytes": int(t / 4 * 500_000)} for t in range(9)]
     other = ("e2", "h3")
     got = link_checks({LINK: red_rows, other: [row(0, 0, 0)]}, {**RATES, other: RATE})
-    by_link = {d["link"]: d for d in got}
-    assert by_link["e1->h1"]["check"] == "busy-rate" and by_link["e2->h3"]["check"] == "virtual-queue"
-    assert by_link["e1->h1"]["ratio"] == pytest.approx(0.5) and not by_link["e1->h1"]["ok"]
-    assert [d["link"] for d in got] == ["e1->h1", "e2->h3"]  # worst first
+    by_link = {d.link: d for d in got}
+    assert by_link["e1->h1"].check == "busy-rate" and by_link["e2->h3"].check == "virtual-queue"
+    assert by_link["e1->h1"].ratio == pytest.approx(0.5) and not by_link["e1->h1"].ok
+    assert [d.link for d in got] == ["e1->h1", "e2->h3"]  # worst first
 
 
 def test_a_failed_link_flags_the_run_and_names_the_port():
@@ -104,6 +105,6 @@ def test_a_failed_link_flags_the_run_and_names_the_port():
     assert not got.trustworthy and len(got.reasons) == 1
     assert "e1->h1" in got.reasons[0] and "fell behind" in got.reasons[0]
     assert got.link_checks == {"virtual-queue": 2, "busy-rate": 0}
-    assert got.links_checked == 2 and got.worst_link["link"] == "e1->h1"
-    assert [d["link"] for d in got.slow_links] == ["e1->h1"]
+    assert got.links_checked == 2 and got.worst_link.link == "e1->h1"
+    assert [d.link for d in got.slow_links] == ["e1->h1"]
     assert assess(CPU_OK, good).trustworthy
