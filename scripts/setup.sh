@@ -51,4 +51,22 @@ if [ ! -f "$stamp" ]; then
 fi
 # The BPF ECN marker (testbed/bpf/vq_ecn.bpf.c), compiled when its source changed.
 "$VENV/bin/python" -m testbed.ecn build
+# INA's P4 aggregator (ina/p4/aggregator.p4) for bmv2, compiled when its source changed. A prebuilt
+# bmv2/p4c prefix (P4_PREFIX, else /opt/p4) needs Debian's runtime libraries; without any toolchain
+# INA runs on the software engine and the build says so.
+P4_RUNTIME_PACKAGES=(libjsoncpp25 libthrift-0.17.0 libboost-program-options1.74.0 libboost-iostreams1.74.0
+                     libxxhash0 libpcap0.8 libgmp10 libnanomsg5 libgc1 libprotobuf32 python3-thrift cpp)
+p4_prefix="${P4_PREFIX:-/opt/p4}"
+if [ -x "$p4_prefix/bin/simple_switch" ]; then
+    missing=()
+    for p in "${P4_RUNTIME_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "setup: installing bmv2's runtime libraries: ${missing[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+fi
+"$VENV/bin/python" -m ina.p4.build
 echo "setup: ready ($("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)'), $(ovs-vsctl --version | head -1))"

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 
 from common.errors import EmulationError
+from ina.p4.build import engine_available
 from testbed import ecn, ports
 
 PROBE_VETH = ("tbcap0", "tbcap1")
@@ -76,6 +77,7 @@ def detect() -> dict:
 
     ovs = subprocess.run(["ovs-vsctl", "--version"], capture_output=True, text=True).stdout.splitlines()
     kernel_ovs = os.path.exists("/sys/module/openvswitch") or _ok(["modprobe", "-n", "openvswitch"])
+    ina_engine, ina_why = engine_available()
     return {
         "kernel": os.uname().release,
         "cpus": os.cpu_count(),
@@ -85,5 +87,6 @@ def detect() -> dict:
         "congestion_controls": sysctl("net.ipv4.tcp_available_congestion_control"),
         **ecn.detect(),
         "afxdp_missing": ports.afxdp_missing() if not kernel_ovs else "kernel datapath",
-        "ina_engine": "none (not used in this version)",
+        # No job runs over INA yet: which engine would aggregate here, and why.
+        "ina_engine_available": ina_engine, "ina_engine_why": ina_why,
     }

@@ -32,6 +32,8 @@ def test_default_experiment_runs_every_policy_and_cleans_up(emulation_ok, tmp_pa
     with open(os.path.join(run_dir, "summary.json")) as f:
         summary = json.load(f)
     assert summary["capabilities"]["ovs_datapath"] in ("user", "kernel")
+    assert summary["capabilities"]["ina_engine_available"] in ("bmv2", "software")
+    assert summary["capabilities"]["ina_engine_why"]
     policies = {s["policy"]: s for s in summary["policies"]}
     assert set(policies) == set(POLICIES)
     for s in policies.values():

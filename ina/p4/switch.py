@@ -1,0 +1,181 @@
+"""A bmv2 ``simple_switch`` running the INA aggregator: start, program, read counters, stop.
+
+The impure shell around :mod:`ina.p4.build`'s JSON: one ``simple_switch`` process, started on
+named interfaces (optionally inside a network namespace), programmed through
+``simple_switch_CLI`` with the tables of ``aggregator.p4`` (``ina_config``, ``ina_job``,
+``ina_out``, ``plain``), its ``stats`` register read back as :class:`ina.engine.AggregatorStats`.
+Stopped by its PID only.
+
+Port numbers of ``ina_out``: direction 0 is towards the parameter server, 1 towards the workers
+(:data:`TO_PS`, :data:`TO_WORKERS`); without an entry a packet leaves by the port it came in on
+(an aggregator attached one-armed to its ToR).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+
+from ina.engine import AggregatorStats, JobEntry, Role
+from ina.p4.build import P4Error, Toolchain
+from ina.protocol import MALFORMED_REASONS, check_slots
+
+TO_PS, TO_WORKERS = 0, 1
+STAT_NAMES: tuple[str, ...] = tuple(
+    [f for f in AggregatorStats.__dataclass_fields__ if f != "malformed"]
+    + [f"malformed:{r}" for r in MALFORMED_REASONS] + ["other"])
+"""The ``stats`` register's entries in index order (``aggregator.p4``'s ``ST_*`` constants):
+:class:`ina.engine.AggregatorStats`' counters, the malformed reasons, then ``other`` (non-INA
+packets no ``plain`` entry forwards)."""
+SLOT_REGISTERS = ("slot_state", "slot_key", "slot_bitmap", "slot_count", "slot_flags", "slot_values")
+_READY_S = 15.0
+
+
+class Bmv2Aggregator:
+    """One ``simple_switch`` process running ``program``.
+
+    Args:
+        toolchain: the P4 tools (:func:`ina.p4.build.find_toolchain`).
+        program: the compiled JSON (:func:`ina.p4.build.compile_program`).
+        ports: bmv2 port number -> interface name.
+        thrift_port: the runtime CLI's TCP port (distinct per switch).
+        device_id: distinct per switch (bmv2's nanomsg sockets clash otherwise).
+        log_path: the switch's standard output and error.
+        netns: network namespace to run in (None: this one).
+    """
+
+    def __init__(self, toolchain: Toolchain, program: str, ports: Mapping[int, str], thrift_port: int,
+                 device_id: int, log_path: str, netns: str | None = None):
+        self.toolchain = toolchain
+        self.program = program
+        self.ports = dict(ports)
+        self.thrift_port = thrift_port
+        self.device_id = device_id
+        self.log_path = log_path
+        self.netns = netns
+        self.proc: subprocess.Popen | None = None
+
+    def _ns(self, cmd: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.netns, *cmd] if self.netns else cmd
+
+    def start(self) -> None:
+        """Start the switch and wait until its runtime CLI answers.
+
+        Raises:
+            P4Error: it exited or did not answer in 15 s (its log's tail included).
+        """
+        cmd = [self.toolchain.simple_switch, "--device-id", str(self.device_id), "--thrift-port",
+               str(self.thrift_port)]
+        for port, intf in sorted(self.ports.items()):
+            cmd += ["-i", f"{port}@{intf}"]
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(self._ns([*cmd, self.program]), stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=self.toolchain.env(), start_new_session=True)
+        finally:
+            log.close()
+        deadline = time.monotonic() + _READY_S
+        while True:
+            if self.proc.poll() is not None:
+                raise P4Error(f"simple_switch exited with {self.proc.returncode}: {self._log_tail()}")
+            try:
+                if "Control utility" in self.cli(["set_queue_depth 1024"], check=False):
+                    return
+            except subprocess.TimeoutExpired:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise P4Error(f"simple_switch's runtime CLI did not answer in {_READY_S:g} s: {self._log_tail()}")
+            time.sleep(0.2)
+
+    def _log_tail(self) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()[-1000:].strip() or "(empty log)"
+        except OSError as e:
+            return f"(log unreadable: {e})"
+
+    def stop(self) -> None:
+        """Stop the switch by its PID (idempotent)."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self.proc = None
+
+    def __enter__(self) -> Bmv2Aggregator:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def cli(self, commands: Sequence[str], check: bool = True) -> str:
+        """Run runtime CLI commands in one session; return its output.
+
+        Raises:
+            P4Error: with ``check``, a command the CLI refused (``Error`` or ``Invalid`` in its output).
+        """
+        p = subprocess.run(self._ns([self.toolchain.cli, "--thrift-port", str(self.thrift_port)]),
+                           input="\n".join(commands) + "\n", capture_output=True, text=True,
+                           env=self.toolchain.env(), timeout=30)
+        out = p.stdout + p.stderr
+        if check and (p.returncode != 0 or re.search(r"^(RuntimeCmd: )?(Error|Invalid)", out, re.M)):
+            raise P4Error(f"simple_switch_CLI refused {list(commands)}: {out.strip()[-1000:]}")
+        return out
+
+    def configure(self, n_slots: int, jobs: Mapping[int, JobEntry], routes: Mapping[int, int] | None = None,
+                  plain: Mapping[str, int] | None = None) -> None:
+        """Program the tables: slots in use, the per-job entries, where each direction leaves
+        (``routes``: :data:`TO_PS`/:data:`TO_WORKERS` -> port; none: back out of the ingress
+        port) and plain Ethernet forwarding (destination MAC -> port)."""
+        check_slots(n_slots)
+        cmds = [f"table_set_default ina_config set_slots {n_slots - 1}", "table_clear ina_job",
+                "table_clear ina_out", "table_clear plain"]
+        for job_id, e in sorted(jobs.items()):
+            cmds.append(f"table_add ina_job set_job {job_id} => {e.fan_in} {int(e.role is Role.LEAF)} {e.out_bit}")
+        for direction, port in sorted((routes or {}).items()):
+            cmds.append(f"table_add ina_out to_port {direction} => {port}")
+        for mac, port in sorted((plain or {}).items()):
+            cmds.append(f"table_add plain to_port {mac} => {port}")
+        self.cli(cmds)
+
+    def reset(self) -> None:
+        """Every slot free and every counter 0 (the tables stay)."""
+        self.cli([f"register_reset {r}" for r in (*SLOT_REGISTERS, "stats")])
+
+    def counters(self) -> dict[str, int]:
+        """The ``stats`` register by name (:data:`STAT_NAMES`).
+
+        Raises:
+            P4Error: the CLI's answer does not hold the register.
+        """
+        out = self.cli(["register_read stats"])
+        m = re.search(r"stats=\s*([\d,\s]+)", out)
+        values = [int(v) for v in m.group(1).replace(",", " ").split()] if m else []
+        if len(values) != len(STAT_NAMES):
+            raise P4Error(f"unexpected stats register read: {out.strip()[-500:]}")
+        return dict(zip(STAT_NAMES, values, strict=True))
+
+
+
+def aggregator_stats(counters: Mapping[str, int]) -> AggregatorStats:
+    """Counters by :data:`STAT_NAMES` as the software engine reports them (``other`` left out)."""
+    return AggregatorStats(**{k: v for k, v in counters.items() if ":" not in k and k != "other"},
+                           malformed={r: counters[f"malformed:{r}"] for r in MALFORMED_REASONS})
+
+
+def log_dir_for(run_dir: str) -> str:
+    """Where the switches of a run write their logs."""
+    path = os.path.join(run_dir, "bmv2")
+    os.makedirs(path, exist_ok=True)
+    return path

@@ -1,0 +1,260 @@
+"""A bench for INA aggregators outside any emulated network: each switch on three veths.
+
+:class:`SwitchRig` creates one private network namespace; for each switch it adds three veth
+pairs whose switch ends move into the namespace (bmv2 ports 0: in, 1: towards the PS, 2:
+towards the workers) and whose host ends stay here, where raw sockets send INA frames in and read
+what comes out. :meth:`SwitchRig.step` sends one UDP payload and returns where it went, exactly:
+after the packet it sends a sentinel frame to each output port (the ``plain`` table forwards
+them), and since bmv2's ingress runs packets in order and each port's egress queue is FIFO,
+whatever the packet produced arrives before the sentinels. No timing decides a drop.
+
+The switches are bmv2 running ``aggregator.p4`` (:class:`ina.p4.switch.Bmv2Aggregator`) or the
+software engine's process (:class:`ina.softswitch.SoftAggregator`): the same frames, the same
+checks. The rig removes what it created (its switches by PID, then its namespace, which takes the
+veths with it), also after a failure. The test vectors (:mod:`ina.vectors`), the fuzz test and
+``bench/ina.py`` use it.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import struct
+import subprocess
+import time
+from collections.abc import Mapping
+
+from common.errors import TestbedError
+from ina.engine import JobEntry
+from ina.p4.build import P4Error, Toolchain
+from ina.p4.switch import TO_PS, TO_WORKERS, Bmv2Aggregator, aggregator_stats
+from ina.protocol import INA_UDP_PORT
+from ina.softswitch import SoftAggregator
+
+ETH_P_ALL = 0x0003
+SO_RCVBUFFORCE = 33  # Linux: SO_RCVBUF beyond net.core.rmem_max (root)
+ETH_P_IP = 0x0800
+SENTINEL_TYPE = 0x88B5  # IEEE local experimental EtherType
+HOST_MAC = bytes.fromhex("020000000001")
+SWITCH_MAC = bytes.fromhex("020000000002")
+SENTINEL_MAC = {1: bytes.fromhex("020000000101"), 2: bytes.fromhex("020000000102")}
+OUT_PORTS = {1: "to_ps", 2: "to_workers"}
+_IP = struct.Struct(">BBHHHBBH4s4s")
+_UDP = struct.Struct(">HHHH")
+_WAIT_S = 5.0
+OFFLOADS_OFF = ("rx", "off", "tx", "off", "sg", "off", "tso", "off", "gso", "off", "gro", "off")
+"""Off on both ends of every veth: with them on, bmv2 loses about half of a burst of over 32 frames."""
+
+
+def _checksum(header: bytes) -> int:
+    s = sum(struct.unpack(f">{len(header) // 2}H", header))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def ina_frame(payload: bytes, ecn_ce: bool = False, src_port: int = 40000) -> bytes:
+    """Ethernet / IPv4 / UDP to :data:`~ina.protocol.INA_UDP_PORT` / ``payload`` (any length, as a
+    malformed packet's may be), IP ECN = CE when ``ecn_ce``."""
+    udp_len = _UDP.size + len(payload)
+    ip = bytearray(_IP.pack(0x45, 3 if ecn_ce else 0, 20 + udp_len, 1, 0, 64, 17, 0, bytes([10, 0, 0, 1]),
+                            bytes([10, 0, 0, 2])))
+    ip[10:12] = struct.pack(">H", _checksum(bytes(ip)))
+    return SWITCH_MAC + HOST_MAC + struct.pack(">H", ETH_P_IP) + bytes(ip) + _UDP.pack(
+        src_port, INA_UDP_PORT, udp_len, 0) + payload
+
+
+def ina_payload(frame: bytes) -> bytes | None:
+    """The UDP payload of an INA frame (by the UDP length field), or None for any other frame."""
+    if len(frame) < 42 or frame[12:14] != struct.pack(">H", ETH_P_IP) or frame[23] != 17:
+        return None
+    ihl = (frame[14] & 0x0F) * 4
+    sport, dport, length, _ = _UDP.unpack_from(frame, 14 + ihl)
+    if dport != INA_UDP_PORT:
+        return None
+    start = 14 + ihl + _UDP.size
+    return frame[start:start + length - _UDP.size]
+
+
+class _Port:
+    """A raw socket on a veth's host end."""
+
+    def __init__(self, ifname: str):
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        self.sock.bind((ifname, 0))
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 4 << 20)
+
+    def send(self, frame: bytes) -> None:
+        self.sock.send(frame)
+
+    def frames_until(self, sentinel: bytes) -> list[bytes]:
+        """Frames received (the host's own outgoing ones excluded) until ``sentinel``."""
+        got, deadline = [], time.monotonic() + _WAIT_S
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                raise P4Error(f"no sentinel back within {_WAIT_S:g} s (frames before it: {len(got)})")
+            frame, addr = self.sock.recvfrom(65535)
+            if addr[2] == socket.PACKET_OUTGOING:
+                continue
+            if frame == sentinel:
+                return got
+            got.append(frame)
+
+    def drain(self) -> None:
+        while select.select([self.sock], [], [], 0)[0]:
+            self.sock.recv(65535)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+ENGINES = ("bmv2", "software")
+
+
+class SwitchRig:
+    """``n`` aggregators on veths (see the module docstring). A context manager.
+
+    Args:
+        n: switches.
+        log_dir: where the switches' logs (and the software engine's control sockets) go.
+        engine: ``bmv2`` or ``software``.
+        toolchain, program: the P4 tools and the compiled aggregator (``bmv2`` only).
+        thrift_base: the first bmv2 switch's runtime CLI port (the next ones follow).
+    """
+
+    def __init__(self, n: int, log_dir: str, engine: str = "bmv2", toolchain: Toolchain | None = None,
+                 program: str | None = None, thrift_base: int = 22090):
+        if engine not in ENGINES or (engine == "bmv2" and (toolchain is None or program is None)):
+            raise TestbedError(f"rig engine {engine!r}: valid: {', '.join(ENGINES)} (bmv2 needs a toolchain and "
+                               f"a program)")
+        self.engine, self.toolchain, self.program, self.n, self.log_dir = engine, toolchain, program, n, log_dir
+        tag = f"{os.getpid() % 100000}"
+        self.netns = f"dtina{tag}"
+        self.names = [[(f"ia{tag}{k}{p}", f"ib{tag}{k}{p}") for p in range(3)] for k in range(n)]
+        self.thrift_base = thrift_base
+        self.switches: list[Bmv2Aggregator | SoftAggregator] = []
+        self.ports: list[dict[int, _Port]] = []
+        self._seq = 0
+        self._made_ns = False
+
+    def __enter__(self) -> SwitchRig:
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _ip(self, *args: str, ns: bool = False) -> None:
+        cmd = ["ip", "netns", "exec", self.netns, "ip", *args] if ns else ["ip", *args]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise TestbedError(f"{' '.join(cmd)}: {p.stderr.strip()}")
+
+    def _build(self) -> None:
+        self._ip("netns", "add", self.netns)
+        self._made_ns = True
+        self._ip("link", "set", "lo", "up", ns=True)
+        for k in range(self.n):
+            for host, sw in self.names[k]:
+                self._ip("link", "add", host, "type", "veth", "peer", "name", sw)
+                self._ip("link", "set", sw, "netns", self.netns)
+                with open(f"/proc/sys/net/ipv6/conf/{host}/disable_ipv6", "w") as f:
+                    f.write("1")
+                subprocess.run(["ip", "netns", "exec", self.netns, "sysctl", "-qw",
+                                f"net.ipv6.conf.{sw}.disable_ipv6=1"], capture_output=True)
+                for cmd in (["ethtool", "-K", host, *OFFLOADS_OFF],
+                            ["ip", "netns", "exec", self.netns, "ethtool", "-K", sw, *OFFLOADS_OFF]):
+                    subprocess.run(cmd, capture_output=True)
+                self._ip("link", "set", host, "up")
+                self._ip("link", "set", sw, "up", ns=True)
+            self.ports.append({p: _Port(self.names[k][p][0]) for p in range(3)})
+        os.makedirs(self.log_dir, exist_ok=True)
+        for k in range(self.n):
+            ports = {p: self.names[k][p][1] for p in range(3)}
+            log = os.path.join(self.log_dir, f"switch{k}.log")
+            if self.engine == "bmv2":
+                sw = Bmv2Aggregator(self.toolchain, self.program, ports, self.thrift_base + k, 90 + k, log,
+                                    netns=self.netns)
+            else:
+                sw = SoftAggregator(ports, os.path.join(self.log_dir, f"switch{k}.sock"), log, netns=self.netns)
+            self.switches.append(sw)
+            sw.start()
+
+    def configure(self, k: int, n_slots: int, jobs: Mapping[int, JobEntry]) -> None:
+        """Free every slot, zero the counters, and program switch ``k``'s tables."""
+        sw = self.switches[k]
+        sw.configure(n_slots, jobs, routes={TO_PS: 1, TO_WORKERS: 2},
+                     plain={":".join(f"{b:02x}" for b in mac): p for p, mac in SENTINEL_MAC.items()})
+        sw.reset()
+        for port in self.ports[k].values():
+            port.drain()
+
+    def stats(self, k: int):
+        """Switch ``k``'s counters as :class:`ina.engine.AggregatorStats`."""
+        return aggregator_stats(self.switches[k].counters())
+
+    def step(self, k: int, payload: bytes, ecn_ce: bool = False) -> list[tuple[str, bytes]]:
+        """Send one INA payload into switch ``k``; return ``[(dest, payload), ...]`` of what left it
+        (``to_ps`` or ``to_workers``; empty: dropped). Non-INA frames that came out are errors.
+
+        Raises:
+            P4Error: a sentinel did not come back (the switch stopped forwarding), or a stray frame.
+        """
+        self.ports[k][0].send(ina_frame(payload, ecn_ce))
+        return self._collect(k)
+
+    def _collect(self, k: int) -> list[tuple[str, bytes]]:
+        """Send a sentinel to each output port of switch ``k``; return the INA frames before them."""
+        ports = self.ports[k]
+        self._seq += 1
+        sentinels = {p: mac + HOST_MAC + struct.pack(">HI", SENTINEL_TYPE, self._seq) + bytes(40)
+                     for p, mac in SENTINEL_MAC.items()}
+        for frame in sentinels.values():
+            ports[0].send(frame)
+        out = []
+        for p in SENTINEL_MAC:
+            for frame in ports[p].frames_until(sentinels[p]):
+                data = ina_payload(frame)
+                if data is None:
+                    raise P4Error(f"switch {k} sent a non-INA frame out of port {p}: {frame[:64].hex()}")
+                out.append((OUT_PORTS[p], data))
+        return out
+
+    def blast(self, k: int, payloads: list[bytes], window: int = 128) -> tuple[list[tuple[str, bytes]], float]:
+        """Send ``payloads`` into switch ``k`` ``window`` at a time (each window closed by sentinels,
+        so no more than ``window`` packets wait in the switch); return what came out and the wall
+        seconds it took.
+
+        Raises:
+            P4Error: a sentinel did not come back (packets lost in the switch or the veths).
+        """
+        frames = [ina_frame(p) for p in payloads]
+        send, out = self.ports[k][0].send, []
+        t0 = time.perf_counter()
+        for start in range(0, len(frames), window):
+            for frame in frames[start:start + window]:
+                send(frame)
+            out += self._collect(k)
+        return out, time.perf_counter() - t0
+
+    def close(self) -> None:
+        """Stop the switches (by PID), close the sockets, delete the namespace (and with it the veths)."""
+        for sw in self.switches:
+            sw.stop()
+        for ports in self.ports:
+            for port in ports.values():
+                port.close()
+        self.switches, self.ports = [], []
+        if self._made_ns:
+            subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
+            self._made_ns = False
+        for pairs in self.names:  # a host end whose peer never reached the namespace
+            for host, _ in pairs:
+                if os.path.exists(f"/sys/class/net/{host}"):
+                    subprocess.run(["ip", "link", "del", host], capture_output=True)

@@ -1,0 +1,315 @@
+"""The software INA aggregator as a packet-processing element: :class:`ina.engine.Aggregator` on
+raw sockets, where bmv2 is missing.
+
+It behaves as ``ina/p4/aggregator.p4`` on bmv2 does, seen from the wire: frames arrive on
+numbered ports (interfaces), UDP to :data:`~ina.protocol.INA_UDP_PORT` goes through the engine's
+switch rules, and what the engine emits leaves towards the PS or the workers by the ``routes``
+(port per direction; none: back out of the port it came in on, one-armed). A rewritten packet
+gets UDP checksum 0; everything else is forwarded unchanged. Other frames are forwarded by
+destination MAC (``plain``) or dropped and counted (``other``). The counters are the engine's plus
+``other``, by the same names as the P4 program's ``stats`` register (:data:`ina.p4.switch.STAT_NAMES`).
+
+Run as ``python -m ina.softswitch --control PATH -i 0@eth0 -i 1@eth1 ...``; it is programmed
+over a UNIX stream socket at ``PATH``, one JSON object per line, each answered by one line:
+
+- ``{"op": "configure", "n_slots": 64, "jobs": [[job_id, fan_in, role, out_bit], ...],
+  "routes": {"0": port, "1": port}, "plain": {"02:00:00:00:00:01": port}}`` -> ``{"ok": true}``
+  (direction 0: towards the PS, 1: towards the workers);
+- ``{"op": "reset"}`` -> every slot free, counters 0;
+- ``{"op": "counters"}`` -> ``{"ok": true, "counters": {name: value}}``;
+- anything else -> ``{"ok": false, "error": "..."}``.
+
+:class:`SoftAggregator` starts it and speaks this protocol, with the methods of
+:class:`ina.p4.switch.Bmv2Aggregator`, so either can serve a rig or a fabric.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+
+from common.errors import TestbedError
+from ina.engine import Aggregator, Dest, JobEntry, Role
+from ina.p4.switch import TO_PS, TO_WORKERS
+from ina.protocol import INA_UDP_PORT, InaError, check_slots
+
+ETH_P_ALL = 0x0003
+SO_RCVBUFFORCE = 33  # Linux: SO_RCVBUF beyond net.core.rmem_max (root)
+_READY_S = 15.0
+
+
+def split_frame(frame: bytes) -> tuple[int, bool] | None:
+    """``(offset of the UDP payload, IP ECN is CE)`` of an INA frame, or None for another frame:
+    Ethernet / IPv4 without options, not a fragment / UDP to the INA port (as the P4 parser)."""
+    if len(frame) < 42 or frame[12:14] != b"\x08\x00" or frame[14] != 0x45 or frame[23] != 17:
+        return None
+    if struct.unpack_from(">H", frame, 20)[0] & 0x1FFF or struct.unpack_from(">H", frame, 36)[0] != INA_UDP_PORT:
+        return None
+    return 42, frame[15] & 3 == 3
+
+
+def udp_payload(frame: bytes, start: int) -> bytes:
+    """The UDP payload by the UDP length field (bytes beyond it are Ethernet padding)."""
+    length = struct.unpack_from(">H", frame, 38)[0]
+    return frame[start:start + max(0, length - 8)]
+
+
+class SoftSwitch:
+    """The engine behind raw sockets (the process's body; see the module docstring)."""
+
+    def __init__(self, ports: Mapping[int, str]):
+        self.socks: dict[int, socket.socket] = {}
+        for port, ifname in ports.items():
+            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            s.bind((ifname, 0))
+            s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 4 << 20)
+            self.socks[port] = s
+        self.by_fd = {s.fileno(): p for p, s in self.socks.items()}
+        self.engine = Aggregator(64)
+        self.routes: dict[int, int] = {}
+        self.plain: dict[bytes, int] = {}
+        self.other = 0
+
+    def configure(self, msg: dict) -> None:
+        """Install a new engine with ``n_slots`` and ``jobs``, and the routes (see the module docstring)."""
+        engine = Aggregator(check_slots(msg["n_slots"]))
+        for job_id, fan_in, role, out_bit in msg.get("jobs", []):
+            engine.install(job_id, fan_in, role, out_bit)
+        self.engine = engine
+        self.routes = {int(d): int(p) for d, p in msg.get("routes", {}).items()}
+        self.plain = {bytes.fromhex(mac.replace(":", "")): int(p) for mac, p in msg.get("plain", {}).items()}
+        self.other = 0
+
+    def reset(self) -> None:
+        """Every slot free and every counter 0; the table entries stay."""
+        engine = Aggregator(self.engine.n_slots)
+        for job_id, e in self.engine.jobs.items():
+            engine.install(job_id, e.fan_in, e.role, e.out_bit)
+        self.engine, self.other = engine, 0
+
+    def counters(self) -> dict[str, int]:
+        """The engine's counters and ``other``, by the P4 register's names."""
+        d = self.engine.stats.to_dict()
+        out = {k: v for k, v in d.items() if k != "malformed"}
+        out.update({f"malformed:{r}": v for r, v in d["malformed"].items()})
+        out["other"] = self.other
+        return out
+
+    def handle(self, port: int, frame: bytes) -> None:
+        """One frame in on ``port``: aggregate, forward or drop it."""
+        split = split_frame(frame)
+        if split is None:
+            out = self.plain.get(frame[:6])
+            if out is None:
+                self.other += 1
+            else:
+                self.socks[out].send(frame)
+            return
+        start, ce = split
+        payload = udp_payload(frame, start)
+        for o in self.engine.process(payload, ce):
+            if o.dest is Dest.DROP:
+                continue
+            out_port = self.routes.get(TO_WORKERS if o.dest is Dest.TO_WORKERS else TO_PS, port)
+            if o.data == payload:
+                self.socks[out_port].send(frame)
+            else:  # rewritten: same length, UDP checksum 0
+                self.socks[out_port].send(frame[:40] + b"\0\0" + o.data + frame[start + len(payload):])
+
+    def serve(self, control_path: str) -> None:
+        """Forward frames and answer the control socket until SIGTERM."""
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if os.path.exists(control_path):
+            os.remove(control_path)
+        server.bind(control_path)
+        server.listen(4)
+        stop = []
+        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+        clients: dict[int, tuple[socket.socket, bytearray]] = {}
+        try:
+            while not stop:
+                fds = [*self.by_fd, server.fileno(), *clients]
+                try:
+                    ready = select.select(fds, [], [], 0.5)[0]
+                except InterruptedError:
+                    continue
+                for fd in ready:
+                    if fd in self.by_fd:
+                        sock = self.socks[self.by_fd[fd]]
+                        frame, addr = sock.recvfrom(65535)
+                        if addr[2] != socket.PACKET_OUTGOING:
+                            self.handle(self.by_fd[fd], frame)
+                    elif fd == server.fileno():
+                        conn, _ = server.accept()
+                        clients[conn.fileno()] = (conn, bytearray())
+                    else:
+                        self._control(clients, fd)
+        finally:
+            server.close()
+            if os.path.exists(control_path):
+                os.remove(control_path)
+
+    def _control(self, clients: dict, fd: int) -> None:
+        conn, buf = clients[fd]
+        data = conn.recv(65536)
+        if not data:
+            conn.close()
+            del clients[fd]
+            return
+        buf += data
+        while b"\n" in buf:
+            line, _, rest = bytes(buf).partition(b"\n")
+            buf[:] = rest
+            conn.sendall(json.dumps(self._answer(line)).encode() + b"\n")
+
+    def _answer(self, line: bytes) -> dict:
+        try:
+            msg = json.loads(line)
+            op = msg.get("op") if isinstance(msg, dict) else None
+            if op == "configure":
+                self.configure(msg)
+                return {"ok": True}
+            if op == "reset":
+                self.reset()
+                return {"ok": True}
+            if op == "counters":
+                return {"ok": True, "counters": self.counters()}
+            return {"ok": False, "error": f"unknown op {op!r}; valid: configure, reset, counters"}
+        except (ValueError, KeyError, TypeError, InaError) as e:
+            return {"ok": False, "error": f"{type(e).__name__}: {e}"}
+
+
+class SoftAggregator:
+    """A software aggregator process, driven like :class:`ina.p4.switch.Bmv2Aggregator`.
+
+    Args:
+        ports: port number -> interface name.
+        control_path: its UNIX control socket.
+        log_path: its standard output and error.
+        netns: network namespace to run in (None: this one).
+    """
+
+    def __init__(self, ports: Mapping[int, str], control_path: str, log_path: str, netns: str | None = None):
+        self.ports, self.control_path, self.log_path, self.netns = dict(ports), control_path, log_path, netns
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        """Start the process and wait until its control socket answers.
+
+        Raises:
+            TestbedError: it exited or did not answer in 15 s (its log's tail included).
+        """
+        cmd = [sys.executable, "-m", "ina.softswitch", "--control", self.control_path]
+        for port, intf in sorted(self.ports.items()):
+            cmd += ["-i", f"{port}@{intf}"]
+        if self.netns:
+            cmd = ["ip", "netns", "exec", self.netns, *cmd]
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=env, start_new_session=True)
+        deadline = time.monotonic() + _READY_S
+        while True:
+            if self.proc.poll() is not None:
+                raise TestbedError(f"the software aggregator exited with {self.proc.returncode}: {self._log_tail()}")
+            try:
+                self.request({"op": "counters"})
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise TestbedError(f"the software aggregator did not answer in {_READY_S:g} s: "
+                                       f"{self._log_tail()}") from None
+                time.sleep(0.1)
+
+    def _log_tail(self) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()[-1000:].strip() or "(empty log)"
+        except OSError as e:
+            return f"(log unreadable: {e})"
+
+    def stop(self) -> None:
+        """Stop the process by its PID (idempotent)."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self.proc = None
+
+    def request(self, msg: dict) -> dict:
+        """One control request; its answer.
+
+        Raises:
+            OSError: the socket is not there (yet).
+            TestbedError: the aggregator refused the request.
+        """
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(10)
+            s.connect(self.control_path)
+            s.sendall(json.dumps(msg).encode() + b"\n")
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise OSError("the software aggregator closed its control socket")
+                buf += chunk
+        answer = json.loads(buf)
+        if not answer.get("ok"):
+            raise TestbedError(f"the software aggregator refused {msg.get('op')!r}: {answer.get('error')}")
+        return answer
+
+    def configure(self, n_slots: int, jobs: Mapping[int, JobEntry], routes: Mapping[int, int] | None = None,
+                  plain: Mapping[str, int] | None = None) -> None:
+        """As :meth:`ina.p4.switch.Bmv2Aggregator.configure` (counters restart at 0)."""
+        self.request({"op": "configure", "n_slots": n_slots,
+                      "jobs": [[j, e.fan_in, Role(e.role).value, e.out_bit] for j, e in sorted(jobs.items())],
+                      "routes": {str(d): p for d, p in (routes or {}).items()}, "plain": dict(plain or {})})
+
+    def reset(self) -> None:
+        """Every slot free and every counter 0."""
+        self.request({"op": "reset"})
+
+    def counters(self) -> dict[str, int]:
+        """The counters by name (:data:`ina.p4.switch.STAT_NAMES`)."""
+        return self.request({"op": "counters"})["counters"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m ina.softswitch``: serve until SIGTERM."""
+    ap = argparse.ArgumentParser(description="the software INA aggregator on raw sockets")
+    ap.add_argument("--control", required=True, help="UNIX control socket path")
+    ap.add_argument("-i", dest="ports", action="append", required=True, help="PORT@INTERFACE")
+    args = ap.parse_args(argv)
+    ports = {}
+    for spec in args.ports:
+        port, _, ifname = spec.partition("@")
+        if not port.isdigit() or not ifname:
+            print(f"softswitch: bad port {spec!r}, expected PORT@INTERFACE", file=sys.stderr)
+            return 2
+        ports[int(port)] = ifname
+    try:
+        SoftSwitch(ports).serve(args.control)
+    except OSError as e:
+        print(f"softswitch: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

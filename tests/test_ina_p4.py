@@ -1,0 +1,183 @@
+"""The INA aggregators on the wire: the P4 program (``ina/p4/aggregator.p4``) on bmv2
+``simple_switch``, and the software engine's process (:mod:`ina.softswitch`), against the engine.
+
+The program's constants and header must be the protocol's (checked from the source, no bmv2
+needed). Each aggregator, on veths (:class:`ina.rig.SwitchRig`), replays every test vector of
+:mod:`ina.vectors` byte for byte with the same counters, and crafted packets (mutated, truncated,
+extended; a fixed seed) give the same output and counters as :class:`ina.engine.Aggregator` while
+the switch keeps forwarding. bmv2 comes from P4_PREFIX, /opt/p4 or the PATH; where there is none
+its tests are skipped naming why, and the software engine's still run.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+
+import pytest
+
+from ina.engine import Aggregator, Dest, JobEntry, Role
+from ina.p4 import build
+from ina.p4.switch import STAT_NAMES
+from ina.protocol import (
+    HEADER_BYTES,
+    HEADER_FIELDS,
+    INA_UDP_PORT,
+    PACKET_BYTES,
+    VALUES_PER_PACKET,
+    Flag,
+    data_packet,
+    slot_of,
+)
+from ina.rig import ENGINES, SwitchRig
+from ina.vectors import VECTORS, nonzero_stats
+
+SOURCE = open(build.PROGRAM).read()
+CONST = re.compile(r"const bit<\d+> (\w+) = (0x[0-9A-Fa-f]+|\d+);")
+
+
+def _consts() -> dict[str, int]:
+    return {m.group(1): int(m.group(2), 0) for m in CONST.finditer(SOURCE)}
+
+
+def test_program_constants_are_the_protocols():
+    c = _consts()
+    assert c["INA_UDP_PORT"] == INA_UDP_PORT
+    assert c["HEADER_BYTES"] == HEADER_BYTES and c["PAYLOAD_BYTES"] == PACKET_BYTES
+    assert re.search(rf"#define LANES {VALUES_PER_PACKET}\b", SOURCE)
+    assert {name: c[f"F_{name}"] for name in Flag.__members__} == {n: int(f) for n, f in Flag.__members__.items()}
+    assert c["F_RESERVED"] == 0xC0 and c["F_KEPT"] == Flag.ECN | Flag.OVERFLOW
+
+
+def test_stats_register_indexes_are_the_engines_counters_in_order():
+    c = _consts()
+    st = sorted(((v, k) for k, v in c.items() if k.startswith("ST_")))
+    assert [v for v, _ in st] == list(range(len(STAT_NAMES)))
+    names = [k[3:].lower().replace("malformed_", "malformed:") for _, k in st]
+    assert names == list(STAT_NAMES)
+    assert re.search(rf"#define N_STATS {len(STAT_NAMES)}\b", SOURCE)
+
+
+def test_header_declaration_is_the_field_table():
+    body = re.search(r"header ina_t \{(.*?)\}", SOURCE, re.S).group(1)
+    fields = re.findall(r"bit<(\d+)> (\w+);", body)
+    assert [(name, int(bits)) for bits, name in fields] == [(f.name, f.bits) for f in HEADER_FIELDS]
+
+
+def test_flattened_library_links_are_rebuilt(tmp_path):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "libx.so.0.0.0").write_bytes(b"\x7fELF" + bytes(400))
+    (lib / "libx.so.0").write_text("libx.so.0.0.0")
+    (lib / "notes.txt").write_text("not a link name")
+    out = build.relinked_libs(str(lib), str(tmp_path / "rt"))
+    assert out == str(tmp_path / "rt")
+    assert os.path.realpath(tmp_path / "rt" / "libx.so.0") == str(lib / "libx.so.0.0.0")
+    assert os.path.realpath(tmp_path / "rt" / "notes.txt") == str(lib / "notes.txt")
+    (lib / "libx.so.0").unlink()
+    (lib / "libx.so.0").symlink_to("libx.so.0.0.0")
+    assert build.relinked_libs(str(lib), str(tmp_path / "rt2")) is None  # real links: nothing to rebuild
+
+
+def test_no_toolchain_is_reported_not_raised(tmp_path, monkeypatch):
+    monkeypatch.setenv("P4_PREFIX", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(build, "DEFAULT_PREFIX", str(tmp_path / "none"))
+    tc, why = build.find_toolchain()
+    assert tc is None and "P4_PREFIX" in why and str(tmp_path) in why
+
+
+# -- on bmv2 ---------------------------------------------------------------------------------------
+
+
+def _bmv2_missing() -> str | None:
+    tc, why = build.find_toolchain()
+    if tc is None:
+        return why
+    return build.runs(tc)
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def rig(request, tmp_path_factory):
+    """Three aggregators on veths: bmv2 running the P4 program, or the software engine's process."""
+    from conftest import leftovers
+
+    if os.geteuid() != 0 or shutil.which("ethtool") is None:
+        pytest.skip("needs root (veths, network namespaces) and ethtool")
+    n = max(len(v["switches"]) for v in VECTORS.values())
+    log_dir = str(tmp_path_factory.mktemp(request.param))
+    if request.param == "bmv2":
+        why = _bmv2_missing()
+        if why:
+            pytest.skip(f"bmv2: {why}")
+        tc, _ = build.find_toolchain()
+        rig = SwitchRig(n, log_dir, "bmv2", tc, build.compile_program(tc))
+    else:
+        rig = SwitchRig(n, log_dir, "software")
+    with rig:
+        yield rig
+    assert not leftovers(), f"left behind: {leftovers()}"
+
+
+def _entries(jobs) -> dict[int, JobEntry]:
+    return {job_id: JobEntry(fan_in, Role(role), out_bit) for job_id, fan_in, role, out_bit in jobs}
+
+
+@pytest.mark.parametrize("name", sorted(VECTORS))
+def test_switch_replays_the_vector(rig, name):
+    """Every switch step's packet gives exactly the recorded output (destination and bytes), drops
+    included; then every switch's counters equal the engine's."""
+    v = VECTORS[name]
+    index = {node: k for k, node in enumerate(sorted(v["switches"]))}
+    for node, k in index.items():
+        rig.configure(k, v["switches"][node]["n_slots"], _entries(v["switches"][node]["jobs"]))
+    packets = {n: bytes.fromhex(h) for n, h in v["packets"].items()}
+    for i, (node, ecn_ce, packet, outputs) in enumerate(v["steps"]):
+        if node not in index:
+            continue  # a parameter-server step
+        got = rig.step(index[node], packets[packet], ecn_ce)
+        want = [(dest, packets[p]) for dest, _, p in outputs if dest != Dest.DROP.value]
+        assert got == want, f"{name} step {i} at {node} ({outputs[0][1]}): got {[(d, p.hex()) for d, p in got]}"
+    for node, k in index.items():
+        assert nonzero_stats(rig.stats(k)) == v["stats"].get(node, {}), f"{name}: counters of {node}"
+
+
+def _mutations(rnd: random.Random, valid: list[bytes]) -> list[bytes]:
+    """Crafted packets: valid ones, one header byte set to random, truncated, extended, random."""
+    out = []
+    for _ in range(240):
+        p = bytearray(rnd.choice(valid))
+        kind = rnd.randrange(5)
+        if kind == 1:
+            p[rnd.randrange(HEADER_BYTES)] = rnd.randrange(256)
+        elif kind == 2:
+            p = p[:rnd.randrange(len(p))]
+        elif kind == 3:
+            p += bytes(rnd.randrange(1, 9))
+        elif kind == 4:
+            p = bytearray(rnd.randbytes(rnd.randrange(200)))
+        out.append(bytes(p))
+    return out
+
+
+def test_switch_and_engine_agree_on_crafted_packets_and_the_switch_keeps_working(rig):
+    """240 crafted packets (fixed seed) into the switch and the engine: the same outputs byte for byte
+    and the same counters, with two jobs on a 4-slot pool so that collisions happen too."""
+    rnd = random.Random(12)
+    jobs = {1: JobEntry(3, Role.ROOT), 2: JobEntry(2, Role.LEAF, out_bit=5)}
+    valid = [data_packet(job, seq, 1 << w, [rnd.randrange(-2**31, 2**31) for _ in range(VALUES_PER_PACKET)],
+                         slot=slot_of(job, seq))
+             for job in (1, 2, 3) for seq in range(6) for w in range(3)]
+    engine = Aggregator(4)
+    for job_id, e in jobs.items():
+        engine.install(job_id, e.fan_in, e.role, e.out_bit)
+    rig.configure(0, 4, jobs)
+    crafted = _mutations(rnd, valid)
+    for i, p in enumerate(crafted):
+        ce = rnd.random() < 0.2
+        want = [(o.dest.value, o.data) for o in engine.process(p, ce) if o.dest is not Dest.DROP]
+        assert rig.step(0, p, ce) == want, f"crafted packet {i}: {p.hex()}"
+    assert nonzero_stats(rig.stats(0)) == nonzero_stats(engine.stats)
+    assert sum(engine.stats.malformed.values()) > 50 and engine.stats.collisions > 0 and engine.stats.aggregates > 0
