@@ -1,7 +1,9 @@
 """The INA wire format, declared once: a field table, and the struct codec derived from it.
 
-An INA packet is Ethernet / IPv4 / UDP (destination port :data:`INA_UDP_PORT`) / the 20-byte
-INA header / ``count`` signed 32-bit values, everything in network byte order. The header is
+An INA packet is Ethernet / IPv4 / UDP / the 20-byte INA header / ``count`` signed 32-bit
+values, everything in network byte order. Workers send to the PS's UDP port
+:data:`INA_UDP_PORT`; the PS sends results from that port to each worker's own port
+(:func:`worker_port`), so a switch recognises INA by either UDP port being :data:`INA_UDP_PORT`. The header is
 :data:`HEADER_FIELDS`, a table of (name, width in bits, meaning) in wire order; the struct
 format, :class:`InaHeader`, the range checks of :func:`encode` and the Scapy layer
 (:mod:`ina.scapy_layer`) are all derived from it, so a field is added or widened in one place.
@@ -64,7 +66,10 @@ from typing import NamedTuple
 from common.errors import TestbedError
 
 INA_UDP_PORT = 18766
-"""UDP destination port of every INA packet, data and results alike."""
+"""The PS's UDP port: the destination of every packet towards the PS, the source of every result."""
+WORKER_PORT_BASE = 20000
+"""A worker of job ``j`` receives its results on UDP port ``WORKER_PORT_BASE + j``
+(:func:`worker_port`): one INA endpoint per machine and job."""
 VERSION = 1
 VALUES_PER_PACKET = 32
 """int32 values per packet: one register per value lane in the P4 program."""
@@ -257,6 +262,19 @@ def decode(buf: bytes | bytearray | memoryview,
         raise MalformedPacket("trailing_bytes", f"{n} bytes; {count} values need exactly {need}")
     header = InaHeader(**dict(zip(FIELD_NAMES, fields, strict=True)))
     return header, _values_struct(count).unpack_from(buf, HEADER_BYTES)
+
+
+def worker_port(job_id: int) -> int:
+    """The UDP port a worker of ``job_id`` receives results on.
+
+    Raises:
+        InaError: a job id whose port would not be a valid UDP port other than the PS's.
+    """
+    port = WORKER_PORT_BASE + job_id if isinstance(job_id, int) and job_id >= 0 else -1
+    if not WORKER_PORT_BASE <= port <= 0xFFFF or port == INA_UDP_PORT:
+        raise InaError(f"job id {job_id!r} has no worker port (valid: 0..{0xFFFF - WORKER_PORT_BASE}, "
+                       f"not {INA_UDP_PORT - WORKER_PORT_BASE})")
+    return port
 
 
 def check_slots(n_slots: int) -> int:

@@ -29,7 +29,7 @@ from common.errors import TestbedError
 from ina.engine import JobEntry
 from ina.p4.build import P4Error, Toolchain
 from ina.p4.switch import TO_PS, TO_WORKERS, Bmv2Aggregator, aggregator_stats
-from ina.protocol import INA_UDP_PORT
+from ina.protocol import INA_UDP_PORT, WORKER_PORT_BASE, Flag
 from ina.softswitch import SoftAggregator
 
 ETH_P_ALL = 0x0003
@@ -54,15 +54,15 @@ def _checksum(header: bytes) -> int:
     return ~s & 0xFFFF
 
 
-def ina_frame(payload: bytes, ecn_ce: bool = False, src_port: int = 40000) -> bytes:
-    """Ethernet / IPv4 / UDP to :data:`~ina.protocol.INA_UDP_PORT` / ``payload`` (any length, as a
-    malformed packet's may be), IP ECN = CE when ``ecn_ce``."""
+def ina_frame(payload: bytes, ecn_ce: bool = False, src_port: int = 40000, dst_port: int = INA_UDP_PORT) -> bytes:
+    """Ethernet / IPv4 / UDP ``src_port`` -> ``dst_port`` / ``payload`` (any length, as a malformed
+    packet's may be), IP ECN = CE when ``ecn_ce``."""
     udp_len = _UDP.size + len(payload)
     ip = bytearray(_IP.pack(0x45, 3 if ecn_ce else 0, 20 + udp_len, 1, 0, 64, 17, 0, bytes([10, 0, 0, 1]),
                             bytes([10, 0, 0, 2])))
     ip[10:12] = struct.pack(">H", _checksum(bytes(ip)))
     return SWITCH_MAC + HOST_MAC + struct.pack(">H", ETH_P_IP) + bytes(ip) + _UDP.pack(
-        src_port, INA_UDP_PORT, udp_len, 0) + payload
+        src_port, dst_port, udp_len, 0) + payload
 
 
 def ina_payload(frame: bytes) -> bytes | None:
@@ -71,7 +71,7 @@ def ina_payload(frame: bytes) -> bytes | None:
         return None
     ihl = (frame[14] & 0x0F) * 4
     sport, dport, length, _ = _UDP.unpack_from(frame, 14 + ihl)
-    if dport != INA_UDP_PORT:
+    if INA_UDP_PORT not in (sport, dport):
         return None
     start = 14 + ihl + _UDP.size
     return frame[start:start + length - _UDP.size]
@@ -201,12 +201,21 @@ class SwitchRig:
 
     def step(self, k: int, payload: bytes, ecn_ce: bool = False) -> list[tuple[str, bytes]]:
         """Send one INA payload into switch ``k``; return ``[(dest, payload), ...]`` of what left it
-        (``to_ps`` or ``to_workers``; empty: dropped). Non-INA frames that came out are errors.
+        (``to_ps`` or ``to_workers``; empty: dropped). A RESULT travels as the PS sends it (from
+        the INA port to a worker's port), anything else to the INA port.
 
         Raises:
             P4Error: a sentinel did not come back (the switch stopped forwarding), or a stray frame.
         """
-        self.ports[k][0].send(ina_frame(payload, ecn_ce))
+        if len(payload) >= 4 and payload[1] & Flag.RESULT:
+            frame = ina_frame(payload, ecn_ce, src_port=INA_UDP_PORT, dst_port=WORKER_PORT_BASE)
+        else:
+            frame = ina_frame(payload, ecn_ce)
+        return self.step_frame(k, frame)
+
+    def step_frame(self, k: int, frame: bytes) -> list[tuple[str, bytes]]:
+        """Send one Ethernet frame into switch ``k``; return the INA payloads that left it (as :meth:`step`)."""
+        self.ports[k][0].send(frame)
         return self._collect(k)
 
     def _collect(self, k: int) -> list[tuple[str, bytes]]:

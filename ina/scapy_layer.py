@@ -1,7 +1,8 @@
 """A Scapy layer for INA packets, built from :data:`ina.protocol.HEADER_FIELDS`, for reading captures.
 
 ``Ether() / IP() / UDP() / Ina(...)`` builds a packet and ``rdpcap`` dissects one: the layer is
-bound to UDP destination port :data:`~ina.protocol.INA_UDP_PORT`. Field names, widths and order
+bound to UDP port :data:`~ina.protocol.INA_UDP_PORT` (the destination towards the PS, the source
+of results). Field names, widths and order
 come from the protocol's field table, so this layer cannot drift from the codec; the values are a
 list of signed 32-bit integers whose length is the ``count`` field. Anything after them is
 Scapy padding.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from scapy.fields import BitField, ByteField, FieldListField, FlagsField, IntField, ShortField, SignedIntField
 from scapy.layers.inet import UDP
-from scapy.packet import Packet, bind_layers
+from scapy.packet import Packet, bind_bottom_up, bind_layers
 
 from ina.protocol import HEADER_FIELDS, INA_UDP_PORT, Flag
 
@@ -44,4 +45,5 @@ class Ina(Packet):
         return b"", s
 
 
-bind_layers(UDP, Ina, dport=INA_UDP_PORT)
+bind_layers(UDP, Ina, dport=INA_UDP_PORT)  # built packets go to the PS
+bind_bottom_up(UDP, Ina, sport=INA_UDP_PORT)  # dissected results, from the PS to a worker's port

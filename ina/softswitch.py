@@ -49,10 +49,11 @@ _READY_S = 15.0
 
 def split_frame(frame: bytes) -> tuple[int, bool] | None:
     """``(offset of the UDP payload, IP ECN is CE)`` of an INA frame, or None for another frame:
-    Ethernet / IPv4 without options, not a fragment / UDP to the INA port (as the P4 parser)."""
+    Ethernet / IPv4 without options, not a fragment / UDP with either port the INA port (as the
+    P4 parser)."""
     if len(frame) < 42 or frame[12:14] != b"\x08\x00" or frame[14] != 0x45 or frame[23] != 17:
         return None
-    if struct.unpack_from(">H", frame, 20)[0] & 0x1FFF or struct.unpack_from(">H", frame, 36)[0] != INA_UDP_PORT:
+    if struct.unpack_from(">H", frame, 20)[0] & 0x1FFF or INA_UDP_PORT not in struct.unpack_from(">HH", frame, 34):
         return None
     return 42, frame[15] & 3 == 3
 

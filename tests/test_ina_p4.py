@@ -181,3 +181,15 @@ def test_switch_and_engine_agree_on_crafted_packets_and_the_switch_keeps_working
         assert rig.step(0, p, ce) == want, f"crafted packet {i}: {p.hex()}"
     assert nonzero_stats(rig.stats(0)) == nonzero_stats(engine.stats)
     assert sum(engine.stats.malformed.values()) > 50 and engine.stats.collisions > 0 and engine.stats.aggregates > 0
+
+
+def test_other_udp_is_not_ina_and_is_counted_not_aggregated(rig):
+    """UDP with neither port the INA port is not parsed as INA: no plain entry, so dropped and
+    counted as ``other``; the same bytes to the INA port are an INA packet."""
+    from ina.rig import ina_frame
+
+    rig.configure(0, 64, {1: JobEntry(2, Role.ROOT)})
+    p = data_packet(1, 0, 1, [1] * VALUES_PER_PACKET)
+    assert rig.step_frame(0, ina_frame(p, dst_port=INA_UDP_PORT + 1)) == []
+    assert rig.switches[0].counters()["other"] == 1 and rig.stats(0).packets == 0
+    assert rig.step_frame(0, ina_frame(p)) == [] and rig.stats(0).claims == 1  # absorbed: fan-in 2

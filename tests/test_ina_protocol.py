@@ -31,6 +31,7 @@ from ina.protocol import (
     slot_of,
     to_fixed,
     to_hex,
+    worker_port,
 )
 
 REPO = __file__.rsplit("/tests/", 1)[0]
@@ -110,6 +111,15 @@ def test_golden_bytes_scapy(golden, header, values):
     built = Ina(**{name: getattr(header, name) for name in FIELD_NAMES}, values=list(values))
     assert bytes(built) == golden
     assert bytes(UDP() / built)[2:4] == struct.pack(">H", INA_UDP_PORT)
+    result = Ether(bytes(Ether() / IP() / UDP(sport=INA_UDP_PORT, dport=worker_port(3)) / golden))
+    assert bytes(result[Ina]) == golden  # a result, from the PS's port to a worker's
+
+
+def test_worker_ports_are_per_job_and_never_the_ps_port():
+    assert worker_port(0) == 20000 and worker_port(45535) == 65535
+    for bad in (-1, 45536, INA_UDP_PORT - 20000, 1.0, None):
+        with pytest.raises(InaError):
+            worker_port(bad)
 
 
 def test_scapy_layer_is_derived_from_the_table():

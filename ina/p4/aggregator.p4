@@ -165,8 +165,10 @@ parser InaParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
     }
     state parse_udp {
         packet.extract(hdr.udp);
-        transition select(hdr.udp.dst_port) {
-            INA_UDP_PORT: parse_ina;
+        /* Towards the PS (its port the destination) or a result from it (its port the source). */
+        transition select(hdr.udp.dst_port, hdr.udp.src_port) {
+            (INA_UDP_PORT, _): parse_ina;
+            (_, INA_UDP_PORT): parse_ina;
             default: accept;
         }
     }

@@ -1,0 +1,271 @@
+"""The worker side of INA: an allreduce over the aggregation protocol, and a PyTorch DDP hook.
+
+:class:`InaClient` sums a vector of floats with the job's other workers: it scales them to int32
+(:func:`ina.protocol.to_fixed`), cuts them into packets of :data:`~ina.protocol.VALUES_PER_PACKET`
+lanes with consecutive sequence numbers (seq ``k`` of every worker is the same slice), sends
+them to the job's parameter server through the switches, and collects the results the PS sends
+back to its port (:func:`ina.protocol.worker_port`). Sending is windowed (ATP §3.4's congestion
+control, :class:`AimdWindow`): at most ``window`` seqs in flight; each result without ECN grows
+the window by one packet per window's worth of results, a result carrying ECN (a CE mark seen on
+any contribution, OR-ed by switches and the PS) halves it, at most once per window of packets;
+a seq whose result does not come within the retransmission timeout (RFC 6298's estimator over
+the results' round-trip times) is resent with RESEND and halves the window. A resend request
+from the PS (its switch sum overflowed) is answered with a RESEND of that seq at once.
+
+The result is the exact sum the PS computed (saturated to int32 with OVERFLOW when even that
+does not fit; such lanes are counted in :attr:`ClientStats.saturated_lanes`); divided by the
+scale it differs from the float sum by at most ``workers / (2 * scale)`` per lane (each worker's
+rounding is at most half a unit).
+
+:func:`ddp_hook` wraps a client as a ``torch.nn.parallel.DistributedDataParallel``
+communication hook: every gradient bucket is summed over INA and divided by the world size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import select
+import socket
+import time
+from collections.abc import Sequence
+
+from ina.protocol import (
+    INA_UDP_PORT,
+    VALUES_PER_PACKET,
+    Flag,
+    InaError,
+    MalformedPacket,
+    data_packet,
+    decode,
+    from_fixed,
+    to_fixed,
+    worker_port,
+)
+
+MIN_RTO_S = 0.02
+MAX_RTO_S = 2.0
+MAX_RESENDS = 50
+"""Resends of one seq before the allreduce gives up (the PS or the network is gone)."""
+
+
+class AimdWindow:
+    """Seqs in flight: additive increase per window of results, multiplicative decrease on ECN or loss.
+
+    Args:
+        initial: starting window (packets).
+        maximum: the window never grows beyond this.
+    """
+
+    def __init__(self, initial: int = 16, maximum: int = 256):
+        if not 1 <= initial <= maximum:
+            raise InaError(f"window {initial}..{maximum}: need 1 <= initial <= maximum")
+        self.cwnd = float(initial)
+        self.maximum = maximum
+        self._recover = -1  # no decrease again until results of seqs sent after the last one
+
+    @property
+    def size(self) -> int:
+        """Seqs that may be in flight now (at least 1)."""
+        return max(1, int(self.cwnd))
+
+    def on_result(self, seq: int, ecn: bool, next_seq: int) -> None:
+        """A result of ``seq`` arrived; ``next_seq`` is the next seq to be sent."""
+        if ecn:
+            self._decrease(seq, next_seq)
+        else:
+            self.cwnd = min(float(self.maximum), self.cwnd + 1.0 / self.cwnd)
+
+    def on_loss(self, seq: int, next_seq: int) -> None:
+        """``seq`` timed out."""
+        self._decrease(seq, next_seq)
+
+    def _decrease(self, seq: int, next_seq: int) -> None:
+        if seq > self._recover:
+            self.cwnd = max(1.0, self.cwnd / 2)
+            self._recover = next_seq - 1
+
+
+class RtoEstimator:
+    """RFC 6298's retransmission timeout from round-trip samples, within [MIN_RTO_S, MAX_RTO_S]."""
+
+    def __init__(self, initial_s: float = 0.2):
+        self.srtt: float | None = None
+        self.rttvar = 0.0
+        self.rto = initial_s
+
+    def sample(self, rtt_s: float) -> None:
+        """One round-trip time of a seq sent once (Karn: never a resent one's)."""
+        if self.srtt is None:
+            self.srtt, self.rttvar = rtt_s, rtt_s / 2
+        else:
+            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt_s)
+            self.srtt = 0.875 * self.srtt + 0.125 * rtt_s
+        self.rto = min(MAX_RTO_S, max(MIN_RTO_S, self.srtt + 4 * self.rttvar))
+
+    def backoff(self) -> None:
+        """A timeout: double the timeout (RFC 6298 5.5)."""
+        self.rto = min(MAX_RTO_S, self.rto * 2)
+
+
+@dataclasses.dataclass
+class ClientStats:
+    """What a client did (packets unless said otherwise)."""
+
+    sent: int = 0
+    """Data packets sent, resends included."""
+    resent: int = 0
+    """Of which resends (timeouts and resend requests)."""
+    timeouts: int = 0
+    resend_requests: int = 0
+    results: int = 0
+    """Seqs completed."""
+    ecn_results: int = 0
+    """Results carrying ECN."""
+    overflow_results: int = 0
+    """Results whose sum did not fit int32 in some lane."""
+    saturated_lanes: int = 0
+    """Lanes saturated: by the worker's own scaling or in the PS's sum."""
+    ignored: int = 0
+    """Datagrams that were not a result of this allreduce (malformed, another job, stale seqs)."""
+
+
+class InaClient:
+    """One worker's INA endpoint (see the module docstring).
+
+    Args:
+        job_id: the job.
+        bit: this worker's bit in the job's tree (:class:`ina.engine.JobTree`).
+        ps_address: the PS machine's IP.
+        scale: fixed-point scale (int32 = round(float * scale)).
+        bind: local IP to receive results on (port :func:`ina.protocol.worker_port`).
+        window: the sending window (default: 16 growing to 256).
+        ps_port: the PS's UDP port.
+    """
+
+    def __init__(self, job_id: int, bit: int, ps_address: str, scale: float, bind: str = "0.0.0.0",
+                 window: AimdWindow | None = None, ps_port: int = INA_UDP_PORT):
+        self.job_id, self.bit, self.scale = job_id, bit, scale
+        self.ps = (ps_address, ps_port)
+        self.window = window or AimdWindow()
+        self.rto = RtoEstimator()
+        self.stats = ClientStats()
+        self.next_seq = 0
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.sock.bind((bind, worker_port(job_id)))
+
+    def close(self) -> None:
+        """Close the socket."""
+        self.sock.close()
+
+    def __enter__(self) -> InaClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def allreduce(self, values: Sequence[float]) -> list[float]:
+        """The sum over the job's workers of ``values`` (same length at every worker).
+
+        Raises:
+            InaError: a NaN value, or a seq resent :data:`MAX_RESENDS` times without a result.
+        """
+        fixed = to_fixed(values, self.scale)
+        self.stats.saturated_lanes += len(fixed.saturated)
+        return from_fixed(self.allreduce_ints(fixed.values), self.scale)
+
+    def allreduce_ints(self, ints: Sequence[int]) -> list[int]:
+        """The exact int sums (int32 each) of ``ints`` over the job's workers; see :meth:`allreduce`."""
+        lanes = VALUES_PER_PACKET
+        n = math.ceil(len(ints) / lanes)
+        base = self.next_seq
+        self.next_seq += n
+        padded = list(ints) + [0] * (n * lanes - len(ints))
+        out: list[list[int] | None] = [None] * n
+        sent_at: dict[int, float] = {}  # seq -> first send time, for seqs sent once
+        deadline: dict[int, float] = {}
+        resends: dict[int, int] = {}
+        nxt, done = 0, 0
+        while done < n:
+            now = time.monotonic()
+            while nxt < n and len(deadline) < self.window.size:
+                seq = base + nxt
+                self._send(seq, padded[nxt * lanes:(nxt + 1) * lanes], 0)
+                sent_at[seq] = now
+                deadline[seq] = now + self.rto.rto
+                nxt += 1
+            wait = max(0.0, min(deadline.values()) - now) if deadline else self.rto.rto
+            if select.select([self.sock], [], [], wait)[0]:
+                done += self._receive(base, n, out, padded, sent_at, deadline, resends, base + nxt)
+                continue
+            now = time.monotonic()
+            for seq in [s for s, t in deadline.items() if t <= now]:
+                self.stats.timeouts += 1
+                self.window.on_loss(seq, base + nxt)
+                self.rto.backoff()
+                self._resend(seq, padded, base, deadline, resends, sent_at)
+        return [v for chunk in out for v in chunk][:len(ints)]
+
+    def _send(self, seq: int, values: Sequence[int], flags: int) -> None:
+        self.sock.sendto(data_packet(self.job_id, seq, 1 << self.bit, values, flags=flags), self.ps)
+        self.stats.sent += 1
+
+    def _resend(self, seq: int, padded: list[int], base: int, deadline: dict, resends: dict, sent_at: dict) -> None:
+        resends[seq] = resends.get(seq, 0) + 1
+        if resends[seq] > MAX_RESENDS:
+            raise InaError(f"INA job {self.job_id}: seq {seq} got no result after {MAX_RESENDS} resends "
+                           f"(PS {self.ps[0]}:{self.ps[1]})")
+        k = seq - base
+        self._send(seq, padded[k * VALUES_PER_PACKET:(k + 1) * VALUES_PER_PACKET], Flag.RESEND)
+        self.stats.resent += 1
+        sent_at.pop(seq, None)  # Karn: no RTT sample from a resent seq
+        deadline[seq] = time.monotonic() + self.rto.rto
+
+    def _receive(self, base: int, n: int, out: list, padded: list[int], sent_at: dict, deadline: dict,
+                 resends: dict, next_seq: int) -> int:
+        data = self.sock.recv(65535)
+        try:
+            h, values = decode(data)
+        except MalformedPacket:
+            self.stats.ignored += 1
+            return 0
+        k = h.seq - base
+        if not h.flags & Flag.RESULT or h.job_id != self.job_id or not 0 <= k < n or out[k] is not None:
+            self.stats.ignored += 1
+            return 0
+        if h.flags & Flag.RESEND:  # the PS asks for exact values: a switch sum overflowed
+            self.stats.resend_requests += 1
+            self._resend(h.seq, padded, base, deadline, resends, sent_at)
+            return 0
+        if h.seq in sent_at:
+            self.rto.sample(time.monotonic() - sent_at.pop(h.seq))
+        deadline.pop(h.seq, None)
+        out[k] = list(values)
+        ecn = bool(h.flags & Flag.ECN)
+        self.stats.results += 1
+        self.stats.ecn_results += ecn
+        if h.flags & Flag.OVERFLOW:
+            self.stats.overflow_results += 1
+            self.stats.saturated_lanes += sum(1 for v in values if v in (-(1 << 31), (1 << 31) - 1))
+        self.window.on_result(h.seq, ecn, next_seq)
+        return 1
+
+
+def ddp_hook(client: InaClient, world_size: int):
+    """A DDP communication hook summing each gradient bucket over INA and averaging it.
+
+    Use: ``model.register_comm_hook(None, ddp_hook(client, world_size))`` (the state argument
+    is unused). The bucket's float32 gradients go through :meth:`InaClient.allreduce`.
+    """
+    import torch
+
+    def hook(_state, bucket):
+        grad = bucket.buffer()
+        summed = client.allreduce(grad.detach().cpu().flatten().tolist())
+        grad.copy_(torch.tensor(summed, dtype=grad.dtype).view_as(grad) / world_size)
+        fut = torch.futures.Future()
+        fut.set_result(grad)
+        return fut
+
+    return hook

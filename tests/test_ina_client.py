@@ -1,0 +1,272 @@
+"""The INA worker client and the parameter server process, over loopback UDP (no switch: the PS
+finishes every seq from the workers' own packets; the switches' part is tests/test_ina_p4.py).
+
+Workers bind 127.0.0.k (the whole 127/8 is this machine), the PS 127.0.0.100, so that each
+worker has the job's worker port on its own address as on its own machine.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from ina.client import MIN_RTO_S, AimdWindow, InaClient, RtoEstimator
+from ina.engine import JobTree
+from ina.protocol import INA_UDP_PORT, InaError, worker_port
+from ina.ps import PsJob, PsService, load_jobs
+
+PS_IP = "127.0.0.100"
+SCALE = 1e4
+
+
+def _worker_ip(bit: int) -> str:
+    return f"127.0.0.{bit + 1}"
+
+
+class Ps:
+    """A PsService on a thread; ``drop(data) -> bool`` decides which datagrams it loses."""
+
+    def __init__(self, jobs, drop=None):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((PS_IP, INA_UDP_PORT))
+        self.service = PsService(self.sock, jobs)
+        if drop is not None:
+            handle = self.service.handle
+            self.service.handle = lambda data, ce=False: None if drop(data) else handle(data, ce)
+        self.stop: list = []
+        self.thread = threading.Thread(target=self.service.serve, args=(self.stop,), daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.append(1)
+        self.thread.join(5)
+        self.sock.close()
+
+
+def _job(job_id: int, workers: int) -> PsJob:
+    tree = JobTree.two_level(job_id, workers)
+    return PsJob(tree, {b: _worker_ip(b) for b in range(workers)})
+
+
+def _allreduce_all(job_id: int, inputs: list[list[float]], setup=None) -> tuple[list[list[float]], list]:
+    """Every worker's allreduce of its input, on threads; their results and clients."""
+    clients = [InaClient(job_id, b, PS_IP, SCALE, bind=_worker_ip(b)) for b in range(len(inputs))]
+    results: list = [None] * len(inputs)
+    errors: list = []
+
+    def run(b):
+        try:
+            if setup:
+                setup(b, clients[b])
+            results[b] = clients[b].allreduce(inputs[b])
+        except Exception as e:  # reported below, with the worker
+            errors.append((b, e))
+
+    threads = [threading.Thread(target=run, args=(b,)) for b in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for c in clients:
+        c.close()
+    assert not errors, errors
+    return results, clients
+
+
+def _inputs(workers: int, n: int, seed: int = 3) -> list[list[float]]:
+    rnd = random.Random(seed)
+    return [[rnd.uniform(-10, 10) for _ in range(n)] for _ in range(workers)]
+
+
+def _check_sums(inputs, results):
+    workers = len(inputs)
+    exact = [sum(col) for col in zip(*inputs, strict=True)]
+    bound = workers / (2 * SCALE) + 1e-9
+    for r in results:
+        assert r == results[0]  # every worker gets the same result
+        assert len(r) == len(exact)
+        assert max(abs(a - b) for a, b in zip(r, exact, strict=True)) <= bound
+
+
+def test_four_workers_sum_exactly_up_to_the_quantisation_bound():
+    """1,000 floats (32 packets, the last one padded) from 4 workers: every worker gets the float sum
+    within 4 / (2 x scale) per lane; the PS completed every seq once. (A worker that starts late
+    makes the others time out and resend: the PS answers those from the stored result.)"""
+    inputs = _inputs(4, 1000)
+    with Ps([_job(1, 4)]) as ps:
+        results, clients = _allreduce_all(1, inputs)
+    _check_sums(inputs, results)
+    st = ps.service.engine.stats
+    assert st.results == 32 and st.contributions == 4 * 32  # a resend before completion is a duplicate
+    assert ps.service.sent == 4 * (32 + st.resends_answered)
+    assert all(c.stats.results == 32 for c in clients)
+
+
+def test_a_lost_packet_is_resent_after_the_timeout_and_the_sum_stays_exact():
+    """The PS loses worker 1's first packet of seq 5: worker 1 times out, resends it with RESEND, the
+    seq completes; the others' packets of seq 5 were stored and not resent twice."""
+    lost = []
+
+    def drop(data: bytes) -> bool:
+        seq, bitmap, flags = int.from_bytes(data[4:8], "big"), int.from_bytes(data[8:12], "big"), data[1]
+        if seq == 5 and bitmap == 0b10 and not flags and not lost:
+            lost.append(seq)
+            return True
+        return False
+
+    inputs = _inputs(3, 320)
+    with Ps([_job(2, 3)], drop=drop):
+        results, clients = _allreduce_all(2, inputs)
+    _check_sums(inputs, results)
+    assert lost == [5] and clients[1].stats.timeouts >= 1 and clients[1].stats.resent >= 1
+    assert clients[1].window.cwnd < 16  # the loss halved its window
+
+
+def test_ecn_from_one_worker_reaches_every_result_and_shrinks_every_window():
+    """Worker 0 sends with IP ECN = CE: the PS reads the mark, OR-es it into each result, and every
+    worker halves its window (at most once per window of packets) instead of growing it."""
+    def mark(bit, client):
+        if bit == 0:
+            client.sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 3)
+
+    inputs = _inputs(2, 32 * 40)
+    with Ps([_job(3, 2)]):
+        results, clients = _allreduce_all(3, inputs, setup=mark)
+    _check_sums(inputs, results)
+    for c in clients:
+        assert c.stats.ecn_results == 40 and c.window.cwnd < 16
+
+
+def test_a_sum_outside_int32_is_flagged_and_counted_saturated():
+    """Two workers at 0.9 x the int32 range: the PS's exact sum does not fit, the result is saturated
+    and carries OVERFLOW; every worker counts the lane."""
+    big = 0.9 * (2**31) / SCALE
+    with Ps([_job(4, 2)]):
+        results, clients = _allreduce_all(4, [[big, 1.0], [big, 1.0]])
+    assert results[0][0] == pytest.approx((2**31 - 1) / SCALE) and results[0][1] == pytest.approx(2.0)
+    assert all(c.stats.overflow_results == 1 and c.stats.saturated_lanes == 1 for c in clients)
+
+
+def test_window_grows_by_one_per_window_and_halves_once_per_window():
+    """AIMD: +1/cwnd per clean result, halved by ECN or a loss at most once per window of seqs, within 1..maximum."""
+    w = AimdWindow(initial=4, maximum=8)
+    for seq in range(4):
+        w.on_result(seq, ecn=False, next_seq=8)
+    grown = w.cwnd
+    assert 4.9 < grown < 5.0  # +1/cwnd per result: about +1 per window
+    w.on_result(4, ecn=True, next_seq=12)
+    halved = w.cwnd
+    assert halved == pytest.approx(grown / 2)  # halved once ...
+    w.on_result(5, ecn=True, next_seq=12)
+    w.on_loss(11, next_seq=12)
+    assert w.cwnd == halved  # ... not again for seqs sent before the decrease
+    w.on_result(12, ecn=True, next_seq=20)
+    assert w.cwnd == pytest.approx(halved / 2)
+    for seq in range(20, 200):
+        w.on_result(seq, ecn=False, next_seq=200)
+    assert w.cwnd == 8 and w.size == 8
+    for seq in range(200, 220):
+        w.on_loss(seq, next_seq=seq + 1)
+    assert w.size == 1
+    with pytest.raises(InaError):
+        AimdWindow(initial=0)
+
+
+def test_rto_follows_rfc6298():
+    """The retransmission timeout follows RFC 6298 (SRTT, RTTVAR, backoff), clamped to MIN_RTO_S."""
+    r = RtoEstimator()
+    r.sample(0.1)
+    assert (r.srtt, r.rttvar, r.rto) == (0.1, 0.05, pytest.approx(0.3))
+    r.sample(0.2)
+    assert r.srtt == pytest.approx(0.1125) and r.rttvar == pytest.approx(0.0625)
+    r.backoff()
+    assert r.rto == pytest.approx(2 * (0.1125 + 4 * 0.0625))
+    fast = RtoEstimator()
+    fast.sample(0.0001)
+    assert fast.rto == MIN_RTO_S
+
+
+def test_ps_config_round_trips_and_bad_ones_say_why(tmp_path):
+    """A PS config round-trips; a worker bit without an address or broken JSON is one InaError naming why."""
+    job = PsJob(JobTree.two_level(9, 2, [2]), {0: "10.0.0.1", 1: "10.0.0.2", 3: "10.0.0.3", 4: "10.0.0.4"})
+    path = tmp_path / "ps.json"
+    path.write_text(json.dumps({"jobs": [job.to_dict()]}))
+    assert load_jobs(str(path)) == [job]
+    assert job.addresses()[0] == ("10.0.0.1", worker_port(9))
+    bad = job.to_dict()
+    del bad["workers"]["3"]
+    path.write_text(json.dumps({"jobs": [bad]}))
+    with pytest.raises(InaError, match=r"worker bits \[3\] have no address"):
+        load_jobs(str(path))
+    path.write_text("{not json")
+    with pytest.raises(InaError, match="PS config"):
+        load_jobs(str(path))
+
+
+def test_ps_process_serves_and_writes_its_counters_on_sigterm(tmp_path):
+    """``python -m ina.ps`` with a config: two workers' allreduce completes; SIGTERM -> counters, exit 0."""
+    cfg, stats = tmp_path / "ps.json", tmp_path / "stats.json"
+    cfg.write_text(json.dumps({"jobs": [_job(5, 2).to_dict()]}))
+    proc = subprocess.Popen([sys.executable, "-m", "ina.ps", "--config", str(cfg), "--stats", str(stats),
+                             "--bind", PS_IP], stderr=subprocess.PIPE, text=True)
+    try:
+        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for _ in range(100):  # until the PS has bound its port
+            try:
+                probe.bind((PS_IP, INA_UDP_PORT))
+                probe.close()
+                probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                threading.Event().wait(0.05)
+            except OSError:
+                break
+        probe.close()
+        inputs = _inputs(2, 64)
+        results, _ = _allreduce_all(5, inputs)
+        _check_sums(inputs, results)
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0, proc.stderr.read()
+    counters = json.loads(stats.read_text())
+    assert counters["results"] == 2 and counters["datagrams_sent"] == 4
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _train(mode: str, job_id: int) -> list[dict]:
+    import os
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ina_ddp_worker.py")
+    port = _free_port()
+    procs = [subprocess.Popen([sys.executable, script, str(r), "2", str(port), mode, PS_IP, str(job_id)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err[-2000:]
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    return outs
+
+
+def test_ddp_training_over_ina_matches_the_gloo_allreduce():
+    """A two-layer model, two DDP ranks, 8 SGD steps: with the INA hook (scale 1e6) every step's loss
+    of each rank (each on its own batch) is the gloo allreduce's within 1e-4."""
+    gloo = _train("gloo", 0)
+    with Ps([_job(6, 2)]):
+        ina = _train("ina", 6)
+    for rank in range(2):
+        assert ina[rank]["results"] > 0
+        assert ina[rank]["losses"] == pytest.approx(gloo[rank]["losses"], abs=1e-4)
+        assert ina[rank]["losses"][-1] < ina[rank]["losses"][0]  # it trains
