@@ -4,7 +4,11 @@ Configuration comes from a JSON file named by the ``TESTBED_CONTROLLER_CONF`` en
 variable (written by the testbed)::
 
     {"topology": ".../topology.json", "mode": "ecmp", "stats_interval_s": 0.5,
-     "stats_path": ".../port_stats.jsonl", "status_path": ".../controller_status.json"}
+     "stats_path": ".../port_stats.jsonl", "status_path": ".../controller_status.json",
+     "ina_ports": {"l1": 7}}
+
+(``ina_ports``, optional: switch -> OpenFlow port of its INA aggregator, steered to by
+:func:`controller.rules.ina_steering`.)
 
 When a switch connects the app deletes its flows and groups, installs the switch's rules
 and sends a barrier; on the barrier reply it records the switch as ready in ``status_path``
@@ -70,7 +74,7 @@ class TestbedController(app_manager.OSKenApp):
         with open(os.environ[CONF_ENV]) as f:
             self.conf = json.load(f)
         self.graph = read_topology_json(self.conf["topology"])
-        self.rules = compute_rules(self.graph, self.conf.get("mode", "ecmp"))
+        self.rules = compute_rules(self.graph, self.conf.get("mode", "ecmp"), self.conf.get("ina_ports") or {})
         self.expected = {d["dpid"] for _, d in self.graph.nodes(data=True) if d.get("role") == "switch"}
         self.datapaths = {}
         self.ready: dict[int, float] = {}

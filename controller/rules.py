@@ -15,6 +15,15 @@ Two routing modes, both proactive (every rule is installed when the switch conne
     SELECT group with one bucket per next hop, and the switch hashes each flow onto a
     bucket. The simulator cannot predict those paths, so this is not the validation default.
 
+**INA steering.** A switch with an INA aggregator attached one-armed (``ina_ports``: switch ->
+the OpenFlow port of its aggregator) sends every INA packet (UDP with either port
+:data:`ina.protocol.INA_UDP_PORT`: workers' data towards a PS, the PS's results) that arrives
+on any other port to the aggregator, at a priority above the routes; what comes back from the
+aggregator port matches no steering rule and is routed as usual. Everything else passes the
+aggregator by. Only ToRs carry aggregators, and a ToR is the first and last switch of every
+path through it, so each INA packet meets the aggregators of its source's and destination's
+racks only.
+
 Only IPv4 is forwarded. Hosts get static ARP entries from the testbed, so no ARP or
 flooding rules are needed; anything that matches no rule is dropped (the switches run in
 secure fail mode with no table-miss entry).
@@ -25,13 +34,17 @@ Priorities live here, in one place.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from common.errors import TopologyError
+from ina.protocol import INA_UDP_PORT
 from topo import machines, switches
 from topo.routing import ecmp_path, next_hops, port_towards, route_table
 
 ETH_TYPE_IPV4 = 0x0800
+IP_PROTO_UDP = 17
 
+PRIORITY_INA_STEER = 300
 PRIORITY_PAIR_ROUTE = 200
 PRIORITY_DST_ROUTE = 100
 
@@ -85,12 +98,39 @@ def _match(**fields) -> tuple[tuple[str, object], ...]:
     return tuple(sorted(fields.items()))
 
 
-def compute_rules(g, mode: str = "ecmp") -> RuleSet:
+def switch_ports(g, switch: str) -> dict[int, str]:
+    """OpenFlow port -> neighbour of every link of ``switch``."""
+    return {d["ports"][switch]: other for _, other, d in g.edges(switch, data=True)}
+
+
+def ina_steering(g, ina_ports: Mapping[str, int]) -> dict[int, list[FlowRule]]:
+    """The INA steering rules (see the module docstring), by dpid.
+
+    Raises:
+        TopologyError: an aggregator on a node that is not a switch, or on a port a link uses.
+    """
+    out: dict[int, list[FlowRule]] = {}
+    for s, agg_port in sorted(ina_ports.items()):
+        if s not in g or g.nodes[s].get("role") != "switch":
+            raise TopologyError(f"INA aggregator on {s!r}: not a switch of the topology")
+        links = switch_ports(g, s)
+        if agg_port in links or not isinstance(agg_port, int) or agg_port < 1:
+            raise TopologyError(f"INA aggregator of {s} on port {agg_port!r}: a link uses it, or it is not a port")
+        dpid = g.nodes[s]["dpid"]
+        out[dpid] = [FlowRule(dpid, PRIORITY_INA_STEER,
+                              _match(in_port=p, eth_type=ETH_TYPE_IPV4, ip_proto=IP_PROTO_UDP, **{field: INA_UDP_PORT}),
+                              output_port=agg_port)
+                     for p in sorted(links) for field in ("udp_dst", "udp_src")]
+    return out
+
+
+def compute_rules(g, mode: str = "ecmp", ina_ports: Mapping[str, int] | None = None) -> RuleSet:
     """Compute the complete rule set for a topology.
 
     Args:
         g: a validated topology graph (see ``topo.schema``).
         mode: ``"ecmp"`` (deterministic per-pair paths) or ``"select"`` (OVS per-flow hashing).
+        ina_ports: switch -> OpenFlow port of the INA aggregator attached to it (none by default).
 
     Returns:
         The rule set; switches with no rules are present with empty tuples.
@@ -118,6 +158,8 @@ def compute_rules(g, mode: str = "ecmp") -> RuleSet:
                     gid = g.nodes[dst]["index"]
                     groups[dpid].append(GroupRule(dpid, gid, ports))
                     flows[dpid].append(FlowRule(dpid, PRIORITY_DST_ROUTE, match, group_id=gid))
+    for dpid, rules in ina_steering(g, ina_ports or {}).items():
+        flows[dpid] += rules
     return RuleSet(
         flows={d: tuple(sorted(v)) for d, v in flows.items()},
         groups={d: tuple(sorted(v)) for d, v in groups.items()},
@@ -155,5 +197,5 @@ def forward(rules: RuleSet, g, src: str, dst: str, max_hops: int = 64) -> tuple[
 
 __all__ = [
     "FlowRule", "GroupRule", "RuleSet", "compute_rules", "forward", "ecmp_path", "MODES",
-    "PRIORITY_PAIR_ROUTE", "PRIORITY_DST_ROUTE", "RULE_COOKIE",
+    "PRIORITY_INA_STEER", "PRIORITY_PAIR_ROUTE", "PRIORITY_DST_ROUTE", "RULE_COOKIE", "ina_steering", "switch_ports",
 ]

@@ -269,3 +269,51 @@ def ddp_hook(client: InaClient, world_size: int):
         return fut
 
     return hook
+
+
+def demo_values(seed: int, bit: int, n: int, round_: int) -> list[float]:
+    """The values worker ``bit`` sums in round ``round_`` of :func:`main` (uniform in [-10, 10]),
+    so that whoever checks the sums can compute them."""
+    import random
+
+    rnd = random.Random(f"{seed}/{bit}/{round_}")
+    return [rnd.uniform(-10.0, 10.0) for _ in range(n)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m ina.client``: ``--rounds`` allreduces of ``--values`` floats (:func:`demo_values`)
+    as worker ``--bit`` of ``--job``; writes the sums and the counters as JSON to ``--out``.
+    One line on stderr and exit 1 on failure."""
+    import argparse
+    import json
+    import sys
+
+    ap = argparse.ArgumentParser(description="an INA worker: allreduce demo values through the fabric")
+    ap.add_argument("--job", type=int, required=True)
+    ap.add_argument("--bit", type=int, required=True)
+    ap.add_argument("--ps", required=True, help="the PS machine's IP")
+    ap.add_argument("--bind", default="0.0.0.0")
+    ap.add_argument("--values", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--scale", type=float, default=1e4)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    try:
+        with InaClient(args.job, args.bit, args.ps, args.scale, bind=args.bind) as client:
+            t0 = time.monotonic()
+            sums = [client.allreduce(demo_values(args.seed, args.bit, args.values, r)) for r in range(args.rounds)]
+            elapsed = time.monotonic() - t0
+    except (InaError, OSError) as e:
+        print(f"ina.client: job {args.job} bit {args.bit}: {e}", file=sys.stderr)
+        return 1
+    with open(args.out, "w") as f:
+        json.dump({"sums": sums, "elapsed_s": elapsed, "stats": dataclasses.asdict(client.stats),
+                   "window": client.window.cwnd}, f)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

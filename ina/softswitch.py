@@ -203,8 +203,11 @@ class SoftAggregator:
         self.ports, self.control_path, self.log_path, self.netns = dict(ports), control_path, log_path, netns
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> None:
+    def start(self, on_spawn=None) -> None:
         """Start the process and wait until its control socket answers.
+
+        Args:
+            on_spawn: called with the process's PID as soon as it exists (to record it).
 
         Raises:
             TestbedError: it exited or did not answer in 15 s (its log's tail included).
@@ -219,6 +222,8 @@ class SoftAggregator:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=env, start_new_session=True)
+        if on_spawn is not None:
+            on_spawn(self.proc.pid)
         deadline = time.monotonic() + _READY_S
         while True:
             if self.proc.poll() is not None:

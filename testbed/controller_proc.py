@@ -30,7 +30,8 @@ class ControllerProcess:
     ``controller_status.json`` (ready switches, errors) and ``port_stats.jsonl``.
     """
 
-    def __init__(self, run_dir: str, topology_path: str, mode: str = "ecmp", stats_interval_s: float = 0.5):
+    def __init__(self, run_dir: str, topology_path: str, mode: str = "ecmp", stats_interval_s: float = 0.5,
+                 ina_ports: dict[str, int] | None = None):
         self.run_dir = run_dir
         self.port = free_tcp_port()
         self.log_path = os.path.join(run_dir, "controller.log")
@@ -39,7 +40,7 @@ class ControllerProcess:
         self.conf_path = os.path.join(run_dir, "controller.json")
         self.conf = {
             "topology": topology_path, "mode": mode, "stats_interval_s": stats_interval_s,
-            "stats_path": self.stats_path, "status_path": self.status_path,
+            "stats_path": self.stats_path, "status_path": self.status_path, "ina_ports": dict(ina_ports or {}),
         }
         self.proc: subprocess.Popen | None = None
 

@@ -20,7 +20,11 @@ Choices forced by the machines this runs on (see ARCHITECTURE.md):
   configured congestion control, IPv6 off, and static ARP entries (no flooding rules are
   needed);
 * with ECN marking (``ecn_method`` ``red`` or ``bpf``, see :mod:`testbed.ecn`) every switch
-  port marks CE on its egress, and hosts run with ``net.ipv4.tcp_ecn=1``.
+  port marks CE on its egress, and hosts run with ``net.ipv4.tcp_ecn=1``;
+* each INA switch (``ina_switches``) gets one more port, after its links' (``<switch>-eth<P>``),
+  a veth whose peer ``<switch>-ia<P>`` an INA aggregator engine serves one-armed
+  (:mod:`testbed.ina_fabric`); it is not shaped (the aggregator stands for the switch's own
+  pipeline) and carries only what the controller steers to it.
 """
 
 from __future__ import annotations
@@ -64,6 +68,8 @@ class NetOptions:
         marking: thresholds per port rate: a function ``rate Mbit/s -> MarkingParams``.
         switch_ports: ``system`` or ``afxdp`` (resolved by :func:`testbed.ports.resolve_port_type`;
             see :mod:`testbed.ports`).
+        ina_switches: switches that get an INA aggregator port (:meth:`EmulatedNetwork.ina_port`),
+            to which the controller steers INA packets (:func:`controller.rules.ina_steering`).
     """
 
     scale: float = 1.0
@@ -77,6 +83,7 @@ class NetOptions:
     ecn_method: str = "none"
     marking: typing.Callable[[float], MarkingParams] | None = None
     switch_ports: str = "system"
+    ina_switches: tuple[str, ...] = ()
 
 
 VSWITCHD_PID_FILES = ("/run/openvswitch/ovs-vswitchd.pid", "/var/run/openvswitch/ovs-vswitchd.pid")
@@ -131,6 +138,7 @@ class EmulatedNetwork:
         self.undo_failures: list[str] = []
         self._vswitchd_pid: int | None = None
         self.marker: BpfMarker | None = None
+        self.ina_ports = self._plan_ina_ports(options.ina_switches)
         if options.switch_ports not in ("system", "afxdp"):
             raise EmulationError(f"switch port type {options.switch_ports!r}: resolve it first (system or afxdp)")
         if options.ecn_method not in ("none", "red", "bpf") or (options.ecn_method != "none" and not options.marking):
@@ -172,7 +180,7 @@ class EmulatedNetwork:
         write_topology_json(self.g, self.topology_path)
         self._allow_congestion_control()
         self.controller = ControllerProcess(self.run_dir, self.topology_path, self.options.routing,
-                                            self.options.stats_interval_s)
+                                            self.options.stats_interval_s, self.ina_ports)
         self.controller.start(on_spawn=lambda pid: self.record.add(process_change(pid, "controller")))
         self.mn = Mininet(topo=None, build=False, autoSetMacs=False, autoStaticArp=False,
                           controller=None, waitConnected=False)
@@ -204,12 +212,17 @@ class EmulatedNetwork:
         # After the switches start: Open vSwitch replaces the root qdisc of a port it adds
         # (noqueue), so shaping configured earlier would silently vanish.
         self._configure_interfaces()
+        self._add_ina_ports()
         if self.options.switch_ports == "afxdp":
             ports.set_pmd_sleep(self.record)
-            for intf in self.switch_intfs.values():
-                for dev in ports.pipe_names(intf):
-                    self.record.add(Change("link", dev, what=f"AF_XDP pipe of {intf}"))
-            ports.attach_afxdp(self._bridge_ports(), self.options.mtu, [a for o in OFFLOADS for a in (o, "off")])
+            bridge_ports = self._bridge_ports()
+            for s, port in self.ina_ports.items():
+                bridge_ports[s][f"{s}-eth{port}"] = port
+            for intfs in bridge_ports.values():
+                for intf in intfs:
+                    for dev in ports.pipe_names(intf):
+                        self.record.add(Change("link", dev, what=f"AF_XDP pipe of {intf}"))
+            ports.attach_afxdp(bridge_ports, self.options.mtu, [a for o in OFFLOADS for a in (o, "off")])
         self._check_shaping()
         if self.options.ecn_method == "bpf":
             self.marker = BpfMarker(record=self.record)
@@ -231,6 +244,8 @@ class EmulatedNetwork:
                                  f"create them; remove or rename them (`ovs-vsctl del-br NAME`) to run here")
         wanted = {f"{n}-eth{d['ports'][n]}" for u, v, d in self.g.edges(data=True) for n in (u, v)
                   if self.g.nodes[n]["role"] == "switch"}
+        wanted |= {f"{s}-eth{p}" for s, p in self.ina_ports.items()}
+        wanted |= {self.ina_peer(s) for s in self.ina_ports}
         if self.options.switch_ports == "afxdp":
             wanted |= {dev for name in list(wanted) for dev in ports.pipe_names(name)}
         taken = sorted(wanted & set(os.listdir("/sys/class/net")))
@@ -263,6 +278,36 @@ class EmulatedNetwork:
             print(f"warning: {len(self.undo_failures)} change(s) of this run could not be undone (first: "
                   f"{self.undo_failures[0]}); they are recorded: run `sudo python run_testbed.py clean`",
                   file=sys.stderr, flush=True)
+
+    # -- INA aggregator ports ----------------------------------------------------------------
+
+    def _plan_ina_ports(self, ina_switches) -> dict[str, int]:
+        """Switch -> OpenFlow port of its aggregator: the one after its links' ports."""
+        out = {}
+        for s in ina_switches:
+            if s not in self.g or self.g.nodes[s].get("role") != "switch":
+                raise EmulationError(f"INA switch {s!r} is not a switch of the topology")
+            out[s] = max(d["ports"][s] for _, _, d in self.g.edges(s, data=True)) + 1
+        return out
+
+    def ina_peer(self, switch: str) -> str:
+        """The interface an aggregator engine serves for ``switch`` (the veth peer of its port)."""
+        return f"{switch}-ia{self.ina_ports[switch]}"
+
+    def _add_ina_ports(self) -> None:
+        """Add each INA switch's aggregator port: a veth into the bridge at its planned port number."""
+        off = [a for o in OFFLOADS for a in (o, "off")]
+        for s, port in self.ina_ports.items():
+            intf, peer = f"{s}-eth{port}", self.ina_peer(s)
+            self.record.add(Change("link", intf, what=f"INA aggregator port of {s}"))
+            run(["ip", "link", "add", intf, "mtu", str(self.options.mtu), "type", "veth", "peer", "name", peer,
+                 "mtu", str(self.options.mtu)])
+            for dev in (intf, peer):
+                run(["sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1"])
+                run(["ethtool", "-K", dev, *off])
+                run(["ip", "link", "set", dev, "up"])
+            run(["ovs-vsctl", "--timeout=30", "add-port", s, intf, "--", "set", "Interface", intf,
+                 f"ofport_request={port}"])
 
     def _bridge_ports(self) -> dict[str, dict[str, int]]:
         """Bridge -> {switch port interface -> OpenFlow port number}."""

@@ -62,8 +62,11 @@ class Bmv2Aggregator:
     def _ns(self, cmd: list[str]) -> list[str]:
         return ["ip", "netns", "exec", self.netns, *cmd] if self.netns else cmd
 
-    def start(self) -> None:
+    def start(self, on_spawn=None) -> None:
         """Start the switch and wait until its runtime CLI answers.
+
+        Args:
+            on_spawn: called with the process's PID as soon as it exists (to record it).
 
         Raises:
             P4Error: it exited or did not answer in 15 s (its log's tail included).
@@ -78,6 +81,8 @@ class Bmv2Aggregator:
                                          stdin=subprocess.DEVNULL, env=self.toolchain.env(), start_new_session=True)
         finally:
             log.close()
+        if on_spawn is not None:
+            on_spawn(self.proc.pid)
         deadline = time.monotonic() + _READY_S
         while True:
             if self.proc.poll() is not None:

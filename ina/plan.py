@@ -1,0 +1,132 @@
+"""A job's INA plan on a fabric: which switch aggregates what, each machine's bit, the PS's job.
+
+Pure: a topology graph (:mod:`topo.schema`) and a placement's machines in, plain records out,
+shared by the emulator (what to install in each aggregator, what to tell the PS and each
+worker) and by tests.
+
+The plan follows ATP's two levels (NetPack spec §1.2-1.6), with one INA endpoint per machine
+and job: a machine's ranks sum locally first, so the tree's workers are machines, each with one
+bit (:class:`ina.engine.JobTree`, at most :data:`ina.engine.MAX_BITS` bits with the leaves').
+
+* A **leaf** is an INA switch (in the placement's ``ina_switches``) that is the ToR of at least
+  two of the job's machines and not the PS's ToR: it sums their packets into one partial,
+  sent on to the PS with the leaf's own bit.
+* The **root** is the PS's ToR, where it is an INA switch and has at least two children (the
+  job's machines under it and the leaves): it sums those into the aggregate the PS receives.
+* Everything else reaches the next level unaggregated: machines under a ToR that does not
+  aggregate the job are the root's workers (the PS's, where the root does not aggregate).
+
+Resolution (this project's, not a paper's): a switch with a single child would aggregate
+nothing, only hold a slot, so it gets no entry; where the PS's ToR has none, the PS itself
+completes the tree (its rules accept leaves' partials and workers' packets alike).
+
+Complexity: O(machines) per job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+
+from ina.engine import MAX_BITS, JobEntry, JobTree, LeafGroup, Role
+from ina.protocol import InaError
+
+
+@dataclasses.dataclass(frozen=True)
+class JobPlan:
+    """What the fabric, the PS and the workers need to run one job over INA.
+
+    Attributes:
+        tree: the job's aggregation tree in bits (the PS installs it).
+        bits: machine -> its bit in the tree.
+        entries: switch -> its table entry for the job (leaves and the root only).
+        ps_host: the machine running the job's parameter server.
+        addresses: bit -> the machine's IP, where the PS sends results (:class:`ina.ps.PsJob`).
+    """
+
+    tree: JobTree
+    bits: Mapping[str, int]
+    entries: Mapping[str, JobEntry]
+    ps_host: str
+    addresses: Mapping[int, str]
+
+    @property
+    def job_id(self) -> int:
+        """The job's INA id."""
+        return self.tree.job_id
+
+
+def tor_of(g, machine: str) -> str:
+    """The switch a machine is attached to.
+
+    Raises:
+        InaError: not a machine of ``g``.
+    """
+    if machine not in g or g.nodes[machine].get("role") != "machine":
+        raise InaError(f"{machine!r} is not a machine of the topology")
+    (tor,) = g.neighbors(machine)
+    return tor
+
+
+def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches: Iterable[str]) -> JobPlan:
+    """The INA plan of one job (see the module docstring).
+
+    Args:
+        g: the topology.
+        job_id: the job's INA id (0..65535).
+        machines: the job's machines, in rank order (repeats, for several ranks per machine,
+            are folded: bits follow first appearance).
+        ps_host: the machine of the job's PS (need not host a worker).
+        ina_switches: switches that may aggregate the job (a placement's ``ina_switches``);
+            each must be a switch of ``g``.
+
+    Raises:
+        InaError: an unknown machine or switch, no machine, or more bits than the header has.
+    """
+    order = list(dict.fromkeys(machines))
+    if not order:
+        raise InaError(f"INA job {job_id}: no machines")
+    ina = set(ina_switches)
+    bad = sorted(s for s in ina if s not in g or g.nodes[s].get("role") != "switch")
+    if bad:
+        raise InaError(f"INA job {job_id}: {', '.join(bad)} are not switches of the topology")
+    ps_tor = tor_of(g, ps_host)
+    racks: dict[str, list[str]] = {}
+    for m in order:
+        racks.setdefault(tor_of(g, m), []).append(m)
+    leaf_tors = [t for t, ms in racks.items() if t in ina and t != ps_tor and len(ms) >= 2]
+    at_root = [m for t, ms in racks.items() if t not in leaf_tors for m in ms]
+    if len(at_root) + sum(1 + len(racks[t]) for t in leaf_tors) > MAX_BITS:
+        raise InaError(f"INA job {job_id}: {len(order)} machines and {len(leaf_tors)} leaves need more than "
+                       f"{MAX_BITS} bits")
+    bits: dict[str, int] = {m: b for b, m in enumerate(at_root)}
+    leaves, entries, nxt = [], {}, len(at_root)
+    for t in leaf_tors:
+        leaf_bit = nxt
+        workers = tuple(range(nxt + 1, nxt + 1 + len(racks[t])))
+        bits.update(zip(racks[t], workers, strict=True))
+        leaves.append(LeafGroup(leaf_bit, workers))
+        entries[t] = JobEntry(len(workers), Role.LEAF, leaf_bit)
+        nxt += 1 + len(workers)
+    tree = JobTree(job_id, tuple(range(len(at_root))), tuple(leaves))
+    if ps_tor in ina and tree.root_fan_in >= 2:
+        entries[ps_tor] = JobEntry(tree.root_fan_in, Role.ROOT)
+    addresses = {b: g.nodes[m]["ip"] for m, b in bits.items()}
+    return JobPlan(tree, bits, entries, ps_host, addresses)
+
+
+def switch_tables(plans: Iterable[JobPlan]) -> dict[str, dict[int, JobEntry]]:
+    """Switch -> {job id -> entry}: what each aggregator has installed for the given jobs.
+
+    Raises:
+        InaError: two plans share a job id.
+    """
+    out: dict[str, dict[int, JobEntry]] = {}
+    seen: set[int] = set()
+    for p in plans:
+        if p.job_id in seen:
+            raise InaError(f"INA job id {p.job_id} is planned twice")
+        seen.add(p.job_id)
+        for s, entry in p.entries.items():
+            out.setdefault(s, {})[p.job_id] = entry
+    return out

@@ -1,0 +1,155 @@
+"""INA aggregators in the emulated fabric: one engine per INA switch, attached one-armed.
+
+:class:`testbed.net.EmulatedNetwork` gives each switch of its ``ina_switches`` an aggregator
+port, and its controller steers INA packets there (:func:`controller.rules.ina_steering`).
+:class:`InaFabric` serves those ports: it starts an aggregator engine on each port's peer, the
+bmv2 ``simple_switch`` running ``ina/p4/aggregator.p4`` where a P4 toolchain runs here, else
+the software engine (:mod:`ina.softswitch`, the same rules), and installs the jobs' table
+entries from their plans (:func:`ina.plan.plan_job`). Every engine leaves by the port it came
+in on (``ina_out`` empty: one-armed), back to its switch, which routes it on.
+
+The engines are processes of the run: recorded by PID in the network's run record when
+spawned (so ``run_testbed.py clean`` stops them after a crash) and stopped by :meth:`stop`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from common.errors import EmulationError, TestbedError
+from ina.engine import AggregatorStats
+from ina.p4.build import DEFAULT_SLOTS, compile_program, engine_available, find_toolchain
+from ina.p4.switch import Bmv2Aggregator, aggregator_stats
+from ina.plan import JobPlan, switch_tables
+from ina.protocol import check_slots
+from ina.softswitch import SoftAggregator
+from testbed.controller_proc import free_tcp_port
+from testbed.record import process_change
+
+ENGINES = ("bmv2", "software")
+"""INA engines, best first; ``auto`` takes the first that runs here."""
+
+
+def resolve_engine(requested: str = "auto") -> tuple[str, str]:
+    """The engine to use and why: ``auto`` -> bmv2 where it runs here, else software.
+
+    Raises:
+        EmulationError: an unknown engine, or ``bmv2`` asked for where it cannot run.
+    """
+    if requested not in ("auto", *ENGINES):
+        raise EmulationError(f"INA engine {requested!r}: valid: auto, {', '.join(ENGINES)}")
+    available, why = engine_available()
+    if requested == "software":
+        return "software", "asked for"
+    if requested == "bmv2" and available != "bmv2":
+        raise EmulationError(f"INA engine bmv2 asked for, but it cannot run here: {why}")
+    return available, why
+
+
+class InaFabric:
+    """The aggregator engines of a running network's INA switches.
+
+    Args:
+        net: a started :class:`testbed.net.EmulatedNetwork` with ``ina_switches``.
+        engine: ``auto``, ``bmv2`` or ``software`` (:func:`resolve_engine`).
+        slots: register size of the bmv2 program's slot pool (a run uses up to this many).
+    """
+
+    def __init__(self, net, engine: str = "auto", slots: int = DEFAULT_SLOTS):
+        if not net.ina_ports:
+            raise EmulationError("the network has no INA switches (NetOptions.ina_switches)")
+        self.net = net
+        self.engine, self.engine_why = resolve_engine(engine)
+        self.slots = check_slots(slots)
+        self.log_dir = os.path.join(net.run_dir, "ina")
+        self.switches: dict[str, Bmv2Aggregator | SoftAggregator] = {}
+        self._changes = {}
+
+    def __enter__(self) -> InaFabric:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start one engine per INA switch on its aggregator port's peer.
+
+        Raises:
+            EmulationError: the program did not compile or an engine did not start (its log named).
+        """
+        os.makedirs(self.log_dir, exist_ok=True)
+        program = toolchain = None
+        if self.engine == "bmv2":
+            toolchain, _ = find_toolchain()
+            try:
+                program = compile_program(toolchain, self.slots)
+            except TestbedError as e:
+                raise EmulationError(str(e)) from None
+        for k, s in enumerate(sorted(self.net.ina_ports)):
+            ports = {0: self.net.ina_peer(s)}
+            log = os.path.join(self.log_dir, f"{s}.log")
+            if self.engine == "bmv2":
+                sw = Bmv2Aggregator(toolchain, program, ports, free_tcp_port(), 100 + k, log)
+            else:
+                sw = SoftAggregator(ports, os.path.join(self.log_dir, f"{s}.sock"), log)
+            self.switches[s] = sw
+
+            def spawned(pid: int, s=s) -> None:
+                self._changes[s] = self.net.record.add(process_change(pid, f"INA aggregator ({self.engine}) of {s}"))
+
+            try:
+                sw.start(on_spawn=spawned)
+            except TestbedError as e:
+                raise EmulationError(f"the INA aggregator of {s} did not start: {e} (log: {log})") from None
+
+    def install(self, plans: Iterable[JobPlan], n_slots: int) -> None:
+        """Program every aggregator with the jobs' entries (:func:`ina.plan.switch_tables`) and
+        ``n_slots`` slots in use; every slot free and every counter 0 afterwards.
+
+        Raises:
+            EmulationError: more slots than the program has, a plan naming a switch without an
+                aggregator, or an engine refused the tables.
+        """
+        check_slots(n_slots)
+        if self.engine == "bmv2" and n_slots > self.slots:
+            raise EmulationError(f"{n_slots} INA slots asked for; the bmv2 program has {self.slots}")
+        tables = switch_tables(plans)
+        missing = sorted(set(tables) - set(self.switches))
+        if missing:
+            raise EmulationError(f"INA plans use {', '.join(missing)}, which have no aggregator in this network")
+        try:
+            for s, sw in self.switches.items():
+                sw.configure(n_slots, tables.get(s, {}))
+                sw.reset()
+        except TestbedError as e:
+            raise EmulationError(f"programming the INA aggregators: {e}") from None
+
+    def counters(self) -> dict[str, dict[str, int]]:
+        """Each aggregator's counters by name (:data:`ina.p4.switch.STAT_NAMES`)."""
+        return {s: sw.counters() for s, sw in self.switches.items()}
+
+    def stats(self) -> dict[str, AggregatorStats]:
+        """Each aggregator's counters as :class:`ina.engine.AggregatorStats`."""
+        return {s: aggregator_stats(c) for s, c in self.counters().items()}
+
+    def check_alive(self) -> None:
+        """Raise :class:`EmulationError` naming the first aggregator engine that died."""
+        for s, sw in self.switches.items():
+            if sw.proc is not None and sw.proc.poll() is not None:
+                raise EmulationError(f"the INA aggregator of {s} ({self.engine}, pid {sw.proc.pid}) exited with "
+                                     f"{sw.proc.returncode}: see {sw.log_path}")
+
+    def stop(self) -> None:
+        """Stop every engine by its PID and drop it from the record (idempotent)."""
+        for s, sw in self.switches.items():
+            sw.stop()
+            change = self._changes.pop(s, None)
+            if change is not None:
+                self.net.record.discard(change)
+        self.switches.clear()

@@ -1,0 +1,169 @@
+"""Emulation tests: INA aggregators attached one-armed to the ToRs of an emulated leaf-spine, the
+controller steering INA packets through them, the PS and the workers in the emulated machines.
+
+Each test runs on both engines: bmv2 (skipped, naming why, where no P4 toolchain runs here:
+``P4_PREFIX``, /opt/p4 or the PATH) and the software engine, on one network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import pytest
+from conftest import SCALE, leftovers
+
+pytestmark = pytest.mark.emulation
+
+INA_SCALE = 1e4  # fixed-point scale of the workers' values
+VALUES = 32 * 48  # 48 packets per round and worker
+ROUNDS = 4
+
+
+@pytest.fixture(scope="module")
+def ina_net(emulation_ok, tmp_path_factory):
+    """Leaf-spine, two racks of five machines (l1: h1-h5, l2: h6-h10), one spine, 20 Mbit/s links,
+    an aggregator port on each leaf."""
+    from testbed.net import EmulatedNetwork, NetOptions
+    from topo import leaf_spine
+
+    run_dir = str(tmp_path_factory.mktemp("ina"))
+    net = EmulatedNetwork(leaf_spine(2, 1, 5), run_dir, NetOptions(scale=SCALE, ina_switches=("l1", "l2")))
+    with net:
+        failures = net.tcp_check(["h1"], ["h6"])
+        assert not failures, f"TCP sanity check failed: {failures}; evidence in {run_dir}"
+        yield net
+        error = net.controller.logged_exception()
+    assert error is None, f"controller logged an exception: {error}; see {net.controller.log_path}"
+    assert not leftovers(), f"network left behind: {leftovers()}"
+
+
+@pytest.fixture(params=["bmv2", "software"])
+def ina_fabric(ina_net, request):
+    """The network with an aggregator engine of each kind on its leaves' aggregator ports."""
+    from ina.p4.build import engine_available
+    from testbed.ina_fabric import InaFabric
+
+    available, why = engine_available()
+    if request.param == "bmv2" and available != "bmv2":
+        pytest.skip(f"bmv2: {why}")
+    with InaFabric(ina_net, request.param) as fabric:
+        yield ina_net, fabric
+
+
+def _env():
+    from testbed.controller_proc import PROJECT_ROOT
+
+    return {"PYTHONPATH": PROJECT_ROOT, "PATH": os.environ.get("PATH", "")}
+
+
+def _run_jobs(net, fabric, plans, n_slots: int, tag: str) -> tuple[dict, dict, dict]:
+    """Install ``plans``, start one PS per PS machine and every worker; wait for them.
+
+    Returns:
+        (worker outputs by (job id, machine), PS counters by machine, bytes per directed link).
+    """
+    from ina.ps import PsJob
+    from testbed.controller_proc import PROJECT_ROOT
+    from testbed.procs import stop_process
+
+    fabric.install(plans, n_slots)
+    out_dir = os.path.join(net.run_dir, tag)
+    os.makedirs(out_dir, exist_ok=True)
+    ps_procs, ps_stats = {}, {}
+    for ps in sorted({p.ps_host for p in plans}):
+        cfg = os.path.join(out_dir, f"ps-{ps}.json")
+        with open(cfg, "w") as f:
+            json.dump({"jobs": [PsJob(p.tree, p.addresses).to_dict() for p in plans if p.ps_host == ps]}, f)
+        ps_stats[ps] = os.path.join(out_dir, f"ps-{ps}.stats.json")
+        ps_procs[ps] = net.popen(ps, [sys.executable, "-m", "ina.ps", "--config", cfg, "--stats", ps_stats[ps],
+                                      "--bind", net.g.nodes[ps]["ip"]], env=_env(), cwd=PROJECT_ROOT,
+                                 log_path=os.path.join(out_dir, f"ps-{ps}.log"))
+    deadline = time.monotonic() + 20
+    while not all(":18766" in net.host_exec(ps, "ss -Huln") for ps in ps_procs):
+        assert time.monotonic() < deadline, f"the PS did not bind its port; see {out_dir}"
+        time.sleep(0.1)
+    before = net.switch_counters()
+    workers = {}
+    for p in plans:
+        for m, bit in p.bits.items():
+            path = os.path.join(out_dir, f"job{p.job_id}-{m}.json")
+            proc = net.popen(m, [sys.executable, "-m", "ina.client", "--job", str(p.job_id), "--bit", str(bit),
+                                 "--ps", net.g.nodes[p.ps_host]["ip"], "--bind", net.g.nodes[m]["ip"],
+                                 "--values", str(VALUES), "--rounds", str(ROUNDS), "--seed", str(p.job_id),
+                                 "--scale", str(INA_SCALE), "--out", path], env=_env(), cwd=PROJECT_ROOT,
+                             log_path=os.path.join(out_dir, f"job{p.job_id}-{m}.log"))
+            workers[(p.job_id, m)] = (proc, path)
+    outputs = {}
+    for key, (proc, path) in workers.items():
+        assert proc.wait(180) == 0, f"worker {key} failed: see {out_dir}"
+        net.forget(proc)
+        with open(path) as f:
+            outputs[key] = json.load(f)
+    after = net.switch_counters()
+    for ps, proc in ps_procs.items():
+        stop_process(proc)
+        net.forget(proc)
+        with open(ps_stats[ps]) as f:
+            ps_stats[ps] = json.load(f)
+    fabric.check_alive()
+    return outputs, ps_stats, net.link_bytes(before, after)
+
+
+def _check_sums(plan, outputs) -> None:
+    """Every worker of the job got the float sum of every round within the quantisation bound."""
+    from ina.client import demo_values
+
+    bound = len(plan.bits) / (2 * INA_SCALE) + 1e-6
+    for r in range(ROUNDS):
+        exact = [sum(col) for col in zip(*(demo_values(plan.job_id, b, VALUES, r) for b in plan.bits.values()),
+                                         strict=True)]
+        for m in plan.bits:
+            got = outputs[(plan.job_id, m)]["sums"][r]
+            assert max(abs(a - b) for a, b in zip(got, exact, strict=True)) <= bound, (plan.job_id, m, r)
+
+
+def test_four_workers_in_one_rack_send_a_quarter_of_the_bytes_up_the_tor_uplink(ina_fabric):
+    """h1-h4 under l1 allreduce through the PS on h6: with l1 aggregating them (fan-in 4), the
+    uplink l1 -> s1 carries a quarter of what it carries with the same job passed unaggregated
+    (within 15%), and every worker gets the float sum within the quantisation bound both ways."""
+    from ina.plan import plan_job
+
+    net, fabric = ina_fabric
+    workers = ["h1", "h2", "h3", "h4"]
+    plain = plan_job(net.g, 1, workers, "h6", [])
+    outs, ps_plain, link_plain = _run_jobs(net, fabric, [plain], 1024, "plain")
+    _check_sums(plain, outs)
+    ina = plan_job(net.g, 2, workers, "h6", ["l1", "l2"])
+    assert ina.entries and set(ina.entries) == {"l1"}
+    outs, ps_ina, link_ina = _run_jobs(net, fabric, [ina], 1024, "ina")
+    _check_sums(ina, outs)
+    stats = fabric.stats()
+    ratio = link_ina[("l1", "s1")] / link_plain[("l1", "s1")]
+    evidence = (f"engine {fabric.engine}; uplink bytes {link_ina[('l1', 's1')]} with INA, "
+                f"{link_plain[('l1', 's1')]} without: ratio {ratio:.3f}; l1 {stats['l1']}; PS {ps_ina['h6']}")
+    assert stats["l1"].aggregates >= 48 * ROUNDS and stats["l1"].collisions == 0, evidence
+    assert 0.25 * 0.85 <= ratio <= 0.25 * 1.15, evidence
+    assert ps_plain["h6"]["results"] == ps_ina["h6"]["results"] == 48 * ROUNDS, evidence
+
+
+def test_two_jobs_on_a_tiny_slot_pool_collide_fall_back_and_both_sum_exactly(ina_fabric):
+    """Two three-machine jobs, each with two workers under l1 (a leaf) and one under l2 (the PS's
+    ToR, their root, fan-in 2), on a pool of 2 slots per switch: packets collide and fall back to
+    the PS, which completes them; every worker of both jobs gets the right sums."""
+    from ina.plan import plan_job
+
+    net, fabric = ina_fabric
+    a = plan_job(net.g, 3, ["h1", "h2", "h7"], "h6", ["l1", "l2"])
+    b = plan_job(net.g, 4, ["h3", "h4", "h8"], "h6", ["l1", "l2"])
+    assert {s: e.role.value for s, e in a.entries.items()} == {"l1": "leaf", "l2": "root"}
+    outs, ps, _ = _run_jobs(net, fabric, [a, b], 2, "collide")
+    _check_sums(a, outs)
+    _check_sums(b, outs)
+    stats = fabric.stats()
+    evidence = f"engine {fabric.engine}; l1 {stats['l1']}; l2 {stats['l2']}; PS {ps['h6']}"
+    assert stats["l1"].collisions > 0 and stats["l1"].aggregates > 0, evidence
+    assert stats["l2"].aggregates > 0, evidence
+    assert ps["h6"]["results"] == 2 * 48 * ROUNDS, evidence
