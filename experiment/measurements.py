@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from experiment.summary import PolicySummary
 from placement.base import Placement
 from sim.flowsim import JobEstimate
 from testbed.cpu import CpuSummary
@@ -126,7 +127,8 @@ class PortSamplerStats:
 
 @dataclasses.dataclass
 class PolicyResult:
-    """What one policy's run measured (see the module docstring); ``summary`` is the report's."""
+    """What one policy's run measured (see the module docstring); ``summary`` is the report's
+    (:func:`experiment.report.summarise_policy`)."""
 
     policy: str
     scheduler: str
@@ -149,7 +151,7 @@ class PolicyResult:
     dir: str
     queue_stats: str
     wall_time_s: float
-    summary: dict | None = None
+    summary: PolicySummary | None = None
 
     def to_dict(self) -> dict:
         """JSON form (``measurements.json``), without the summary (``summary.json`` holds it)."""

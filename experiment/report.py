@@ -42,11 +42,14 @@ import dataclasses
 import math
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 
 from common.jsonfile import write_json_atomic
 from common.units import MEGA, virtual_s
 from experiment.measurements import PolicyResult
-from experiment.validation import Comparison, comparable, pearson_r, validation_stats
+from experiment.summary import JobSummary, PolicySummary, all_comparisons
+from experiment.validation import comparable, pearson_r, validation_stats
+from testbed.fidelity import JobVerdict
 
 
 def percentile(values, q: float) -> float | None:
@@ -126,7 +129,7 @@ def link_rows(result: PolicyResult):
                           None if w.window_link_marks is None else w.window_link_marks.get((u, v)))
 
 
-def summarise_policy(cfg, g, result: PolicyResult, records) -> dict:
+def summarise_policy(cfg, g, result: PolicyResult, records) -> PolicySummary:
     """The per-policy summary written to ``summary.json`` and shown in the tables."""
     machines_used = sorted({m for p in result.placements for m in p.machines_by_rank},
                            key=lambda m: g.nodes[m]["index"])
@@ -149,10 +152,9 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> dict:
     job_marks = {}
     for w in result.waves:
         job_marks.update(w.job_marks())
-    per_job = {}
+    per_job = []
     times = job_iteration_times(records, cfg.dilation)
-    verdicts = {v.job: v.to_dict() for v in result.fidelity.jobs}
-    estimates = {job: e.to_dict() for job, e in result.estimates.items()}
+    verdicts = {v.job: v for v in result.fidelity.jobs}
     all_comm = []
     for p in result.placements:
         job = p.job
@@ -160,94 +162,78 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> dict:
         comm = [v["comm_s"] for v in its.values()]
         all_comm += comm
         spec = next(j for j in cfg.jobs if j.name == job)
-        per_job[job] = {
-            "model": spec.model, "workers": spec.workers, "collective": spec.collective, "wave": p.wave,
-            "machines": sorted(set(p.machines_by_rank), key=lambda m: g.nodes[m]["index"]),
-            "iterations_recorded": len(its),
-            "complete": all(v["ranks"] == spec.workers for v in its.values()) and len(its) == cfg.iterations,
-            "comm_mean_s": _mean(comm), "comm_p99_s": percentile(comm, 99),
-            "compute_mean_s": _mean(v["compute_s"] for v in its.values()),
-            "ecn_marks": job_marks.get(job),
-            **_verdict_fields(verdicts.get(job)),
-            **_estimate_fields(_mean(comm), (estimates.get(job) or {}).get("comm_mean_s")),
-            "estimate_ecn_marks": (estimates.get(job) or {}).get("ecn_marks"),
-            "jct_s": result.jct_s.get(job),
-        }
-    return {
-        "policy": result.policy,
-        "machines_used": len(machines_used),
-        "idle_machines_used": len(idle_before),
-        "cross_machine_bytes": cross_bytes,
-        "cluster_machines_in_use": max(c.machines_in_use for c in result.cluster_states),
-        "fragmented_machines": max(c.fragmented_machines for c in result.cluster_states),
-        "comm_mean_s": _mean(all_comm),
-        "comm_p99_s": percentile(all_comm, 99),
-        "busiest_link": busiest[1],
-        "busiest_link_utilisation": busiest[0],
-        "waves": len(result.waves),
-        "scheduler": result.scheduler,
-        "preemptions": result.preemptions,
-        "jct_mean_s": _mean(result.jct_s.values()),
-        "wall_time_s": result.wall_time_s,
-        "cpu_mean": result.cpu_measured.mean,
-        "cpu_p95": result.cpu_measured.p95,
-        "cpu_saturated": result.cpu_measured.saturated,
-        "cpu_switch_thread_p95": result.cpu_measured.switch_thread_p95,
-        "ecn_method": result.ecn.method,
-        "host_tcp": _host_tcp(result.ecn.hosts),
-        "ecn_marks": total_marks,
-        "ecn_busiest_port": busiest_port[1],
-        "ecn_marks_busiest_port": busiest_port[2] if ecn_measured else None,
-        "ecn_most_marked_link": most_marked[0],
-        "ecn_most_marked_link_marks": most_marked[1],
-        "scale": cfg.scale,
-        "dilation": cfg.dilation,
-        "trustworthy": result.fidelity.trustworthy,
-        "fidelity_reasons": list(result.fidelity.reasons),
-        "links_checked": result.fidelity.links_checked,
-        "links_failed": len(result.fidelity.slow_links),
-        "link_check_methods": result.fidelity.link_checks,
-        "worst_link_check": result.fidelity.worst_link.to_dict() if result.fidelity.worst_link else None,
-        "jobs_checked": result.fidelity.jobs_checked,
-        "jobs_failed": result.fidelity.jobs_failed,
-        "worst_job_ratio": _worst_ratio([v.to_dict() for v in result.fidelity.jobs]),
-        "validation": validation_stats(job_comparisons(result.policy, per_job)).to_dict(),
-        "jobs": per_job,
-    }
+        verdict, estimate = verdicts.get(job), result.estimates.get(job)
+        estimate_s = estimate.comm_mean_s if estimate else None
+        per_job.append(JobSummary(
+            job=job, model=spec.model, workers=spec.workers, collective=spec.collective, wave=p.wave,
+            machines=tuple(sorted(set(p.machines_by_rank), key=lambda m: g.nodes[m]["index"])),
+            iterations_recorded=len(its),
+            complete=all(v["ranks"] == spec.workers for v in its.values()) and len(its) == cfg.iterations,
+            comm_mean_s=_mean(comm), comm_p99_s=percentile(comm, 99),
+            compute_mean_s=_mean(v["compute_s"] for v in its.values()),
+            ecn_marks=job_marks.get(job),
+            fidelity=verdict.status if verdict else None, bound_s=verdict.bound_s if verdict else None,
+            bound_ratio=verdict.ratio if verdict else None,
+            contended_with=tuple(verdict.contended_with) if verdict else (),
+            estimate_s=estimate_s, estimate_error=_estimate_error(_mean(comm), estimate_s),
+            estimate_ecn_marks=estimate.ecn_marks if estimate else None,
+            jct_s=result.jct_s.get(job)))
+    fid, cpu = result.fidelity, result.cpu_measured
+    return PolicySummary(
+        policy=result.policy,
+        machines_used=len(machines_used),
+        idle_machines_used=len(idle_before),
+        cross_machine_bytes=cross_bytes,
+        cluster_machines_in_use=max(c.machines_in_use for c in result.cluster_states),
+        fragmented_machines=max(c.fragmented_machines for c in result.cluster_states),
+        comm_mean_s=_mean(all_comm),
+        comm_p99_s=percentile(all_comm, 99),
+        busiest_link=busiest[1],
+        busiest_link_utilisation=busiest[0],
+        waves=len(result.waves),
+        scheduler=result.scheduler,
+        preemptions=result.preemptions,
+        jct_mean_s=_mean(result.jct_s.values()),
+        wall_time_s=result.wall_time_s,
+        cpu_mean=cpu.mean,
+        cpu_p95=cpu.p95,
+        cpu_saturated=cpu.saturated,
+        cpu_switch_thread_p95=cpu.switch_thread_p95,
+        ecn_method=result.ecn.method,
+        host_tcp=_host_tcp(result.ecn.hosts),
+        ecn_marks=total_marks,
+        ecn_busiest_port=busiest_port[1],
+        ecn_marks_busiest_port=busiest_port[2] if ecn_measured else None,
+        ecn_most_marked_link=most_marked[0],
+        ecn_most_marked_link_marks=most_marked[1],
+        scale=cfg.scale,
+        dilation=cfg.dilation,
+        trustworthy=fid.trustworthy,
+        fidelity_reasons=tuple(fid.reasons),
+        links_checked=fid.links_checked,
+        links_failed=len(fid.slow_links),
+        link_check_methods=fid.link_checks,
+        worst_link_check=fid.worst_link,
+        jobs_checked=fid.jobs_checked,
+        jobs_failed=fid.jobs_failed,
+        worst_job_ratio=_worst_ratio(fid.jobs),
+        jobs=tuple(per_job),
+    )
 
 
-def _estimate_fields(measured_s: float | None, estimated_s: float | None) -> dict:
-    """The simulator's estimate of a job's communication time and its relative error (None where
-    the job cannot be compared, :func:`experiment.validation.comparable`)."""
-    ok = comparable(measured_s, estimated_s)
-    return {"estimate_s": estimated_s, "estimate_error": (estimated_s - measured_s) / measured_s if ok else None}
+def _estimate_error(measured_s: float | None, estimated_s: float | None) -> float | None:
+    """The simulator's relative error on a job's communication time (None where the job cannot be
+    compared, :func:`experiment.validation.comparable`)."""
+    return (estimated_s - measured_s) / measured_s if comparable(measured_s, estimated_s) else None
 
 
-def job_comparisons(policy: str, per_job: dict) -> list[Comparison]:
-    """Measured against estimated communication time of every comparable job of one policy."""
-    return [Comparison(policy, job, j["comm_mean_s"], j["estimate_s"]) for job, j in per_job.items()
-            if comparable(j.get("comm_mean_s"), j.get("estimate_s"))]
-
-
-def all_comparisons(summaries: list[dict]) -> list[Comparison]:
-    """:func:`job_comparisons` of every policy's summary."""
-    return [c for s in summaries for c in job_comparisons(s["policy"], s["jobs"])]
-
-
-def _verdict_fields(v: dict | None) -> dict:
-    """A job's fidelity verdict as summary fields (None where the job has no verdict)."""
-    v = v or {}
-    return {"fidelity": v.get("status"), "bound_s": v.get("bound_s"), "bound_ratio": v.get("ratio"),
-            "contended_with": list(v.get("contended_with") or [])}
-
-
-def _job_fidelity(j: dict) -> str:
+def _job_fidelity(j: JobSummary) -> str:
     """A job's verdict for the table: ok / SLOW / FAST, or why it was not checked."""
-    status = j.get("fidelity")
+    status = j.fidelity
     if status in ("slow", "fast"):
         return status.upper()
     if status == "contended":
-        return "shares links with " + ",".join(j.get("contended_with") or [])
+        return "shares links with " + ",".join(j.contended_with)
     if status == "collides":
         return "own flows collide (ECMP)"
     if status == "latency-bound":
@@ -255,9 +241,9 @@ def _job_fidelity(j: dict) -> str:
     return status or "-"
 
 
-def _worst_ratio(verdicts: list[dict]) -> float | None:
+def _worst_ratio(verdicts: Sequence[JobVerdict]) -> float | None:
     """The checked job whose measured/bound ratio is furthest from 1 (None: none checked)."""
-    ratios = [v["ratio"] for v in verdicts if v["status"] in ("ok", "slow", "fast") and v["ratio"] is not None]
+    ratios = [v.ratio for v in verdicts if v.checked and v.ratio is not None]
     return max(ratios, key=lambda r: abs(r - 1), default=None)
 
 
@@ -308,24 +294,24 @@ def format_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line, sep, *body])
 
 
-def summary_tables(summaries: list[dict]) -> str:
+def summary_tables(summaries: Sequence[PolicySummary]) -> str:
     """The terminal report: one row per policy, then one table per policy's jobs."""
-    rows = [[_fmt(k, f, s.get(k)) for k, _, f in SUMMARY_COLUMNS] for s in summaries]
+    rows = [[_fmt(k, f, getattr(s, k)) for k, _, f in SUMMARY_COLUMNS] for s in summaries]
     parts = ["Per policy (emulated, measured):", format_table([h for _, h, _ in SUMMARY_COLUMNS], rows)]
     for s in summaries:
-        jrows = [[job, j["model"], str(j["workers"]), j["collective"], str(len(j["machines"])), str(j["wave"]),
-                  _fmt("", "{:.3f}", j["comm_mean_s"]), _fmt("", "{:.3f}", j["comm_p99_s"]),
-                  _fmt("", "{:.3f}", j.get("bound_s")), _fmt("", "{:.3f}", j.get("bound_ratio")),
-                  _job_fidelity(j), _fmt("", "{:.3f}", j.get("estimate_s")),
-                  _fmt("", "{:+.1%}", j.get("estimate_error")), _fmt("", "{}", j.get("ecn_marks")),
-                  "yes" if j["complete"] else "NO"]
-                 for job, j in s["jobs"].items()]
-        parts += ["", f"Jobs under {s['policy']} (times in paper-scale seconds, dilation {s.get('dilation', 1):g}):",
+        jrows = [[j.job, j.model, str(j.workers), j.collective, str(len(j.machines)), str(j.wave),
+                  _fmt("", "{:.3f}", j.comm_mean_s), _fmt("", "{:.3f}", j.comm_p99_s),
+                  _fmt("", "{:.3f}", j.bound_s), _fmt("", "{:.3f}", j.bound_ratio),
+                  _job_fidelity(j), _fmt("", "{:.3f}", j.estimate_s),
+                  _fmt("", "{:+.1%}", j.estimate_error), _fmt("", "{}", j.ecn_marks),
+                  "yes" if j.complete else "NO"]
+                 for j in s.jobs]
+        parts += ["", f"Jobs under {s.policy} (times in paper-scale seconds, dilation {s.dilation:g}):",
                   format_table(["job", "model", "workers", "collective", "machines", "wave", "comm mean s",
                                 "comm p99 s", "bound s", "ratio", "fidelity", "sim s", "sim error", "ECN marks",
                                 "complete"], jrows)]
-        for reason in s.get("fidelity_reasons") or []:
-            parts.append(f"  UNTRUSTWORTHY under {s['policy']}: {reason}; lighten the emulation (a larger "
+        for reason in s.fidelity_reasons:
+            parts.append(f"  UNTRUSTWORTHY under {s.policy}: {reason}; lighten the emulation (a larger "
                          f"dilation, jumbo frames with mtu: 9000, fewer concurrent workers) or use more cores")
     return "\n".join(parts)
 
@@ -342,7 +328,8 @@ def write_run_report(run_dir: str, cfg, g, results: dict[str, PolicyResult], cap
     overall = validation_stats(all_comparisons(summaries))
     write_json_atomic(os.path.join(run_dir, "summary.json"),
                       {"name": cfg.name, "scale": cfg.scale, "dilation": cfg.dilation, "capabilities": caps,
-                       "policies": summaries, "unplaced": unplaced, "validation": overall.to_dict()})
+                       "policies": [s.to_dict() for s in summaries], "unplaced": unplaced,
+                       "validation": overall.to_dict()})
     keys = [k for k, _, _ in SUMMARY_COLUMNS] + ["scale", "dilation", "jobs_failed", "waves", "scheduler",
                                                  "preemptions", "jct_mean_s", "wall_time_s",
                                                  "cpu_saturated", "ecn_method",
@@ -352,7 +339,7 @@ def write_run_report(run_dir: str, cfg, g, results: dict[str, PolicyResult], cap
         w = csv.writer(f)
         w.writerow(keys)
         for s in summaries:
-            w.writerow([s.get(k) for k in keys])
+            w.writerow([getattr(s, k) for k in keys])
     with open(os.path.join(run_dir, "jobs.csv"), "w", newline="") as f:
         w = csv.writer(f)
         cols = ["model", "workers", "collective", "wave", "iterations_recorded", "complete", "comm_mean_s",
@@ -360,9 +347,9 @@ def write_run_report(run_dir: str, cfg, g, results: dict[str, PolicyResult], cap
                 "ecn_marks", "estimate_ecn_marks", "jct_s"]
         w.writerow(["policy", "job", *cols, "machines", "contended_with"])
         for s in summaries:
-            for job, j in s["jobs"].items():
-                w.writerow([s["policy"], job, *[j.get(c) for c in cols], " ".join(j["machines"]),
-                            " ".join(j.get("contended_with") or [])])
+            for j in s.jobs:
+                w.writerow([s.policy, j.job, *[getattr(j, c) for c in cols], " ".join(j.machines),
+                            " ".join(j.contended_with)])
     with open(os.path.join(run_dir, "link_bytes.csv"), "w", newline="") as f:
         w = csv.writer(f)
         cols = [f.name for f in dataclasses.fields(LinkRow)]
@@ -391,7 +378,7 @@ def write_run_report(run_dir: str, cfg, g, results: dict[str, PolicyResult], cap
           + "".join(f", {os.path.basename(p)}" for p in plots) + ")", file=stream, flush=True)
 
 
-def write_plots(run_dir: str, summaries: list[dict]) -> list[str]:
+def write_plots(run_dir: str, summaries: Sequence[PolicySummary]) -> list[str]:
     """Bar charts of communication time, cross-machine traffic, busiest-link utilisation and ECN marks
     per policy (policies without ECN measurement are labelled, not drawn as zero). Returns the PNG paths."""
     if not summaries:
@@ -401,19 +388,19 @@ def write_plots(run_dir: str, summaries: list[dict]) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = [s["policy"] for s in summaries]
+    names = [s.policy for s in summaries]
     fig, axes = plt.subplots(1, 5, figsize=(21, 4))
     x = range(len(names))
-    axes[0].bar([i - 0.2 for i in x], [s["comm_mean_s"] or 0 for s in summaries], 0.4, label="mean")
-    axes[0].bar([i + 0.2 for i in x], [s["comm_p99_s"] or 0 for s in summaries], 0.4, label="p99")
+    axes[0].bar([i - 0.2 for i in x], [s.comm_mean_s or 0 for s in summaries], 0.4, label="mean")
+    axes[0].bar([i + 0.2 for i in x], [s.comm_p99_s or 0 for s in summaries], 0.4, label="p99")
     axes[0].set_ylabel("communication time per iteration (s)")
     axes[0].legend()
-    axes[1].bar(x, [s["cross_machine_bytes"] / 1e6 for s in summaries], color="tab:orange")
+    axes[1].bar(x, [s.cross_machine_bytes / 1e6 for s in summaries], color="tab:orange")
     axes[1].set_ylabel("cross-machine traffic (MB, emulated)")
-    axes[2].bar(x, [100 * s["busiest_link_utilisation"] for s in summaries], color="tab:green")
+    axes[2].bar(x, [100 * s.busiest_link_utilisation for s in summaries], color="tab:green")
     axes[2].set_ylabel("busiest-link utilisation (%)")
-    measured = [s.get("ecn_marks") is not None for s in summaries]
-    axes[3].bar(x, [s.get("ecn_marks") or 0 for s in summaries], color="tab:red")
+    measured = [s.ecn_marks is not None for s in summaries]
+    axes[3].bar(x, [s.ecn_marks or 0 for s in summaries], color="tab:red")
     for i, ok in enumerate(measured):
         if not ok:
             axes[3].text(i, 0, "not\nmeasured", ha="center", va="bottom", fontsize=8)
@@ -422,7 +409,7 @@ def write_plots(run_dir: str, summaries: list[dict]) -> list[str]:
     for ax in axes:
         ax.set_xticks(list(x))
         ax.set_xticklabels(names, rotation=20, ha="right")
-    flagged = [s["policy"] for s in summaries if s.get("trustworthy") is False]
+    flagged = [s.policy for s in summaries if s.trustworthy is False]
     if flagged:
         fig.suptitle("flagged by the fidelity monitor (timings may reflect the emulator): " + ", ".join(flagged),
                      fontsize=9, color="tab:red")
@@ -433,15 +420,15 @@ def write_plots(run_dir: str, summaries: list[dict]) -> list[str]:
     return [path]
 
 
-def validation_text(summaries: list[dict], overall) -> str:
+def validation_text(summaries: Sequence[PolicySummary], overall) -> str:
     """The simulator-against-measurement lines: every policy's, then all jobs together."""
     lines = ["Flow-level simulator against the measurements (per-job communication time per iteration, "
              "same placements; experiment.validation):"]
     for s in summaries:
-        lines.append(f"  {s['policy']:<12} {validation_stats(job_comparisons(s['policy'], s['jobs'])).line()}")
+        lines.append(f"  {s.policy:<12} {s.validation.line()}")
     lines.append(f"  {'all':<12} {overall.line()}")
-    marks = [(j["ecn_marks"], j["estimate_ecn_marks"]) for s in summaries for j in s["jobs"].values()
-             if j.get("ecn_marks") is not None and j.get("estimate_ecn_marks") is not None]
+    marks = [(j.ecn_marks, j.estimate_ecn_marks) for s in summaries for j in s.jobs
+             if j.ecn_marks is not None and j.estimate_ecn_marks is not None]
     if marks:
         r = pearson_r([m for m, _ in marks], [e for _, e in marks])
         lines.append(f"  ECN marks per job, measured against the simulator's estimate (simulator.ecn): r "
@@ -454,7 +441,7 @@ def validation_text(summaries: list[dict], overall) -> str:
     return "\n".join(lines)
 
 
-def write_validation_plot(run_dir: str, summaries: list[dict], overall) -> list[str]:
+def write_validation_plot(run_dir: str, summaries: Sequence[PolicySummary], overall) -> list[str]:
     """``validation.png``: estimated against measured communication time of every comparable job,
     one colour per policy, with the line of perfect agreement. Returns the paths written."""
     comparisons = all_comparisons(summaries)
@@ -467,10 +454,10 @@ def write_validation_plot(run_dir: str, summaries: list[dict], overall) -> list[
 
     fig, ax = plt.subplots(figsize=(6.5, 6))
     for i, s in enumerate(summaries):
-        cs = [c for c in comparisons if c.policy == s["policy"]]
+        cs = [c for c in comparisons if c.policy == s.policy]
         if cs:
             ax.scatter([c.measured_s for c in cs], [c.estimated_s for c in cs], s=28, color=f"C{i % 10}",
-                       label=s["policy"])
+                       label=s.policy)
     hi = max(max(c.measured_s, c.estimated_s) for c in comparisons) * 1.1
     ax.plot([0, hi], [0, hi], color="0.5", lw=0.8)
     ax.set_xlim(0, hi)
@@ -486,18 +473,18 @@ def write_validation_plot(run_dir: str, summaries: list[dict], overall) -> list[
     return [path]
 
 
-def _plot_job_ratios(ax, summaries: list[dict]) -> None:
+def _plot_job_ratios(ax, summaries: Sequence[PolicySummary]) -> None:
     """Measured / bound of every job per policy: checked jobs as dots (red outside the band the
     fidelity monitor accepts), jobs that shared links or sent nothing as grey crosses."""
-    from testbed.fidelity import MAX_JOB_RATIO, MIN_JOB_RATIO
+    from testbed.fidelity import CHECKED_STATUSES, MAX_JOB_RATIO, MIN_JOB_RATIO
 
     for i, s in enumerate(summaries):
-        for j in s["jobs"].values():
-            ratio = j.get("bound_ratio")
+        for j in s.jobs:
+            ratio = j.bound_ratio
             if ratio is None:
                 continue
-            checked = j.get("fidelity") in ("ok", "slow", "fast")
-            color = "tab:green" if j.get("fidelity") == "ok" else ("tab:red" if checked else "0.6")
+            checked = j.fidelity in CHECKED_STATUSES
+            color = "tab:green" if j.fidelity == "ok" else ("tab:red" if checked else "0.6")
             ax.plot(i, ratio, "o" if checked else "x", color=color, ms=6)
     ax.axhspan(MIN_JOB_RATIO, MAX_JOB_RATIO, color="tab:green", alpha=0.1, zorder=0)
     ax.axhline(1.0, color="0.5", lw=0.8)

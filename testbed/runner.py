@@ -193,7 +193,7 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     write_json(os.path.join(pdir, "placements.json"), [p.to_dict() for p in placements])
     write_json(os.path.join(pdir, "measurements.json"), result.to_dict())
     result.summary = summarise_policy(cfg, g, result, records)
-    write_json(os.path.join(pdir, "summary.json"), result.summary)
+    write_json(os.path.join(pdir, "summary.json"), result.summary.to_dict())
     return result
 
 

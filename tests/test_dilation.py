@@ -73,15 +73,16 @@ def test_every_reported_time_is_invariant_under_dilation(dilation):
     dilated = dataclasses.replace(base, dilation=dilation)
     s1 = summarise_policy(base, G, result(base, records(1.0)), records(1.0))
     sd = summarise_policy(dilated, G, result(dilated, records(dilation)), records(dilation))
-    assert s1["comm_mean_s"] == pytest.approx(sd["comm_mean_s"]) == pytest.approx(
+    assert s1.comm_mean_s == pytest.approx(sd.comm_mean_s) == pytest.approx(
         (0.37 + 0.025) * (1 + 1.1 + 1.2) / 6)  # both jobs' slowest ranks, three iterations each
-    assert s1["comm_p99_s"] == pytest.approx(sd["comm_p99_s"])
+    assert s1.comm_p99_s == pytest.approx(sd.comm_p99_s)
     for job in ("a", "b"):
-        for key in ("comm_mean_s", "comm_p99_s", "compute_mean_s", "bound_s", "bound_ratio"):
-            assert s1["jobs"][job][key] == pytest.approx(sd["jobs"][job][key]), (job, key)
-        assert s1["jobs"][job]["fidelity"] == sd["jobs"][job]["fidelity"]
-    assert s1["jobs"]["a"]["comm_mean_s"] == pytest.approx(0.31 * 1.1 + 0.06 * 1.1)  # slowest rank, mean of 1, 1.1, 1.2
-    assert sd["dilation"] == dilation and s1["dilation"] == 1
+        j1, jd = s1.job(job), sd.job(job)
+        for field in ("comm_mean_s", "comm_p99_s", "compute_mean_s", "bound_s", "bound_ratio"):
+            assert getattr(j1, field) == pytest.approx(getattr(jd, field)), (job, field)
+        assert j1.fidelity == jd.fidelity
+    assert s1.job("a").comm_mean_s == pytest.approx(0.31 * 1.1 + 0.06 * 1.1)  # slowest rank, mean of 1, 1.1, 1.2
+    assert sd.dilation == dilation and s1.dilation == 1
 
 
 def test_dilation_divides_rates_and_multiplies_compute_and_marking_delay():

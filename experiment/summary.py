@@ -1,0 +1,210 @@
+"""Typed records of the report's per-policy summary (``summary.json``, the tables, the CSVs).
+
+:func:`experiment.report.summarise_policy` builds a :class:`PolicySummary` from a policy's
+:class:`experiment.measurements.PolicyResult` and its iteration records; the report's writers
+read its attributes. :meth:`PolicySummary.to_dict` is the layout of a policy's entry in
+``summary.json`` (and of ``<policy>/summary.json``), which the run-directory readers
+(:mod:`experiment.export`, :mod:`experiment.estimates`) parse leniently, so older runs still
+load: no ``from_dict`` is needed. Definitions of the figures are in :mod:`experiment.report`.
+Times are virtual (paper-scale) seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+
+from experiment.validation import Comparison, ValidationStats, comparable, validation_stats
+from testbed.fidelity import LinkCheck
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSummary:
+    """What a policy's run measured of one job, beside its bound and the simulator's estimate.
+
+    Attributes:
+        job: job name (the key of the JSON's ``jobs`` object, not a field of its entry).
+        model, workers, collective: the job's spec.
+        wave: the wave (batch) it last started in.
+        machines: the machines of its ranks, in topology order, each once.
+        iterations_recorded: iterations with at least one rank's record.
+        complete: every rank recorded every iteration.
+        comm_mean_s, comm_p99_s: mean and 99th percentile over iterations of the slowest rank's
+            communication time (None: nothing recorded).
+        compute_mean_s: mean over iterations of the slowest rank's compute time.
+        ecn_marks: ECN-marked packets of the job's connections (None: not measured).
+        fidelity: its verdict's status (:data:`testbed.fidelity.JOB_STATUSES`; None: no verdict).
+        bound_s: its contention-free bound per iteration (None: no verdict).
+        bound_ratio: measured / bound (None: no verdict or not computable).
+        contended_with: the jobs of its wave it shared a directed link with.
+        estimate_s: the simulator's communication time per iteration (None: not simulated).
+        estimate_error: ``(estimate_s - comm_mean_s) / comm_mean_s`` where the two are comparable
+            (:func:`experiment.validation.comparable`), else None.
+        estimate_ecn_marks: the simulator's ECN marks of the job (None: not estimated).
+        jct_s: job completion time (None: not recorded).
+    """
+
+    job: str
+    model: str
+    workers: int
+    collective: str
+    wave: int
+    machines: tuple[str, ...]
+    iterations_recorded: int
+    complete: bool
+    comm_mean_s: float | None
+    comm_p99_s: float | None
+    compute_mean_s: float | None
+    ecn_marks: int | None
+    fidelity: str | None
+    bound_s: float | None
+    bound_ratio: float | None
+    contended_with: tuple[str, ...]
+    estimate_s: float | None
+    estimate_error: float | None
+    estimate_ecn_marks: float | None
+    jct_s: float | None
+
+    def to_dict(self) -> dict:
+        """JSON form: an entry of ``summary.json``'s ``jobs`` object (every field but ``job``)."""
+        return {
+            "model": self.model, "workers": self.workers, "collective": self.collective, "wave": self.wave,
+            "machines": list(self.machines), "iterations_recorded": self.iterations_recorded,
+            "complete": self.complete, "comm_mean_s": self.comm_mean_s, "comm_p99_s": self.comm_p99_s,
+            "compute_mean_s": self.compute_mean_s, "ecn_marks": self.ecn_marks, "fidelity": self.fidelity,
+            "bound_s": self.bound_s, "bound_ratio": self.bound_ratio, "contended_with": list(self.contended_with),
+            "estimate_s": self.estimate_s, "estimate_error": self.estimate_error,
+            "estimate_ecn_marks": self.estimate_ecn_marks, "jct_s": self.jct_s,
+        }
+
+
+def job_comparisons(policy: str, jobs: Iterable[JobSummary]) -> list[Comparison]:
+    """Measured against estimated communication time of every comparable job of one policy."""
+    return [Comparison(policy, j.job, j.comm_mean_s, j.estimate_s) for j in jobs
+            if comparable(j.comm_mean_s, j.estimate_s)]
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicySummary:
+    """One policy's summary: cluster, traffic, timing, ECN and fidelity figures, and its jobs.
+
+    Attributes:
+        policy: the policy spec.
+        machines_used: machines hosting a worker of some job.
+        idle_machines_used: those of them without background load.
+        cross_machine_bytes: bytes sent from machines onto the fabric over the whole policy.
+        cluster_machines_in_use, fragmented_machines: the most over the waves.
+        comm_mean_s, comm_p99_s: over every iteration of every job (None: nothing recorded).
+        busiest_link: ``src->dst`` of the directed link busiest in its measurement window (None: none sampled).
+        busiest_link_utilisation: its utilisation (0.0 when none was sampled).
+        waves: waves (batches) run.
+        scheduler: the scheduler's name.
+        preemptions: jobs preempted.
+        jct_mean_s: mean job completion time (None: none recorded).
+        wall_time_s: wall-clock time of the policy's run.
+        cpu_mean, cpu_p95, cpu_saturated, cpu_switch_thread_p95: CPU inside the measurement
+            windows (:class:`testbed.cpu.CpuSummary`).
+        ecn_method: the ECN marking path (``none``, ``bpf`` or ``red``).
+        host_tcp: how many hosts used each TCP setting, e.g. ``{"cubic, tcp_ecn=1": 16}``.
+        ecn_marks: marks at switch egress ports in the windows (None: not measured).
+        ecn_busiest_port: the busiest link leaving a switch port (None: none sampled).
+        ecn_marks_busiest_port: its marks (None: not measured).
+        ecn_most_marked_link, ecn_most_marked_link_marks: the link with the most marks, and
+            them (None: not measured).
+        scale, dilation: the run's bandwidth scale and time dilation factor.
+        trustworthy, fidelity_reasons: the fidelity monitor's verdict and why it flagged the run.
+        links_checked, links_failed: ports given a link-rate check, and those that failed it.
+        link_check_methods: ports covered by each link check.
+        worst_link_check: the worst port's check (None: none checked).
+        jobs_checked, jobs_failed: jobs checked against their bound, and those slow or fast.
+        worst_job_ratio: the checked job's measured / bound furthest from 1 (None: none checked).
+        jobs: every placed job, in placement order.
+    """
+
+    policy: str
+    machines_used: int
+    idle_machines_used: int
+    cross_machine_bytes: int
+    cluster_machines_in_use: int
+    fragmented_machines: int
+    comm_mean_s: float | None
+    comm_p99_s: float | None
+    busiest_link: str | None
+    busiest_link_utilisation: float
+    waves: int
+    scheduler: str
+    preemptions: int
+    jct_mean_s: float | None
+    wall_time_s: float
+    cpu_mean: float | None
+    cpu_p95: float | None
+    cpu_saturated: bool
+    cpu_switch_thread_p95: float | None
+    ecn_method: str
+    host_tcp: Mapping[str, int]
+    ecn_marks: int | None
+    ecn_busiest_port: str | None
+    ecn_marks_busiest_port: int | None
+    ecn_most_marked_link: str | None
+    ecn_most_marked_link_marks: int | None
+    scale: float
+    dilation: float
+    trustworthy: bool
+    fidelity_reasons: tuple[str, ...]
+    links_checked: int
+    links_failed: int
+    link_check_methods: Mapping[str, int]
+    worst_link_check: LinkCheck | None
+    jobs_checked: int
+    jobs_failed: int
+    worst_job_ratio: float | None
+    jobs: tuple[JobSummary, ...]
+
+    def job(self, name: str) -> JobSummary:
+        """The summary of job ``name``.
+
+        Raises:
+            KeyError: no such job (the message lists the policy's jobs).
+        """
+        for j in self.jobs:
+            if j.job == name:
+                return j
+        raise KeyError(f"no job {name!r} under {self.policy}; jobs: {', '.join(j.job for j in self.jobs)}")
+
+    def comparisons(self) -> list[Comparison]:
+        """:func:`job_comparisons` of this policy's jobs."""
+        return job_comparisons(self.policy, self.jobs)
+
+    @property
+    def validation(self) -> ValidationStats:
+        """The simulator against the measurements over this policy's comparable jobs."""
+        return validation_stats(self.comparisons())
+
+    def to_dict(self) -> dict:
+        """JSON form: an entry of ``summary.json``'s ``policies`` (``jobs`` keyed by job name)."""
+        return {
+            "policy": self.policy, "machines_used": self.machines_used, "idle_machines_used": self.idle_machines_used,
+            "cross_machine_bytes": self.cross_machine_bytes, "cluster_machines_in_use": self.cluster_machines_in_use,
+            "fragmented_machines": self.fragmented_machines, "comm_mean_s": self.comm_mean_s,
+            "comm_p99_s": self.comm_p99_s, "busiest_link": self.busiest_link,
+            "busiest_link_utilisation": self.busiest_link_utilisation, "waves": self.waves,
+            "scheduler": self.scheduler, "preemptions": self.preemptions, "jct_mean_s": self.jct_mean_s,
+            "wall_time_s": self.wall_time_s, "cpu_mean": self.cpu_mean, "cpu_p95": self.cpu_p95,
+            "cpu_saturated": self.cpu_saturated, "cpu_switch_thread_p95": self.cpu_switch_thread_p95,
+            "ecn_method": self.ecn_method, "host_tcp": dict(self.host_tcp), "ecn_marks": self.ecn_marks,
+            "ecn_busiest_port": self.ecn_busiest_port, "ecn_marks_busiest_port": self.ecn_marks_busiest_port,
+            "ecn_most_marked_link": self.ecn_most_marked_link,
+            "ecn_most_marked_link_marks": self.ecn_most_marked_link_marks, "scale": self.scale,
+            "dilation": self.dilation, "trustworthy": self.trustworthy,
+            "fidelity_reasons": list(self.fidelity_reasons), "links_checked": self.links_checked,
+            "links_failed": self.links_failed, "link_check_methods": dict(self.link_check_methods),
+            "worst_link_check": self.worst_link_check.to_dict() if self.worst_link_check else None,
+            "jobs_checked": self.jobs_checked, "jobs_failed": self.jobs_failed,
+            "worst_job_ratio": self.worst_job_ratio, "validation": self.validation.to_dict(),
+            "jobs": {j.job: j.to_dict() for j in self.jobs},
+        }
+
+
+def all_comparisons(summaries: Sequence[PolicySummary]) -> list[Comparison]:
+    """:meth:`PolicySummary.comparisons` of every policy."""
+    return [c for s in summaries for c in s.comparisons()]
