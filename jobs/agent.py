@@ -30,6 +30,15 @@ bytes with the job's own pattern: each rank's completion depends on every rank h
 entered. Received headers are checked (job, ranks, sequence number and size against the
 pattern), so a broken exchange fails loudly instead of producing timings.
 
+**INA jobs** (collective :data:`INA_COLLECTIVE`, with an :class:`InaEndpoint` in the plan): the
+ranks of a machine reduce in memory (free, as above), and one :class:`ina.client.InaClient` per
+machine and job sends the machine's sum, as int32 lanes of the bucket's size (one lane per 4
+bytes), to the job's parameter server through the fabric's aggregators, and waits for the
+result (:mod:`ina.client`: windowed, AIMD on ECN, timeouts and resends). Every machine
+contributes its number of local ranks in every lane, so each lane of the result must equal the
+job's world size: a wrong aggregate fails loudly. No TCP connection is opened for such a job.
+The client's counters go to ``ina_path``.
+
 Files: each rank writes its records to ``spec.records_path`` and, once every connection of
 the machine is up, ``jobs.launcher.ready_path(spec)``; the agent writes the TCP connections
 of each job to ``conns_path`` (for per-job ECN attribution), and at the end the kernel's TCP
@@ -66,6 +75,9 @@ from jobs.launcher import (
 from jobs.patterns import replay_pattern
 from jobs.records import record_iteration
 
+INA_COLLECTIVE = "ina"
+"""The collective of a job whose allreduce runs over in-network aggregation (:class:`InaEndpoint`)."""
+
 HEADER = struct.Struct("!HHHII")
 """Message header: job index, source rank, destination rank, sequence number, payload bytes."""
 HELLO_SEQ = 0xFFFFFFFF
@@ -73,6 +85,30 @@ HELLO_SEQ = 0xFFFFFFFF
 CONNECT_RETRY_S = 0.05
 RECV_CHUNK_BYTES = 1 << 18
 _CLOSED = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class InaEndpoint:
+    """One machine's INA endpoint for one job (:mod:`ina.plan`'s bit and the PS's address).
+
+    Attributes:
+        job_id: the job's INA id.
+        bit: this machine's bit in the job's aggregation tree.
+        ps_addr: IP address of the job's parameter server.
+    """
+
+    job_id: int
+    bit: int
+    ps_addr: str
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form."""
+        return {"job_id": self.job_id, "bit": self.bit, "ps_addr": self.ps_addr}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "InaEndpoint":
+        """Inverse of :meth:`to_dict`."""
+        return cls(int(d["job_id"]), int(d["bit"]), str(d["ps_addr"]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +128,8 @@ class AgentPlan:
         tcp_path: file the agent writes, at the end, what the kernel's TCP counters say of every
             connection (payload bytes acknowledged and received, retransmitted segments).
         timeout_s: wall-clock limit of connecting and of every wait for a message.
+        ina: this machine's endpoint of each INA job with a rank here.
+        ina_path: file the agent writes each INA job's client counters to.
     """
 
     machine: str
@@ -104,13 +142,16 @@ class AgentPlan:
     conns_path: str
     tcp_path: str
     timeout_s: float
+    ina: dict = dataclasses.field(default_factory=dict)
+    ina_path: str = ""
 
     def to_dict(self) -> dict:
         """JSON-serialisable form."""
         return {"machine": self.machine, "addr": self.addr, "port": self.port, "agents": dict(self.agents),
                 "jobs": list(self.jobs), "job_machines": {j: list(m) for j, m in self.job_machines.items()},
                 "ranks": [r.to_dict() for r in self.ranks], "conns_path": self.conns_path,
-                "tcp_path": self.tcp_path, "timeout_s": self.timeout_s}
+                "tcp_path": self.tcp_path, "timeout_s": self.timeout_s,
+                "ina": {j: e.to_dict() for j, e in self.ina.items()}, "ina_path": self.ina_path}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "AgentPlan":
@@ -119,7 +160,9 @@ class AgentPlan:
             return cls(machine=d["machine"], addr=d["addr"], port=int(d["port"]), agents=dict(d["agents"]),
                        jobs=tuple(d["jobs"]), job_machines={j: tuple(m) for j, m in d["job_machines"].items()},
                        ranks=tuple(WorkerSpec.from_dict(r) for r in d["ranks"]), conns_path=d["conns_path"],
-                       tcp_path=d["tcp_path"], timeout_s=float(d["timeout_s"]))
+                       tcp_path=d["tcp_path"], timeout_s=float(d["timeout_s"]),
+                       ina={j: InaEndpoint.from_dict(e) for j, e in d.get("ina", {}).items()},
+                       ina_path=str(d.get("ina_path", "")))
         except (KeyError, TypeError, ValueError) as exc:
             raise JobError(f"bad agent plan: {type(exc).__name__}: {exc}") from None
 
@@ -134,7 +177,8 @@ class AgentPlan:
 
 
 def plan_agents(specs_by_job: Mapping[str, list[WorkerSpec]], machine_ip: Mapping[str, str], port: int,
-                out_dir: str | Path, timeout_s: float) -> list[AgentPlan]:
+                out_dir: str | Path, timeout_s: float,
+                ina: Mapping[str, Mapping[str, InaEndpoint]] | None = None) -> list[AgentPlan]:
     """One :class:`AgentPlan` per machine hosting a rank of the wave's jobs (pure).
 
     Args:
@@ -143,7 +187,12 @@ def plan_agents(specs_by_job: Mapping[str, list[WorkerSpec]], machine_ip: Mappin
         port: the agents' TCP port (each machine has its own address, so one port serves all).
         out_dir: directory of the agents' connection files.
         timeout_s: the agents' wall-clock limit of every wait.
+        ina: for each job of collective :data:`INA_COLLECTIVE`, each of its machines' endpoint.
+
+    Raises:
+        JobError: a rank not in replay mode, or an INA job without an endpoint on one of its machines.
     """
+    ina = ina or {}
     jobs = tuple(specs_by_job)
     job_machines = {j: tuple(s.machine for s in sorted(specs, key=lambda s: s.rank))
                     for j, specs in specs_by_job.items()}
@@ -153,13 +202,17 @@ def plan_agents(specs_by_job: Mapping[str, list[WorkerSpec]], machine_ip: Mappin
             if s.mode != "replay":
                 raise JobError(f"job {s.job!r}: the agent runtime replays buckets; mode {s.mode!r} needs the "
                                f"torch worker runtime")
+            if s.collective == INA_COLLECTIVE and s.machine not in ina.get(s.job, {}):
+                raise JobError(f"INA job {s.job!r} has no INA endpoint on {s.machine}")
             by_machine.setdefault(s.machine, []).append(s)
     agents = {m: machine_ip[m] for m in by_machine}
     out_dir = Path(out_dir)
     return [AgentPlan(machine=m, addr=machine_ip[m], port=port, agents=agents, jobs=jobs,
                       job_machines={j: job_machines[j] for j in jobs if any(s.job == j for s in ranks)},
                       ranks=tuple(ranks), conns_path=str(out_dir / f"agent-{m}.conns.json"),
-                      tcp_path=str(out_dir / f"agent-{m}.tcp.json"), timeout_s=timeout_s)
+                      tcp_path=str(out_dir / f"agent-{m}.tcp.json"), timeout_s=timeout_s,
+                      ina={j: ina[j][m] for j in {s.job for s in ranks} if j in ina},
+                      ina_path=str(out_dir / f"agent-{m}.ina.json"))
             for m, ranks in by_machine.items()]
 
 
@@ -247,8 +300,13 @@ class Agent:
         self.lock = threading.Lock()
         self.local = {(s.job, s.rank) for s in plan.ranks}
         self.expected: set[tuple[str, int, int]] = set()
+        self.ina_groups: dict[str, _InaGroup] = {}
         for job, machines in plan.job_machines.items():
             specs = [s for s in plan.ranks if s.job == job]
+            if specs[0].collective == INA_COLLECTIVE:
+                self.ina_groups[job] = _InaGroup(plan.ina[job], plan.addr, [s.rank for s in specs],
+                                                 specs[0].world, plan.timeout_s)
+                continue
             sizes = list(specs[0].bucket_bytes) + [barrier_bytes(len(machines))]
             for a, b in remote_pairs(specs[0].collective, machines, sizes):
                 if (job, a) in self.local or (job, b) in self.local:
@@ -266,6 +324,8 @@ class Agent:
         self.failed.set()
         for q in self.inbox.values():
             q.put(_CLOSED)
+        for group in self.ina_groups.values():
+            group.barrier.abort()
 
     # -- connections ---------------------------------------------------------------------
     def connect_all(self) -> None:
@@ -391,6 +451,18 @@ class Agent:
         if self.error:
             raise _Failure(self.error)
         self.write_tcp()
+        self.write_ina()
+
+    def write_ina(self) -> None:
+        """Each INA job's client counters (packets sent, resends, timeouts, results with ECN, ...)."""
+        if self.ina_groups:
+            out = {j: dataclasses.asdict(g.client.stats) for j, g in self.ina_groups.items()}
+            Path(self.plan.ina_path).write_text(json.dumps(out, indent=0) + "\n", encoding="utf-8")
+
+    def close(self) -> None:
+        """Close the INA clients' sockets."""
+        for group in self.ina_groups.values():
+            group.client.close()
 
     def write_tcp(self) -> None:
         """What the kernel says each connection carried (read after both ends finished sending)."""
@@ -417,10 +489,12 @@ class _Rank:
         self.job_id = agent.job_index[spec.job]
         self.sent_seq: dict[int, int] = {}
         self.recv_seq: dict[int, int] = {}
+        self.ina = agent.ina_groups.get(spec.job)
         largest = max([*spec.bucket_bytes, barrier_bytes(spec.world)])
-        self.buf = bytearray(HEADER.size + largest)
-        self.steps = {size: rank_steps(spec.collective, spec.world, spec.rank, size)
-                      for size in {*spec.bucket_bytes, barrier_bytes(spec.world)}}
+        self.buf = bytearray(HEADER.size + largest) if self.ina is None else bytearray()
+        self.steps = {} if self.ina is not None else {
+            size: rank_steps(spec.collective, spec.world, spec.rank, size)
+            for size in {*spec.bucket_bytes, barrier_bytes(spec.world)}}
 
     def run(self) -> None:
         spec = self.spec
@@ -450,7 +524,11 @@ class _Rank:
         self.allreduce(barrier_bytes(spec.world))
 
     def allreduce(self, size: int) -> None:
-        """Every step of one allreduce of ``size`` bytes: send, then wait for every reception."""
+        """Every step of one allreduce of ``size`` bytes: send, then wait for every reception
+        (an INA job: its machine's group does it, :class:`_InaGroup`)."""
+        if self.ina is not None:
+            self.ina.allreduce(self.spec.rank, size)
+            return
         for sends, recvs in self.steps[size]:
             for dst, n in sends:
                 self.send(dst, n)
@@ -482,6 +560,49 @@ class _Rank:
             raise JobError(f"rank {src} ({self.machines[src]}) closed its connection while a message was due")
         if got != (seq, nbytes):
             raise JobError(f"from rank {src}: message #{got[0]} of {got[1]} B, expected #{seq} of {nbytes} B")
+
+
+class _InaGroup:
+    """The ranks of one INA job on this machine: reduced in memory, summed over INA by one client.
+
+    Each allreduce: every local rank arrives (its gradients are in the machine's sum); the
+    lowest local rank sends the sum, ``ceil(size / 4)`` int32 lanes each holding the number of
+    local ranks, through the client and checks every lane of the result is the job's world
+    size; every local rank leaves with the result.
+    """
+
+    def __init__(self, endpoint: InaEndpoint, addr: str, local_ranks: list[int], world: int, timeout_s: float):
+        from ina.client import InaClient
+
+        self.client = InaClient(endpoint.job_id, endpoint.bit, endpoint.ps_addr, scale=1.0, bind=addr)
+        self.leader, self.n_local, self.world = min(local_ranks), len(local_ranks), world
+        self.barrier = threading.Barrier(len(local_ranks), timeout=timeout_s)
+        self.failure: str | None = None
+
+    def allreduce(self, rank: int, size: int) -> None:
+        """One allreduce of ``size`` bytes as local rank ``rank`` (see the class docstring).
+
+        Raises:
+            JobError: a wrong aggregate, or the INA exchange failed.
+            _Failure: another rank failed meanwhile.
+        """
+        try:
+            self.barrier.wait()
+            if rank == self.leader:
+                lanes = max(1, -(-size // 4))
+                try:
+                    out = self.client.allreduce_ints([self.n_local] * lanes)
+                    wrong = [i for i, v in enumerate(out) if v != self.world]
+                    if wrong:
+                        raise JobError(f"lane {wrong[0]} summed to {out[wrong[0]]}, expected the world size "
+                                       f"{self.world} ({len(wrong)} lanes wrong)")
+                except Exception as exc:  # noqa: BLE001 - reported by name; the barrier lets the others go
+                    self.failure = f"INA allreduce of {size} B: {type(exc).__name__}: {exc}"
+                    self.barrier.abort()
+                    raise JobError(self.failure) from None
+            self.barrier.wait()
+        except threading.BrokenBarrierError:
+            raise _Failure(self.failure or "another rank of the machine failed during an INA allreduce") from None
 
 
 TCP_INFO_FIELDS = struct.Struct("=24xI72xI16xQQ")
@@ -532,7 +653,10 @@ def main(argv: list[str] | None = None) -> int:
               f"listening on {plan.addr}:{plan.port}", flush=True)
         t0 = time.monotonic()
         agent = Agent(plan)
-        agent.run()
+        try:
+            agent.run()
+        finally:
+            agent.close()
         print(f"agent on {plan.machine}: done in {time.monotonic() - t0:.1f} s", flush=True)
     except _Failure as exc:
         print(f"jobs.agent: {where}: {exc}", file=sys.stderr, flush=True)

@@ -8,24 +8,36 @@ the software engine (:mod:`ina.softswitch`, the same rules), and installs the jo
 entries from their plans (:func:`ina.plan.plan_job`). Every engine leaves by the port it came
 in on (``ina_out`` empty: one-armed), back to its switch, which routes it on.
 
+It also runs the jobs' parameter servers (:meth:`InaFabric.start_ps`): one ``python -m ina.ps``
+per PS machine, serving every job whose PS is there, stopped with :meth:`InaFabric.stop_ps`,
+which returns their counters.
+
 The engines are processes of the run: recorded by PID in the network's run record when
 spawned (so ``run_testbed.py clean`` stops them after a crash) and stopped by :meth:`stop`.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterable
+import sys
+import time
+from collections.abc import Iterable, Sequence
 
 from common.errors import EmulationError, TestbedError
 from ina.engine import AggregatorStats
 from ina.p4.build import DEFAULT_SLOTS, compile_program, engine_available, find_toolchain
 from ina.p4.switch import Bmv2Aggregator, aggregator_stats
 from ina.plan import JobPlan, switch_tables
-from ina.protocol import check_slots
+from ina.protocol import INA_UDP_PORT, check_slots
+from ina.ps import PsJob
 from ina.softswitch import SoftAggregator
-from testbed.controller_proc import free_tcp_port
+from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
+from testbed.procs import stop_process
 from testbed.record import process_change
+
+PS_READY_S = 20.0
+"""How long a parameter server may take to bind its port."""
 
 ENGINES = ("bmv2", "software")
 """INA engines, best first; ``auto`` takes the first that runs here."""
@@ -45,6 +57,14 @@ def resolve_engine(requested: str = "auto") -> tuple[str, str]:
     if requested == "bmv2" and available != "bmv2":
         raise EmulationError(f"INA engine bmv2 asked for, but it cannot run here: {why}")
     return available, why
+
+
+def endpoints(net, plan: JobPlan) -> dict:
+    """Each machine's :class:`jobs.agent.InaEndpoint` of a job planned on ``net``'s topology."""
+    from jobs.agent import InaEndpoint
+
+    ps_addr = net.g.nodes[plan.ps_host]["ip"]
+    return {m: InaEndpoint(plan.job_id, bit, ps_addr) for m, bit in plan.bits.items()}
 
 
 class InaFabric:
@@ -144,6 +164,56 @@ class InaFabric:
             if sw.proc is not None and sw.proc.poll() is not None:
                 raise EmulationError(f"the INA aggregator of {s} ({self.engine}, pid {sw.proc.pid}) exited with "
                                      f"{sw.proc.returncode}: see {sw.log_path}")
+
+    def start_ps(self, plans: Sequence[JobPlan], out_dir: str) -> dict[str, tuple]:
+        """Start one parameter server per PS machine of ``plans``, serving its jobs; wait until each
+        has bound its port.
+
+        Returns:
+            PS machine -> (process, its counters' path), for :meth:`stop_ps`.
+
+        Raises:
+            EmulationError: a PS exited or did not bind its port in :data:`PS_READY_S` (its log named).
+        """
+        os.makedirs(out_dir, exist_ok=True)
+        env = {"PYTHONPATH": PROJECT_ROOT, "PATH": os.environ.get("PATH", "")}
+        started: dict[str, tuple] = {}
+        try:
+            for ps in sorted({p.ps_host for p in plans}):
+                cfg, stats = os.path.join(out_dir, f"ps-{ps}.json"), os.path.join(out_dir, f"ps-{ps}.stats.json")
+                with open(cfg, "w") as f:
+                    json.dump({"jobs": [PsJob(p.tree, p.addresses).to_dict() for p in plans if p.ps_host == ps]}, f)
+                log = os.path.join(out_dir, f"ps-{ps}.log")
+                proc = self.net.popen(ps, [sys.executable, "-m", "ina.ps", "--config", cfg, "--stats", stats,
+                                           "--bind", self.net.g.nodes[ps]["ip"]], env=env, cwd=PROJECT_ROOT,
+                                      log_path=log)
+                started[ps] = (proc, stats)
+                deadline = time.monotonic() + PS_READY_S
+                while f":{INA_UDP_PORT}" not in self.net.host_exec(ps, "ss -Huln"):
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise EmulationError(f"the parameter server on {ps} did not start: see {log}")
+                    time.sleep(0.05)
+        except BaseException:
+            self.stop_ps(started)
+            raise
+        return started
+
+    def stop_ps(self, started: dict[str, tuple]) -> dict[str, dict]:
+        """Stop the parameter servers of :meth:`start_ps` (SIGTERM: each writes its counters).
+
+        Returns:
+            PS machine -> its counters (:meth:`ina.ps.PsService.stats`; empty where none were written).
+        """
+        out = {}
+        for ps, (proc, stats) in started.items():
+            stop_process(proc)
+            self.net.forget(proc)
+            try:
+                with open(stats) as f:
+                    out[ps] = json.load(f)
+            except (OSError, ValueError):
+                out[ps] = {}
+        return out
 
     def stop(self) -> None:
         """Stop every engine by its PID and drop it from the record (idempotent)."""

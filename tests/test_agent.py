@@ -7,18 +7,25 @@ in the emulated hosts, and the kernel's TCP counters of every connection say wha
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 from common.errors import JobError
+from ina.engine import JobTree
+from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET
+from ina.ps import PsJob, PsService
 from jobs.agent import (
     HEADER,
     AgentPlan,
+    InaEndpoint,
     agent_argv,
     barrier_bytes,
     launch_agents,
@@ -189,3 +196,48 @@ def test_agent_does_not_import_torch():
     cp = subprocess.run([sys.executable, "-c", code], env=worker_env(), capture_output=True, text=True,
                         timeout=60, cwd=ROOT)
     assert cp.stdout.strip() == "False", cp.stderr
+
+
+def test_an_ina_job_beside_a_ring_job_sums_over_the_ps_and_opens_no_connection(tmp_path):
+    """An INA job of 3 ranks on m0, m0, m1 (PS on loopback, no switch: it completes every seq from the
+    machines' packets) beside a ring job: every rank records every iteration; each machine's client
+    sent ceil(size / 4 / 32) packets per bucket, warm-up and barriers included, and got every
+    result back; the INA job has no TCP connection."""
+    ps_ip = "127.0.0.110"
+    tree = JobTree(9, (0, 1))
+    endpoints = {"m0": InaEndpoint(9, 0, ps_ip), "m1": InaEndpoint(9, 1, ps_ip)}
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind((ps_ip, INA_UDP_PORT))
+    service = PsService(sock, [PsJob(tree, {0: IPS["m0"], 1: IPS["m1"]})])
+    stop: list = []
+    thread = threading.Thread(target=service.serve, args=(stop,), daemon=True)
+    thread.start()
+    buckets = (40_000, 4_000, 8)
+    jobs = {"ina3": specs(tmp_path, "ina3", "ina", ["m0", "m0", "m1"], buckets),
+            "ring2": specs(tmp_path, "ring2", "ring", ["m1", "m2"], (8_000,))}
+    try:
+        plans = plan_agents(jobs, IPS, free_tcp_port(), tmp_path, timeout_s=30, ina={"ina3": endpoints})
+        workers = launch_agents(plans, local_exec, tmp_path)
+        assert open_gate_when_ready(workers, str(tmp_path / "gate"), 60) is not None
+        wait_all(workers, 60)
+    finally:
+        stop.append(1)
+        thread.join(5)
+        sock.close()
+    for s in jobs["ina3"]:
+        assert len(read_records(s.records_path)) == ITERATIONS
+    packets = sum(math.ceil(b / 4 / VALUES_PER_PACKET) for b in buckets) * (WARMUP + ITERATIONS)
+    packets += 2 * math.ceil(barrier_bytes(3) / 4 / VALUES_PER_PACKET)
+    for plan in plans:
+        if "ina3" in plan.ina:
+            stats = json.loads(open(plan.ina_path).read())["ina3"]
+            assert stats["sent"] == packets + stats["resent"] and stats["results"] == packets
+    assert "ina3" not in read_conns(plans) or not read_conns(plans)["ina3"]
+    assert service.engine.stats.results == packets
+
+
+def test_an_ina_job_without_an_endpoint_is_refused(tmp_path):
+    """plan_agents names the INA job and the machine that has no endpoint."""
+    with pytest.raises(JobError, match="INA job 'ina2' has no INA endpoint on m1"):
+        plan_agents({"ina2": specs(tmp_path, "ina2", "ina", ["m0", "m1"], (400,))}, IPS, 1, tmp_path, 30,
+                    ina={"ina2": {"m0": InaEndpoint(1, 0, "127.0.0.1")}})

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 import pytest
 from conftest import SCALE, leftovers
@@ -65,26 +64,11 @@ def _run_jobs(net, fabric, plans, n_slots: int, tag: str) -> tuple[dict, dict, d
     Returns:
         (worker outputs by (job id, machine), PS counters by machine, bytes per directed link).
     """
-    from ina.ps import PsJob
     from testbed.controller_proc import PROJECT_ROOT
-    from testbed.procs import stop_process
 
     fabric.install(plans, n_slots)
     out_dir = os.path.join(net.run_dir, tag)
-    os.makedirs(out_dir, exist_ok=True)
-    ps_procs, ps_stats = {}, {}
-    for ps in sorted({p.ps_host for p in plans}):
-        cfg = os.path.join(out_dir, f"ps-{ps}.json")
-        with open(cfg, "w") as f:
-            json.dump({"jobs": [PsJob(p.tree, p.addresses).to_dict() for p in plans if p.ps_host == ps]}, f)
-        ps_stats[ps] = os.path.join(out_dir, f"ps-{ps}.stats.json")
-        ps_procs[ps] = net.popen(ps, [sys.executable, "-m", "ina.ps", "--config", cfg, "--stats", ps_stats[ps],
-                                      "--bind", net.g.nodes[ps]["ip"]], env=_env(), cwd=PROJECT_ROOT,
-                                 log_path=os.path.join(out_dir, f"ps-{ps}.log"))
-    deadline = time.monotonic() + 20
-    while not all(":18766" in net.host_exec(ps, "ss -Huln") for ps in ps_procs):
-        assert time.monotonic() < deadline, f"the PS did not bind its port; see {out_dir}"
-        time.sleep(0.1)
+    ps_procs = fabric.start_ps(plans, out_dir)
     before = net.switch_counters()
     workers = {}
     for p in plans:
@@ -103,11 +87,7 @@ def _run_jobs(net, fabric, plans, n_slots: int, tag: str) -> tuple[dict, dict, d
         with open(path) as f:
             outputs[key] = json.load(f)
     after = net.switch_counters()
-    for ps, proc in ps_procs.items():
-        stop_process(proc)
-        net.forget(proc)
-        with open(ps_stats[ps]) as f:
-            ps_stats[ps] = json.load(f)
+    ps_stats = fabric.stop_ps(ps_procs)
     fabric.check_alive()
     return outputs, ps_stats, net.link_bytes(before, after)
 
