@@ -3,14 +3,15 @@
 :class:`InaClient` sums a vector of floats with the job's other workers: it scales them to int32
 (:func:`ina.protocol.to_fixed`), cuts them into packets of :data:`~ina.protocol.VALUES_PER_PACKET`
 lanes with consecutive sequence numbers (seq ``k`` of every worker is the same slice), sends
-them to the job's parameter server through the switches, and collects the results the PS sends
-back to its port (:func:`ina.protocol.worker_port`). Sending is windowed (ATP §3.4's congestion
-control, :class:`AimdWindow`): at most ``window`` seqs in flight; each result without ECN grows
-the window by one packet per window's worth of results, a result carrying ECN (a CE mark seen on
-any contribution, OR-ed by switches and the PS) halves it, at most once per window of packets;
-a seq whose result does not come within the retransmission timeout (RFC 6298's estimator over
-the results' round-trip times) is resent with RESEND and halves the window. A resend request
-from the PS (its switch sum overflowed) is answered with a RESEND of that seq at once.
+them to the job's parameter server through the switches, and collects the results the PS sends back
+to its port (:func:`ina.protocol.worker_port`). Sending is windowed (ATP §3.4's congestion control,
+:class:`AimdWindow`): a seq is sent only within ``window`` seqs of the oldest one without a result
+(a range, as TCP's window: a hole never lets the worker run further ahead); each result without ECN
+grows the window by one packet per window's worth of results, a result carrying ECN (a CE mark seen
+on any contribution, OR-ed by switches and the PS) halves it, at most once per window of packets; a
+seq whose result does not come within the retransmission timeout (RFC 6298's estimator over the
+results' round-trip times) is resent with RESEND and halves the window. A resend request from the PS
+(its switch sum overflowed) is answered with a RESEND of that seq at once.
 
 The result is the exact sum the PS computed (saturated to int32 with OVERFLOW when even that
 does not fit; such lanes are counted in :attr:`ClientStats.saturated_lanes`); divided by the
@@ -87,12 +88,18 @@ class AimdWindow:
 
 
 class RtoEstimator:
-    """RFC 6298's retransmission timeout from round-trip samples, within [MIN_RTO_S, MAX_RTO_S]."""
+    """RFC 6298's retransmission timeout from round-trip samples, within [MIN_RTO_S, MAX_RTO_S].
+
+    One difference, for a datagram protocol whose window already does congestion control
+    (:class:`AimdWindow`): the doubling of a timeout (:meth:`backoff`) lasts until the next result
+    of any seq (:meth:`progress`), not until the next round-trip sample; otherwise a hole, which
+    stops the window from sliding, would be waited on for up to :data:`MAX_RTO_S` per resend.
+    """
 
     def __init__(self, initial_s: float = 0.2):
         self.srtt: float | None = None
         self.rttvar = 0.0
-        self.rto = initial_s
+        self.rto = self._computed = initial_s
 
     def sample(self, rtt_s: float) -> None:
         """One round-trip time of a seq sent once (Karn: never a resent one's)."""
@@ -101,11 +108,15 @@ class RtoEstimator:
         else:
             self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt_s)
             self.srtt = 0.875 * self.srtt + 0.125 * rtt_s
-        self.rto = min(MAX_RTO_S, max(MIN_RTO_S, self.srtt + 4 * self.rttvar))
+        self.rto = self._computed = min(MAX_RTO_S, max(MIN_RTO_S, self.srtt + 4 * self.rttvar))
 
     def backoff(self) -> None:
         """A timeout: double the timeout (RFC 6298 5.5)."""
         self.rto = min(MAX_RTO_S, self.rto * 2)
+
+    def progress(self) -> None:
+        """A result arrived: the path works, so the timeout is the estimator's again."""
+        self.rto = self._computed
 
 
 @dataclasses.dataclass
@@ -186,10 +197,15 @@ class InaClient:
         sent_at: dict[int, float] = {}  # seq -> first send time, for seqs sent once
         deadline: dict[int, float] = {}
         resends: dict[int, int] = {}
-        nxt, done = 0, 0
+        nxt, done, lo = 0, 0, 0  # lo: the oldest seq (offset) without a result
         while done < n:
             now = time.monotonic()
-            while nxt < n and len(deadline) < self.window.size:
+            while lo < nxt and out[lo] is not None:
+                lo += 1
+            # The window is a range from the oldest unanswered seq, as TCP's: a worker never runs
+            # more than a window ahead of a seq it still needs, so the PS, which keeps the last
+            # ina.ps.KEEP_SEQS results to answer resends, still holds that seq's result.
+            while nxt < n and nxt - lo < self.window.size:
                 seq = base + nxt
                 self._send(seq, padded[nxt * lanes:(nxt + 1) * lanes], 0)
                 sent_at[seq] = now
@@ -240,6 +256,7 @@ class InaClient:
             return 0
         if h.seq in sent_at:
             self.rto.sample(time.monotonic() - sent_at.pop(h.seq))
+        self.rto.progress()
         deadline.pop(h.seq, None)
         out[k] = list(values)
         ecn = bool(h.flags & Flag.ECN)

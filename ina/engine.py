@@ -69,7 +69,8 @@ PS rules (:meth:`ParameterServer.process`), in order:
 1. Malformed: drop, count ``malformed[reason]``. A RESULT: drop (``unexpected``). Job not
    installed: drop (``unknown_job``).
 2. ``seq`` already completed: a RESEND gets the stored result packet again (``resends_answered``);
-   anything else is late and dropped (``late``).
+   anything else is late and dropped (``late``); so is any packet of a seq the PS has forgotten
+   (:meth:`ParameterServer.forget` with ``below_seq``).
 3. The packet covers ``JobTree.expand(bitmap)`` workers; unknown bits or none: drop
    (``unknown_bits``). Its ECN (flag or ``ecn_ce``) is OR-ed into the seq's result.
 4. Covers only workers already covered: a duplicate, dropped (``duplicates``).
@@ -542,6 +543,7 @@ class ParameterServer:
         self._trees: dict[int, JobTree] = {}
         self._pending: dict[tuple[int, int], _Pending] = {}
         self._done: dict[tuple[int, int], PsResult] = {}
+        self._horizon: dict[int, int] = {}  # job -> seqs below it were forgotten
         self._n = dataclasses.asdict(PsStats())
 
     def install(self, tree: JobTree) -> None:
@@ -554,7 +556,13 @@ class ParameterServer:
         self.forget(job_id)
 
     def forget(self, job_id: int, below_seq: int | None = None) -> None:
-        """Drop ``job_id``'s pending and completed seqs (those below ``below_seq``, if given)."""
+        """Drop ``job_id``'s pending and completed seqs (those below ``below_seq``, if given); a
+        packet of a seq below ``below_seq`` is dropped as ``late`` from then on (its result is gone,
+        and a new contribution could never complete)."""
+        if below_seq is None:
+            self._horizon.pop(job_id, None)
+        else:
+            self._horizon[job_id] = max(below_seq, self._horizon.get(job_id, 0))
         for table in (self._pending, self._done):
             for key in [k for k in table if k[0] == job_id and (below_seq is None or k[1] < below_seq)]:
                 del table[key]
@@ -604,6 +612,8 @@ class ParameterServer:
             return self._drop("unknown_job")
         key = (h.job_id, h.seq)
         done = self._done.get(key)
+        if done is None and h.seq < self._horizon.get(h.job_id, 0):  # rule 2: forgotten, so late
+            return self._drop("late")
         if done is not None:  # rule 2
             if h.flags & Flag.RESEND:
                 n["resends_answered"] += 1

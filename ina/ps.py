@@ -9,7 +9,9 @@ ECN field of each datagram is read (``IP_RECVTOS``) and OR-ed into the seq's res
 does with a CE mark.
 
 A job's completed seqs are kept to answer resends; the oldest are forgotten beyond
-:data:`KEEP_SEQS` per job.
+:data:`KEEP_SEQS` per job (a packet of a forgotten seq is dropped as ``late``). A worker's
+window is a range of seqs much smaller than that (:class:`ina.client.AimdWindow`), so no worker
+still needs a forgotten result.
 
 Run as ``python -m ina.ps --config ps.json [--stats stats.json] [--bind ADDR]``, the config
 ``{"jobs": [{"job_id": 1, "root_workers": [0, 1], "leaves": [[2, [3, 4]]],
@@ -33,7 +35,9 @@ from ina.engine import Dest, JobTree, LeafGroup, ParameterServer
 from ina.protocol import INA_UDP_PORT, InaError, worker_port
 
 KEEP_SEQS = 4096
-"""Completed seqs kept per job to answer resends."""
+"""Completed seqs kept per job to answer resends (at least; up to :data:`FORGET_EVERY` more)."""
+FORGET_EVERY = 512
+"""Older seqs are forgotten once per this many seqs."""
 _TOS_SPACE = socket.CMSG_SPACE(1)
 
 
@@ -98,7 +102,7 @@ class PsService:
                 self.sock.sendto(out.data, addr)
                 self.sent += 1
             seq = int.from_bytes(out.data[4:8], "big")
-            if seq >= KEEP_SEQS:
+            if seq >= KEEP_SEQS and seq % FORGET_EVERY == 0:  # amortised: forget scans the tables
                 self.engine.forget(job_id, below_seq=seq - KEEP_SEQS + 1)
 
     def receive(self) -> None:

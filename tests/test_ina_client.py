@@ -182,7 +182,8 @@ def test_window_grows_by_one_per_window_and_halves_once_per_window():
 
 
 def test_rto_follows_rfc6298():
-    """The retransmission timeout follows RFC 6298 (SRTT, RTTVAR, backoff), clamped to MIN_RTO_S."""
+    """The retransmission timeout follows RFC 6298 (SRTT, RTTVAR, backoff), clamped to MIN_RTO_S; any
+    result ends a backoff."""
     r = RtoEstimator()
     r.sample(0.1)
     assert (r.srtt, r.rttvar, r.rto) == (0.1, 0.05, pytest.approx(0.3))
@@ -190,6 +191,9 @@ def test_rto_follows_rfc6298():
     assert r.srtt == pytest.approx(0.1125) and r.rttvar == pytest.approx(0.0625)
     r.backoff()
     assert r.rto == pytest.approx(2 * (0.1125 + 4 * 0.0625))
+    r.backoff()
+    r.progress()  # a result: back to the estimate
+    assert r.rto == pytest.approx(0.1125 + 4 * 0.0625)
     fast = RtoEstimator()
     fast.sample(0.0001)
     assert fast.rto == MIN_RTO_S
@@ -270,3 +274,34 @@ def test_ddp_training_over_ina_matches_the_gloo_allreduce():
         assert ina[rank]["results"] > 0
         assert ina[rank]["losses"] == pytest.approx(gloo[rank]["losses"], abs=1e-4)
         assert ina[rank]["losses"][-1] < ina[rank]["losses"][0]  # it trains
+
+
+def test_a_hole_never_outruns_the_ps_memory_under_loss(monkeypatch):
+    """5% of the PS's datagrams lost each way, the PS keeping only 64 results (forgetting every 8):
+    with windows of at most 32 seqs, a worker never runs more than a window past a seq it still
+    needs, so every seq completes and every worker gets the exact sums; nothing is late."""
+    import ina.ps
+
+    monkeypatch.setattr(ina.ps, "KEEP_SEQS", 64)
+    monkeypatch.setattr(ina.ps, "FORGET_EVERY", 8)
+    rnd = random.Random(7)
+    inputs = _inputs(3, 32 * 400)
+    with Ps([_job(8, 3)], drop=lambda _: rnd.random() < 0.05) as ps:
+        real = ps.service.sock
+
+        class Lossy:
+            """The PS's socket, losing 5% of what it sends."""
+
+            def sendto(self, data, addr):
+                if rnd.random() >= 0.05:
+                    real.sendto(data, addr)
+
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+        ps.service.sock = Lossy()
+        results, clients = _allreduce_all(8, inputs, setup=lambda b, c: setattr(c, "window", AimdWindow(8, 32)))
+    _check_sums(inputs, results)
+    st = ps.service.engine.stats
+    assert st.results == 400 and st.late == 0 and st.resends_answered > 0
+    assert all(c.stats.timeouts > 0 for c in clients)

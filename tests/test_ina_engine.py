@@ -392,3 +392,23 @@ def test_property_lossy():
         check_results(cluster, seed)
         collisions += sum(sw.stats.collisions for sw in cluster.switches)
     assert collisions > 50, "the random clusters must exercise fall-back"
+
+
+def test_a_forgotten_seq_is_late_and_never_pending_again():
+    """After forget(job, below_seq=10), a resend of seq 3 is dropped as late instead of starting a
+    seq that could never complete; seq 10 is served as before; uninstall clears the horizon."""
+    from ina.engine import JobTree, ParameterServer
+    from ina.protocol import Flag, data_packet
+
+    ps = ParameterServer()
+    ps.install(JobTree(5, (0, 1)))
+    for seq in (3, 10):
+        for b in (0, 1):
+            ps.process(data_packet(5, seq, 1 << b, [1] * 32))
+    ps.forget(5, below_seq=10)
+    assert ps.process(data_packet(5, 3, 1, [1] * 32, flags=Flag.RESEND))[0].reason == "late"
+    assert ps.pending() == [] and ps.stats.late == 1
+    assert ps.process(data_packet(5, 10, 1, [1] * 32, flags=Flag.RESEND))[0].reason == "result"
+    ps.uninstall(5)
+    ps.install(JobTree(5, (0, 1)))
+    assert ps.process(data_packet(5, 3, 1, [1] * 32))[0].reason == "absorbed"
