@@ -67,18 +67,33 @@ def _mean(values) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def job_iteration_times(records, dilation: float = 1.0) -> dict[str, dict[int, dict[str, float]]]:
+@dataclasses.dataclass(frozen=True)
+class IterationTime:
+    """One iteration of one job as its ranks recorded it.
+
+    Attributes:
+        comm_s: the slowest rank's communication time, virtual seconds.
+        compute_s: the slowest rank's compute time, virtual seconds.
+        ranks: ranks that recorded the iteration.
+    """
+
+    comm_s: float
+    compute_s: float
+    ranks: int
+
+
+def job_iteration_times(records, dilation: float = 1.0) -> dict[str, dict[int, IterationTime]]:
     """Per job and iteration: the slowest rank's communication and compute time.
 
     Records hold wall-clock seconds; the times returned are virtual (paper-scale) seconds,
     the wall time divided by the run's dilation factor (:func:`common.units.virtual_s`).
     """
-    out: dict[str, dict[int, dict[str, float]]] = defaultdict(dict)
+    out: dict[str, dict[int, IterationTime]] = defaultdict(dict)
     for r in records:
-        it = out[r.job].setdefault(r.iteration, {"comm_s": 0.0, "compute_s": 0.0, "ranks": 0})
-        it["comm_s"] = max(it["comm_s"], virtual_s(r.comm_s, dilation))
-        it["compute_s"] = max(it["compute_s"], virtual_s(r.compute_s, dilation))
-        it["ranks"] += 1
+        its = out[r.job]
+        it = its.get(r.iteration, IterationTime(0.0, 0.0, 0))
+        its[r.iteration] = IterationTime(max(it.comm_s, virtual_s(r.comm_s, dilation)),
+                                         max(it.compute_s, virtual_s(r.compute_s, dilation)), it.ranks + 1)
     return out
 
 
@@ -159,7 +174,7 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> PolicySummary:
     for p in result.placements:
         job = p.job
         its = times.get(job, {})
-        comm = [v["comm_s"] for v in its.values()]
+        comm = [v.comm_s for v in its.values()]
         all_comm += comm
         spec = next(j for j in cfg.jobs if j.name == job)
         verdict, estimate = verdicts.get(job), result.estimates.get(job)
@@ -168,9 +183,9 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> PolicySummary:
             job=job, model=spec.model, workers=spec.workers, collective=spec.collective, wave=p.wave,
             machines=tuple(sorted(set(p.machines_by_rank), key=lambda m: g.nodes[m]["index"])),
             iterations_recorded=len(its),
-            complete=all(v["ranks"] == spec.workers for v in its.values()) and len(its) == cfg.iterations,
+            complete=all(v.ranks == spec.workers for v in its.values()) and len(its) == cfg.iterations,
             comm_mean_s=_mean(comm), comm_p99_s=percentile(comm, 99),
-            compute_mean_s=_mean(v["compute_s"] for v in its.values()),
+            compute_mean_s=_mean(v.compute_s for v in its.values()),
             ecn_marks=job_marks.get(job),
             fidelity=verdict.status if verdict else None, bound_s=verdict.bound_s if verdict else None,
             bound_ratio=verdict.ratio if verdict else None,

@@ -13,7 +13,8 @@ scaled gradient buckets and compute times, with rates max-min shared as the conf
 * ``sim_jobs.csv`` (a row per policy and job), ``sim_policies.json`` (per policy: mean and p90
   communication time, mean JCT, makespan) and ``sim_policies.png``;
 
-and prints one table per run. Times are virtual (paper-scale) seconds.
+and prints one table per run. The rows and summaries are the typed records of
+:mod:`experiment.simsummary`, written through their ``to_dict``. Times are virtual (paper-scale) seconds.
 """
 
 from __future__ import annotations
@@ -31,12 +32,18 @@ from common.units import scale_bw_mbps
 from experiment import results
 from experiment.loop import LoopResult
 from experiment.run import experiment_jobs, place_and_run
+from experiment.simsummary import (
+    JOB_COLUMNS,
+    SimJobRow,
+    SimJobStart,
+    SimPolicyError,
+    SimPolicyOutcome,
+    SimPolicySummary,
+    policy_summary,
+)
 from sim.backend import FlowSimBackend, FluidSimBackend
 from sim.flowsim import JobEstimate, SimOptions
 
-JOB_COLUMNS = ("policy", "job", "model", "workers", "collective", "arrival_s", "start_s", "end_s", "jct_s", "runs",
-               "comm_mean_s", "compute_mean_s", "iteration_mean_s", "iterations", "ecn_marks", "duration_s",
-               "machines")
 ENGINES = {"steps": FlowSimBackend, "fluid": FluidSimBackend}
 """``simulator.mode`` -> the simulator back end that runs it."""
 
@@ -108,8 +115,8 @@ def replay_on_simulator(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seq
     return {name: backend.estimate(name) for name in jobs if backend.done.get(name)}
 
 
-def run_policy_sim(cfg, g, spec: str, say: Callable[[str], None] | None = None) -> list[dict]:
-    """Run policy ``spec`` on a fresh simulator; one row per job (:data:`JOB_COLUMNS`). With ``say``,
+def run_policy_sim(cfg, g, spec: str, say: Callable[[str], None] | None = None) -> list[SimJobRow]:
+    """Run policy ``spec`` on a fresh simulator; one row per job, in the config's order. With ``say``,
     a progress line every tenth of the jobs finished (and every minute of wall time at most)."""
     backend = sim_backend(cfg, g)
     jobs = experiment_jobs(cfg, g)
@@ -124,14 +131,13 @@ def run_policy_sim(cfg, g, spec: str, say: Callable[[str], None] | None = None) 
     for j in jobs:
         starts, runs = starts_of[j.name], runs_of[j.name]
         est = backend.estimate(j.name)
-        rows.append({
-            "policy": spec, "job": j.name, "model": j.model, "workers": j.workers, "collective": j.collective,
-            "arrival_s": j.arrival_s, "start_s": starts[0].time_s, "end_s": runs[-1].end_s,
-            "jct_s": loop.jct_s[j.name], "runs": len(runs), "comm_mean_s": est.comm_mean_s,
-            "compute_mean_s": est.compute_mean_s, "iteration_mean_s": est.iteration_mean_s,
-            "iterations": est.iterations, "ecn_marks": est.ecn_marks, "duration_s": j.duration_s,
-            "machines": " ".join(starts[-1].placement.machines),
-            "placements": [{"start_s": s.time_s, **s.placement.to_dict()} for s in starts]})
+        rows.append(SimJobRow(
+            policy=spec, job=j.name, model=j.model, workers=j.workers, collective=j.collective,
+            arrival_s=j.arrival_s, start_s=starts[0].time_s, end_s=runs[-1].end_s, jct_s=loop.jct_s[j.name],
+            runs=len(runs), comm_mean_s=est.comm_mean_s, compute_mean_s=est.compute_mean_s,
+            iteration_mean_s=est.iteration_mean_s, iterations=est.iterations, ecn_marks=est.ecn_marks,
+            duration_s=j.duration_s, machines=tuple(starts[-1].placement.machines),
+            placements=tuple(SimJobStart(s.time_s, s.placement) for s in starts)))
     return rows
 
 
@@ -151,28 +157,15 @@ def _progress(total: int, say: Callable[[str], None]) -> Callable:
     return on_event
 
 
-def policy_summary(rows: list[dict]) -> dict:
-    """Per policy: mean and p90 communication time, mean and p90 JCT, makespan (seconds), and for
-    jobs from a trace the mean of JCT over trace duration (queueing and network together)."""
-    comm = sorted(r["comm_mean_s"] for r in rows if r["comm_mean_s"] is not None)
-    jct = sorted(r["jct_s"] for r in rows)
-    stretch = [r["jct_s"] / r["duration_s"] for r in rows if r.get("duration_s")]
-    return {"jobs": len(rows), "comm_mean_s": sum(comm) / len(comm) if comm else None, "comm_p90_s": _p90(comm),
-            "jct_mean_s": sum(jct) / len(jct), "jct_p90_s": _p90(jct), "makespan_s": max(r["end_s"] for r in rows),
-            "jct_over_duration_mean": sum(stretch) / len(stretch) if stretch else None}
-
-
-def _p90(ordered: list[float]) -> float | None:
-    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] if ordered else None
-
-
-def run_simulated(cfg, g, run_dir: str, specs: list[str], say: Callable[[str], None] = print) -> dict[str, dict]:
+def run_simulated(cfg, g, run_dir: str, specs: list[str], say: Callable[[str], None] = print
+                  ) -> dict[str, SimPolicyOutcome]:
     """Every policy of ``specs`` on the simulator; results in ``run_dir``. Returns the summary per
-    policy; a policy that cannot place every job is reported and skipped (its ``error``)."""
+    policy; a policy that cannot place every job is reported and skipped (a :class:`SimPolicyError`)."""
     source = f"trace {cfg.trace.file}" if cfg.trace.file else f"{len(cfg.jobs)} jobs"
     say(f"run {run_dir}: {source}, {len(specs)} policies on the flow-level simulator ({cfg.simulator.mode} mode, "
         f"scale {cfg.scale:g}, scheduler {cfg.scheduler}); times in paper-scale seconds")
-    all_rows, summaries = [], {}
+    all_rows: list[SimJobRow] = []
+    summaries: dict[str, SimPolicyOutcome] = {}
     for i, spec in enumerate(specs, 1):
         t0 = time.monotonic()
         pdir = os.path.join(run_dir, safe_name(spec))
@@ -180,19 +173,19 @@ def run_simulated(cfg, g, run_dir: str, specs: list[str], say: Callable[[str], N
         try:
             rows = run_policy_sim(cfg, g, spec, say if cfg.trace.file else None)
         except PlacementError as e:
-            summaries[spec] = {"error": str(e)}
+            summaries[spec] = SimPolicyError(spec, str(e))
             say(f"[{i}/{len(specs)}] {spec}: stopped: {e}")
             continue
-        write_json_atomic(os.path.join(pdir, "placements.json"), [p for r in rows for p in r["placements"]])
-        write_json_atomic(os.path.join(pdir, "jobs.json"), rows)
+        write_json_atomic(os.path.join(pdir, "placements.json"), [p.to_dict() for r in rows for p in r.placements])
+        write_json_atomic(os.path.join(pdir, "jobs.json"), [r.to_dict() for r in rows])
         all_rows += rows
-        summaries[spec] = policy_summary(rows)
+        summaries[spec] = policy_summary(spec, rows)
         say(f"[{i}/{len(specs)}] {spec}: {len(rows)} jobs simulated in {time.monotonic() - t0:.1f} s")
     with open(os.path.join(run_dir, "sim_jobs.csv"), "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=JOB_COLUMNS, extrasaction="ignore")
+        w = csv.DictWriter(f, fieldnames=JOB_COLUMNS)
         w.writeheader()
-        w.writerows(all_rows)
-    write_json_atomic(os.path.join(run_dir, "sim_policies.json"), summaries)
+        w.writerows(r.csv_row() for r in all_rows)
+    write_json_atomic(os.path.join(run_dir, "sim_policies.json"), {spec: s.to_dict() for spec, s in summaries.items()})
     for line in table_lines(summaries):
         say(line)
     path = plot_policies(summaries, os.path.join(run_dir, "sim_policies.png"))
@@ -200,27 +193,28 @@ def run_simulated(cfg, g, run_dir: str, specs: list[str], say: Callable[[str], N
     return summaries
 
 
-def table_lines(summaries: dict[str, dict]) -> list[str]:
+def table_lines(summaries: Mapping[str, SimPolicyOutcome]) -> list[str]:
     """The per-policy table printed at the end of a simulated run (JCT / duration with a trace)."""
     def cell(v, width):
         return f"{'-' if v is None else f'{v:.3f}':>{width}}"
 
-    stretch = any(s.get("jct_over_duration_mean") is not None for s in summaries.values())
+    stretch = any(isinstance(s, SimPolicySummary) and s.jct_over_duration_mean is not None
+                  for s in summaries.values())
     out = [f"{'policy':<28} {'comm mean s':>12} {'comm p90 s':>11} {'JCT mean s':>13} {'JCT p90 s':>13} "
            f"{'makespan s':>13}" + (f" {'JCT/duration':>12}" if stretch else "")]
     for spec, s in summaries.items():
-        if "error" in s:
-            out.append(f"{spec:<28} could not place every job: {s['error']}")
+        if isinstance(s, SimPolicyError):
+            out.append(f"{spec:<28} could not place every job: {s.error}")
         else:
-            out.append(f"{spec:<28} {cell(s['comm_mean_s'], 12)} {cell(s['comm_p90_s'], 11)} "
-                       f"{cell(s['jct_mean_s'], 13)} {cell(s['jct_p90_s'], 13)} {cell(s['makespan_s'], 13)}"
-                       + (f" {cell(s.get('jct_over_duration_mean'), 12)}" if stretch else ""))
+            out.append(f"{spec:<28} {cell(s.comm_mean_s, 12)} {cell(s.comm_p90_s, 11)} "
+                       f"{cell(s.jct_mean_s, 13)} {cell(s.jct_p90_s, 13)} {cell(s.makespan_s, 13)}"
+                       + (f" {cell(s.jct_over_duration_mean, 12)}" if stretch else ""))
     return out
 
 
-def plot_policies(summaries: dict[str, dict], path: str) -> str | None:
+def plot_policies(summaries: Mapping[str, SimPolicyOutcome], path: str) -> str | None:
     """Bars of mean communication time and mean JCT per policy; the path, or None with nothing to plot."""
-    ok = {k: v for k, v in summaries.items() if "error" not in v and v["comm_mean_s"] is not None}
+    ok = {k: v for k, v in summaries.items() if isinstance(v, SimPolicySummary) and v.comm_mean_s is not None}
     if not ok:
         return None
     import matplotlib
@@ -230,9 +224,9 @@ def plot_policies(summaries: dict[str, dict], path: str) -> str | None:
 
     fig, axes = plt.subplots(1, 2, figsize=(max(6.0, 1.1 * len(ok) + 3), 3.6))
     names = list(ok)
-    for ax, key, title in ((axes[0], "comm_mean_s", "communication per iteration (s)"),
-                           (axes[1], "jct_mean_s", "mean JCT (s)")):
-        ax.bar(range(len(names)), [ok[n][key] for n in names], color="#4c72b0")
+    for ax, values, title in ((axes[0], [ok[n].comm_mean_s for n in names], "communication per iteration (s)"),
+                              (axes[1], [ok[n].jct_mean_s for n in names], "mean JCT (s)")):
+        ax.bar(range(len(names)), values, color="#4c72b0")
         ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
         ax.set_title(title, fontsize=9)
     fig.suptitle("flow-level simulator, per policy", fontsize=10)
@@ -271,7 +265,7 @@ def run_simulated_experiment(cfg, run_dir: str | None = None, policies: list[str
     except BaseException as e:
         results.write_status(run_dir, "failed", f"{type(e).__name__}: {e}")
         raise
-    failed = [spec for spec, s in summaries.items() if "error" in s]
+    failed = [spec for spec, s in summaries.items() if isinstance(s, SimPolicyError)]
     if failed:
         msg = (f"{len(failed)} of {len(specs)} policies could not place every job ({', '.join(failed)}); "
                f"results of the others are in {run_dir}")

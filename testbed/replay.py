@@ -43,7 +43,7 @@ class JobRun:
     def comm_mean_s(self) -> float:
         """Mean communication time per iteration (the slowest rank's), in virtual seconds."""
         its = job_iteration_times(self.records, self.dilation)[self.job]
-        return sum(v["comm_s"] for v in its.values()) / len(its)
+        return sum(v.comm_s for v in its.values()) / len(its)
 
 
 def run_job(net, out_dir: str, job: str, machines: list[str], collective: str, buckets: tuple[int, ...], *,

@@ -220,13 +220,13 @@ def job_evidence(cfg: ExperimentConfig, placements: Sequence[StartRecord], recor
     for p in placements:
         job = next(j for j in cfg.jobs if j.name == p.job)
         its = times.get(job.name, {})
-        comm = [v["comm_s"] for v in its.values()]
+        comm = [v.comm_s for v in its.values()]
         rec = first.get(job.name)
         out.append(fidelity.JobEvidence(
             job=job.name, wave=p.wave, machines_by_rank=p.machines_by_rank,
             collective=job.collective, bucket_bytes=tuple(rec.bucket_bytes) if rec else (),
             comm_mean_s=sum(comm) / len(comm) if comm else None,
-            complete=len(its) == cfg.iterations and all(v["ranks"] == job.workers for v in its.values())))
+            complete=len(its) == cfg.iterations and all(v.ranks == job.workers for v in its.values())))
     return out
 
 

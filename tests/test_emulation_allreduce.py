@@ -55,7 +55,7 @@ def test_ring_allreduce_meets_bandwidth_bound_and_counters_agree(fabric, tmp_pat
     per_iter = job_iteration_times(records)["ring4"]
     assert len(per_iter) == ITERATIONS
     bound_s = 2 * (n - 1) / n * PAYLOAD_BYTES * 8 / (LINK_MBPS * 1e6)
-    mean_s = sum(v["comm_s"] for v in per_iter.values()) / ITERATIONS
+    mean_s = sum(v.comm_s for v in per_iter.values()) / ITERATIONS
     assert 0.95 <= mean_s / bound_s < 1.75, f"allreduce {mean_s:.3f} s vs bound {bound_s:.3f} s"
 
     expected = 2 * (n - 1) / n * PAYLOAD_BYTES * (ITERATIONS + WARMUP)

@@ -283,8 +283,8 @@ def test_estimates_aggregate_like_the_report():
     for est in res.jobs:
         its = times[est.job]
         assert est.iterations == len(its)
-        assert est.comm_mean_s == pytest.approx(sum(v["comm_s"] for v in its.values()) / len(its), rel=1e-12)
-        assert est.compute_mean_s == pytest.approx(sum(v["compute_s"] for v in its.values()) / len(its), rel=1e-12)
+        assert est.comm_mean_s == pytest.approx(sum(v.comm_s for v in its.values()) / len(its), rel=1e-12)
+        assert est.compute_mean_s == pytest.approx(sum(v.compute_s for v in its.values()) / len(its), rel=1e-12)
 
 
 def test_same_inputs_same_results_whatever_the_job_order():

@@ -80,16 +80,16 @@ def test_the_fluid_mode_runs_a_config_and_matches_the_step_engine_for_uncontende
     cfg = config.load(os.path.join(REPO, "experiments", "default.yaml"))
     cfg = dataclasses.replace(cfg, simulator=dataclasses.replace(cfg.simulator, headers=False))
     g = config.validate(cfg, backend="sim")
-    steps = {r["job"]: r for r in run_policy_sim(cfg, g, "consolidate")}
+    steps = {r.job: r for r in run_policy_sim(cfg, g, "consolidate")}
     fluid_cfg = dataclasses.replace(cfg, simulator=dataclasses.replace(cfg.simulator, mode="fluid"))
-    fluid = {r["job"]: r for r in run_policy_sim(fluid_cfg, g, "consolidate")}
+    fluid = {r.job: r for r in run_policy_sim(fluid_cfg, g, "consolidate")}
     assert steps.keys() == fluid.keys()
     for job, row in fluid.items():
-        assert row["iterations"] == cfg.iterations and row["machines"] == steps[job]["machines"]
-        if steps[job]["comm_mean_s"] == 0:
-            assert row["comm_mean_s"] == 0
+        assert row.iterations == cfg.iterations and row.machines == steps[job].machines
+        if steps[job].comm_mean_s == 0:
+            assert row.comm_mean_s == 0
         else:  # the step engine adds the barrier's and ranks' skew; alone the two agree closely
-            assert row["comm_mean_s"] == pytest.approx(steps[job]["comm_mean_s"], rel=0.05), job
+            assert row.comm_mean_s == pytest.approx(steps[job].comm_mean_s, rel=0.05), job
 
 
 def test_a_trace_slice_runs_end_to_end_with_its_outputs(tmp_path):
