@@ -14,7 +14,16 @@ on the same 2 cores, as a worker's would be.
 Prints packets/s of each, and its ratio to the in-process engine measured in the same run. The
 veth rows need root; bmv2's a toolchain (P4_PREFIX, /opt/p4 or the PATH).
 
+``--fabric``: then one job on an emulated leaf-spine (three racks of four machines, one spine,
+10 Gbit/s / scale links, dilation D), replaying a model's scaled DDP buckets with the agent
+runtime, four workers in two racks (h1, h2 under l1; h5, h6 under l2) and, for INA, the PS
+alone in the third rack (h9): its communication time per iteration (virtual seconds) and the
+bytes up each workers' rack uplink, with a ring allreduce (TCP), with INA aggregating at the
+leaves (one engine per leaf, bmv2 where it runs here, else the software engine), and with the
+same INA protocol passed unaggregated to the PS. Ratios are to the ring's in the same run.
+
     sudo .venv/bin/python bench/ina.py [--seqs 4000] [--fan-in 4] [--window 64 256]
+    sudo .venv/bin/python bench/ina.py --fabric [--model vgg16] [--dilation 3] [--iterations 5]
 """
 
 from __future__ import annotations
@@ -54,11 +63,67 @@ def run_engine(packets: list[bytes], fan_in: int) -> tuple[list[bytes], float]:
     return [o.data for o in outs if o.dest is not Dest.DROP], time.perf_counter() - t0
 
 
+def fabric_rows(args) -> list[list[str]]:
+    """One row per way of running the job (see the module docstring) on one network."""
+    from ina.plan import plan_job
+    from jobs.models import get_model, scaled_buckets
+    from testbed.ina_fabric import InaFabric, endpoints
+    from testbed.net import EmulatedNetwork, NetOptions
+    from testbed.replay import run_job
+    from topo import leaf_spine
+
+    g = leaf_spine(3, 1, 4)
+    workers, ps = ["h1", "h2", "h5", "h6"], "h9"
+    buckets = tuple(scaled_buckets(get_model(args.model), args.scale))
+    print(f"fabric: leaf-spine 3 x 4 machines, 10 Gbit/s / {args.scale:g}, dilation {args.dilation:g}; "
+          f"{args.model} buckets: {len(buckets)}, {sum(buckets) / 1e6:.2f} MB per iteration (scaled)", flush=True)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ina-bench-") as tmp:
+        opts = NetOptions(scale=args.scale, dilation=args.dilation, ina_switches=("l1", "l2", "l3"))
+        with EmulatedNetwork(g, tmp, opts) as net, InaFabric(net) as fabric:
+            for name, collective, ina_switches in (("ring allreduce (TCP)", "ring", None),
+                                                   ("INA, aggregated at l1 and l2", "ina", ("l1", "l2", "l3")),
+                                                   ("INA protocol, unaggregated (PS only)", "ina", ())):
+                plan = started = None
+                if collective == "ina":
+                    plan = plan_job(g, len(rows) + 1, workers, ps, ina_switches)
+                    fabric.install([plan], 4096)
+                    started = fabric.start_ps([plan], os.path.join(tmp, f"ps{len(rows)}"))
+                before = net.switch_counters()
+                try:
+                    run = run_job(net, tmp, f"job{len(rows)}", workers, collective, buckets,
+                                  iterations=args.iterations, compute_s=0.05, timeout_s=1800,
+                                  ina_endpoints=endpoints(net, plan) if plan else None)
+                finally:
+                    if started:
+                        fabric.stop_ps(started)
+                links = net.link_bytes(before, net.switch_counters())
+                stats = fabric.stats()
+                aggregates = sum(st.aggregates for st in stats.values()) if plan else None
+                up = links[("l1", "s1")] + links[("l2", "s1")]
+                rows.append([name, f"{run.comm_mean_s():.3f}", f"{up / 1e6:.2f}",
+                             "-" if aggregates is None else str(aggregates)])
+                print(f"  {name}: {rows[-1][1]} s per iteration, {rows[-1][2]} MB up the workers' uplinks",
+                      flush=True)
+            engine = fabric.engine
+    ring_s, ring_up = float(rows[0][1]), float(rows[0][2])
+    for r in rows:
+        r.insert(2, f"{float(r[1]) / ring_s:.2f}")
+        r.insert(4, f"{float(r[3]) / ring_up:.2f}")
+    print(f"(INA engine: {engine})")
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seqs", type=int, default=4000)
     ap.add_argument("--fan-in", type=int, default=4)
     ap.add_argument("--window", type=int, nargs="+", default=[64, 256])
+    ap.add_argument("--fabric", action="store_true", help="also one job with and without INA on an emulated fabric")
+    ap.add_argument("--model", default="vgg16")
+    ap.add_argument("--scale", type=float, default=500.0)
+    ap.add_argument("--dilation", type=float, default=3.0)
+    ap.add_argument("--iterations", type=int, default=5)
     args = ap.parse_args()
     packets = workload(args.seqs, args.fan_in)
     want, engine_s = run_engine(packets, args.fan_in)
@@ -89,6 +154,9 @@ def main() -> int:
           f"{VALUES_PER_PACKET} int32 lanes per packet")
     print(format_table(["aggregator", "window", "packets", "wall s", "packets/s", "vs engine", "same aggregates"],
                        rows))
+    if args.fabric and os.geteuid() == 0:
+        print(format_table(["one job, 4 workers in 2 racks", "comm s / iteration", "vs ring",
+                            "MB up the workers' uplinks", "vs ring", "aggregates"], fabric_rows(args)))
     return 0 if all(r[-1] == "yes" for r in rows) else 1
 
 

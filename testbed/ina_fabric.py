@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterable, Sequence
 
 from common.errors import EmulationError, TestbedError
+from common.lifecycle import StartStop
 from ina.engine import AggregatorStats
 from ina.p4.build import DEFAULT_SLOTS, compile_program, engine_available, find_toolchain
 from ina.p4.switch import Bmv2Aggregator, aggregator_stats
@@ -67,7 +68,7 @@ def endpoints(net, plan: JobPlan) -> dict:
     return {m: InaEndpoint(plan.job_id, bit, ps_addr) for m, bit in plan.bits.items()}
 
 
-class InaFabric:
+class InaFabric(StartStop):
     """The aggregator engines of a running network's INA switches.
 
     Args:
@@ -85,17 +86,6 @@ class InaFabric:
         self.log_dir = os.path.join(net.run_dir, "ina")
         self.switches: dict[str, Bmv2Aggregator | SoftAggregator] = {}
         self._changes = {}
-
-    def __enter__(self) -> InaFabric:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def start(self) -> None:
         """Start one engine per INA switch on its aggregator port's peer.

@@ -38,6 +38,7 @@ import sys
 import typing
 
 from common.errors import EmulationError
+from common.lifecycle import StartStop
 from testbed import ports, shaping
 from testbed.controller_proc import ControllerProcess
 from testbed.ecn import BpfMarker, MarkingParams, red_qdisc_args, wait_unloaded
@@ -115,7 +116,7 @@ def _controller_class():
     return Controller
 
 
-class EmulatedNetwork:
+class EmulatedNetwork(StartStop):
     """A Mininet network built from a topology graph, with its controller.
 
     Use as ``with EmulatedNetwork(g, run_dir, options) as net: ...``. ``net.hosts[name]`` are
@@ -147,17 +148,6 @@ class EmulatedNetwork:
         self.topology_path = os.path.join(run_dir, "topology.json")
 
     # -- lifecycle -------------------------------------------------------------------------
-
-    def __enter__(self) -> "EmulatedNetwork":
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def start(self) -> None:
         """Write topology.json, start the controller, build and configure the network.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Mapping
 
 from common.units import wall_s
 from experiment.report import job_iteration_times
@@ -48,7 +49,7 @@ class JobRun:
 
 def run_job(net, out_dir: str, job: str, machines: list[str], collective: str, buckets: tuple[int, ...], *,
             iterations: int = 3, warmup_iterations: int = 1, compute_s: float = 0.05, runtime: str = "agent",
-            timeout_s: float = 600.0, model: str = "vgg16") -> JobRun:
+            timeout_s: float = 600.0, model: str = "vgg16", ina_endpoints: Mapping | None = None) -> JobRun:
     """Run ``job`` with rank ``r`` on ``machines[r]`` replaying ``buckets`` (bytes, already scaled).
 
     Args:
@@ -57,6 +58,10 @@ def run_job(net, out_dir: str, job: str, machines: list[str], collective: str, b
         compute_s: emulated compute per iteration, virtual seconds.
         runtime: ``agent`` (:mod:`jobs.agent`) or ``torch`` (:mod:`jobs.worker`).
         timeout_s: virtual seconds before the job is stopped and reported.
+        ina_endpoints: for collective ``ina`` (agent runtime), each machine's
+            :class:`jobs.agent.InaEndpoint` (:func:`testbed.ina_fabric.endpoints`); the caller has
+            installed the job on the aggregators and started its parameter server
+            (:class:`testbed.ina_fabric.InaFabric`).
 
     Raises:
         JobError: a rank failed or timed out (every rank is stopped first).
@@ -77,7 +82,9 @@ def run_job(net, out_dir: str, job: str, machines: list[str], collective: str, b
 
     t0 = time.monotonic()
     if runtime == "agent":
-        workers = launch_agents(plan_agents({job: specs}, ips, free_tcp_port(), out_dir, timeout), exec_fn, out_dir)
+        ina = {job: dict(ina_endpoints)} if ina_endpoints else None
+        workers = launch_agents(plan_agents({job: specs}, ips, free_tcp_port(), out_dir, timeout, ina=ina), exec_fn,
+                                out_dir)
     else:
         workers = launch(specs, exec_fn, out_dir)
     try:

@@ -147,3 +147,42 @@ def test_two_jobs_on_a_tiny_slot_pool_collide_fall_back_and_both_sum_exactly(ina
     assert stats["l1"].collisions > 0 and stats["l1"].aggregates > 0, evidence
     assert stats["l2"].aggregates > 0, evidence
     assert ps["h6"]["results"] == 2 * 48 * ROUNDS, evidence
+
+
+def test_a_replay_job_runs_over_ina_and_only_its_aggregates_go_up(ina_fabric, tmp_path):
+    """A 4-rank replay job (collective ina, agent runtime) on h1, h1, h2, h3 under l1, PS on h6: every
+    rank records every iteration; l1 aggregates every seq once (fan-in 3: one endpoint per machine),
+    and the uplink l1 -> s1 carries exactly those aggregates (190-byte frames), plus any resend or
+    fall-back."""
+    import math
+
+    from ina.plan import plan_job
+    from ina.protocol import HEADER_BYTES, VALUES_PER_PACKET
+    from jobs.agent import barrier_bytes
+    from testbed.ina_fabric import endpoints
+    from testbed.replay import run_job
+
+    net, fabric = ina_fabric
+    machines = ["h1", "h1", "h2", "h3"]
+    plan = plan_job(net.g, 11, machines, "h6", ["l1", "l2"])
+    fabric.install([plan], 1024)
+    started = fabric.start_ps([plan], str(tmp_path))
+    before = net.switch_counters()
+    try:
+        buckets = (64_000, 6_400, 512)
+        run = run_job(net, str(tmp_path), "inajob", machines, "ina", buckets, iterations=3, warmup_iterations=1,
+                      compute_s=0.01, timeout_s=300, ina_endpoints=endpoints(net, plan))
+    finally:
+        ps = fabric.stop_ps(started)
+    up = net.link_bytes(before, net.switch_counters())[("l1", "s1")]
+    stats = fabric.stats()["l1"]
+    seqs = 4 * sum(math.ceil(b / 4 / VALUES_PER_PACKET) for b in buckets) \
+        + 2 * math.ceil(barrier_bytes(4) / 4 / VALUES_PER_PACKET)
+    frame = 14 + 20 + 8 + HEADER_BYTES + 4 * VALUES_PER_PACKET
+    evidence = f"engine {fabric.engine}; l1 {stats}; PS {ps['h6']}; uplink {up} B; comm {run.comm_mean_s():.3f} s"
+    assert len({(r.rank, r.iteration) for r in run.records}) == 4 * 3, evidence
+    assert stats.aggregates == seqs and ps["h6"]["results"] == seqs, evidence
+    # Beyond the INA frames, at most one ICMP port-unreachable (70 B) per machine and re-answered
+    # resend: a result the PS sent again after a worker's client had already closed its socket.
+    surplus = up - frame * (seqs + stats.resends + stats.collisions)
+    assert 0 <= surplus <= 70 * 3 * ps["h6"]["resends_answered"], evidence
