@@ -1,7 +1,10 @@
-"""Emulation test: the per-job fidelity verdict tells an overloaded run from a light one.
+"""Emulation test: the per-job fidelity verdict tells a job that keeps to its links from one that does not.
 
-Each run builds its own network (the dilation sets its link rates), so this module does not use the
-shared fabric fixture.
+The run builds its own network (the dilation sets its link rates), so this module does not use the
+shared fabric fixture. The slow case is a positive control made on purpose (the same measurement
+held to faster links), not an overload hoped for: whether a machine keeps up with a heavy job at
+dilation 1 depends on the machine (16 ranks measured 1.04-1.86 of their bound on machines of
+this kind), which is ``bench/fidelity.py``'s to report.
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ from conftest import SCALE, leftovers
 pytestmark = pytest.mark.emulation
 
 
-def _uncontended_verdict(tmp_path, name: str, machines: list[str], dilation: float):
+def _uncontended_verdict(tmp_path, name: str, machines: list[str], dilation: float, held_to: tuple[float, ...]):
     """Run a ring over ``machines`` with vgg16's scaled buckets on its own network at ``dilation``;
-    return the fidelity monitor's verdict on it and the run's assessment."""
+    for each factor of ``held_to``, the fidelity monitor's verdict on it and the run's assessment
+    when judged against links that factor faster than the emulated ones (1: its own)."""
     from experiment.report import job_iteration_times
     from jobs.models import get_model, scaled_buckets
     from sim.steps import job_collisions
@@ -44,21 +48,22 @@ def _uncontended_verdict(tmp_path, name: str, machines: list[str], dilation: flo
     comm = run.comm_mean_s()
     evidence = JobEvidence(job=name, wave=0, machines_by_rank=tuple(machines), collective="ring",
                            bucket_bytes=buckets, comm_mean_s=comm, complete=len(its) == 3)
-    (verdict,) = job_verdicts(g, link_rates_mbps(g, SCALE), [evidence], mtu=1500)
-    return verdict, assess(cpu.summary(), [], [verdict])
+    out = []
+    for factor in held_to:
+        rates = {link: r * factor for link, r in link_rates_mbps(g, SCALE).items()}
+        (verdict,) = job_verdicts(g, rates, [evidence], mtu=1500)
+        out.append((verdict, assess(cpu.summary(), [], [verdict])))
+    return out
 
 
-def test_monitor_flags_an_overloaded_run_and_passes_a_light_one(emulation_ok, tmp_path):
-    """Sixteen ranks in a ring over every machine without dilation (latency per message and CPU weigh
-    on every one of its 180 steps per iteration): the job is slow against its contention-free bound
-    and the run is flagged, naming it. Four ranks in distinct pods at dilation 4: within the bound's
-    band, and trusted."""
-    from topo import fat_tree, machines
-
-    heavy, heavy_run = _uncontended_verdict(tmp_path, "heavy", machines(fat_tree(4)), dilation=1)
-    assert heavy.status == "slow", heavy
-    assert not heavy_run.trustworthy and any("'heavy'" in r for r in heavy_run.reasons), heavy_run
-    light, light_run = _uncontended_verdict(tmp_path, "light", ["h1", "h5", "h9", "h13"], dilation=4)
+def test_monitor_passes_a_job_on_its_links_and_flags_it_held_to_faster_ones(emulation_ok, tmp_path):
+    """Four ranks in distinct pods at dilation 4: against its own links, within the bound's band and
+    trusted; the same measurement held to links 1.5 times faster (so it runs at two thirds of the
+    rate it is judged by): slow, and the run flagged naming the job."""
+    (light, light_run), (held, held_run) = _uncontended_verdict(tmp_path, "light", ["h1", "h5", "h9", "h13"],
+                                                                dilation=4, held_to=(1.0, 1.5))
     assert light.status == "ok", light
     assert light_run.trustworthy and light_run.jobs_checked == 1, light_run
+    assert held.status == "slow" and held.ratio >= 1.4, held
+    assert not held_run.trustworthy and any("'light'" in r for r in held_run.reasons), held_run
     assert leftovers() == []
