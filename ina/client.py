@@ -8,10 +8,12 @@ to its port (:func:`ina.protocol.worker_port`). Sending is windowed (ATP §3.4's
 :class:`AimdWindow`): a seq is sent only within ``window`` seqs of the oldest one without a result
 (a range, as TCP's window: a hole never lets the worker run further ahead); each result without ECN
 grows the window by one packet per window's worth of results, a result carrying ECN (a CE mark seen
-on any contribution, OR-ed by switches and the PS) halves it, at most once per window of packets; a
-seq whose result does not come within the retransmission timeout (RFC 6298's estimator over the
-results' round-trip times) is resent with RESEND and halves the window. A resend request from the PS
-(its switch sum overflowed) is answered with a RESEND of that seq at once.
+on any contribution, OR-ed by switches and the PS) halves it, at most once per window of packets;
+the oldest seq without a result is resent once :data:`DUPTHRESH` results of later seqs have come
+(TCP's fast retransmit: its packet or another worker's was lost), halving the window; a seq whose
+result does not come within the retransmission timeout (RFC 6298's estimator over the results'
+round-trip times) is resent with RESEND and halves the window. A resend request from the PS (its
+switch sum overflowed) is answered with a RESEND of that seq at once.
 
 The result is the exact sum the PS computed (saturated to int32 with OVERFLOW when even that
 does not fit; such lanes are counted in :attr:`ClientStats.saturated_lanes`); divided by the
@@ -44,7 +46,13 @@ from ina.protocol import (
     worker_port,
 )
 
-MIN_RTO_S = 0.02
+MIN_RTO_S = 0.2
+"""As Linux TCP's: an emulated port's queue alone holds tens of milliseconds, so a smaller floor
+times out seqs that are only queued (each halving the window); losses are mostly recovered by
+fast resend (:data:`DUPTHRESH`) before the timeout."""
+DUPTHRESH = 3
+"""Results of later seqs after which the oldest seq without a result is resent (TCP's fast
+retransmit): its packet, or another worker's of that seq, was lost."""
 MAX_RTO_S = 2.0
 MAX_RESENDS = 50
 """Resends of one seq before the allreduce gives up (the PS or the network is gone)."""
@@ -128,6 +136,8 @@ class ClientStats:
     resent: int = 0
     """Of which resends (timeouts and resend requests)."""
     timeouts: int = 0
+    fast_resends: int = 0
+    """Resends of the oldest unanswered seq after :data:`DUPTHRESH` later results."""
     resend_requests: int = 0
     results: int = 0
     """Seqs completed."""
@@ -198,6 +208,7 @@ class InaClient:
         deadline: dict[int, float] = {}
         resends: dict[int, int] = {}
         nxt, done, lo = 0, 0, 0  # lo: the oldest seq (offset) without a result
+        overtaken, fast = 0, -1  # results of later seqs since lo was last sent; the last fast-resent offset
         while done < n:
             now = time.monotonic()
             while lo < nxt and out[lo] is not None:
@@ -213,7 +224,19 @@ class InaClient:
                 nxt += 1
             wait = max(0.0, min(deadline.values()) - now) if deadline else self.rto.rto
             if select.select([self.sock], [], [], wait)[0]:
-                done += self._receive(base, n, out, padded, sent_at, deadline, resends, base + nxt)
+                k = self._receive(base, n, out, padded, sent_at, deadline, resends, base + nxt)
+                if k < 0:
+                    continue
+                done += 1
+                if k == lo:
+                    overtaken = 0
+                elif k > lo and out[lo] is None and fast != lo:
+                    overtaken += 1
+                    if overtaken >= DUPTHRESH:  # a hole at lo: resend it once, as TCP's fast retransmit
+                        fast, overtaken = lo, 0
+                        self.stats.fast_resends += 1
+                        self.window.on_loss(base + lo, base + nxt)
+                        self._resend(base + lo, padded, base, deadline, resends, sent_at)
                 continue
             now = time.monotonic()
             for seq in [s for s, t in deadline.items() if t <= now]:
@@ -240,20 +263,21 @@ class InaClient:
 
     def _receive(self, base: int, n: int, out: list, padded: list[int], sent_at: dict, deadline: dict,
                  resends: dict, next_seq: int) -> int:
+        """Handle one datagram; the offset of the seq it completed, or -1."""
         data = self.sock.recv(65535)
         try:
             h, values = decode(data)
         except MalformedPacket:
             self.stats.ignored += 1
-            return 0
+            return -1
         k = h.seq - base
         if not h.flags & Flag.RESULT or h.job_id != self.job_id or not 0 <= k < n or out[k] is not None:
             self.stats.ignored += 1
-            return 0
+            return -1
         if h.flags & Flag.RESEND:  # the PS asks for exact values: a switch sum overflowed
             self.stats.resend_requests += 1
             self._resend(h.seq, padded, base, deadline, resends, sent_at)
-            return 0
+            return -1
         if h.seq in sent_at:
             self.rto.sample(time.monotonic() - sent_at.pop(h.seq))
         self.rto.progress()
@@ -266,7 +290,7 @@ class InaClient:
             self.stats.overflow_results += 1
             self.stats.saturated_lanes += sum(1 for v in values if v in (-(1 << 31), (1 << 31) - 1))
         self.window.on_result(h.seq, ecn, next_seq)
-        return 1
+        return k
 
 
 def ddp_hook(client: InaClient, world_size: int):

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -112,8 +113,8 @@ def test_four_workers_sum_exactly_up_to_the_quantisation_bound():
 
 
 def test_a_lost_packet_is_resent_after_the_timeout_and_the_sum_stays_exact():
-    """The PS loses worker 1's first packet of seq 5: worker 1 times out, resends it with RESEND, the
-    seq completes; the others' packets of seq 5 were stored and not resent twice."""
+    """The PS loses worker 1's first packet of seq 5: the later seqs' results overtake it, worker 1
+    resends it with RESEND (fast, after 3 of them, or on its timeout), the seq completes exactly."""
     lost = []
 
     def drop(data: bytes) -> bool:
@@ -127,7 +128,8 @@ def test_a_lost_packet_is_resent_after_the_timeout_and_the_sum_stays_exact():
     with Ps([_job(2, 3)], drop=drop):
         results, clients = _allreduce_all(2, inputs)
     _check_sums(inputs, results)
-    assert lost == [5] and clients[1].stats.timeouts >= 1 and clients[1].stats.resent >= 1
+    st = clients[1].stats
+    assert lost == [5] and st.resent >= 1 and st.fast_resends + st.timeouts >= 1
     assert clients[1].window.cwnd < 16  # the loss halved its window
 
 
@@ -179,6 +181,30 @@ def test_window_grows_by_one_per_window_and_halves_once_per_window():
     assert w.size == 1
     with pytest.raises(InaError):
         AimdWindow(initial=0)
+
+
+def test_a_hole_is_resent_after_three_later_results_without_waiting_for_the_timeout():
+    """One data packet of seq 2 lost at the PS, with the first timeout far away (1 s): the worker
+    resends seq 2 after the results of 3 later seqs (fast resend), long before its timeout."""
+    lost = []
+
+    def drop(data: bytes) -> bool:
+        if int.from_bytes(data[4:8], "big") == 2 and not data[1] and not lost:
+            lost.append(2)
+            return True
+        return False
+
+    inputs = _inputs(1, 32 * 40)
+    with Ps([_job(12, 1)], drop=drop):
+        client = InaClient(12, 0, PS_IP, SCALE, bind=_worker_ip(0))
+        client.rto.rto = 1.0
+        t0 = time.monotonic()
+        result = client.allreduce(inputs[0])
+        elapsed = time.monotonic() - t0
+        client.close()
+    _check_sums(inputs, [result])
+    assert lost == [2] and client.stats.fast_resends == 1 and client.stats.timeouts == 0
+    assert elapsed < 0.9
 
 
 def test_rto_follows_rfc6298():
@@ -304,4 +330,4 @@ def test_a_hole_never_outruns_the_ps_memory_under_loss(monkeypatch):
     _check_sums(inputs, results)
     st = ps.service.engine.stats
     assert st.results == 400 and st.late == 0 and st.resends_answered > 0
-    assert all(c.stats.timeouts > 0 for c in clients)
+    assert all(c.stats.fast_resends > 0 for c in clients)
