@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -63,6 +64,8 @@ def leftovers() -> list[str]:
     from testbed.ecn import stale_pin_dirs
 
     found += [f"bpffs {p}" for p in stale_pin_dirs()]
+    # bmv2's default notification socket, a file that outlives the switch (ours use loopback TCP).
+    found += [f"bmv2 socket {p}" for p in glob.glob("/tmp/bmv2-*-notifications.ipc")]
     if shutil.which("bpftool"):
         progs = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
         found += [f"bpf program {p['id']}" for p in json.loads(progs or "[]") if p.get("name") == "vq_ecn"]

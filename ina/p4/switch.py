@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -33,6 +34,13 @@ STAT_NAMES: tuple[str, ...] = tuple(
 packets no ``plain`` entry forwards)."""
 SLOT_REGISTERS = ("slot_state", "slot_key", "slot_bitmap", "slot_count", "slot_flags", "slot_values")
 _READY_S = 15.0
+
+
+def _free_loopback_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 class Bmv2Aggregator:
@@ -71,8 +79,10 @@ class Bmv2Aggregator:
         Raises:
             P4Error: it exited or did not answer in 15 s (its log's tail included).
         """
+        # Notifications over loopback TCP: bmv2's default is a socket file in /tmp
+        # (bmv2-<device-id>-notifications.ipc) that outlives the switch.
         cmd = [self.toolchain.simple_switch, "--device-id", str(self.device_id), "--thrift-port",
-               str(self.thrift_port)]
+               str(self.thrift_port), "--notifications-addr", f"tcp://127.0.0.1:{_free_loopback_port()}"]
         for port, intf in sorted(self.ports.items()):
             cmd += ["-i", f"{port}@{intf}"]
         log = open(self.log_path, "ab")
