@@ -1,10 +1,10 @@
 """Emulation test: the per-job fidelity verdict tells a job that keeps to its links from one that does not.
 
 The run builds its own network (the dilation sets its link rates), so this module does not use the
-shared fabric fixture. The slow case is a positive control made on purpose (the same measurement
-held to faster links), not an overload hoped for: whether a machine keeps up with a heavy job at
-dilation 1 depends on the machine (16 ranks measured 1.04-1.86 of their bound on machines of
-this kind), which is ``bench/fidelity.py``'s to report.
+shared fabric fixture. Both cases judge one real measurement against chosen link rates, so they do
+not hang on how fast the machine is: whether it keeps up with a job (16 ranks at dilation 1
+measured 1.04-1.86 of their bound on machines of this kind, 4 ranks at dilation 4 1.02-1.12 in a
+loaded suite) is ``bench/fidelity.py``'s to report, not a test's.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from conftest import SCALE, leftovers
 pytestmark = pytest.mark.emulation
 
 
-def _uncontended_verdict(tmp_path, name: str, machines: list[str], dilation: float, held_to: tuple[float, ...]):
+def _measured_job(tmp_path, name: str, machines: list[str], dilation: float):
     """Run a ring over ``machines`` with vgg16's scaled buckets on its own network at ``dilation``;
-    for each factor of ``held_to``, the fidelity monitor's verdict on it and the run's assessment
-    when judged against links that factor faster than the emulated ones (1: its own)."""
+    return ``judge(factors)``: for each factor, the fidelity monitor's verdict on that measurement
+    and the run's assessment when judged against links that factor faster than the emulated ones
+    (1: its own)."""
     from experiment.report import job_iteration_times
     from jobs.models import get_model, scaled_buckets
     from sim.steps import job_collisions
@@ -48,22 +49,30 @@ def _uncontended_verdict(tmp_path, name: str, machines: list[str], dilation: flo
     comm = run.comm_mean_s()
     evidence = JobEvidence(job=name, wave=0, machines_by_rank=tuple(machines), collective="ring",
                            bucket_bytes=buckets, comm_mean_s=comm, complete=len(its) == 3)
-    out = []
-    for factor in held_to:
-        rates = {link: r * factor for link, r in link_rates_mbps(g, SCALE).items()}
-        (verdict,) = job_verdicts(g, rates, [evidence], mtu=1500)
-        out.append((verdict, assess(cpu.summary(), [], [verdict])))
-    return out
+    cpu_summary = cpu.summary()
+
+    def judge(factors):
+        out = []
+        for factor in factors:
+            rates = {link: r * factor for link, r in link_rates_mbps(g, SCALE).items()}
+            (verdict,) = job_verdicts(g, rates, [evidence], mtu=1500)
+            out.append((verdict, assess(cpu_summary, [], [verdict])))
+        return out
+
+    return judge
 
 
-def test_monitor_passes_a_job_on_its_links_and_flags_it_held_to_faster_ones(emulation_ok, tmp_path):
-    """Four ranks in distinct pods at dilation 4: against its own links, within the bound's band and
-    trusted; the same measurement held to links 1.5 times faster (so it runs at two thirds of the
-    rate it is judged by): slow, and the run flagged naming the job."""
-    (light, light_run), (held, held_run) = _uncontended_verdict(tmp_path, "light", ["h1", "h5", "h9", "h13"],
-                                                                dilation=4, held_to=(1.0, 1.5))
-    assert light.status == "ok", light
-    assert light_run.trustworthy and light_run.jobs_checked == 1, light_run
-    assert held.status == "slow" and held.ratio >= 1.4, held
+def test_monitor_passes_a_job_held_to_its_measured_rate_and_flags_it_held_to_faster_links(emulation_ok, tmp_path):
+    """Four ranks in distinct pods at dilation 4, measured once: against its own links the ratio is
+    structural (at least 0.95: the shapers hold; under 2). Held to links at which that measurement is
+    exactly its bound: ok and trusted; held to links 1.5 times faster than those: slow, and the run
+    flagged naming the job. (How close the emulator keeps to the bound is bench/fidelity.py's.)"""
+    judge = _measured_job(tmp_path, "light", ["h1", "h5", "h9", "h13"], dilation=4)
+    ((own, _),) = judge([1.0])
+    assert 0.95 <= own.ratio < 2.0, own
+    (exact, exact_run), (held, held_run) = judge([1 / own.ratio, 1.5 / own.ratio])
+    assert exact.status == "ok" and exact.ratio == pytest.approx(1.0), exact
+    assert exact_run.trustworthy and exact_run.jobs_checked == 1, exact_run
+    assert held.status == "slow" and held.ratio == pytest.approx(1.5), held
     assert not held_run.trustworthy and any("'light'" in r for r in held_run.reasons), held_run
     assert leftovers() == []
