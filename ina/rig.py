@@ -27,7 +27,7 @@ from collections.abc import Mapping
 
 from common.errors import TestbedError
 from ina.engine import JobEntry
-from ina.p4.build import P4Error, Toolchain
+from ina.p4.build import ENGINES, P4Error, Toolchain
 from ina.p4.switch import TO_PS, TO_WORKERS, Bmv2Aggregator, aggregator_stats
 from ina.protocol import INA_UDP_PORT, WORKER_PORT_BASE, Flag
 from ina.softswitch import SoftAggregator
@@ -109,8 +109,6 @@ class _Port:
     def close(self) -> None:
         self.sock.close()
 
-
-ENGINES = ("bmv2", "software")
 
 
 class SwitchRig:

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from common.errors import EmulationError, TestbedError
 from common.lifecycle import StartStop
 from ina.engine import AggregatorStats
-from ina.p4.build import DEFAULT_SLOTS, compile_program, engine_available, find_toolchain
+from ina.p4.build import DEFAULT_SLOTS, ENGINES, compile_program, engine_available, find_toolchain
 from ina.p4.switch import Bmv2Aggregator, aggregator_stats
 from ina.plan import JobPlan, switch_tables
 from ina.protocol import INA_UDP_PORT, check_slots
@@ -39,9 +39,6 @@ from testbed.record import process_change
 
 PS_READY_S = 20.0
 """How long a parameter server may take to bind its port."""
-
-ENGINES = ("bmv2", "software")
-"""INA engines, best first; ``auto`` takes the first that runs here."""
 
 
 def resolve_engine(requested: str = "auto") -> tuple[str, str]:

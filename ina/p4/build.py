@@ -155,6 +155,10 @@ def runs(tc: Toolchain) -> str | None:
     return None
 
 
+ENGINES = ("bmv2", "software")
+"""INA engines, best first: bmv2 running ``aggregator.p4``, and the software engine (:mod:`ina.softswitch`)."""
+
+
 def engine_available() -> tuple[str, str]:
     """Which INA engine a run here would use, ``bmv2`` or ``software``, and why."""
     tc, why = find_toolchain()
