@@ -85,6 +85,12 @@ def _models():
 
 
 def _collectives():
+    from jobs.patterns import JOB_COLLECTIVES
+
+    return JOB_COLLECTIVES
+
+
+def _trace_collectives():
     from jobs.patterns import COLLECTIVE_NAMES
 
     return COLLECTIVE_NAMES
@@ -197,7 +203,38 @@ class TraceConfig:
     span_s: float = rule_field(Real(0, 10**10), 0.0)
     models: tuple = rule_field(ListOf(Name(_models), 1, 64, "model names"), factory=_netpack_pool)
     model_source: str = rule_field(Name(("trace", "pool")), "trace")
-    collective: str = rule_field(Name(_collectives), "ring")
+    collective: str = rule_field(Name(_trace_collectives), "ring")
+
+
+INA_USE = ("required", "optional")
+INA_ENGINES = ("auto", "bmv2", "software")
+INA_MAX_SLOTS = 4096  # ina.p4.build.DEFAULT_SLOTS, the bmv2 program's register size (checked by a test)
+
+
+@dataclasses.dataclass(frozen=True)
+class InaConfig:
+    """In-network aggregation for the jobs whose ``collective`` is ``ina`` (ignored without any).
+
+    Every INA switch gets an aggregator attached one-armed (:mod:`testbed.ina_fabric`); each INA
+    job's plan (:func:`ina.plan.plan_job`) makes the ToRs holding two or more of its machines
+    aggregate them, with its parameter server on the machine the placement names (``ps_host``)
+    or else its rank 0's machine, and the INA switches the placement names (``ina_switches``) or
+    else all of :attr:`switches`.
+
+    Attributes:
+        use: ``required`` (a run fails with one line where no engine can run) or ``optional``
+            (the INA jobs then run the ``ring`` allreduce, and the results say INA was not used).
+        engine: ``auto`` (bmv2 where its toolchain runs here, else the software engine), ``bmv2``
+            or ``software``.
+        slots: aggregator slots in use at every switch: a power of two up to the bmv2
+            program's registers (:data:`INA_MAX_SLOTS`).
+        switches: the INA-capable switches; empty: every ToR (a switch with machines).
+    """
+
+    use: str = rule_field(Name(INA_USE), "required")
+    engine: str = rule_field(Name(INA_ENGINES), "auto")
+    slots: int = rule_field(Integer(1, INA_MAX_SLOTS), 1024)
+    switches: tuple = rule_field(ListOf(Name(), 0, 65_534, "switch names"), ())
 
 
 SIM_MODES = ("steps", "fluid")
@@ -272,6 +309,7 @@ class ExperimentConfig:
             :data:`CONGESTION_CONTROLS`; it must react to ECN (cubic, reno, dctcp, ...; not bbr)
             unless ECN marking is off.
         ecn: ECN marking and host ECN settings.
+        ina: in-network aggregation for jobs of collective ``ina``.
         simulator: what the flow-level simulator models in its per-job estimates.
         stats_interval_s: port statistics polling period.
         job_timeout_s: a wave of jobs that runs longer than this fails; in paper-scale
@@ -302,6 +340,7 @@ class ExperimentConfig:
     queue_packets: int = rule_field(Integer(1, 100_000), 100)
     congestion_control: str = rule_field(Name(CONGESTION_CONTROLS), "cubic")
     ecn: EcnConfig = rule_field(Section(EcnConfig), factory=EcnConfig)
+    ina: InaConfig = rule_field(Section(InaConfig), factory=InaConfig)
     simulator: SimulatorConfig = rule_field(Section(SimulatorConfig), factory=SimulatorConfig)
     stats_interval_s: float = rule_field(Real(0.05, 3600), 0.5)
     job_timeout_s: float = rule_field(Real(1, 10_000_000), 300.0)
@@ -379,6 +418,7 @@ def to_dict(cfg: ExperimentConfig) -> dict:
     d["jobs"] = [dataclasses.asdict(j) for j in cfg.jobs]
     d["policies"] = list(cfg.policies)
     d["ecn"] = dataclasses.asdict(cfg.ecn)
+    d["ina"] = {**dataclasses.asdict(cfg.ina), "switches": list(cfg.ina.switches)}
     d["simulator"] = dataclasses.asdict(cfg.simulator)
     d["trace"] = {**dataclasses.asdict(cfg.trace), "models": list(cfg.trace.models)}
     return d
@@ -480,6 +520,7 @@ def validate(cfg: ExperimentConfig, backend: str = "emu"):
         _validate_trace(cfg, emu, free)
     else:
         _validate_jobs(cfg, free)
+        _validate_ina(cfg, g, emu)
     _validate_policies(cfg)
     _validate_scheduler(cfg)
     if emu:
@@ -545,6 +586,44 @@ def _validate_jobs(cfg: ExperimentConfig, free: int) -> None:
         if cfg.mode == "train" and j.model != "small_cnn":
             raise ConfigError(f"config.jobs: job {j.name!r}: mode 'train' trains only model 'small_cnn', "
                               f"not {j.model!r}; use mode 'replay' for profiled models")
+
+
+def ina_jobs(cfg: ExperimentConfig) -> list[str]:
+    """The jobs of collective ``ina``, in config order."""
+    from jobs.patterns import INA
+
+    return [j.name for j in cfg.jobs if j.collective == INA]
+
+
+def ina_switches(cfg: ExperimentConfig, g) -> tuple[str, ...]:
+    """The INA-capable switches: ``ina.switches``, or every ToR (a switch with machines), sorted."""
+    if cfg.ina.switches:
+        return tuple(sorted(cfg.ina.switches))
+    return tuple(sorted({g.nodes[m]["rack"] for m, d in g.nodes(data=True) if d.get("role") == "machine"}))
+
+
+def _validate_ina(cfg: ExperimentConfig, g, emu: bool) -> None:
+    """INA jobs run on the emulator, in replay mode's agent runtime, with a power-of-two slot pool on
+    ToRs of the topology."""
+    names = ina_jobs(cfg)
+    if not names:
+        return
+    if not emu:
+        raise ConfigError(f"config.jobs: job {names[0]!r} uses collective 'ina', which the flow-level simulator "
+                          "does not model; run it on the emulator, or give it another collective")
+    if cfg.mode != "replay" or cfg.runtime != "agent":
+        raise ConfigError(f"config.jobs: job {names[0]!r} uses collective 'ina', which runs in replay mode's agent "
+                          f"runtime (mode: replay, runtime: agent), not mode {cfg.mode!r}, runtime {cfg.runtime!r}")
+    slots = cfg.ina.slots
+    if slots & (slots - 1):
+        fail("config.ina.slots", slots, "is not a power of two", f"1, 2, 4, ... {INA_MAX_SLOTS}")
+    tors = {g.nodes[m]["rack"] for m, d in g.nodes(data=True) if d.get("role") == "machine"}
+    for s in cfg.ina.switches:
+        if s not in tors:
+            fail("config.ina.switches", s, "is not a switch with machines (a ToR) of the topology",
+                 f"ToRs: {', '.join(sorted(tors)[:6])}{' ...' if len(tors) > 6 else ''}")
+    if len(set(cfg.ina.switches)) != len(cfg.ina.switches):
+        raise ConfigError("config.ina.switches: a switch is listed twice")
 
 
 def _validate_policies(cfg: ExperimentConfig) -> None:

@@ -46,8 +46,9 @@ Schema, format version 1 (key order in the file is alphabetical):
       ``index - 1``), ``arrival_s``, ``measured_run_s`` and ``measured_startup_s`` (see
       *Arrival times*);
     * ``jobs``: one per job, in placement order:
-        * ``name``, ``model``, ``collective`` (allreduce algorithm: ``ring``, ``hd``, or
-          ``gloo``, replayed as a mirrored ring, :mod:`jobs.patterns`), ``workers``;
+        * ``name``, ``model``, ``collective`` (allreduce algorithm: ``ring``, ``hd``,
+          ``gloo``, replayed as a mirrored ring, :mod:`jobs.patterns`, or ``ina``, in-network
+          aggregation through the job's parameter server), ``workers``;
         * ``wave``, ``arrival_s``, ``starts_after_wave``: as the job's wave;
           ``submitted_s``: the job's submission time in the config (paper-scale seconds);
         * ``ranks``: ``rank``, ``machine``, ``gpu`` (slot index on the machine), in rank
@@ -55,7 +56,8 @@ Schema, format version 1 (key order in the file is alphabetical):
         * ``machine_pairs``: the directed ``[src, dst]`` machine pairs the job's collective
           sends over (its buckets and the replay runtime's barrier allreduce of
           ``4 x workers`` emulated bytes before the first measured iteration and after the
-          last); ranks on one machine exchange in memory, so a job on one machine has none;
+          last); ranks on one machine exchange in memory, so a job on one machine has none; an
+          ``ina`` job's pairs are each machine and its PS, both ways;
         * ``bucket_bytes``: the gradient buckets allreduced every iteration, in order, at paper
           scale (``emulated_bucket_bytes x scale``, rounded to whole bytes);
           ``emulated_bucket_bytes``: what the emulated ranks sent; ``bucket_source``:
@@ -108,7 +110,7 @@ from common.units import scale_bw_mbps, virtual_s
 from experiment.config import ExperimentConfig, load
 from jobs.agent import barrier_bytes
 from jobs.models import get_model, scaled_buckets
-from jobs.patterns import replay_pattern
+from jobs.patterns import INA, replay_pattern
 from jobs.records import IterationRecord
 from topo.io import read_topology_json
 from topo.routing import ecmp_path, equal_cost_paths
@@ -386,7 +388,12 @@ def job_record(cfg: ExperimentConfig, placement: dict, wave: Wave, summary_job: 
         source = "model"
     ranks = tuple(Rank(r, m, int(gpu)) for r, (m, gpu) in enumerate(placement["slots"]))
     machines_by_rank = tuple(r.machine for r in ranks)
-    pairs = machine_pairs(spec.collective, machines_by_rank, (*emulated, barrier_bytes(len(ranks))))
+    if spec.collective == INA:  # every machine and its PS (the emulator's default: rank 0's machine), both ways
+        ps = placement.get("ps_host") or machines_by_rank[0]
+        pairs = tuple(sorted({p for m in machines_by_rank if m != ps for p in ((m, ps), (ps, m))},
+                             key=lambda p: (natural_key(p[0]), natural_key(p[1]))))
+    else:
+        pairs = machine_pairs(spec.collective, machines_by_rank, (*emulated, barrier_bytes(len(ranks))))
     s = summary_job or {}
     comm, compute = s.get("comm_mean_s"), s.get("compute_mean_s")
     measured = Measured(comm_mean_s=comm, comm_p99_s=s.get("comm_p99_s"), compute_mean_s=compute,

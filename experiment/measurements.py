@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from experiment.ina_results import InaResult
 from experiment.summary import PolicySummary
 from placement.base import Placement
 from sim.flowsim import JobEstimate
@@ -151,6 +152,7 @@ class PolicyResult:
     dir: str
     queue_stats: str
     wall_time_s: float
+    ina: InaResult | None = None  # None: no job of the run uses collective ina
     summary: PolicySummary | None = None
 
     def to_dict(self) -> dict:
@@ -167,4 +169,6 @@ class PolicyResult:
             "scale": self.scale, "dilation": self.dilation, "port_sampler": self.port_sampler.to_dict(),
             "dir": self.dir,
             "queue_stats": self.queue_stats, "wall_time_s": self.wall_time_s,
+            **({"ina": self.ina.to_dict()} if self.ina is not None else {}),
         }
+

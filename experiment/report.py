@@ -46,6 +46,7 @@ from collections.abc import Sequence
 
 from common.jsonfile import write_json_atomic
 from common.units import MEGA, virtual_s
+from experiment.ina_results import InaJobResult, InaResult
 from experiment.measurements import PolicyResult
 from experiment.summary import JobSummary, PolicySummary, all_comparisons
 from experiment.validation import comparable, pearson_r, validation_stats
@@ -233,6 +234,7 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> PolicySummary:
         jobs_failed=fid.jobs_failed,
         worst_job_ratio=_worst_ratio(fid.jobs),
         jobs=tuple(per_job),
+        ina=result.ina,
     )
 
 
@@ -328,7 +330,42 @@ def summary_tables(summaries: Sequence[PolicySummary]) -> str:
         for reason in s.fidelity_reasons:
             parts.append(f"  UNTRUSTWORTHY under {s.policy}: {reason}; lighten the emulation (a larger "
                          f"dilation, jumbo frames with mtu: 9000, fewer concurrent workers) or use more cores")
+        if s.ina is not None:
+            parts += ["", *ina_lines(s)]
     return "\n".join(parts)
+
+
+INA_CSV_COLUMNS = ("engine", "ps_host", "leaves", "root", "job_ids", "sent", "resent", "timeouts", "results",
+                   "ecn_results", "ps_received", "ps_aggregated", "ps_fallback", "packets_per_ps_packet",
+                   "fallback_fraction")
+"""``ina.csv``: one row per policy and INA job (client counters summed over its machines)."""
+
+
+def ina_row(ina: InaResult, job: InaJobResult) -> list:
+    """One job's ``ina.csv`` values, in :data:`INA_CSV_COLUMNS` order."""
+    return [ina.engine, job.ps_host, " ".join(job.leaves), job.root or "", " ".join(map(str, job.job_ids)),
+            *(job.client.get(k, 0) for k in ("sent", "resent", "timeouts", "results", "ecn_results")),
+            *(job.ps.get(k, 0) for k in ("received", "aggregated", "fallback")),
+            job.packets_per_ps_packet, job.fallback_fraction]
+
+
+def ina_lines(s: PolicySummary) -> list[str]:
+    """The INA table of one policy: each INA job's packets, where they were summed, fall-backs."""
+    ina = s.ina
+    if not ina.used:
+        return [f"INA under {s.policy}: not used ({ina.why})"]
+    totals = {k: sum(c.get(k, 0) for c in ina.aggregators.values()) for k in ("contributions", "aggregates",
+                                                                               "collisions", "duplicates")}
+    malformed = sum(v for c in ina.aggregators.values() for k, v in c.items() if k.startswith("malformed:"))
+    rows = [[name, j.ps_host, " ".join(j.leaves) or "-", j.root or "-", str(j.client.get("sent", 0)),
+             str(j.client.get("resent", 0)), str(j.ps.get("received", 0)), str(j.ps.get("fallback", 0)),
+             _fmt("", "{:.2f}", j.packets_per_ps_packet), _fmt("", "{:.1%}", j.fallback_fraction)]
+            for name, j in ina.jobs.items()]
+    return [f"INA under {s.policy} ({ina.engine} aggregators, {ina.slots} slots; {ina.why}):",
+            format_table(["job", "PS", "leaves", "root", "sent", "resent", "at PS", "fell back", "sent/at PS",
+                          "fallback"], rows),
+            f"  aggregators: {totals['contributions']} packets summed, {totals['aggregates']} aggregates sent on, "
+            f"{totals['collisions']} collisions, {totals['duplicates']} duplicates, {malformed} malformed dropped"]
 
 
 def write_run_report(run_dir: str, cfg, g, results: dict[str, PolicyResult], caps: dict, stream,
@@ -365,6 +402,13 @@ def write_run_report(run_dir: str, cfg, g, results: dict[str, PolicyResult], cap
             for j in s.jobs:
                 w.writerow([s.policy, j.job, *[getattr(j, c) for c in cols], " ".join(j.machines),
                             " ".join(j.contended_with)])
+    if any(s.ina is not None for s in summaries):
+        with open(os.path.join(run_dir, "ina.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["policy", "job", *INA_CSV_COLUMNS])
+            for s in summaries:
+                for name, job in (s.ina.jobs.items() if s.ina is not None else ()):
+                    w.writerow([s.policy, name, *("" if v is None else v for v in ina_row(s.ina, job))])
     with open(os.path.join(run_dir, "link_bytes.csv"), "w", newline="") as f:
         w = csv.writer(f)
         cols = [f.name for f in dataclasses.fields(LinkRow)]
@@ -389,8 +433,9 @@ def write_run_report(run_dir: str, cfg, g, results: dict[str, PolicyResult], cap
     plots += write_validation_plot(run_dir, summaries, overall)
     plots += write_queue_report(run_dir, results)
     print("\n" + text, file=stream)
+    ina_csv = ", ina.csv" if any(s.ina is not None for s in summaries) else ""
     print(f"\nresults: {run_dir} (summary.json, summary.csv, jobs.csv, link_bytes.csv, link_checks.csv, queues.csv"
-          + "".join(f", {os.path.basename(p)}" for p in plots) + ")", file=stream, flush=True)
+          + ina_csv + "".join(f", {os.path.basename(p)}" for p in plots) + ")", file=stream, flush=True)
 
 
 def write_plots(run_dir: str, summaries: Sequence[PolicySummary]) -> list[str]:
@@ -404,7 +449,8 @@ def write_plots(run_dir: str, summaries: Sequence[PolicySummary]) -> list[str]:
     import matplotlib.pyplot as plt
 
     names = [s.policy for s in summaries]
-    fig, axes = plt.subplots(1, 5, figsize=(21, 4))
+    with_ina = any(s.ina is not None for s in summaries)
+    fig, axes = plt.subplots(1, 6 if with_ina else 5, figsize=(25 if with_ina else 21, 4))
     x = range(len(names))
     axes[0].bar([i - 0.2 for i in x], [s.comm_mean_s or 0 for s in summaries], 0.4, label="mean")
     axes[0].bar([i + 0.2 for i in x], [s.comm_p99_s or 0 for s in summaries], 0.4, label="p99")
@@ -421,6 +467,8 @@ def write_plots(run_dir: str, summaries: Sequence[PolicySummary]) -> list[str]:
             axes[3].text(i, 0, "not\nmeasured", ha="center", va="bottom", fontsize=8)
     axes[3].set_ylabel("ECN-marked packets (measurement windows)")
     _plot_job_ratios(axes[4], summaries)
+    if with_ina:
+        _plot_ina(axes[5], summaries)
     for ax in axes:
         ax.set_xticks(list(x))
         ax.set_xticklabels(names, rotation=20, ha="right")
@@ -433,6 +481,20 @@ def write_plots(run_dir: str, summaries: Sequence[PolicySummary]) -> list[str]:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [path]
+
+
+def _plot_ina(ax, summaries: Sequence[PolicySummary]) -> None:
+    """INA bars: worker packets per packet reaching the PS per policy (1: nothing summed in the
+    network); policies where INA was not used or reached no PS are labelled, not drawn."""
+    x = range(len(summaries))
+    values = [s.ina_packets_per_ps_packet for s in summaries]
+    ax.bar(x, [v or 0 for v in values], color="tab:purple")
+    for i, (s, v) in enumerate(zip(summaries, values, strict=True)):
+        if v is None:
+            why = "INA not\nused" if s.ina is not None and not s.ina.used else "no INA\nmeasured"
+            ax.text(i, 0, why, ha="center", va="bottom", fontsize=8)
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set_ylabel("INA: worker packets per packet at the PS")
 
 
 def validation_text(summaries: Sequence[PolicySummary], overall) -> str:

@@ -41,6 +41,7 @@ from experiment.simsummary import (
     SimPolicySummary,
     policy_summary,
 )
+from jobs.patterns import INA
 from sim.backend import FlowSimBackend, FluidSimBackend
 from sim.flowsim import JobEstimate, SimOptions
 
@@ -83,11 +84,14 @@ def replay_on_simulator(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seq
     (its ranks joining), so a simulated job starts that much earlier. With ``bucket_bytes``,
     jobs allreduce those buckets (the run's measured ones) instead of their models'.
 
+    Jobs of collective ``ina`` are not simulated (the simulator does not model in-network
+    aggregation): they are left out, so the jobs beside them are estimated without their traffic.
+
     Returns:
         The estimate of every job that completed an iteration in the simulator.
     """
     backend = sim_backend(cfg, g, bucket_bytes)
-    jobs = {j.name: j for j in experiment_jobs(cfg, g)}
+    jobs = {j.name: j for j in experiment_jobs(cfg, g) if j.collective != INA}
     events = sorted([(st.time_s, 1, i, st.job, st.placement) for i, st in enumerate(loop.starts)]
                     + [(r.end_s, 0, i, r.job, None) for i, r in enumerate(loop.runs) if not r.finished],
                     key=lambda e: e[:3])
@@ -101,6 +105,8 @@ def replay_on_simulator(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seq
             backend.advance(t)
 
     for t, kind, _, name, placement in events:
+        if name not in jobs:
+            continue
         run_until(t)
         if kind == 0:
             if name in running:

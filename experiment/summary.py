@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
+from experiment.ina_results import InaResult
 from experiment.validation import Comparison, ValidationStats, comparable, validation_stats
 from testbed.fidelity import LinkCheck
 
@@ -119,6 +120,7 @@ class PolicySummary:
         jobs_checked, jobs_failed: jobs checked against their bound, and those slow or fast.
         worst_job_ratio: the checked job's measured / bound furthest from 1 (None: none checked).
         jobs: every placed job, in placement order.
+        ina: in-network aggregation over the policy (None: no job uses collective ``ina``).
     """
 
     policy: str
@@ -159,6 +161,7 @@ class PolicySummary:
     jobs_failed: int
     worst_job_ratio: float | None
     jobs: tuple[JobSummary, ...]
+    ina: InaResult | None = None
 
     def job(self, name: str) -> JobSummary:
         """The summary of job ``name``.
@@ -202,7 +205,18 @@ class PolicySummary:
             "jobs_checked": self.jobs_checked, "jobs_failed": self.jobs_failed,
             "worst_job_ratio": self.worst_job_ratio, "validation": self.validation.to_dict(),
             "jobs": {j.job: j.to_dict() for j in self.jobs},
+            **({"ina": self.ina.to_dict()} if self.ina is not None else {}),
         }
+
+    @property
+    def ina_packets_per_ps_packet(self) -> float | None:
+        """Worker packets per packet reaching a PS over every INA job of the policy (None: no INA
+        job reached its PS, or INA not used)."""
+        if self.ina is None:
+            return None
+        sent = sum(j.client.get("sent", 0) for j in self.ina.jobs.values())
+        received = sum(j.ps.get("received", 0) for j in self.ina.jobs.values())
+        return sent / received if received else None
 
 
 def all_comparisons(summaries: Sequence[PolicySummary]) -> list[Comparison]:

@@ -285,6 +285,11 @@ class Aggregator:
         return {i: (self._key[i] >> 32, self._key[i] & 0xFFFFFFFF, SlotState(s))
                 for i, s in enumerate(self._state) if s != SlotState.FREE}
 
+    def release_slots(self) -> None:
+        """Free every slot (as the P4 program's ``register_reset`` of its slot registers); the
+        table and the counters stay. O(n_slots)."""
+        self._state = bytearray(self.n_slots)
+
     def _free(self, i: int) -> None:
         self._state[i] = SlotState.FREE
 

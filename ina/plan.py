@@ -13,6 +13,9 @@ bit (:class:`ina.engine.JobTree`, at most :data:`ina.engine.MAX_BITS` bits with 
   sent on to the PS with the leaf's own bit.
 * The **root** is the PS's ToR, where it is an INA switch and has at least two children (the
   job's machines under it and the leaves): it sums those into the aggregate the PS receives.
+  The PS's own machine, when it is one of the job's, is not among them: its packets reach the
+  PS over loopback, never through the ToR, so the root's fan-in leaves it out and the PS adds
+  that machine's packet to the root's aggregate.
 * Everything else reaches the next level unaggregated: machines under a ToR that does not
   aggregate the job are the root's workers (the PS's, where the root does not aggregate).
 
@@ -109,8 +112,10 @@ def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches
         entries[t] = JobEntry(len(workers), Role.LEAF, leaf_bit)
         nxt += 1 + len(workers)
     tree = JobTree(job_id, tuple(range(len(at_root))), tuple(leaves))
-    if ps_tor in ina and tree.root_fan_in >= 2:
-        entries[ps_tor] = JobEntry(tree.root_fan_in, Role.ROOT)
+    # The PS's own machine reaches the PS over loopback, never through its ToR: the root sums the others.
+    root_children = tree.root_fan_in - (ps_host in bits)
+    if ps_tor in ina and root_children >= 2:
+        entries[ps_tor] = JobEntry(root_children, Role.ROOT)
     addresses = {b: g.nodes[m]["ip"] for m, b in bits.items()}
     return JobPlan(tree, bits, entries, ps_host, addresses)
 

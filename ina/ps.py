@@ -13,15 +13,30 @@ A job's completed seqs are kept to answer resends; the oldest are forgotten beyo
 window is a range of seqs much smaller than that (:class:`ina.client.AimdWindow`), so no worker
 still needs a forgotten result.
 
-Run as ``python -m ina.ps --config ps.json [--stats stats.json] [--bind ADDR]``, the config
-``{"jobs": [{"job_id": 1, "root_workers": [0, 1], "leaves": [[2, [3, 4]]],
+Each job's datagrams are counted as they arrive and leave (:class:`PsJobCounters`: received,
+aggregated in the network, fallen back, resent, results sent, seqs completed), beside the
+engine's counters of the PS rules.
+
+Run as ``python -m ina.ps --config ps.json [--stats stats.json] [--bind ADDR] [--ack ack.json]``,
+the config ``{"jobs": [{"job_id": 1, "root_workers": [0, 1], "leaves": [[2, [3, 4]]],
 "workers": {"0": "10.0.0.1", ...}}]}`` (worker bit -> machine IP; a :class:`ina.engine.JobTree`
-plus addresses). On SIGTERM it writes its counters to ``--stats`` and exits 0.
+plus addresses). On SIGTERM it writes its counters (:meth:`PsService.stats`) to ``--stats`` and
+exits 0.
+
+Jobs start and end while others run: on SIGHUP the PS reads ``--config`` again and serves
+exactly its jobs (:meth:`PsService.set_jobs`: new ones installed, unlisted ones uninstalled,
+unchanged ones untouched, their pending seqs kept; one listed with another tree or other
+addresses is installed afresh). The reload runs in the serve loop between
+datagrams, never in the signal handler. A config it cannot use changes nothing: one line to
+stderr, and it serves on. After the first load and after each reload it writes ``--ack``
+atomically, ``{"generation": n, "jobs": [sorted job ids]}``, ``n`` counting loads from 1, so the
+sender of a SIGHUP knows when its new config is served (:meth:`testbed.ina_fabric.InaFabric.add_jobs`).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import json
 import select
@@ -29,10 +44,12 @@ import signal
 import socket
 import sys
 from collections.abc import Mapping, Sequence
+from typing import TextIO
 
 from common.errors import TestbedError
+from common.jsonfile import write_json_atomic
 from ina.engine import Dest, JobTree, LeafGroup, ParameterServer
-from ina.protocol import INA_UDP_PORT, InaError, worker_port
+from ina.protocol import FIELD_NAMES, HEADER, HEADER_BYTES, INA_UDP_PORT, Flag, InaError, worker_port
 
 KEEP_SEQS = 4096
 """Completed seqs kept per job to answer resends (at least; up to :data:`FORGET_EVERY` more)."""
@@ -80,30 +97,141 @@ class PsJob:
         return cls(tree, workers)
 
 
+@dataclasses.dataclass
+class PsJobCounters:
+    """One job's datagrams at the PS, classified by their header whatever the PS rules then did with
+    them (stored, duplicate, late, ...).
+
+    Counted only for well-formed datagrams of a job the PS serves when they arrive: a malformed one
+    is only in the engine's ``malformed``, one of a job not served only in its ``unknown_job``. The
+    counters outlive the job (:meth:`PsService.set_jobs` removing it), so a run's totals can be read
+    when it ends; a job id installed again counts on.
+    """
+
+    received: int = 0
+    """Datagrams of the job reaching the PS (every kind, RESULT packets too)."""
+    aggregated: int = 0
+    """Of those, the ones carrying more than one worker's contribution: their ``bitmap`` expanded by
+    the job's tree (:meth:`ina.engine.JobTree.expand`, a leaf's bit standing for its workers)
+    covers two or more workers. That is a leaf's partial or the root's aggregate, also when it fell
+    back at the root; a worker's own packet (a resend too) carries its one bit. [R] Not the PARTIAL
+    flag: a switch entry of fan-in 1 marks a single worker's packet PARTIAL, which summed nothing."""
+    fallback: int = 0
+    """Of those, the ones with COLLISION set (fell back at a switch whose slot was held)."""
+    resend: int = 0
+    """Of those, the ones with RESEND set (a worker's retransmission)."""
+    results: int = 0
+    """Datagrams the PS sent to the job's workers: one per worker machine per RESULT packet (a
+    completion, an answer to a resend, or a resend request). Summed over jobs: ``datagrams_sent``."""
+    completed_seqs: int = 0
+    """Seqs the PS completed (rule 7; answers to resends of completed seqs not counted again)."""
+
+    def to_dict(self) -> dict[str, int]:
+        """Plain data: every counter by name."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class JobsChange:
+    """What :meth:`PsService.set_jobs` did, by job id (each ascending)."""
+
+    added: tuple[int, ...] = ()
+    replaced: tuple[int, ...] = ()
+    """Listed again with a different tree or addresses: installed afresh, their seqs' state dropped."""
+    removed: tuple[int, ...] = ()
+    kept: tuple[int, ...] = ()
+    """Listed again unchanged: untouched, their pending and completed seqs kept."""
+
+    def __str__(self) -> str:
+        return ", ".join(f"{name} {list(getattr(self, name))}" for name in ("added", "replaced", "removed", "kept"))
+
+
+_FIELD = {name: FIELD_NAMES.index(name) for name in ("flags", "job_id", "seq", "bitmap")}
+
+
 class PsService:
-    """The PS behind ``sock`` (bound by the caller); :meth:`serve` until stopped."""
+    """The PS behind ``sock`` (bound by the caller); :meth:`serve` until stopped.
+
+    Args:
+        sock: a bound UDP socket.
+        jobs: the jobs to serve at first.
+
+    Raises:
+        InaError: two jobs share an id.
+    """
 
     def __init__(self, sock: socket.socket, jobs: Sequence[PsJob]):
         self.sock = sock
         self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
         self.engine = ParameterServer()
-        self.jobs = {j.tree.job_id: j for j in jobs}
-        for j in jobs:
-            self.engine.install(j.tree)
+        self.jobs: dict[int, PsJob] = {}
+        self.job_counters: dict[int, PsJobCounters] = {}
         self.sent = 0
+        self.set_jobs(jobs)
+
+    def set_jobs(self, jobs: Sequence[PsJob]) -> JobsChange:
+        """Serve exactly ``jobs``: install the new ones, uninstall those not listed (their state
+        dropped), leave those listed unchanged untouched (their pending and completed seqs kept)
+        and install afresh those listed with a different tree or addresses.
+
+        Raises:
+            InaError: two jobs share an id (then nothing changes).
+        """
+        wanted: dict[int, PsJob] = {}
+        for job in jobs:
+            if job.tree.job_id in wanted:
+                raise InaError(f"PS job {job.tree.job_id} is listed twice")
+            wanted[job.tree.job_id] = job
+        removed = sorted(set(self.jobs) - set(wanted))
+        for job_id in removed:
+            self.engine.uninstall(job_id)
+            del self.jobs[job_id]
+        added, replaced, kept = [], [], []
+        for job_id, job in sorted(wanted.items()):
+            old = self.jobs.get(job_id)
+            if old == job:
+                kept.append(job_id)
+                continue
+            if old is not None:
+                self.engine.uninstall(job_id)  # a different tree: its seqs' bits meant other workers
+            (added if old is None else replaced).append(job_id)
+            self.engine.install(job.tree)
+            self.jobs[job_id] = job
+            self.job_counters.setdefault(job_id, PsJobCounters())
+        return JobsChange(tuple(added), tuple(replaced), tuple(removed), tuple(kept))
 
     def handle(self, data: bytes, ecn_ce: bool = False) -> None:
-        """One datagram: run the PS rules, send what they emit to the job's workers."""
-        for out in self.engine.process(data, ecn_ce):
+        """One datagram: run the PS rules, send what they emit to the job's workers, count it for
+        its job (:class:`PsJobCounters`)."""
+        fields = HEADER.unpack_from(data) if len(data) >= HEADER_BYTES else None
+        job = self.jobs.get(fields[_FIELD["job_id"]]) if fields else None
+        was_done = job is not None and self.engine.result(job.tree.job_id, fields[_FIELD["seq"]]) is not None
+        outs = self.engine.process(data, ecn_ce)
+        if job is not None and not any(o.reason.startswith("malformed:") for o in outs):
+            self._count(job, fields, was_done)
+        for out in outs:
             if out.dest is not Dest.TO_WORKERS:
                 continue
             job_id = int.from_bytes(out.data[2:4], "big")
-            for addr in self.jobs[job_id].addresses():
+            addresses = self.jobs[job_id].addresses()
+            for addr in addresses:
                 self.sock.sendto(out.data, addr)
-                self.sent += 1
+            self.sent += len(addresses)
+            self.job_counters[job_id].results += len(addresses)
             seq = int.from_bytes(out.data[4:8], "big")
             if seq >= KEEP_SEQS and seq % FORGET_EVERY == 0:  # amortised: forget scans the tables
                 self.engine.forget(job_id, below_seq=seq - KEEP_SEQS + 1)
+
+    def _count(self, job: PsJob, fields: tuple[int, ...], was_done: bool) -> None:
+        """Count a well-formed datagram of a served job by its header (:class:`PsJobCounters`)."""
+        job_id, seq, flags = job.tree.job_id, fields[_FIELD["seq"]], fields[_FIELD["flags"]]
+        c = self.job_counters[job_id]
+        covered = job.tree.expand(fields[_FIELD["bitmap"]]) or 0
+        c.received += 1
+        c.aggregated += covered & (covered - 1) != 0
+        c.fallback += bool(flags & Flag.COLLISION)
+        c.resend += bool(flags & Flag.RESEND)
+        c.completed_seqs += not was_done and self.engine.result(job_id, seq) is not None
 
     def receive(self) -> None:
         """Handle one datagram waiting on the socket."""
@@ -111,40 +239,118 @@ class PsService:
         tos = next((c[2][0] for c in ancdata if c[0] == socket.IPPROTO_IP and c[1] == socket.IP_TOS and c[2]), 0)
         self.handle(data, tos & 3 == 3)
 
-    def serve(self, stop: list) -> None:
-        """Receive until ``stop`` is non-empty (checked at least every half second)."""
+    def serve(self, stop: list, reload: ConfigReload | None = None, wake: socket.socket | None = None) -> None:
+        """Receive until ``stop`` is non-empty, applying ``reload`` whenever it is requested.
+
+        Args:
+            stop: non-empty: return (checked at least every half second).
+            reload: re-reads the config when its ``requested`` is non-empty (set by a signal
+                handler; the reload itself runs here, between datagrams).
+            wake: a socket that becomes readable when a signal arrived
+                (:func:`signal.set_wakeup_fd`), so a stop or reload is seen at once; drained here.
+        """
         while not stop:
+            if reload is not None and reload.requested:
+                reload.requested.clear()
+                reload.reload(self)
+            sock = self.sock  # read each time: a caller may wrap it while serving
             try:
-                if select.select([self.sock], [], [], 0.5)[0]:
-                    self.receive()
+                ready = select.select([sock] if wake is None else [sock, wake], [], [], 0.5)[0]
             except InterruptedError:
                 continue
+            if wake is not None and wake in ready:
+                try:
+                    wake.recv(4096)
+                except BlockingIOError:
+                    pass
+            if sock in ready:
+                self.receive()
 
     def stats(self) -> dict:
-        """The engine's counters and the results sent (one per worker per completed seq)."""
-        return {**self.engine.stats.to_dict(), "datagrams_sent": self.sent}
+        """The engine's counters, the datagrams sent (one per worker per result packet) and, under
+        ``jobs``, each job's :class:`PsJobCounters` by its id as a string."""
+        return {**self.engine.stats.to_dict(), "datagrams_sent": self.sent,
+                "jobs": {str(j): c.to_dict() for j, c in sorted(self.job_counters.items())}}
+
+
+class ConfigReload:
+    """The PS's config file, loaded again on request, and the file acknowledging each load.
+
+    A signal handler appends to :attr:`requested`; :meth:`PsService.serve` then calls
+    :meth:`reload` between datagrams (never inside the handler, which could interrupt a packet
+    half handled).
+
+    Args:
+        config_path: the ``--config`` file.
+        ack_path: the ``--ack`` file (None: no acknowledgement).
+        log: where reloads are reported, one line each.
+    """
+
+    def __init__(self, config_path: str, ack_path: str | None = None, log: TextIO | None = None):
+        self.config_path, self.ack_path = config_path, ack_path
+        self.log = log if log is not None else sys.stderr
+        self.requested: list = []
+        self.generation = 0
+        """Loads so far (the first, at start, is 1)."""
+
+    def acknowledge(self, service: PsService) -> None:
+        """Count a load and write ``{"generation": n, "jobs": [sorted job ids]}`` to the ack file,
+        atomically (a reader sees the previous acknowledgement or this one).
+
+        Raises:
+            OSError: the ack file cannot be written.
+        """
+        self.generation += 1
+        if self.ack_path:
+            write_json_atomic(self.ack_path, {"generation": self.generation, "jobs": sorted(service.jobs)})
+
+    def reload(self, service: PsService) -> JobsChange | None:
+        """Load the config again and serve exactly its jobs (:meth:`PsService.set_jobs`), then
+        acknowledge. A malformed config (or one the service refuses) changes nothing and is not
+        acknowledged; either way one line goes to the log.
+
+        Returns:
+            What changed, or None where the config was refused.
+        """
+        try:
+            change = service.set_jobs(load_jobs(self.config_path))
+        except InaError as e:
+            print(f"ina.ps: reload refused, still serving jobs {sorted(service.jobs)}: {e}", file=self.log, flush=True)
+            return None
+        try:
+            self.acknowledge(service)
+        except OSError as e:
+            print(f"ina.ps: reload {self.generation} ({change}) not acknowledged: {e}", file=self.log, flush=True)
+            return change
+        print(f"ina.ps: reload {self.generation}: {change}", file=self.log, flush=True)
+        return change
 
 
 def load_jobs(path: str) -> list[PsJob]:
     """The jobs of a PS config file (see the module docstring).
 
     Raises:
-        InaError: unreadable or malformed.
+        InaError: unreadable or malformed, or a job id listed twice.
     """
     try:
         with open(path) as f:
             d = json.load(f)
-        return [PsJob.from_dict(j) for j in d["jobs"]]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        jobs = [PsJob.from_dict(j) for j in d["jobs"]]
+    except (OSError, ValueError, KeyError, TypeError, InaError) as e:
         raise InaError(f"PS config {path}: {e}") from None
+    twice = sorted(j for j, n in collections.Counter(j.tree.job_id for j in jobs).items() if n > 1)
+    if twice:
+        raise InaError(f"PS config {path}: job ids {twice} listed more than once")
+    return jobs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m ina.ps``: serve until SIGTERM, then write the counters."""
+    """``python -m ina.ps``: serve until SIGTERM, then write the counters; reload on SIGHUP."""
     ap = argparse.ArgumentParser(description="the INA parameter server")
     ap.add_argument("--config", required=True)
     ap.add_argument("--stats")
     ap.add_argument("--bind", default="0.0.0.0")
+    ap.add_argument("--ack", help="file acknowledging each load of the config: {generation, jobs}")
     args = ap.parse_args(argv)
     try:
         jobs = load_jobs(args.config)
@@ -154,13 +360,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ina.ps: {e}", file=sys.stderr)
         return 1
     stop: list = []
+    reload = ConfigReload(args.config, args.ack)
+    wake, waker = socket.socketpair()
+    for s in (wake, waker):
+        s.setblocking(False)
+    signal.set_wakeup_fd(waker.fileno())
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    signal.signal(signal.SIGHUP, lambda *_: reload.requested.append(1))
     service = PsService(sock, jobs)
-    service.serve(stop)
+    try:
+        reload.acknowledge(service)  # after the handlers: whoever reads the ack may signal at once
+    except OSError as e:
+        print(f"ina.ps: cannot acknowledge the config: {e}", file=sys.stderr)
+        return 1
+    service.serve(stop, reload, wake)
     if args.stats:
-        with open(args.stats, "w") as f:
-            json.dump(service.stats(), f, indent=1)
+        write_json_atomic(args.stats, service.stats())
     return 0
 
 

@@ -15,9 +15,18 @@ over a UNIX stream socket at ``PATH``, one JSON object per line, each answered b
 - ``{"op": "configure", "n_slots": 64, "jobs": [[job_id, fan_in, role, out_bit], ...],
   "routes": {"0": port, "1": port}, "plain": {"02:00:00:00:00:01": port}}`` -> ``{"ok": true}``
   (direction 0: towards the PS, 1: towards the workers);
+- ``{"op": "add_jobs", "jobs": [[job_id, fan_in, role, out_bit], ...]}`` -> these jobs' entries
+  installed (an id already installed: its entry replaced); every other entry, the slots and the
+  counters stay. All or nothing: a bad entry installs none;
+- ``{"op": "remove_jobs", "job_ids": [job_id, ...]}`` -> those entries removed (ids not installed
+  are ignored); the slots (a removed job's included, freed by their results) and the counters stay;
+- ``{"op": "release_slots"}`` -> every slot free; the table and the counters stay;
 - ``{"op": "reset"}`` -> every slot free, counters 0;
 - ``{"op": "counters"}`` -> ``{"ok": true, "counters": {name: value}}``;
 - anything else -> ``{"ok": false, "error": "..."}``.
+
+These are the operations an online schedule needs: jobs start and end while others run, so a
+job is added or removed without disturbing the slots the running jobs hold.
 
 :class:`SoftAggregator` starts it and speaks this protocol, with the methods of
 :class:`ina.p4.switch.Bmv2Aggregator`, so either can serve a rig or a fabric.
@@ -35,7 +44,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from common.errors import TestbedError
 from ina.engine import Aggregator, Dest, JobEntry, Role
@@ -56,6 +65,22 @@ def split_frame(frame: bytes) -> tuple[int, bool] | None:
     if struct.unpack_from(">H", frame, 20)[0] & 0x1FFF or INA_UDP_PORT not in struct.unpack_from(">HH", frame, 34):
         return None
     return 42, frame[15] & 3 == 3
+
+
+def _checked_entries(rows: Iterable) -> list[tuple[int, int, str, int]]:
+    """Table rows ``[job_id, fan_in, role, out_bit]`` of a control message, each checked as
+    :meth:`ina.engine.Aggregator.install` checks it, before any is installed.
+
+    Raises:
+        InaError: an entry out of range or an unknown role.
+        ValueError, TypeError: a row that is not four values.
+    """
+    scratch = Aggregator(1)
+    out = []
+    for job_id, fan_in, role, out_bit in rows:
+        scratch.install(job_id, fan_in, role, out_bit)
+        out.append((job_id, fan_in, Role(role).value, out_bit))
+    return out
 
 
 def udp_payload(frame: bytes, start: int) -> bytes:
@@ -83,12 +108,41 @@ class SoftSwitch:
     def configure(self, msg: dict) -> None:
         """Install a new engine with ``n_slots`` and ``jobs``, and the routes (see the module docstring)."""
         engine = Aggregator(check_slots(msg["n_slots"]))
-        for job_id, fan_in, role, out_bit in msg.get("jobs", []):
+        for job_id, fan_in, role, out_bit in _checked_entries(msg.get("jobs", [])):
             engine.install(job_id, fan_in, role, out_bit)
         self.engine = engine
         self.routes = {int(d): int(p) for d, p in msg.get("routes", {}).items()}
         self.plain = {bytes.fromhex(mac.replace(":", "")): int(p) for mac, p in msg.get("plain", {}).items()}
         self.other = 0
+
+    def add_jobs(self, msg: dict) -> None:
+        """Install (or replace) the entries of ``msg["jobs"]``; every other entry, the slots and the
+        counters stay (see the module docstring).
+
+        Raises:
+            KeyError: no ``jobs``.
+            InaError, ValueError, TypeError: a bad entry (then none is installed).
+        """
+        for job_id, fan_in, role, out_bit in _checked_entries(msg["jobs"]):
+            self.engine.install(job_id, fan_in, role, out_bit)
+
+    def remove_jobs(self, msg: dict) -> None:
+        """Remove the entries of ``msg["job_ids"]`` (ids not installed are ignored); the slots and
+        the counters stay.
+
+        Raises:
+            KeyError: no ``job_ids``.
+            TypeError: ``job_ids`` is not a list of integers.
+        """
+        job_ids = msg["job_ids"]
+        if not isinstance(job_ids, list) or not all(isinstance(j, int) for j in job_ids):
+            raise TypeError(f"job_ids {job_ids!r} must be a list of integers")
+        for job_id in job_ids:
+            self.engine.uninstall(job_id)
+
+    def release_slots(self) -> None:
+        """Every slot free; the table entries and the counters stay."""
+        self.engine.release_slots()
 
     def reset(self) -> None:
         """Every slot free and every counter 0; the table entries stay."""
@@ -172,19 +226,21 @@ class SoftSwitch:
             buf[:] = rest
             conn.sendall(json.dumps(self._answer(line)).encode() + b"\n")
 
+    def _ops(self) -> dict[str, Callable[[dict], dict | None]]:
+        """Control op -> its handler: the request in, extra answer fields (or None) out."""
+        return {"configure": self.configure, "add_jobs": self.add_jobs, "remove_jobs": self.remove_jobs,
+                "release_slots": lambda _: self.release_slots(), "reset": lambda _: self.reset(),
+                "counters": lambda _: {"counters": self.counters()}}
+
     def _answer(self, line: bytes) -> dict:
+        """The answer to one control line (see the module docstring); never raises on its content."""
         try:
             msg = json.loads(line)
             op = msg.get("op") if isinstance(msg, dict) else None
-            if op == "configure":
-                self.configure(msg)
-                return {"ok": True}
-            if op == "reset":
-                self.reset()
-                return {"ok": True}
-            if op == "counters":
-                return {"ok": True, "counters": self.counters()}
-            return {"ok": False, "error": f"unknown op {op!r}; valid: configure, reset, counters"}
+            ops = self._ops()
+            if op not in ops:
+                return {"ok": False, "error": f"unknown op {op!r}; valid: {', '.join(ops)}"}
+            return {"ok": True, **(ops[op](msg) or {})}
         except (ValueError, KeyError, TypeError, InaError) as e:
             return {"ok": False, "error": f"{type(e).__name__}: {e}"}
 
@@ -283,9 +339,37 @@ class SoftAggregator:
     def configure(self, n_slots: int, jobs: Mapping[int, JobEntry], routes: Mapping[int, int] | None = None,
                   plain: Mapping[str, int] | None = None) -> None:
         """As :meth:`ina.p4.switch.Bmv2Aggregator.configure` (counters restart at 0)."""
-        self.request({"op": "configure", "n_slots": n_slots,
-                      "jobs": [[j, e.fan_in, Role(e.role).value, e.out_bit] for j, e in sorted(jobs.items())],
+        self.request({"op": "configure", "n_slots": n_slots, "jobs": _rows(jobs),
                       "routes": {str(d): p for d, p in (routes or {}).items()}, "plain": dict(plain or {})})
+
+    def add_jobs(self, jobs: Mapping[int, JobEntry]) -> None:
+        """As :meth:`ina.p4.switch.Bmv2Aggregator.add_jobs`: these jobs' entries installed (an id
+        already installed: replaced); other entries, the slots and the counters untouched.
+
+        Raises:
+            TestbedError: the aggregator refused an entry (then it installed none).
+        """
+        if jobs:
+            self.request({"op": "add_jobs", "jobs": _rows(jobs)})
+
+    def remove_jobs(self, job_ids: Iterable[int]) -> None:
+        """As :meth:`ina.p4.switch.Bmv2Aggregator.remove_jobs`: those entries removed (ids not
+        installed ignored); the slots and the counters untouched.
+
+        Raises:
+            TestbedError: the aggregator refused.
+        """
+        job_ids = sorted(set(job_ids))
+        if job_ids:
+            self.request({"op": "remove_jobs", "job_ids": job_ids})
+
+    def release_slots(self) -> None:
+        """Every slot free; the table entries and the counters stay.
+
+        Raises:
+            TestbedError: the aggregator refused.
+        """
+        self.request({"op": "release_slots"})
 
     def reset(self) -> None:
         """Every slot free and every counter 0."""
@@ -294,6 +378,11 @@ class SoftAggregator:
     def counters(self) -> dict[str, int]:
         """The counters by name (:data:`ina.p4.switch.STAT_NAMES`)."""
         return self.request({"op": "counters"})["counters"]
+
+
+def _rows(jobs: Mapping[int, JobEntry]) -> list[list]:
+    """Table entries as the control protocol's rows ``[job_id, fan_in, role, out_bit]``, by job id."""
+    return [[j, e.fan_in, Role(e.role).value, e.out_bit] for j, e in sorted(jobs.items())]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -72,10 +72,10 @@ from jobs.launcher import (
     worker_env,
     write_json_file,
 )
-from jobs.patterns import replay_pattern
+from jobs.patterns import INA, replay_pattern
 from jobs.records import record_iteration
 
-INA_COLLECTIVE = "ina"
+INA_COLLECTIVE = INA
 """The collective of a job whose allreduce runs over in-network aggregation (:class:`InaEndpoint`)."""
 
 HEADER = struct.Struct("!HHHII")

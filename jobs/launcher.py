@@ -37,7 +37,7 @@ from typing import Protocol
 from common.errors import JobError
 from common.units import wall_s
 from jobs.models import TRAINABLE_MODELS, ModelProfile, scaled_buckets
-from jobs.patterns import COLLECTIVE_NAMES
+from jobs.patterns import INA, JOB_COLLECTIVES
 
 
 class JobLike(Protocol):
@@ -233,9 +233,11 @@ def plan_workers(job: JobLike, placement: PlacementLike, profile: ModelProfile, 
         raise JobError(f"job {job.name!r}: {job.workers} workers but {len(placement.slots)} slots placed")
     if profile.name != job.model:
         raise JobError(f"job {job.name!r}: model is {job.model!r} but the profile given is {profile.name!r}")
-    if job.collective not in COLLECTIVE_NAMES:
+    if job.collective not in JOB_COLLECTIVES:
         raise JobError(f"job {job.name!r}: unknown collective {job.collective!r}; "
-                       f"valid: {', '.join(sorted(COLLECTIVE_NAMES))}")
+                       f"valid: {', '.join(sorted(JOB_COLLECTIVES))}")
+    if job.collective == INA and mode != "replay":
+        raise JobError(f"job {job.name!r}: collective {INA!r} runs in replay mode (the agent runtime), not {mode!r}")
     if mode not in MODES:
         raise JobError(f"job {job.name!r}: unknown mode {mode!r}; valid: {', '.join(MODES)}")
     if mode == "train" and profile.name not in TRAINABLE_MODELS:

@@ -136,6 +136,12 @@ COLLECTIVE_NAMES = frozenset(PATTERNS) | NOT_MODELLED
 """Every collective name ``jobs.collectives.COLLECTIVES`` registers (checked by a test), for
 code that must validate a name without importing torch."""
 
+INA = "ina"
+"""In-network aggregation (:mod:`ina`): not a torch collective but the agent runtime's INA client
+(:mod:`jobs.agent`), run where the emulated fabric has aggregators (:mod:`testbed.ina_fabric`)."""
+JOB_COLLECTIVES = COLLECTIVE_NAMES | {INA}
+"""Every collective a job may name: the torch ones and :data:`INA`."""
+
 
 def pattern(name: str, p: int, size_bytes: int) -> list[list[Transfer]]:
     """The steps of one allreduce of ``size_bytes`` over ``p`` ranks with collective ``name``.

@@ -30,7 +30,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 
-from common.errors import JobError
+from common.errors import JobError, TestbedError
 from common.units import wall_s
 from experiment.backend import Backend, ExperimentJob, RunEnd
 from experiment.config import ExperimentConfig
@@ -47,10 +47,12 @@ from jobs.launcher import (
     timeout_failure,
 )
 from jobs.models import get_model
+from jobs.patterns import INA
 from jobs.records import read_records
 from placement.base import Placement
 from testbed import flows
 from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
+from testbed.ina_runs import InaRuns
 from testbed.net import EmulatedNetwork
 
 POLL_S = 0.05
@@ -88,6 +90,7 @@ class _Run:
     start_s: float
     iterations: int
     offset: int  # measured iterations of the job's earlier runs: this run's iteration 0 is this one
+    dir: str = ""  # the run's output directory
 
 
 @dataclasses.dataclass
@@ -144,14 +147,18 @@ class EmulatorBackend(Backend):
         progress: ``say(msg)`` prints a progress line; ``watch(specs, iterations)`` starts a
             progress thread and returns an Event that stops it (:class:`testbed.runner.Progress`).
         on_batch: called with each batch's index and its ``(job, placement)`` pairs as it starts.
+        ina: the policy's INA jobs on the fabric (:class:`testbed.ina_runs.InaRuns`); None when
+            no job uses collective ``ina``.
     """
 
     name = "emu"
 
     def __init__(self, cfg: ExperimentConfig, net: EmulatedNetwork, out_dir: str, progress,
-                 on_batch: Callable[[int, list[tuple[ExperimentJob, Placement]]], None] | None = None):
+                 on_batch: Callable[[int, list[tuple[ExperimentJob, Placement]]], None] | None = None,
+                 ina: InaRuns | None = None):
         self.cfg, self.net, self.out_dir, self.progress = cfg, net, out_dir, progress
         self.on_batch = on_batch
+        self.ina = ina
         self.t0 = time.monotonic()
         self.timeout_s = wall_s(cfg.job_timeout_s, cfg.dilation)
         self.ips = {m: net.g.nodes[m]["ip"] for m in net.hosts}
@@ -192,23 +199,32 @@ class EmulatorBackend(Backend):
 
         before = self.net.switch_counters()
         t_launch = time.time()
-        workers_by_job, plans = {}, []
+        workers_by_job, plans, ina = {}, [], {}
         try:
+            for job, p in runs:
+                if job.collective == INA:
+                    if self.ina is None:
+                        raise JobError(f"job {job.name!r} uses collective {INA!r} but the network has no INA fabric")
+                    ina[job.name] = self.ina.start(job, p)
             for job, specs in specs_by_job.items():
                 if uses_agents(self.cfg):
-                    job_plans = plan_agents({job: specs}, self.ips, free_tcp_port(), dirs[job], self.timeout_s)
+                    job_ina = {job: ina[job]} if job in ina else None
+                    job_plans = plan_agents({job: specs}, self.ips, free_tcp_port(), dirs[job], self.timeout_s,
+                                            ina=job_ina)
                     plans.extend(job_plans)
                     workers_by_job[job] = launch_agents(job_plans, exec_fn, dirs[job])
                 else:
                     workers_by_job[job] = launch(specs, exec_fn, dirs[job])
         except BaseException:
             stop_all([w for ws in workers_by_job.values() for w in ws])
+            for job in ina:
+                self.ina.end(job, dirs[job])
             raise
         all_workers = [w for ws in workers_by_job.values() for w in ws]
         for job, _ in runs:
             done = self.done_iterations.get(job.name, 0)
             self.running[job.name] = _Run(job, index, workers_by_job[job.name], self.now_s,
-                                          job.iterations - done, done)
+                                          job.iterations - done, done, dirs[job.name])
         stop_progress = self.progress.watch([w.spec for w in all_workers], self.cfg.iterations)
         ecn_before, conns = None, {job: set() for job in specs_by_job}
         try:
@@ -259,6 +275,11 @@ class EmulatorBackend(Backend):
         for run in list(self.running.values()):
             stop_all(run.workers)
             self.running.pop(run.job.name, None)
+            if self.ina is not None:
+                try:
+                    self.ina.end(run.job.name, run.dir)
+                except TestbedError:
+                    pass  # closing after a failure: the fabric goes with the network, the failure is raised
         for batch in self.batches:
             batch.stop_progress.set()
 
@@ -308,6 +329,8 @@ class EmulatorBackend(Backend):
         batch.open.discard(run.job.name)
         for proc in processes(run.workers):
             self.net.forget(proc)
+        if self.ina is not None:
+            self.ina.end(run.job.name, run.dir)
         end = RunEnd(run.job.name, run.start_s, self.now_s, finished, done)
         if not batch.open:
             self._close_batch(batch)

@@ -46,12 +46,15 @@ CPU figure is kept as evidence (``cpu_saturated``) rather than a verdict.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from common.units import MEGA, TCP_IP_HEADER_BYTES
+from jobs.patterns import INA
 from sim.steps import job_bound_s, job_collisions, job_links, largest_transfer_bytes
 from testbed.cpu import CpuSummary
 from testbed.shaping import burst_bytes, frame_bytes
+from topo.routing import ecmp_path, path_links
 
 MIN_RATE_RATIO = 0.9
 MIN_BUSY_S = 1.0
@@ -81,7 +84,8 @@ MIN_JOB_RATIO = 0.95
 """An uncontended job measured more than 5% below its contention-free bound ran faster than its
 links allow: the bound (placement, routing, rates, traffic pattern) or the measurement is wrong."""
 
-JOB_STATUSES = ("ok", "slow", "fast", "contended", "collides", "latency-bound", "local", "incomplete")
+JOB_STATUSES = ("ok", "slow", "fast", "contended", "collides", "latency-bound", "local", "incomplete",
+                "not-modelled")
 """Every :attr:`JobVerdict.status`; the first three are the jobs checked against their bound."""
 CHECKED_STATUSES = frozenset({"ok", "slow", "fast"})
 FAILED_STATUSES = frozenset({"slow", "fast"})
@@ -268,13 +272,14 @@ class JobEvidence:
         job: job name.
         wave: index of the wave the job ran in; only jobs of the same wave ran together.
         machines_by_rank: machine of each rank.
-        collective: collective name (``ring``, ``hd`` or ``gloo``).
+        collective: collective name (``ring``, ``hd``, ``gloo`` or ``ina``).
         bucket_bytes: size of each gradient bucket reduced per iteration, bytes, at the scale of
             the rates passed to :func:`job_verdicts` (emulated bytes with emulated rates).
         comm_mean_s: mean communication time per iteration (all buckets), seconds, in the time
             base of the bound (paper scale when rates and bytes are both scaled down, see
             :func:`sim.steps.job_bound_s`); None when nothing was measured.
         complete: whether every rank finished every iteration.
+        ps_host: an INA job's parameter server machine (None otherwise).
     """
 
     job: str
@@ -284,6 +289,7 @@ class JobEvidence:
     bucket_bytes: tuple[int, ...]
     comm_mean_s: float | None
     complete: bool
+    ps_host: str | None = None
 
     def to_dict(self) -> dict:
         """JSON-serialisable form."""
@@ -308,7 +314,9 @@ class JobVerdict:
             whatever the dilation), ``latency-bound`` (no transfer reaches
             :data:`LATENCY_BOUND_FRAMES` full packets: its time is software latency, not the
             network), ``local`` (no transfer left its
-            machine: bound 0) or ``incomplete`` (not measured, or did not finish) otherwise.
+            machine: bound 0), ``incomplete`` (not measured, or did not finish) or
+            ``not-modelled`` (an INA job: its time is set by the aggregators' and the parameter
+            server's packet processing, which no bound here models; bound 0) otherwise.
         bound_s: contention-free bound of one iteration's communication, seconds.
         measured_s: measured mean communication time per iteration, seconds, if any.
         ratio: ``measured_s / bound_s`` when both exist and the bound is positive (also given,
@@ -390,6 +398,20 @@ def job_verdict(evidence: JobEvidence, bound_s: float, contended_with: tuple[str
                       contended_with=contended_with, reason=reason)
 
 
+def ina_links(g, machines_by_rank: Sequence[str], ps_host: str | None) -> frozenset[tuple[str, str]]:
+    """Every directed link an INA job's packets cross: each machine's route to its parameter
+    server and back (:func:`topo.routing.ecmp_path`; an aggregator on the way sends on along the
+    same route). Empty without a PS host."""
+    out: set[tuple[str, str]] = set()
+    if ps_host is None:
+        return frozenset()
+    for m in dict.fromkeys(machines_by_rank):
+        if m != ps_host:
+            out.update(path_links(ecmp_path(g, m, ps_host)))
+            out.update(path_links(ecmp_path(g, ps_host, m)))
+    return frozenset(out)
+
+
 def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobEvidence],
                  mtu: int | None = None) -> list[JobVerdict]:
     """Check every job of a run against its contention-free bound.
@@ -413,13 +435,19 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
     Raises:
         JobError: a job with an unknown collective or a bad bucket size.
     """
-    links = [job_links(g, e.machines_by_rank, e.collective, e.bucket_bytes) for e in evidence]
+    links = [ina_links(g, e.machines_by_rank, e.ps_host) if e.collective == INA
+             else job_links(g, e.machines_by_rank, e.collective, e.bucket_bytes) for e in evidence]
     by_wave: dict[int, list[int]] = defaultdict(list)
     for i, e in enumerate(evidence):
         by_wave[e.wave].append(i)
     out = []
     for i, e in enumerate(evidence):
         others = dict.fromkeys(evidence[j].job for j in by_wave[e.wave] if j != i and links[i] & links[j])
+        if e.collective == INA:
+            out.append(JobVerdict(job=e.job, wave=e.wave, status="incomplete" if e.comm_mean_s is None or not e.complete
+                                  else "not-modelled", bound_s=0.0, measured_s=e.comm_mean_s, ratio=None,
+                                  contended_with=tuple(others)))
+            continue
         bound_s = job_bound_s(g, rate_mbps, e.machines_by_rank, e.collective, e.bucket_bytes, mtu)
         collisions = job_collisions(g, e.machines_by_rank, e.collective, e.bucket_bytes)
         largest = largest_transfer_bytes(e.machines_by_rank, e.collective, e.bucket_bytes)

@@ -8,9 +8,20 @@ the software engine (:mod:`ina.softswitch`, the same rules), and installs the jo
 entries from their plans (:func:`ina.plan.plan_job`). Every engine leaves by the port it came
 in on (``ina_out`` empty: one-armed), back to its switch, which routes it on.
 
-It also runs the jobs' parameter servers (:meth:`InaFabric.start_ps`): one ``python -m ina.ps``
-per PS machine, serving every job whose PS is there, stopped with :meth:`InaFabric.stop_ps`,
-which returns their counters.
+It also runs the jobs' parameter servers: one ``python -m ina.ps`` per PS machine, serving
+every job whose PS is there.
+
+Two ways to use it. A fixed set of jobs: :meth:`InaFabric.install` programs every aggregator
+(everything reset), :meth:`InaFabric.start_ps` starts their parameter servers and
+:meth:`InaFabric.stop_ps` stops them, returning their counters. An online schedule, jobs
+starting and ending while others run: :meth:`InaFabric.add_jobs` adds a job's table entries
+beside the running jobs' (their entries, slots and counters untouched) and has its PS machine
+serve it (a PS started there if none runs, else its config rewritten and reloaded with SIGHUP,
+waiting for its acknowledgement, :mod:`ina.ps`); :meth:`InaFabric.remove_jobs` undoes that
+(a PS left with no job keeps running), :meth:`InaFabric.release_slots` frees every slot (slots
+a job held when it ended are otherwise held until a result frees them), and
+:meth:`InaFabric.stop_all_ps` stops the parameter servers, returning their counters with each
+job's (:class:`ina.ps.PsJobCounters`).
 
 The engines are processes of the run: recorded by PID in the network's run record when
 spawned (so ``run_testbed.py clean`` stops them after a crash) and stopped by :meth:`stop`.
@@ -18,13 +29,17 @@ spawned (so ``run_testbed.py clean`` stops them after a crash) and stopped by :m
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from common.errors import EmulationError, TestbedError
+from common.jsonfile import write_json_atomic
 from common.lifecycle import StartStop
 from ina.engine import AggregatorStats
 from ina.p4.build import DEFAULT_SLOTS, ENGINES, compile_program, engine_available, find_toolchain
@@ -38,7 +53,7 @@ from testbed.procs import stop_process
 from testbed.record import process_change
 
 PS_READY_S = 20.0
-"""How long a parameter server may take to bind its port."""
+"""How long a parameter server may take to bind its port, or to acknowledge a config."""
 
 
 def resolve_engine(requested: str = "auto") -> tuple[str, str]:
@@ -65,6 +80,53 @@ def endpoints(net, plan: JobPlan) -> dict:
     return {m: InaEndpoint(plan.job_id, bit, ps_addr) for m, bit in plan.bits.items()}
 
 
+@dataclasses.dataclass
+class PsProcess:
+    """A parameter server :meth:`InaFabric.add_jobs` started, its files and the jobs it serves.
+
+    Attributes:
+        host: its machine.
+        proc: the process.
+        config, stats, ack, log: its ``--config``, ``--stats`` and ``--ack`` files and its output.
+        jobs: job id -> what its config lists (the jobs it serves once it acknowledged).
+    """
+
+    host: str
+    proc: subprocess.Popen
+    config: str
+    stats: str
+    ack: str
+    log: str
+    jobs: dict[int, PsJob] = dataclasses.field(default_factory=dict)
+
+    def write_config(self) -> None:
+        """Write its config file listing :attr:`jobs` (atomically: it may be reading the last one)."""
+        _write_ps_config(self.config, self.jobs)
+
+    def acknowledged(self) -> tuple[int, list[int]] | None:
+        """``(generation, job ids)`` of its ack file, or None while there is none."""
+        try:
+            with open(self.ack) as f:
+                d = json.load(f)
+            return int(d["generation"]), [int(j) for j in d["jobs"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+def _write_ps_config(path: str, jobs: Mapping[int, PsJob]) -> None:
+    """A parameter server's config file (:func:`ina.ps.load_jobs`), written atomically."""
+    write_json_atomic(path, {"jobs": [j.to_dict() for _, j in sorted(jobs.items())]})
+
+
+def _read_stats(path: str) -> dict:
+    """A parameter server's counters file, or ``{}`` where none was written."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
 class InaFabric(StartStop):
     """The aggregator engines of a running network's INA switches.
 
@@ -83,6 +145,10 @@ class InaFabric(StartStop):
         self.log_dir = os.path.join(net.run_dir, "ina")
         self.switches: dict[str, Bmv2Aggregator | SoftAggregator] = {}
         self._changes = {}
+        self._plans: dict[int, JobPlan] = {}
+        """The jobs whose entries the aggregators hold, by id."""
+        self._ps: dict[str, PsProcess] = {}
+        """The parameter servers :meth:`add_jobs` started, by machine."""
 
     def start(self) -> None:
         """Start one engine per INA switch on its aggregator port's peer.
@@ -117,7 +183,8 @@ class InaFabric(StartStop):
 
     def install(self, plans: Iterable[JobPlan], n_slots: int) -> None:
         """Program every aggregator with the jobs' entries (:func:`ina.plan.switch_tables`) and
-        ``n_slots`` slots in use; every slot free and every counter 0 afterwards.
+        ``n_slots`` slots in use; every slot free and every counter 0 afterwards. The parameter
+        servers of :meth:`add_jobs` are not touched (:meth:`stop_all_ps` stops them).
 
         Raises:
             EmulationError: more slots than the program has, a plan naming a switch without an
@@ -126,16 +193,217 @@ class InaFabric(StartStop):
         check_slots(n_slots)
         if self.engine == "bmv2" and n_slots > self.slots:
             raise EmulationError(f"{n_slots} INA slots asked for; the bmv2 program has {self.slots}")
-        tables = switch_tables(plans)
-        missing = sorted(set(tables) - set(self.switches))
-        if missing:
-            raise EmulationError(f"INA plans use {', '.join(missing)}, which have no aggregator in this network")
+        plans = list(plans)
+        tables = self._tables(plans)
+        self._plans = {}
         try:
             for s, sw in self.switches.items():
                 sw.configure(n_slots, tables.get(s, {}))
                 sw.reset()
         except TestbedError as e:
             raise EmulationError(f"programming the INA aggregators: {e}") from None
+        self._plans = {p.job_id: p for p in plans}
+
+    def _tables(self, plans: Sequence[JobPlan]) -> dict[str, dict]:
+        """:func:`ina.plan.switch_tables` of ``plans``, every switch checked to have an aggregator.
+
+        Raises:
+            EmulationError: two plans share a job id, or a plan names a switch without an aggregator.
+        """
+        try:
+            tables = switch_tables(plans)
+        except TestbedError as e:
+            raise EmulationError(f"INA plans: {e}") from None
+        missing = sorted(set(tables) - set(self.switches))
+        if missing:
+            raise EmulationError(f"INA plans use {', '.join(missing)}, which have no aggregator in this network")
+        return tables
+
+    def add_jobs(self, plans: Sequence[JobPlan], out_dir: str) -> None:
+        """Add jobs while others run: their entries on every aggregator they use (the other
+        jobs' entries, the slots and the counters untouched; a job id already added is replaced,
+        its entries on switches its new plan does not use removed), then each plan's PS machine
+        serves it. A machine with no parameter server yet gets one (its files in ``out_dir``:
+        ``ps-<machine>.json``, ``.stats.json``, ``.ack.json``, ``.log``); a running one gets its
+        config rewritten with every job it now serves and SIGHUP. Returns once every one of them
+        acknowledged exactly its jobs (:data:`PS_READY_S` at most).
+
+        Args:
+            plans: the jobs' plans (:func:`ina.plan.plan_job`), distinct job ids.
+            out_dir: where a parameter server started now keeps its files.
+
+        Raises:
+            EmulationError: a bad plan, an aggregator refused an entry, or a parameter server
+                exited or did not acknowledge its jobs in time (its log named).
+        """
+        plans = list(plans)
+        if not plans:
+            return
+        tables = self._tables(plans)
+        stale: dict[str, list[int]] = {}  # entries of re-added jobs on switches their new plans do not use
+        for p in plans:
+            old = self._plans.get(p.job_id)
+            for s in sorted(set(old.entries) - set(p.entries)) if old is not None else ():
+                stale.setdefault(s, []).append(p.job_id)
+        for s in sorted(set(tables) | set(stale)):
+            sw = self.switches[s]
+            try:
+                sw.remove_jobs(stale.get(s, ()))
+                sw.add_jobs(tables.get(s, {}))
+            except TestbedError as e:
+                raise EmulationError(f"adding INA jobs {sorted(p.job_id for p in plans)} to the aggregator of {s}: "
+                                     f"{e} (log: {sw.log_path})") from None
+        self._plans.update((p.job_id, p) for p in plans)
+        serving = {j: host for host, ps in self._ps.items() for j in ps.jobs}
+        targets: dict[str, dict[int, PsJob]] = {}  # machine -> every job it is to serve
+        for p in plans:
+            old_host = serving.get(p.job_id)
+            if old_host is not None and old_host != p.ps_host:  # the job's PS moved
+                targets.setdefault(old_host, dict(self._ps[old_host].jobs)).pop(p.job_id)
+            current = self._ps[p.ps_host].jobs if p.ps_host in self._ps else {}
+            targets.setdefault(p.ps_host, dict(current))[p.job_id] = PsJob(p.tree, p.addresses)
+        started: list[PsProcess] = []
+        try:
+            waits = []
+            for host, jobs in sorted(targets.items()):
+                if host in self._ps:
+                    waits.append(self._reload_ps(self._ps[host], jobs))
+                else:
+                    ps = self._spawn_managed_ps(host, jobs, out_dir)
+                    started.append(ps)
+                    waits.append((ps, 0))
+            self._wait_acks(waits)
+        except BaseException:
+            for ps in started:  # a parameter server that never served is not left behind
+                stop_process(ps.proc)
+                self.net.forget(ps.proc)
+                self._ps.pop(ps.host, None)
+            raise
+
+    def remove_jobs(self, job_ids: Iterable[int]) -> None:
+        """Remove jobs while others run: their entries from every aggregator (the slots and the
+        counters untouched), and from their parameter servers, reloaded as by :meth:`add_jobs`
+        (one left with no job keeps running, serving nothing). Ids not added are ignored.
+
+        Raises:
+            EmulationError: an aggregator refused, or a parameter server exited or did not
+                acknowledge its jobs in :data:`PS_READY_S` (its log named).
+        """
+        ids = set(job_ids)
+        if not ids:
+            return
+        for s, sw in sorted(self.switches.items()):
+            try:
+                sw.remove_jobs(ids)
+            except TestbedError as e:
+                raise EmulationError(f"removing INA jobs {sorted(ids)} from the aggregator of {s}: {e} "
+                                     f"(log: {sw.log_path})") from None
+        for j in ids:
+            self._plans.pop(j, None)
+        self._wait_acks([self._reload_ps(ps, {j: pj for j, pj in ps.jobs.items() if j not in ids})
+                         for _, ps in sorted(self._ps.items()) if ids & set(ps.jobs)])
+
+    def release_slots(self) -> None:
+        """Free every slot of every aggregator; the tables and the counters stay.
+
+        Raises:
+            EmulationError: an aggregator refused.
+        """
+        for s, sw in sorted(self.switches.items()):
+            try:
+                sw.release_slots()
+            except TestbedError as e:
+                raise EmulationError(f"freeing the slots of the INA aggregator of {s}: {e} "
+                                     f"(log: {sw.log_path})") from None
+
+    def served(self) -> dict[str, tuple[int, ...]]:
+        """Each machine running a parameter server of :meth:`add_jobs` -> the job ids it serves."""
+        return {host: tuple(sorted(ps.jobs)) for host, ps in sorted(self._ps.items())}
+
+    def _spawn_ps(self, host: str, config: str, stats: str, log: str, ack: str | None = None) -> subprocess.Popen:
+        """Start ``python -m ina.ps`` on ``host`` (recorded by the network for cleanup)."""
+        env = {"PYTHONPATH": PROJECT_ROOT, "PATH": os.environ.get("PATH", "")}
+        argv = [sys.executable, "-m", "ina.ps", "--config", config, "--stats", stats,
+                "--bind", self.net.g.nodes[host]["ip"], *(["--ack", ack] if ack else [])]
+        return self.net.popen(host, argv, env=env, cwd=PROJECT_ROOT, log_path=log)
+
+    def _spawn_managed_ps(self, host: str, jobs: Mapping[int, PsJob], out_dir: str) -> PsProcess:
+        """Start a parameter server serving ``jobs`` and record it in :attr:`_ps` (not waited for)."""
+        os.makedirs(out_dir, exist_ok=True)
+        stem = os.path.join(out_dir, f"ps-{host}")
+        config, stats, ack, log = f"{stem}.json", f"{stem}.stats.json", f"{stem}.ack.json", f"{stem}.log"
+        for old in (stats, ack):  # an earlier parameter server's, in a reused directory
+            if os.path.exists(old):
+                os.remove(old)
+        _write_ps_config(config, jobs)
+        ps = PsProcess(host, self._spawn_ps(host, config, stats, log, ack), config, stats, ack, log, dict(jobs))
+        self._ps[host] = ps
+        return ps
+
+    def _reload_ps(self, ps: PsProcess, jobs: Mapping[int, PsJob]) -> tuple[PsProcess, int]:
+        """Have a running parameter server serve exactly ``jobs``: rewrite its config, SIGHUP.
+
+        Returns:
+            ``(ps, generation it had acknowledged before)``, for :meth:`_wait_acks`.
+
+        Raises:
+            EmulationError: it is not running.
+        """
+        if ps.proc.poll() is not None:
+            raise EmulationError(f"the parameter server on {ps.host} exited with {ps.proc.returncode}: see {ps.log}")
+        before = ps.acknowledged()
+        ps.jobs = dict(jobs)
+        ps.write_config()
+        try:
+            os.kill(ps.proc.pid, signal.SIGHUP)
+        except ProcessLookupError:
+            raise EmulationError(f"the parameter server on {ps.host} is gone: see {ps.log}") from None
+        return ps, before[0] if before else 0
+
+    def _wait_acks(self, waits: Sequence[tuple[PsProcess, int]]) -> None:
+        """Wait until each parameter server acknowledged a generation after the given one listing
+        exactly its jobs; :data:`PS_READY_S` for them all.
+
+        Raises:
+            EmulationError: one exited, acknowledged other jobs, or did not acknowledge in time.
+        """
+        pending = list(waits)
+        deadline = time.monotonic() + PS_READY_S
+        while pending:
+            for ps, generation in list(pending):
+                if ps.proc.poll() is not None:
+                    raise EmulationError(f"the parameter server on {ps.host} exited with {ps.proc.returncode}: "
+                                         f"see {ps.log}")
+                ack = ps.acknowledged()
+                if ack is None or ack[0] <= generation:
+                    continue
+                if ack[1] != sorted(ps.jobs):
+                    raise EmulationError(f"the parameter server on {ps.host} acknowledged jobs {ack[1]}, not "
+                                         f"{sorted(ps.jobs)}: see {ps.log}")
+                pending.remove((ps, generation))
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                ps, _ = pending[0]
+                raise EmulationError(f"the parameter server on {ps.host} did not acknowledge jobs {sorted(ps.jobs)} "
+                                     f"in {PS_READY_S:g} s: see {ps.log}")
+            time.sleep(0.05)
+
+    def stop_all_ps(self) -> dict[str, dict]:
+        """Stop every parameter server :meth:`add_jobs` started (SIGTERM: each writes its counters)
+        and forget them.
+
+        Returns:
+            PS machine -> its counters (:meth:`ina.ps.PsService.stats`, each job's under ``jobs``;
+            empty where none were written).
+        """
+        out = {}
+        for host, ps in sorted(self._ps.items()):
+            stop_process(ps.proc)
+            self.net.forget(ps.proc)
+            out[host] = _read_stats(ps.stats)
+        self._ps.clear()
+        return out
 
     def counters(self) -> dict[str, dict[str, int]]:
         """Each aggregator's counters by name (:data:`ina.p4.switch.STAT_NAMES`)."""
@@ -146,11 +414,16 @@ class InaFabric(StartStop):
         return {s: aggregator_stats(c) for s, c in self.counters().items()}
 
     def check_alive(self) -> None:
-        """Raise :class:`EmulationError` naming the first aggregator engine that died."""
+        """Raise :class:`EmulationError` naming the first aggregator engine, or parameter server of
+        :meth:`add_jobs`, that died."""
         for s, sw in self.switches.items():
             if sw.proc is not None and sw.proc.poll() is not None:
                 raise EmulationError(f"the INA aggregator of {s} ({self.engine}, pid {sw.proc.pid}) exited with "
                                      f"{sw.proc.returncode}: see {sw.log_path}")
+        for host, ps in sorted(self._ps.items()):
+            if ps.proc.poll() is not None:
+                raise EmulationError(f"the parameter server on {host} (pid {ps.proc.pid}) exited with "
+                                     f"{ps.proc.returncode}: see {ps.log}")
 
     def start_ps(self, plans: Sequence[JobPlan], out_dir: str) -> dict[str, tuple]:
         """Start one parameter server per PS machine of ``plans``, serving its jobs; wait until each
@@ -163,7 +436,6 @@ class InaFabric(StartStop):
             EmulationError: a PS exited or did not bind its port in :data:`PS_READY_S` (its log named).
         """
         os.makedirs(out_dir, exist_ok=True)
-        env = {"PYTHONPATH": PROJECT_ROOT, "PATH": os.environ.get("PATH", "")}
         started: dict[str, tuple] = {}
         try:
             for ps in sorted({p.ps_host for p in plans}):
@@ -171,9 +443,7 @@ class InaFabric(StartStop):
                 with open(cfg, "w") as f:
                     json.dump({"jobs": [PsJob(p.tree, p.addresses).to_dict() for p in plans if p.ps_host == ps]}, f)
                 log = os.path.join(out_dir, f"ps-{ps}.log")
-                proc = self.net.popen(ps, [sys.executable, "-m", "ina.ps", "--config", cfg, "--stats", stats,
-                                           "--bind", self.net.g.nodes[ps]["ip"]], env=env, cwd=PROJECT_ROOT,
-                                      log_path=log)
+                proc = self._spawn_ps(ps, cfg, stats, log)
                 started[ps] = (proc, stats)
                 deadline = time.monotonic() + PS_READY_S
                 while f":{INA_UDP_PORT}" not in self.net.host_exec(ps, "ss -Huln"):
@@ -195,18 +465,19 @@ class InaFabric(StartStop):
         for ps, (proc, stats) in started.items():
             stop_process(proc)
             self.net.forget(proc)
-            try:
-                with open(stats) as f:
-                    out[ps] = json.load(f)
-            except (OSError, ValueError):
-                out[ps] = {}
+            out[ps] = _read_stats(stats)
         return out
 
     def stop(self) -> None:
-        """Stop every engine by its PID and drop it from the record (idempotent)."""
-        for s, sw in self.switches.items():
-            sw.stop()
-            change = self._changes.pop(s, None)
-            if change is not None:
-                self.net.record.discard(change)
-        self.switches.clear()
+        """Stop the parameter servers of :meth:`add_jobs` and every engine by its PID, dropping
+        each from the record (idempotent)."""
+        try:
+            self.stop_all_ps()
+        finally:
+            for s, sw in self.switches.items():
+                sw.stop()
+                change = self._changes.pop(s, None)
+                if change is not None:
+                    self.net.record.discard(change)
+            self.switches.clear()
+            self._plans.clear()

@@ -235,9 +235,9 @@ class EmulatedNetwork(StartStop):
         wanted = {f"{n}-eth{d['ports'][n]}" for u, v, d in self.g.edges(data=True) for n in (u, v)
                   if self.g.nodes[n]["role"] == "switch"}
         wanted |= {f"{s}-eth{p}" for s, p in self.ina_ports.items()}
-        wanted |= {self.ina_peer(s) for s in self.ina_ports}
         if self.options.switch_ports == "afxdp":
             wanted |= {dev for name in list(wanted) for dev in ports.pipe_names(name)}
+        wanted |= {self.ina_peer(s) for s in self.ina_ports}
         taken = sorted(wanted & set(os.listdir("/sys/class/net")))
         if taken:
             raise EmulationError(f"network interface(s) {', '.join(taken[:5])} already exist and this run did not "

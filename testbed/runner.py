@@ -17,17 +17,18 @@ its own waves). One policy's run, step by step:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from common.errors import EmulationError, PlacementError, TestbedError
 from common.specs import safe_name
 from common.units import wall_s
 from experiment import results
-from experiment.config import ExperimentConfig, policy_specs, to_dict, validate
+from experiment.config import ExperimentConfig, ina_jobs, ina_switches, policy_specs, to_dict, validate
 from experiment.loop import LoopEvent, LoopResult
 from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
 from experiment.report import job_iteration_times, summarise_policy, write_run_report
@@ -36,17 +37,25 @@ from experiment.run import config_cluster, place_and_run
 from experiment.simrun import replay_on_simulator, sim_options
 from jobs.launcher import ready_path
 from jobs.models import get_model
+from jobs.patterns import INA
 from placement.metrics import fragmentation, used_machines
 from sim.flowsim import JobEstimate, SimJob, simulate
 from testbed import capabilities, fidelity
 from testbed.cpu import CpuSampler
 from testbed.ecn import marking_params, resolve_method
 from testbed.emulator import EmulatorBackend, WaveResult, uses_agents
+from testbed.ina_fabric import InaFabric
+from testbed.ina_runs import InaRuns, InaSetup, resolve_ina, unused_result, without_ina
 from testbed.linkstats import LinkSeries, counter_series, read_queue_samples
 from testbed.net import EmulatedNetwork, NetOptions, link_rates_mbps
 from testbed.ports import resolve_port_type
 from testbed.queues import PortSampler
 from topo.io import write_topology_json
+
+INA_AFXDP_BLOCKER = ("INA aggregator ports run on system ports only: over an AF_XDP pipe the aggregator's packets "
+                     "back into its ToR were lost after the first window")
+"""Why a run with INA aggregators does not use AF_XDP switch ports (measured: a 4-machine INA job
+completed with system ports and stalled with AF_XDP ones, on the same fabric and engine)."""
 
 
 def make_run_dir(cfg: ExperimentConfig, base: str | None = None) -> str:
@@ -90,8 +99,10 @@ class Progress:
         return stop
 
 
-def net_options(cfg: ExperimentConfig, ecn_method: str, switch_ports: str = "system") -> NetOptions:
-    """The network options of an experiment, with its resolved ECN marking path and switch port type."""
+def net_options(cfg: ExperimentConfig, ecn_method: str, switch_ports: str = "system",
+                ina_switches: tuple[str, ...] = ()) -> NetOptions:
+    """The network options of an experiment, with its resolved ECN marking path, switch port type
+    and the switches that get an INA aggregator port."""
     e = cfg.ecn
 
     def marking(rate_mbps: float):
@@ -103,11 +114,12 @@ def net_options(cfg: ExperimentConfig, ecn_method: str, switch_ports: str = "sys
     return NetOptions(scale=cfg.scale, dilation=cfg.dilation, mtu=cfg.mtu, routing=cfg.routing,
                       queue_packets=cfg.queue_packets, congestion_control=cfg.congestion_control,
                       stats_interval_s=cfg.stats_interval_s, ecn_method=ecn_method, marking=marking,
-                      switch_ports=switch_ports)
+                      switch_ports=switch_ports, ina_switches=tuple(ina_switches))
 
 
 def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progress, net: EmulatedNetwork,
-               ecn: tuple[str, str] = ("none", "not requested"), hosts_tcp: dict | None = None) -> PolicyResult:
+               ecn: tuple[str, str] = ("none", "not requested"), hosts_tcp: dict | None = None,
+               ina: InaSetup | None = None) -> PolicyResult:
     """Run every job of ``cfg`` under placement policy ``spec`` on the run's network ``net``.
 
     The experiment loop (:mod:`experiment.loop`) drives the emulator back end
@@ -118,7 +130,7 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     and its queues drained, the hosts keep no TCP metrics between connections, and every
     figure is a difference of counters or a time window of the policy's own waves. ``ecn`` is
     the resolved marking path and why (:func:`testbed.ecn.resolve_method`); ``hosts_tcp`` the
-    hosts' TCP settings.
+    hosts' TCP settings; ``ina`` the run's INA aggregators, when some job uses collective ``ina``.
     """
     os.makedirs(pdir, exist_ok=True)
     sampler = CpuSampler()
@@ -140,7 +152,11 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
         if event.kind == "preempted":
             progress.say(f"    {event.job} preempted at {event.time_s:.2f} s")
 
-    backend = EmulatorBackend(cfg, net, pdir, progress, on_batch=on_batch)
+    ina_runs = None
+    if ina is not None and ina.fabric is not None:
+        ina_runs = InaRuns(g, ina.fabric, cfg.ina.slots, ina.switches, pdir)
+        ina_runs.begin()
+    backend = EmulatorBackend(cfg, net, pdir, progress, on_batch=on_batch, ina=ina_runs)
     counters_before = net.switch_counters()
     sampler.start()
     ports.start()
@@ -155,6 +171,11 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     link_bytes = net.link_bytes(counters_before, net.switch_counters())
     if ports.error:
         raise EmulationError(f"sampling the switch ports failed: {ports.error}")
+    ina_result = None
+    if ina_runs is not None:
+        ina_result = ina_runs.result(ina.engine, ina.why)
+    elif ina is not None:
+        ina_result = unused_result(ina.why, cfg.ina.slots)
     ctrl_error = net.controller.logged_exception()
     if ctrl_error:
         raise EmulationError(f"the controller logged an exception: {ctrl_error}; "
@@ -172,7 +193,8 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     windows = [w.window_s for w in waves if w.window_s]
     cpu_measured = sampler.summary(windows)
     records = [r for w in waves for r in w.records]
-    evidence = job_evidence(cfg, placements, records)
+    evidence = job_evidence(cfg, placements, records,
+                            {j: r.ps_host for j, r in ina_result.jobs.items()} if ina_result else None)
     verdicts = fidelity.job_verdicts(g, link_rates_mbps(g, cfg.scale), evidence, cfg.mtu)
     if cfg.scheduler == "waves":
         estimates = sim_estimates(cfg, g, evidence)
@@ -189,7 +211,7 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
         estimates=estimates, scale=cfg.scale, dilation=cfg.dilation,
         port_sampler=PortSamplerStats(ports.samples_taken, cfg.ecn.sample_interval_s,
                                       ports.cost_s / max(1, ports.samples_taken)),
-        dir=pdir, queue_stats=os.path.basename(queue_path), wall_time_s=time.time() - t_start)
+        dir=pdir, queue_stats=os.path.basename(queue_path), wall_time_s=time.time() - t_start, ina=ina_result)
     write_json(os.path.join(pdir, "placements.json"), [p.to_dict() for p in placements])
     write_json(os.path.join(pdir, "measurements.json"), result.to_dict())
     result.summary = summarise_policy(cfg, g, result, records)
@@ -208,9 +230,11 @@ def start_records(loop: LoopResult, batches: list[list[str]]) -> tuple[StartReco
     return tuple(out)
 
 
-def job_evidence(cfg: ExperimentConfig, placements: Sequence[StartRecord], records) -> list[fidelity.JobEvidence]:
+def job_evidence(cfg: ExperimentConfig, placements: Sequence[StartRecord], records,
+                 ps_hosts: Mapping[str, str] | None = None) -> list[fidelity.JobEvidence]:
     """What the fidelity monitor needs of every placed job: where its ranks ran, the buckets its
-    ranks really allreduced (from their records) and its communication time in virtual seconds."""
+    ranks really allreduced (from their records), its communication time in virtual seconds and,
+    for an INA job, its parameter server's machine (``ps_hosts``)."""
     times = job_iteration_times(records, cfg.dilation)
     first = {}
     for r in records:
@@ -226,7 +250,8 @@ def job_evidence(cfg: ExperimentConfig, placements: Sequence[StartRecord], recor
             job=job.name, wave=p.wave, machines_by_rank=p.machines_by_rank,
             collective=job.collective, bucket_bytes=tuple(rec.bucket_bytes) if rec else (),
             comm_mean_s=sum(comm) / len(comm) if comm else None,
-            complete=len(its) == cfg.iterations and all(v.ranks == job.workers for v in its.values())))
+            complete=len(its) == cfg.iterations and all(v.ranks == job.workers for v in its.values()),
+            ps_host=(ps_hosts or {}).get(job.name)))
     return out
 
 
@@ -239,14 +264,14 @@ def sim_estimates(cfg: ExperimentConfig, g, evidence: list[fidelity.JobEvidence]
     and Ethernet headers are counted at the run's MTU and every message waits
     ``simulator.latency_us`` before it enters the network, and with ``simulator.token_buckets``
     a link idle long enough passes one shaper bucket at once, as the config says
-    (:class:`experiment.config.SimulatorConfig`). Jobs without a record (nothing measured) are not
-    simulated.
+    (:class:`experiment.config.SimulatorConfig`). Jobs without a record (nothing measured) and INA
+    jobs (in-network aggregation is not modelled) are not simulated.
     """
     rates = link_rates_mbps(g, cfg.scale)
     options = sim_options(cfg, g)
     by_wave: dict[int, list[SimJob]] = {}
     for e in evidence:
-        if not e.bucket_bytes:
+        if not e.bucket_bytes or e.collective == INA:
             continue
         job = next(j for j in cfg.jobs if j.name == e.job)
         by_wave.setdefault(e.wave, []).append(SimJob(
@@ -314,13 +339,19 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
     caps = capabilities.detect()
     ecn = resolve_method(cfg.ecn.marking, cfg.ecn.method, caps)
     caps["ecn_method"], caps["ecn_why"] = ecn
+    ina = None
+    if ina_jobs(cfg):
+        engine, why = resolve_ina(cfg)
+        ina = InaSetup(engine, why, ina_switches(cfg, g) if engine else ())
+        caps["ina_engine"], caps["ina_why"] = engine or "none", why
     caps["switch_ports"], caps["switch_ports_why"] = resolve_port_type(
-        cfg.switch_ports, cfg.mtu, caps["ovs_datapath"], caps["afxdp_missing"])
+        cfg.switch_ports, cfg.mtu, caps["ovs_datapath"],
+        caps["afxdp_missing"] or (INA_AFXDP_BLOCKER if ina is not None and ina.engine else None))
     run_dir = run_dir or make_run_dir(cfg)
     os.makedirs(run_dir, exist_ok=True)
     write_status(run_dir, "running")
     try:
-        _run_policies(cfg, g, caps, ecn, run_dir, progress, policies)
+        _run_policies(cfg, g, caps, ecn, run_dir, progress, policies, ina)
     except KeyboardInterrupt:
         write_status(run_dir, "interrupted")
         raise
@@ -335,9 +366,15 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
 
 
 def _run_policies(cfg: ExperimentConfig, g, caps: dict, ecn: tuple[str, str], run_dir: str, progress: Progress,
-                  policies: list[str] | None) -> None:
-    """Every policy on one emulated network; the report (also after a failure) for those that finished."""
+                  policies: list[str] | None, ina: InaSetup | None = None) -> None:
+    """Every policy on one emulated network; the report (also after a failure) for those that finished.
+
+    With INA jobs and no INA engine (``ina.use: optional``), they run the ring allreduce
+    (:func:`testbed.ina_runs.without_ina`); ``config.json`` keeps what was asked.
+    """
     write_json(os.path.join(run_dir, "config.json"), to_dict(cfg))
+    if ina is not None and ina.engine is None:
+        cfg = without_ina(cfg)
     write_json(os.path.join(run_dir, "capabilities.json"), caps)
     write_topology_json(g, os.path.join(run_dir, "topology.json"))
     specs = policies or policy_specs(cfg)
@@ -345,10 +382,17 @@ def _run_policies(cfg: ExperimentConfig, g, caps: dict, ecn: tuple[str, str], ru
     progress.say(f"run {run_dir}: {len(cfg.jobs)} jobs, {len(specs)} policies, scale {cfg.scale:g}, "
                  f"dilation {cfg.dilation:g} (wall time of the iterations x{cfg.dilation:g}; times reported in "
                  f"paper-scale seconds), {runtime} runtime, datapath {caps['ovs_datapath']} with "
-                 f"{caps['switch_ports']} switch ports ({caps['switch_ports_why']}), ECN {ecn[0]} ({ecn[1]})")
+                 f"{caps['switch_ports']} switch ports ({caps['switch_ports_why']}), ECN {ecn[0]} ({ecn[1]})"
+                 + (f", INA {ina.engine or 'not used'} ({ina.why})" if ina is not None else ""))
     results, unplaced = {}, {}
     try:
-        with EmulatedNetwork(g, run_dir, net_options(cfg, ecn[0], caps["switch_ports"])) as net:
+        with contextlib.ExitStack() as stack:
+            net = stack.enter_context(EmulatedNetwork(g, run_dir, net_options(cfg, ecn[0], caps["switch_ports"],
+                                                                              ina.switches if ina else ())))
+            if ina is not None and ina.engine is not None:
+                ina.fabric = stack.enter_context(InaFabric(net, ina.engine))
+                progress.say(f"INA: {ina.engine} aggregators on {len(ina.switches)} switches "
+                             f"({', '.join(ina.switches)}), {cfg.ina.slots} slots each")
             progress.say(f"network up: {len(net.hosts)} machines, {len(net.switch_intfs)} switch ports, "
                          f"{net.controller.status().get('rules', '?')} rules ({cfg.routing}), ECN: {ecn[0]}; "
                          f"every policy runs on it in turn")
@@ -358,7 +402,7 @@ def _run_policies(cfg: ExperimentConfig, g, caps: dict, ecn: tuple[str, str], ru
                 progress.say(f"[{i}/{len(specs)}] policy {spec}")
                 try:
                     results[spec] = run_policy(cfg, g, spec, os.path.join(run_dir, safe_name(spec)), progress, net,
-                                               ecn, hosts_tcp)
+                                               ecn, hosts_tcp, ina)
                 except PlacementError as e:
                     # A policy that cannot place the job mix is a result, not a reason to drop the others.
                     unplaced[spec] = str(e)

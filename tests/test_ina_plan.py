@@ -49,6 +49,16 @@ def test_a_tor_not_chosen_for_ina_sends_its_workers_to_the_root(ls):
     assert p.entries == {"l2": JobEntry(3, Role.ROOT)}
 
 
+def test_the_ps_machines_own_packets_bypass_the_root(ls):
+    """The PS on a worker's machine (h1): h1's packets go to the PS over loopback, so the root l1
+    sums the other three (fan-in 3), and with one other machine beside it l1 gets no entry."""
+    p = plan_job(ls, 2, ["h1", "h2", "h3", "h4"], "h1", ["l1"])
+    assert p.tree.root_workers == (0, 1, 2, 3) and p.entries == {"l1": JobEntry(3, Role.ROOT)}
+    assert plan_job(ls, 2, ["h1", "h2"], "h1", ["l1"]).entries == {}
+    p = plan_job(ls, 2, ["h1", "h2", "h6", "h7"], "h1", ["l1", "l2"])
+    assert p.entries == {"l2": JobEntry(2, Role.LEAF, 2), "l1": JobEntry(2, Role.ROOT)}
+
+
 def test_a_lone_worker_gets_no_leaf():
     """A ToR with one of the job's machines would aggregate nothing: that machine goes to the root."""
     g = fat_tree(4)
@@ -74,7 +84,10 @@ def test_the_plan_aggregates_exactly_through_the_engines(ls):
         results = []
         for m, bit in p.bits.items():
             pkts = [data_packet(p.job_id, 0, 1 << bit, values[m])]
-            hops = ([tor_of(ls, m)] if tor_of(ls, m) != tor_of(ls, ps) else []) + [tor_of(ls, ps)]
+            if m == ps:  # the PS's own machine: loopback, no switch
+                hops = []
+            else:
+                hops = ([tor_of(ls, m)] if tor_of(ls, m) != tor_of(ls, ps) else []) + [tor_of(ls, ps)]
             for hop in hops:  # a switch without an entry for the job passes it unchanged
                 if hop in switches:
                     pkts = [o.data for pk in pkts for o in switches[hop].process(pk) if o.dest is Dest.TO_PS]

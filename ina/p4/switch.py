@@ -9,6 +9,14 @@ Stopped by its PID only.
 Port numbers of ``ina_out``: direction 0 is towards the parameter server, 1 towards the workers
 (:data:`TO_PS`, :data:`TO_WORKERS`); without an entry a packet leaves by the port it came in on
 (an aggregator attached one-armed to its ToR).
+
+Jobs come and go while others run (:meth:`Bmv2Aggregator.add_jobs`,
+:meth:`Bmv2Aggregator.remove_jobs`): the ``ina_job`` entries are changed one by one through the
+entry handles bmv2 gave them (``table_add`` prints ``Entry has been added with handle N``;
+``table_modify`` and ``table_delete`` take ``N``), so the other jobs' entries, the slot registers
+and the ``stats`` register are never touched. After a CLI session that failed part-way the
+handles are unknown and only :meth:`Bmv2Aggregator.configure` (which clears the table) is
+accepted until it succeeds.
 """
 
 from __future__ import annotations
@@ -19,9 +27,9 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from ina.engine import AggregatorStats, JobEntry, Role
+from ina.engine import Aggregator, AggregatorStats, JobEntry, Role
 from ina.p4.build import P4Error, Toolchain
 from ina.protocol import MALFORMED_REASONS, check_slots
 
@@ -34,6 +42,30 @@ STAT_NAMES: tuple[str, ...] = tuple(
 packets no ``plain`` entry forwards)."""
 SLOT_REGISTERS = ("slot_state", "slot_key", "slot_bitmap", "slot_count", "slot_flags", "slot_values")
 _READY_S = 15.0
+_ADDED = re.compile(r"Entry has been added with handle (\d+)")
+
+
+def added_handles(cli_output: str, expected: int) -> list[int]:
+    """The entry handles ``simple_switch_CLI`` printed for its ``table_add`` commands, in order.
+
+    Args:
+        cli_output: the output of one CLI session.
+        expected: how many ``table_add`` commands the session ran.
+
+    Raises:
+        P4Error: not exactly ``expected`` handles printed.
+    """
+    handles = [int(h) for h in _ADDED.findall(cli_output)]
+    if len(handles) != expected:
+        raise P4Error(f"simple_switch_CLI printed {len(handles)} entry handles for {expected} table_add "
+                      f"commands: {cli_output.strip()[-1000:]}")
+    return handles
+
+
+def _job_args(job_id: int, e: JobEntry) -> str:
+    """The ``set_job`` action's parameters of an entry, checked as the software engine checks them."""
+    Aggregator(1).install(job_id, e.fan_in, e.role, e.out_bit)  # raises InaError on a bad entry
+    return f"{e.fan_in} {int(Role(e.role) is Role.LEAF)} {e.out_bit}"
 
 
 def _free_loopback_port() -> int:
@@ -66,6 +98,8 @@ class Bmv2Aggregator:
         self.log_path = log_path
         self.netns = netns
         self.proc: subprocess.Popen | None = None
+        self._handles: dict[int, int] | None = {}
+        """``ina_job`` entry handle by job id; None after a failed update (see the module docstring)."""
 
     def _ns(self, cmd: list[str]) -> list[str]:
         return ["ip", "netns", "exec", self.netns, *cmd] if self.netns else cmd
@@ -152,17 +186,78 @@ class Bmv2Aggregator:
                   plain: Mapping[str, int] | None = None) -> None:
         """Program the tables: slots in use, the per-job entries, where each direction leaves
         (``routes``: :data:`TO_PS`/:data:`TO_WORKERS` -> port; none: back out of the ingress
-        port) and plain Ethernet forwarding (destination MAC -> port)."""
+        port) and plain Ethernet forwarding (destination MAC -> port). The ``ina_job`` entries'
+        handles are recorded for :meth:`add_jobs` and :meth:`remove_jobs`.
+
+        Raises:
+            InaError: a bad slot count or table entry (nothing sent to the switch).
+            P4Error: the CLI refused a command or did not print every entry's handle.
+        """
         check_slots(n_slots)
+        job_ids = sorted(jobs)
         cmds = [f"table_set_default ina_config set_slots {n_slots - 1}", "table_clear ina_job",
                 "table_clear ina_out", "table_clear plain"]
-        for job_id, e in sorted(jobs.items()):
-            cmds.append(f"table_add ina_job set_job {job_id} => {e.fan_in} {int(e.role is Role.LEAF)} {e.out_bit}")
+        cmds += [f"table_add ina_job set_job {j} => {_job_args(j, jobs[j])}" for j in job_ids]
         for direction, port in sorted((routes or {}).items()):
             cmds.append(f"table_add ina_out to_port {direction} => {port}")
         for mac, port in sorted((plain or {}).items()):
             cmds.append(f"table_add plain to_port {mac} => {port}")
-        self.cli(cmds)
+        self._handles = None
+        handles = added_handles(self.cli(cmds), sum(c.startswith("table_add ") for c in cmds))
+        self._handles = dict(zip(job_ids, handles, strict=False))  # ina_job's adds come first
+
+    def _known_handles(self) -> dict[int, int]:
+        if self._handles is None:
+            raise P4Error(f"the ina_job table of the switch on thrift port {self.thrift_port} is unknown after a "
+                          f"failed update; configure() it again")
+        return self._handles
+
+    def _update(self, cmds: list[str], added: Sequence[int], removed: Sequence[int]) -> None:
+        """Run ``ina_job`` commands; record the handles of ``added`` (one ``table_add`` each, in
+        order) and forget those of ``removed``."""
+        handles = self._known_handles()
+        self._handles = None  # unknown until the whole session has gone through
+        new = added_handles(self.cli(cmds), len(added))
+        handles.update(zip(added, new, strict=True))
+        for job_id in removed:
+            del handles[job_id]
+        self._handles = handles
+
+    def add_jobs(self, jobs: Mapping[int, JobEntry]) -> None:
+        """Add these jobs' ``ina_job`` entries (an id already installed: its entry modified in
+        place, ``table_modify`` by handle); every other entry, the slots and the counters untouched.
+
+        Raises:
+            InaError: a bad entry (nothing sent to the switch).
+            P4Error: the CLI refused a command, or the handles are unknown (see the module docstring).
+        """
+        handles = self._known_handles()
+        cmds, added = [], []
+        for job_id, e in sorted(jobs.items()):
+            args = _job_args(job_id, e)
+            if job_id in handles:
+                cmds.append(f"table_modify ina_job set_job {handles[job_id]} => {args}")
+            else:
+                cmds.append(f"table_add ina_job set_job {job_id} => {args}")
+                added.append(job_id)
+        if cmds:
+            self._update(cmds, added, ())
+
+    def remove_jobs(self, job_ids: Iterable[int]) -> None:
+        """Delete these jobs' ``ina_job`` entries by handle (ids not installed are ignored); the
+        slots (a removed job's are freed by their results) and the counters untouched.
+
+        Raises:
+            P4Error: the CLI refused a command, or the handles are unknown (see the module docstring).
+        """
+        handles = self._known_handles()
+        removed = [j for j in sorted(set(job_ids)) if j in handles]
+        if removed:
+            self._update([f"table_delete ina_job {handles[j]}" for j in removed], (), removed)
+
+    def release_slots(self) -> None:
+        """Every slot free (the slot registers reset); the tables and the ``stats`` register stay."""
+        self.cli([f"register_reset {r}" for r in SLOT_REGISTERS])
 
     def reset(self) -> None:
         """Every slot free and every counter 0 (the tables stay)."""
@@ -180,7 +275,6 @@ class Bmv2Aggregator:
         if len(values) != len(STAT_NAMES):
             raise P4Error(f"unexpected stats register read: {out.strip()[-500:]}")
         return dict(zip(STAT_NAMES, values, strict=True))
-
 
 
 def aggregator_stats(counters: Mapping[str, int]) -> AggregatorStats:

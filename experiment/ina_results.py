@@ -1,0 +1,87 @@
+"""Typed records of in-network aggregation over one policy's emulated run (:mod:`testbed.ina_runs`).
+
+:class:`InaResult` is ``measurements.json``'s ``ina`` and ``summary.json``'s per-policy ``ina``;
+``ina.csv`` has a row per INA job (:func:`experiment.report.write_run_report`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+
+@dataclasses.dataclass(frozen=True)
+class InaJobResult:
+    """What one INA job did over the policy's run (every run of it, when preempted and restarted).
+
+    Attributes:
+        job: job name.
+        job_ids: its INA id in each run (a restart gets a new id: the PS keeps no old results for it).
+        ps_host: the machine of its parameter server.
+        leaves: the switches that aggregated its machines' packets (:class:`ina.plan.JobPlan`).
+        root: the PS's ToR where it aggregated the job, else None.
+        client: its workers' client counters summed over machines and runs (:class:`ina.client.ClientStats`:
+            ``sent``, ``resent``, ``timeouts``, ``results``, ``ecn_results``, ...).
+        ps: its parameter server's counters of it summed over runs (:meth:`ina.ps.PsService.stats`'s
+            per-job counters: ``received``, ``aggregated``, ``fallback``, ...); empty when not read.
+    """
+
+    job: str
+    job_ids: tuple[int, ...]
+    ps_host: str
+    leaves: tuple[str, ...]
+    root: str | None
+    client: Mapping[str, int]
+    ps: Mapping[str, int]
+
+    @property
+    def packets_per_ps_packet(self) -> float | None:
+        """Worker packets sent per packet reaching the PS: the in-network reduction (1: none); None
+        when the PS received nothing."""
+        received = self.ps.get("received", 0)
+        return self.client.get("sent", 0) / received if received else None
+
+    @property
+    def fallback_fraction(self) -> float | None:
+        """Fraction of the packets reaching the PS that fell back after a slot collision."""
+        received = self.ps.get("received", 0)
+        return self.ps.get("fallback", 0) / received if received else None
+
+    def to_dict(self) -> dict:
+        """JSON form (an entry of ``measurements.json``'s ``ina.jobs``)."""
+        return {"job_ids": list(self.job_ids), "ps_host": self.ps_host, "leaves": list(self.leaves),
+                "root": self.root, "client": dict(self.client), "ps": dict(self.ps),
+                "packets_per_ps_packet": self.packets_per_ps_packet, "fallback_fraction": self.fallback_fraction}
+
+
+@dataclasses.dataclass(frozen=True)
+class InaResult:
+    """In-network aggregation over one policy's run.
+
+    Attributes:
+        used: whether the INA jobs ran over INA (False: no engine could run and ``ina.use`` was
+            ``optional``, so they ran the ring allreduce).
+        engine: ``bmv2`` or ``software`` (``none`` when not used).
+        why: why that engine (or why none).
+        slots: aggregator slots in use at every switch.
+        switches: the switches with an aggregator.
+        aggregators: each aggregator's counters over the policy (:class:`ina.engine.AggregatorStats`).
+        parameter_servers: each PS machine's counters over the policy (all its jobs).
+        jobs: every INA job's result.
+    """
+
+    used: bool
+    engine: str
+    why: str
+    slots: int
+    switches: tuple[str, ...]
+    aggregators: Mapping[str, Mapping[str, int]]
+    parameter_servers: Mapping[str, Mapping]
+    jobs: Mapping[str, InaJobResult]
+
+    def to_dict(self) -> dict:
+        """JSON form (``measurements.json``'s ``ina``)."""
+        return {"used": self.used, "engine": self.engine, "why": self.why, "slots": self.slots,
+                "switches": list(self.switches), "aggregators": {s: dict(c) for s, c in self.aggregators.items()},
+                "parameter_servers": {h: dict(c) for h, c in self.parameter_servers.items()},
+                "jobs": {j: r.to_dict() for j, r in self.jobs.items()}}

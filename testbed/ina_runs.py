@@ -1,0 +1,185 @@
+"""INA jobs in an experiment: the emulator back end's side of :class:`testbed.ina_fabric.InaFabric`.
+
+An experiment whose jobs name collective ``ina`` (:data:`jobs.patterns.INA`) runs with an
+aggregator on every INA switch (:func:`experiment.config.ina_switches`) and one
+:class:`InaRuns` per policy, which the emulator back end (:class:`testbed.emulator.EmulatorBackend`)
+calls as jobs start and end:
+
+* :meth:`InaRuns.begin`: every aggregator's tables, slots and counters cleared for the policy;
+* :meth:`InaRuns.start`: a run of an INA job gets a new INA id and its plan
+  (:func:`ina.plan.plan_job`: the ToRs with two or more of its machines aggregate them, the PS's
+  ToR aggregates the rest), installed beside the running jobs' entries, and its parameter
+  server serves it; the machines' endpoints go to the agents;
+* :meth:`InaRuns.end`: its entries and PS job are removed and its workers' client counters
+  read; when no INA job runs any more every slot is freed (a preempted job's claimed slots are
+  otherwise held until then);
+* :meth:`InaRuns.result`: the aggregators' and parameter servers' counters as an
+  :class:`experiment.measurements.InaResult`.
+
+Defaults where the placement says nothing (this project's, the specs leave them to the
+system): the PS runs on the machine of the job's rank 0 (ATP co-locates PSs with workers), and
+every INA switch may aggregate the job. A placement's ``ps_host`` and ``ina_switches`` (NetPack)
+override them; switches it names without an aggregator are left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+
+from common.errors import ConfigError, EmulationError, TestbedError
+from experiment.backend import ExperimentJob
+from experiment.config import ExperimentConfig, ina_jobs
+from experiment.ina_results import InaJobResult, InaResult
+from ina.engine import Role
+from ina.plan import JobPlan, plan_job
+from jobs.patterns import INA
+from placement.base import Placement
+from testbed.ina_fabric import InaFabric, endpoints, resolve_engine
+
+FALLBACK_COLLECTIVE = "ring"
+"""What an INA job runs when INA is optional and no engine can run."""
+
+
+@dataclasses.dataclass
+class InaSetup:
+    """The run's INA: its engine (None: not used) and why, its switches and their started fabric."""
+
+    engine: str | None
+    why: str
+    switches: tuple[str, ...] = ()
+    fabric: InaFabric | None = None
+
+
+def resolve_ina(cfg: ExperimentConfig) -> tuple[str | None, str]:
+    """The INA engine the run uses and why; ``(None, why)`` when it uses none.
+
+    Raises:
+        ConfigError: INA jobs with ``ina.use: required`` where the engine asked for cannot run
+            (one line naming why and the way out).
+    """
+    if not ina_jobs(cfg):
+        return None, "no job uses collective ina"
+    try:
+        return resolve_engine(cfg.ina.engine)
+    except EmulationError as e:
+        if cfg.ina.use == "required":
+            raise ConfigError(f"config.ina: {e}; use engine auto or software, or ina.use: optional to run the INA "
+                              f"jobs with the {FALLBACK_COLLECTIVE} allreduce") from None
+        return None, f"{e}; INA jobs ran the {FALLBACK_COLLECTIVE} allreduce (ina.use: optional)"
+
+
+def without_ina(cfg: ExperimentConfig) -> ExperimentConfig:
+    """``cfg`` with every INA job running :data:`FALLBACK_COLLECTIVE` instead."""
+    jobs = tuple(dataclasses.replace(j, collective=FALLBACK_COLLECTIVE) if j.collective == INA else j
+                 for j in cfg.jobs)
+    return dataclasses.replace(cfg, jobs=jobs)
+
+
+def _add(total: dict[str, int], counters: Mapping) -> None:
+    for k, v in counters.items():
+        if isinstance(v, int) and not isinstance(v, bool):
+            total[k] = total.get(k, 0) + v
+
+
+@dataclasses.dataclass
+class _JobRuns:
+    """An INA job's runs so far: ids, where its plan put it, counters summed."""
+
+    ps_host: str
+    leaves: tuple[str, ...]
+    root: str | None
+    job_ids: list[int] = dataclasses.field(default_factory=list)
+    client: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+class InaRuns:
+    """One policy's INA jobs on ``fabric`` (see the module docstring).
+
+    Args:
+        g: the topology.
+        fabric: the started aggregators of the run's network.
+        slots: slots in use at every aggregator.
+        switches: the INA switches (those with an aggregator).
+        out_dir: the policy's directory; the parameter servers' files go to ``out_dir/ina``.
+    """
+
+    def __init__(self, g, fabric: InaFabric, slots: int, switches: tuple[str, ...], out_dir: str):
+        self.g, self.fabric, self.slots, self.switches = g, fabric, slots, tuple(switches)
+        self.ps_dir = os.path.join(out_dir, "ina")
+        self.next_id = 1
+        self.running: dict[str, JobPlan] = {}
+        self.jobs: dict[str, _JobRuns] = {}
+
+    def begin(self) -> None:
+        """Start the policy on a clean fabric: parameter servers a failed policy left are stopped,
+        every aggregator's tables, slots and counters cleared."""
+        self.fabric.stop_all_ps()
+        self.fabric.install([], self.slots)
+
+    def start(self, job: ExperimentJob, placement: Placement) -> dict:
+        """Plan and install a run of INA job ``job``; its machines' :class:`jobs.agent.InaEndpoint`.
+
+        Raises:
+            EmulationError: the job cannot be planned (too many machines for the header's
+                bitmap) or the fabric refused it.
+        """
+        machines = [s.machine for s in placement.slots]
+        ps_host = placement.ps_host or machines[0]
+        allowed = [s for s in placement.ina_switches if s in self.switches] if placement.ina_switches \
+            else list(self.switches)
+        job_id = self.next_id
+        self.next_id += 1
+        try:
+            plan = plan_job(self.g, job_id, machines, ps_host, allowed)
+        except TestbedError as e:
+            raise EmulationError(f"job {job.name!r} cannot run over INA: {e}") from None
+        self.fabric.add_jobs([plan], self.ps_dir)
+        self.running[job.name] = plan
+        root = next((s for s, e in plan.entries.items() if e.role is Role.ROOT), None)
+        runs = self.jobs.setdefault(job.name, _JobRuns(ps_host, tuple(sorted(s for s in plan.entries if s != root)),
+                                                       root))
+        runs.job_ids.append(job_id)
+        return endpoints(self.fabric.net, plan)
+
+    def end(self, job: str, run_dir: str) -> None:
+        """A run of ``job`` ended (finished, preempted or failed to start): remove it from the
+        fabric and add its workers' client counters (``agent-<m>.ina.json`` in ``run_dir``)."""
+        plan = self.running.pop(job, None)
+        if plan is None:
+            return
+        self.fabric.remove_jobs([plan.job_id])
+        if not self.running:
+            self.fabric.release_slots()
+        for m in plan.bits:
+            path = os.path.join(run_dir, f"agent-{m}.ina.json")
+            try:
+                with open(path) as f:
+                    counters = json.load(f).get(job, {})
+            except (OSError, ValueError):
+                continue  # a killed (preempted) agent writes none
+            _add(self.jobs[job].client, counters)
+
+    def result(self, engine: str, why: str) -> InaResult:
+        """Stop the parameter servers and collect every counter of the policy."""
+        ps_stats = self.fabric.stop_all_ps()
+        by_id: dict[int, dict] = {}
+        for stats in ps_stats.values():
+            for job_id, counters in (stats.get("jobs") or {}).items():
+                by_id[int(job_id)] = counters
+        jobs = {}
+        for name, runs in self.jobs.items():
+            ps: dict[str, int] = {}
+            for job_id in runs.job_ids:
+                _add(ps, by_id.get(job_id, {}))
+            jobs[name] = InaJobResult(name, tuple(runs.job_ids), runs.ps_host, runs.leaves, runs.root,
+                                      dict(runs.client), ps)
+        return InaResult(True, engine, why, self.slots, self.switches, self.fabric.counters(),
+                         {h: {k: v for k, v in s.items() if k != "jobs"} for h, s in ps_stats.items()}, jobs)
+
+
+def unused_result(why: str, slots: int) -> InaResult:
+    """The record of a run whose INA jobs ran without INA (``ina.use: optional``, no engine)."""
+    return InaResult(False, "none", why, slots, (), {}, {}, {})

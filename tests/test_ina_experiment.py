@@ -1,0 +1,208 @@
+"""INA jobs in experiment configs: validation, the engine decision (required / optional), the
+fidelity verdict, the simulator's refusal, the export's machine pairs and the report's INA table,
+CSV and plot panel. The emulated run itself is in ``tests/test_emulation_ina.py``."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+
+import pytest
+from test_summary import CFG, G, records, result
+
+from common.errors import ConfigError
+from experiment.config import INA_MAX_SLOTS, from_dict, ina_switches, load, to_dict, validate
+from experiment.export import job_record
+from experiment.ina_results import InaJobResult, InaResult
+from experiment.report import ina_lines, summarise_policy, summary_tables, write_run_report
+from ina.p4.build import DEFAULT_SLOTS
+from testbed.fidelity import JobEvidence, ina_links, job_verdicts
+from testbed.ina_runs import FALLBACK_COLLECTIVE, resolve_ina, unused_result, without_ina
+from testbed.shaping import link_rates_mbps
+
+INA_JOB = {"name": "a", "model": "resnet50", "workers": 4, "collective": "ina"}
+
+
+def cfg(**over):
+    d = {"jobs": [INA_JOB, {"name": "b", "model": "resnet50", "workers": 2}], "policies": ["consolidate"],
+         "iterations": 2}
+    d.update(over)
+    return from_dict(d)
+
+
+def test_ina_config_validates_and_round_trips(tmp_path):
+    c = cfg(ina={"use": "optional", "engine": "software", "slots": 64, "switches": ["e1", "e2"]})
+    validate(c)
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(to_dict(c)))
+    assert load(str(path)) == c
+    assert ina_switches(c, G) == ("e1", "e2")
+    assert ina_switches(cfg(), G) == ("e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8")
+
+
+def test_the_example_ina_experiment_is_valid():
+    c = load("experiments/ina.yaml")
+    validate(c)
+    assert {j.collective for j in c.jobs} == {"ina", "ring"}
+
+
+def test_slot_limit_is_the_bmv2_programs_register_size():
+    assert INA_MAX_SLOTS == DEFAULT_SLOTS
+
+
+@pytest.mark.parametrize("over, pattern", [
+    ({"ina": {"slots": 100}}, r"config\.ina\.slots: 100 is not a power of two"),
+    ({"ina": {"slots": 8192}}, r"config\.ina\.slots: 8192"),
+    ({"ina": {"switches": ["a1_1"]}}, r"config\.ina\.switches: 'a1_1'"),
+    ({"ina": {"switches": ["c1"]}}, r"is not a switch with machines \(a ToR\)"),
+    ({"ina": {"switches": ["e1", "e1"]}}, r"listed twice"),
+    ({"ina": {"engine": "tofino"}}, r"config\.ina\.engine: 'tofino'"),
+    ({"ina": {"use": "maybe"}}, r"config\.ina\.use: 'maybe'"),
+    ({"runtime": "torch"}, r"job 'a' uses collective 'ina', which runs in replay mode's agent runtime"),
+    ({"mode": "train", "jobs": [{**INA_JOB, "model": "small_cnn"}]}, r"replay mode's agent runtime"),
+])
+def test_bad_ina_configs_get_one_clear_message(over, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        validate(cfg(**over))
+
+
+def test_the_simulator_refuses_ina_jobs_in_one_line():
+    with pytest.raises(ConfigError, match=r"job 'a' uses collective 'ina', which the flow-level simulator does not "
+                                          r"model; run it on the emulator") as e:
+        validate(cfg(), backend="sim")
+    assert "\n" not in str(e.value)
+
+
+def test_trace_jobs_cannot_ask_for_ina():
+    with pytest.raises(ConfigError, match=r"config\.trace\.collective: 'ina'"):
+        validate(from_dict({"trace": {"file": "x.csv", "collective": "ina"}}), backend="sim")
+
+
+def no_p4_anywhere(monkeypatch, tmp_path):
+    """A machine without bmv2: no P4_PREFIX, no default prefix, no tools on PATH (really looked for)."""
+    monkeypatch.setenv("P4_PREFIX", str(tmp_path / "none"))
+    monkeypatch.setattr("ina.p4.build.DEFAULT_PREFIX", str(tmp_path / "none"))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+
+
+def test_bmv2_required_where_it_cannot_run_is_one_line(monkeypatch, tmp_path):
+    no_p4_anywhere(monkeypatch, tmp_path)
+    with pytest.raises(ConfigError, match=r"config\.ina: INA engine bmv2 asked for, but it cannot run here: no "
+                                          r"bmv2/p4c.*ina\.use: optional") as e:
+        resolve_ina(cfg(ina={"engine": "bmv2"}))
+    assert "\n" not in str(e.value)
+
+
+def test_bmv2_optional_where_it_cannot_run_runs_the_ring_and_says_so(monkeypatch, tmp_path):
+    no_p4_anywhere(monkeypatch, tmp_path)
+    c = cfg(ina={"engine": "bmv2", "use": "optional"})
+    engine, why = resolve_ina(c)
+    assert engine is None and "cannot run here" in why and "ring allreduce" in why
+    assert [j.collective for j in without_ina(c).jobs] == [FALLBACK_COLLECTIVE, "ring"]
+    r = unused_result(why, 1024)
+    assert not r.used and r.engine == "none" and r.to_dict()["used"] is False
+
+
+def test_auto_falls_back_to_the_software_engine_and_no_ina_job_needs_none(monkeypatch, tmp_path):
+    no_p4_anywhere(monkeypatch, tmp_path)
+    engine, why = resolve_ina(cfg())
+    assert engine == "software" and "no bmv2/p4c" in why
+    assert resolve_ina(cfg(jobs=[{"name": "b", "model": "resnet50", "workers": 2}])) == \
+        (None, "no job uses collective ina")
+
+
+def test_ina_jobs_are_not_modelled_by_the_fidelity_bound_but_count_for_contention():
+    rates = link_rates_mbps(G, 500)
+    ina = JobEvidence("a", 0, ("h1", "h2", "h5", "h6"), "ina", (4000,), 0.5, True, ps_host="h1")
+    ring = JobEvidence("b", 0, ("h6", "h7"), "ring", (4000,), 0.1, True)
+    alone = JobEvidence("c", 0, ("h15", "h16"), "ring", (4000,), 0.1, True)
+    v = {x.job: x for x in job_verdicts(G, rates, [ina, ring, alone], 1500)}
+    assert v["a"].status == "not-modelled" and v["a"].bound_s == 0.0 and v["a"].ratio is None
+    assert not v["a"].checked
+    assert v["a"].contended_with == ("b",) and v["b"].status == "contended"  # h6's uplink carries both
+    assert "a" not in v["c"].contended_with
+    incomplete = dataclasses.replace(ina, complete=False)
+    assert job_verdicts(G, rates, [incomplete], 1500)[0].status == "incomplete"
+
+
+def test_ina_links_are_every_machine_to_its_ps_and_back():
+    links = ina_links(G, ("h1", "h1", "h3"), "h1")
+    assert ("h3", "e2") in links and ("e2", "h3") in links and ("h1", "e1") in links and ("e1", "h1") in links
+    assert ina_links(G, ("h1", "h2"), None) == frozenset()
+    assert ina_links(G, ("h1", "h1"), "h1") == frozenset()
+
+
+def test_export_pairs_of_an_ina_job_are_its_machines_and_its_ps():
+    from experiment.export import Wave
+
+    c = cfg()
+    placement = {"job": "a", "slots": [["h1", 0], ["h2", 0], ["h5", 0], ["h5", 1]], "ps_host": None}
+    job = job_record(c, placement, Wave(0, ("a",), None, 0.0, None, None), None, None)
+    assert job.machine_pairs == (("h1", "h2"), ("h1", "h5"), ("h2", "h1"), ("h5", "h1"))
+    job = job_record(c, {**placement, "ps_host": "h5"}, Wave(0, ("a",), None, 0.0, None, None), None, None)
+    assert job.machine_pairs == (("h1", "h5"), ("h2", "h5"), ("h5", "h1"), ("h5", "h2"))
+
+
+def ina_result() -> InaResult:
+    job = InaJobResult("a", (1, 3), "h1", ("e2",), "e1", {"sent": 400, "resent": 4, "timeouts": 1, "results": 100},
+                       {"received": 200, "aggregated": 150, "fallback": 20, "resend": 4})
+    return InaResult(True, "bmv2", "bmv2 simple_switch from P4_PREFIX=x", 1024, ("e1", "e2"),
+                     {"e1": {"contributions": 300, "aggregates": 100, "collisions": 20, "duplicates": 2,
+                             "malformed:truncated": 3},
+                      "e2": {"contributions": 200, "aggregates": 100, "collisions": 0, "duplicates": 0}},
+                     {"h1": {"packets": 200}}, {"a": job})
+
+
+def test_ina_job_figures():
+    job = ina_result().jobs["a"]
+    assert job.packets_per_ps_packet == 2.0 and job.fallback_fraction == 0.1
+    empty = InaJobResult("x", (1,), "h1", (), None, {"sent": 5}, {})
+    assert empty.packets_per_ps_packet is None and empty.fallback_fraction is None
+    d = job.to_dict()
+    assert d["job_ids"] == [1, 3] and d["packets_per_ps_packet"] == 2.0 and d["root"] == "e1"
+
+
+def ina_policy_result():
+    r = result()
+    return dataclasses.replace(r, ina=ina_result())
+
+
+def test_the_report_has_an_ina_table_csv_and_plot_panel(tmp_path):
+    r = ina_policy_result()
+    s = r.summary = summarise_policy(CFG, G, r, records())
+    assert s.ina_packets_per_ps_packet == 2.0
+    assert s.to_dict()["ina"]["jobs"]["a"]["ps"]["fallback"] == 20
+    assert r.to_dict()["ina"]["engine"] == "bmv2"
+    lines = "\n".join(ina_lines(s))
+    assert "INA under p (bmv2 aggregators, 1024 slots" in lines
+    assert "500 packets summed, 200 aggregates sent on, 20 collisions, 2 duplicates, 3 malformed dropped" in lines
+    assert "2.00" in lines and "10.0%" in lines
+    assert "INA under p" in summary_tables([s])
+    out = io.StringIO()
+    write_run_report(str(tmp_path), CFG, G, {"p": r}, {"ina_engine": "bmv2"}, out)
+    rows = list(csv.DictReader(open(tmp_path / "ina.csv")))
+    assert rows == [{"policy": "p", "job": "a", "engine": "bmv2", "ps_host": "h1", "leaves": "e2", "root": "e1",
+                     "job_ids": "1 3", "sent": "400", "resent": "4", "timeouts": "1", "results": "100",
+                     "ecn_results": "0", "ps_received": "200", "ps_aggregated": "150", "ps_fallback": "20",
+                     "packets_per_ps_packet": "2.0", "fallback_fraction": "0.1"}]
+    assert "ina.csv" in out.getvalue()
+    from PIL import Image
+
+    assert Image.open(tmp_path / "policies.png").size[0] > Image.open(tmp_path / "policies.png").size[1] * 5
+
+
+def test_a_run_without_ina_jobs_writes_no_ina_file_and_no_ina_key(tmp_path):
+    r = result()
+    r.summary = summarise_policy(CFG, G, r, records())
+    assert "ina" not in r.to_dict() and "ina" not in r.summary.to_dict()
+    write_run_report(str(tmp_path), CFG, G, {"p": r}, {}, io.StringIO())
+    assert not (tmp_path / "ina.csv").exists()
+
+
+def test_ina_not_used_is_said_in_the_table():
+    r = dataclasses.replace(result(), ina=unused_result("no bmv2; INA jobs ran the ring allreduce", 1024))
+    s = summarise_policy(CFG, G, r, records())
+    assert ina_lines(s) == ["INA under p: not used (no bmv2; INA jobs ran the ring allreduce)"]
+    assert s.ina_packets_per_ps_packet is None
