@@ -149,6 +149,8 @@ class ClientStats:
     """Lanes saturated: by the worker's own scaling or in the PS's sum."""
     ignored: int = 0
     """Datagrams that were not a result of this allreduce (malformed, another job, stale seqs)."""
+    foreign: int = 0
+    """Datagrams not from the PS's address and port: ignored unread (nobody else may answer)."""
 
 
 class InaClient:
@@ -264,7 +266,10 @@ class InaClient:
     def _receive(self, base: int, n: int, out: list, padded: list[int], sent_at: dict, deadline: dict,
                  resends: dict, next_seq: int) -> int:
         """Handle one datagram; the offset of the seq it completed, or -1."""
-        data = self.sock.recv(65535)
+        data, addr = self.sock.recvfrom(65535)
+        if addr != self.ps:
+            self.stats.foreign += 1
+            return -1
         try:
             h, values = decode(data)
         except MalformedPacket:

@@ -25,6 +25,10 @@ them with one register per value lane plus per-slot registers ``state``, ``key``
 *holds* the packet when ``state[i] != FREE and key[i] == job_id << 32 | seq``.
 
 1. Malformed (:func:`ina.protocol.decode` fails): drop; count ``malformed[reason]``.
+1b. The job is installed with members (the IPv4 sources its packets may come from: its
+   machines and its PS) and the packet's source is not one of them: drop; count ``foreign``.
+   A host outside the job could otherwise claim a worker's bit in a slot, and the worker's own
+   packet would then be dropped as a duplicate: a wrong aggregate.
 2. RESULT: if slot ``i`` holds the packet, free it (``released``). Forward the packet
    unchanged to the workers (multicast; ``results``), whether the job is installed or not.
 3. Job not in the table: forward unchanged towards the PS (``passed``).
@@ -175,6 +179,9 @@ class JobEntry:
     role: Role
     out_bit: int = 0
     """The leaf's child bit at the root, carried by its partials; unused by a root."""
+    members: frozenset[int] = frozenset()
+    """IPv4 source addresses (as integers) the job's packets may come from: its machines and its
+    PS (rule 1b); empty: not checked."""
 
 
 def _counted(names: Iterable[str]):
@@ -207,6 +214,8 @@ class AggregatorStats:
     """Aggregates emitted (12)."""
     overflows: int = 0
     """Aggregates emitted with OVERFLOW (12)."""
+    foreign: int = 0
+    """Dropped: an installed job's packet from a host not among its members (1b)."""
     malformed: Mapping[str, int] = dataclasses.field(default_factory=lambda: _counted(MALFORMED_REASONS))
     """Dropped as malformed, per reason of :data:`ina.protocol.MALFORMED_REASONS` (1, 7)."""
 
@@ -244,7 +253,8 @@ class Aggregator:
         self._values: list[list[int]] = [[] for _ in range(n_slots)]
         self._n = dataclasses.asdict(AggregatorStats())
 
-    def install(self, job_id: int, fan_in: int, role: Role | str, out_bit: int = 0) -> None:
+    def install(self, job_id: int, fan_in: int, role: Role | str, out_bit: int = 0,
+                members: Iterable[int] = ()) -> None:
         """Install (or replace) the table entry of ``job_id``.
 
         Args:
@@ -252,6 +262,8 @@ class Aggregator:
             fan_in: contributions that complete a slot of this job here, 1..32.
             role: ``"leaf"`` or ``"root"``.
             out_bit: for a leaf, its child bit at the root (0..31), the bitmap of its partials.
+            members: IPv4 addresses (integers) the job's packets may come from (rule 1b); none:
+                any source.
 
         Raises:
             InaError: any argument out of range, or an unknown role.
@@ -264,7 +276,10 @@ class Aggregator:
                                 ("out_bit", out_bit, MAX_BITS - 1)):
             if not isinstance(value, int) or not (1 if name == "fan_in" else 0) <= value <= hi:
                 raise InaError(f"INA table entry {name}={value!r} out of range (job {job_id!r})")
-        self._jobs[job_id] = JobEntry(fan_in, role, out_bit)
+        members = frozenset(members)
+        if any(not isinstance(a, int) or not 0 <= a <= 0xFFFFFFFF for a in members):
+            raise InaError(f"INA job {job_id}: members must be IPv4 addresses as integers")
+        self._jobs[job_id] = JobEntry(fan_in, role, out_bit, members)
 
     def uninstall(self, job_id: int) -> None:
         """Remove ``job_id``'s entry; its held slots are still freed by their results (rule 2)."""
@@ -298,12 +313,13 @@ class Aggregator:
         out[_FLAGS_OFFSET] = flags
         return [Output(Dest.TO_PS, bytes(out), reason)]
 
-    def process(self, packet: bytes, ecn_ce: bool = False) -> list[Output]:
+    def process(self, packet: bytes, ecn_ce: bool = False, src: int | None = None) -> list[Output]:
         """Apply the switch rules to one packet (its UDP payload); never raises on its content.
 
         Args:
             packet: the INA header and values.
             ecn_ce: whether the packet's IP header carries ECN CE (rule 4).
+            src: its IPv4 source address as an integer (rule 1b; None: not checked).
 
         Returns:
             Exactly one :class:`Output`: the packet to the PS, to the workers, or dropped.
@@ -315,6 +331,10 @@ class Aggregator:
         except MalformedPacket as e:
             n["malformed"][e.reason] += 1
             return [Output(Dest.DROP, reason=f"malformed:{e.reason}")]
+        entry = self._jobs.get(h.job_id)
+        if entry is not None and entry.members and src is not None and src not in entry.members:  # rule 1b
+            n["foreign"] += 1
+            return [Output(Dest.DROP, reason="foreign")]
         i = h.slot & self._mask
         key = h.job_id << 32 | h.seq
         state = self._state[i]
@@ -325,7 +345,6 @@ class Aggregator:
                 n["released"] += 1
             n["results"] += 1
             return [Output(Dest.TO_WORKERS, bytes(packet), "result")]
-        entry = self._jobs.get(h.job_id)
         if entry is None:  # rule 3
             n["passed"] += 1
             return [Output(Dest.TO_PS, bytes(packet), "passed")]

@@ -29,6 +29,7 @@ Complexity: O(machines) per job.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 
 from ina.engine import MAX_BITS, JobEntry, JobTree, LeafGroup, Role
@@ -45,6 +46,8 @@ class JobPlan:
         entries: switch -> its table entry for the job (leaves and the root only).
         ps_host: the machine running the job's parameter server.
         addresses: bit -> the machine's IP, where the PS sends results (:class:`ina.ps.PsJob`).
+        members: the IPv4 addresses (integers) the job's packets come from: its machines and its
+            PS; every switch entry of the job drops packets from any other (engine rule 1b).
     """
 
     tree: JobTree
@@ -52,6 +55,7 @@ class JobPlan:
     entries: Mapping[str, JobEntry]
     ps_host: str
     addresses: Mapping[int, str]
+    members: frozenset[int] = frozenset()
 
     @property
     def job_id(self) -> int:
@@ -117,11 +121,13 @@ def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches
     if ps_tor in ina and root_children >= 2:
         entries[ps_tor] = JobEntry(root_children, Role.ROOT)
     addresses = {b: g.nodes[m]["ip"] for m, b in bits.items()}
-    return JobPlan(tree, bits, entries, ps_host, addresses)
+    members = frozenset(int(ipaddress.IPv4Address(g.nodes[m]["ip"])) for m in [*bits, ps_host])
+    return JobPlan(tree, bits, entries, ps_host, addresses, members)
 
 
 def switch_tables(plans: Iterable[JobPlan]) -> dict[str, dict[int, JobEntry]]:
-    """Switch -> {job id -> entry}: what each aggregator has installed for the given jobs.
+    """Switch -> {job id -> entry}: what each aggregator has installed for the given jobs, each
+    entry with its job's members.
 
     Raises:
         InaError: two plans share a job id.
@@ -133,5 +139,5 @@ def switch_tables(plans: Iterable[JobPlan]) -> dict[str, dict[int, JobEntry]]:
             raise InaError(f"INA job id {p.job_id} is planned twice")
         seen.add(p.job_id)
         for s, entry in p.entries.items():
-            out.setdefault(s, {})[p.job_id] = entry
+            out.setdefault(s, {})[p.job_id] = dataclasses.replace(entry, members=p.members)
     return out

@@ -65,6 +65,11 @@ class PsJob:
     tree: JobTree
     workers: Mapping[int, str]
 
+    @property
+    def members(self) -> frozenset[str]:
+        """The addresses the job's datagrams may come from: its machines'."""
+        return frozenset(self.workers.values())
+
     def addresses(self) -> list[tuple[str, int]]:
         """Where the job's results go: every worker machine, at the job's worker port."""
         port = worker_port(self.tree.job_id)
@@ -125,6 +130,9 @@ class PsJobCounters:
     completion, an answer to a resend, or a resend request). Summed over jobs: ``datagrams_sent``."""
     completed_seqs: int = 0
     """Seqs the PS completed (rule 7; answers to resends of completed seqs not counted again)."""
+    foreign: int = 0
+    """Datagrams of the job from an address that is none of its machines': dropped unread (a host
+    outside the job must not add to its sums); not in ``received``."""
 
     def to_dict(self) -> dict[str, int]:
         """Plain data: every counter by name."""
@@ -167,6 +175,7 @@ class PsService:
         self.jobs: dict[int, PsJob] = {}
         self.job_counters: dict[int, PsJobCounters] = {}
         self.sent = 0
+        self.foreign = 0
         self.set_jobs(jobs)
 
     def set_jobs(self, jobs: Sequence[PsJob]) -> JobsChange:
@@ -200,11 +209,17 @@ class PsService:
             self.job_counters.setdefault(job_id, PsJobCounters())
         return JobsChange(tuple(added), tuple(replaced), tuple(removed), tuple(kept))
 
-    def handle(self, data: bytes, ecn_ce: bool = False) -> None:
+    def handle(self, data: bytes, ecn_ce: bool = False, src: str | None = None) -> None:
         """One datagram: run the PS rules, send what they emit to the job's workers, count it for
-        its job (:class:`PsJobCounters`)."""
+        its job (:class:`PsJobCounters`). A datagram of a served job from ``src`` not among the
+        job's machines is dropped and counted as ``foreign`` (switches' aggregates carry the
+        source address of a worker of the job; None: not checked)."""
         fields = HEADER.unpack_from(data) if len(data) >= HEADER_BYTES else None
         job = self.jobs.get(fields[_FIELD["job_id"]]) if fields else None
+        if job is not None and src is not None and src not in job.members:
+            self.foreign += 1
+            self.job_counters[job.tree.job_id].foreign += 1
+            return
         was_done = job is not None and self.engine.result(job.tree.job_id, fields[_FIELD["seq"]]) is not None
         outs = self.engine.process(data, ecn_ce)
         if job is not None and not any(o.reason.startswith("malformed:") for o in outs):
@@ -235,9 +250,9 @@ class PsService:
 
     def receive(self) -> None:
         """Handle one datagram waiting on the socket."""
-        data, ancdata, _, _ = self.sock.recvmsg(65535, _TOS_SPACE)
+        data, ancdata, _, addr = self.sock.recvmsg(65535, _TOS_SPACE)
         tos = next((c[2][0] for c in ancdata if c[0] == socket.IPPROTO_IP and c[1] == socket.IP_TOS and c[2]), 0)
-        self.handle(data, tos & 3 == 3)
+        self.handle(data, tos & 3 == 3, addr[0])
 
     def serve(self, stop: list, reload: ConfigReload | None = None, wake: socket.socket | None = None) -> None:
         """Receive until ``stop`` is non-empty, applying ``reload`` whenever it is requested.
@@ -269,7 +284,7 @@ class PsService:
     def stats(self) -> dict:
         """The engine's counters, the datagrams sent (one per worker per result packet) and, under
         ``jobs``, each job's :class:`PsJobCounters` by its id as a string."""
-        return {**self.engine.stats.to_dict(), "datagrams_sent": self.sent,
+        return {**self.engine.stats.to_dict(), "datagrams_sent": self.sent, "foreign": self.foreign,
                 "jobs": {str(j): c.to_dict() for j, c in sorted(self.job_counters.items())}}
 
 

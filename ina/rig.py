@@ -17,6 +17,7 @@ veths with it), also after a failure. The test vectors (:mod:`ina.vectors`), the
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import select
 import socket
@@ -54,12 +55,17 @@ def _checksum(header: bytes) -> int:
     return ~s & 0xFFFF
 
 
-def ina_frame(payload: bytes, ecn_ce: bool = False, src_port: int = 40000, dst_port: int = INA_UDP_PORT) -> bytes:
-    """Ethernet / IPv4 / UDP ``src_port`` -> ``dst_port`` / ``payload`` (any length, as a malformed
-    packet's may be), IP ECN = CE when ``ecn_ce``."""
+SRC_IP = "10.0.0.1"
+"""The IPv4 source of :func:`ina_frame` unless told otherwise."""
+
+
+def ina_frame(payload: bytes, ecn_ce: bool = False, src_port: int = 40000, dst_port: int = INA_UDP_PORT,
+              src_ip: str = SRC_IP) -> bytes:
+    """Ethernet / IPv4 ``src_ip`` -> 10.0.0.2 / UDP ``src_port`` -> ``dst_port`` / ``payload`` (any
+    length, as a malformed packet's may be), IP ECN = CE when ``ecn_ce``."""
     udp_len = _UDP.size + len(payload)
-    ip = bytearray(_IP.pack(0x45, 3 if ecn_ce else 0, 20 + udp_len, 1, 0, 64, 17, 0, bytes([10, 0, 0, 1]),
-                            bytes([10, 0, 0, 2])))
+    ip = bytearray(_IP.pack(0x45, 3 if ecn_ce else 0, 20 + udp_len, 1, 0, 64, 17, 0,
+                            ipaddress.IPv4Address(src_ip).packed, bytes([10, 0, 0, 2])))
     ip[10:12] = struct.pack(">H", _checksum(bytes(ip)))
     return SWITCH_MAC + HOST_MAC + struct.pack(">H", ETH_P_IP) + bytes(ip) + _UDP.pack(
         src_port, dst_port, udp_len, 0) + payload

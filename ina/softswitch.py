@@ -12,12 +12,14 @@ destination MAC (``plain``) or dropped and counted (``other``). The counters are
 Run as ``python -m ina.softswitch --control PATH -i 0@eth0 -i 1@eth1 ...``; it is programmed
 over a UNIX stream socket at ``PATH``, one JSON object per line, each answered by one line:
 
-- ``{"op": "configure", "n_slots": 64, "jobs": [[job_id, fan_in, role, out_bit], ...],
+- ``{"op": "configure", "n_slots": 64, "jobs": [[job_id, fan_in, role, out_bit, members], ...],
   "routes": {"0": port, "1": port}, "plain": {"02:00:00:00:00:01": port}}`` -> ``{"ok": true}``
   (direction 0: towards the PS, 1: towards the workers);
-- ``{"op": "add_jobs", "jobs": [[job_id, fan_in, role, out_bit], ...]}`` -> these jobs' entries
+- ``{"op": "add_jobs", "jobs": [[job_id, fan_in, role, out_bit, members], ...]}`` -> these jobs' entries
   installed (an id already installed: its entry replaced); every other entry, the slots and the
   counters stay. All or nothing: a bad entry installs none;
+  (``members``, optional: the IPv4 sources, as integers, the job's packets may come from; empty
+  or absent: any);
 - ``{"op": "remove_jobs", "job_ids": [job_id, ...]}`` -> those entries removed (ids not installed
   are ignored); the slots (a removed job's included, freed by their results) and the counters stay;
 - ``{"op": "release_slots"}`` -> every slot free; the table and the counters stay;
@@ -67,19 +69,24 @@ def split_frame(frame: bytes) -> tuple[int, bool] | None:
     return 42, frame[15] & 3 == 3
 
 
-def _checked_entries(rows: Iterable) -> list[tuple[int, int, str, int]]:
-    """Table rows ``[job_id, fan_in, role, out_bit]`` of a control message, each checked as
-    :meth:`ina.engine.Aggregator.install` checks it, before any is installed.
+def _checked_entries(rows: Iterable) -> list[tuple[int, int, str, int, tuple[int, ...]]]:
+    """Table rows ``[job_id, fan_in, role, out_bit]`` or ``[..., members]`` (IPv4 sources as
+    integers) of a control message, each checked as :meth:`ina.engine.Aggregator.install` checks
+    it, before any is installed.
 
     Raises:
         InaError: an entry out of range or an unknown role.
-        ValueError, TypeError: a row that is not four values.
+        ValueError, TypeError: a row that is not four or five values.
     """
     scratch = Aggregator(1)
     out = []
-    for job_id, fan_in, role, out_bit in rows:
-        scratch.install(job_id, fan_in, role, out_bit)
-        out.append((job_id, fan_in, Role(role).value, out_bit))
+    for row in rows:
+        job_id, fan_in, role, out_bit, *rest = row
+        if len(rest) > 1:
+            raise ValueError(f"table row {row!r}: expected [job_id, fan_in, role, out_bit(, members)]")
+        members = tuple(rest[0]) if rest else ()
+        scratch.install(job_id, fan_in, role, out_bit, members)
+        out.append((job_id, fan_in, Role(role).value, out_bit, members))
     return out
 
 
@@ -108,8 +115,8 @@ class SoftSwitch:
     def configure(self, msg: dict) -> None:
         """Install a new engine with ``n_slots`` and ``jobs``, and the routes (see the module docstring)."""
         engine = Aggregator(check_slots(msg["n_slots"]))
-        for job_id, fan_in, role, out_bit in _checked_entries(msg.get("jobs", [])):
-            engine.install(job_id, fan_in, role, out_bit)
+        for job_id, fan_in, role, out_bit, members in _checked_entries(msg.get("jobs", [])):
+            engine.install(job_id, fan_in, role, out_bit, members)
         self.engine = engine
         self.routes = {int(d): int(p) for d, p in msg.get("routes", {}).items()}
         self.plain = {bytes.fromhex(mac.replace(":", "")): int(p) for mac, p in msg.get("plain", {}).items()}
@@ -123,8 +130,8 @@ class SoftSwitch:
             KeyError: no ``jobs``.
             InaError, ValueError, TypeError: a bad entry (then none is installed).
         """
-        for job_id, fan_in, role, out_bit in _checked_entries(msg["jobs"]):
-            self.engine.install(job_id, fan_in, role, out_bit)
+        for job_id, fan_in, role, out_bit, members in _checked_entries(msg["jobs"]):
+            self.engine.install(job_id, fan_in, role, out_bit, members)
 
     def remove_jobs(self, msg: dict) -> None:
         """Remove the entries of ``msg["job_ids"]`` (ids not installed are ignored); the slots and
@@ -148,7 +155,7 @@ class SoftSwitch:
         """Every slot free and every counter 0; the table entries stay."""
         engine = Aggregator(self.engine.n_slots)
         for job_id, e in self.engine.jobs.items():
-            engine.install(job_id, e.fan_in, e.role, e.out_bit)
+            engine.install(job_id, e.fan_in, e.role, e.out_bit, e.members)
         self.engine, self.other = engine, 0
 
     def counters(self) -> dict[str, int]:
@@ -171,7 +178,7 @@ class SoftSwitch:
             return
         start, ce = split
         payload = udp_payload(frame, start)
-        for o in self.engine.process(payload, ce):
+        for o in self.engine.process(payload, ce, int.from_bytes(frame[26:30], "big")):
             if o.dest is Dest.DROP:
                 continue
             out_port = self.routes.get(TO_WORKERS if o.dest is Dest.TO_WORKERS else TO_PS, port)
@@ -381,8 +388,8 @@ class SoftAggregator:
 
 
 def _rows(jobs: Mapping[int, JobEntry]) -> list[list]:
-    """Table entries as the control protocol's rows ``[job_id, fan_in, role, out_bit]``, by job id."""
-    return [[j, e.fan_in, Role(e.role).value, e.out_bit] for j, e in sorted(jobs.items())]
+    """Table entries as the control protocol's rows ``[job_id, fan_in, role, out_bit, members]``, by job id."""
+    return [[j, e.fan_in, Role(e.role).value, e.out_bit, sorted(e.members)] for j, e in sorted(jobs.items())]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,7 +24,10 @@ Choices forced by the machines this runs on (see ARCHITECTURE.md):
 * each INA switch (``ina_switches``) gets one more port, after its links' (``<switch>-eth<P>``),
   a veth whose peer ``<switch>-ia<P>`` an INA aggregator engine serves one-armed
   (:mod:`testbed.ina_fabric`); it is not shaped (the aggregator stands for the switch's own
-  pipeline) and carries only what the controller steers to it.
+  pipeline) and carries only what the controller steers to it. It stays a ``system`` port on an
+  AF_XDP fabric (OVS's userspace datapath polls both kinds): behind an AF_XDP pipe
+  (:mod:`testbed.ports`) the aggregator's packets back into its switch were lost after the first
+  few (a 4-machine INA job stalled), as a system port the same job completes.
 """
 
 from __future__ import annotations
@@ -206,8 +209,6 @@ class EmulatedNetwork(StartStop):
         if self.options.switch_ports == "afxdp":
             ports.set_pmd_sleep(self.record)
             bridge_ports = self._bridge_ports()
-            for s, port in self.ina_ports.items():
-                bridge_ports[s][f"{s}-eth{port}"] = port
             for intfs in bridge_ports.values():
                 for intf in intfs:
                     for dev in ports.pipe_names(intf):
@@ -223,6 +224,8 @@ class EmulatedNetwork(StartStop):
             for intf in self.switch_intfs.values():
                 port = ports.pipe_names(intf)[0] if self.options.switch_ports == "afxdp" else intf
                 run(["ovs-vsctl", "set", "Interface", port, f"mtu_request={self.options.mtu}"])
+            for s, port in self.ina_ports.items():  # system ports on either fabric
+                run(["ovs-vsctl", "set", "Interface", f"{s}-eth{port}", f"mtu_request={self.options.mtu}"])
         self.controller.wait_ready()
 
     def _require_names_free(self) -> None:
@@ -234,9 +237,9 @@ class EmulatedNetwork(StartStop):
                                  f"create them; remove or rename them (`ovs-vsctl del-br NAME`) to run here")
         wanted = {f"{n}-eth{d['ports'][n]}" for u, v, d in self.g.edges(data=True) for n in (u, v)
                   if self.g.nodes[n]["role"] == "switch"}
-        wanted |= {f"{s}-eth{p}" for s, p in self.ina_ports.items()}
         if self.options.switch_ports == "afxdp":
             wanted |= {dev for name in list(wanted) for dev in ports.pipe_names(name)}
+        wanted |= {f"{s}-eth{p}" for s, p in self.ina_ports.items()}  # system ports, whatever the others
         wanted |= {self.ina_peer(s) for s in self.ina_ports}
         taken = sorted(wanted & set(os.listdir("/sys/class/net")))
         if taken:

@@ -52,11 +52,6 @@ from testbed.ports import resolve_port_type
 from testbed.queues import PortSampler
 from topo.io import write_topology_json
 
-INA_AFXDP_BLOCKER = ("INA aggregator ports run on system ports only: over an AF_XDP pipe the aggregator's packets "
-                     "back into its ToR were lost after the first window")
-"""Why a run with INA aggregators does not use AF_XDP switch ports (measured: a 4-machine INA job
-completed with system ports and stalled with AF_XDP ones, on the same fabric and engine)."""
-
 
 def make_run_dir(cfg: ExperimentConfig, base: str | None = None) -> str:
     """Create ``results/<timestamp>-<name>/`` and return its path."""
@@ -345,8 +340,7 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
         ina = InaSetup(engine, why, ina_switches(cfg, g) if engine else ())
         caps["ina_engine"], caps["ina_why"] = engine or "none", why
     caps["switch_ports"], caps["switch_ports_why"] = resolve_port_type(
-        cfg.switch_ports, cfg.mtu, caps["ovs_datapath"],
-        caps["afxdp_missing"] or (INA_AFXDP_BLOCKER if ina is not None and ina.engine else None))
+        cfg.switch_ports, cfg.mtu, caps["ovs_datapath"], caps["afxdp_missing"])
     run_dir = run_dir or make_run_dir(cfg)
     os.makedirs(run_dir, exist_ok=True)
     write_status(run_dir, "running")

@@ -14,6 +14,8 @@ import sys
 import pytest
 from conftest import SCALE, leftovers
 
+from ina.protocol import INA_UDP_PORT
+
 pytestmark = pytest.mark.emulation
 
 INA_SCALE = 1e4  # fixed-point scale of the workers' values
@@ -58,8 +60,9 @@ def _env():
     return {"PYTHONPATH": PROJECT_ROOT, "PATH": os.environ.get("PATH", "")}
 
 
-def _run_jobs(net, fabric, plans, n_slots: int, tag: str) -> tuple[dict, dict, dict]:
-    """Install ``plans``, start one PS per PS machine and every worker; wait for them.
+def _run_jobs(net, fabric, plans, n_slots: int, tag: str, before_workers=None) -> tuple[dict, dict, dict]:
+    """Install ``plans``, start one PS per PS machine (then call ``before_workers(out_dir)``) and
+    every worker; wait for them.
 
     Returns:
         (worker outputs by (job id, machine), PS counters by machine, bytes per directed link).
@@ -69,6 +72,8 @@ def _run_jobs(net, fabric, plans, n_slots: int, tag: str) -> tuple[dict, dict, d
     fabric.install(plans, n_slots)
     out_dir = os.path.join(net.run_dir, tag)
     ps_procs = fabric.start_ps(plans, out_dir)
+    if before_workers is not None:
+        before_workers(out_dir)
     before = net.switch_counters()
     workers = {}
     for p in plans:
@@ -147,6 +152,35 @@ def test_two_jobs_on_a_tiny_slot_pool_collide_fall_back_and_both_sum_exactly(ina
     assert stats["l1"].collisions > 0 and stats["l1"].aggregates > 0, evidence
     assert stats["l2"].aggregates > 0, evidence
     assert ps["h6"]["results"] == 2 * 48 * ROUNDS, evidence
+
+
+def test_hosts_outside_a_job_cannot_add_to_its_sums(ina_fabric):
+    """Before h1-h3's job (PS h6, l1 their leaf) starts, h4 (under l1, not in the job) and h7 (under
+    l2, which has no entry for the job) each send a contribution for seq 0 claiming h1's bit: l1
+    drops h4's as foreign, the PS drops h7's as foreign, and every worker gets the exact sums."""
+    from ina.plan import plan_job
+    from testbed.controller_proc import PROJECT_ROOT
+
+    net, fabric = ina_fabric
+    plan = plan_job(net.g, 5, ["h1", "h2", "h3"], "h6", ["l1", "l2"])
+    assert set(plan.entries) == {"l1"}
+    ps_ip = net.g.nodes["h6"]["ip"]
+    forge = ("import socket, sys; from ina.protocol import data_packet, VALUES_PER_PACKET as V; "
+             "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], 0)); "
+             f"s.sendto(data_packet(5, 0, 1 << {plan.bits['h1']}, [10**6] * V), ('{ps_ip}', {INA_UDP_PORT}))")
+
+    def intrude(out_dir):
+        for m in ("h4", "h7"):
+            proc = net.popen(m, [sys.executable, "-c", forge, net.g.nodes[m]["ip"]], env=_env(), cwd=PROJECT_ROOT,
+                             log_path=os.path.join(out_dir, f"intruder-{m}.log"))
+            assert proc.wait(30) == 0, f"intruder on {m} failed: see {out_dir}"
+            net.forget(proc)
+
+    outs, ps, _ = _run_jobs(net, fabric, [plan], 1024, "intruders", before_workers=intrude)
+    _check_sums(plan, outs)
+    stats = fabric.stats()
+    evidence = f"engine {fabric.engine}; l1 {stats['l1']}; PS {ps['h6']}"
+    assert stats["l1"].foreign == 1 and ps["h6"]["foreign"] == 1 and ps["h6"]["jobs"]["5"]["foreign"] == 1, evidence
 
 
 def test_a_replay_job_runs_over_ina_and_only_its_aggregates_go_up(ina_fabric, tmp_path):

@@ -19,7 +19,7 @@ import pytest
 
 from ina.client import MIN_RTO_S, AimdWindow, InaClient, RtoEstimator
 from ina.engine import JobTree
-from ina.protocol import INA_UDP_PORT, InaError, worker_port
+from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET, InaError, worker_port
 from ina.ps import PsJob, PsService, load_jobs
 
 PS_IP = "127.0.0.100"
@@ -39,7 +39,7 @@ class Ps:
         self.service = PsService(self.sock, jobs)
         if drop is not None:
             handle = self.service.handle
-            self.service.handle = lambda data, ce=False: None if drop(data) else handle(data, ce)
+            self.service.handle = lambda data, ce=False, src=None: None if drop(data) else handle(data, ce, src)
         self.stop: list = []
         self.thread = threading.Thread(target=self.service.serve, args=(self.stop,), daemon=True)
 
@@ -110,6 +110,26 @@ def test_four_workers_sum_exactly_up_to_the_quantisation_bound():
     assert st.results == 32 and st.contributions == 4 * 32  # a resend before completion is a duplicate
     assert ps.service.sent == 4 * (32 + st.resends_answered)
     assert all(c.stats.results == 32 for c in clients)
+
+
+def test_a_result_not_from_the_ps_is_ignored_and_counted():
+    """A forged RESULT for seq 0 (all lanes 999) from another address reaches every worker before
+    the allreduce: each ignores it (``foreign``) and gets the PS's sum."""
+    from ina.protocol import Flag, data_packet
+
+    inputs = _inputs(2, 100)
+    forged = data_packet(2, 0, 0, [999] * VALUES_PER_PACKET, flags=Flag.RESULT)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as intruder:
+        intruder.bind(("127.0.0.240", INA_UDP_PORT))  # even from the INA port, a wrong address
+
+        def forge(b, client):
+            intruder.sendto(forged, (_worker_ip(b), worker_port(2)))
+            time.sleep(0.05)  # queued on the client's socket before it sends
+
+        with Ps([_job(2, 2)]):
+            results, clients = _allreduce_all(2, inputs, setup=forge)
+    _check_sums(inputs, results)
+    assert [c.stats.foreign for c in clients] == [1, 1]
 
 
 def test_a_lost_packet_is_resent_after_the_timeout_and_the_sum_stays_exact():

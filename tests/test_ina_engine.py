@@ -412,3 +412,24 @@ def test_a_forgotten_seq_is_late_and_never_pending_again():
     ps.uninstall(5)
     ps.install(JobTree(5, (0, 1)))
     assert ps.process(data_packet(5, 3, 1, [1] * 32))[0].reason == "absorbed"
+
+
+def test_a_packet_from_outside_the_jobs_members_is_dropped_before_it_claims():
+    """Rule 1b: job 1's entry lists its members; a packet from another source is dropped and
+    counted ``foreign`` (it would otherwise take worker 0's bit, and worker 0's own packet would
+    be dropped as a duplicate: a wrong sum). No source given, or a job without members: no check."""
+    agg = Aggregator(8)
+    agg.install(1, 2, Role.ROOT, members=[0x0A000001, 0x0A000003])
+    agg.install(2, 2, Role.ROOT)
+    [out] = agg.process(data_packet(1, 0, 1 << 0, [100] * VALUES_PER_PACKET), src=0x0A000009)
+    assert out.dest is Dest.DROP and out.reason == "foreign" and agg.stats.foreign == 1 and not agg.occupied()
+    assert agg.process(data_packet(1, 0, 1 << 0, [1] * VALUES_PER_PACKET), src=0x0A000001)[0].dest is Dest.DROP
+    [out] = agg.process(data_packet(1, 0, 1 << 1, [2] * VALUES_PER_PACKET), src=0x0A000003)
+    assert out.dest is Dest.TO_PS and decode(out.data)[1] == (3,) * VALUES_PER_PACKET
+    [out] = agg.process(data_packet(1, 0, 0, [3] * VALUES_PER_PACKET, flags=Flag.RESULT), src=0x0A000009)
+    assert out.reason == "foreign" and len(agg.occupied()) == 1  # a forged result frees nothing
+    assert agg.process(data_packet(2, 0, 1, [1] * VALUES_PER_PACKET), src=0x0A000009)[0].reason != "foreign"
+    assert agg.process(data_packet(1, 1, 1, [1] * VALUES_PER_PACKET))[0].reason != "foreign"
+    assert agg.stats.foreign == 2
+    with pytest.raises(InaError, match="members must be IPv4 addresses"):
+        agg.install(3, 2, Role.ROOT, members=["10.0.0.1"])

@@ -29,6 +29,7 @@ from ina.protocol import (
     VALUES_PER_PACKET,
     Flag,
     data_packet,
+    decode,
     slot_of,
 )
 from ina.rig import ENGINES, SwitchRig
@@ -193,3 +194,23 @@ def test_other_udp_is_not_ina_and_is_counted_not_aggregated(rig):
     assert rig.step_frame(0, ina_frame(p, dst_port=INA_UDP_PORT + 1)) == []
     assert rig.switches[0].counters()["other"] == 1 and rig.stats(0).packets == 0
     assert rig.step_frame(0, ina_frame(p)) == [] and rig.stats(0).claims == 1  # absorbed: fan-in 2
+
+
+def test_a_jobs_packets_from_a_host_outside_it_are_dropped_and_counted(rig):
+    """Job 1 installed with its members (10.0.0.1 and 10.0.0.3): a packet claiming worker 0's bit
+    from 10.0.0.9 is dropped as ``foreign`` before it can take the slot; the members' packets then
+    aggregate to their own sum; a job installed without members takes any source."""
+    import ipaddress
+
+    from ina.rig import ina_frame
+
+    members = frozenset(int(ipaddress.IPv4Address(a)) for a in ("10.0.0.1", "10.0.0.3"))
+    rig.configure(0, 64, {1: JobEntry(2, Role.ROOT, 0, members), 2: JobEntry(2, Role.ROOT)})
+    assert rig.step_frame(0, ina_frame(data_packet(1, 0, 1 << 0, [100] * VALUES_PER_PACKET), src_ip="10.0.0.9")) == []
+    stats = rig.stats(0)
+    assert stats.foreign == 1 and stats.claims == 0
+    assert rig.step_frame(0, ina_frame(data_packet(1, 0, 1 << 0, [1] * VALUES_PER_PACKET))) == []
+    out = rig.step_frame(0, ina_frame(data_packet(1, 0, 1 << 1, [2] * VALUES_PER_PACKET), src_ip="10.0.0.3"))
+    assert [decode(f)[1] for _, f in out] == [(3,) * VALUES_PER_PACKET]
+    assert rig.step_frame(0, ina_frame(data_packet(2, 0, 1 << 0, [1] * VALUES_PER_PACKET), src_ip="10.0.0.9")) == []
+    assert rig.stats(0).foreign == 1 and rig.stats(0).claims == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import random
 
 import pytest
@@ -109,7 +110,9 @@ def test_bad_plans_say_why(ls):
     with pytest.raises(InaError, match="more than 32 bits"):
         plan_job(big, 1, [f"h{i}" for i in range(1, 34)], "h40", [])
     p = plan_job(ls, 1, ["h1", "h2"], "h6", ["l1"])
-    assert switch_tables([p]) == {"l1": {1: JobEntry(2, Role.LEAF, 0)}}
+    ips = {int(ipaddress.IPv4Address(ls.nodes[m]["ip"])) for m in ("h1", "h2", "h6")}
+    assert p.members == ips
+    assert switch_tables([p]) == {"l1": {1: JobEntry(2, Role.LEAF, 0, frozenset(ips))}}
     with pytest.raises(InaError, match="planned twice"):
         switch_tables([p, p])
 

@@ -81,6 +81,20 @@ def service():
     sock.close()
 
 
+def test_a_hosts_packets_outside_the_job_are_dropped_and_counted_not_summed(service):
+    """A datagram of job 8 from an address that is none of its machines' is dropped before the PS
+    rules: the sum of seq 0 is the two workers' and nobody else's."""
+    intruder = "127.0.0.250"
+    service.handle(data_packet(8, 0, 1 << 0, _values(100)), src=intruder)  # claims worker 0's bit
+    assert service.engine.result(8, 0) is None
+    service.handle(data_packet(8, 0, 1 << 0, _values(1)), src=_ip(0))
+    service.handle(data_packet(8, 0, 1 << 1, _values(2)), src=_ip(1))
+    assert service.engine.result(8, 0).values == (3,) * 32
+    stats = service.stats()
+    assert stats["foreign"] == 1 and stats["jobs"]["8"]["foreign"] == 1 and stats["jobs"]["8"]["received"] == 2
+    assert stats["duplicates"] == 0
+
+
 def test_per_job_counters_classify_each_datagram_by_its_header(service):
     """received / aggregated (covers two or more workers once the tree expands the bitmap) /
     fallback / resend / results (datagrams sent) / completed_seqs, per job; malformed datagrams and
@@ -104,9 +118,9 @@ def test_per_job_counters_classify_each_datagram_by_its_header(service):
         service.handle(data)
     stats = service.stats()
     assert stats["jobs"]["7"] == {"received": 10, "aggregated": 3, "fallback": 2, "resend": 2,
-                                  "results": 4 * 3, "completed_seqs": 3}
+                                  "results": 4 * 3, "completed_seqs": 3, "foreign": 0}
     assert stats["jobs"]["8"] == {"received": 1, "aggregated": 0, "fallback": 0, "resend": 0, "results": 0,
-                                  "completed_seqs": 0}
+                                  "completed_seqs": 0, "foreign": 0}
     assert stats["malformed"]["truncated"] == 1 and stats["unknown_job"] == 1
     assert stats["results"] == 3 and stats["resends_answered"] == 1
     assert sum(j["results"] for j in stats["jobs"].values()) == stats["datagrams_sent"]
@@ -137,6 +151,7 @@ class PsProcess:
                                       str(self.stats), "--bind", PS_IP, "--ack", str(self.ack)],
                                      stderr=subprocess.PIPE, text=True)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((_ip(0), 0))  # a machine of every job here: the PS drops other sources
 
     def write(self, jobs) -> None:
         self.config.write_text(json.dumps({"jobs": [j.to_dict() for j in jobs]}) if isinstance(jobs, list)

@@ -12,7 +12,10 @@
  * Tables (programmed by ina/p4/switch.py through simple_switch_CLI):
  *   ina_config  keyless; default action set_slots(mask): slots in use = mask + 1, a power of two
  *               up to INA_SLOTS (the registers' size, fixed at compile time).
- *   ina_job     job_id -> set_job(fan_in, is_leaf, out_bit): the per-job entry (rule 3).
+ *   ina_job     job_id -> set_job(fan_in, is_leaf, out_bit, check_members): the per-job entry (rule 3).
+ *   ina_member  (job_id, IPv4 source) -> NoAction: the hosts an installed job's packets may come
+ *               from (its machines and its PS); with check_members, any other source is dropped
+ *               and counted under ST_FOREIGN (rule 1b).
  *   ina_out     direction (0 towards the PS, 1 towards the workers) -> to_port(port) |
  *               to_group(multicast group) | back() (out of the port it came in: the default,
  *               for an aggregator attached one-armed to its ToR).
@@ -64,14 +67,15 @@ const bit<32> ST_DUPLICATES = 7;
 const bit<32> ST_COLLISIONS = 8;
 const bit<32> ST_AGGREGATES = 9;
 const bit<32> ST_OVERFLOWS = 10;
-const bit<32> ST_MALFORMED_TRUNCATED = 11;
-const bit<32> ST_MALFORMED_BAD_VERSION = 12;
-const bit<32> ST_MALFORMED_RESERVED_BITS = 13;
-const bit<32> ST_MALFORMED_BAD_COUNT = 14;
-const bit<32> ST_MALFORMED_TRAILING_BYTES = 15;
-const bit<32> ST_MALFORMED_BAD_BITMAP = 16;
-const bit<32> ST_OTHER = 17;
-#define N_STATS 18
+const bit<32> ST_FOREIGN = 11;
+const bit<32> ST_MALFORMED_TRUNCATED = 12;
+const bit<32> ST_MALFORMED_BAD_VERSION = 13;
+const bit<32> ST_MALFORMED_RESERVED_BITS = 14;
+const bit<32> ST_MALFORMED_BAD_COUNT = 15;
+const bit<32> ST_MALFORMED_TRAILING_BYTES = 16;
+const bit<32> ST_MALFORMED_BAD_BITMAP = 17;
+const bit<32> ST_OTHER = 18;
+#define N_STATS 19
 
 /* Directions of ina_out. */
 const bit<1> TO_PS = 0;
@@ -143,6 +147,7 @@ struct metadata_t {
     bit<8> fan_in;
     bit<1> is_leaf;
     bit<8> out_bit;
+    bit<1> check_members;
     bit<1> go;   /* 1: the packet leaves through ina_out; 0: dropped (absorbed, duplicate, malformed) */
     bit<1> dir;
 }
@@ -221,15 +226,17 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         default_action = set_slots(0);
     }
 
-    action set_job(bit<8> fan_in, bit<1> is_leaf, bit<8> out_bit) {
+    action set_job(bit<8> fan_in, bit<1> is_leaf, bit<8> out_bit, bit<1> check_members) {
         meta.installed = 1;
         meta.fan_in = fan_in;
         meta.is_leaf = is_leaf;
         meta.out_bit = out_bit;
+        meta.check_members = check_members;
     }
 
     action not_installed() {
         meta.installed = 0;
+        meta.check_members = 0;
     }
 
     table ina_job {
@@ -237,6 +244,13 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         actions = { set_job; not_installed; }
         default_action = not_installed();
         size = 1024;
+    }
+
+    table ina_member {
+        key = { hdr.ina.job_id: exact; hdr.ipv4.src: exact; }
+        actions = { NoAction; }
+        default_action = NoAction();
+        size = 4096;
     }
 
     action to_port(bit<9> port) {
@@ -312,7 +326,14 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 slot_key.read(held_key, i);
                 bool holds = state != FREE && held_key == key;
                 ina_job.apply();
-                if (hdr.ina.flags & F_RESULT != 0) {
+                bool foreign = false;
+                if (meta.installed == 1 && meta.check_members == 1) {
+                    foreign = !ina_member.apply().hit;
+                }
+                if (foreign) {
+                    /* Rule 1b: an installed job's packet from a host outside it. */
+                    count(ST_FOREIGN);
+                } else if (hdr.ina.flags & F_RESULT != 0) {
                     /* Rule 2: a result frees the slot holding its (job, seq), goes to the workers. */
                     if (holds) {
                         slot_state.write(i, FREE);

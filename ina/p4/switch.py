@@ -64,8 +64,13 @@ def added_handles(cli_output: str, expected: int) -> list[int]:
 
 def _job_args(job_id: int, e: JobEntry) -> str:
     """The ``set_job`` action's parameters of an entry, checked as the software engine checks them."""
-    Aggregator(1).install(job_id, e.fan_in, e.role, e.out_bit)  # raises InaError on a bad entry
-    return f"{e.fan_in} {int(Role(e.role) is Role.LEAF)} {e.out_bit}"
+    Aggregator(1).install(job_id, e.fan_in, e.role, e.out_bit, e.members)  # raises InaError on a bad entry
+    return f"{e.fan_in} {int(Role(e.role) is Role.LEAF)} {e.out_bit} {int(bool(e.members))}"
+
+
+def _member_adds(job_id: int, e: JobEntry) -> list[str]:
+    """The ``ina_member`` entries of a job: one per source address it may send from."""
+    return [f"table_add ina_member NoAction {job_id} {addr} =>" for addr in sorted(e.members)]
 
 
 def _free_loopback_port() -> int:
@@ -99,6 +104,7 @@ class Bmv2Aggregator:
         self.netns = netns
         self.proc: subprocess.Popen | None = None
         self._handles: dict[int, int] | None = {}
+        self._members: dict[int, list[int]] = {}  # job id -> handles of its ina_member entries
         """``ina_job`` entry handle by job id; None after a failed update (see the module docstring)."""
 
     def _ns(self, cmd: list[str]) -> list[str]:
@@ -196,15 +202,29 @@ class Bmv2Aggregator:
         check_slots(n_slots)
         job_ids = sorted(jobs)
         cmds = [f"table_set_default ina_config set_slots {n_slots - 1}", "table_clear ina_job",
-                "table_clear ina_out", "table_clear plain"]
-        cmds += [f"table_add ina_job set_job {j} => {_job_args(j, jobs[j])}" for j in job_ids]
+                "table_clear ina_member", "table_clear ina_out", "table_clear plain"]
+        adds = []  # what each table_add of the session adds: (job id, True for its ina_job entry)
+        for j in job_ids:
+            cmds.append(f"table_add ina_job set_job {j} => {_job_args(j, jobs[j])}")
+            adds.append((j, True))
+            members = _member_adds(j, jobs[j])
+            cmds += members
+            adds += [(j, False)] * len(members)
         for direction, port in sorted((routes or {}).items()):
             cmds.append(f"table_add ina_out to_port {direction} => {port}")
         for mac, port in sorted((plain or {}).items()):
             cmds.append(f"table_add plain to_port {mac} => {port}")
         self._handles = None
         handles = added_handles(self.cli(cmds), sum(c.startswith("table_add ") for c in cmds))
-        self._handles = dict(zip(job_ids, handles, strict=False))  # ina_job's adds come first
+        self._handles, self._members = {}, {}
+        self._record(adds, handles)  # the jobs' adds come first
+
+    def _record(self, adds: Sequence[tuple[int, bool]], handles: Sequence[int]) -> None:
+        for (job_id, is_job), handle in zip(adds, handles, strict=False):
+            if is_job:
+                self._handles[job_id] = handle
+            else:
+                self._members.setdefault(job_id, []).append(handle)
 
     def _known_handles(self) -> dict[int, int]:
         if self._handles is None:
@@ -212,48 +232,60 @@ class Bmv2Aggregator:
                           f"failed update; configure() it again")
         return self._handles
 
-    def _update(self, cmds: list[str], added: Sequence[int], removed: Sequence[int]) -> None:
-        """Run ``ina_job`` commands; record the handles of ``added`` (one ``table_add`` each, in
-        order) and forget those of ``removed``."""
+    def _update(self, cmds: list[str], adds: Sequence[tuple[int, bool]], removed: Sequence[int]) -> None:
+        """Run a session of ``ina_job``/``ina_member`` commands; record the handles of ``adds`` (one
+        per ``table_add``, in order) after forgetting those of the ``removed`` jobs' members (and,
+        for jobs not added again, their ``ina_job`` entry)."""
         handles = self._known_handles()
         self._handles = None  # unknown until the whole session has gone through
-        new = added_handles(self.cli(cmds), len(added))
-        handles.update(zip(added, new, strict=True))
+        new = added_handles(self.cli(cmds), len(adds))
+        readded = {j for j, is_job in adds if is_job}
         for job_id in removed:
-            del handles[job_id]
+            self._members.pop(job_id, None)
+            if job_id not in readded:
+                handles.pop(job_id, None)
         self._handles = handles
+        self._record(adds, new)
 
     def add_jobs(self, jobs: Mapping[int, JobEntry]) -> None:
-        """Add these jobs' ``ina_job`` entries (an id already installed: its entry modified in
-        place, ``table_modify`` by handle); every other entry, the slots and the counters untouched.
+        """Add these jobs' ``ina_job`` and ``ina_member`` entries (an id already installed: its
+        ``ina_job`` entry modified in place, ``table_modify`` by handle, and its members replaced);
+        every other entry, the slots and the counters untouched.
 
         Raises:
             InaError: a bad entry (nothing sent to the switch).
             P4Error: the CLI refused a command, or the handles are unknown (see the module docstring).
         """
         handles = self._known_handles()
-        cmds, added = [], []
+        cmds, adds, replaced = [], [], []
         for job_id, e in sorted(jobs.items()):
             args = _job_args(job_id, e)
             if job_id in handles:
                 cmds.append(f"table_modify ina_job set_job {handles[job_id]} => {args}")
+                cmds += [f"table_delete ina_member {h}" for h in self._members.get(job_id, [])]
+                replaced.append(job_id)
             else:
                 cmds.append(f"table_add ina_job set_job {job_id} => {args}")
-                added.append(job_id)
+                adds.append((job_id, True))
+            members = _member_adds(job_id, e)
+            cmds += members
+            adds += [(job_id, False)] * len(members)
         if cmds:
-            self._update(cmds, added, ())
+            self._update(cmds, adds, replaced)
 
     def remove_jobs(self, job_ids: Iterable[int]) -> None:
-        """Delete these jobs' ``ina_job`` entries by handle (ids not installed are ignored); the
-        slots (a removed job's are freed by their results) and the counters untouched.
+        """Delete these jobs' ``ina_job`` and ``ina_member`` entries by handle (ids not installed
+        are ignored); the slots (a removed job's are freed by their results) and the counters untouched.
 
         Raises:
             P4Error: the CLI refused a command, or the handles are unknown (see the module docstring).
         """
         handles = self._known_handles()
         removed = [j for j in sorted(set(job_ids)) if j in handles]
-        if removed:
-            self._update([f"table_delete ina_job {handles[j]}" for j in removed], (), removed)
+        cmds = [c for j in removed for c in (f"table_delete ina_job {handles[j]}",
+                                             *(f"table_delete ina_member {h}" for h in self._members.get(j, [])))]
+        if cmds:
+            self._update(cmds, (), removed)
 
     def release_slots(self) -> None:
         """Every slot free (the slot registers reset); the tables and the ``stats`` register stay."""
