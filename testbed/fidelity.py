@@ -49,7 +49,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from common.units import MEGA, TCP_IP_HEADER_BYTES
+from common.units import ETHERNET_HEADER_BYTES, MEGA, TCP_IP_HEADER_BYTES
+from ina.protocol import HEADER_BYTES, VALUES_PER_PACKET
 from jobs.patterns import INA
 from sim.steps import job_bound_s, job_collisions, job_links, largest_transfer_bytes
 from testbed.cpu import CpuSummary
@@ -316,7 +317,8 @@ class JobVerdict:
             network), ``local`` (no transfer left its
             machine: bound 0), ``incomplete`` (not measured, or did not finish) or
             ``not-modelled`` (an INA job: its time is set by the aggregators' and the parameter
-            server's packet processing, which no bound here models; bound 0) otherwise.
+            server's packet processing, which no bound here models; its bound is the wire bound
+            :func:`ina_bound_s` and its ratio is given, not checked) otherwise.
         bound_s: contention-free bound of one iteration's communication, seconds.
         measured_s: measured mean communication time per iteration, seconds, if any.
         ratio: ``measured_s / bound_s`` when both exist and the bound is positive (also given,
@@ -412,6 +414,40 @@ def ina_links(g, machines_by_rank: Sequence[str], ps_host: str | None) -> frozen
     return frozenset(out)
 
 
+INA_FRAME_BYTES = ETHERNET_HEADER_BYTES + 28 + HEADER_BYTES + 4 * VALUES_PER_PACKET
+"""Bytes a shaper counts for one INA packet: Ethernet, IPv4 and UDP headers, the INA header and
+its int32 lanes."""
+
+
+def ina_bound_s(rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], ps_host: str,
+                bucket_bytes: Sequence[int]) -> float:
+    """A lower bound on an INA job's communication time per iteration, seconds: every machine but
+    the PS's sends one INA packet per :data:`~ina.protocol.VALUES_PER_PACKET` int32 lanes of each
+    bucket (one lane per 4 bytes) over its own link, and receives as many results back, whatever
+    the switches sum. The slowest such link sets the bound (0: every rank on the PS's machine).
+
+    It leaves out what sets an INA job's time here (the aggregators' and the PS's packet
+    processing, the client's window), so an INA job is not judged against it (status
+    ``not-modelled``): the ratio says how far above its links the INA path ran.
+
+    Args:
+        rate_mbps: each link's rate, keyed by either orientation (machine links are looked up by
+            the machine's name and its switch's).
+        machines_by_rank: the machine of each rank.
+        ps_host: the PS's machine.
+        bucket_bytes: the buckets allreduced per iteration, at the rates' scale.
+    """
+    packets = sum(-(-b // (4 * VALUES_PER_PACKET)) for b in bucket_bytes)
+    worst = 0.0
+    for m in dict.fromkeys(machines_by_rank):
+        if m == ps_host:
+            continue
+        rates = [r for (u, v), r in rate_mbps.items() if m in (u, v)]
+        if rates:
+            worst = max(worst, packets * INA_FRAME_BYTES * 8 / (min(rates) * MEGA))
+    return worst
+
+
 def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobEvidence],
                  mtu: int | None = None) -> list[JobVerdict]:
     """Check every job of a run against its contention-free bound.
@@ -444,8 +480,11 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
     for i, e in enumerate(evidence):
         others = dict.fromkeys(evidence[j].job for j in by_wave[e.wave] if j != i and links[i] & links[j])
         if e.collective == INA:
-            out.append(JobVerdict(job=e.job, wave=e.wave, status="incomplete" if e.comm_mean_s is None or not e.complete
-                                  else "not-modelled", bound_s=0.0, measured_s=e.comm_mean_s, ratio=None,
+            bound_s = ina_bound_s(rate_mbps, e.machines_by_rank, e.ps_host, e.bucket_bytes) if e.ps_host else 0.0
+            measured = e.comm_mean_s
+            out.append(JobVerdict(job=e.job, wave=e.wave, status="incomplete" if measured is None or not e.complete
+                                  else "not-modelled", bound_s=bound_s, measured_s=measured,
+                                  ratio=measured / bound_s if measured is not None and bound_s > 0 else None,
                                   contended_with=tuple(others)))
             continue
         bound_s = job_bound_s(g, rate_mbps, e.machines_by_rank, e.collective, e.bucket_bytes, mtu)

@@ -18,7 +18,8 @@ from experiment.export import job_record
 from experiment.ina_results import InaJobResult, InaResult
 from experiment.report import ina_lines, summarise_policy, summary_tables, write_run_report
 from ina.p4.build import DEFAULT_SLOTS
-from testbed.fidelity import JobEvidence, ina_links, job_verdicts
+from ina.protocol import HEADER_BYTES
+from testbed.fidelity import JobEvidence, ina_bound_s, ina_links, job_verdicts
 from testbed.ina_runs import FALLBACK_COLLECTIVE, resolve_ina, unused_result, without_ina
 from testbed.shaping import link_rates_mbps
 
@@ -119,12 +120,16 @@ def test_ina_jobs_are_not_modelled_by_the_fidelity_bound_but_count_for_contentio
     ring = JobEvidence("b", 0, ("h6", "h7"), "ring", (4000,), 0.1, True)
     alone = JobEvidence("c", 0, ("h15", "h16"), "ring", (4000,), 0.1, True)
     v = {x.job: x for x in job_verdicts(G, rates, [ina, ring, alone], 1500)}
-    assert v["a"].status == "not-modelled" and v["a"].bound_s == 0.0 and v["a"].ratio is None
-    assert not v["a"].checked
+    # one bucket of 4,000 B: 32 packets of 32 lanes, each 14 + 28 + header + 128 bytes on the wire
+    wire_s = 32 * (14 + 28 + HEADER_BYTES + 128) * 8 / (rates[("h1", "e1")] * 1e6)
+    assert v["a"].status == "not-modelled" and v["a"].bound_s == pytest.approx(wire_s)
+    assert v["a"].ratio == pytest.approx(0.5 / wire_s) and not v["a"].checked
     assert v["a"].contended_with == ("b",) and v["b"].status == "contended"  # h6's uplink carries both
     assert "a" not in v["c"].contended_with
     incomplete = dataclasses.replace(ina, complete=False)
     assert job_verdicts(G, rates, [incomplete], 1500)[0].status == "incomplete"
+    assert ina_bound_s(rates, ("h1", "h1"), "h1", (4000,)) == 0.0  # every rank on the PS's machine
+    assert ina_bound_s(rates, ("h1", "h2"), "h1", (4000, 1)) == pytest.approx(wire_s * 33 / 32)
 
 
 def test_ina_links_are_every_machine_to_its_ps_and_back():
