@@ -68,3 +68,37 @@ def test_an_experiment_runs_ina_jobs_and_reports_them(emulation_ok, tmp_path, en
     assert [(r["policy"], r["job"], r["engine"]) for r in rows] == [("consolidate", "a", engine),
                                                                     ("consolidate", "b", engine)]
     assert not leftovers(), f"run left behind: {leftovers()}"
+
+
+def test_ina_optional_where_its_engine_cannot_run_runs_the_ring_and_says_so(emulation_ok, tmp_path, monkeypatch):
+    """``ina: {engine: bmv2, use: optional}`` on a machine without bmv2 (no P4_PREFIX, no /opt/p4,
+    no tools on the PATH, really looked for): the INA job runs the ring allreduce, completes, and
+    capabilities.json, measurements.json and the terminal say INA was not used and why."""
+    import io
+
+    from experiment import config
+    from testbed.runner import Progress, run_experiment
+
+    monkeypatch.setenv("P4_PREFIX", str(tmp_path / "none"))
+    monkeypatch.setattr("ina.p4.build.DEFAULT_PREFIX", str(tmp_path / "none"))
+    monkeypatch.setenv("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+    cfg = config.from_dict({
+        "name": "ina-optional", "scale": SCALE, "dilation": 2,
+        "topology": {"kind": "leaf_spine", "n_leaf": 2, "n_spine": 1, "hosts_per_leaf": 2, "gpus_per_machine": 1},
+        "jobs": [{"name": "a", "model": "resnet50", "workers": 3, "collective": "ina"}],
+        "policies": ["consolidate"], "iterations": 2, "warmup_iterations": 1, "ecn": {"marking": "optional"},
+        "ina": {"engine": "bmv2", "use": "optional"}, "results_dir": str(tmp_path)})
+    out = io.StringIO()
+    run_dir = run_experiment(cfg, Progress(out))
+    with open(os.path.join(run_dir, "capabilities.json")) as f:
+        caps = json.load(f)
+    assert caps["ina_engine"] == "none" and "cannot run here" in caps["ina_why"]
+    with open(os.path.join(run_dir, "consolidate", "measurements.json")) as f:
+        ina = json.load(f)["ina"]
+    assert ina["used"] is False and ina["engine"] == "none" and ina["jobs"] == {}
+    with open(os.path.join(run_dir, "config.json")) as f:
+        assert json.load(f)["jobs"][0]["collective"] == "ina"  # what was asked
+    with open(os.path.join(run_dir, "jobs.csv")) as f:
+        assert ",ring," in f.read()  # what ran
+    assert "INA under consolidate: not used (" in out.getvalue()
+    assert not leftovers(), f"run left behind: {leftovers()}"
