@@ -597,9 +597,12 @@ def ina_jobs(cfg: ExperimentConfig) -> list[str]:
 
 def ina_switches(cfg: ExperimentConfig, g) -> tuple[str, ...]:
     """The INA-capable switches: ``ina.switches``, or every ToR (a switch with machines), sorted."""
-    if cfg.ina.switches:
-        return tuple(sorted(cfg.ina.switches))
-    return tuple(sorted({g.nodes[m]["rack"] for m, d in g.nodes(data=True) if d.get("role") == "machine"}))
+    return tuple(sorted(cfg.ina.switches or _tors(g)))
+
+
+def _tors(g) -> set[str]:
+    """The switches with machines (every machine's ``rack``)."""
+    return {d["rack"] for d in g.nodes.values() if d.get("role") == "machine"}
 
 
 def _validate_ina(cfg: ExperimentConfig, g, emu: bool) -> None:
@@ -617,7 +620,7 @@ def _validate_ina(cfg: ExperimentConfig, g, emu: bool) -> None:
     slots = cfg.ina.slots
     if slots & (slots - 1):
         fail("config.ina.slots", slots, "is not a power of two", f"1, 2, 4, ... {INA_MAX_SLOTS}")
-    tors = {g.nodes[m]["rack"] for m, d in g.nodes(data=True) if d.get("role") == "machine"}
+    tors = _tors(g)
     for s in cfg.ina.switches:
         if s not in tors:
             fail("config.ina.switches", s, "is not a switch with machines (a ToR) of the topology",

@@ -75,6 +75,12 @@ def tor_of(g, machine: str) -> str:
     return tor
 
 
+def ps_host_of(ps_host: str | None, machines: Sequence[str]) -> str:
+    """The machine of a job's PS: the placement's ``ps_host``, else the machine of its rank 0
+    (this project's default, the specs leave it to the system; ATP co-locates PSs with workers)."""
+    return ps_host or machines[0]
+
+
 def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches: Iterable[str]) -> JobPlan:
     """The INA plan of one job (see the module docstring).
 

@@ -27,6 +27,7 @@ import time
 from collections.abc import Mapping
 
 from common.errors import TestbedError
+from common.lifecycle import StartStop
 from ina.engine import JobEntry
 from ina.p4.build import ENGINES, P4Error, Toolchain
 from ina.p4.switch import TO_PS, TO_WORKERS, Bmv2Aggregator, aggregator_stats
@@ -117,8 +118,8 @@ class _Port:
 
 
 
-class SwitchRig:
-    """``n`` aggregators on veths (see the module docstring). A context manager.
+class SwitchRig(StartStop):
+    """``n`` aggregators on veths (see the module docstring). A context manager (:class:`StartStop`).
 
     Args:
         n: switches.
@@ -143,24 +144,13 @@ class SwitchRig:
         self._seq = 0
         self._made_ns = False
 
-    def __enter__(self) -> SwitchRig:
-        try:
-            self._build()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def _ip(self, *args: str, ns: bool = False) -> None:
         cmd = ["ip", "netns", "exec", self.netns, "ip", *args] if ns else ["ip", *args]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             raise TestbedError(f"{' '.join(cmd)}: {p.stderr.strip()}")
 
-    def _build(self) -> None:
+    def start(self) -> None:
         self._ip("netns", "add", self.netns)
         self._made_ns = True
         self._ip("link", "set", "lo", "up", ns=True)
@@ -256,7 +246,7 @@ class SwitchRig:
             out += self._collect(k)
         return out, time.perf_counter() - t0
 
-    def close(self) -> None:
+    def stop(self) -> None:
         """Stop the switches (by PID), close the sockets, delete the namespace (and with it the veths)."""
         for sw in self.switches:
             sw.stop()

@@ -45,7 +45,7 @@ from ina.engine import AggregatorStats
 from ina.p4.build import DEFAULT_SLOTS, ENGINES, compile_program, engine_available, find_toolchain
 from ina.p4.switch import Bmv2Aggregator, aggregator_stats
 from ina.plan import JobPlan, switch_tables
-from ina.protocol import INA_UDP_PORT, check_slots
+from ina.protocol import check_slots
 from ina.ps import PsJob
 from ina.softswitch import SoftAggregator
 from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
@@ -53,7 +53,7 @@ from testbed.procs import stop_process
 from testbed.record import process_change
 
 PS_READY_S = 20.0
-"""How long a parameter server may take to bind its port, or to acknowledge a config."""
+"""How long a parameter server may take to acknowledge a config (its first after binding its port)."""
 
 
 def resolve_engine(requested: str = "auto") -> tuple[str, str]:
@@ -82,7 +82,8 @@ def endpoints(net, plan: JobPlan) -> dict:
 
 @dataclasses.dataclass
 class PsProcess:
-    """A parameter server :meth:`InaFabric.add_jobs` started, its files and the jobs it serves.
+    """A parameter server the fabric started (:meth:`InaFabric.start_ps`, :meth:`InaFabric.add_jobs`),
+    its files and the jobs it serves.
 
     Attributes:
         host: its machine.
@@ -148,7 +149,7 @@ class InaFabric(StartStop):
         self._plans: dict[int, JobPlan] = {}
         """The jobs whose entries the aggregators hold, by id."""
         self._ps: dict[str, PsProcess] = {}
-        """The parameter servers :meth:`add_jobs` started, by machine."""
+        """The parameter servers running (:meth:`start_ps`, :meth:`add_jobs`), by machine."""
 
     def start(self) -> None:
         """Start one engine per INA switch on its aggregator port's peer.
@@ -274,10 +275,7 @@ class InaFabric(StartStop):
                     waits.append((ps, 0))
             self._wait_acks(waits)
         except BaseException:
-            for ps in started:  # a parameter server that never served is not left behind
-                stop_process(ps.proc)
-                self.net.forget(ps.proc)
-                self._ps.pop(ps.host, None)
+            self.stop_ps(ps.host for ps in started)  # a parameter server that never served is not left behind
             raise
 
     def remove_jobs(self, job_ids: Iterable[int]) -> None:
@@ -316,17 +314,6 @@ class InaFabric(StartStop):
                 raise EmulationError(f"freeing the slots of the INA aggregator of {s}: {e} "
                                      f"(log: {sw.log_path})") from None
 
-    def served(self) -> dict[str, tuple[int, ...]]:
-        """Each machine running a parameter server of :meth:`add_jobs` -> the job ids it serves."""
-        return {host: tuple(sorted(ps.jobs)) for host, ps in sorted(self._ps.items())}
-
-    def _spawn_ps(self, host: str, config: str, stats: str, log: str, ack: str | None = None) -> subprocess.Popen:
-        """Start ``python -m ina.ps`` on ``host`` (recorded by the network for cleanup)."""
-        env = {"PYTHONPATH": PROJECT_ROOT, "PATH": os.environ.get("PATH", "")}
-        argv = [sys.executable, "-m", "ina.ps", "--config", config, "--stats", stats,
-                "--bind", self.net.g.nodes[host]["ip"], *(["--ack", ack] if ack else [])]
-        return self.net.popen(host, argv, env=env, cwd=PROJECT_ROOT, log_path=log)
-
     def _spawn_managed_ps(self, host: str, jobs: Mapping[int, PsJob], out_dir: str) -> PsProcess:
         """Start a parameter server serving ``jobs`` and record it in :attr:`_ps` (not waited for)."""
         os.makedirs(out_dir, exist_ok=True)
@@ -336,7 +323,11 @@ class InaFabric(StartStop):
             if os.path.exists(old):
                 os.remove(old)
         _write_ps_config(config, jobs)
-        ps = PsProcess(host, self._spawn_ps(host, config, stats, log, ack), config, stats, ack, log, dict(jobs))
+        env = {"PYTHONPATH": PROJECT_ROOT, "PATH": os.environ.get("PATH", "")}
+        argv = [sys.executable, "-m", "ina.ps", "--config", config, "--stats", stats,
+                "--bind", self.net.g.nodes[host]["ip"], "--ack", ack]
+        proc = self.net.popen(host, argv, env=env, cwd=PROJECT_ROOT, log_path=log)
+        ps = PsProcess(host, proc, config, stats, ack, log, dict(jobs))
         self._ps[host] = ps
         return ps
 
@@ -389,22 +380,6 @@ class InaFabric(StartStop):
                                      f"in {PS_READY_S:g} s: see {ps.log}")
             time.sleep(0.05)
 
-    def stop_all_ps(self) -> dict[str, dict]:
-        """Stop every parameter server :meth:`add_jobs` started (SIGTERM: each writes its counters)
-        and forget them.
-
-        Returns:
-            PS machine -> its counters (:meth:`ina.ps.PsService.stats`, each job's under ``jobs``;
-            empty where none were written).
-        """
-        out = {}
-        for host, ps in sorted(self._ps.items()):
-            stop_process(ps.proc)
-            self.net.forget(ps.proc)
-            out[host] = _read_stats(ps.stats)
-        self._ps.clear()
-        return out
-
     def counters(self) -> dict[str, dict[str, int]]:
         """Each aggregator's counters by name (:data:`ina.p4.switch.STAT_NAMES`)."""
         return {s: sw.counters() for s, sw in self.switches.items()}
@@ -414,8 +389,7 @@ class InaFabric(StartStop):
         return {s: aggregator_stats(c) for s, c in self.counters().items()}
 
     def check_alive(self) -> None:
-        """Raise :class:`EmulationError` naming the first aggregator engine, or parameter server of
-        :meth:`add_jobs`, that died."""
+        """Raise :class:`EmulationError` naming the first aggregator engine or parameter server that died."""
         for s, sw in self.switches.items():
             if sw.proc is not None and sw.proc.poll() is not None:
                 raise EmulationError(f"the INA aggregator of {s} ({self.engine}, pid {sw.proc.pid}) exited with "
@@ -425,52 +399,60 @@ class InaFabric(StartStop):
                 raise EmulationError(f"the parameter server on {host} (pid {ps.proc.pid}) exited with "
                                      f"{ps.proc.returncode}: see {ps.log}")
 
-    def start_ps(self, plans: Sequence[JobPlan], out_dir: str) -> dict[str, tuple]:
-        """Start one parameter server per PS machine of ``plans``, serving its jobs; wait until each
-        has bound its port.
+    def start_ps(self, plans: Sequence[JobPlan], out_dir: str) -> list[str]:
+        """Start one parameter server per PS machine of ``plans``, serving its jobs (files in
+        ``out_dir``, as :meth:`add_jobs`'s); wait until each has acknowledged them (it binds its
+        port first).
 
         Returns:
-            PS machine -> (process, its counters' path), for :meth:`stop_ps`.
+            The PS machines, for :meth:`stop_ps`.
 
         Raises:
-            EmulationError: a PS exited or did not bind its port in :data:`PS_READY_S` (its log named).
+            EmulationError: a machine already runs one, or a PS exited or did not acknowledge its
+                jobs in :data:`PS_READY_S` (its log named).
         """
-        os.makedirs(out_dir, exist_ok=True)
-        started: dict[str, tuple] = {}
+        by_host: dict[str, dict[int, PsJob]] = {}
+        for p in plans:
+            by_host.setdefault(p.ps_host, {})[p.job_id] = PsJob(p.tree, p.addresses)
+        busy = sorted(set(by_host) & set(self._ps))
+        if busy:
+            raise EmulationError(f"parameter servers already run on {', '.join(busy)}")
+        started: list[str] = []
         try:
-            for ps in sorted({p.ps_host for p in plans}):
-                cfg, stats = os.path.join(out_dir, f"ps-{ps}.json"), os.path.join(out_dir, f"ps-{ps}.stats.json")
-                with open(cfg, "w") as f:
-                    json.dump({"jobs": [PsJob(p.tree, p.addresses).to_dict() for p in plans if p.ps_host == ps]}, f)
-                log = os.path.join(out_dir, f"ps-{ps}.log")
-                proc = self._spawn_ps(ps, cfg, stats, log)
-                started[ps] = (proc, stats)
-                deadline = time.monotonic() + PS_READY_S
-                while f":{INA_UDP_PORT}" not in self.net.host_exec(ps, "ss -Huln"):
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        raise EmulationError(f"the parameter server on {ps} did not start: see {log}")
-                    time.sleep(0.05)
+            waits = []
+            for host, jobs in sorted(by_host.items()):
+                waits.append((self._spawn_managed_ps(host, jobs, out_dir), 0))
+                started.append(host)
+            self._wait_acks(waits)
         except BaseException:
             self.stop_ps(started)
             raise
         return started
 
-    def stop_ps(self, started: dict[str, tuple]) -> dict[str, dict]:
-        """Stop the parameter servers of :meth:`start_ps` (SIGTERM: each writes its counters).
+    def stop_ps(self, hosts: Iterable[str]) -> dict[str, dict]:
+        """Stop the parameter servers on ``hosts`` (SIGTERM: each writes its counters) and forget
+        them; machines running none are skipped.
 
         Returns:
-            PS machine -> its counters (:meth:`ina.ps.PsService.stats`; empty where none were written).
+            PS machine -> its counters (:meth:`ina.ps.PsService.stats`, each job's under ``jobs``;
+            empty where none were written).
         """
         out = {}
-        for ps, (proc, stats) in started.items():
-            stop_process(proc)
-            self.net.forget(proc)
-            out[ps] = _read_stats(stats)
+        for host in sorted(hosts):
+            ps = self._ps.pop(host, None)
+            if ps is not None:
+                stop_process(ps.proc)
+                self.net.forget(ps.proc)
+                out[host] = _read_stats(ps.stats)
         return out
 
+    def stop_all_ps(self) -> dict[str, dict]:
+        """:meth:`stop_ps` of every parameter server running (:meth:`start_ps`'s and :meth:`add_jobs`')."""
+        return self.stop_ps(list(self._ps))
+
     def stop(self) -> None:
-        """Stop the parameter servers of :meth:`add_jobs` and every engine by its PID, dropping
-        each from the record (idempotent)."""
+        """Stop every parameter server and every engine by its PID, dropping each from the record
+        (idempotent)."""
         try:
             self.stop_all_ps()
         finally:

@@ -17,7 +17,7 @@ calls as jobs start and end:
   :class:`experiment.measurements.InaResult`.
 
 Defaults where the placement says nothing (this project's, the specs leave them to the
-system): the PS runs on the machine of the job's rank 0 (ATP co-locates PSs with workers), and
+system): the PS runs on the machine of the job's rank 0 (:func:`ina.plan.ps_host_of`), and
 every INA switch may aggregate the job. A placement's ``ps_host`` and ``ina_switches`` (NetPack)
 override them; switches it names without an aggregator are left out.
 """
@@ -34,7 +34,7 @@ from experiment.backend import ExperimentJob
 from experiment.config import ExperimentConfig, ina_jobs
 from experiment.ina_results import InaJobResult, InaResult
 from ina.engine import Role
-from ina.plan import JobPlan, plan_job
+from ina.plan import JobPlan, plan_job, ps_host_of
 from jobs.patterns import INA
 from placement.base import Placement
 from testbed.ina_fabric import InaFabric, endpoints, resolve_engine
@@ -127,7 +127,7 @@ class InaRuns:
                 bitmap) or the fabric refused it.
         """
         machines = [s.machine for s in placement.slots]
-        ps_host = placement.ps_host or machines[0]
+        ps_host = ps_host_of(placement.ps_host, machines)
         allowed = [s for s in placement.ina_switches if s in self.switches] if placement.ina_switches \
             else list(self.switches)
         job_id = self.next_id
