@@ -199,16 +199,16 @@ class EmulatorBackend(Backend):
 
         before = self.net.switch_counters()
         t_launch = time.time()
-        workers_by_job, plans, ina = {}, [], {}
+        workers_by_job, plans, ina_endpoints = {}, [], {}
         try:
             for job, p in runs:
                 if job.collective == INA:
                     if self.ina is None:
                         raise JobError(f"job {job.name!r} uses collective {INA!r} but the network has no INA fabric")
-                    ina[job.name] = self.ina.start(job, p)
+                    ina_endpoints[job.name] = self.ina.start(job, p)
             for job, specs in specs_by_job.items():
                 if uses_agents(self.cfg):
-                    job_ina = {job: ina[job]} if job in ina else None
+                    job_ina = {job: ina_endpoints[job]} if job in ina_endpoints else None
                     job_plans = plan_agents({job: specs}, self.ips, free_tcp_port(), dirs[job], self.timeout_s,
                                             ina=job_ina)
                     plans.extend(job_plans)
@@ -217,7 +217,7 @@ class EmulatorBackend(Backend):
                     workers_by_job[job] = launch(specs, exec_fn, dirs[job])
         except BaseException:
             stop_all([w for ws in workers_by_job.values() for w in ws])
-            for job in ina:
+            for job in ina_endpoints:
                 self.ina.end(job, dirs[job])
             raise
         all_workers = [w for ws in workers_by_job.values() for w in ws]
@@ -229,7 +229,7 @@ class EmulatorBackend(Backend):
         ecn_before, conns = None, {job: set() for job in specs_by_job}
         try:
             startup_s = open_gate_when_ready(all_workers, gate, timeout_s=self.timeout_s,
-                                             check=self.net.check_alive)
+                                             check=self._check_alive)
         except BaseException:
             stop_progress.set()
             raise
@@ -260,10 +260,10 @@ class EmulatorBackend(Backend):
             now = time.monotonic()
             if self.running and now - last_check >= LIVENESS_INTERVAL_S:
                 last_check = now
-                self._checked(self.net.check_alive)
+                self._checked(self._check_alive)
             ended = [run for _, run in sorted(self.running.items()) if self._exited(run)]
             if ended:
-                self._checked(self.net.check_alive)  # also a death after the last liveness check
+                self._checked(self._check_alive)  # also a death after the last liveness check
                 return [self._end(run, finished=True) for run in ended]
             if self.now_s >= until_s or (not self.running and until_s == float("inf")):
                 return []
@@ -284,6 +284,12 @@ class EmulatorBackend(Backend):
             batch.stop_progress.set()
 
     # -- internals ---------------------------------------------------------------------------
+    def _check_alive(self) -> None:
+        """Raise naming the first part of the network, or INA aggregator or parameter server, that died."""
+        self.net.check_alive()
+        if self.ina is not None:
+            self.ina.fabric.check_alive()
+
     def _checked(self, check) -> None:
         """Run ``check``; if it raises, stop every job first."""
         try:

@@ -102,3 +102,53 @@ def test_ina_optional_where_its_engine_cannot_run_runs_the_ring_and_says_so(emul
         assert ",ring," in f.read()  # what ran
     assert "INA under consolidate: not used (" in out.getvalue()
     assert not leftovers(), f"run left behind: {leftovers()}"
+
+
+def test_a_parameter_server_that_dies_mid_run_stops_the_run_naming_it(emulation_ok, tmp_path):
+    """The PS of a running INA job is killed (by the PID the run recorded for it): the run stops
+    with an error naming the parameter server and its log, not a worker's timeout, and leaves
+    nothing behind."""
+    import signal
+    import threading
+    import time
+
+    from common.errors import EmulationError
+    from experiment import config
+    from testbed.procs import process_start_time
+    from testbed.record import RECORDS_DIR, RunRecord
+    from testbed.runner import Progress, run_experiment
+
+    cfg = config.from_dict({
+        "name": "ina-ps-dies", "scale": SCALE, "dilation": 2,
+        "topology": {"kind": "leaf_spine", "n_leaf": 1, "n_spine": 1, "hosts_per_leaf": 3, "gpus_per_machine": 1},
+        "jobs": [{"name": "a", "model": "resnet50", "workers": 3, "collective": "ina"}],
+        "policies": ["consolidate"], "iterations": 200, "warmup_iterations": 1, "ecn": {"marking": "optional"},
+        "ina": {"engine": "software"}, "results_dir": str(tmp_path)})
+    record = os.path.join(RECORDS_DIR, f"{os.getpid()}-{process_start_time(os.getpid())}.json")
+    killed: list[int] = []
+    done = threading.Event()
+
+    def kill_the_ps():
+        while not done.wait(0.2):
+            try:
+                changes = RunRecord.load(record).changes
+            except Exception:  # not written yet
+                continue
+            pids = [int(c.name) for c in changes if c.kind == "process" and "ina.ps" in (c.what or "")]
+            if pids:
+                time.sleep(2.0)  # the job is running
+                os.kill(pids[0], signal.SIGKILL)
+                killed.append(pids[0])
+                return
+
+    killer = threading.Thread(target=kill_the_ps, daemon=True)
+    killer.start()
+    try:
+        named = r"the parameter server on h1 \(pid \d+\) exited .*see .*ps-h1\.log"
+        with open(os.devnull, "w") as quiet, pytest.raises(EmulationError, match=named):
+            run_experiment(cfg, Progress(quiet))
+    finally:
+        done.set()
+        killer.join(10)
+    assert killed
+    assert not leftovers(), f"run left behind: {leftovers()}"
