@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from ina.protocol import FRAME_BYTES
+
 
 @dataclasses.dataclass(frozen=True)
 class InaJobResult:
@@ -24,6 +26,13 @@ class InaJobResult:
             ``sent``, ``resent``, ``timeouts``, ``results``, ``ecn_results``, ...).
         ps: its parameter server's counters of it summed over runs (:meth:`ina.ps.PsService.stats`'s
             per-job counters: ``received``, ``aggregated``, ``fallback``, ...); empty when not read.
+        uplink: ToR -> its packets up that rack's uplinks towards the PS, summed over runs, as the
+            ToR's aggregator counted them (:func:`ina.plan.uplink_packets`); every ToR of its
+            machines but the PS's.
+        uplink_unaggregated: ToR -> the packets its workers there sent: what the uplinks would
+            have carried with no switch summing them (a parameter server without INA).
+        uplink_complete: every worker's client counters were read in every run (a preempted
+            agent writes none); when False the unaggregated figure is short and no ratio is given.
     """
 
     job: str
@@ -33,6 +42,26 @@ class InaJobResult:
     root: str | None
     client: Mapping[str, int]
     ps: Mapping[str, int]
+    uplink: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    uplink_unaggregated: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    uplink_complete: bool = True
+
+    @property
+    def uplink_bytes(self) -> int:
+        """Bytes of its INA packets up its racks' uplinks (frames of :data:`ina.protocol.FRAME_BYTES`)."""
+        return sum(self.uplink.values()) * FRAME_BYTES
+
+    @property
+    def uplink_bytes_unaggregated(self) -> int:
+        """Bytes its workers' packets would have carried up the same uplinks unaggregated."""
+        return sum(self.uplink_unaggregated.values()) * FRAME_BYTES
+
+    @property
+    def uplink_fraction(self) -> float | None:
+        """Uplink bytes with INA over unaggregated (0.25: a quarter); None when nothing crossed an
+        uplink or some worker's counters are missing."""
+        base = self.uplink_bytes_unaggregated
+        return self.uplink_bytes / base if base and self.uplink_complete else None
 
     @property
     def packets_per_ps_packet(self) -> float | None:
@@ -51,7 +80,10 @@ class InaJobResult:
         """JSON form (an entry of ``measurements.json``'s ``ina.jobs``)."""
         return {"job_ids": list(self.job_ids), "ps_host": self.ps_host, "leaves": list(self.leaves),
                 "root": self.root, "client": dict(self.client), "ps": dict(self.ps),
-                "packets_per_ps_packet": self.packets_per_ps_packet, "fallback_fraction": self.fallback_fraction}
+                "packets_per_ps_packet": self.packets_per_ps_packet, "fallback_fraction": self.fallback_fraction,
+                "uplink_packets": dict(self.uplink), "uplink_packets_unaggregated": dict(self.uplink_unaggregated),
+                "uplink_complete": self.uplink_complete, "uplink_bytes": self.uplink_bytes,
+                "uplink_bytes_unaggregated": self.uplink_bytes_unaggregated, "uplink_fraction": self.uplink_fraction}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -337,8 +337,9 @@ def summary_tables(summaries: Sequence[PolicySummary]) -> str:
 
 INA_CSV_COLUMNS = ("engine", "ps_host", "leaves", "root", "job_ids", "sent", "resent", "timeouts", "results",
                    "ecn_results", "ps_received", "ps_aggregated", "ps_fallback", "packets_per_ps_packet",
-                   "fallback_fraction")
-"""``ina.csv``: one row per policy and INA job (client counters summed over its machines)."""
+                   "fallback_fraction", "uplink_bytes", "uplink_bytes_unaggregated", "uplink_fraction")
+"""``ina.csv``: one row per policy and INA job (client counters summed over its machines; uplink
+bytes up its racks' uplinks towards its PS, with INA and unaggregated: :class:`InaJobResult`)."""
 
 
 def ina_row(ina: InaResult, job: InaJobResult) -> list:
@@ -346,7 +347,8 @@ def ina_row(ina: InaResult, job: InaJobResult) -> list:
     return [ina.engine, job.ps_host, " ".join(job.leaves), job.root or "", " ".join(map(str, job.job_ids)),
             *(job.client.get(k, 0) for k in ("sent", "resent", "timeouts", "results", "ecn_results")),
             *(job.ps.get(k, 0) for k in ("received", "aggregated", "fallback")),
-            job.packets_per_ps_packet, job.fallback_fraction]
+            job.packets_per_ps_packet, job.fallback_fraction, job.uplink_bytes, job.uplink_bytes_unaggregated,
+            job.uplink_fraction]
 
 
 def ina_lines(s: PolicySummary) -> list[str]:
@@ -359,13 +361,17 @@ def ina_lines(s: PolicySummary) -> list[str]:
     malformed = sum(v for c in ina.aggregators.values() for k, v in c.items() if k.startswith("malformed:"))
     rows = [[name, j.ps_host, " ".join(j.leaves) or "-", j.root or "-", str(j.client.get("sent", 0)),
              str(j.client.get("resent", 0)), str(j.ps.get("received", 0)), str(j.ps.get("fallback", 0)),
-             _fmt("", "{:.2f}", j.packets_per_ps_packet), _fmt("", "{:.1%}", j.fallback_fraction)]
+             _fmt("", "{:.2f}", j.packets_per_ps_packet), _fmt("", "{:.1%}", j.fallback_fraction),
+             f"{j.uplink_bytes / 1e6:.2f}", f"{j.uplink_bytes_unaggregated / 1e6:.2f}",
+             _fmt("", "{:.2f}", j.uplink_fraction)]
             for name, j in ina.jobs.items()]
     return [f"INA under {s.policy} ({ina.engine} aggregators, {ina.slots} slots; {ina.why}):",
             format_table(["job", "PS", "leaves", "root", "sent", "resent", "at PS", "fell back", "sent/at PS",
-                          "fallback"], rows),
+                          "fallback", "uplink MB", "unaggr. MB", "uplink/unaggr."], rows),
             f"  aggregators: {totals['contributions']} packets summed, {totals['aggregates']} aggregates sent on, "
-            f"{totals['collisions']} collisions, {totals['duplicates']} duplicates, {malformed} malformed dropped"]
+            f"{totals['collisions']} collisions, {totals['duplicates']} duplicates, {malformed} malformed dropped",
+            "  uplink MB: its packets up its racks' uplinks towards its PS, as the ToRs' aggregators counted them; "
+            "unaggr.: the same workers' packets unsummed"]
 
 
 def write_run_report(run_dir: str, cfg, g, results: dict[str, PolicyResult], caps: dict, stream,

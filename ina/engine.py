@@ -120,7 +120,9 @@ from ina.protocol import (
 
 MAX_BITS = 32
 """Bits in ``bitmap``: a job's workers plus aggregating leaves."""
-_FLAGS_OFFSET = sum(f.bits for f in HEADER_FIELDS[:[f.name for f in HEADER_FIELDS].index("flags")]) // 8
+_FIELD_NAMES = [f.name for f in HEADER_FIELDS]
+_FLAGS_OFFSET = sum(f.bits for f in HEADER_FIELDS[:_FIELD_NAMES.index("flags")]) // 8
+_JOB_OFFSET = sum(f.bits for f in HEADER_FIELDS[:_FIELD_NAMES.index("job_id")]) // 8
 _WRAP = 1 << 32
 _KEPT_FLAGS = Flag.ECN | Flag.OVERFLOW
 
@@ -226,6 +228,18 @@ class AggregatorStats:
         return d
 
 
+@dataclasses.dataclass(frozen=True)
+class JobTraffic:
+    """The packets of one job a switch forwarded, by direction (every forwarded packet, whether
+    the job has an entry there or not); each is one :data:`ina.protocol.FRAME_BYTES` frame
+    (only valid packets are forwarded)."""
+
+    to_ps: int = 0
+    """Towards the parameter server: aggregates, fall-backs, resends, packets passed unaggregated."""
+    to_workers: int = 0
+    """Towards the workers: results and resend requests."""
+
+
 class Aggregator:
     """One switch's aggregator pool and per-job table; the module docstring's switch rules.
 
@@ -252,6 +266,7 @@ class Aggregator:
         self._flags = [0] * n_slots
         self._values: list[list[int]] = [[] for _ in range(n_slots)]
         self._n = dataclasses.asdict(AggregatorStats())
+        self._job_out: dict[int, list[int]] = {}
 
     def install(self, job_id: int, fan_in: int, role: Role | str, out_bit: int = 0,
                 members: Iterable[int] = ()) -> None:
@@ -295,6 +310,12 @@ class Aggregator:
         """A snapshot of the counters."""
         return AggregatorStats(**{**self._n, "malformed": dict(self._n["malformed"])})
 
+    def job_traffic(self, job_ids: Iterable[int] | None = None) -> dict[int, JobTraffic]:
+        """The packets each job's forwarded here by direction (the P4 program's ``job_to_ps`` and
+        ``job_to_workers`` counters), for ``job_ids`` (None: every job that sent any)."""
+        ids = self._job_out if job_ids is None else job_ids
+        return {j: JobTraffic(*self._job_out.get(j, (0, 0))) for j in ids}
+
     def occupied(self) -> dict[int, tuple[int, int, SlotState]]:
         """Every slot not FREE: ``slot -> (job_id, seq, state)``. O(n_slots)."""
         return {i: (self._key[i] >> 32, self._key[i] & 0xFFFFFFFF, SlotState(s))
@@ -315,6 +336,7 @@ class Aggregator:
 
     def process(self, packet: bytes, ecn_ce: bool = False, src: int | None = None) -> list[Output]:
         """Apply the switch rules to one packet (its UDP payload); never raises on its content.
+        A forwarded packet is counted for its job and direction (:meth:`job_traffic`).
 
         Args:
             packet: the INA header and values.
@@ -324,6 +346,15 @@ class Aggregator:
         Returns:
             Exactly one :class:`Output`: the packet to the PS, to the workers, or dropped.
         """
+        outs = self._apply(packet, ecn_ce, src)
+        for o in outs:
+            if o.dest is not Dest.DROP:
+                job_id = int.from_bytes(o.data[_JOB_OFFSET:_JOB_OFFSET + 2], "big")
+                self._job_out.setdefault(job_id, [0, 0])[o.dest is Dest.TO_WORKERS] += 1
+        return outs
+
+    def _apply(self, packet: bytes, ecn_ce: bool, src: int | None) -> list[Output]:
+        """:meth:`process` without the per-job counts."""
         n = self._n
         n["packets"] += 1
         try:

@@ -32,7 +32,7 @@ import dataclasses
 import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 
-from ina.engine import MAX_BITS, JobEntry, JobTree, LeafGroup, Role
+from ina.engine import MAX_BITS, JobEntry, JobTraffic, JobTree, LeafGroup, Role
 from ina.protocol import InaError
 
 
@@ -73,6 +73,38 @@ def tor_of(g, machine: str) -> str:
         raise InaError(f"{machine!r} is not a machine of the topology")
     (tor,) = g.neighbors(machine)
     return tor
+
+
+def uplink_packets(g, machines: Iterable[str], ps_host: str, forwarded: Mapping[str, JobTraffic],
+                   sent: Mapping[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+    """A job's INA packets up each rack's uplinks towards its PS, with the aggregation that ran and
+    unaggregated, by ToR (every ToR of its machines but the PS's: in the PS's rack nothing
+    crosses an uplink).
+
+    Args:
+        g: the topology.
+        machines: the job's machines.
+        ps_host: the machine of its PS.
+        forwarded: ToR -> the job's packets its aggregator forwarded (:class:`ina.engine.JobTraffic`);
+            every INA packet on the fabric passes the aggregator of each ToR on its way, so
+            ``to_ps`` at a ToR outside the PS's rack is what went up its uplinks.
+        sent: machine -> data packets its client sent, resends included
+            (:attr:`ina.client.ClientStats.sent`).
+
+    Returns:
+        ``(with_ina, unaggregated)``: ToR -> packets. With INA, a ToR with an aggregator gives
+        its counter; one without gives its machines' ``sent`` (nothing summed them). Unaggregated
+        is its machines' ``sent``: every worker packet sent to the PS as it is (a PS, the
+        baseline of ATP, NetPack spec §1.2).
+    """
+    ps_tor = tor_of(g, ps_host)
+    unaggregated: dict[str, int] = {}
+    for m in dict.fromkeys(machines):
+        t = tor_of(g, m)
+        if t != ps_tor:
+            unaggregated[t] = unaggregated.get(t, 0) + sent.get(m, 0)
+    with_ina = {t: forwarded[t].to_ps if t in forwarded else n for t, n in unaggregated.items()}
+    return with_ina, unaggregated
 
 
 def ps_host_of(ps_host: str | None, machines: Sequence[str]) -> str:

@@ -141,6 +141,9 @@ HEADER_BYTES = HEADER.size
 assert HEADER_BYTES * 8 == sum(f.bits for f in HEADER_FIELDS) == 160, "the header must be 20 bytes, unpadded"
 PACKET_BYTES = HEADER_BYTES + VALUES_PER_PACKET * VALUE_BYTES
 """Bytes of a data or result packet's UDP payload: 20 + 32 * 4 = 148."""
+FRAME_BYTES = 14 + 20 + 8 + PACKET_BYTES
+"""Bytes of a data or result packet's Ethernet frame, as a port or shaper counts it: Ethernet,
+IPv4 (no options) and UDP headers, then :data:`PACKET_BYTES`: 190."""
 
 _I = {name: i for i, name in enumerate(FIELD_NAMES)}
 _FLAGS, _VERSION, _RESERVED, _PAD, _COUNT = _I["flags"], _I["version"], _I["reserved"], _I["pad"], _I["count"]

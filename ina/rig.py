@@ -193,6 +193,10 @@ class SwitchRig(StartStop):
         """Switch ``k``'s counters as :class:`ina.engine.AggregatorStats`."""
         return aggregator_stats(self.switches[k].counters())
 
+    def job_traffic(self, k: int, job_ids):
+        """Switch ``k``'s per-job forwarded packets (:class:`ina.engine.JobTraffic` by job id)."""
+        return self.switches[k].job_traffic(job_ids)
+
     def step(self, k: int, payload: bytes, ecn_ce: bool = False) -> list[tuple[str, bytes]]:
         """Send one INA payload into switch ``k``; return ``[(dest, payload), ...]`` of what left it
         (``to_ps`` or ``to_workers``; empty: dropped). A RESULT travels as the PS sends it (from

@@ -25,6 +25,8 @@ over a UNIX stream socket at ``PATH``, one JSON object per line, each answered b
 - ``{"op": "release_slots"}`` -> every slot free; the table and the counters stay;
 - ``{"op": "reset"}`` -> every slot free, counters 0;
 - ``{"op": "counters"}`` -> ``{"ok": true, "counters": {name: value}}``;
+- ``{"op": "job_traffic", "job_ids": [job_id, ...]}`` -> ``{"ok": true, "jobs": [[job_id, to_ps,
+  to_workers], ...]}``: each job's packets forwarded by direction (the P4 program's per-job counters);
 - anything else -> ``{"ok": false, "error": "..."}``.
 
 These are the operations an online schedule needs: jobs start and end while others run, so a
@@ -49,7 +51,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from common.errors import TestbedError
-from ina.engine import Aggregator, Dest, JobEntry, Role
+from ina.engine import Aggregator, Dest, JobEntry, JobTraffic, Role
 from ina.p4.switch import TO_PS, TO_WORKERS
 from ina.protocol import INA_UDP_PORT, InaError, check_slots
 
@@ -88,6 +90,19 @@ def _checked_entries(rows: Iterable) -> list[tuple[int, int, str, int, tuple[int
         scratch.install(job_id, fan_in, role, out_bit, members)
         out.append((job_id, fan_in, Role(role).value, out_bit, members))
     return out
+
+
+def _job_ids(msg: dict) -> list[int]:
+    """A control message's ``job_ids``.
+
+    Raises:
+        KeyError: none.
+        TypeError: not a list of integers.
+    """
+    job_ids = msg["job_ids"]
+    if not isinstance(job_ids, list) or not all(isinstance(j, int) and not isinstance(j, bool) for j in job_ids):
+        raise TypeError(f"job_ids {job_ids!r} must be a list of integers")
+    return job_ids
 
 
 def udp_payload(frame: bytes, start: int) -> bytes:
@@ -141,10 +156,7 @@ class SoftSwitch:
             KeyError: no ``job_ids``.
             TypeError: ``job_ids`` is not a list of integers.
         """
-        job_ids = msg["job_ids"]
-        if not isinstance(job_ids, list) or not all(isinstance(j, int) for j in job_ids):
-            raise TypeError(f"job_ids {job_ids!r} must be a list of integers")
-        for job_id in job_ids:
+        for job_id in _job_ids(msg):
             self.engine.uninstall(job_id)
 
     def release_slots(self) -> None:
@@ -165,6 +177,16 @@ class SoftSwitch:
         out.update({f"malformed:{r}": v for r, v in d["malformed"].items()})
         out["other"] = self.other
         return out
+
+    def job_traffic(self, msg: dict) -> dict:
+        """``msg["job_ids"]``' packets forwarded by direction (see the module docstring).
+
+        Raises:
+            KeyError: no ``job_ids``.
+            TypeError: ``job_ids`` is not a list of integers.
+        """
+        job_ids = _job_ids(msg)
+        return {"jobs": [[j, t.to_ps, t.to_workers] for j, t in self.engine.job_traffic(job_ids).items()]}
 
     def handle(self, port: int, frame: bytes) -> None:
         """One frame in on ``port``: aggregate, forward or drop it."""
@@ -237,7 +259,7 @@ class SoftSwitch:
         """Control op -> its handler: the request in, extra answer fields (or None) out."""
         return {"configure": self.configure, "add_jobs": self.add_jobs, "remove_jobs": self.remove_jobs,
                 "release_slots": lambda _: self.release_slots(), "reset": lambda _: self.reset(),
-                "counters": lambda _: {"counters": self.counters()}}
+                "counters": lambda _: {"counters": self.counters()}, "job_traffic": self.job_traffic}
 
     def _answer(self, line: bytes) -> dict:
         """The answer to one control line (see the module docstring); never raises on its content."""
@@ -385,6 +407,14 @@ class SoftAggregator:
     def counters(self) -> dict[str, int]:
         """The counters by name (:data:`ina.p4.switch.STAT_NAMES`)."""
         return self.request({"op": "counters"})["counters"]
+
+    def job_traffic(self, job_ids: Iterable[int]) -> dict[int, JobTraffic]:
+        """As :meth:`ina.p4.switch.Bmv2Aggregator.job_traffic`."""
+        ids = sorted(set(job_ids))
+        if not ids:
+            return {}
+        rows = self.request({"op": "job_traffic", "job_ids": ids})["jobs"]
+        return {j: JobTraffic(to_ps, to_workers) for j, to_ps, to_workers in rows}
 
 
 def _rows(jobs: Mapping[int, JobEntry]) -> list[list]:

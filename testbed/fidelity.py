@@ -49,8 +49,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from common.units import ETHERNET_HEADER_BYTES, MEGA, TCP_IP_HEADER_BYTES
-from ina.protocol import HEADER_BYTES, VALUES_PER_PACKET
+from common.units import MEGA, TCP_IP_HEADER_BYTES
+from ina.protocol import FRAME_BYTES, VALUES_PER_PACKET
 from jobs.patterns import INA
 from sim.steps import job_bound_s, job_collisions, job_links, largest_transfer_bytes
 from testbed.cpu import CpuSummary
@@ -414,11 +414,6 @@ def ina_links(g, machines_by_rank: Sequence[str], ps_host: str | None) -> frozen
     return frozenset(out)
 
 
-INA_FRAME_BYTES = ETHERNET_HEADER_BYTES + 28 + HEADER_BYTES + 4 * VALUES_PER_PACKET
-"""Bytes a shaper counts for one INA packet: Ethernet, IPv4 and UDP headers, the INA header and
-its int32 lanes."""
-
-
 def ina_bound_s(rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], ps_host: str,
                 bucket_bytes: Sequence[int]) -> float:
     """A lower bound on an INA job's communication time per iteration, seconds: every machine but
@@ -444,7 +439,7 @@ def ina_bound_s(rate_mbps: dict[tuple[str, str], float], machines_by_rank: Seque
             continue
         rates = [r for (u, v), r in rate_mbps.items() if m in (u, v)]
         if rates:
-            worst = max(worst, packets * INA_FRAME_BYTES * 8 / (min(rates) * MEGA))
+            worst = max(worst, packets * FRAME_BYTES * 8 / (min(rates) * MEGA))
     return worst
 
 

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from common.errors import EmulationError, TestbedError
 from common.jsonfile import write_json_atomic
 from common.lifecycle import StartStop
-from ina.engine import AggregatorStats
+from ina.engine import AggregatorStats, JobTraffic
 from ina.p4.build import DEFAULT_SLOTS, ENGINES, compile_program, engine_available, find_toolchain
 from ina.p4.switch import Bmv2Aggregator, aggregator_stats
 from ina.plan import JobPlan, switch_tables
@@ -383,6 +383,12 @@ class InaFabric(StartStop):
     def counters(self) -> dict[str, dict[str, int]]:
         """Each aggregator's counters by name (:data:`ina.p4.switch.STAT_NAMES`)."""
         return {s: sw.counters() for s, sw in self.switches.items()}
+
+    def job_traffic(self, switches: Iterable[str], job_ids: Iterable[int]) -> dict[str, dict[int, JobTraffic]]:
+        """Each of ``switches`` (those with an aggregator; others are left out): the packets of
+        each of ``job_ids`` it forwarded by direction (:meth:`ina.engine.Aggregator.job_traffic`)."""
+        job_ids = sorted(set(job_ids))
+        return {s: self.switches[s].job_traffic(job_ids) for s in sorted(set(switches)) if s in self.switches}
 
     def stats(self) -> dict[str, AggregatorStats]:
         """Each aggregator's counters as :class:`ina.engine.AggregatorStats`."""

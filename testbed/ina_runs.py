@@ -10,8 +10,9 @@ calls as jobs start and end:
   (:func:`ina.plan.plan_job`: the ToRs with two or more of its machines aggregate them, the PS's
   ToR aggregates the rest), installed beside the running jobs' entries, and its parameter
   server serves it; the machines' endpoints go to the agents;
-* :meth:`InaRuns.end`: its entries and PS job are removed and its workers' client counters
-  read; when no INA job runs any more every slot is freed (a preempted job's claimed slots are
+* :meth:`InaRuns.end`: its packets up each rack's uplinks read from the aggregators' per-job
+  counters (:func:`ina.plan.uplink_packets`), its entries and PS job removed and its workers'
+  client counters read; when no INA job runs any more every slot is freed (a preempted job's claimed slots are
   otherwise held until then);
 * :meth:`InaRuns.result`: the aggregators' and parameter servers' counters as an
   :class:`experiment.measurements.InaResult`.
@@ -34,7 +35,7 @@ from experiment.backend import ExperimentJob
 from experiment.config import ExperimentConfig, ina_jobs
 from experiment.ina_results import InaJobResult, InaResult
 from ina.engine import Role
-from ina.plan import JobPlan, plan_job, ps_host_of
+from ina.plan import JobPlan, plan_job, ps_host_of, tor_of, uplink_packets
 from jobs.patterns import INA
 from placement.base import Placement
 from testbed.ina_fabric import InaFabric, endpoints, resolve_engine
@@ -93,6 +94,9 @@ class _JobRuns:
     root: str | None
     job_ids: list[int] = dataclasses.field(default_factory=list)
     client: dict[str, int] = dataclasses.field(default_factory=dict)
+    uplink: dict[str, int] = dataclasses.field(default_factory=dict)
+    uplink_unaggregated: dict[str, int] = dataclasses.field(default_factory=dict)
+    uplink_complete: bool = True
 
 
 class InaRuns:
@@ -150,17 +154,26 @@ class InaRuns:
         plan = self.running.pop(job, None)
         if plan is None:
             return
+        runs = self.jobs[job]
+        tors = {tor_of(self.g, m) for m in (*plan.bits, runs.ps_host)}
+        forwarded = {s: t[plan.job_id] for s, t in self.fabric.job_traffic(tors, [plan.job_id]).items()}
         self.fabric.remove_jobs([plan.job_id])
         if not self.running:
             self.fabric.release_slots()
+        sent: dict[str, int] = {}
         for m in plan.bits:
             path = os.path.join(run_dir, f"agent-{m}.ina.json")
             try:
                 with open(path) as f:
                     counters = json.load(f).get(job, {})
             except (OSError, ValueError):
-                continue  # a killed (preempted) agent writes none
-            _add(self.jobs[job].client, counters)
+                runs.uplink_complete = False  # a killed (preempted) agent writes none
+                continue
+            _add(runs.client, counters)
+            sent[m] = counters.get("sent", 0)
+        with_ina, unaggregated = uplink_packets(self.g, plan.bits, runs.ps_host, forwarded, sent)
+        _add(runs.uplink, with_ina)
+        _add(runs.uplink_unaggregated, unaggregated)
 
     def result(self, engine: str, why: str) -> InaResult:
         """Stop the parameter servers and collect every counter of the policy."""
@@ -175,7 +188,8 @@ class InaRuns:
             for job_id in runs.job_ids:
                 _add(ps, by_id.get(job_id, {}))
             jobs[name] = InaJobResult(name, tuple(runs.job_ids), runs.ps_host, runs.leaves, runs.root,
-                                      dict(runs.client), ps)
+                                      dict(runs.client), ps, dict(runs.uplink), dict(runs.uplink_unaggregated),
+                                      runs.uplink_complete)
         return InaResult(True, engine, why, self.slots, self.switches, self.fabric.counters(),
                          {h: {k: v for k, v in s.items() if k != "jobs"} for h, s in ps_stats.items()}, jobs)
 

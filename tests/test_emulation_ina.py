@@ -114,24 +114,38 @@ def test_four_workers_in_one_rack_send_a_quarter_of_the_bytes_up_the_tor_uplink(
     """h1-h4 under l1 allreduce through the PS on h6: with l1 aggregating them (fan-in 4), the
     uplink l1 -> s1 carries a quarter of what it carries with the same job passed unaggregated
     (within 15%), and every worker gets the float sum within the quantisation bound both ways."""
-    from ina.plan import plan_job
+    from ina.plan import plan_job, uplink_packets
+    from ina.protocol import FRAME_BYTES
 
     net, fabric = ina_fabric
     workers = ["h1", "h2", "h3", "h4"]
     plain = plan_job(net.g, 1, workers, "h6", [])
     outs, ps_plain, link_plain = _run_jobs(net, fabric, [plain], 1024, "plain")
     _check_sums(plain, outs)
+    counted_plain = fabric.job_traffic(["l1", "l2"], [1])
     ina = plan_job(net.g, 2, workers, "h6", ["l1", "l2"])
     assert ina.entries and set(ina.entries) == {"l1"}
     outs, ps_ina, link_ina = _run_jobs(net, fabric, [ina], 1024, "ina")
     _check_sums(ina, outs)
+    counted_ina = fabric.job_traffic(["l1", "l2"], [2])
     stats = fabric.stats()
     ratio = link_ina[("l1", "s1")] / link_plain[("l1", "s1")]
     evidence = (f"engine {fabric.engine}; uplink bytes {link_ina[('l1', 's1')]} with INA, "
-                f"{link_plain[('l1', 's1')]} without: ratio {ratio:.3f}; l1 {stats['l1']}; PS {ps_ina['h6']}")
+                f"{link_plain[('l1', 's1')]} without: ratio {ratio:.3f}; l1 {stats['l1']}; PS {ps_ina['h6']}; "
+                f"per-job counters {counted_plain} {counted_ina}")
     assert stats["l1"].aggregates >= 48 * ROUNDS and stats["l1"].collisions == 0, evidence
     assert 0.25 * 0.85 <= ratio <= 0.25 * 1.15, evidence
     assert ps_plain["h6"]["results"] == ps_ina["h6"]["results"] == 48 * ROUNDS, evidence
+    # The aggregators' per-job counters are what the port carried: the INA frames up l1's uplink
+    # (nothing else of the job's leaves the rack that way) within 3% (ARP and the like), and
+    # each of the 4 workers' results down through l2 (the PS's ToR) and l1 (resends answered again).
+    for job_id, counted, link in ((1, counted_plain, link_plain), (2, counted_ina, link_ina)):
+        assert 0.97 * link[("l1", "s1")] <= counted["l1"][job_id].to_ps * FRAME_BYTES <= link[("l1", "s1")], evidence
+        assert counted["l1"][job_id].to_workers == counted["l2"][job_id].to_workers >= 4 * 48 * ROUNDS, evidence
+    sent = {m: outs[(2, m)]["stats"]["sent"] for m in workers}
+    with_ina, unaggregated = uplink_packets(net.g, workers, "h6", {t: c[2] for t, c in counted_ina.items()}, sent)
+    assert with_ina == {"l1": counted_ina["l1"][2].to_ps} and unaggregated == {"l1": sum(sent.values())}, evidence
+    assert 0.25 * 0.85 <= with_ina["l1"] / unaggregated["l1"] <= 0.25 * 1.15, evidence
 
 
 def test_two_jobs_on_a_tiny_slot_pool_collide_fall_back_and_both_sum_exactly(ina_fabric):

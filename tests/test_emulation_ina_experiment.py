@@ -5,8 +5,9 @@ ring job on a two-rack leaf-spine, under the fifo scheduler and the consolidate 
 engine (bmv2 skipped, naming why, where no P4 toolchain runs here). The results must say which
 engine ran, every INA job must finish (the agents check every lane of every aggregate against
 the world size, so a wrong sum fails the run), each job's packets must have been summed in its
-ToR (several worker packets per packet reaching the PS), and its fidelity verdict must say its
-time is not modelled rather than judge it against a bound it does not have.
+ToRs (several worker packets per packet reaching the PS), the per-job uplink bytes the
+aggregators counted must be what the port measured, and its fidelity verdict must say its time
+is not modelled rather than judge it against a bound it does not have.
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ def test_an_experiment_runs_ina_jobs_and_reports_them(emulation_ok, tmp_path, en
     cfg = config.from_dict({
         "name": "ina", "scale": SCALE, "dilation": 2,
         "topology": {"kind": "leaf_spine", "n_leaf": 2, "n_spine": 1, "hosts_per_leaf": 5, "gpus_per_machine": 1},
-        "jobs": [{"name": "a", "model": "resnet50", "workers": 4, "collective": "ina"},
+        "jobs": [{"name": "a", "model": "resnet50", "workers": 7, "collective": "ina"},
                  {"name": "b", "model": "resnet50", "workers": 3, "collective": "ina", "arrival_s": 0.5},
-                 {"name": "c", "model": "resnet50", "workers": 2, "collective": "ring"}],
+                 {"name": "c", "model": "resnet50", "workers": 2, "collective": "ring", "arrival_s": 1.0}],
         "scheduler": "fifo", "policies": ["consolidate"], "iterations": 3, "warmup_iterations": 1,
         "ecn": {"marking": "optional"}, "ina": {"engine": engine, "slots": 256}, "results_dir": str(tmp_path)})
     with open(os.devnull, "w") as quiet:
@@ -50,15 +51,24 @@ def test_an_experiment_runs_ina_jobs_and_reports_them(emulation_ok, tmp_path, en
     starts = {s["job"]: s["start_s"] for s in m["starts"]}
     assert starts["b"] > starts["a"]  # b was installed while a ran
     assert set(ina["jobs"]) == {"a", "b"}
-    # a on h1-h4 under l1 with its PS on h1: l1 sums h2-h4 (h1 reaches its PS over loopback), so
-    # 2 packets reach the PS per 4 sent; b (3 machines) sends 3 for 2 whatever the racks it gets.
-    # Resends and fall-backs add a few.
-    for name, machines, ideal in (("a", 4, 2.0), ("b", 3, 1.5)):
+    # a on h1-h5 under l1 and h6-h7 under l2, its PS on h1: l2 sums h6-h7 into one packet up its
+    # uplink, l1 sums that and h2-h5, h1 reaches its PS over loopback: 2 packets reach the PS per 7
+    # sent; b on h8-h10 under l2 with its PS on h8 sends 3 for 2. Resends and fall-backs add a few.
+    assert [x[0] for s in m["starts"] if s["job"] == "a" for x in s["slots"]] == [f"h{i}" for i in range(1, 8)]
+    for name, machines, ideal in (("a", 7, 3.5), ("b", 3, 1.5)):
         job = ina["jobs"][name]
         assert job["ps"]["aggregated"] > 0 and job["packets_per_ps_packet"] > 0.8 * ideal, (name, job)
         # one machine per worker here: each client completes every seq the PS completes
         assert job["client"]["results"] > 0 and job["ps"]["completed_seqs"] * machines == job["client"]["results"]
-    assert ina["jobs"]["a"]["root"] == "l1"
+    assert ina["jobs"]["a"]["root"] == "l1" and ina["jobs"]["a"]["leaves"] == ["l2"]
+    # Uplinks: only a's h6-h7 send towards a PS in another rack, through l2 which sums them: half
+    # their packets go up (a few more with resends and fall-backs), and the l2 -> s1 port carried
+    # them (b and c stay in their racks; within 3% for ARP and the like).
+    a, b = ina["jobs"]["a"], ina["jobs"]["b"]
+    assert set(a["uplink_packets"]) == set(a["uplink_packets_unaggregated"]) == {"l2"} and not b["uplink_packets"]
+    assert 0.5 <= a["uplink_fraction"] < 0.6, a
+    port = {(x, y): n for x, y, n in m["link_bytes"]}[("l2", "s1")]
+    assert 0.97 * port <= a["uplink_bytes"] <= port, (a, port)
     total = {k: sum(c[k] for c in ina["aggregators"].values()) for k in ("contributions", "aggregates")}
     assert total["aggregates"] > 0 and total["contributions"] >= 2 * total["aggregates"]
     verdicts = {v["job"]: v["status"] for v in m["fidelity"]["jobs"]}

@@ -8,6 +8,7 @@ from ina.engine import (
     Aggregator,
     AggregatorStats,
     Dest,
+    JobTraffic,
     JobTree,
     LeafGroup,
     ParameterServer,
@@ -139,6 +140,22 @@ def test_result_of_uninstalled_job_goes_to_workers():
     res = data_packet(4, 1, 0, [0] * 32, flags=Flag.RESULT)
     assert sw.process(res)[0].dest is Dest.TO_WORKERS
     assert sw.stats == AggregatorStats(packets=2, passed=1, results=1)
+
+
+def test_forwarded_packets_are_counted_per_job_and_direction():
+    """Job 1 aggregated (two contributions, one aggregate up), job 2 passing unaggregated (no entry),
+    a result down for each, a drop counted nowhere; jobs never seen read as zero."""
+    sw = Aggregator(16)
+    sw.install(1, 2, "leaf", out_bit=5)
+    sw.process(pkt(1, 3, 0))
+    sw.process(pkt(1, 3, 1))
+    sw.process(pkt(1, 3, 1))  # a duplicate: dropped
+    sw.process(pkt(2, 3, 0))
+    sw.process(pkt(2, 4, 1))
+    for job in (1, 2):
+        sw.process(data_packet(job, 3, 0, [0] * VALUES_PER_PACKET, flags=Flag.RESULT))
+    assert sw.job_traffic() == {1: JobTraffic(to_ps=1, to_workers=1), 2: JobTraffic(to_ps=2, to_workers=1)}
+    assert sw.job_traffic([2, 7]) == {2: JobTraffic(2, 1), 7: JobTraffic()}
 
 
 def test_fan_in_one_emits_immediately():

@@ -152,12 +152,29 @@ def test_export_pairs_of_an_ina_job_are_its_machines_and_its_ps():
 
 def ina_result() -> InaResult:
     job = InaJobResult("a", (1, 3), "h1", ("e2",), "e1", {"sent": 400, "resent": 4, "timeouts": 1, "results": 100},
-                       {"received": 200, "aggregated": 150, "fallback": 20, "resend": 4})
+                       {"received": 200, "aggregated": 150, "fallback": 20, "resend": 4},
+                       {"e2": 100}, {"e2": 400})
     return InaResult(True, "bmv2", "bmv2 simple_switch from P4_PREFIX=x", 1024, ("e1", "e2"),
                      {"e1": {"contributions": 300, "aggregates": 100, "collisions": 20, "duplicates": 2,
                              "malformed:truncated": 3},
                       "e2": {"contributions": 200, "aggregates": 100, "collisions": 0, "duplicates": 0}},
                      {"h1": {"packets": 200}}, {"a": job})
+
+
+def test_uplink_packets_count_each_rack_but_the_ps_s_from_its_aggregator_or_its_workers():
+    from ina.engine import JobTraffic
+    from ina.plan import tor_of, uplink_packets
+
+    machines = ["h1", "h2", "h5", "h6", "h9"]
+    racks = {m: tor_of(G, m) for m in machines}
+    assert len(set(racks.values())) == 3, racks  # the PS's rack (h1, h2) and two others
+    sent = {"h1": 10, "h2": 10, "h5": 10, "h6": 12, "h9": 7}
+    # h5 and h6's ToR summed them (10 aggregates, 2 resends passed on); h9's has no aggregator
+    forwarded = {racks["h5"]: JobTraffic(12, 99), racks["h1"]: JobTraffic(500, 0)}
+    with_ina, unaggregated = uplink_packets(G, machines, "h1", forwarded, sent)
+    assert with_ina == {racks["h5"]: 12, racks["h9"]: 7}
+    assert unaggregated == {racks["h5"]: 22, racks["h9"]: 7}
+    assert uplink_packets(G, ["h1", "h2"], "h1", forwarded, sent) == ({}, {})  # one rack: no uplink
 
 
 def test_ina_job_figures():
@@ -167,6 +184,10 @@ def test_ina_job_figures():
     assert empty.packets_per_ps_packet is None and empty.fallback_fraction is None
     d = job.to_dict()
     assert d["job_ids"] == [1, 3] and d["packets_per_ps_packet"] == 2.0 and d["root"] == "e1"
+    assert (job.uplink_bytes, job.uplink_bytes_unaggregated, job.uplink_fraction) == (19_000, 76_000, 0.25)
+    assert d["uplink_packets"] == {"e2": 100} and d["uplink_fraction"] == 0.25
+    assert empty.uplink_fraction is None  # nothing crossed an uplink
+    assert dataclasses.replace(job, uplink_complete=False).uplink_fraction is None  # a worker's counters missing
 
 
 def ina_policy_result():
@@ -183,7 +204,7 @@ def test_the_report_has_an_ina_table_csv_and_plot_panel(tmp_path):
     lines = "\n".join(ina_lines(s))
     assert "INA under p (bmv2 aggregators, 1024 slots" in lines
     assert "500 packets summed, 200 aggregates sent on, 20 collisions, 2 duplicates, 3 malformed dropped" in lines
-    assert "2.00" in lines and "10.0%" in lines
+    assert "2.00" in lines and "10.0%" in lines and "0.02 " in lines and "0.08 " in lines and "0.25" in lines
     assert "INA under p" in summary_tables([s])
     out = io.StringIO()
     write_run_report(str(tmp_path), CFG, G, {"p": r}, {"ina_engine": "bmv2"}, out)
@@ -191,7 +212,8 @@ def test_the_report_has_an_ina_table_csv_and_plot_panel(tmp_path):
     assert rows == [{"policy": "p", "job": "a", "engine": "bmv2", "ps_host": "h1", "leaves": "e2", "root": "e1",
                      "job_ids": "1 3", "sent": "400", "resent": "4", "timeouts": "1", "results": "100",
                      "ecn_results": "0", "ps_received": "200", "ps_aggregated": "150", "ps_fallback": "20",
-                     "packets_per_ps_packet": "2.0", "fallback_fraction": "0.1"}]
+                     "packets_per_ps_packet": "2.0", "fallback_fraction": "0.1", "uplink_bytes": "19000",
+                     "uplink_bytes_unaggregated": "76000", "uplink_fraction": "0.25"}]
     assert "ina.csv" in out.getvalue()
     from PIL import Image
 

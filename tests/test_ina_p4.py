@@ -15,10 +15,11 @@ import os
 import random
 import re
 import shutil
+from collections import Counter
 
 import pytest
 
-from ina.engine import Aggregator, Dest, JobEntry, Role
+from ina.engine import Aggregator, Dest, JobEntry, JobTraffic, Role
 from ina.p4 import build
 from ina.p4.switch import STAT_NAMES
 from ina.protocol import (
@@ -141,8 +142,18 @@ def test_switch_replays_the_vector(rig, name):
         got = rig.step(index[node], packets[packet], ecn_ce)
         want = [(dest, packets[p]) for dest, _, p in outputs if dest != Dest.DROP.value]
         assert got == want, f"{name} step {i} at {node} ({outputs[0][1]}): got {[(d, p.hex()) for d, p in got]}"
+    forwarded: dict[str, Counter] = {node: Counter() for node in index}
+    for node, _, _, outputs in v["steps"]:
+        for dest, _, p in outputs:
+            if node in index and dest != Dest.DROP.value:
+                forwarded[node][decode(packets[p])[0].job_id, dest] += 1
     for node, k in index.items():
         assert nonzero_stats(rig.stats(k)) == v["stats"].get(node, {}), f"{name}: counters of {node}"
+        jobs = {j for j, _ in forwarded[node]} | {j for j, *_ in v["switches"][node]["jobs"]}
+        got = rig.job_traffic(k, jobs)
+        assert {j: (t.to_ps, t.to_workers) for j, t in got.items()} == {
+            j: (forwarded[node][j, Dest.TO_PS.value], forwarded[node][j, Dest.TO_WORKERS.value]) for j in jobs}, \
+            f"{name}: per-job packets of {node}"
 
 
 def _mutations(rnd: random.Random, valid: list[bytes]) -> list[bytes]:
@@ -181,6 +192,9 @@ def test_switch_and_engine_agree_on_crafted_packets_and_the_switch_keeps_working
         want = [(o.dest.value, o.data) for o in engine.process(p, ce) if o.dest is not Dest.DROP]
         assert rig.step(0, p, ce) == want, f"crafted packet {i}: {p.hex()}"
     assert nonzero_stats(rig.stats(0)) == nonzero_stats(engine.stats)
+    by_job = engine.job_traffic()  # mutated job ids included
+    assert rig.job_traffic(0, [*by_job, 4]) == {**by_job, 4: JobTraffic()}
+    assert all(by_job[j].to_ps > 0 for j in (1, 2, 3))
     assert sum(engine.stats.malformed.values()) > 50 and engine.stats.collisions > 0 and engine.stats.aggregates > 0
 
 

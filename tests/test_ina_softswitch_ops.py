@@ -16,7 +16,7 @@ import time
 import pytest
 
 from common import errors
-from ina.engine import JobEntry, Role, SlotState
+from ina.engine import JobEntry, JobTraffic, Role, SlotState
 from ina.p4.build import P4Error
 from ina.p4.switch import added_handles
 from ina.protocol import VALUES_PER_PACKET, data_packet, slot_of
@@ -122,8 +122,22 @@ def test_reset_still_zeroes_the_counters_and_unknown_ops_list_the_valid_ones(swi
     assert sw.engine.occupied() == {} and sw.counters()["packets"] == 0 and sorted(sw.engine.jobs) == [1, 2]
     answer = ask(sw, op="frobnicate")
     assert not answer["ok"]
-    for op in ("configure", "add_jobs", "remove_jobs", "release_slots", "reset", "counters"):
+    for op in ("configure", "add_jobs", "remove_jobs", "release_slots", "reset", "counters", "job_traffic"):
         assert op in answer["error"]
+
+
+def test_job_traffic_answers_per_job_packets_and_refuses_bad_ids(switch):
+    """job_traffic gives each asked job's forwarded packets by direction (zero for jobs never seen);
+    ids that are not a list of integers are refused, not raised; reset zeroes them."""
+    sw, seqs = switch
+    sw.engine.process(pkt(1, seqs[1], 1))  # completes job 1's slot: one aggregate to the PS
+    assert ask(sw, op="job_traffic", job_ids=[1, 2, 9]) == {"ok": True, "jobs": [[1, 1, 0], [2, 0, 0], [9, 0, 0]]}
+    for bad in ("1", [1.5], [True], None):
+        answer = ask(sw, op="job_traffic", job_ids=bad)
+        assert not answer["ok"] and "job_ids" in answer["error"]
+    assert not ask(sw, op="job_traffic")["ok"]
+    ask(sw, op="reset")
+    assert ask(sw, op="job_traffic", job_ids=[1])["jobs"] == [[1, 0, 0]]
 
 
 def test_soft_aggregator_client_speaks_the_ops_to_a_real_control_socket(tmp_path):
@@ -145,6 +159,7 @@ def test_soft_aggregator_client_speaks_the_ops_to_a_real_control_socket(tmp_path
         client.remove_jobs([2, 99])
         client.release_slots()
         assert set(client.counters().values()) == {0}
+        assert client.job_traffic([2, 1, 2]) == {1: JobTraffic(), 2: JobTraffic()} and client.job_traffic([]) == {}
         with pytest.raises(errors.TestbedError, match="refused 'add_jobs'.*fan_in=33"):
             client.add_jobs({5: JobEntry(33, Role.ROOT)})
     finally:

@@ -24,7 +24,9 @@
  *
  * Counters: register `stats`, indexed by the ST_* constants below (ina.engine.AggregatorStats'
  * fields in order, then the malformed reasons of ina.protocol.MALFORMED_REASONS, then ST_OTHER);
- * tests/test_ina_p4.py checks the numbering against the Python side.
+ * tests/test_ina_p4.py checks the numbering against the Python side. Counters `job_to_ps` and
+ * `job_to_workers`, indexed by job id: the packets of each job forwarded in each direction
+ * (ina.engine.Aggregator.job_traffic), whether the job has an entry here or not.
  */
 
 #include <core.p4>
@@ -206,6 +208,8 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     register<bit<8>>(INA_SLOTS) slot_count;
     register<bit<8>>(INA_SLOTS) slot_flags;
     register<bit<32>>(INA_SLOTS * LANES) slot_values;  /* lane k of slot i at i * LANES + k */
+    counter(65536, CounterType.packets) job_to_ps;
+    counter(65536, CounterType.packets) job_to_workers;
 
     action count(bit<32> index) {
         bit<64> c;
@@ -436,6 +440,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 }
             }
             if (meta.go == 1) {
+                if (meta.dir == TO_PS) {
+                    job_to_ps.count((bit<32>)hdr.ina.job_id);
+                } else {
+                    job_to_workers.count((bit<32>)hdr.ina.job_id);
+                }
                 ina_out.apply();
             } else {
                 drop();

@@ -29,7 +29,7 @@ import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
-from ina.engine import Aggregator, AggregatorStats, JobEntry, Role
+from ina.engine import Aggregator, AggregatorStats, JobEntry, JobTraffic, Role
 from ina.p4.build import P4Error, Toolchain
 from ina.protocol import MALFORMED_REASONS, check_slots
 
@@ -41,6 +41,10 @@ STAT_NAMES: tuple[str, ...] = tuple(
 :class:`ina.engine.AggregatorStats`' counters, the malformed reasons, then ``other`` (non-INA
 packets no ``plain`` entry forwards)."""
 SLOT_REGISTERS = ("slot_state", "slot_key", "slot_bitmap", "slot_count", "slot_flags", "slot_values")
+JOB_COUNTERS = ("job_to_ps", "job_to_workers")
+"""The per-job packet counters (:class:`ina.engine.JobTraffic`'s fields in order), indexed by job id."""
+_COUNTER_READ = re.compile(r"(job_to_ps|job_to_workers)\[(\d+)\]=\s*\(\d+ bytes, (\d+) packets\)")
+"""A ``counter_read`` answer: ``job_to_ps[3]= (380 bytes, 2 packets)``."""
 _READY_S = 15.0
 _ADDED = re.compile(r"Entry has been added with handle (\d+)")
 
@@ -293,7 +297,24 @@ class Bmv2Aggregator:
 
     def reset(self) -> None:
         """Every slot free and every counter 0 (the tables stay)."""
-        self.cli([f"register_reset {r}" for r in (*SLOT_REGISTERS, "stats")])
+        self.cli([f"register_reset {r}" for r in (*SLOT_REGISTERS, "stats")]
+                 + [f"counter_reset {c}" for c in JOB_COUNTERS])
+
+    def job_traffic(self, job_ids: Iterable[int]) -> dict[int, JobTraffic]:
+        """The packets of each of ``job_ids`` forwarded by direction (the ``job_to_ps`` and
+        ``job_to_workers`` counters; :meth:`ina.engine.Aggregator.job_traffic`).
+
+        Raises:
+            P4Error: the CLI's answer does not hold every counter asked for.
+        """
+        ids = sorted(set(job_ids))
+        if not ids:
+            return {}
+        out = self.cli([f"counter_read {c} {j}" for j in ids for c in JOB_COUNTERS])
+        got = {(name, int(j)): int(n) for name, j, n in _COUNTER_READ.findall(out)}
+        if len(got) != len(ids) * len(JOB_COUNTERS):
+            raise P4Error(f"unexpected per-job counter read: {out.strip()[-500:]}")
+        return {j: JobTraffic(*(got[c, j] for c in JOB_COUNTERS)) for j in ids}
 
     def counters(self) -> dict[str, int]:
         """The ``stats`` register by name (:data:`STAT_NAMES`).
