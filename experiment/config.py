@@ -606,7 +606,7 @@ def _tors(g) -> set[str]:
 
 
 def _validate_ina(cfg: ExperimentConfig, g, emu: bool) -> None:
-    """INA jobs run on the emulator, in replay mode's agent runtime, with a power-of-two slot pool on
+    """INA jobs run on the emulator (either mode, either runtime), with a power-of-two slot pool on
     ToRs of the topology."""
     names = ina_jobs(cfg)
     if not names:
@@ -614,9 +614,6 @@ def _validate_ina(cfg: ExperimentConfig, g, emu: bool) -> None:
     if not emu:
         raise ConfigError(f"config.jobs: job {names[0]!r} uses collective 'ina', which the flow-level simulator "
                           "does not model; run it on the emulator, or give it another collective")
-    if cfg.mode != "replay" or cfg.runtime != "agent":
-        raise ConfigError(f"config.jobs: job {names[0]!r} uses collective 'ina', which runs in replay mode's agent "
-                          f"runtime (mode: replay, runtime: agent), not mode {cfg.mode!r}, runtime {cfg.runtime!r}")
     slots = cfg.ina.slots
     if slots & (slots - 1):
         fail("config.ina.slots", slots, "is not a power of two", f"1, 2, 4, ... {INA_MAX_SLOTS}")

@@ -64,8 +64,10 @@ from pathlib import Path
 from common.errors import JobError
 from jobs.launcher import (
     ExecFn,
+    InaEndpoint,
     RunningWorker,
     WorkerSpec,
+    ina_counters_path,
     read_json_file,
     ready_path,
     stop_all,
@@ -85,30 +87,6 @@ HELLO_SEQ = 0xFFFFFFFF
 CONNECT_RETRY_S = 0.05
 RECV_CHUNK_BYTES = 1 << 18
 _CLOSED = object()
-
-
-@dataclasses.dataclass(frozen=True)
-class InaEndpoint:
-    """One machine's INA endpoint for one job (:mod:`ina.plan`'s bit and the PS's address).
-
-    Attributes:
-        job_id: the job's INA id.
-        bit: this machine's bit in the job's aggregation tree.
-        ps_addr: IP address of the job's parameter server.
-    """
-
-    job_id: int
-    bit: int
-    ps_addr: str
-
-    def to_dict(self) -> dict:
-        """JSON-serialisable form."""
-        return {"job_id": self.job_id, "bit": self.bit, "ps_addr": self.ps_addr}
-
-    @classmethod
-    def from_dict(cls, d: Mapping) -> "InaEndpoint":
-        """Inverse of :meth:`to_dict`."""
-        return cls(int(d["job_id"]), int(d["bit"]), str(d["ps_addr"]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +190,7 @@ def plan_agents(specs_by_job: Mapping[str, list[WorkerSpec]], machine_ip: Mappin
                       ranks=tuple(ranks), conns_path=str(out_dir / f"agent-{m}.conns.json"),
                       tcp_path=str(out_dir / f"agent-{m}.tcp.json"), timeout_s=timeout_s,
                       ina={j: ina[j][m] for j in {s.job for s in ranks} if j in ina},
-                      ina_path=str(out_dir / f"agent-{m}.ina.json"))
+                      ina_path=ina_counters_path(out_dir, m))
             for m, ranks in by_machine.items()]
 
 

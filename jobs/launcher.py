@@ -37,7 +37,7 @@ from typing import Protocol
 from common.errors import JobError
 from common.units import wall_s
 from jobs.models import TRAINABLE_MODELS, ModelProfile, scaled_buckets
-from jobs.patterns import INA, JOB_COLLECTIVES
+from jobs.patterns import JOB_COLLECTIVES
 
 
 class JobLike(Protocol):
@@ -85,6 +85,38 @@ def read_json_file(path: str | Path, what: str) -> dict:
 
 
 @dataclasses.dataclass(frozen=True)
+class InaEndpoint:
+    """One machine's INA endpoint for one job (:mod:`ina.plan`'s bit and the PS's address).
+
+    Attributes:
+        job_id: the job's INA id.
+        bit: this machine's bit in the job's aggregation tree.
+        ps_addr: IP address of the job's parameter server.
+        addr: the machine's address, the client's to bind (``0.0.0.0``: any of the machine's).
+    """
+
+    job_id: int
+    bit: int
+    ps_addr: str
+    addr: str = "0.0.0.0"
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form."""
+        return {"job_id": self.job_id, "bit": self.bit, "ps_addr": self.ps_addr, "addr": self.addr}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "InaEndpoint":
+        """Inverse of :meth:`to_dict`."""
+        return cls(int(d["job_id"]), int(d["bit"]), str(d["ps_addr"]), str(d.get("addr", "0.0.0.0")))
+
+
+def ina_counters_path(out_dir: str | Path, machine: str) -> str:
+    """Where the INA client of ``machine`` writes each INA job's client counters
+    (:class:`ina.client.ClientStats` by job name, JSON), in a job's output directory."""
+    return str(Path(out_dir) / f"ina-{machine}.json")
+
+
+@dataclasses.dataclass(frozen=True)
 class WorkerSpec:
     """Everything one worker process needs; JSON-serialisable (``to_dict`` / ``save``).
 
@@ -111,6 +143,9 @@ class WorkerSpec:
             ``records_path + ".ready"`` and waits (up to ``timeout_s``) until this file exists
             before its first iteration, so that every job of a wave starts its iterations
             together, after every worker's start-up (see :func:`ready_path`).
+        rank_machines: the machine of every rank, in rank order (the collective ``ina`` sums a
+            machine's ranks in memory first).
+        ina: for collective ``ina``, this rank's machine's endpoint (:func:`with_ina`).
     """
 
     job: str
@@ -131,6 +166,8 @@ class WorkerSpec:
     timeout_s: float = 300.0
     seed: int = 0
     start_gate: str | None = None
+    rank_machines: tuple[str, ...] = ()
+    ina: InaEndpoint | None = None
 
     def __post_init__(self):
         where = f"job {self.job!r} rank {self.rank}"
@@ -154,6 +191,8 @@ class WorkerSpec:
         """JSON-serialisable form."""
         d = dataclasses.asdict(self)
         d["bucket_bytes"] = list(self.bucket_bytes)
+        d["rank_machines"] = list(self.rank_machines)
+        d["ina"] = self.ina.to_dict() if self.ina is not None else None
         return d
 
     @classmethod
@@ -164,8 +203,11 @@ class WorkerSpec:
         if unknown:
             raise JobError(f"worker spec has unknown keys {sorted(unknown)}; valid: {sorted(names)}")
         try:
-            spec = cls(**{**d, "bucket_bytes": tuple(d.get("bucket_bytes", ()))})
-        except TypeError as exc:
+            ina = d.get("ina")
+            spec = cls(**{**d, "bucket_bytes": tuple(d.get("bucket_bytes", ())),
+                          "rank_machines": tuple(d.get("rank_machines", ())),
+                          "ina": InaEndpoint.from_dict(ina) if ina is not None else None})
+        except (TypeError, KeyError, ValueError) as exc:
             raise JobError(f"bad worker spec: {exc}") from None
         return spec
 
@@ -177,6 +219,18 @@ class WorkerSpec:
     def load(cls, path: str | Path) -> "WorkerSpec":
         """Read a spec written by :meth:`save`."""
         return cls.from_dict(read_json_file(path, "worker spec"))
+
+
+def with_ina(specs: Sequence[WorkerSpec], endpoints: Mapping[str, InaEndpoint]) -> list[WorkerSpec]:
+    """The specs of an INA job's ranks, each with its machine's endpoint (:func:`testbed.ina_fabric.endpoints`).
+
+    Raises:
+        JobError: a rank's machine has no endpoint.
+    """
+    missing = sorted({s.machine for s in specs} - set(endpoints))
+    if missing:
+        raise JobError(f"INA job {specs[0].job!r} has no INA endpoint on {', '.join(missing)}")
+    return [dataclasses.replace(s, ina=endpoints[s.machine]) for s in specs]
 
 
 @dataclasses.dataclass
@@ -236,8 +290,6 @@ def plan_workers(job: JobLike, placement: PlacementLike, profile: ModelProfile, 
     if job.collective not in JOB_COLLECTIVES:
         raise JobError(f"job {job.name!r}: unknown collective {job.collective!r}; "
                        f"valid: {', '.join(sorted(JOB_COLLECTIVES))}")
-    if job.collective == INA and mode != "replay":
-        raise JobError(f"job {job.name!r}: collective {INA!r} runs in replay mode (the agent runtime), not {mode!r}")
     if mode not in MODES:
         raise JobError(f"job {job.name!r}: unknown mode {mode!r}; valid: {', '.join(MODES)}")
     if mode == "train" and profile.name not in TRAINABLE_MODELS:
@@ -257,7 +309,7 @@ def plan_workers(job: JobLike, placement: PlacementLike, profile: ModelProfile, 
             bucket_bytes=tuple(buckets), compute_s=wall_s(profile.compute_time_s, dilation), iterations=iterations,
             warmup_iterations=warmup_iterations, collective=job.collective,
             records_path=str(out_dir / f"{file_stem(job.name, r)}.jsonl"), timeout_s=timeout_s, seed=seed,
-            start_gate=start_gate)
+            start_gate=start_gate, rank_machines=tuple(s.machine for s in placement.slots))
         for r, slot in enumerate(placement.slots)
     ]
 

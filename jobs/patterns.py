@@ -137,8 +137,9 @@ COLLECTIVE_NAMES = frozenset(PATTERNS) | NOT_MODELLED
 code that must validate a name without importing torch."""
 
 INA = "ina"
-"""In-network aggregation (:mod:`ina`): not a torch collective but the agent runtime's INA client
-(:mod:`jobs.agent`), run where the emulated fabric has aggregators (:mod:`testbed.ina_fabric`)."""
+"""In-network aggregation (:mod:`ina`): one INA client per machine summing its ranks' sum, in the
+agent runtime (:mod:`jobs.agent`) and in torch workers (:mod:`jobs.collectives.ina`), run where the
+emulated fabric has aggregators (:mod:`testbed.ina_fabric`); its pattern is not a transfer schedule."""
 JOB_COLLECTIVES = COLLECTIVE_NAMES | {INA}
 """Every collective a job may name: the torch ones and :data:`INA`."""
 

@@ -37,8 +37,10 @@ from torch.nn.parallel import DistributedDataParallel
 from common.errors import JobError
 from jobs import nets
 from jobs.collectives import Collective, get_collective
+from jobs.collectives.ina import InaCollective
 from jobs.launcher import WorkerSpec, ready_path
 from jobs.models import get_model
+from jobs.patterns import INA
 from jobs.records import record_iteration
 
 TRAIN_LR = 0.05
@@ -47,7 +49,8 @@ _START_MONOTONIC = time.monotonic()
 
 def run(spec: WorkerSpec) -> None:
     """Run one worker to completion; raises on any failure."""
-    collective = get_collective(spec.collective)
+    if spec.collective != INA:
+        get_collective(spec.collective)  # an unknown name fails before the process group forms
     model_cls = None
     if spec.mode == "train":
         get_model(spec.model)
@@ -65,6 +68,7 @@ def run(spec: WorkerSpec) -> None:
                             rank=spec.rank, world_size=spec.world,
                             timeout=datetime.timedelta(seconds=spec.timeout_s))
     print(f"job {spec.job} rank {spec.rank}: joined the process group ({_uptime_s():.1f} s after imports)")
+    collective = InaCollective(spec) if spec.collective == INA else get_collective(spec.collective)
     if spec.start_gate:
         _wait_for_gate(spec)
     try:
@@ -73,6 +77,8 @@ def run(spec: WorkerSpec) -> None:
         else:
             _train(spec, collective, model_cls)
         dist.barrier()
+        if isinstance(collective, InaCollective):
+            collective.close()
     finally:
         dist.destroy_process_group()
     print(f"job {spec.job} rank {spec.rank}: done, {spec.iterations} iterations recorded "

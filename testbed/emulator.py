@@ -45,6 +45,7 @@ from jobs.launcher import (
     processes,
     stop_all,
     timeout_failure,
+    with_ina,
 )
 from jobs.models import get_model
 from jobs.patterns import INA
@@ -214,6 +215,8 @@ class EmulatorBackend(Backend):
                     plans.extend(job_plans)
                     workers_by_job[job] = launch_agents(job_plans, exec_fn, dirs[job])
                 else:
+                    if job in ina_endpoints:
+                        specs = with_ina(specs, ina_endpoints[job])
                     workers_by_job[job] = launch(specs, exec_fn, dirs[job])
         except BaseException:
             stop_all([w for ws in workers_by_job.values() for w in ws])

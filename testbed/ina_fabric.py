@@ -73,11 +73,11 @@ def resolve_engine(requested: str = "auto") -> tuple[str, str]:
 
 
 def endpoints(net, plan: JobPlan) -> dict:
-    """Each machine's :class:`jobs.agent.InaEndpoint` of a job planned on ``net``'s topology."""
-    from jobs.agent import InaEndpoint
+    """Each machine's :class:`jobs.launcher.InaEndpoint` of a job planned on ``net``'s topology."""
+    from jobs.launcher import InaEndpoint
 
     ps_addr = net.g.nodes[plan.ps_host]["ip"]
-    return {m: InaEndpoint(plan.job_id, bit, ps_addr) for m, bit in plan.bits.items()}
+    return {m: InaEndpoint(plan.job_id, bit, ps_addr, net.g.nodes[m]["ip"]) for m, bit in plan.bits.items()}
 
 
 @dataclasses.dataclass

@@ -36,6 +36,7 @@ from experiment.config import ExperimentConfig, ina_jobs
 from experiment.ina_results import InaJobResult, InaResult
 from ina.engine import Role
 from ina.plan import JobPlan, plan_job, ps_host_of, tor_of, uplink_packets
+from jobs.launcher import ina_counters_path
 from jobs.patterns import INA
 from placement.base import Placement
 from testbed.ina_fabric import InaFabric, endpoints, resolve_engine
@@ -124,7 +125,7 @@ class InaRuns:
         self.fabric.install([], self.slots)
 
     def start(self, job: ExperimentJob, placement: Placement) -> dict:
-        """Plan and install a run of INA job ``job``; its machines' :class:`jobs.agent.InaEndpoint`.
+        """Plan and install a run of INA job ``job``; its machines' :class:`jobs.launcher.InaEndpoint`.
 
         Raises:
             EmulationError: the job cannot be planned (too many machines for the header's
@@ -150,7 +151,7 @@ class InaRuns:
 
     def end(self, job: str, run_dir: str) -> None:
         """A run of ``job`` ended (finished, preempted or failed to start): remove it from the
-        fabric and add its workers' client counters (``agent-<m>.ina.json`` in ``run_dir``)."""
+        fabric and add its workers' client counters (:func:`jobs.launcher.ina_counters_path` in ``run_dir``)."""
         plan = self.running.pop(job, None)
         if plan is None:
             return
@@ -162,12 +163,12 @@ class InaRuns:
             self.fabric.release_slots()
         sent: dict[str, int] = {}
         for m in plan.bits:
-            path = os.path.join(run_dir, f"agent-{m}.ina.json")
+            path = ina_counters_path(run_dir, m)
             try:
                 with open(path) as f:
                     counters = json.load(f).get(job, {})
             except (OSError, ValueError):
-                runs.uplink_complete = False  # a killed (preempted) agent writes none
+                runs.uplink_complete = False  # a killed (preempted) agent or worker writes none
                 continue
             _add(runs.client, counters)
             sent[m] = counters.get("sent", 0)

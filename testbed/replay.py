@@ -59,7 +59,7 @@ def run_job(net, out_dir: str, job: str, machines: list[str], collective: str, b
         runtime: ``agent`` (:mod:`jobs.agent`) or ``torch`` (:mod:`jobs.worker`).
         timeout_s: virtual seconds before the job is stopped and reported.
         ina_endpoints: for collective ``ina`` (agent runtime), each machine's
-            :class:`jobs.agent.InaEndpoint` (:func:`testbed.ina_fabric.endpoints`); the caller has
+            :class:`jobs.launcher.InaEndpoint` (:func:`testbed.ina_fabric.endpoints`); the caller has
             installed the job on the aggregators and started its parameter server
             (:class:`testbed.ina_fabric.InaFabric`).
 

@@ -1,0 +1,84 @@
+"""The collective ``ina`` for torch workers: each machine's ranks sum in memory, one client per
+machine sums the machines over in-network aggregation.
+
+The same shape as the agent runtime's (:class:`jobs.agent._InaGroup`), with gloo inside a machine:
+
+1. the ranks of a machine reduce the tensor to its lowest rank (``dist.reduce`` in a group of
+   that machine's ranks; nothing with one rank);
+2. that rank sums the machine's tensor with the other machines' through its
+   :class:`ina.client.InaClient` (fixed point at :data:`SCALE`, a packet per
+   :data:`ina.protocol.VALUES_PER_PACKET` lanes, through the ToRs' aggregators to the job's
+   parameter server and back);
+3. it broadcasts the sum to the machine's ranks.
+
+The machine's endpoint (its bit in the job's tree, the PS's address) comes from the worker's spec
+(:attr:`jobs.launcher.WorkerSpec.ina`), the machine of every rank from
+:attr:`~jobs.launcher.WorkerSpec.rank_machines`. Every rank creates every machine's group, in
+the order of their lowest ranks, as ``torch.distributed.new_group`` demands.
+
+Precision: a lane's result differs from the float sum by at most ``machines / (2 * SCALE)``
+(:mod:`ina.client`), about 5e-7 per machine; a sum beyond ``2**31 / SCALE`` (2048) in a lane
+saturates, and is counted (``saturated_lanes``) rather than wrapped. The replay mode's buckets
+of ones sum exactly (a power-of-two scale).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from common.errors import JobError
+from jobs.launcher import WorkerSpec, ina_counters_path
+
+SCALE = float(2 ** 20)
+"""Fixed-point scale of the gradients: int32 = round(float * SCALE)."""
+
+
+class InaCollective:
+    """The allreduce of one rank of an INA job (see the module docstring); call it as any collective.
+
+    Raises:
+        JobError: the spec has no INA endpoint or no machine for every rank.
+    """
+
+    def __init__(self, spec: WorkerSpec):
+        from ina.client import InaClient
+
+        if spec.ina is None or len(spec.rank_machines) != spec.world:
+            raise JobError(f"job {spec.job!r} rank {spec.rank}: collective 'ina' needs its machine's INA endpoint "
+                           f"and the machine of each of its {spec.world} ranks")
+        self.spec = spec
+        ranks_of: dict[str, list[int]] = {}
+        for r, m in enumerate(spec.rank_machines):
+            ranks_of.setdefault(m, []).append(r)
+        self.group = None
+        for m, ranks in ranks_of.items():  # in order of lowest rank, at every rank
+            group = dist.new_group(ranks) if len(ranks) > 1 else None
+            if m == spec.machine:
+                self.group, self.leader = group, ranks[0]
+        self.client = InaClient(spec.ina.job_id, spec.ina.bit, spec.ina.ps_addr, SCALE, bind=spec.ina.addr) \
+            if spec.rank == self.leader else None
+
+    def __call__(self, tensor: torch.Tensor) -> None:
+        """Sum ``tensor`` (1-D float32) over every rank of the job, in place."""
+        if self.group is not None:
+            dist.reduce(tensor, dst=self.leader, group=self.group)
+        if self.client is not None:
+            summed = self.client.allreduce(tensor.tolist())
+            tensor.copy_(torch.tensor(summed, dtype=tensor.dtype))
+        if self.group is not None:
+            dist.broadcast(tensor, src=self.leader, group=self.group)
+
+    def close(self) -> None:
+        """Close the client; the machine's leader writes its counters to
+        :func:`jobs.launcher.ina_counters_path` in the records' directory."""
+        if self.client is None:
+            return
+        self.client.close()
+        path = ina_counters_path(Path(self.spec.records_path).parent, self.spec.machine)
+        Path(path).write_text(json.dumps({self.spec.job: dataclasses.asdict(self.client.stats)}) + "\n",
+                              encoding="utf-8")
