@@ -118,6 +118,44 @@ def test_a_train_mode_job_trains_over_ina_as_it_does_over_the_ring(emulation_ok,
     assert not leftovers(), f"run left behind: {leftovers()}"
 
 
+def test_a_preempted_ina_job_resumes_with_a_fresh_id_and_both_finish(emulation_ok, tmp_path):
+    """Tiresias preempts INA jobs as any other: two 4-worker INA jobs on the only 4 machines of a rack
+    (a 2 GPU-second first queue): ``a`` starts, ``b`` arrives at 1 s and preempts it once ``a`` is
+    demoted, and ``a`` resumes. Each run of ``a`` has its own INA id (a resumed run starts its
+    seqs afresh: the PS must keep nothing of the old one), its killed agents' counters are
+    missing (said, not guessed), every run's seqs completed, every job's iterations recorded
+    once, and nothing is left behind (the PS and the aggregators stopped)."""
+    from experiment import config
+    from testbed.runner import Progress, run_experiment
+
+    cfg = config.from_dict({
+        "name": "ina-preempt", "scale": SCALE, "dilation": 2,
+        "topology": {"kind": "leaf_spine", "n_leaf": 1, "n_spine": 1, "hosts_per_leaf": 4, "gpus_per_machine": 1},
+        "jobs": [{"name": "a", "model": "resnet50", "workers": 4, "collective": "ina"},
+                 {"name": "b", "model": "resnet50", "workers": 4, "collective": "ina", "arrival_s": 1.0}],
+        "scheduler": "tiresias,thresholds_gpu_s=2", "policies": ["consolidate"], "iterations": 6,
+        "warmup_iterations": 1, "ecn": {"marking": "optional"}, "ina": {"slots": 256}, "results_dir": str(tmp_path)})
+    with open(os.devnull, "w") as quiet:
+        run_dir = run_experiment(cfg, Progress(quiet))
+    pdir = os.path.join(run_dir, "consolidate")
+    with open(os.path.join(pdir, "measurements.json")) as f:
+        m = json.load(f)
+    starts = [s["job"] for s in m["starts"]]
+    assert m["preemptions"] >= 1 and starts.count("a") >= 2, starts
+    jobs = m["ina"]["jobs"]
+    a, b = jobs["a"], jobs["b"]
+    assert len(a["job_ids"]) == starts.count("a") and len(set(a["job_ids"] + b["job_ids"])) == len(starts), jobs
+    assert a["uplink_complete"] is False  # the preempted run's agents were killed before writing counters
+    for job in (a, b):
+        # l1 sums h2-h4 (h1 reaches its PS on loopback): every run's every seq aggregated
+        assert job["ps"]["completed_seqs"] > 0 and job["ps"]["aggregated"] > 0, job
+    with open(os.path.join(pdir, "summary.json")) as f:
+        summary = json.load(f)["jobs"]
+    for name in ("a", "b"):
+        assert summary[name]["iterations_recorded"] == 6 and summary[name]["complete"], summary[name]
+    assert not leftovers(), f"run left behind: {leftovers()}"
+
+
 def test_ina_optional_where_its_engine_cannot_run_runs_the_ring_and_says_so(emulation_ok, tmp_path, monkeypatch):
     """``ina: {engine: bmv2, use: optional}`` on a machine without bmv2 (no P4_PREFIX, no /opt/p4,
     no tools on the PATH, really looked for): the INA job runs the ring allreduce, completes, and
