@@ -52,7 +52,8 @@ Schema, format version 1 (key order in the file is alphabetical):
         * ``wave``, ``arrival_s``, ``starts_after_wave``: as the job's wave;
           ``submitted_s``: the job's submission time in the config (paper-scale seconds);
         * ``ranks``: ``rank``, ``machine``, ``gpu`` (slot index on the machine), in rank
-          order; ``ps_host`` (null: no parameter server) and ``ina_switches``;
+          order; ``ps_host`` (null: no parameter server) and ``ina_switches`` (null: left to the run;
+          ``[]``: INA off for the job);
         * ``machine_pairs``: the directed ``[src, dst]`` machine pairs the job's collective
           sends over (its buckets and the replay runtime's barrier allreduce of
           ``4 x workers`` emulated bytes before the first measured iteration and after the
@@ -242,7 +243,7 @@ class Job(_Record):
     submitted_s: float
     ranks: tuple[Rank, ...]
     ps_host: str | None
-    ina_switches: tuple[str, ...]
+    ina_switches: tuple[str, ...] | None
     machine_pairs: tuple[tuple[str, str], ...]
     bucket_bytes: tuple[int, ...]
     emulated_bucket_bytes: tuple[int, ...]
@@ -404,7 +405,8 @@ def job_record(cfg: ExperimentConfig, placement: dict, wave: Wave, summary_job: 
     return Job(name=name, model=spec.model, collective=spec.collective, workers=spec.workers, wave=wave.index,
                arrival_s=wave.arrival_s, starts_after_wave=wave.starts_after_wave, submitted_s=spec.arrival_s,
                ranks=ranks,
-               ps_host=placement.get("ps_host"), ina_switches=tuple(placement.get("ina_switches") or ()),
+               ps_host=placement.get("ps_host"), ina_switches=(tuple(placement["ina_switches"])
+                                                                if placement.get("ina_switches") is not None else None),
                machine_pairs=pairs, bucket_bytes=paper, emulated_bucket_bytes=emulated, bucket_source=source,
                bytes_per_iteration=sum(paper), emulated_bytes_per_iteration=sum(emulated),
                compute_s=profile.compute_time_s, iterations=cfg.iterations,

@@ -35,6 +35,15 @@ from placement.base import (
 from placement.consolidate import ConsolidatePolicy
 from placement.elasticflow import ElasticFlowPolicy
 from placement.hived import HivedPolicy
+from placement.netpack.baselines import (
+    CombPolicy,
+    FlowBalancePolicy,
+    GpuBalancePolicy,
+    LeastFragmentationPolicy,
+    OptimusPolicy,
+    TetrisPolicy,
+)
+from placement.netpack.policy import NetPackPolicy
 from placement.random_policy import RandomPolicy
 from placement.spread import SpreadPolicy
 from placement.tiresias_placement import TiresiasPolicy
@@ -45,15 +54,22 @@ __all__ = [
     "POLICIES",
     "Cluster",
     "ClusterView",
+    "CombPolicy",
     "ConsolidatePolicy",
+    "FlowBalancePolicy",
+    "GpuBalancePolicy",
     "GpuSlot",
     "JobRequest",
+    "LeastFragmentationPolicy",
     "MachineInfo",
+    "NetPackPolicy",
+    "OptimusPolicy",
     "Placement",
     "PlacementPolicy",
     "RandomPolicy",
     "SpreadPolicy",
     "Tentative",
+    "TetrisPolicy",
     "jobs_by_name",
     "make_policy",
     "parse_spec",
@@ -67,6 +83,13 @@ POLICIES: dict[str, type[PlacementPolicy]] = {
     "hived": HivedPolicy,
     "tiresias": TiresiasPolicy,
     "titan": TitanPolicy,
+    "netpack": NetPackPolicy,
+    "gpu_balance": GpuBalancePolicy,
+    "flow_balance": FlowBalancePolicy,
+    "least_fragmentation": LeastFragmentationPolicy,
+    "optimus": OptimusPolicy,
+    "tetris": TetrisPolicy,
+    "comb": CombPolicy,
 }
 
 

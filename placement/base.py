@@ -61,13 +61,16 @@ class Placement:
         job: the job name.
         slots: one GPU slot per worker, in rank order (rank ``r`` runs on ``slots[r]``).
         ps_host: machine hosting a parameter server, if the job uses one.
-        ina_switches: switches aggregating this job in the network, if any.
+        ina_switches: the switches that may aggregate this job in the network (an INA job,
+            :mod:`testbed.ina_runs`): None when the policy leaves it to the run (every INA
+            switch), ``()`` for none (the job's packets go to its PS unaggregated: NetPack's INA
+            turned off for it).
     """
 
     job: str
     slots: tuple[GpuSlot, ...]
     ps_host: str | None = None
-    ina_switches: tuple[str, ...] = ()
+    ina_switches: tuple[str, ...] | None = None
 
     @property
     def machines(self) -> tuple[str, ...]:
@@ -80,7 +83,7 @@ class Placement:
             "job": self.job,
             "slots": [[s.machine, s.gpu] for s in self.slots],
             "ps_host": self.ps_host,
-            "ina_switches": list(self.ina_switches),
+            "ina_switches": list(self.ina_switches) if self.ina_switches is not None else None,
         }
 
     @classmethod
@@ -90,7 +93,7 @@ class Placement:
             job=d["job"],
             slots=tuple(GpuSlot(m, int(g)) for m, g in d["slots"]),
             ps_host=d.get("ps_host"),
-            ina_switches=tuple(d.get("ina_switches", ())),
+            ina_switches=tuple(d["ina_switches"]) if d.get("ina_switches") is not None else None,
         )
 
 

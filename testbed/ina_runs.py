@@ -20,7 +20,8 @@ calls as jobs start and end:
 Defaults where the placement says nothing (this project's, the specs leave them to the
 system): the PS runs on the machine of the job's rank 0 (:func:`ina.plan.ps_host_of`), and
 every INA switch may aggregate the job. A placement's ``ps_host`` and ``ina_switches`` (NetPack)
-override them; switches it names without an aggregator are left out.
+override them; switches it names without an aggregator are left out, and ``ina_switches = ()``
+turns INA off for the job (its packets go to its PS unaggregated, the PS sums them).
 """
 
 from __future__ import annotations
@@ -133,8 +134,8 @@ class InaRuns:
         """
         machines = [s.machine for s in placement.slots]
         ps_host = ps_host_of(placement.ps_host, machines)
-        allowed = [s for s in placement.ina_switches if s in self.switches] if placement.ina_switches \
-            else list(self.switches)
+        allowed = list(self.switches) if placement.ina_switches is None \
+            else [s for s in placement.ina_switches if s in self.switches]
         job_id = self.next_id
         self.next_id += 1
         try:

@@ -24,6 +24,7 @@ from conftest import ROOT
 DEFAULT = os.path.join(ROOT, "experiments", "default.yaml")
 with open(DEFAULT, encoding="utf-8") as _f:
     DEFAULT_TEXT = _f.read()
+POLICIES_LINE = next(line for line in DEFAULT_TEXT.splitlines() if line.startswith("policies: "))
 BASE = yaml.safe_load(DEFAULT_TEXT)
 
 INT_FIELDS = [("seed",), ("iterations",), ("warmup_iterations",), ("mtu",), ("queue_packets",),
@@ -160,21 +161,21 @@ def malformed_cases() -> list[tuple[str, str | bytes]]:
     # YAML structure: depth, aliases, duplicates, tags, syntax.
     cases += [
         ("deep-20000", DEFAULT_TEXT + "x: " + "[" * 20000 + "]" * 20000 + "\n"),
-        ("deep-11", DEFAULT_TEXT.replace("policies: [all]", "policies: " + "[" * 10 + "all" + "]" * 10)),
+        ("deep-11", DEFAULT_TEXT.replace(POLICIES_LINE, "policies: " + "[" * 10 + "all" + "]" * 10)),
         ("alias-bomb", alias_bomb()),
         ("alias-bomb-in-name", alias_bomb(6) + "name: *a5\n"),
-        ("alias-recursive", DEFAULT_TEXT.replace("policies: [all]", "policies: &p [*p]")),
-        ("alias-undefined", DEFAULT_TEXT.replace("policies: [all]", "policies: *nope")),
+        ("alias-recursive", DEFAULT_TEXT.replace(POLICIES_LINE, "policies: &p [*p]")),
+        ("alias-undefined", DEFAULT_TEXT.replace(POLICIES_LINE, "policies: *nope")),
         ("merge-non-mapping", DEFAULT_TEXT + "ecn2: {<<: 5}\n"),
         ("dup-key-top", DEFAULT_TEXT + "iterations: 0\n"),
         ("dup-key-job", DEFAULT_TEXT.replace("workers: 8,", "workers: 8, workers: 9,")),
-        ("syntax", DEFAULT_TEXT.replace("policies: [all]", "policies: [all")),
+        ("syntax", DEFAULT_TEXT.replace(POLICIES_LINE, "policies: [all")),
         ("tab-indent", DEFAULT_TEXT.replace("  kind: fat_tree", "\tkind: fat_tree")),
         ("two-documents", DEFAULT_TEXT + "---\nname: again\n"),
         ("python-tag", DEFAULT_TEXT.replace("name: default", "name: !!python/object/apply:os.system [id]")),
         ("custom-tag", DEFAULT_TEXT.replace("name: default", "name: !evil" + "x" * 3000 + " default")),
         ("binary-tag", DEFAULT_TEXT.replace("name: default", "name: !!binary aGVsbG8=")),
-        ("set-tag", DEFAULT_TEXT.replace("policies: [all]", "policies: !!set {all: null}")),
+        ("set-tag", DEFAULT_TEXT.replace(POLICIES_LINE, "policies: !!set {all: null}")),
         ("bad-date", DEFAULT_TEXT.replace("seed: 1", "seed: 2024-13-01")),
         ("date", DEFAULT_TEXT.replace("seed: 1", "seed: 2024-01-01")),
         ("int-5000-digits", DEFAULT_TEXT.replace("seed: 1", "seed: " + "9" * 5000)),

@@ -1,0 +1,216 @@
+"""NetPack's view of the network (spec §2.2): servers, racks, their links and the ToRs' PAT.
+
+Estimation uses the "one big switch" view of the data-centre network: the only capacitated links
+are each server's access link (server <-> ToR) and each rack's uplink (ToR <-> the rest), both
+undirected (§1.1: results come back along the gradients' path, so a flow uses a link whatever
+its direction). Each ToR r aggregates with a Peak Aggregation Throughput PAT[r] (§1.6: its memory
+as a rate, A = M / T). Only ToRs aggregate.
+
+Links are named ``("access", server)`` and ``("uplink", rack)``. Rates are in Gbit/s.
+
+A placed multi-server job (:class:`NetJob`) is a two-level tree (§1.6): its worker servers, its
+PS server, and the racks where INA is on for it. :func:`job_flows` is the spec's clarified
+``FLOWS`` (§2.3): the flows it puts on each link given which ToRs still have PAT, and the ToRs
+aggregating it. One flow per worker *server*, as the authors' code counts (§6 #11: a server's GPUs
+reduce locally first). A ToR aggregates a job only where its fan-in (children there) is at least
+``min_fan_in`` (default 2; §6 #12, ours: a ToR with a single child has nothing to sum, and our
+INA plans, :func:`ina.plan.plan_job`, install nothing there).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+
+from common.errors import PlacementError
+
+Link = tuple[str, str]
+"""``("access", server)`` or ``("uplink", rack)``."""
+
+EPS = 1e-9
+"""Tolerance of every saturation test (§6 #9: never exact equality)."""
+DEFAULT_LINK_GBPS = 100.0
+"""Access link rate where the cluster has no topology (the paper's testbed NICs, §5.2)."""
+
+
+def access(server: str) -> Link:
+    """A server's access link."""
+    return ("access", server)
+
+
+def uplink(rack: str) -> Link:
+    """A rack's uplink."""
+    return ("uplink", rack)
+
+
+@dataclasses.dataclass(frozen=True)
+class Fabric:
+    """The one-big-switch network (see the module docstring).
+
+    Attributes:
+        rack_of: server -> its rack (its ToR switch's name).
+        access_gbps: server -> its access link's capacity.
+        uplink_gbps: rack -> its uplink's capacity (the sum of the ToR's links to the fabric).
+        pat_gbps: rack -> its ToR's PAT (0: no INA there).
+
+    Raises:
+        PlacementError: a server without a capacity, a rack without an uplink or PAT entry, or a
+            negative capacity.
+    """
+
+    rack_of: Mapping[str, str]
+    access_gbps: Mapping[str, float]
+    uplink_gbps: Mapping[str, float]
+    pat_gbps: Mapping[str, float]
+
+    def __post_init__(self):
+        if not self.rack_of:
+            raise PlacementError("NetPack: the network has no servers")
+        missing = sorted(set(self.rack_of) - set(self.access_gbps))
+        racks = set(self.rack_of.values())
+        missing += sorted(r for r in racks if r not in self.uplink_gbps or r not in self.pat_gbps)
+        if missing:
+            raise PlacementError(f"NetPack: no capacity given for {', '.join(missing[:5])}")
+        bad = [k for d in (self.access_gbps, self.uplink_gbps, self.pat_gbps) for k, v in d.items() if not v >= 0]
+        if bad:
+            raise PlacementError(f"NetPack: negative or NaN capacity for {', '.join(map(str, bad[:5]))}")
+
+    @property
+    def racks(self) -> tuple[str, ...]:
+        """Every rack, in the servers' order."""
+        return tuple(dict.fromkeys(self.rack_of.values()))
+
+    def links(self) -> dict[Link, float]:
+        """Every link and its capacity."""
+        out = {access(s): float(c) for s, c in self.access_gbps.items()}
+        out.update({uplink(r): float(c) for r, c in self.uplink_gbps.items()})
+        return out
+
+    def servers_of(self, rack: str) -> list[str]:
+        """The servers of ``rack``, in order."""
+        return [s for s, r in self.rack_of.items() if r == rack]
+
+    @classmethod
+    def from_view(cls, view, pat_gbps: float, link_gbps: float = DEFAULT_LINK_GBPS) -> Fabric:
+        """The fabric of a cluster view: :meth:`from_graph` of its topology, or where it has none
+        (a cluster built from machines only), its racks with ``link_gbps`` access links and
+        uplinks of the rack's servers times ``link_gbps`` (no oversubscription)."""
+        if view.graph is not None:
+            return cls.from_graph(view.graph, pat_gbps)
+        rack_of = {m.name: m.rack for m in view.machines}
+        racks = view.racks()
+        return cls(rack_of, {m: link_gbps for m in rack_of}, {r: len(ms) * link_gbps for r, ms in racks.items()},
+                   {r: pat_gbps for r in racks})
+
+    @classmethod
+    def from_graph(cls, g, pat_gbps: float | Mapping[str, float]) -> Fabric:
+        """The fabric of a topology graph (machines carry ``rack``; links ``bw_mbps``).
+
+        A rack's uplink is the sum of its ToR's links to switches. ``pat_gbps``: every ToR's PAT,
+        or a PAT per rack (missing racks: 0).
+
+        Raises:
+            PlacementError: no machines, or a machine not attached to its rack's switch.
+        """
+        if g is None:
+            raise PlacementError("NetPack needs the topology (a cluster built without a graph)")
+        rack_of, acc = {}, {}
+        for n, d in g.nodes(data=True):
+            if d.get("role") != "machine":
+                continue
+            rack = str(d.get("rack", ""))
+            if not g.has_edge(n, rack):
+                raise PlacementError(f"NetPack: machine {n} is not attached to a ToR (its rack {rack!r}); "
+                                     "the topology has no ToR switches")
+            rack_of[n] = rack
+            acc[n] = float(g.edges[n, rack].get("bw_mbps", 0.0)) / 1000.0
+        if not rack_of:
+            raise PlacementError("NetPack: the topology has no machines")
+        up = {}
+        for r in dict.fromkeys(rack_of.values()):
+            up[r] = sum(float(g.edges[r, v].get("bw_mbps", 0.0)) for v in g.neighbors(r)
+                        if g.nodes[v].get("role") == "switch") / 1000.0
+        pat = {r: float(pat_gbps.get(r, 0.0)) if isinstance(pat_gbps, Mapping) else float(pat_gbps) for r in up}
+        return cls(rack_of, acc, up, pat)
+
+
+@dataclasses.dataclass(frozen=True)
+class NetJob:
+    """A placed multi-server job as the estimation sees it.
+
+    Attributes:
+        name: the job.
+        servers: its worker servers, distinct, in order.
+        ps: its parameter server's server (any server, its own workers' included: §6 #33).
+        ina: the racks where INA is on for it (the baselines: every rack, §4).
+    """
+
+    name: str
+    servers: tuple[str, ...]
+    ps: str
+    ina: frozenset[str] = frozenset()
+
+
+@dataclasses.dataclass(frozen=True)
+class JobFlows:
+    """What :func:`job_flows` gives: flows per link, the ToRs aggregating, and each ToR's fan-in."""
+
+    flows: Mapping[Link, int]
+    aggregating: frozenset[str]
+    fan_in: Mapping[str, int]
+    """rack -> the job's children there (its worker servers in a leaf rack; at the PS's rack, its
+    local worker servers plus the flows arriving from the leaves): the aggregation efficiency's
+    incoming flows (§3.7)."""
+
+
+def job_flows(fabric: Fabric, job: NetJob, pat_left: Mapping[str, float], min_fan_in: int = 2) -> JobFlows:
+    """The spec's ``FLOWS(j)`` (§2.3, clarified; see the module docstring).
+
+    A leaf rack r (workers, not the PS's) sends 1 flow up if INA is on for the job at r, r's PAT is
+    not used up and the job has ``min_fan_in`` servers there; else one per worker server. The PS's
+    rack collects its local workers and the leaves' flows and sends the PS 1 flow under the same
+    conditions, else all of them.
+    """
+    rack_of = fabric.rack_of
+    n: dict[Link, int] = {}
+    agg: set[str] = set()
+    fan: dict[str, int] = {}
+    by_rack: dict[str, int] = {}
+    for w in job.servers:
+        n[access(w)] = n.get(access(w), 0) + 1
+        by_rack[rack_of[w]] = by_rack.get(rack_of[w], 0) + 1
+    p = rack_of[job.ps]
+    fc = 0
+    for r, k in by_rack.items():
+        if r == p:
+            continue
+        fan[r] = k
+        if r in job.ina and pat_left.get(r, 0.0) > EPS and k >= min_fan_in:
+            out = 1
+            agg.add(r)
+        else:
+            out = k
+        n[uplink(r)] = n.get(uplink(r), 0) + out
+        fc += out
+    if fc:
+        n[uplink(p)] = n.get(uplink(p), 0) + fc
+    children = by_rack.get(p, 0) + fc
+    fan[p] = children
+    if p in job.ina and pat_left.get(p, 0.0) > EPS and children >= min_fan_in:
+        fs = 1
+        agg.add(p)
+    else:
+        fs = children
+    if fs:
+        n[access(job.ps)] = n.get(access(job.ps), 0) + fs
+    return JobFlows(n, frozenset(agg), fan)
+
+
+def servers_flows(flows: Iterable[JobFlows]) -> dict[str, int]:
+    """server -> flows on its access link, summed over jobs (``s.flows``)."""
+    out: dict[str, int] = {}
+    for f in flows:
+        for (kind, name), k in f.flows.items():
+            if kind == "access":
+                out[name] = out.get(name, 0) + k
+    return out

@@ -1,0 +1,234 @@
+"""NetPack's placement (spec §3, Algorithm 2): batch, value servers, pack workers, place the PS,
+then turn INA on where it gains most.
+
+One :meth:`NetPackPolicy.place` call is one batch period (§3.2; the authors' code runs its loop
+on every arrival, as the experiment loop calls a policy):
+
+1. **Subset** (Step ❶): a 0/1 knapsack over the free GPUs picks the pending jobs to place, each
+   job's value 1 plus 1 for every period it was left out (§3.2, ours: the paper gives neither).
+   They are placed one at a time by value, descending, ties in the scheduler's order.
+2. **A job that fits one server** goes to it, with no PS and no network (§3.3, ``>=`` for the
+   paper's ``>``, §6 #17): best fit (an exact match, else the smallest leftover), ties by more
+   flows then more residual bandwidth, as the authors' code.
+3. **Otherwise** the steady state of the running jobs and those placed earlier in the batch is
+   estimated (:func:`placement.netpack.waterfill.waterfill`, every job with INA on at every rack
+   its tree aggregates in), each server valued (§3.4), and the 2-D knapsack
+   (:func:`placement.netpack.knapsack.worker_plans`, Step ❷) gives the candidate worker plans.
+4. **PS** (Step ❸, Eq. 1): every candidate plan with every server s (any server, its own workers'
+   included, §6 #33) is scored ``V + s.bw − (C − s.bw)/(s.flows + ε + 1) + hot-spot``, ε = 1 when
+   s is not one of the plan's servers. The hot-spot term is the job's expected bottleneck share
+   added as a bonus (§6 #21/#22, ours): ``min(C/(f_max + 1), min over the racks it crosses of
+   C_rack/(FC_r + n_r))``, f_max = max(f, s.flows + ε), n_r its flows on r's uplink with INA on (1
+   from each leaf rack, one per leaf at the PS's rack). The best score wins; GPUs beyond the job's
+   are trimmed from the plan server giving the most GPUs that can absorb them all (the authors'
+   code; a server left with none is dropped, §3.5).
+5. **Selective INA** (Step ❹, §3.7, ours for §6 #23-#24): the batch's multi-server jobs, by
+   aggregation efficiency ``AE = rate × Σ fan-in`` over the ToRs that would aggregate them
+   (rates from the steady state with INA on for all), highest first, get INA at a ToR while its
+   PAT left after the running jobs' aggregated rates covers their rate; elsewhere INA is off.
+   Running jobs keep theirs (no migration). The placement's ``ina_switches`` names the ToRs with
+   INA on (``()``: none).
+
+Server value (§3.4, §6 #20, a switch): ``paper``: ``s.bw − (C − s.bw)/(s.flows + 1)`` (an idle
+server is worth C, so plans of more servers score higher before the hot-spot term and trimming);
+``code``: ``s.bw − C/(s.flows + 1)`` (the authors' code; an idle server is worth 0). ``s.flows``
+are the flows on the server's access link in the estimated steady state (§6 #14, ours), ``s.bw``
+its residual bandwidth with the new job left out (Alg. 2 line 7, §6 #15).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from common.errors import PlacementError
+from placement.base import ClusterView, GpuSlot, JobRequest, Placement, PlacementPolicy, Tentative, jobs_by_name
+from placement.netpack.knapsack import ServerItem, WorkerPlan, select_jobs, worker_plans
+from placement.netpack.network import EPS, Fabric, NetJob, job_flows
+from placement.netpack.state import Decision, Decisions
+from placement.netpack.waterfill import SteadyState, waterfill
+
+VALUES = ("paper", "code")
+
+
+def server_value(bw: float, capacity: float, flows: int, kind: str = "paper") -> float:
+    """A server's value (§3.4; see the module docstring): 100, 10 and -25 for the paper's idle,
+    1-flow-60-used and saturated-3-flow examples at C = 100."""
+    if kind == "code":
+        return bw - capacity / (flows + 1)
+    return bw - (capacity - bw) / (flows + 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class PsChoice:
+    """The winning (worker plan, PS server) pair and its Eq. 1 score."""
+
+    plan: WorkerPlan
+    ps: str
+    score: float
+
+
+def choose_ps(plans: Sequence[WorkerPlan], fabric: Fabric, state: SteadyState, servers: Sequence[str],
+              capacity: float) -> PsChoice | None:
+    """Step ❸: the best (plan, PS) pair by Eq. 1 with the hot-spot bonus (module docstring, point 4);
+    on equal scores a PS in one of the plan's racks (ours: the paper gives no tie rule), then the
+    first plan and server."""
+    flows, up_flows = state.server_flows(), state.uplink_flows()
+    best: PsChoice | None = None
+    best_local = False
+    for plan in plans:
+        chosen = set(plan.servers)
+        racks = {fabric.rack_of[w] for w in plan.servers}
+        for s in servers:
+            eps = 0 if s in chosen else 1
+            f_s = flows.get(s, 0)
+            bw = state.residual[("access", s)]
+            f_max = max(plan.flows, f_s + eps)
+            hot = min(capacity / (f_max + 1), _rack_share(fabric, plan.servers, s, up_flows, state))
+            score = plan.value + bw - (fabric.access_gbps[s] - bw) / (f_s + eps + 1) + hot
+            local = fabric.rack_of[s] in racks
+            if best is None or score > best.score + EPS or (score > best.score - EPS and local and not best_local):
+                best, best_local = PsChoice(plan, s, score), local
+    return best
+
+
+def _rack_share(fabric: Fabric, servers: Sequence[str], ps: str, up_flows: Mapping[str, int],
+                state: SteadyState) -> float:
+    """The job's share of the most contended rack uplink it would cross (§3.8, ours: a min over
+    the racks crossed, ``C_rack/(FC_r + n_r)``; infinity when it stays in one rack)."""
+    p = fabric.rack_of[ps]
+    leaves = {fabric.rack_of[w] for w in servers} - {p}
+    if not leaves:
+        return float("inf")
+    adds = {r: 1 for r in leaves}
+    adds[p] = len(leaves)
+    return min(fabric.uplink_gbps[r] / (up_flows.get(r, 0) + n) for r, n in adds.items())
+
+
+def trim(plan: Sequence[tuple[str, int]], need: int, ps: str | None = None) -> list[tuple[str, int]]:
+    """The plan's (server, GPUs) with the GPUs beyond ``need`` released (§3.5, the authors' code):
+    from the server giving the most GPUs that can absorb the whole excess, else from the largest
+    givers in turn; a server left with none is dropped. Ties (§6 #18, ours): not the PS's server
+    (it keeps its workers next to the PS), then the last in the plan (rank 0's server stays)."""
+    excess = sum(n for _, n in plan) - need
+    out = list(plan)
+    while excess > 0:
+        able = [i for i, (_, n) in enumerate(out) if n >= excess] or list(range(len(out)))
+        i = max(able, key=lambda k: (out[k][1], out[k][0] != ps, k))
+        cut = min(excess, out[i][1])
+        out[i] = (out[i][0], out[i][1] - cut)
+        excess -= cut
+    return [(s, n) for s, n in out if n > 0]
+
+
+class NetPackPolicy(PlacementPolicy):
+    """NetPack (see the module docstring).
+
+    Args:
+        seed: unused (NetPack is deterministic).
+        pat_gbps: every ToR's Peak Aggregation Throughput (§1.6; the paper's simulator default is
+            1 Tb/s). 0: no INA anywhere; NetPack still balances GPUs and bandwidth (§6.3, Fig. 11).
+        value: the server value, ``paper`` or ``code`` (module docstring).
+        min_fan_in: the fan-in a ToR needs to aggregate a job (§6 #12).
+        selective_ina: Step ❹; False leaves INA on for every job (as the baselines run).
+
+    Raises:
+        PlacementError: an unknown value kind, a negative PAT or a fan-in below 1.
+    """
+
+    name = "netpack"
+
+    def __init__(self, seed: int = 0, pat_gbps: float = 1000.0, value: str = "paper", min_fan_in: int = 2,
+                 selective_ina: bool = True):
+        super().__init__(seed)
+        if value not in VALUES:
+            raise PlacementError(f"netpack: unknown value {value!r}; valid: {', '.join(VALUES)}")
+        if not pat_gbps >= 0 or min_fan_in < 1:
+            raise PlacementError(f"netpack: need pat_gbps >= 0 and min_fan_in >= 1, got {pat_gbps} and {min_fan_in}")
+        self.pat_gbps, self.value, self.min_fan_in, self.selective_ina = float(pat_gbps), value, min_fan_in, \
+            selective_ina
+        self.decisions = Decisions()
+        self.job_values: dict[str, float] = {}
+
+    def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
+        """One batch period (see the module docstring)."""
+        jobs_by_name(pending)
+        fabric = Fabric.from_view(view, self.pat_gbps)
+        running = self.decisions.running(view, fabric)
+        values = [self.job_values.get(j.name, 1.0) for j in pending]
+        chosen = select_jobs([j.workers for j in pending], values, view.total_free)
+        for i, j in enumerate(pending):
+            if i not in chosen:
+                self.job_values[j.name] = values[i] + 1.0  # anti-starvation (§3.2)
+        order = sorted(chosen, key=lambda i: (-values[i], i))
+        tentative = Tentative(view)
+        placed: list[tuple[JobRequest, list[GpuSlot], str | None]] = []
+        batch: list[NetJob] = []
+        for i in order:
+            job = pending[i]
+            got = self._place_one(job, view, fabric, tentative, running + batch)
+            if got is None:
+                continue
+            slots, ps = got
+            placed.append((job, slots, ps))
+            self.job_values.pop(job.name, None)
+            if ps is not None:
+                servers = tuple(dict.fromkeys(s.machine for s in slots))
+                batch.append(NetJob(job.name, servers, ps, frozenset(fabric.racks)))
+        ina = self._select_ina(fabric, running, batch)
+        out = []
+        for job, slots, ps in placed:
+            racks = ina.get(job.name, frozenset())
+            self.decisions.record(job.name, Decision(ps, racks))
+            out.append(Placement(job.name, tuple(slots), ps, tuple(r for r in fabric.racks if r in racks)))
+        return out
+
+    def _place_one(self, job: JobRequest, view: ClusterView, fabric: Fabric, tentative: Tentative,
+                   jobs: list[NetJob]) -> tuple[list[GpuSlot], str | None] | None:
+        """One job's GPUs (taken from ``tentative``, in rank order) and PS (None: one server);
+        None when it cannot be placed."""
+        need = job.workers
+        state = waterfill(fabric, jobs, self.min_fan_in)
+        flows = state.server_flows()
+        servers = [m.name for m in view.machines]
+        fits = [(i, s) for i, s in enumerate(servers) if tentative.n_free(s) >= need]
+        if fits:
+            _, s = min(fits, key=lambda f: (tentative.n_free(f[1]) - need, -flows.get(f[1], 0),
+                                            -state.residual[("access", f[1])], f[0]))
+            return tentative.take(s, need), None
+        per_server = max(view.machine(s).gpus for s in servers)
+        items = [ServerItem(s, tentative.n_free(s),
+                            server_value(state.residual[("access", s)], fabric.access_gbps[s], flows.get(s, 0),
+                                         self.value), flows.get(s, 0))
+                 for s in servers if tentative.n_free(s) > 0]
+        plans = worker_plans(items, need, per_server)
+        capacity = max(fabric.access_gbps.values())
+        best = choose_ps(plans, fabric, state, servers, capacity)
+        if best is None:
+            return None
+        plan = trim([(s, tentative.n_free(s)) for s in best.plan.servers], need, best.ps)
+        return [slot for s, n in plan for slot in tentative.take(s, n)], best.ps
+
+    def _select_ina(self, fabric: Fabric, running: list[NetJob], batch: list[NetJob]) -> dict[str, frozenset[str]]:
+        """Step ❹: the racks where each of the batch's jobs gets INA (module docstring, point 5)."""
+        if not batch:
+            return {}
+        state = waterfill(fabric, running + batch, self.min_fan_in)
+        trees = {j.name: job_flows(fabric, j, fabric.pat_gbps, self.min_fan_in) for j in batch}
+        if not self.selective_ina:
+            return {j.name: trees[j.name].aggregating for j in batch}
+        left = {r: float(fabric.pat_gbps[r]) for r in fabric.racks}
+        for j in running:
+            for r, a in state.aggregated.get(j.name, {}).items():
+                left[r] -= a
+        efficiency = {j.name: state.rate[j.name] * sum(trees[j.name].fan_in[r] for r in trees[j.name].aggregating)
+                      for j in batch}
+        out: dict[str, frozenset[str]] = {}
+        for j in sorted(batch, key=lambda j: -efficiency[j.name]):
+            rate, on = state.rate[j.name], set()
+            for r in sorted(trees[j.name].aggregating, key=fabric.racks.index):
+                if left[r] + EPS >= rate > EPS:
+                    on.add(r)
+                    left[r] -= rate
+            out[j.name] = frozenset(on)
+        return out
