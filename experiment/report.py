@@ -46,6 +46,7 @@ from collections.abc import Sequence
 
 from common.jsonfile import write_json_atomic
 from common.units import MEGA, virtual_s
+from experiment.efficiency import distribution_efficiency, jct_lines
 from experiment.ina_results import InaJobResult, InaResult
 from experiment.measurements import PolicyResult
 from experiment.summary import JobSummary, PolicySummary, all_comparisons
@@ -235,6 +236,8 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> PolicySummary:
         worst_job_ratio=_worst_ratio(fid.jobs),
         jobs=tuple(per_job),
         ina=result.ina,
+        distribution_efficiency=distribution_efficiency(
+            (cfg.iterations, j.compute_mean_s, j.jct_s) for j in per_job),
     )
 
 
@@ -315,6 +318,9 @@ def summary_tables(summaries: Sequence[PolicySummary]) -> str:
     """The terminal report: one row per policy, then one table per policy's jobs."""
     rows = [[_fmt(k, f, getattr(s, k)) for k, _, f in SUMMARY_COLUMNS] for s in summaries]
     parts = ["Per policy (emulated, measured):", format_table([h for _, h, _ in SUMMARY_COLUMNS], rows)]
+    if len(summaries) > 1:
+        completion = jct_lines([(s.policy, s.jct_mean_s, s.distribution_efficiency) for s in summaries])
+        parts += ["", *completion] if completion else []
     for s in summaries:
         jrows = [[j.job, j.model, str(j.workers), j.collective, str(len(j.machines)), str(j.wave),
                   _fmt("", "{:.3f}", j.comm_mean_s), _fmt("", "{:.3f}", j.comm_p99_s),
@@ -389,7 +395,8 @@ def write_run_report(run_dir: str, cfg, g, results: dict[str, PolicyResult], cap
                        "policies": [s.to_dict() for s in summaries], "unplaced": unplaced,
                        "validation": overall.to_dict()})
     keys = [k for k, _, _ in SUMMARY_COLUMNS] + ["scale", "dilation", "jobs_failed", "waves", "scheduler",
-                                                 "preemptions", "jct_mean_s", "wall_time_s",
+                                                 "preemptions", "jct_mean_s", "distribution_efficiency",
+                                                 "wall_time_s",
                                                  "cpu_saturated", "ecn_method",
                                                  "ecn_busiest_port", "ecn_most_marked_link",
                                                  "ecn_most_marked_link_marks"]

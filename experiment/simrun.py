@@ -30,6 +30,7 @@ from common.jsonfile import write_json_atomic
 from common.specs import safe_name
 from common.units import scale_bw_mbps
 from experiment import results
+from experiment.efficiency import jct_lines
 from experiment.loop import LoopResult
 from experiment.run import experiment_jobs, place_and_run
 from experiment.simsummary import (
@@ -215,6 +216,10 @@ def table_lines(summaries: Mapping[str, SimPolicyOutcome]) -> list[str]:
             out.append(f"{spec:<28} {cell(s.comm_mean_s, 12)} {cell(s.comm_p90_s, 11)} "
                        f"{cell(s.jct_mean_s, 13)} {cell(s.jct_p90_s, 13)} {cell(s.makespan_s, 13)}"
                        + (f" {cell(s.jct_over_duration_mean, 12)}" if stretch else ""))
+    done = [(spec, s.jct_mean_s, s.distribution_efficiency) for spec, s in summaries.items()
+            if isinstance(s, SimPolicySummary)]
+    if len(done) > 1:
+        out += ["", *jct_lines(done)]
     return out
 
 

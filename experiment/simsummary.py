@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from experiment.efficiency import distribution_efficiency
 from placement.base import Placement
 
 JOB_COLUMNS = ("policy", "job", "model", "workers", "collective", "arrival_s", "start_s", "end_s", "jct_s", "runs",
@@ -109,6 +110,7 @@ class SimPolicySummary:
         makespan_s: the end of the last job's last run.
         jct_over_duration_mean: mean over jobs from a trace of JCT / trace duration, queueing
             and network together (None: no job from a trace).
+        distribution_efficiency: NetPack's DE over the jobs (:mod:`experiment.efficiency`).
     """
 
     policy: str
@@ -119,12 +121,14 @@ class SimPolicySummary:
     jct_p90_s: float
     makespan_s: float
     jct_over_duration_mean: float | None
+    distribution_efficiency: float | None = None
 
     def to_dict(self) -> dict:
         """JSON form: the policy's entry of ``sim_policies.json`` (every field but ``policy``)."""
         return {"jobs": self.jobs, "comm_mean_s": self.comm_mean_s, "comm_p90_s": self.comm_p90_s,
                 "jct_mean_s": self.jct_mean_s, "jct_p90_s": self.jct_p90_s, "makespan_s": self.makespan_s,
-                "jct_over_duration_mean": self.jct_over_duration_mean}
+                "jct_over_duration_mean": self.jct_over_duration_mean,
+                "distribution_efficiency": self.distribution_efficiency}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,7 +161,8 @@ def policy_summary(policy: str, rows: Sequence[SimJobRow]) -> SimPolicySummary:
         policy=policy, jobs=len(rows), comm_mean_s=sum(comm) / len(comm) if comm else None,
         comm_p90_s=_p90(comm), jct_mean_s=sum(jct) / len(jct), jct_p90_s=_p90(jct),
         makespan_s=max(r.end_s for r in rows),
-        jct_over_duration_mean=sum(stretch) / len(stretch) if stretch else None)
+        jct_over_duration_mean=sum(stretch) / len(stretch) if stretch else None,
+        distribution_efficiency=distribution_efficiency((r.iterations, r.compute_mean_s, r.jct_s) for r in rows))
 
 
 def _p90(ordered: list[float]) -> float | None:

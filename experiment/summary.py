@@ -121,6 +121,8 @@ class PolicySummary:
         worst_job_ratio: the checked job's measured / bound furthest from 1 (None: none checked).
         jobs: every placed job, in placement order.
         ina: in-network aggregation over the policy (None: no job uses collective ``ina``).
+        distribution_efficiency: NetPack's DE over the jobs (:mod:`experiment.efficiency`; None:
+            no job with a JCT).
     """
 
     policy: str
@@ -162,6 +164,7 @@ class PolicySummary:
     worst_job_ratio: float | None
     jobs: tuple[JobSummary, ...]
     ina: InaResult | None = None
+    distribution_efficiency: float | None = None
 
     def job(self, name: str) -> JobSummary:
         """The summary of job ``name``.
@@ -204,6 +207,7 @@ class PolicySummary:
             "worst_link_check": self.worst_link_check.to_dict() if self.worst_link_check else None,
             "jobs_checked": self.jobs_checked, "jobs_failed": self.jobs_failed,
             "worst_job_ratio": self.worst_job_ratio, "validation": self.validation.to_dict(),
+            "distribution_efficiency": self.distribution_efficiency,
             "jobs": {j.job: j.to_dict() for j in self.jobs},
             **({"ina": self.ina.to_dict()} if self.ina is not None else {}),
         }

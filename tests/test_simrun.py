@@ -78,14 +78,15 @@ def test_policy_summary_json_is_the_sim_policies_layout():
     s = policy_summary("p", [row("x", 4.0, 4.0, 0.5, 2.0), row("y", 2.0, 5.0, None, None),
                              row("z", 6.0, 9.0, 0.25, 4.0)])
     expected = {"jobs": 3, "comm_mean_s": 0.375, "comm_p90_s": 0.5, "jct_mean_s": 4.0, "jct_p90_s": 6.0,
-                "makespan_s": 9.0, "jct_over_duration_mean": 1.75}  # (4/2 + 6/4) / 2; y has no duration
+                "makespan_s": 9.0, "jct_over_duration_mean": 1.75,  # (4/2 + 6/4) / 2; y has no duration
+                "distribution_efficiency": pytest.approx((0.3 / 4 + 0.3 / 2 + 0.3 / 6) / 3)}  # 3 x 0.1 s / JCT
     got = s.to_dict()
     assert got == expected
     assert list(got) == list(expected)
     assert s.policy == "p"
     assert policy_summary("q", [row("y", 2.0, 5.0, None, None)]).to_dict() == {
         "jobs": 1, "comm_mean_s": None, "comm_p90_s": None, "jct_mean_s": 2.0, "jct_p90_s": 2.0, "makespan_s": 5.0,
-        "jct_over_duration_mean": None}
+        "jct_over_duration_mean": None, "distribution_efficiency": pytest.approx(0.15)}
     assert SimPolicyError("ef", "placed none").to_dict() == {"error": "placed none"}
 
 
@@ -103,6 +104,10 @@ def test_table_lines_are_built_from_the_records():
         "policy                        comm mean s  comm p90 s    JCT mean s     JCT p90 s    makespan s",
         "p                                   0.375           -         4.000         6.000         9.000",
     ]
+    # With two policies, NetPack's metrics follow: JCT normalised to the first (no netpack here) and DE.
+    two = table_lines({"p": dataclasses.replace(p, distribution_efficiency=0.5),
+                       "q": dataclasses.replace(p, policy="q", jct_mean_s=6.0)})
+    assert "normalised to p;" in two[-2] and two[-1].splitlines()[3].split() == ["q", "6.000", "1.50", "-"]
 
 
 def test_run_files_and_table_are_written_from_the_records(tmp_path):

@@ -99,6 +99,7 @@ def test_policy_summary_json_is_the_summary_json_layout():
                        "p90_abs_rel_error": pytest.approx(1 / 3),
                        "worst": {"policy": "p", "job": "a", "measured_s": pytest.approx(0.1875), "estimated_s": 0.25,
                                  "rel_error": pytest.approx(1 / 3)}},
+        "distribution_efficiency": pytest.approx(2 * 0.055 / 6.5),  # 2 iterations of 0.055 s compute, JCT 6.5 s
         "jobs": {"a": s.job("a").to_dict()},
     }
     assert got == expected
