@@ -185,32 +185,35 @@ def job_flows(fabric: Fabric, job: NetJob, pat_left: Mapping[str, float], min_fa
         if r == p:
             continue
         fan[r] = k
-        if r in job.ina and pat_left.get(r, 0.0) > EPS and k >= min_fan_in:
-            out = 1
-            agg.add(r)
-        else:
-            out = k
+        out = _sent_on(job, r, k, pat_left, min_fan_in, agg)
         n[uplink(r)] = n.get(uplink(r), 0) + out
         fc += out
     if fc:
         n[uplink(p)] = n.get(uplink(p), 0) + fc
     children = by_rack.get(p, 0) + fc
     fan[p] = children
-    if p in job.ina and pat_left.get(p, 0.0) > EPS and children >= min_fan_in:
-        fs = 1
-        agg.add(p)
-    else:
-        fs = children
+    fs = _sent_on(job, p, children, pat_left, min_fan_in, agg)
     if fs:
         n[access(job.ps)] = n.get(access(job.ps), 0) + fs
     return JobFlows(n, frozenset(agg), fan)
 
 
-def servers_flows(flows: Iterable[JobFlows]) -> dict[str, int]:
-    """server -> flows on its access link, summed over jobs (``s.flows``)."""
+def _sent_on(job: NetJob, rack: str, children: int, pat_left: Mapping[str, float], min_fan_in: int,
+             aggregating: set[str]) -> int:
+    """The flows ``rack``'s ToR sends on for ``job`` from ``children`` flows: 1 where it aggregates
+    the job (INA on for it there, PAT left, fan-in enough; added to ``aggregating``), else all."""
+    if rack in job.ina and pat_left.get(rack, 0.0) > EPS and children >= min_fan_in:
+        aggregating.add(rack)
+        return 1
+    return children
+
+
+def flows_on(flows: Iterable[JobFlows], kind: str) -> dict[str, int]:
+    """Flows summed over jobs on every link of ``kind`` (``access``: server -> ``s.flows``;
+    ``uplink``: rack -> ``FC_r``)."""
     out: dict[str, int] = {}
     for f in flows:
-        for (kind, name), k in f.flows.items():
-            if kind == "access":
-                out[name] = out.get(name, 0) + k
+        for (k, name), n in f.flows.items():
+            if k == kind:
+                out[name] = out.get(name, 0) + n
     return out

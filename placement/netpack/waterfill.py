@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from placement.netpack.network import EPS, Fabric, JobFlows, Link, NetJob, job_flows
+from placement.netpack.network import EPS, Fabric, JobFlows, Link, NetJob, flows_on, job_flows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,21 +58,11 @@ class SteadyState:
 
     def server_flows(self) -> dict[str, int]:
         """server -> flows on its access link, over every job (``s.flows``, §3.4)."""
-        out: dict[str, int] = {}
-        for f in self.flows.values():
-            for (kind, name), k in f.flows.items():
-                if kind == "access":
-                    out[name] = out.get(name, 0) + k
-        return out
+        return flows_on(self.flows.values(), "access")
 
     def uplink_flows(self) -> dict[str, int]:
         """rack -> flows on its uplink, over every job (``FC_r``, §3.8)."""
-        out: dict[str, int] = {}
-        for f in self.flows.values():
-            for (kind, name), k in f.flows.items():
-                if kind == "uplink":
-                    out[name] = out.get(name, 0) + k
-        return out
+        return flows_on(self.flows.values(), "uplink")
 
 
 def waterfill(fabric: Fabric, jobs: Sequence[NetJob], min_fan_in: int = 2,
