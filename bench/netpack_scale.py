@@ -12,7 +12,9 @@ free them before the next arrival. Only ``place`` calls are timed.
 The paper reports 3.25e-4 s per job at 10^2 servers and 1.36e-2 s at 10^4 (its host not
 stated), about a minute for 4,000 jobs. Target here: 4,000 jobs on 10,000 servers in under
 30 s on this 2-core machine. Printed: seconds per placed job and the total, the paper's per-job
-figure and the ratio to it, and the total against the target, all measured in this run.
+figure and the ratio to it, and the total against the target, all measured in this run. A
+cluster too small for the trace queues most jobs: then each call's batch knapsack runs over the
+whole queue, and the time per call, not per placed job, is the figure to read.
 
     .venv/bin/python bench/netpack_scale.py [--servers 100 1000 10000] [--jobs 4000]
 """
@@ -83,12 +85,13 @@ def main(argv=None) -> int:
         placed, spent, calls = run(n, trace.jobs, {})
         per_job = spent / max(placed, 1)
         paper = PAPER_S_PER_JOB.get(n)
-        rows.append([f"{n:,}", str(placed), str(calls), f"{per_job:.2e}", f"{spent:.1f}",
+        rows.append([f"{n:,}", str(placed), str(calls), f"{spent / max(calls, 1):.2e}", f"{per_job:.2e}",
+                     f"{spent:.1f}",
                      f"{paper:.2e}" if paper else "-", f"{per_job / paper:.1f}x" if paper else "-",
                      f"{spent / TARGET_TOTAL_S:.2f}x of {TARGET_TOTAL_S:g} s" if n == 10_000 else "-"])
         print(f"  {n:,} servers: {placed} placed in {spent:.1f} s", flush=True)
-    print(format_table(["servers", "placed", "place() calls", "s per placed job", "total s", "paper s/job",
-                        "vs paper", "total vs target"], rows))
+    print(format_table(["servers", "placed", "place() calls", "s per call", "s per placed job", "total s",
+                        "paper s/job", "vs paper", "total vs target"], rows))
     return 0
 
 

@@ -132,12 +132,19 @@ class ClusterView:
         return tuple(i for i, o in enumerate(owners) if o is None)
 
     def n_free(self, machine: str) -> int:
-        """Number of free GPUs on ``machine``."""
-        return sum(1 for o in self._c._owner[machine] if o is None)
+        """Number of free GPUs on ``machine``. O(1)."""
+        return self._c._n_free[machine]
 
     def is_idle(self, machine: str) -> bool:
-        """True when every GPU of ``machine`` is free."""
-        return all(o is None for o in self._c._owner[machine])
+        """True when every GPU of ``machine`` is free. O(1)."""
+        return self._c._n_free[machine] == self._c._by_name[machine].gpus
+
+    def job_machines(self) -> dict[str, tuple[str, ...]]:
+        """Each job holding GPUs (background work left out): its machines, in the view's machine
+        order. O(jobs x their machines)."""
+        index = self._c._index
+        return {job: tuple(sorted(ms, key=index.__getitem__)) for job, ms in self._c._jobs.items()
+                if job != BACKGROUND_JOB}
 
     def owner(self, slot: GpuSlot) -> str | None:
         """Job occupying ``slot``, or None."""
@@ -145,8 +152,8 @@ class ClusterView:
 
     @property
     def total_free(self) -> int:
-        """Free GPUs in the whole cluster."""
-        return sum(self.n_free(m.name) for m in self.machines)
+        """Free GPUs in the whole cluster. O(1)."""
+        return self._c._total_free
 
     @property
     def graph(self):
@@ -172,6 +179,10 @@ class Cluster:
         if len(self._by_name) != len(self._machines):
             raise PlacementError("duplicate machine names in cluster")
         self._owner: dict[str, list[str | None]] = {m.name: [None] * m.gpus for m in self._machines}
+        self._index = {m.name: i for i, m in enumerate(self._machines)}
+        self._n_free = {m.name: m.gpus for m in self._machines}
+        self._total_free = sum(self._n_free.values())
+        self._jobs: dict[str, dict[str, int]] = {}  # owner -> machine -> GPUs it holds there
         self.graph = graph
 
     @classmethod
@@ -192,7 +203,23 @@ class Cluster:
         """An independent copy (same machines, same ownership)."""
         c = Cluster(self._machines, graph=self.graph)
         c._owner = {k: list(v) for k, v in self._owner.items()}
+        c._n_free, c._total_free = dict(self._n_free), self._total_free
+        c._jobs = {j: dict(ms) for j, ms in self._jobs.items()}
         return c
+
+    def _recount(self, machine: str) -> None:
+        """Recount ``machine``'s free GPUs and holders from its owners (after a direct change)."""
+        for ms in self._jobs.values():
+            ms.pop(machine, None)
+        self._jobs = {j: ms for j, ms in self._jobs.items() if ms}
+        owners = self._owner[machine]
+        for o in owners:
+            if o is not None:
+                held = self._jobs.setdefault(o, {})
+                held[machine] = held.get(machine, 0) + 1
+        free = sum(1 for o in owners if o is None)
+        self._total_free += free - self._n_free[machine]
+        self._n_free[machine] = free
 
     def snapshot(self) -> dict[str, tuple]:
         """Ownership of every GPU, for equality checks."""
@@ -209,6 +236,7 @@ class Cluster:
                     f"background load on {name}: {n} busy GPUs, machine has {gpus}")
             for i in range(int(n)):
                 self._owner[name][i] = BACKGROUND_JOB
+            self._recount(name)
 
     def apply(self, placement: Placement) -> None:
         """Occupy the placement's GPUs; raises if any is unknown or already taken."""
@@ -219,56 +247,68 @@ class Cluster:
             if s in seen or self._owner[s.machine][s.gpu] is not None:
                 raise PlacementError(f"job {placement.job}: GPU {s} is not free")
             seen.add(s)
+        held = self._jobs.setdefault(placement.job, {})
         for s in placement.slots:
             self._owner[s.machine][s.gpu] = placement.job
+            self._n_free[s.machine] -= 1
+            held[s.machine] = held.get(s.machine, 0) + 1
+        self._total_free -= len(placement.slots)
 
     def release(self, job: str) -> None:
-        """Free every GPU held by ``job``."""
-        for owners in self._owner.values():
+        """Free every GPU held by ``job``. O(its machines' GPUs)."""
+        for machine, n in self._jobs.pop(job, {}).items():
+            owners = self._owner[machine]
             for i, o in enumerate(owners):
                 if o == job:
                     owners[i] = None
+            self._n_free[machine] += n
+            self._total_free += n
 
 
 class Tentative:
     """Free-GPU bookkeeping for a policy that places several jobs in one decision.
 
-    It copies the free GPU lists of a view and lets the policy take GPUs from it, so two
-    placements of the same call never share a GPU. The view itself is never changed.
+    It lets the policy take GPUs from a view's free ones, so two placements of the same call
+    never share a GPU, copying the free GPU list of a machine only when it first takes from it
+    (O(1) to start on any cluster). The view itself is never changed.
     """
 
     def __init__(self, view: ClusterView):
         self.view = view
-        self._free = {m.name: list(view.free_gpus(m.name)) for m in view.machines}
+        self._free: dict[str, list[int]] = {}  # the machines this decision took from: their free GPUs left
+        self._taken = 0
 
     def free(self, machine: str) -> list[int]:
         """Free GPU indices left on ``machine`` (ascending)."""
-        return list(self._free[machine])
+        return list(self._free[machine]) if machine in self._free else list(self.view.free_gpus(machine))
 
     def n_free(self, machine: str) -> int:
         """Number of free GPUs left on ``machine``."""
-        return len(self._free[machine])
+        return len(self._free[machine]) if machine in self._free else self.view.n_free(machine)
 
     def is_idle(self, machine: str) -> bool:
         """True when no GPU of ``machine`` is used, counting GPUs taken in this decision."""
-        return len(self._free[machine]) == self.view.machine(machine).gpus
+        return self.n_free(machine) == self.view.machine(machine).gpus
 
     @property
     def total_free(self) -> int:
         """Free GPUs left in the cluster."""
-        return sum(len(v) for v in self._free.values())
+        return self.view.total_free - self._taken
 
     def best_fit(self, machines: Sequence[str], need: int) -> str | None:
         """The machine with the fewest free GPUs that still has ``need`` free; ties by list order."""
-        fits = [m for m in machines if len(self._free[m]) >= need]
+        fits = [m for m in machines if self.n_free(m) >= need]
         return min(fits, key=self.n_free) if fits else None
 
     def take(self, machine: str, n: int) -> list[GpuSlot]:
         """Take the ``n`` lowest-indexed free GPUs of ``machine``."""
-        free = self._free[machine]
+        free = self._free.get(machine)
+        if free is None:
+            free = list(self.view.free_gpus(machine))
         if n > len(free):
             raise PlacementError(f"{machine} has {len(free)} free GPUs, asked for {n}")
         taken, self._free[machine] = free[:n], free[n:]
+        self._taken += n
         return [GpuSlot(machine, g) for g in taken]
 
 

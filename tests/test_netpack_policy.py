@@ -158,3 +158,53 @@ def test_placements_apply_and_slots_are_in_rank_order_of_servers():
         machines = [s.machine for s in p.slots]
         assert machines == sorted(machines, key=machines.index)  # each server's GPUs together
     assert isinstance(out[0], Placement) and all(isinstance(s, GpuSlot) for p in out for s in p.slots)
+
+
+def _brute_ps(plans, fabric, state, servers, capacity):
+    """Every (plan, server) pair scored, the rule of choose_ps applied in order."""
+    from placement.netpack.network import EPS
+    from placement.netpack.policy import _rack_share
+
+    flows, up = state.server_flows(), state.uplink_flows()
+    best = None
+    for plan in plans:
+        racks = {fabric.rack_of[w] for w in plan.servers}
+        for s in servers:
+            eps = 0 if s in plan.servers else 1
+            f_s, bw = flows.get(s, 0), state.residual[("access", s)]
+            hot = min(capacity / (max(plan.flows, f_s + eps) + 1), _rack_share(fabric, plan.servers, s, up))
+            score = plan.value + bw - (fabric.access_gbps[s] - bw) / (f_s + eps + 1) + hot
+            local = fabric.rack_of[s] in racks
+            if best is None or score > best[2] + EPS or (score > best[2] - EPS and local and not best[3]):
+                best = (plan, s, score, local)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_bounded_ps_search_and_the_cut_item_list_choose_as_the_full_ones(seed):
+    """On random loaded clusters: the PS search that stops at its bound picks the pair scoring
+    every pair picks, and the DP over the first servers of each interchangeable class gives the
+    same plans as over every server."""
+    import random
+
+    from placement.netpack.policy import interchangeable_first
+
+    rnd = random.Random(seed)
+    racks = {f"r{i}": [f"s{i}_{k}" for k in range(rnd.randint(2, 6))] for i in range(rnd.randint(1, 4))}
+    servers = [s for ss in racks.values() for s in ss]
+    f = Fabric({s: r for r, ss in racks.items() for s in ss}, dict.fromkeys(servers, 100.0),
+               {r: rnd.choice([100.0, 300.0]) for r in racks}, {r: rnd.choice([0.0, 50.0]) for r in racks})
+    jobs = [NetJob(f"j{k}", tuple(rnd.sample(servers, 2)), rnd.choice(servers), frozenset(racks))
+            for k in range(rnd.randint(0, 4))]
+    state = waterfill(f, jobs)
+    flows = state.server_flows()
+    items = [ServerItem(s, rnd.choice([1, 2, 4]), server_value(state.residual[("access", s)], 100.0,
+                                                               flows.get(s, 0)), flows.get(s, 0)) for s in servers]
+    need = rnd.randint(3, 10)
+    plans = worker_plans(items, need, 4)
+    assert worker_plans(interchangeable_first(items, need + 4), need, 4) == plans
+    got, want = choose_ps(plans, f, state, servers, 100.0), _brute_ps(plans, f, state, servers, 100.0)
+    if want is None:
+        assert got is None
+    else:
+        assert (got.plan, got.ps) == want[:2] and got.score == pytest.approx(want[2])

@@ -337,3 +337,41 @@ def test_import_loads_no_torch_mininet_or_os_ken():
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          timeout=60, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_the_clusters_counters_follow_every_change():
+    """Free GPUs per machine, the cluster's total and each job's machines are kept as GPUs are taken
+    and freed (O(1) reads); they equal a recount from the owners after every step, copies included."""
+    import random
+
+    from placement import Cluster, GpuSlot, MachineInfo, Placement
+
+    rnd = random.Random(5)
+    cluster = Cluster([MachineInfo(f"h{i}", rnd.choice([1, 2, 4]), rack=f"r{i // 3}", pod="p") for i in range(9)])
+    cluster.set_background({"h0": 1, "h4": 1})
+
+    def check(c):
+        view = c.view()
+        owners = c.snapshot()
+        for m in view.machines:
+            assert view.n_free(m.name) == sum(o is None for o in owners[m.name])
+            assert view.is_idle(m.name) == all(o is None for o in owners[m.name])
+        assert view.total_free == sum(o is None for os_ in owners.values() for o in os_)
+        want = {}
+        for m in view.machines:
+            for o in owners[m.name]:
+                if o not in (None, "_background") and m.name not in want.setdefault(o, []):
+                    want[o].append(m.name)
+        assert view.job_machines() == {j: tuple(ms) for j, ms in want.items()}
+
+    running = []
+    for k in range(40):
+        free = [GpuSlot(m.name, g) for m in cluster.view().machines for g in cluster.view().free_gpus(m.name)]
+        if free and rnd.random() < 0.6:
+            slots = rnd.sample(free, rnd.randint(1, min(4, len(free))))
+            cluster.apply(Placement(f"j{k}", tuple(slots)))
+            running.append(f"j{k}")
+        elif running:
+            cluster.release(running.pop(rnd.randrange(len(running))))
+        check(cluster)
+        check(cluster.copy())

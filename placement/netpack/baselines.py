@@ -78,7 +78,7 @@ from placement.base import (
     Tentative,
     jobs_by_name,
 )
-from placement.netpack.network import Fabric, NetJob, access
+from placement.netpack.network import Fabric, FabricCache, NetJob, access
 from placement.netpack.state import Decision, Decisions
 from placement.netpack.waterfill import SteadyState, waterfill
 
@@ -219,6 +219,13 @@ class BaselinePolicy(PlacementPolicy):
         super().__init__(seed)
         self.strict_order = strict_order
         self.decisions = Decisions()
+        self._cache: FabricCache | None = None
+
+    def _fabrics(self, view: ClusterView) -> Fabric:
+        """The fabric of ``view`` at this policy's PAT (cached while the cluster is the same)."""
+        if self._cache is None or self._cache.pat_gbps != self.pat_gbps:
+            self._cache = FabricCache(self.pat_gbps)
+        return self._cache.of(view)
 
     @abc.abstractmethod
     def choose(self, job: JobRequest, state: CallState) -> list[GpuSlot]:
@@ -230,7 +237,7 @@ class BaselinePolicy(PlacementPolicy):
     def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
         """Place pending jobs in order; jobs that do not fit wait."""
         jobs_by_name(pending)
-        fabric = Fabric.from_view(view, self.pat_gbps)
+        fabric = self._fabrics(view)
         state = CallState(view, fabric, self.decisions.running(view, fabric))
         out = []
         for job in pending:

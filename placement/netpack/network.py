@@ -134,6 +134,24 @@ class Fabric:
         return cls(rack_of, acc, up, pat)
 
 
+class FabricCache:
+    """A policy's fabric, rebuilt only when the cluster it is asked about is another
+    (:meth:`Fabric.from_view` is O(servers); a policy is asked about the same cluster again and
+    again)."""
+
+    def __init__(self, pat_gbps: float):
+        self.pat_gbps = pat_gbps
+        self._key: tuple = ()
+        self._fabric: Fabric | None = None
+
+    def of(self, view) -> Fabric:
+        """The fabric of ``view`` (:meth:`Fabric.from_view` with this cache's PAT)."""
+        machines, graph = self._key or (None, None)
+        if self._fabric is None or machines is not view.machines or graph is not view.graph:
+            self._fabric, self._key = Fabric.from_view(view, self.pat_gbps), (view.machines, view.graph)
+        return self._fabric
+
+
 @dataclasses.dataclass(frozen=True)
 class NetJob:
     """A placed multi-server job as the estimation sees it.

@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from common.errors import PlacementError
 from placement.base import ClusterView, GpuSlot, JobRequest, Placement, PlacementPolicy, Tentative, jobs_by_name
 from placement.netpack.knapsack import ServerItem, WorkerPlan, select_jobs, worker_plans
-from placement.netpack.network import EPS, Fabric, NetJob, job_flows
+from placement.netpack.network import EPS, Fabric, FabricCache, NetJob, job_flows
 from placement.netpack.state import Decision, Decisions
 from placement.netpack.waterfill import SteadyState, waterfill
 
@@ -72,28 +72,45 @@ def choose_ps(plans: Sequence[WorkerPlan], fabric: Fabric, state: SteadyState, s
               capacity: float) -> PsChoice | None:
     """Step ❸: the best (plan, PS) pair by Eq. 1 with the hot-spot bonus (module docstring, point 4);
     on equal scores a PS in one of the plan's racks (ours: the paper gives no tie rule), then the
-    first plan and server."""
+    first plan and server.
+
+    Every (plan, server) pair is a candidate, but a server's score is at most ``V + s.bw −
+    (C − s.bw)/(s.flows + 2) + C/(f + 1)`` (ε = 1 and the hot-spot term at its largest), so each
+    plan scans the servers by that bound, best first, and stops where it falls below the best
+    score found: the same choice as scoring every pair, in O(plans × the servers that could win)
+    after one sort of the servers.
+    """
     flows, up_flows = state.server_flows(), state.uplink_flows()
+    order = {s: i for i, s in enumerate(servers)}
+    own = {s: state.residual[("access", s)]
+           - (fabric.access_gbps[s] - state.residual[("access", s)]) / (flows.get(s, 0) + 2) for s in servers}
+    by_bound = sorted(servers, key=lambda s: (-own[s], order[s]))
     best: PsChoice | None = None
     best_local = False
     for plan in plans:
         chosen = set(plan.servers)
         racks = {fabric.rack_of[w] for w in plan.servers}
-        for s in servers:
+        top = best.score if best is not None else float("-inf")
+        reach = plan.value + capacity / (plan.flows + 1)
+        scored = []
+        for s in by_bound:
+            if reach + own[s] < top - EPS:
+                break
             eps = 0 if s in chosen else 1
             f_s = flows.get(s, 0)
             bw = state.residual[("access", s)]
-            f_max = max(plan.flows, f_s + eps)
-            hot = min(capacity / (f_max + 1), _rack_share(fabric, plan.servers, s, up_flows, state))
+            hot = min(capacity / (max(plan.flows, f_s + eps) + 1), _rack_share(fabric, plan.servers, s, up_flows))
             score = plan.value + bw - (fabric.access_gbps[s] - bw) / (f_s + eps + 1) + hot
+            scored.append((order[s], s, score))
+            top = max(top, score)
+        for _, s, score in sorted(scored):  # the servers that could win, in the servers' order
             local = fabric.rack_of[s] in racks
             if best is None or score > best.score + EPS or (score > best.score - EPS and local and not best_local):
                 best, best_local = PsChoice(plan, s, score), local
     return best
 
 
-def _rack_share(fabric: Fabric, servers: Sequence[str], ps: str, up_flows: Mapping[str, int],
-                state: SteadyState) -> float:
+def _rack_share(fabric: Fabric, servers: Sequence[str], ps: str, up_flows: Mapping[str, int]) -> float:
     """The job's share of the most contended rack uplink it would cross (§3.8, ours: a min over
     the racks crossed, ``C_rack/(FC_r + n_r)``; infinity when it stays in one rack)."""
     p = fabric.rack_of[ps]
@@ -103,6 +120,20 @@ def _rack_share(fabric: Fabric, servers: Sequence[str], ps: str, up_flows: Mappi
     adds = {r: 1 for r in leaves}
     adds[p] = len(leaves)
     return min(fabric.uplink_gbps[r] / (up_flows.get(r, 0) + n) for r, n in adds.items())
+
+
+def interchangeable_first(items: Sequence[ServerItem], top: int) -> list[ServerItem]:
+    """``items`` with each class of interchangeable servers (same free GPUs, value and flows) cut
+    to the first ``ceil(top / free)``: no plan of at most ``top`` GPUs holds more of a class, and
+    the DP keeps the first of equal plans, so its plans are the same, found over fewer items."""
+    seen: dict[tuple[int, float, int], int] = {}
+    out = []
+    for it in items:
+        key = (it.free, round(it.value, 9), it.flows)
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] <= -(-top // it.free):
+            out.append(it)
+    return out
 
 
 def trim(plan: Sequence[tuple[str, int]], need: int, ps: str | None = None) -> list[tuple[str, int]]:
@@ -148,12 +179,13 @@ class NetPackPolicy(PlacementPolicy):
         self.pat_gbps, self.value, self.min_fan_in, self.selective_ina = float(pat_gbps), value, min_fan_in, \
             selective_ina
         self.decisions = Decisions()
+        self.fabrics = FabricCache(self.pat_gbps)
         self.job_values: dict[str, float] = {}
 
     def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
         """One batch period (see the module docstring)."""
         jobs_by_name(pending)
-        fabric = Fabric.from_view(view, self.pat_gbps)
+        fabric = self.fabrics.of(view)
         running = self.decisions.running(view, fabric)
         values = [self.job_values.get(j.name, 1.0) for j in pending]
         chosen = select_jobs([j.workers for j in pending], values, view.total_free)
@@ -201,7 +233,7 @@ class NetPackPolicy(PlacementPolicy):
                             server_value(state.residual[("access", s)], fabric.access_gbps[s], flows.get(s, 0),
                                          self.value), flows.get(s, 0))
                  for s in servers if tentative.n_free(s) > 0]
-        plans = worker_plans(items, need, per_server)
+        plans = worker_plans(interchangeable_first(items, need + per_server), need, per_server)
         capacity = max(fabric.access_gbps.values())
         best = choose_ps(plans, fabric, state, servers, capacity)
         if best is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from placement.base import BACKGROUND_JOB, ClusterView, GpuSlot
+from placement.base import ClusterView
 from placement.netpack.network import Fabric, NetJob
 
 
@@ -41,14 +41,7 @@ class Decisions:
     def running(self, view: ClusterView, fabric: Fabric) -> list[NetJob]:
         """The multi-server jobs running on ``view``, each with its recorded PS and INA racks (else
         the defaults: see the module docstring); forgets the decisions of jobs that left."""
-        servers: dict[str, list[str]] = {}
-        for m in view.machines:
-            for gpu in range(m.gpus):
-                owner = view.owner(GpuSlot(m.name, gpu))
-                if owner is not None and owner != BACKGROUND_JOB:
-                    ss = servers.setdefault(owner, [])
-                    if m.name not in ss:
-                        ss.append(m.name)
+        servers = view.job_machines()
         for gone in set(self._by_job) - set(servers):
             del self._by_job[gone]
         out = []
