@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import types
 from typing import Iterable, Mapping, Sequence
 
 from common.errors import PlacementError
@@ -138,6 +139,10 @@ class ClusterView:
     def is_idle(self, machine: str) -> bool:
         """True when every GPU of ``machine`` is free. O(1)."""
         return self._c._n_free[machine] == self._c._by_name[machine].gpus
+
+    def free_counts(self) -> Mapping[str, int]:
+        """Every machine's number of free GPUs (a read-only mapping, O(1))."""
+        return types.MappingProxyType(self._c._n_free)
 
     def job_machines(self) -> dict[str, tuple[str, ...]]:
         """Each job holding GPUs (background work left out): its machines, in the view's machine
@@ -294,6 +299,12 @@ class Tentative:
     def total_free(self) -> int:
         """Free GPUs left in the cluster."""
         return self.view.total_free - self._taken
+
+    def free_counts(self) -> dict[str, int]:
+        """Every machine's number of free GPUs left, in the view's machine order. O(machines)."""
+        counts = dict(self.view.free_counts())
+        counts.update((m, len(free)) for m, free in self._free.items())
+        return counts
 
     def best_fit(self, machines: Sequence[str], need: int) -> str | None:
         """The machine with the fewest free GPUs that still has ``need`` free; ties by list order."""

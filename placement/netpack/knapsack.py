@@ -20,7 +20,7 @@ def select_jobs(weights: Sequence[int], values: Sequence[float], capacity: int) 
     Among subsets of equal value, earlier jobs are preferred (a later job displaces an earlier
     choice only for strictly more value).
     """
-    capacity = max(0, int(capacity))
+    capacity = max(0, min(int(capacity), sum(w for w in weights if w > 0)))  # more room than weight changes nothing
     best = [0.0] * (capacity + 1)
     took: list[list[bool]] = []
     for w, v in zip(weights, values, strict=True):

@@ -20,6 +20,7 @@ INA plans, :func:`ina.plan.plan_job`, install nothing there).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 
 from common.errors import PlacementError
@@ -81,7 +82,11 @@ class Fabric:
         return tuple(dict.fromkeys(self.rack_of.values()))
 
     def links(self) -> dict[Link, float]:
-        """Every link and its capacity."""
+        """Every link and its capacity (a fresh dict)."""
+        return dict(self._links)
+
+    @functools.cached_property
+    def _links(self) -> dict[Link, float]:
         out = {access(s): float(c) for s, c in self.access_gbps.items()}
         out.update({uplink(r): float(c) for r, c in self.uplink_gbps.items()})
         return out

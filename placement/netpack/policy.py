@@ -92,10 +92,16 @@ def choose_ps(plans: Sequence[WorkerPlan], fabric: Fabric, state: SteadyState, s
         racks = {fabric.rack_of[w] for w in plan.servers}
         top = best.score if best is not None else float("-inf")
         reach = plan.value + capacity / (plan.flows + 1)
-        scored = []
+        scored, classes = [], set()
         for s in by_bound:
             if reach + own[s] < top - EPS:
                 break
+            r = fabric.rack_of[s]
+            if r not in racks:  # outside the plan's racks a server scores as any other of its class: the first wins
+                cls = (own[s], flows.get(s, 0), fabric.access_gbps[s], up_flows.get(r, 0), fabric.uplink_gbps[r])
+                if cls in classes:
+                    continue
+                classes.add(cls)
             eps = 0 if s in chosen else 1
             f_s = flows.get(s, 0)
             bw = state.residual[("access", s)]
@@ -222,17 +228,17 @@ class NetPackPolicy(PlacementPolicy):
         need = job.workers
         state = waterfill(fabric, jobs, self.min_fan_in)
         flows = state.server_flows()
-        servers = [m.name for m in view.machines]
-        fits = [(i, s) for i, s in enumerate(servers) if tentative.n_free(s) >= need]
+        free = tentative.free_counts()
+        servers = list(free)
+        fits = [(n, i, s) for i, (s, n) in enumerate(free.items()) if n >= need]
         if fits:
-            _, s = min(fits, key=lambda f: (tentative.n_free(f[1]) - need, -flows.get(f[1], 0),
-                                            -state.residual[("access", f[1])], f[0]))
+            least = min(n for n, _, _ in fits)  # best fit: the smallest leftover, then more flows, more bw
+            _, s = min(((-flows.get(s, 0), -state.residual[("access", s)], i), s) for n, i, s in fits if n == least)
             return tentative.take(s, need), None
-        per_server = max(view.machine(s).gpus for s in servers)
-        items = [ServerItem(s, tentative.n_free(s),
-                            server_value(state.residual[("access", s)], fabric.access_gbps[s], flows.get(s, 0),
-                                         self.value), flows.get(s, 0))
-                 for s in servers if tentative.n_free(s) > 0]
+        per_server = max(m.gpus for m in view.machines)
+        items = [ServerItem(s, n, server_value(state.residual[("access", s)], fabric.access_gbps[s], flows.get(s, 0),
+                                               self.value), flows.get(s, 0))
+                 for s, n in free.items() if n > 0]
         plans = worker_plans(interchangeable_first(items, need + per_server), need, per_server)
         capacity = max(fabric.access_gbps.values())
         best = choose_ps(plans, fabric, state, servers, capacity)
