@@ -208,3 +208,18 @@ def test_the_bounded_ps_search_and_the_cut_item_list_choose_as_the_full_ones(see
         assert got is None
     else:
         assert (got.plan, got.ps) == want[:2] and got.score == pytest.approx(want[2])
+
+
+def test_with_ps_loopback_netpack_turns_ina_on_only_where_the_fabric_would_sum():
+    """An 8-GPU job on h0 and h1 (4 GPUs each) with its PS on h0: in the paper's model its ToR sums
+    two children and INA is on; with ps_loopback (this testbed: the PS's own server sends over
+    loopback) it has one, so INA stays off. On three servers (3 free GPUs each) the ToR has two
+    children besides the PS's server and INA is on either way."""
+    for loopback, ina in ((False, ("r0",)), (True, ())):
+        (p,) = NetPackPolicy(ps_loopback=loopback).place([JobRequest("a", "vgg16", 8)], cluster(8, 4, 8).view())
+        assert ([s.machine for s in p.slots], p.ps_host, p.ina_switches) == (["h0"] * 4 + ["h1"] * 4, "h0", ina)
+    c = cluster(8, 4, 8)
+    c.set_background({f"h{i}": 1 for i in range(8)})
+    (p,) = NetPackPolicy(ps_loopback=True).place([JobRequest("b", "vgg16", 8)], c.view())
+    assert ([s.machine for s in p.slots], p.ps_host, p.ina_switches) == (
+        ["h0"] * 3 + ["h1"] * 3 + ["h2"] * 2, "h0", ("r0",))

@@ -154,3 +154,18 @@ def test_a_fabric_from_the_topology_sums_each_tor_s_uplinks():
     assert f.access_gbps["h1"] == 10.0 and f.rack_of["h5"] == "l2"
     assert f.uplink_gbps["l1"] == pytest.approx(4 * 10.0 / 2)
     assert f.pat_gbps == {"l1": 5.0, "l2": 5.0}
+
+
+def test_with_ps_loopback_a_worker_on_the_ps_server_uses_no_network():
+    """Workers s1 and s2, PS on s1, PAT 40. The paper's model: s1's link carries s1's flow and the
+    PS's, s2's flow and s1's meet at the ToR (fan-in 2: it aggregates). With ps_loopback, as in this
+    testbed's fabric: s1 reaches its PS over loopback, the ToR has one child and sums nothing, and
+    each link carries one flow."""
+    f = fabric({"r": ["s1", "s2", "s3"]}, {"r": 40.0})
+    job = NetJob("j", ("s1", "s2"), "s1", frozenset({"r"}))
+    paper = job_flows(f, job, {"r": 40.0})
+    assert paper.flows[access("s1")] == 2 and paper.aggregating == {"r"} and paper.fan_in["r"] == 2
+    local = job_flows(f, job, {"r": 40.0}, ps_loopback=True)
+    assert local.flows == {access("s2"): 1, access("s1"): 1} and not local.aggregating and local.fan_in["r"] == 1
+    st = waterfill(f, [job], ps_loopback=True)
+    assert st.rate["j"] == pytest.approx(100.0) and not st.aggregated["j"]

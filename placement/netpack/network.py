@@ -14,7 +14,10 @@ PS server, and the racks where INA is on for it. :func:`job_flows` is the spec's
 aggregating it. One flow per worker *server*, as the authors' code counts (§6 #11: a server's GPUs
 reduce locally first). A ToR aggregates a job only where its fan-in (children there) is at least
 ``min_fan_in`` (default 2; §6 #12, ours: a ToR with a single child has nothing to sum, and our
-INA plans, :func:`ina.plan.plan_job`, install nothing there).
+INA plans, :func:`ina.plan.plan_job`, install nothing there). With ``ps_loopback`` (ours, §6 #33;
+off by default, the paper's model) a worker server that is also the job's PS server reaches the
+PS without the network, as in our fabric (:mod:`ina.plan`: the PS's own machine sends over
+loopback): it puts no flow on its access link and is no child at the PS's ToR.
 """
 
 from __future__ import annotations
@@ -186,7 +189,8 @@ class JobFlows:
     incoming flows (§3.7)."""
 
 
-def job_flows(fabric: Fabric, job: NetJob, pat_left: Mapping[str, float], min_fan_in: int = 2) -> JobFlows:
+def job_flows(fabric: Fabric, job: NetJob, pat_left: Mapping[str, float], min_fan_in: int = 2,
+              ps_loopback: bool = False) -> JobFlows:
     """The spec's ``FLOWS(j)`` (§2.3, clarified; see the module docstring).
 
     A leaf rack r (workers, not the PS's) sends 1 flow up if INA is on for the job at r, r's PAT is
@@ -200,6 +204,8 @@ def job_flows(fabric: Fabric, job: NetJob, pat_left: Mapping[str, float], min_fa
     fan: dict[str, int] = {}
     by_rack: dict[str, int] = {}
     for w in job.servers:
+        if ps_loopback and w == job.ps:
+            continue  # reaches its PS over loopback (see the module docstring)
         n[access(w)] = n.get(access(w), 0) + 1
         by_rack[rack_of[w]] = by_rack.get(rack_of[w], 0) + 1
     p = rack_of[job.ps]

@@ -168,6 +168,9 @@ class NetPackPolicy(PlacementPolicy):
         value: the server value, ``paper`` or ``code`` (module docstring).
         min_fan_in: the fan-in a ToR needs to aggregate a job (§6 #12).
         selective_ina: Step ❹; False leaves INA on for every job (as the baselines run).
+        ps_loopback: a worker on its job's PS server reaches the PS over loopback, using no network
+            and no fan-in at its ToR, as in this testbed's fabric (ours, §6 #33; default: the
+            paper's model, where it is one more flow).
 
     Raises:
         PlacementError: an unknown value kind, a negative PAT or a fan-in below 1.
@@ -176,7 +179,7 @@ class NetPackPolicy(PlacementPolicy):
     name = "netpack"
 
     def __init__(self, seed: int = 0, pat_gbps: float = 1000.0, value: str = "paper", min_fan_in: int = 2,
-                 selective_ina: bool = True):
+                 selective_ina: bool = True, ps_loopback: bool = False):
         super().__init__(seed)
         if value not in VALUES:
             raise PlacementError(f"netpack: unknown value {value!r}; valid: {', '.join(VALUES)}")
@@ -184,6 +187,7 @@ class NetPackPolicy(PlacementPolicy):
             raise PlacementError(f"netpack: need pat_gbps >= 0 and min_fan_in >= 1, got {pat_gbps} and {min_fan_in}")
         self.pat_gbps, self.value, self.min_fan_in, self.selective_ina = float(pat_gbps), value, min_fan_in, \
             selective_ina
+        self.ps_loopback = ps_loopback
         self.decisions = Decisions()
         self.fabrics = FabricCache(self.pat_gbps)
         self.job_values: dict[str, float] = {}
@@ -226,7 +230,7 @@ class NetPackPolicy(PlacementPolicy):
         """One job's GPUs (taken from ``tentative``, in rank order) and PS (None: one server);
         None when it cannot be placed."""
         need = job.workers
-        state = waterfill(fabric, jobs, self.min_fan_in)
+        state = waterfill(fabric, jobs, self.min_fan_in, ps_loopback=self.ps_loopback)
         flows = state.server_flows()
         free = tentative.free_counts()
         servers = list(free)
@@ -251,8 +255,8 @@ class NetPackPolicy(PlacementPolicy):
         """Step ❹: the racks where each of the batch's jobs gets INA (module docstring, point 5)."""
         if not batch:
             return {}
-        state = waterfill(fabric, running + batch, self.min_fan_in)
-        trees = {j.name: job_flows(fabric, j, fabric.pat_gbps, self.min_fan_in) for j in batch}
+        state = waterfill(fabric, running + batch, self.min_fan_in, ps_loopback=self.ps_loopback)
+        trees = {j.name: job_flows(fabric, j, fabric.pat_gbps, self.min_fan_in, self.ps_loopback) for j in batch}
         if not self.selective_ina:
             return {j.name: trees[j.name].aggregating for j in batch}
         left = {r: float(fabric.pat_gbps[r]) for r in fabric.racks}

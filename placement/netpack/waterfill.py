@@ -66,7 +66,7 @@ class SteadyState:
 
 
 def waterfill(fabric: Fabric, jobs: Sequence[NetJob], min_fan_in: int = 2,
-              max_rounds: int | None = None) -> SteadyState:
+              max_rounds: int | None = None, ps_loopback: bool = False) -> SteadyState:
     """The steady state of ``jobs`` on ``fabric`` (see the module docstring).
 
     Args:
@@ -74,6 +74,8 @@ def waterfill(fabric: Fabric, jobs: Sequence[NetJob], min_fan_in: int = 2,
         jobs: the placed multi-server jobs (single-server jobs use no network: leave them out).
         min_fan_in: the fan-in a ToR needs to aggregate a job.
         max_rounds: the round bound (default ``2 × (links + ToRs) + 2``).
+        ps_loopback: a worker on its job's PS server uses no network
+            (:func:`placement.netpack.network.job_flows`).
     """
     bw = fabric.links()
     pat = {r: float(fabric.pat_gbps.get(r, 0.0)) for r in fabric.racks}
@@ -87,7 +89,7 @@ def waterfill(fabric: Fabric, jobs: Sequence[NetJob], min_fan_in: int = 2,
         if rounds >= bound:
             return SteadyState(rate, aggr, bw, pat, last, rounds, bound_hit=True)
         rounds += 1
-        flows = {j.name: job_flows(fabric, j, pat, min_fan_in) for j in active}
+        flows = {j.name: job_flows(fabric, j, pat, min_fan_in, ps_loopback) for j in active}
         last.update(flows)
         # A job whose flows now cross a full link (a ToR's PAT ran out and its flows spilled onto
         # one) cannot rise any more: it freezes before the step.
