@@ -28,6 +28,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -49,8 +50,7 @@ _START_MONOTONIC = time.monotonic()
 
 def run(spec: WorkerSpec) -> None:
     """Run one worker to completion; raises on any failure."""
-    if spec.collective != INA:
-        get_collective(spec.collective)  # an unknown name fails before the process group forms
+    make_collective = _collective(spec)  # a bad name or INA spec fails before the process group forms
     model_cls = None
     if spec.mode == "train":
         get_model(spec.model)
@@ -68,7 +68,7 @@ def run(spec: WorkerSpec) -> None:
                             rank=spec.rank, world_size=spec.world,
                             timeout=datetime.timedelta(seconds=spec.timeout_s))
     print(f"job {spec.job} rank {spec.rank}: joined the process group ({_uptime_s():.1f} s after imports)")
-    collective = InaCollective(spec) if spec.collective == INA else get_collective(spec.collective)
+    collective = make_collective()
     if spec.start_gate:
         _wait_for_gate(spec)
     try:
@@ -83,6 +83,20 @@ def run(spec: WorkerSpec) -> None:
         dist.destroy_process_group()
     print(f"job {spec.job} rank {spec.rank}: done, {spec.iterations} iterations recorded "
           f"({_uptime_s():.1f} s after imports)")
+
+
+def _collective(spec: WorkerSpec) -> Callable[[], Collective]:
+    """The job's collective, checked now and built by the returned call once the process group
+    exists (INA's makes the groups of each machine's ranks).
+
+    Raises:
+        JobError: an unknown collective, or an INA spec without its endpoint or rank machines.
+    """
+    if spec.collective == INA:
+        InaCollective.check(spec)
+        return lambda: InaCollective(spec)
+    collective = get_collective(spec.collective)
+    return lambda: collective
 
 
 def _wait_for_gate(spec: WorkerSpec, poll_s: float = 0.02) -> None:

@@ -9,6 +9,7 @@ checks them). Each machine's lowest rank writes its client counters where the em
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -96,3 +97,21 @@ def test_with_ina_names_a_machine_without_an_endpoint():
     assert got.ina == InaEndpoint(1, 2, "10.0.0.1", "10.0.0.9")
 
 
+
+
+def test_an_ina_spec_is_checked_before_any_process_group():
+    """InaCollective.check (run by the worker before it joins the group): a missing endpoint, a
+    rank_machines of the wrong length, and one putting the rank on another machine are refused."""
+    from common.errors import JobError
+    from jobs.collectives.ina import InaCollective
+
+    base = WorkerSpec(job="j", rank=1, world=2, machine="m1", master_addr="127.0.0.1", master_port=1, ifname=None,
+                      mode="replay", model="small_cnn", bucket_bytes=(4,), compute_s=0.0, iterations=1,
+                      warmup_iterations=0, collective="ina", records_path="x", rank_machines=("m0", "m1"),
+                      ina=InaEndpoint(1, 1, "10.0.0.1"))
+    InaCollective.check(base)
+    for bad, match in (({"ina": None}, "needs its machine's INA endpoint"),
+                       ({"rank_machines": ("m0",)}, "each of its 2 ranks"),
+                       ({"rank_machines": ("m1", "m0")}, "puts it on m0, not on its machine m1")):
+        with pytest.raises(JobError, match=match):
+            InaCollective.check(dataclasses.replace(base, **bad))

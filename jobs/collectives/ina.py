@@ -42,15 +42,24 @@ class InaCollective:
     """The allreduce of one rank of an INA job (see the module docstring); call it as any collective.
 
     Raises:
-        JobError: the spec has no INA endpoint or no machine for every rank.
+        JobError: the spec fails :meth:`check`.
     """
+
+    @staticmethod
+    def check(spec: WorkerSpec) -> None:
+        """Raise :class:`JobError` unless ``spec`` has its machine's INA endpoint and the machine of
+        every rank, its own rank's being its machine."""
+        if spec.ina is None or len(spec.rank_machines) != spec.world:
+            raise JobError(f"job {spec.job!r} rank {spec.rank}: collective 'ina' needs its machine's INA endpoint "
+                           f"and the machine of each of its {spec.world} ranks")
+        if spec.rank_machines[spec.rank] != spec.machine:
+            raise JobError(f"job {spec.job!r} rank {spec.rank}: rank_machines puts it on "
+                           f"{spec.rank_machines[spec.rank]}, not on its machine {spec.machine}")
 
     def __init__(self, spec: WorkerSpec):
         from ina.client import InaClient
 
-        if spec.ina is None or len(spec.rank_machines) != spec.world:
-            raise JobError(f"job {spec.job!r} rank {spec.rank}: collective 'ina' needs its machine's INA endpoint "
-                           f"and the machine of each of its {spec.world} ranks")
+        self.check(spec)
         self.spec = spec
         ranks_of: dict[str, list[int]] = {}
         for r, m in enumerate(spec.rank_machines):

@@ -196,8 +196,7 @@ class CallState:
     def add(self, job: NetJob) -> None:
         """Count a multi-server job placed in this call."""
         self.jobs.append(job)
-        self.flows.update(job.servers)
-        self.flows[job.ps] += 1
+        self.flows.update(endpoint_flows([job]))
         self._steady = None
 
 

@@ -94,10 +94,6 @@ class Fabric:
         out.update({uplink(r): float(c) for r, c in self.uplink_gbps.items()})
         return out
 
-    def servers_of(self, rack: str) -> list[str]:
-        """The servers of ``rack``, in order."""
-        return [s for s, r in self.rack_of.items() if r == rack]
-
     @classmethod
     def from_view(cls, view, pat_gbps: float, link_gbps: float = DEFAULT_LINK_GBPS) -> Fabric:
         """The fabric of a cluster view: :meth:`from_graph` of its topology, or where it has none
