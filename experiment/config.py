@@ -91,9 +91,9 @@ def _collectives():
 
 
 def _trace_collectives():
-    from jobs.patterns import COLLECTIVE_NAMES
+    from jobs.patterns import JOB_COLLECTIVES
 
-    return COLLECTIVE_NAMES
+    return JOB_COLLECTIVES
 
 
 # -- the configuration tree --------------------------------------------------------------------
@@ -185,7 +185,8 @@ class TraceConfig:
     Attributes:
         file: the trace CSV (relative to the current directory); empty: no trace.
         format: the trace's format (:data:`experiment.traces.TRACE_FORMATS`), or ``auto`` from its header.
-        max_jobs: take at most this many jobs (0: all), after the window and the size filter.
+        max_jobs: take at most this many jobs (0: all), after the window and the size filters.
+        min_gpus: leave out jobs of fewer GPUs (NetPack's simulator studies distributed jobs).
         start_s: the window's start, seconds after the trace's first submission.
         span_s: the window's length, seconds (0: to the end of the trace).
         models: the pool a job's model is drawn from (uniformly, seeded) when the trace names none;
@@ -199,6 +200,7 @@ class TraceConfig:
     file: str = rule_field(Text(empty=True), "")
     format: str = rule_field(Name(_trace_formats), "auto")
     max_jobs: int = rule_field(Integer(0, 10_000_000), 0)
+    min_gpus: int = rule_field(Integer(1, 1_000_000), 1)
     start_s: float = rule_field(Real(0, 10**10), 0.0)
     span_s: float = rule_field(Real(0, 10**10), 0.0)
     models: tuple = rule_field(ListOf(Name(_models), 1, 64, "model names"), factory=_netpack_pool)
@@ -208,6 +210,7 @@ class TraceConfig:
 
 INA_USE = ("required", "optional")
 INA_ENGINES = ("auto", "bmv2", "software")
+INA_RESULTS = ("unicast", "multicast")  # sim.ina.RESULTS (checked by a test)
 INA_MAX_SLOTS = 4096  # ina.p4.build.DEFAULT_SLOTS, the bmv2 program's register size (checked by a test)
 
 
@@ -229,12 +232,20 @@ class InaConfig:
         slots: aggregator slots in use at every switch: a power of two up to the bmv2
             program's registers (:data:`INA_MAX_SLOTS`).
         switches: the INA-capable switches; empty: every ToR (a switch with machines).
+        pat_gbps: the simulator's Peak Aggregation Throughput of every INA switch, paper-scale
+            Gbit/s (NetPack spec §1.6: its memory as a rate; 0: it sums nothing). The default is
+            the NetPack simulator's 1 Tb/s (§5.3). The emulator's aggregators sum what they can.
+        results: how results reach the workers: ``unicast`` (the emulated PS sends each machine
+            its own) or ``multicast`` (ATP's switch multicast, as NetPack models it: results
+            retrace the gradients' streams; simulator only). :mod:`sim.ina` models both.
     """
 
     use: str = rule_field(Name(INA_USE), "required")
     engine: str = rule_field(Name(INA_ENGINES), "auto")
     slots: int = rule_field(Integer(1, INA_MAX_SLOTS), 1024)
     switches: tuple = rule_field(ListOf(Name(), 0, 65_534, "switch names"), ())
+    pat_gbps: float = rule_field(Real(0, 10**9), 1000.0)
+    results: str = rule_field(Name(INA_RESULTS), "unicast")
 
 
 SIM_MODES = ("steps", "fluid")
@@ -516,11 +527,12 @@ def validate(cfg: ExperimentConfig, backend: str = "emu"):
     if emu:
         _validate_threshold_delay(cfg, g)
         _validate_marking_ramp(cfg, g)
+    _validate_ina(cfg, g, emu)
+    _set_pat(cfg, g)
     if cfg.trace.file:
         _validate_trace(cfg, emu, free)
     else:
         _validate_jobs(cfg, free)
-        _validate_ina(cfg, g, emu)
     _validate_policies(cfg)
     _validate_scheduler(cfg)
     if emu:
@@ -605,15 +617,32 @@ def _tors(g) -> set[str]:
     return {d["rack"] for d in g.nodes.values() if d.get("role") == "machine"}
 
 
+def _set_pat(cfg: ExperimentConfig, g) -> None:
+    """Give every INA switch of ``g`` the config's PAT (``ina.pat_gbps``), the switches' memory as
+    the simulator models it and as NetPack and the baselines that estimate the steady state read
+    it by default (:data:`placement.netpack.network.PAT_ATTRIBUTE`)."""
+    from placement.netpack.network import PAT_ATTRIBUTE
+
+    for s in ina_switches(cfg, g):
+        g.nodes[s][PAT_ATTRIBUTE] = float(cfg.ina.pat_gbps)
+
+
 def _validate_ina(cfg: ExperimentConfig, g, emu: bool) -> None:
-    """INA jobs run on the emulator (either mode, either runtime), with a power-of-two slot pool on
-    ToRs of the topology."""
+    """INA jobs run on the emulator (either mode, either runtime; results unicast) and on the
+    simulator's fluid engine (:mod:`sim.ina`), with a power-of-two slot pool on ToRs of the topology."""
+    from jobs.patterns import INA
+
     names = ina_jobs(cfg)
-    if not names:
+    traced = bool(cfg.trace.file) and cfg.trace.collective == INA
+    if not names and not traced:
         return
-    if not emu:
-        raise ConfigError(f"config.jobs: job {names[0]!r} uses collective 'ina', which the flow-level simulator "
-                          "does not model; run it on the emulator, or give it another collective")
+    who = f"job {names[0]!r}" if names else f"every job of trace {cfg.trace.file}"
+    if emu and cfg.ina.results != "unicast":
+        fail("config.ina.results", cfg.ina.results, "is modelled by the simulator only (the emulated parameter "
+             "server unicasts results)", "unicast, or run it with --backend sim")
+    if not emu and cfg.simulator.mode != "fluid":
+        raise ConfigError(f"config.jobs: {who} uses collective 'ina', which the simulator models in its fluid "
+                          "mode only; set simulator: {mode: fluid}")
     slots = cfg.ina.slots
     if slots & (slots - 1):
         fail("config.ina.slots", slots, "is not a power of two", f"1, 2, 4, ... {INA_MAX_SLOTS}")

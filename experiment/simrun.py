@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from common.errors import PlacementError
 from common.jsonfile import write_json_atomic
 from common.specs import safe_name
-from common.units import scale_bw_mbps
+from common.units import BITS_PER_BYTE, MEGA, scale_bw_mbps
 from experiment import results
 from experiment.efficiency import jct_lines
 from experiment.loop import LoopResult
@@ -57,21 +57,26 @@ def sim_rates_mbps(g, scale: float, dilation: float = 1.0) -> dict[tuple[str, st
 
 def sim_options(cfg, g) -> SimOptions:
     """What the simulator models, from the config's ``simulator`` section (headers at the MTU,
-    per-message latency in virtual seconds, the emulated shapers' token buckets)."""
+    per-message latency in virtual seconds, the emulated shapers' token buckets) and its ``ina``
+    one (every switch's PAT at the scale, how results come back)."""
     from testbed.shaping import burst_bytes
 
     bursts = None
     if cfg.simulator.token_buckets:  # each shaper's depth at its shaped (dilated) rate, as the emulator sets it
         bursts = {link: burst_bytes(r, cfg.mtu) for link, r in sim_rates_mbps(g, cfg.scale, cfg.dilation).items()}
+    pat = scale_bw_mbps(cfg.ina.pat_gbps * 1000.0, cfg.scale) * MEGA / BITS_PER_BYTE
     return SimOptions(mtu=cfg.mtu if cfg.simulator.headers else None, latency_s=cfg.simulator.latency_us * 1e-6,
-                      burst_bytes=bursts, ecn=cfg.simulator.ecn)
+                      burst_bytes=bursts, ecn=cfg.simulator.ecn, pat_bytes_s=pat, ina_results=cfg.ina.results)
 
 
 def sim_backend(cfg, g, bucket_bytes: Mapping[str, Sequence[int]] | None = None) -> FlowSimBackend:
     """A fresh simulator back end for config ``cfg`` on topology ``g``: the links' rates at the scale,
     the config's warm-up and ``simulator`` options (``bucket_bytes``: as :class:`FlowSimBackend`)."""
+    from experiment.config import ina_switches
+
     return ENGINES[cfg.simulator.mode](g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations,
-                                       sim_options(cfg, g), bucket_bytes=bucket_bytes)
+                                       sim_options(cfg, g), bucket_bytes=bucket_bytes,
+                                       ina_switches=ina_switches(cfg, g))
 
 
 def replay_on_simulator(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Sequence[int]] | None = None
@@ -85,14 +90,15 @@ def replay_on_simulator(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seq
     (its ranks joining), so a simulated job starts that much earlier. With ``bucket_bytes``,
     jobs allreduce those buckets (the run's measured ones) instead of their models'.
 
-    Jobs of collective ``ina`` are not simulated (the simulator does not model in-network
-    aggregation): they are left out, so the jobs beside them are estimated without their traffic.
+    Jobs of collective ``ina`` are simulated by the fluid engine (:mod:`sim.ina`); the step-level
+    one does not model in-network aggregation, so there they are left out and the jobs beside them
+    are estimated without their traffic.
 
     Returns:
         The estimate of every job that completed an iteration in the simulator.
     """
     backend = sim_backend(cfg, g, bucket_bytes)
-    jobs = {j.name: j for j in experiment_jobs(cfg, g) if j.collective != INA}
+    jobs = {j.name: j for j in experiment_jobs(cfg, g) if j.collective != INA or cfg.simulator.mode == "fluid"}
     events = sorted([(st.time_s, 1, i, st.job, st.placement) for i, st in enumerate(loop.starts)]
                     + [(r.end_s, 0, i, r.job, None) for i, r in enumerate(loop.runs) if not r.finished],
                     key=lambda e: e[:3])
@@ -276,11 +282,5 @@ def run_simulated_experiment(cfg, run_dir: str | None = None, policies: list[str
     except BaseException as e:
         results.write_status(run_dir, "failed", f"{type(e).__name__}: {e}")
         raise
-    failed = [spec for spec, s in summaries.items() if isinstance(s, SimPolicyError)]
-    if failed:
-        msg = (f"{len(failed)} of {len(specs)} policies could not place every job ({', '.join(failed)}); "
-               f"results of the others are in {run_dir}")
-        results.write_status(run_dir, "incomplete", msg)
-        raise results.PolicyIncomplete(msg)
-    results.write_status(run_dir, "complete")
+    results.finish(run_dir, [spec for spec, s in summaries.items() if isinstance(s, SimPolicyError)], len(specs))
     return run_dir

@@ -113,6 +113,63 @@ def ps_host_of(ps_host: str | None, machines: Sequence[str]) -> str:
     return ps_host or machines[0]
 
 
+@dataclasses.dataclass(frozen=True)
+class TreeShape:
+    """Where a job aggregates, by the rule of the module docstring, for any number of machines.
+
+    Attributes:
+        machines: the job's distinct machines, in first-appearance (rank) order.
+        ps_host: the machine of its PS.
+        ps_tor: the PS's ToR (the root).
+        racks: ToR -> the job's machines under it, in order (the PS's machine included).
+        leaves: the aggregating leaf ToRs, in the order of their first machine.
+        root_aggregates: whether the PS's ToR aggregates the job.
+    """
+
+    machines: tuple[str, ...]
+    ps_host: str
+    ps_tor: str
+    racks: Mapping[str, tuple[str, ...]]
+    leaves: tuple[str, ...]
+    root_aggregates: bool
+
+    @property
+    def at_root(self) -> tuple[str, ...]:
+        """The machines whose packets reach the root unaggregated (those not under a leaf)."""
+        return tuple(m for t, ms in self.racks.items() if t not in self.leaves for m in ms)
+
+    @property
+    def root_children(self) -> int:
+        """The root's fan-in: the machines at the root but the PS's own (loopback), and the leaves."""
+        return len(self.at_root) - (self.ps_host in self.at_root) + len(self.leaves)
+
+
+def tree_shape(g, machines: Sequence[str], ps_host: str, ina_switches: Iterable[str],
+               job: str = "INA job") -> TreeShape:
+    """The aggregation tree's shape of a job placed on ``machines`` (repeats folded) with its PS on
+    ``ps_host`` and INA allowed on ``ina_switches``: the rule :func:`plan_job` installs, without
+    its header's limit on bits (the simulator models jobs of any size with it).
+
+    Raises:
+        InaError: an unknown machine or switch, or no machine.
+    """
+    order = tuple(dict.fromkeys(machines))
+    if not order:
+        raise InaError(f"{job}: no machines")
+    ina = set(ina_switches)
+    bad = sorted(s for s in ina if s not in g or g.nodes[s].get("role") != "switch")
+    if bad:
+        raise InaError(f"{job}: {', '.join(bad)} are not switches of the topology")
+    ps_tor = tor_of(g, ps_host)
+    racks: dict[str, list[str]] = {}
+    for m in order:
+        racks.setdefault(tor_of(g, m), []).append(m)
+    leaves = tuple(t for t, ms in racks.items() if t in ina and t != ps_tor and len(ms) >= 2)
+    shape = TreeShape(order, ps_host, ps_tor, {t: tuple(ms) for t, ms in racks.items()}, leaves, False)
+    # The PS's own machine reaches the PS over loopback, never through its ToR: the root sums the others.
+    return dataclasses.replace(shape, root_aggregates=ps_tor in ina and shape.root_children >= 2)
+
+
 def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches: Iterable[str]) -> JobPlan:
     """The INA plan of one job (see the module docstring).
 
@@ -128,21 +185,11 @@ def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches
     Raises:
         InaError: an unknown machine or switch, no machine, or more bits than the header has.
     """
-    order = list(dict.fromkeys(machines))
-    if not order:
-        raise InaError(f"INA job {job_id}: no machines")
-    ina = set(ina_switches)
-    bad = sorted(s for s in ina if s not in g or g.nodes[s].get("role") != "switch")
-    if bad:
-        raise InaError(f"INA job {job_id}: {', '.join(bad)} are not switches of the topology")
-    ps_tor = tor_of(g, ps_host)
-    racks: dict[str, list[str]] = {}
-    for m in order:
-        racks.setdefault(tor_of(g, m), []).append(m)
-    leaf_tors = [t for t, ms in racks.items() if t in ina and t != ps_tor and len(ms) >= 2]
-    at_root = [m for t, ms in racks.items() if t not in leaf_tors for m in ms]
+    shape = tree_shape(g, machines, ps_host, ina_switches, job=f"INA job {job_id}")
+    racks, leaf_tors = shape.racks, shape.leaves
+    at_root = list(shape.at_root)
     if len(at_root) + sum(1 + len(racks[t]) for t in leaf_tors) > MAX_BITS:
-        raise InaError(f"INA job {job_id}: {len(order)} machines and {len(leaf_tors)} leaves need more than "
+        raise InaError(f"INA job {job_id}: {len(shape.machines)} machines and {len(leaf_tors)} leaves need more than "
                        f"{MAX_BITS} bits")
     bits: dict[str, int] = {m: b for b, m in enumerate(at_root)}
     leaves, entries, nxt = [], {}, len(at_root)
@@ -154,10 +201,8 @@ def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches
         entries[t] = JobEntry(len(workers), Role.LEAF, leaf_bit)
         nxt += 1 + len(workers)
     tree = JobTree(job_id, tuple(range(len(at_root))), tuple(leaves))
-    # The PS's own machine reaches the PS over loopback, never through its ToR: the root sums the others.
-    root_children = tree.root_fan_in - (ps_host in bits)
-    if ps_tor in ina and root_children >= 2:
-        entries[ps_tor] = JobEntry(root_children, Role.ROOT)
+    if shape.root_aggregates:
+        entries[shape.ps_tor] = JobEntry(shape.root_children, Role.ROOT)
     addresses = {b: g.nodes[m]["ip"] for m, b in bits.items()}
     members = frozenset(int(ipaddress.IPv4Address(g.nodes[m]["ip"])) for m in [*bits, ps_host])
     return JobPlan(tree, bits, entries, ps_host, addresses, members)

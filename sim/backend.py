@@ -9,7 +9,8 @@ Times are virtual (paper-scale) seconds: emulated bytes over the links' rates at
 undilated, as :func:`testbed.runner.sim_estimates` costs them. Pure: no root, no processes.
 
 :class:`FluidSimBackend` is the same on the iteration-level engine (:class:`sim.fluid.FluidEngine`),
-for traces: each job's progress at a rate set by the water-filling of the running jobs' traffic.
+for traces: each job's progress at a rate set by the water-filling of the running jobs' traffic,
+with in-network aggregation for INA jobs (:mod:`sim.ina`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ from collections.abc import Mapping, Sequence
 
 from common.errors import JobError
 from experiment.backend import Backend, ExperimentJob, RunEnd
+from ina.plan import ps_host_of
 from jobs.models import get_model, scaled_buckets
+from jobs.patterns import INA
 from placement.base import Placement
 from sim.flowsim import FlowEngine, JobEstimate, RunState, SimIterationRecord, SimJob, SimOptions, estimate_of
 from sim.fluid import FluidEngine, FluidRun, estimate_of_runs
+from sim.ina import InaSpec
 
 Link = tuple[str, str]
 
@@ -39,6 +43,9 @@ class FlowSimBackend(Backend):
         start_s: the clock's start, seconds.
         bucket_bytes: per job, the buckets to allreduce instead of the model's at the scale (an
             emulated run's measured ones, say).
+        ina_switches: the switches that may aggregate an INA job whose placement leaves it to the
+            run (``ina_switches`` None); its PS runs on the placement's ``ps_host``, else on its
+            rank 0's machine (as :func:`ina.plan.ps_host_of` does on the emulator).
     """
 
     name = "sim"
@@ -46,8 +53,9 @@ class FlowSimBackend(Backend):
 
     def __init__(self, g, rate_mbps: Mapping[Link, float], scale: float, warmup_iterations: int = 0,
                  options: SimOptions = SimOptions(), start_s: float = 0.0,
-                 bucket_bytes: Mapping[str, Sequence[int]] | None = None):
+                 bucket_bytes: Mapping[str, Sequence[int]] | None = None, ina_switches: Sequence[str] = ()):
         self.engine = self.engine_class(g, rate_mbps, options)
+        self.ina_switches = tuple(ina_switches)
         if start_s > 0:
             self.engine.advance(start_s)
         self.scale, self.warmup_iterations = scale, warmup_iterations
@@ -72,10 +80,15 @@ class FlowSimBackend(Backend):
             done = self.done.setdefault(job.name, 0)
             self._offset[job.name] = done
             buckets = self.bucket_bytes.get(job.name) or tuple(scaled_buckets(model, self.scale))
-            self.engine.add(SimJob(name=job.name, machines_by_rank=tuple(slot.machine for slot in p.slots),
+            machines = tuple(slot.machine for slot in p.slots)
+            ina = None
+            if job.collective == INA:
+                switches = self.ina_switches if p.ina_switches is None else tuple(p.ina_switches)
+                ina = InaSpec(ps_host_of(p.ps_host, machines), switches)
+            self.engine.add(SimJob(name=job.name, machines_by_rank=machines,
                                    collective=job.collective, bucket_bytes=buckets,
                                    compute_s=model.compute_time_s, iterations=job.iterations - done,
-                                   warmup_iterations=self.warmup_iterations, start_s=now))
+                                   warmup_iterations=self.warmup_iterations, start_s=now, ina=ina))
 
     def stop(self, job: str) -> RunEnd:
         return self._end(self.engine.remove(job))

@@ -147,7 +147,8 @@ from collections.abc import Mapping, Sequence
 from common.errors import JobError, TopologyError
 from common.units import ETHERNET_HEADER_BYTES, TCP_IP_HEADER_BYTES, mbps_to_bytes_per_s, wire_bytes
 from jobs.agent import barrier_bytes
-from jobs.patterns import replay_pattern
+from jobs.patterns import INA, replay_pattern
+from sim.ina import RESULTS, InaSpec
 from sim.maxmin import EPS, maxmin_indexed
 from topo.routing import ecmp_path, path_links
 
@@ -170,6 +171,8 @@ class SimJob:
         iterations: measured iterations (>= 0).
         warmup_iterations: iterations run before the measured ones (>= 0), not recorded.
         start_s: time the job's ranks start, seconds (>= 0).
+        ina: for collective ``ina``, its PS and the switches that may aggregate it (the fluid
+            engine models it, :mod:`sim.ina`; this one does not).
     """
 
     name: str
@@ -180,6 +183,7 @@ class SimJob:
     iterations: int
     warmup_iterations: int = 0
     start_s: float = 0.0
+    ina: InaSpec | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "machines_by_rank", tuple(self.machines_by_rank))
@@ -215,12 +219,17 @@ class SimOptions:
             with the dilation.
         ecn: estimate every job's ECN-marked packets (see *ECN marking estimate* in the module
             docstring); off, estimates carry None.
+        pat_bytes_s: every switch's Peak Aggregation Throughput for INA jobs, bytes/s (fluid
+            engine only, :mod:`sim.ina`; ``math.inf``: aggregators never run out).
+        ina_results: how INA results reach the workers (:data:`sim.ina.RESULTS`).
     """
 
     mtu: int | None = None
     latency_s: float = 0.0
     burst_bytes: float | Mapping[Link, float] | None = None
     ecn: bool = False
+    pat_bytes_s: float = math.inf
+    ina_results: str = "unicast"
 
     def __post_init__(self):
         if self.mtu is not None and self.mtu <= TCP_IP_HEADER_BYTES:
@@ -228,6 +237,10 @@ class SimOptions:
                            f"got {self.mtu}")
         if not (self.latency_s >= 0 and math.isfinite(self.latency_s)):
             raise JobError(f"latency_s must be finite and >= 0, got {self.latency_s!r}")
+        if not self.pat_bytes_s >= 0:
+            raise JobError(f"pat_bytes_s must be >= 0, got {self.pat_bytes_s!r}")
+        if self.ina_results not in RESULTS:
+            raise JobError(f"unknown ina_results {self.ina_results!r}; valid: {', '.join(RESULTS)}")
         depths = self.burst_bytes
         if isinstance(depths, Mapping):
             for link, depth in depths.items():
@@ -632,6 +645,9 @@ class FlowEngine:
             raise JobError(f"job {spec.name!r}: start_s {spec.start_s!r} is before the simulation's clock, "
                            f"now_s = {self._now_s!r}")
         _check_machines(self.g, spec)
+        if spec.collective == INA:
+            raise JobError(f"job {spec.name!r}: the step-level simulator does not model in-network aggregation; "
+                           "the fluid engine does (simulator mode: fluid)")
         order = (spec.name, self._runs.get(spec.name, 0))
         job = _Job(len(self.jobs), order, spec, self._path, self.options.mtu)
         self._runs[spec.name] = order[1] + 1

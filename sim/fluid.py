@@ -19,6 +19,13 @@ simulator (``shared/specs/netpack.md`` §5.3, [Ours]):
   unchanged);
 * the levels are recomputed at every event (a start, a completion, a removal) and are constant
   in between, so a job's progress is linear between events and its completion time exact.
+* an INA job (collective ``ina``: its machines stream to its parameter server, the ToRs of its
+  tree sum them, :mod:`sim.ina`) loads its links with *streams* and each summing ToR's Peak
+  Aggregation Throughput (``SimOptions.pat_bytes_s``) with its per-worker rate; where a ToR's PAT
+  runs out, the job's further rate passes it unaggregated (:func:`sim.maxmin.fill_levels`,
+  NetPack's Algorithm 1 on routed links). Its level in the fill is its per-worker rate, in one
+  unit for every INA job (the fabric's fastest link), capped at its rate alone: INA jobs share
+  as NetPack's water-filling has them (equal per-worker rates, §2.3), other jobs as above.
 
 Modelling decisions ([R]):
 
@@ -27,6 +34,9 @@ Modelling decisions ([R]):
   Jobs that interleave their communication (compute of one during the transfers of the other)
   meet less contention in the step-level engine and on the emulator: the fluid is pessimistic
   for them. ``bench/sim_fluid.py`` measures how far it is from the step-level engine.
+* [R] A job's level is a fraction of its own speed alone, an INA job's a per-worker rate: where
+  the two kinds share a link, each unit of level costs each job its own rate on the link. Both
+  are what the fill's max-min rule compares; neither kind is favoured by a rule of its own.
 * [R] Warm-up iterations are run (they cost time) but not measured; the barriers before and
   after the measured iterations, the token buckets (``SimOptions.burst_bytes``) and the ECN
   estimate are not modelled (estimates carry no marks).
@@ -47,15 +57,17 @@ Times and bytes are in the time base of the inputs, as for :func:`sim.flowsim.si
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 import math
 from collections.abc import Mapping
 
 from common.errors import JobError, TopologyError
 from common.units import BITS_PER_BYTE, MEGA, wire_bytes
-from jobs.patterns import replay_pattern
+from jobs.patterns import INA, replay_pattern
 from sim.flowsim import JobEstimate, SimJob, SimOptions
-from sim.maxmin import EPS, maxmin_levels
+from sim.ina import ina_routes, stream_bytes, streams
+from sim.maxmin import EPS, AggregatedDemand, fill_levels
 from topo.routing import EcmpRoutes, path_links
 
 Link = tuple[str, str]
@@ -112,13 +124,14 @@ class _Run:
     total: int  # warm-up + measured iterations
     bound_s: float  # communication of one iteration alone, bandwidth part
     latency_s: float  # communication of one iteration, latency part
-    demand: tuple[tuple[int, float], ...]  # (link id, bits/s at full speed)
+    demand: tuple[tuple[int, float], ...] | AggregatedDemand  # (link id, bytes/s at full speed)
     done: float = 0.0  # iterations run (fractional), at at_s
     at_s: float = 0.0
     level: float = 1.0
     comm_s: float = 0.0  # over measured iterations up to at_s
     compute_s: float = 0.0
     started: bool = False
+    spilled: dict[int, float] = dataclasses.field(default_factory=dict)  # aggregator id -> level it ran out at
 
     @property
     def comm_iter_s(self) -> float:
@@ -180,7 +193,11 @@ class FluidEngine:
         self.capacity = [c / BITS_PER_BYTE for c in self.capacity]  # bytes/s
         self._paths: dict[tuple[str, str], tuple[int, ...]] = {}
         self._routes = EcmpRoutes(g)
-        self._costs: dict[tuple, tuple[float, float, tuple[tuple[int, float], ...]]] = {}
+        self._costs: dict[tuple, tuple[float, float, tuple[tuple[int, float], ...] | AggregatedDemand]] = {}
+        self.aggregator_names: list[str] = sorted(n for n, d in g.nodes(data=True) if d.get("role") == "switch")
+        self._aggregator_id = {name: i for i, name in enumerate(self.aggregator_names)}
+        self._pat = [float(options.pat_bytes_s)] * len(self.aggregator_names)
+        self._unit_rate = max((c for c in self.capacity if c > 0), default=1.0)  # INA jobs' level unit, bytes/s
         self._runs: dict[str, int] = {}
         self._pending: list[tuple[float, tuple[str, int]]] = []  # (start_s, key) of runs not started
         self._live: dict[str, _Run] = {}  # name -> its run neither finished nor removed
@@ -295,6 +312,21 @@ class FluidEngine:
         run.move_to(self._now_s)
         return run.state(finished=False).iterations_done
 
+    def aggregation(self, name: str) -> dict[str, float]:
+        """The running INA job's aggregation ratio at each ToR summing it: the part of its rate
+        summed there (NetPack §1.6: 1 while the ToR's PAT lasts, PAT share / rate beyond).
+
+        Raises:
+            JobError: no run of ``name`` is running.
+        """
+        run = self._live.get(name)
+        if run is None:
+            raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
+        if not isinstance(run.demand, AggregatedDemand):
+            return {}
+        return {self.aggregator_names[a]: min(1.0, run.spilled[a] / run.level) if a in run.spilled else 1.0
+                for a, _ in run.demand.aggregators}
+
     def levels(self) -> dict[str, float]:
         """Every started run's current level (1 = as fast as alone), by name."""
         return {name: run.level for name, run in sorted(self._live.items()) if run.started}
@@ -309,12 +341,14 @@ class FluidEngine:
 
         The bound is :func:`sim.steps.job_bound_s`'s (the chained bound, bucket after bucket),
         computed here over memoised routes and once per distinct bucket size."""
-        memo = (spec.machines_by_rank, spec.collective, spec.bucket_bytes)
+        memo = (spec.machines_by_rank, spec.collective, spec.bucket_bytes, spec.ina)
         if memo in self._costs:
             return self._costs[memo]
         machines = spec.machines_by_rank
         p = len(machines)
-        if len(set(machines)) == 1:  # every transfer in memory
+        if spec.collective == INA:
+            cost = self._ina_cost(spec)
+        elif len(set(machines)) == 1:  # every transfer in memory
             for size in set(spec.bucket_bytes):
                 replay_pattern(spec.collective, p, size)  # rejects what the pattern rejects
             cost = (0.0, 0.0, ())
@@ -332,6 +366,39 @@ class FluidEngine:
             cost = (bound, crossing * self.options.latency_s, demand)
         self._costs[memo] = cost
         return cost
+
+    def _ina_cost(self, spec: SimJob) -> tuple[float, float, tuple[tuple[int, float], ...] | AggregatedDemand]:
+        """An INA job's (bound, latency, demand) (:mod:`sim.ina`): its per-worker rate alone with
+        full aggregation is its busiest link's capacity over its streams there, and the bound is
+        its stream's bytes at that rate. Its level in the fill is its per-worker rate over the
+        fabric's fastest link (:attr:`_unit_rate`), the same unit for every INA job, so that INA
+        jobs share links and PAT as NetPack's Algorithm 1 has them (equal per-worker rates, each
+        up to its own, §2.3); its demand weighs each stream and each aggregator's use with that
+        unit and caps it at its rate alone. Latency: one per bucket (its last packet round-trips)."""
+        if spec.ina is None:
+            raise JobError(f"job {spec.name!r}: an INA job needs its PS host and INA switches (SimJob.ina)")
+        for s in spec.ina.switches:
+            if s not in self._aggregator_id:
+                raise JobError(f"job {spec.name!r}: INA switch {s!r} is not a switch of the topology")
+        names = self.link_names
+        routes = ina_routes(self.g, spec.machines_by_rank, spec.ina, lambda a, b: self._route(spec.name, a, b),
+                            job=spec.name, reverse=lambda i: self.link_id[names[i][::-1]])
+        results = self.options.ina_results
+        full = streams(routes, frozenset(), results)
+        if not full:
+            return 0.0, 0.0, ()
+        per_stream = min(self.capacity[i] / k for i, k in full.items())  # bytes/s, alone
+        bound = stream_bytes(spec.bucket_bytes, wire=self.options.mtu is not None) / per_stream
+        aggregator, unit = self.aggregator_names, self._unit_rate
+
+        @functools.lru_cache(maxsize=None)
+        def links(spilled: frozenset[int]) -> tuple[tuple[int, float], ...]:
+            counts = streams(routes, frozenset(aggregator[a] for a in spilled), results)
+            return tuple((i, k * unit) for i, k in sorted(counts.items()))
+
+        aggregators = tuple((self._aggregator_id[t], unit) for t in routes.aggregators)
+        demand = AggregatedDemand(aggregators, links, cap=per_stream / unit)
+        return bound, len(spec.bucket_bytes) * self.options.latency_s, demand
 
     def _bucket_cost(self, spec: SimJob, size: int) -> tuple[float, int, dict[int, float]]:
         """One allreduce of ``size`` bytes: its chained bound (:func:`sim.steps.chained_bound_s`), the
@@ -382,5 +449,9 @@ class FluidEngine:
         """Recompute every started run's level (progress must be at ``now`` already)."""
         self._dirty = False
         loaded = [run for _, run in sorted(self._live.items()) if run.started and run.demand]
-        for run, level in zip(loaded, maxmin_levels([run.demand for run in loaded], self.capacity), strict=True):
-            run.level = max(level, 1e-12)
+        fill = fill_levels([run.demand for run in loaded], self.capacity, self._pat)
+        for run, level, spilled in zip(loaded, fill.levels, fill.spilled, strict=True):
+            if isinstance(run.demand, AggregatedDemand):  # a rate in the INA unit: relative to its own cap
+                alone = run.demand.cap or 1.0
+                level, spilled = level / alone, {a: at / alone for a, at in spilled.items()}
+            run.level, run.spilled = max(level, 1e-12), spilled

@@ -26,14 +26,20 @@ refreshes (R <= I): every freeze updates the links of one flow once, and a link'
 re-pushed only when it reaches the top of the heap stale. :func:`maxmin_rates` adds the
 sorting of flows and links, O(F log F + I log L).
 
+:func:`fill_levels` is the job-coupled (weighted) version with in-network aggregators, NetPack's
+Algorithm 1 (``shared/specs/netpack.md`` §2.3): an aggregator that runs out of throughput freezes
+nobody but makes its jobs' further increments cost more links. :func:`maxmin_levels` is it
+without aggregators.
+
 Pure: standard library only. Rates come back in the unit of the capacities.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
 EPS = 1e-9
@@ -142,8 +148,55 @@ def maxmin_indexed(paths: Sequence[Sequence[int]], capacity: Sequence[float]) ->
     return rates
 
 
-def maxmin_levels(demands: Sequence[Sequence[tuple[int, float]]], capacity: Sequence[float],
-                  cap_level: float = 1.0) -> list[float]:
+Pairs = Sequence[tuple[int, float]]
+"""A job's ``(resource id, weight)`` pairs, each resource at most once, weights > 0."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AggregatedDemand:
+    """A job whose traffic is summed at aggregators with a limited throughput (in-network
+    aggregation's PAT, NetPack ``shared/specs/netpack.md`` §1.6), for :func:`fill_levels`.
+
+    Attributes:
+        aggregators: ``(aggregator id, weight)``: the job's use of each aggregator per unit level
+            while that aggregator still has throughput left (its per-worker rate: §1.6, a slot
+            takes packet k from every worker, so the use does not depend on the fan-in).
+        links: spilled aggregators -> the job's link weights per unit level *above* the levels at
+            which they ran out (an aggregator that ran out passes its children's traffic on
+            unaggregated, so its increments cost more above it). Called with ``frozenset()``
+            first, then each time one of the job's aggregators runs out.
+        cap: the job's highest level, if below the fill's ``cap_level`` (its rate alone, where
+            levels are rates: NetPack's water-filling raises every job's per-worker rate by the
+            same step, each up to what its links allow).
+    """
+
+    aggregators: Pairs
+    links: Callable[[frozenset[int]], Pairs]
+    cap: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Fill:
+    """The result of :func:`fill_levels`.
+
+    Attributes:
+        levels: each job's level.
+        spilled: per job, aggregator id -> the level at which it ran out for the job (absent:
+            never; the job's traffic was summed there up to its level).
+    """
+
+    levels: list[float]
+    spilled: list[dict[int, float]]
+
+    def aggregated_fraction(self, job: int, aggregator: int) -> float:
+        """The part of the job's rate summed at ``aggregator``: the level at which it ran out over
+        the job's level (1 where it never did; NetPack's aggregation ratio, §1.6)."""
+        at = self.spilled[job].get(aggregator)
+        level = self.levels[job]
+        return 1.0 if at is None or level <= 0 else min(1.0, at / level)
+
+
+def maxmin_levels(demands: Sequence[Pairs], capacity: Sequence[float], cap_level: float = 1.0) -> list[float]:
     """Weighted progressive filling: the max-min fair *level* of every job, capped at ``cap_level``.
 
     Job ``j`` at level ``x`` loads each of its links ``l`` with ``w * x`` for its pairs
@@ -163,48 +216,110 @@ def maxmin_levels(demands: Sequence[Sequence[tuple[int, float]]], capacity: Sequ
         The level of each job, in the order of ``demands`` (``cap_level`` for a job with no
         link); the weighted loads on a link sum to at most its capacity (up to ``EPS``).
     """
-    levels = [cap_level] * len(demands)
-    jobs_on: dict[int, list[tuple[int, float]]] = {}
-    for j, pairs in enumerate(demands):
-        for link, weight in pairs:
-            jobs_on.setdefault(link, []).append((j, weight))
-    left = {link: capacity[link] for link in jobs_on}
-    weight_left = {link: sum(w for _, w in pairs) for link, pairs in jobs_on.items()}
-    unfrozen = {link: len(pairs) for link, pairs in jobs_on.items()}
-    heap = [(left[link] / weight_left[link], link) for link in jobs_on]
+    return fill_levels(demands, capacity, (), cap_level).levels
+
+
+def fill_levels(demands: Sequence[Pairs | AggregatedDemand], capacity: Sequence[float],
+                aggregator_capacity: Sequence[float] = (), cap_level: float = 1.0) -> Fill:
+    """:func:`maxmin_levels` with aggregators: NetPack's INA-aware water-filling (§2.3, Algorithm 1).
+
+    Aggregators are resources like links, with one difference: one that is full freezes nobody.
+    From the level at which it runs out, its jobs' further increments pass it unaggregated, so
+    their weights change to ``links(spilled)`` (of :class:`AggregatedDemand`); a job's load on a
+    resource is then its old weight up to that level plus its new weight above it. A job whose
+    new weights cross a full link freezes at once. Plain jobs (pairs) are as in
+    :func:`maxmin_levels`. The spec's resolutions apply: an aggregator is charged once per job
+    (§6 #7), a saturation is within a relative ``EPS`` (§6 #9), a full link freezes only the jobs
+    on it (§6 #10).
+
+    Implementation: a heap of the resources' *shares* (the level at which each fills: capacity
+    left over the unfrozen jobs' weight), refreshed lazily as in :func:`maxmin_indexed`; a share
+    can also drop (a spill adds weight), so every increase of a resource's weight pushes its new
+    share. Levels only rise, so a share below the level reached is taken at that level. Each job
+    spills at most once per aggregator: O(I log R) for I = the jobs' pairs over every phase.
+
+    Args:
+        demands: for each job, its pairs (link id, weight) or an :class:`AggregatedDemand`.
+        capacity: each link's capacity, >= 0 and finite, in the unit of the weights.
+        aggregator_capacity: each aggregator's throughput, >= 0 and finite (0: it sums nothing).
+        cap_level: the highest level, > 0.
+    """
+    n_links = len(capacity)
+    cap = [*capacity, *aggregator_capacity]
+    n_shared = len(cap)  # links and aggregators; each capped job's own resource follows
+    weights: list[dict[int, float]] = []
+    spilled: list[dict[int, float]] = [{} for _ in demands]
+    private: dict[int, int] = {}  # job -> the resource holding it at its own cap (weight 1)
+    for j, d in enumerate(demands):
+        if isinstance(d, AggregatedDemand):
+            if d.cap is not None and d.cap < cap_level:
+                private[j] = len(cap)
+                cap.append(max(0.0, d.cap))
+            weights.append(_weights(d, frozenset(), n_links, private.get(j)))
+        else:
+            weights.append(dict(d))
+    users: dict[int, dict[int, None]] = {}  # resource -> the jobs that ever loaded it, in order
+    left: dict[int, float] = {}  # capacity minus frozen loads minus unfrozen loads below their spills
+    weight_left: dict[int, float] = {}  # unfrozen jobs' current weights
+    count: dict[int, int] = {}  # unfrozen jobs with a weight on it
+    for j, w in enumerate(weights):
+        for r, x in w.items():
+            users.setdefault(r, {})[j] = None
+            weight_left[r] = weight_left.get(r, 0.0) + x
+            count[r] = count.get(r, 0) + 1
+    for r in users:
+        left[r] = cap[r]
+    heap = [(left[r] / weight_left[r], r) for r in sorted(users)]
     heapq.heapify(heap)
+    levels = [cap_level] * len(demands)
     frozen = [False] * len(demands)
-    # As in maxmin_indexed: a link's share (capacity left over unfrozen weight) only grows as jobs
-    # freeze below it, so keys are lower bounds refreshed when popped.
+    level = 0.0
     while heap:
-        key, link = heapq.heappop(heap)
-        if not unfrozen[link]:
+        key, r = heapq.heappop(heap)
+        if not count[r]:
             continue
-        level = max(0.0, left[link]) / weight_left[link]
-        if level > key * (1.0 + EPS):
-            heapq.heappush(heap, (level, link))
+        share = max(level, max(0.0, left[r]) / weight_left[r]) if weight_left[r] > 0 else math.inf
+        if share > key * (1.0 + EPS):
+            heapq.heappush(heap, (share, r))
             continue
-        if level >= cap_level:
+        if share >= cap_level:
             break
-        full = [link]
-        limit = level * (1.0 + EPS)
-        while heap and heap[0][0] <= limit:
-            _, other = heapq.heappop(heap)
-            if not unfrozen[other]:
+        level = share
+        for j in list(users[r]):
+            if frozen[j] or r not in weights[j]:
                 continue
-            share = max(0.0, left[other]) / weight_left[other]
-            if share <= limit:
-                full.append(other)
-            else:
-                heapq.heappush(heap, (share, other))
-        for bottleneck in full:
-            for j, _ in jobs_on[bottleneck]:
-                if frozen[j]:
-                    continue
-                frozen[j] = True
-                levels[j] = level
-                for hop, w in demands[j]:
-                    left[hop] -= w * level
-                    weight_left[hop] -= w
-                    unfrozen[hop] -= 1
-    return levels
+            if not n_links <= r < n_shared:  # a full link (or a job's cap) freezes its jobs
+                frozen[j], levels[j] = True, level
+                for hop, x in weights[j].items():
+                    left[hop] -= x * level
+                    weight_left[hop] -= x
+                    count[hop] -= 1
+            else:  # a spent aggregator: its jobs' increments pass it unaggregated
+                spilled[j][r - n_links] = level
+                new = _weights(demands[j], frozenset(spilled[j]), n_links, private.get(j))
+                for hop in sorted(weights[j].keys() | new.keys()):
+                    dw = new.get(hop, 0.0) - weights[j].get(hop, 0.0)
+                    if not dw:
+                        continue
+                    if hop not in users:
+                        users[hop], left[hop], weight_left[hop], count[hop] = {}, cap[hop], 0.0, 0
+                    users[hop][j] = None
+                    left[hop] += dw * level
+                    weight_left[hop] += dw
+                    count[hop] += (hop in new) - (hop in weights[j])
+                    if dw > 0 and weight_left[hop] > 0:
+                        heapq.heappush(heap, (max(level, max(0.0, left[hop]) / weight_left[hop]), hop))
+                weights[j] = new
+    return Fill(levels, spilled)
+
+
+def _weights(d: AggregatedDemand, spilled: frozenset[int], n_links: int, private: int | None) -> dict[int, float]:
+    """A job's resource weights (links, then aggregators offset by ``n_links``, then its cap's
+    resource ``private``) with ``spilled`` spent."""
+    out = dict(d.links(spilled))
+    for a, x in d.aggregators:
+        if a not in spilled:
+            out[n_links + a] = out.get(n_links + a, 0.0) + x
+    if private is not None:
+        out[private] = 1.0
+    return out

@@ -13,12 +13,13 @@ import pytest
 from test_summary import CFG, G, records, result
 
 from common.errors import ConfigError
-from experiment.config import INA_MAX_SLOTS, from_dict, ina_switches, load, to_dict, validate
+from experiment.config import INA_MAX_SLOTS, INA_RESULTS, from_dict, ina_switches, load, to_dict, validate
 from experiment.export import job_record
 from experiment.ina_results import InaJobResult, InaResult
 from experiment.report import ina_lines, summarise_policy, summary_tables, write_run_report
 from ina.p4.build import DEFAULT_SLOTS
 from ina.protocol import HEADER_BYTES
+from sim.ina import RESULTS
 from testbed.fidelity import JobEvidence, ina_bound_s, ina_links, job_verdicts
 from testbed.ina_runs import FALLBACK_COLLECTIVE, resolve_ina, unused_result, without_ina
 from testbed.shaping import link_rates_mbps
@@ -72,16 +73,28 @@ def test_ina_jobs_run_in_the_torch_runtime_and_in_train_mode(over):
     validate(cfg(**over))
 
 
-def test_the_simulator_refuses_ina_jobs_in_one_line():
-    with pytest.raises(ConfigError, match=r"job 'a' uses collective 'ina', which the flow-level simulator does not "
-                                          r"model; run it on the emulator") as e:
+def test_the_step_level_simulator_refuses_ina_jobs_in_one_line_and_the_fluid_one_runs_them():
+    with pytest.raises(ConfigError, match=r"job 'a' uses collective 'ina', which the simulator models in its fluid "
+                                          r"mode only; set simulator: \{mode: fluid\}") as e:
         validate(cfg(), backend="sim")
     assert "\n" not in str(e.value)
+    validate(cfg(simulator={"mode": "fluid"}), backend="sim")
 
 
-def test_trace_jobs_cannot_ask_for_ina():
-    with pytest.raises(ConfigError, match=r"config\.trace\.collective: 'ina'"):
+def test_trace_jobs_ask_for_ina_on_the_fluid_engine():
+    with pytest.raises(ConfigError, match=r"every job of trace x\.csv uses collective 'ina', which the simulator "
+                                          r"models in its fluid mode only"):
         validate(from_dict({"trace": {"file": "x.csv", "collective": "ina"}}), backend="sim")
+
+
+def test_multicast_results_are_the_simulators_only():
+    with pytest.raises(ConfigError, match=r"config\.ina\.results: 'multicast' is modelled by the simulator only"):
+        validate(cfg(ina={"results": "multicast"}))
+    validate(cfg(ina={"results": "multicast"}, simulator={"mode": "fluid"}), backend="sim")
+
+
+def test_the_configs_results_modes_are_the_simulators():
+    assert INA_RESULTS == RESULTS
 
 
 def no_p4_anywhere(monkeypatch, tmp_path):
