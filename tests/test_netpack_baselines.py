@@ -251,7 +251,7 @@ def test_a_job_that_does_not_fit_waits(key):
 def test_pat_is_a_spec_key_of_tetris_and_comb_only():
     """pat_gbps comes from the spec string (Gbit/s), is checked, and is not a key of the other baselines."""
     assert make_policy("tetris,pat_gbps=500").pat_gbps == 500.0
-    assert make_policy("comb").pat_gbps == 1000.0
+    assert make_policy("comb").pat_gbps is None  # the topology's
     with pytest.raises(PlacementError, match="pat_gbps"):
         make_policy("comb,pat_gbps=-1")
     with pytest.raises(PlacementError, match="pat_gbps"):

@@ -10,6 +10,7 @@ import pytest
 from common.errors import PlacementError
 from placement.netpack.network import Fabric, NetJob, access, job_flows, uplink
 from placement.netpack.waterfill import waterfill
+from topo import build_topology
 
 
 def fabric(racks: dict[str, list[str]], pat: dict[str, float], link: float = 100.0, up: float = 100.0) -> Fabric:
@@ -169,3 +170,20 @@ def test_with_ps_loopback_a_worker_on_the_ps_server_uses_no_network():
     assert local.flows == {access("s2"): 1, access("s1"): 1} and not local.aggregating and local.fan_in["r"] == 1
     st = waterfill(f, [job], ps_loopback=True)
     assert st.rate["j"] == pytest.approx(100.0) and not st.aggregated["j"]
+
+
+def test_the_fabric_takes_its_pat_from_the_topologys_switches():
+    """An experiment sets each INA switch's PAT on the graph (ina.pat_gbps): a fabric without a PAT of
+    its own reads it (0 on a ToR without one), and the paper's 1 Tb/s where no switch has one."""
+    from experiment.config import from_dict, validate
+    from placement.netpack.network import DEFAULT_PAT_GBPS, PAT_ATTRIBUTE
+
+    g = build_topology("leaf_spine", n_leaf=2, n_spine=1, hosts_per_leaf=2)
+    assert Fabric.from_graph(g).pat_gbps == {"l1": DEFAULT_PAT_GBPS, "l2": DEFAULT_PAT_GBPS}
+    g.nodes["l1"][PAT_ATTRIBUTE] = 7.0
+    assert Fabric.from_graph(g).pat_gbps == {"l1": 7.0, "l2": 0.0}
+    assert Fabric.from_graph(g, 3.0).pat_gbps == {"l1": 3.0, "l2": 3.0}
+    cfg = from_dict({"topology": {"kind": "leaf_spine", "n_leaf": 2, "n_spine": 1, "hosts_per_leaf": 2},
+                     "jobs": [{"name": "a", "model": "resnet50", "workers": 2, "collective": "ina"}],
+                     "ina": {"pat_gbps": 42, "switches": ["l2"]}})
+    assert Fabric.from_graph(validate(cfg)).pat_gbps == {"l1": 0.0, "l2": 42.0}

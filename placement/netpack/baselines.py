@@ -82,7 +82,6 @@ from placement.netpack.network import Fabric, FabricCache, NetJob, access
 from placement.netpack.state import Decision, Decisions
 from placement.netpack.waterfill import SteadyState, waterfill
 
-DEFAULT_PAT_GBPS = 1000.0
 """Every ToR's PAT in Gbit/s: the paper's simulator default, 1 Tb/s (spec §3.10)."""
 TIE_DIGITS = 9
 """Decimals kept of a score or a bandwidth (Gbit/s) before sorting (see the module docstring)."""
@@ -211,8 +210,9 @@ class BaselinePolicy(PlacementPolicy):
         strict_order: stop at the first pending job that does not fit (no later job starts).
     """
 
-    pat_gbps: float = DEFAULT_PAT_GBPS
-    """The ToRs' PAT of the estimated network (only Tetris and Comb read the steady state)."""
+    pat_gbps: float | None = None
+    """The ToRs' PAT of the estimated network (only Tetris and Comb read the steady state); None:
+    the topology's (:meth:`placement.netpack.network.Fabric.from_graph`)."""
 
     def __init__(self, seed: int = 0, strict_order: bool = False):
         super().__init__(seed)
@@ -332,15 +332,16 @@ class _SteadyStatePolicy(RankFillPolicy):
     Args:
         seed: unused (the baselines are deterministic); kept for the common interface.
         strict_order: stop at the first pending job that does not fit (no later job starts).
-        pat_gbps: every ToR's PAT in Gbit/s (default: the paper's simulator value, 1 Tb/s).
+        pat_gbps: every ToR's PAT in Gbit/s (default: the topology's, else the paper's simulator
+            value, 1 Tb/s).
 
     Raises:
         PlacementError: a negative or NaN ``pat_gbps``.
     """
 
-    def __init__(self, seed: int = 0, strict_order: bool = False, pat_gbps: float = DEFAULT_PAT_GBPS):
+    def __init__(self, seed: int = 0, strict_order: bool = False, pat_gbps: float | None = None):
         super().__init__(seed, strict_order)
-        if not pat_gbps >= 0:
+        if pat_gbps is not None and not pat_gbps >= 0:
             raise PlacementError(f"{self.name}: pat_gbps must be >= 0 Gbit/s, got {pat_gbps}")
         self.pat_gbps = pat_gbps
 

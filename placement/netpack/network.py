@@ -35,6 +35,11 @@ EPS = 1e-9
 """Tolerance of every saturation test (§6 #9: never exact equality)."""
 DEFAULT_LINK_GBPS = 100.0
 """Access link rate where the cluster has no topology (the paper's testbed NICs, §5.2)."""
+DEFAULT_PAT_GBPS = 1000.0
+"""Every ToR's PAT where neither the policy nor the topology gives one (the paper's simulator, §5.3)."""
+PAT_ATTRIBUTE = "pat_gbps"
+"""The switch attribute of a topology graph holding its PAT, Gbit/s (an experiment sets it on its
+INA switches from ``ina.pat_gbps``: the network the policies estimate is the one the runs have)."""
 
 
 def access(server: str) -> Link:
@@ -95,23 +100,27 @@ class Fabric:
         return out
 
     @classmethod
-    def from_view(cls, view, pat_gbps: float, link_gbps: float = DEFAULT_LINK_GBPS) -> Fabric:
+    def from_view(cls, view, pat_gbps: float | None = None, link_gbps: float = DEFAULT_LINK_GBPS) -> Fabric:
         """The fabric of a cluster view: :meth:`from_graph` of its topology, or where it has none
         (a cluster built from machines only), its racks with ``link_gbps`` access links and
-        uplinks of the rack's servers times ``link_gbps`` (no oversubscription)."""
+        uplinks of the rack's servers times ``link_gbps`` (no oversubscription) and ``pat_gbps``
+        (None: :data:`DEFAULT_PAT_GBPS`)."""
         if view.graph is not None:
             return cls.from_graph(view.graph, pat_gbps)
         rack_of = {m.name: m.rack for m in view.machines}
         racks = view.racks()
+        pat = DEFAULT_PAT_GBPS if pat_gbps is None else pat_gbps
         return cls(rack_of, {m: link_gbps for m in rack_of}, {r: len(ms) * link_gbps for r, ms in racks.items()},
-                   {r: pat_gbps for r in racks})
+                   {r: pat for r in racks})
 
     @classmethod
-    def from_graph(cls, g, pat_gbps: float | Mapping[str, float]) -> Fabric:
+    def from_graph(cls, g, pat_gbps: float | Mapping[str, float] | None = None) -> Fabric:
         """The fabric of a topology graph (machines carry ``rack``; links ``bw_mbps``).
 
         A rack's uplink is the sum of its ToR's links to switches. ``pat_gbps``: every ToR's PAT,
-        or a PAT per rack (missing racks: 0).
+        or a PAT per rack (missing racks: 0), or None: the graph's, each ToR's
+        :data:`PAT_ATTRIBUTE` (0 where a ToR has none), or :data:`DEFAULT_PAT_GBPS` everywhere
+        where no switch of the graph has one.
 
         Raises:
             PlacementError: no machines, or a machine not attached to its rack's switch.
@@ -134,6 +143,9 @@ class Fabric:
         for r in dict.fromkeys(rack_of.values()):
             up[r] = sum(float(g.edges[r, v].get("bw_mbps", 0.0)) for v in g.neighbors(r)
                         if g.nodes[v].get("role") == "switch") / 1000.0
+        if pat_gbps is None:
+            annotated = {n: d[PAT_ATTRIBUTE] for n, d in g.nodes(data=True) if PAT_ATTRIBUTE in d}
+            pat_gbps = annotated if annotated else DEFAULT_PAT_GBPS
         pat = {r: float(pat_gbps.get(r, 0.0)) if isinstance(pat_gbps, Mapping) else float(pat_gbps) for r in up}
         return cls(rack_of, acc, up, pat)
 
@@ -143,7 +155,7 @@ class FabricCache:
     (:meth:`Fabric.from_view` is O(servers); a policy is asked about the same cluster again and
     again)."""
 
-    def __init__(self, pat_gbps: float):
+    def __init__(self, pat_gbps: float | None = None):
         self.pat_gbps = pat_gbps
         self._key: tuple = ()
         self._fabric: Fabric | None = None

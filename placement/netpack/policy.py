@@ -163,8 +163,10 @@ class NetPackPolicy(PlacementPolicy):
 
     Args:
         seed: unused (NetPack is deterministic).
-        pat_gbps: every ToR's Peak Aggregation Throughput (§1.6; the paper's simulator default is
-            1 Tb/s). 0: no INA anywhere; NetPack still balances GPUs and bandwidth (§6.3, Fig. 11).
+        pat_gbps: every ToR's Peak Aggregation Throughput (§1.6). 0: no INA anywhere; NetPack
+            still balances GPUs and bandwidth (§6.3, Fig. 11). Default: the topology's (each INA
+            switch's, which an experiment sets from its ``ina.pat_gbps``), else the paper's
+            simulator's 1 Tb/s (:meth:`placement.netpack.network.Fabric.from_graph`).
         value: the server value, ``paper`` or ``code`` (module docstring).
         min_fan_in: the fan-in a ToR needs to aggregate a job (§6 #12).
         selective_ina: Step ❹; False leaves INA on for every job (as the baselines run).
@@ -178,15 +180,15 @@ class NetPackPolicy(PlacementPolicy):
 
     name = "netpack"
 
-    def __init__(self, seed: int = 0, pat_gbps: float = 1000.0, value: str = "paper", min_fan_in: int = 2,
+    def __init__(self, seed: int = 0, pat_gbps: float | None = None, value: str = "paper", min_fan_in: int = 2,
                  selective_ina: bool = True, ps_loopback: bool = False):
         super().__init__(seed)
         if value not in VALUES:
             raise PlacementError(f"netpack: unknown value {value!r}; valid: {', '.join(VALUES)}")
-        if not pat_gbps >= 0 or min_fan_in < 1:
+        if (pat_gbps is not None and not pat_gbps >= 0) or min_fan_in < 1:
             raise PlacementError(f"netpack: need pat_gbps >= 0 and min_fan_in >= 1, got {pat_gbps} and {min_fan_in}")
-        self.pat_gbps, self.value, self.min_fan_in, self.selective_ina = float(pat_gbps), value, min_fan_in, \
-            selective_ina
+        self.pat_gbps = None if pat_gbps is None else float(pat_gbps)
+        self.value, self.min_fan_in, self.selective_ina = value, min_fan_in, selective_ina
         self.ps_loopback = ps_loopback
         self.decisions = Decisions()
         self.fabrics = FabricCache(self.pat_gbps)
