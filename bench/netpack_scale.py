@@ -4,7 +4,7 @@
 
 Clusters are the paper's simulator's shape (§5.3): 16 servers per rack, 4 GPUs per server, one
 big switch with 100 Gb/s access links and 1:1 rack uplinks, PAT 1 Tb/s. Jobs are the first
-4,000 of Philly (Pollux's ``philly.csv`` in ``../shared/data/traces/philly``; GPU demands above
+4,000 of Philly (Pollux's ``philly.csv``, ``traces/philly/philly.csv``; GPU demands above
 the cluster's are skipped), replayed in virtual time: each arrival calls ``place`` with every
 pending job (NetPack's batch), a job holds its GPUs for its trace duration, and completions
 free them before the next arrival. Only ``place`` calls are timed.
@@ -34,8 +34,7 @@ from experiment.traces import read_trace  # noqa: E402
 from placement import Cluster, JobRequest, MachineInfo  # noqa: E402
 from placement.netpack.policy import NetPackPolicy  # noqa: E402
 
-TRACE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "shared", "data",
-                     "traces", "philly", "philly.csv")
+TRACE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "traces", "philly", "philly.csv")
 SERVERS_PER_RACK, GPUS = 16, 4
 PAPER_S_PER_JOB = {100: 3.25e-4, 10_000: 1.36e-2}
 TARGET_TOTAL_S = 30.0

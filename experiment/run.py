@@ -46,7 +46,7 @@ def _trace_jobs(t, seed: int, free_gpus: int, _version) -> tuple[ExperimentJob, 
     from jobs.models import MODELS, get_model
 
     trace = read_trace(t.file, t.format, max_jobs=t.max_jobs or None, start_s=t.start_s, span_s=t.span_s or None,
-                       max_gpus=free_gpus)
+                       max_gpus=free_gpus, min_gpus=t.min_gpus)
     jobs = trace.jobs
     if t.model_source == "pool":
         jobs = tuple(dataclasses.replace(j, model=None) for j in jobs)

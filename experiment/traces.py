@@ -111,7 +111,7 @@ class Trace:
         format: the :data:`TRACE_FORMATS` key it was read as.
         jobs: the selected jobs in arrival order.
         skipped: rows of the window left out, per reason (``zero_duration``, ``no_gpus``,
-            ``too_big``); reasons that did not occur are absent.
+            ``too_big``, ``too_small``); reasons that did not occur are absent.
         rows: data rows in the file.
     """
 
@@ -381,7 +381,8 @@ def _check_options(fmt, max_jobs, start_s, span_s, max_gpus, prefix) -> None:
 
 
 def read_trace(path: str | os.PathLike, fmt: str = "auto", *, max_jobs: int | None = None, start_s: float = 0.0,
-               span_s: float | None = None, max_gpus: int | None = None, prefix: str = "t") -> Trace:
+               span_s: float | None = None, max_gpus: int | None = None, min_gpus: int = 1,
+               prefix: str = "t") -> Trace:
     """Read a job trace and select jobs from it (the steps are in the module docstring).
 
     Args:
@@ -391,6 +392,8 @@ def read_trace(path: str | os.PathLike, fmt: str = "auto", *, max_jobs: int | No
         start_s: the window starts this many seconds after the file's first submission.
         span_s: the window's length in seconds (None: to the end of the file).
         max_gpus: skip jobs asking for more GPUs, as ``too_big`` (None: no limit).
+        min_gpus: skip jobs asking for fewer GPUs, as ``too_small`` (NetPack's simulator studies
+            distributed jobs: a single-server job never communicates, spec §5.3).
         prefix: job names are ``<prefix><i:05d>``.
 
     Returns:
@@ -400,6 +403,8 @@ def read_trace(path: str | os.PathLike, fmt: str = "auto", *, max_jobs: int | No
         ConfigError: one line naming the file and, for a bad field, its line, column and value.
     """
     _check_options(fmt, max_jobs, start_s, span_s, max_gpus, prefix)
+    if not (isinstance(min_gpus, int) and not isinstance(min_gpus, bool) and min_gpus >= 1):
+        raise ConfigError(f"read_trace min_gpus: {show(min_gpus)} is out of range (an integer >= 1)")
     if not isinstance(path, (str, os.PathLike)):
         raise ConfigError(f"read_trace path: {show(path)} is not a path")
     path = os.fspath(path)
@@ -423,7 +428,8 @@ def read_trace(path: str | os.PathLike, fmt: str = "auto", *, max_jobs: int | No
             continue
         raw = parsed[i]
         reason = ("zero_duration" if raw.duration_s <= 0 else "no_gpus" if raw.gpus == 0
-                  else "too_big" if max_gpus is not None and raw.gpus > max_gpus else None)
+                  else "too_big" if max_gpus is not None and raw.gpus > max_gpus
+                  else "too_small" if raw.gpus < min_gpus else None)
         if reason:
             skipped[reason] = skipped.get(reason, 0) + 1
         else:

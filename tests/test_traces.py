@@ -92,7 +92,7 @@ def test_shipped_files_match_their_readme_checksums():
     readme = (SHIPPED / "README.md").read_text()
     listed = {rel: digest for digest, rel in re.findall(r"^([0-9a-f]{64})  (\S+)$", readme, re.M)}
     files = {p.relative_to(SHIPPED).as_posix(): p for p in SHIPPED.rglob("*") if p.is_file() and p.name != "README.md"}
-    assert sorted(listed) == sorted(files) and len(files) == 7
+    assert sorted(listed) == sorted(files) and len(files) == 9
     for rel, path in files.items():
         assert hashlib.sha256(path.read_bytes()).hexdigest() == listed[rel], rel
 
@@ -199,6 +199,15 @@ def test_window_is_half_open_and_arrivals_rebased(tmp_path):
     assert picked(read_trace(path, start_s=120)) == [("g", 0.0)]
     empty = read_trace(path, start_s=1000)
     assert (empty.jobs, empty.skipped, empty.rows) == ((), {}, 8)
+
+
+def test_min_gpus_leaves_out_smaller_jobs_counted(tmp_path):
+    """min_gpus keeps the distributed jobs: smaller ones are skipped as too_small, after the other reasons."""
+    trace = read_trace(write(tmp_path, CRAFTED), max_gpus=8, min_gpus=4)
+    assert picked(trace) == [("f", 0.0), ("g", 210.0)]
+    assert trace.skipped == {"zero_duration": 2, "no_gpus": 1, "too_big": 1, "too_small": 2}
+    with pytest.raises(ConfigError, match=r"read_trace min_gpus: 0 is out of range"):
+        read_trace(write(tmp_path, CRAFTED), min_gpus=0)
 
 
 def test_max_jobs_keeps_the_first_after_skips(tmp_path):
