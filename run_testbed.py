@@ -7,6 +7,8 @@
     python run_testbed.py check experiments/x.yaml      # validate a config, no root needed
     python run_testbed.py --backend sim -c experiments/trace.yaml   # a cluster trace on the simulator
     python run_testbed.py validate RUN_DIR --estimates my_sim.csv   # your simulator against a run
+    python run_testbed.py sweep -c experiments/x.yaml --vary topology.oversubscription=1,2,4,8,20 --seeds 1-10
+                                                        # one parameter x seeds on the simulator, no root
     sudo python run_testbed.py clean                    # undo what a killed run recorded changing
 
 Errors a user can cause end with one line on stderr and exit code 2; a run in which some
@@ -127,6 +129,31 @@ def cmd_validate(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    """Sweep one config field over values and seeds on the simulator (no root). Every point is
+    validated before anything runs; the run directory is printed at the end."""
+    import functools
+
+    from experiment import config
+    from experiment.sweep import run_sweep
+    from experiment.sweep_spec import parse_seeds, parse_vary
+
+    cfg = config.load(args.config)
+    if args.results is not None:
+        cfg = dataclasses.replace(cfg, results_dir=args.results)
+    vary = parse_vary(args.vary)
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else (cfg.seed,)
+    try:
+        result = run_sweep(cfg, vary, seeds, policies=args.policy, reference=args.reference, workers=args.workers,
+                           say=functools.partial(print, flush=True))
+    except KeyboardInterrupt:
+        print("interrupted: the sweep and its worker processes were stopped; the runs done so far are written",
+              file=sys.stderr)
+        return 130
+    print(result.run_dir)
+    return 0
+
+
 class _ArgumentParser(argparse.ArgumentParser):
     """argparse whose usage errors are one line and exit code 2, like every other error a user can cause."""
 
@@ -163,13 +190,27 @@ def main(argv=None) -> int:
                                                "measurements (no root needed)")
     validate.add_argument("run_dir", help="a run's results directory (results/<timestamp>-<name>)")
     validate.add_argument("--estimates", required=True, help="CSV: job, comm_s and/or iteration_s[, policy]")
-    if not argv or argv[0] not in ("run", "check", "clean", "validate", "-h", "--help"):
+    sweep = sub.add_parser("sweep", help="vary one config field over values and seeds on the simulator and "
+                                          "compare the policies' normalised JCT (no root needed)")
+    sweep.add_argument("-c", "--config", default=DEFAULT_CONFIG, help="experiment YAML (default: %(default)s)")
+    sweep.add_argument("--vary", required=True, metavar="PATH=V1,V2,...",
+                       help="the config field (a dotted path, e.g. topology.oversubscription) and its values")
+    sweep.add_argument("--seeds", help="seeds each value runs with, e.g. 1-10 or 1,2,5 (default: the config's seed)")
+    sweep.add_argument("-p", "--policy", action="append",
+                       help="policy spec to run instead of the config's list (repeatable)")
+    sweep.add_argument("--reference", metavar="POLICY",
+                       help="the policy JCTs are normalised to (default: the first netpack policy, else the first)")
+    sweep.add_argument("--workers", type=int, default=1,
+                       help="runs at once, in a local process pool (default: %(default)s)")
+    sweep.add_argument("--results", help="results base directory (default: the config's results_dir)")
+    if not argv or argv[0] not in ("run", "check", "clean", "validate", "sweep", "-h", "--help"):
         argv = ["run", *argv]
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
     try:
-        return {"run": cmd_run, "check": cmd_check, "clean": cmd_clean, "validate": cmd_validate}[args.command](args)
+        return {"run": cmd_run, "check": cmd_check, "clean": cmd_clean, "validate": cmd_validate,
+                "sweep": cmd_sweep}[args.command](args)
     except TestbedError as e:
         if type(e).__name__ == "PolicyIncomplete":
             print(f"incomplete: {_one_line(e)}", file=sys.stderr)

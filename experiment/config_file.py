@@ -106,6 +106,21 @@ def _check_shape(text: str, path: str) -> None:
                               f"{event.start_mark.line + 1}); a config has a few hundred")
 
 
+def parse_value(text: str):
+    """``text`` read as a config file reads a value (this module's YAML rules: ``1e3`` is a float,
+    duplicate keys are refused, ...).
+
+    Raises:
+        ConfigError: not YAML, or a value YAML cannot construct (the message says why, without the
+            text: the caller names it).
+    """
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except (yaml.YAMLError, ValueError) as e:
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"is not a YAML value: {problem[:120]}") from None
+
+
 def read_yaml(path: str) -> Any:
     """The parsed content of the YAML file at ``path``, read within the limits above.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 
 from common.errors import PlacementError
 from common.jsonfile import write_json_atomic
@@ -39,3 +40,21 @@ def write_status(run_dir: str, status: str, detail: str | None = None) -> None:
 
 class PolicyIncomplete(PlacementError):
     """Some policies could not place every job; the others' results were written."""
+
+
+def incomplete(run_dir: str, failed: Sequence[str], total: int, what: str = "policies") -> PolicyIncomplete:
+    """The error of a run in which ``failed`` (labels, the first three named) of ``total`` ``what``
+    could not place every job."""
+    named = ", ".join(failed[:3]) + (", ..." if len(failed) > 3 else "")
+    return PolicyIncomplete(f"{len(failed)} of {total} {what} could not place every job ({named}); results of the "
+                            f"others are in {run_dir}")
+
+
+def finish(run_dir: str, failed: Sequence[str], total: int, what: str = "policies") -> None:
+    """Mark the run ``complete``, or ``incomplete`` and raise :func:`incomplete`'s error when some of
+    its ``total`` ``what`` (``failed``) could not place every job."""
+    if failed:
+        err = incomplete(run_dir, failed, total, what)
+        write_status(run_dir, "incomplete", str(err))
+        raise err
+    write_status(run_dir, "complete")

@@ -32,7 +32,7 @@ from experiment.config import ExperimentConfig, ina_jobs, ina_switches, policy_s
 from experiment.loop import LoopEvent, LoopResult
 from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
 from experiment.report import job_iteration_times, summarise_policy, write_run_report
-from experiment.results import PolicyIncomplete, write_json, write_status
+from experiment.results import PolicyIncomplete, incomplete, write_json, write_status
 from experiment.run import config_cluster, place_and_run
 from experiment.simrun import replay_on_simulator, sim_options
 from jobs.launcher import ready_path
@@ -406,5 +406,4 @@ def _run_policies(cfg: ExperimentConfig, g, caps: dict, ecn: tuple[str, str], ru
             write_run_report(run_dir, cfg, g, results, caps, progress.stream, unplaced)
             _export(run_dir, progress)
     if unplaced:
-        raise PolicyIncomplete(f"{len(unplaced)} of {len(specs)} policies could not place every job "
-                               f"({', '.join(unplaced)}); results of the others are in {run_dir}")
+        raise incomplete(run_dir, list(unplaced), len(specs))
