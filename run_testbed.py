@@ -145,7 +145,7 @@ def cmd_sweep(args) -> int:
     seeds = parse_seeds(args.seeds) if args.seeds is not None else (cfg.seed,)
     try:
         result = run_sweep(cfg, vary, seeds, policies=args.policy, reference=args.reference, workers=args.workers,
-                           say=functools.partial(print, flush=True))
+                           say=functools.partial(print, flush=True), on=args.executor, address=args.dask_scheduler)
     except KeyboardInterrupt:
         print("interrupted: the sweep and its worker processes were stopped; the runs done so far are written",
               file=sys.stderr)
@@ -201,7 +201,12 @@ def main(argv=None) -> int:
     sweep.add_argument("--reference", metavar="POLICY",
                        help="the policy JCTs are normalised to (default: the first netpack policy, else the first)")
     sweep.add_argument("--workers", type=int, default=1,
-                       help="runs at once, in a local process pool (default: %(default)s)")
+                       help="runs at once: a local process pool, or a local Dask cluster's processes (default: "
+                            "%(default)s)")
+    sweep.add_argument("--executor", default="local", metavar="local|dask",
+                       help="where the runs go: this machine, or a Dask cluster (default: %(default)s)")
+    sweep.add_argument("--dask-scheduler", metavar="ADDRESS",
+                       help="with --executor dask: the scheduler of a running cluster (default: a local cluster)")
     sweep.add_argument("--results", help="results base directory (default: the config's results_dir)")
     if not argv or argv[0] not in ("run", "check", "clean", "validate", "sweep", "-h", "--help"):
         argv = ["run", *argv]

@@ -15,9 +15,9 @@ The stages, pure but for the last:
 * :func:`sweep_rows` and :func:`sweep_stats`: the runs' summaries -> a :class:`SweepRow` per
   value, seed and policy (JCT normalised to the reference policy's at the same value and seed)
   and a :class:`SweepStat` per value and policy (mean and standard deviation over seeds);
-* :func:`run_sweep`: runs every point with :func:`experiment.simrun.run_simulated` (in a local
-  process pool with ``workers > 1``; the simulator is deterministic, so the rows are the same),
-  then writes the results.
+* :func:`run_sweep`: runs every point with :func:`experiment.simrun.run_simulated` on an
+  executor (:mod:`experiment.executors`: here or a local process pool, or a Dask cluster; the
+  simulator is deterministic, so the rows are the same on each), then writes the results.
 
 It writes ``<results>/<timestamp>-<name>-sweep/``:
 
@@ -43,17 +43,16 @@ import csv
 import dataclasses
 import math
 import os
-import signal
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from common.errors import ConfigError
 from experiment import results
 from experiment.config import ExperimentConfig, policy_specs, to_dict, validate
 from experiment.config_rules import show
 from experiment.efficiency import reference_policy
+from experiment.executors import executor
 from experiment.simsummary import SimPolicyError, SimPolicyOutcome, SimPolicySummary
 from experiment.sweep_spec import (
     SweepPoint,
@@ -303,49 +302,12 @@ def run_point(point: SweepPoint, run_dir: str) -> PointResult:
     return PointResult(point.value_index, point.seed, outcomes, time.monotonic() - t0)
 
 
-def _worker_init() -> None:
-    """A pool worker leaves Ctrl-C to the sweep, which stops it (SIGTERM) and records what was done;
-    a forked worker would otherwise inherit the command line's handlers."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def _run_all(points: Sequence[SweepPoint], run_dir: str, workers: int,
-             on_result: Callable[[PointResult], None]) -> None:
-    """Run every point, here or in a pool of ``workers`` processes, calling ``on_result`` as each ends.
-
-    Whatever stops it (Ctrl-C, a point's exception) stops the pool's own worker processes first."""
-    if workers == 1:
-        for p in points:
-            on_result(run_point(p, run_dir))
-        return
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(points)), initializer=_worker_init)
-    try:
-        futures = [pool.submit(run_point, p, run_dir) for p in points]
-        # No timeout, as a simulated run has none (a trace may take hours); a worker that dies
-        # breaks the pool, which raises here rather than hangs.
-        for future in as_completed(futures):
-            on_result(future.result())
-        pool.shutdown()
-    except BaseException:
-        _stop_pool(pool)
-        raise
-
-
-def _stop_pool(pool: ProcessPoolExecutor, timeout_s: float = 5.0) -> None:
-    """Cancel what has not started and stop the pool's worker processes (SIGTERM, then SIGKILL after
-    ``timeout_s``); nothing else. ``_processes`` is the executor's own record of its workers
-    (Python 3.14 adds ``terminate_workers()``; this project runs on 3.11)."""
-    workers = list((pool._processes or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for p in workers:
-        if p.is_alive():
-            p.terminate()
-    for p in workers:
-        p.join(timeout_s)
-        if p.is_alive():
-            p.kill()
-            p.join(timeout_s)
+def _where(on: str, workers: int, points: int, address: str | None) -> str:
+    """Where the runs go, for the first progress line."""
+    if address:
+        return f"on the Dask scheduler {address}"
+    at_once = f"{min(workers, points)} at a time"
+    return f"{at_once} (local Dask cluster)" if on == "dask" else at_once
 
 
 def _seeds_text(seeds: Sequence[int]) -> str:
@@ -357,7 +319,7 @@ def _seeds_text(seeds: Sequence[int]) -> str:
 
 def run_sweep(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int], run_dir: str | None = None,
               policies: Sequence[str] | None = None, reference: str | None = None, workers: int = 1,
-              say: Callable[[str], None] = print) -> SweepResult:
+              say: Callable[[str], None] = print, on: str = "local", address: str | None = None) -> SweepResult:
     """Run every value x seed of the sweep on the simulator and write its results (module docstring).
 
     Every point is validated before anything runs or any directory is made (:func:`sweep_points`).
@@ -374,33 +336,37 @@ def run_sweep(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int], run_dir: 
             ``cfg.results_dir``).
         policies: policy specs instead of the config's (validated as the config's are).
         reference: the policy JCTs are normalised to (default: the first ``netpack``, else the first).
-        workers: points run at once, in a local process pool when above 1.
+        workers: points run at once (a local process pool, or a local Dask cluster's processes).
         say: where progress lines and the table go.
+        on: the executor (:data:`experiment.executors.EXECUTORS`: ``local`` or ``dask``).
+        address: with ``dask``, a scheduler to run on instead of a local cluster.
 
     Returns:
         The rows and statistics.
 
     Raises:
-        ConfigError: an invalid point, reference or worker count; nothing has run.
+        ConfigError: an invalid point, reference, worker count or executor, Dask missing or its
+            scheduler unreachable; nothing has run.
         PolicyIncomplete: some policy could not place every job at some point (all is written).
     """
     if policies:
         cfg = dataclasses.replace(cfg, policies=tuple(policies))
     if not 1 <= workers <= MAX_WORKERS:
         raise ConfigError(f"--workers: {workers} is out of range (an integer in [1, {MAX_WORKERS}])")
+    run_on = executor(on)
     points = sweep_points(cfg, vary, seeds)
     specs = tuple(policy_specs(points[0].cfg))
     if reference is None:
         reference = reference_policy(specs)
     elif reference not in specs:
         raise ConfigError(f"--reference: {show(reference)} is not a policy of the sweep (policies: {', '.join(specs)})")
-    run_dir = run_dir or results.make_run_dir(f"{cfg.name}-sweep", cfg.results_dir)
+    run_dir = os.path.abspath(run_dir or results.make_run_dir(f"{cfg.name}-sweep", cfg.results_dir))
     os.makedirs(run_dir, exist_ok=True)
     results.write_status(run_dir, "running")
     seeds = tuple(seeds)
     runs = f"{len(points)} run{'s' if len(points) > 1 else ''}"
     say(f"sweep {run_dir}: {vary.name} = {', '.join(map(value_text, vary.values))} x seeds {_seeds_text(seeds)} "
-        f"({runs}) of {len(specs)} policies on the flow-level simulator, {min(workers, len(points))} at a time; "
+        f"({runs}) of {len(specs)} policies on the flow-level simulator, {_where(on, workers, len(points), address)}; "
         f"JCT normalised to {reference}; each run in {vary.param}=<value>/seed-<n>/")
     done: list[PointResult] = []
 
@@ -420,7 +386,7 @@ def run_sweep(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int], run_dir: 
 
     try:
         results.write_json(os.path.join(run_dir, "config.json"), to_dict(cfg))
-        _run_all(points, run_dir, workers, on_result)
+        run_on(run_point, [(p, run_dir) for p in points], on_result, workers, address)
     except KeyboardInterrupt:
         finish()
         results.write_status(run_dir, "interrupted", f"{len(done)} of {len(points)} runs done")

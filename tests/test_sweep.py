@@ -259,6 +259,51 @@ def test_workers_give_the_same_rows(swept, tmp_path):
         assert a.read() == b.read()
 
 
+def test_a_local_dask_cluster_gives_the_same_rows(swept, tmp_path):
+    """The Dask executor (a LocalCluster of 2 processes on loopback, started and stopped by the sweep)
+    gives the rows, statistics and sweep.csv of the in-process run."""
+    pytest.importorskip("distributed", reason="Dask is in requirements.txt; this venv lacks it")
+    import psutil
+
+    result, run_dir, _ = swept
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    lines: list[str] = []
+    on_dask = run_sweep(tiny_cfg(), result.vary, result.seeds, str(tmp_path), workers=2, say=lines.append, on="dask")
+    assert on_dask.rows == result.rows and on_dask.stats == result.stats
+    assert (tmp_path / "sweep.csv").read_text() == open(os.path.join(run_dir, "sweep.csv"), encoding="utf-8").read()
+    assert "2 at a time (local Dask cluster)" in lines[0]
+    # Every process the cluster started is gone; Python's multiprocessing resource tracker, one per
+    # process that spawns, stays until this one exits.
+    started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before
+               and "multiprocessing.resource_tracker" not in " ".join(p.cmdline())]
+    gone, alive = psutil.wait_procs(started, timeout=10)
+    assert not alive
+
+
+@pytest.mark.parametrize("kwargs, pattern", [
+    ({"on": "ray"}, r"--executor: 'ray' is not an executor \(valid: local, dask\)"),
+    ({"on": "local", "address": "tcp://127.0.0.1:1"}, r"a scheduler address is for --executor dask"),
+    ({"on": "dask", "address": "tcp://127.0.0.1:9"}, r"--dask-scheduler tcp://127.0.0.1:9: cannot reach a Dask "
+                                                     r"scheduler there"),
+])
+def test_a_bad_executor_or_scheduler_is_one_error(tmp_path, kwargs, pattern):
+    """An unknown executor fails before anything runs; a scheduler nobody answers at (port 9 on
+    loopback) is one ConfigError and the sweep's status says it failed."""
+    if kwargs["on"] == "dask":
+        pytest.importorskip("distributed", reason="Dask is in requirements.txt; this venv lacks it")
+    with pytest.raises(ConfigError, match=pattern) as e:
+        run_sweep(tiny_cfg(), Vary(OVERSUB, (2,)), (1,), str(tmp_path / "run"), say=lambda line: None, **kwargs)
+    assert "\n" not in str(e.value)
+
+
+def test_dask_missing_is_one_line(tmp_path, monkeypatch):
+    """Without Dask importable (a venv without it), --executor dask names the package to install."""
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.raises(ConfigError, match=r"--executor dask: Dask is not installed here \(pip install "
+                                          r"'dask\[distributed\]'\)"):
+        run_sweep(tiny_cfg(), Vary(OVERSUB, (2,)), (1,), str(tmp_path / "run"), say=lambda line: None, on="dask")
+
+
 def test_policy_that_cannot_place_makes_the_sweep_incomplete(tmp_path):
     """elasticflow rounds d's 5 GPUs up to 8 of 7 free and places none: its row holds the error and no figures,
     the others are written, the status is incomplete and PolicyIncomplete names it."""
