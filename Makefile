@@ -14,7 +14,7 @@ run: setup
 
 test: setup
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=15 tests
 
 unit: setup
 	$(PY) -m pytest -q -m "not emulation" tests

@@ -28,6 +28,9 @@ from typing import Any
 
 from common.errors import ConfigError
 
+CONNECT_TIMEOUT_S = 10.0
+"""How long ``dask`` tries to reach a scheduler at an address before giving up."""
+
 Executor = Callable[[Callable[..., Any], Sequence[tuple], Callable[[Any], None], int, "str | None"], None]
 """``(fn, calls, on_result, workers, address)``."""
 
@@ -93,7 +96,7 @@ def run_dask(fn: Callable[..., Any], calls: Sequence[tuple], on_result: Callable
     cluster = None
     try:
         if address:
-            client = Client(address, timeout="10s")
+            client = Client(address, timeout=f"{CONNECT_TIMEOUT_S}s")
         else:
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                                    dashboard_address=None, silence_logs=logging.ERROR)

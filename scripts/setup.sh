@@ -1,14 +1,43 @@
 #!/usr/bin/env bash
-# Idempotent set-up for a fresh Debian 12 machine, run as root:
-#   apt packages, Open vSwitch started, a venv with system site packages (for Debian's
+# Idempotent set-up for a fresh Debian 12 or Ubuntu (22.04, 24.04) machine, run as root:
+#   apt packages, Open vSwitch started, a venv with system site packages (for the distribution's
 #   Mininet) and the project installed into it. Safe to run again: it only does what is missing.
+#   The full-feature VM (vagrant/) runs it after its own extras.
+# SETUP_OS_RELEASE names the os-release file the distribution is read from (default
+# /etc/os-release; the tests point it at Ubuntu's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(mininet openvswitch-switch openvswitch-common iperf3 ethtool iputils-ping iproute2
-              procps psmisc python3-venv python3-dev
-              clang libbpf-dev bpftool linux-libc-dev gcc)  # the BPF ECN marker: compiled here, loaded by bpftool
+COMMON_PACKAGES=(mininet openvswitch-switch openvswitch-common iperf3 ethtool iputils-ping iproute2
+                 procps psmisc python3-venv python3-dev
+                 clang libbpf-dev linux-libc-dev gcc  # the BPF ECN marker: compiled here, loaded by bpftool
+                 shellcheck)                          # the tests check the shipped shell scripts
 VENV=.venv
+
+os_release="${SETUP_OS_RELEASE:-/etc/os-release}"
+# shellcheck source=/dev/null
+distro=$( . "$os_release" 2>/dev/null && echo "${ID:-unknown} ${VERSION_ID:-}" ) || distro="unknown"
+case "$distro" in
+    "debian 12")
+        # bpftool is a package of its own; vagrant runs the tests' check of vagrant/Vagrantfile.
+        APT_PACKAGES=("${COMMON_PACKAGES[@]}" bpftool vagrant)
+        # Debian's runtime libraries of a prebuilt bmv2/p4c prefix (the recipe in ../shared/p4 builds on Debian 12).
+        P4_RUNTIME_PACKAGES=(libjsoncpp25 libthrift-0.17.0 libboost-program-options1.74.0 libboost-iostreams1.74.0
+                             libxxhash0 libpcap0.8 libgmp10 libnanomsg5 libgc1 libprotobuf32 python3-thrift cpp)
+        TORCH_INDEX=""  # pip finds the CPU build (a local file on the development machines, else PyPI's)
+        ;;
+    "ubuntu 22.04" | "ubuntu 24.04")
+        # bpftool comes with the running kernel's tools; bmv2 and p4c from p4lang's packages
+        # (vagrant/provision.sh), which bring their own libraries.
+        APT_PACKAGES=("${COMMON_PACKAGES[@]}" linux-tools-common "linux-tools-$(uname -r)")
+        P4_RUNTIME_PACKAGES=()
+        TORCH_INDEX="https://download.pytorch.org/whl/cpu"  # PyPI's torch for Linux is the CUDA build (GBs)
+        ;;
+    *)
+        echo "setup: unsupported distribution '${distro% }' (from $os_release): Debian 12, Ubuntu 22.04 or 24.04" >&2
+        exit 1
+        ;;
+esac
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup: must run as root (Mininet, Open vSwitch and tc need it): sudo $0" >&2
@@ -17,12 +46,10 @@ fi
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
-    # Ubuntu ships bpftool in linux-tools (installed by vagrant/provision.sh), not as a package of its own.
-    if [ "$p" = bpftool ] && command -v bpftool >/dev/null 2>&1; then continue; fi
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-    echo "setup: installing ${missing[*]}"
+    echo "setup: installing ${missing[*]} ($distro)"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
@@ -36,13 +63,16 @@ if ! ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
-    echo "setup: creating $VENV (with system site packages, for Debian's mininet)"
+    echo "setup: creating $VENV (with system site packages, for the distribution's mininet)"
     /usr/bin/python3 -m venv --system-site-packages "$VENV"
 fi
 stamp="$VENV/.installed-$(cat requirements.txt setup.py | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
     echo "setup: installing Python packages into $VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check -r requirements.txt 2>&1 | grep -v "^WARNING: Location" || true
+    index=()
+    if [ -n "$TORCH_INDEX" ]; then index=(--extra-index-url "$TORCH_INDEX"); fi
+    "$VENV/bin/pip" install -q --disable-pip-version-check "${index[@]}" -r requirements.txt 2>&1 \
+        | grep -v "^WARNING: Location" || true
     "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -e . 2>&1 | grep -v "^WARNING: Location" || true
     "$VENV/bin/python" -c "import torch, os_ken, networkx, mininet.net, yaml" \
         || { echo "setup: Python packages did not install" >&2; exit 1; }
@@ -52,12 +82,11 @@ fi
 # The BPF ECN marker (testbed/bpf/vq_ecn.bpf.c), compiled when its source changed.
 "$VENV/bin/python" -m testbed.ecn build
 # INA's P4 aggregator (ina/p4/aggregator.p4) for bmv2, compiled when its source changed. A prebuilt
-# bmv2/p4c prefix (P4_PREFIX, else /opt/p4) needs Debian's runtime libraries; without any toolchain
-# INA runs on the software engine and the build says so.
-P4_RUNTIME_PACKAGES=(libjsoncpp25 libthrift-0.17.0 libboost-program-options1.74.0 libboost-iostreams1.74.0
-                     libxxhash0 libpcap0.8 libgmp10 libnanomsg5 libgc1 libprotobuf32 python3-thrift cpp)
+# bmv2/p4c prefix (P4_PREFIX, else /opt/p4) needs Debian's runtime libraries; p4lang's packages
+# (the VM's) are on PATH with theirs; without any toolchain INA runs on the software engine and
+# the build says so.
 p4_prefix="${P4_PREFIX:-/opt/p4}"
-if [ -x "$p4_prefix/bin/simple_switch" ]; then
+if [ -x "$p4_prefix/bin/simple_switch" ] && [ ${#P4_RUNTIME_PACKAGES[@]} -gt 0 ]; then
     missing=()
     for p in "${P4_RUNTIME_PACKAGES[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

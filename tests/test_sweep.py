@@ -286,11 +286,12 @@ def test_a_local_dask_cluster_gives_the_same_rows(swept, tmp_path):
     ({"on": "dask", "address": "tcp://127.0.0.1:9"}, r"--dask-scheduler tcp://127.0.0.1:9: cannot reach a Dask "
                                                      r"scheduler there"),
 ])
-def test_a_bad_executor_or_scheduler_is_one_error(tmp_path, kwargs, pattern):
+def test_a_bad_executor_or_scheduler_is_one_error(tmp_path, monkeypatch, kwargs, pattern):
     """An unknown executor fails before anything runs; a scheduler nobody answers at (port 9 on
-    loopback) is one ConfigError and the sweep's status says it failed."""
+    loopback, tried for 1 s here) is one ConfigError."""
     if kwargs["on"] == "dask":
         pytest.importorskip("distributed", reason="Dask is in requirements.txt; this venv lacks it")
+        monkeypatch.setattr("experiment.executors.CONNECT_TIMEOUT_S", 1.0)
     with pytest.raises(ConfigError, match=pattern) as e:
         run_sweep(tiny_cfg(), Vary(OVERSUB, (2,)), (1,), str(tmp_path / "run"), say=lambda line: None, **kwargs)
     assert "\n" not in str(e.value)
