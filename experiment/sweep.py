@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from common.errors import ConfigError
 from experiment import results
-from experiment.config import ExperimentConfig, policy_specs, to_dict, validate
+from experiment.config import ExperimentConfig, policy_specs, to_dict
 from experiment.config_rules import show
 from experiment.efficiency import reference_policy
 from experiment.executors import executor
@@ -292,7 +292,7 @@ def run_point(point: SweepPoint, run_dir: str) -> PointResult:
     lines and table go to ``sim.log`` there. Runs in a pool worker with ``workers > 1``."""
     from experiment.simrun import run_simulated
 
-    g = validate(point.cfg, backend="sim")
+    g = point.graph
     pdir = os.path.join(run_dir, point.path)
     os.makedirs(pdir, exist_ok=True)
     results.write_json(os.path.join(pdir, "config.json"), to_dict(point.cfg))

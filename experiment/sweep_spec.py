@@ -16,6 +16,7 @@ import inspect
 import os
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from common.errors import ConfigError
 from common.specs import safe_name
@@ -72,6 +73,7 @@ class SweepPoint:
         seed: the config's seed.
         cfg: the point's whole config, validated for the simulator.
         path: its directory, relative to the sweep's (``oversubscription=4/seed-3``).
+        graph: the topology graph its validation built (what the run places on; not compared).
     """
 
     value_index: int
@@ -79,7 +81,7 @@ class SweepPoint:
     seed: int
     cfg: ExperimentConfig
     path: str
-
+    graph: Any = dataclasses.field(compare=False, repr=False)
 
 
 def value_text(value: SweepValue) -> str:
@@ -285,9 +287,9 @@ def sweep_points(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int]) -> tup
             data["seed"] = seed
             try:
                 point = check_fields(from_dict(data))
-                validate(point, backend="sim")
+                g = validate(point, backend="sim")
             except ConfigError as e:
                 raise ConfigError(f"sweep point {vary.name}={value_text(value)} (seed {seed}): {e}") from None
             points.append(SweepPoint(i, value, seed, point, os.path.join(safe_name(vary.label(value)),
-                                                                          f"seed-{seed}")))
+                                                                          f"seed-{seed}"), g))
     return tuple(points)

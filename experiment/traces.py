@@ -354,7 +354,7 @@ def _parse(where: str, text: str, fmt: str) -> tuple[TraceFormat, list[RawJob], 
     return spec, out, lines
 
 
-def _check_options(fmt, max_jobs, start_s, span_s, max_gpus, prefix) -> None:
+def _check_options(fmt, max_jobs, start_s, span_s, max_gpus, min_gpus, prefix) -> None:
     def bad(what: str, value, valid: str):
         raise ConfigError(f"read_trace {what}: {show(value)} is out of range ({valid})")
 
@@ -376,6 +376,8 @@ def _check_options(fmt, max_jobs, start_s, span_s, max_gpus, prefix) -> None:
         bad("span_s", span_s, "a finite number > 0, or None")
     if max_gpus is not None and not (is_int(max_gpus) and max_gpus >= 1):
         bad("max_gpus", max_gpus, "an integer >= 1, or None")
+    if not (is_int(min_gpus) and min_gpus >= 1):
+        bad("min_gpus", min_gpus, "an integer >= 1")
     if not (isinstance(prefix, str) and NAME_RE.fullmatch(f"{prefix}00000")):
         bad("prefix", prefix, f"with 5 digits, a name: {NAME_RULE}")
 
@@ -402,9 +404,7 @@ def read_trace(path: str | os.PathLike, fmt: str = "auto", *, max_jobs: int | No
     Raises:
         ConfigError: one line naming the file and, for a bad field, its line, column and value.
     """
-    _check_options(fmt, max_jobs, start_s, span_s, max_gpus, prefix)
-    if not (isinstance(min_gpus, int) and not isinstance(min_gpus, bool) and min_gpus >= 1):
-        raise ConfigError(f"read_trace min_gpus: {show(min_gpus)} is out of range (an integer >= 1)")
+    _check_options(fmt, max_jobs, start_s, span_s, max_gpus, min_gpus, prefix)
     if not isinstance(path, (str, os.PathLike)):
         raise ConfigError(f"read_trace path: {show(path)} is not a path")
     path = os.fspath(path)

@@ -67,7 +67,7 @@ from common.units import BITS_PER_BYTE, MEGA, wire_bytes
 from jobs.patterns import INA, replay_pattern
 from sim.flowsim import JobEstimate, SimJob, SimOptions
 from sim.ina import ina_routes, stream_bytes, streams
-from sim.maxmin import EPS, AggregatedDemand, fill_levels
+from sim.maxmin import EPS, AggregatedDemand, aggregated_fraction, fill_levels
 from topo.routing import EcmpRoutes, path_links
 
 Link = tuple[str, str]
@@ -324,7 +324,7 @@ class FluidEngine:
             raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
         if not isinstance(run.demand, AggregatedDemand):
             return {}
-        return {self.aggregator_names[a]: min(1.0, run.spilled[a] / run.level) if a in run.spilled else 1.0
+        return {self.aggregator_names[a]: aggregated_fraction(run.spilled.get(a), run.level)
                 for a, _ in run.demand.aggregators}
 
     def levels(self) -> dict[str, float]:

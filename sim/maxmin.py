@@ -189,11 +189,14 @@ class Fill:
     spilled: list[dict[int, float]]
 
     def aggregated_fraction(self, job: int, aggregator: int) -> float:
-        """The part of the job's rate summed at ``aggregator``: the level at which it ran out over
-        the job's level (1 where it never did; NetPack's aggregation ratio, §1.6)."""
-        at = self.spilled[job].get(aggregator)
-        level = self.levels[job]
-        return 1.0 if at is None or level <= 0 else min(1.0, at / level)
+        """The part of the job's rate summed at ``aggregator`` (:func:`aggregated_fraction`)."""
+        return aggregated_fraction(self.spilled[job].get(aggregator), self.levels[job])
+
+
+def aggregated_fraction(spilled_at: float | None, level: float) -> float:
+    """The part of a job's rate summed at an aggregator: the level at which the aggregator ran out
+    for it over the job's level (1 where it never did; NetPack's aggregation ratio, §1.6)."""
+    return 1.0 if spilled_at is None or level <= 0 else min(1.0, spilled_at / level)
 
 
 def maxmin_levels(demands: Sequence[Pairs], capacity: Sequence[float], cap_level: float = 1.0) -> list[float]:
