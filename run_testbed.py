@@ -66,6 +66,8 @@ def cmd_run(args) -> int:
         changes["results_dir"] = args.results
     if args.policy:
         changes["policies"] = tuple(args.policy)
+    if args.container is not None:
+        changes["container"] = dataclasses.replace(cfg.container, engine=args.container)
     cfg = dataclasses.replace(cfg, **changes)
     if args.backend == "sim":
         from experiment.simrun import run_simulated_experiment
@@ -180,6 +182,9 @@ def main(argv=None) -> int:
                      help="emu: the emulated network (root); sim: the flow-level simulator (no root); "
                           "default: %(default)s")
     run.add_argument("--iterations", type=int, help="override the config's iterations")
+    run.add_argument("--container", metavar="none|docker",
+                     help="override the config's container.engine: workers as processes, or in Docker containers "
+                          "of the locally built worker image (needs `make setup DOCKER=1`)")
     run.add_argument("--results", help="results base directory (default: the config's results_dir)")
     check = sub.add_parser("check", help="validate a config without running it (no root needed)")
     check.add_argument("config")

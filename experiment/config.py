@@ -248,6 +248,25 @@ class InaConfig:
     results: str = rule_field(Name(INA_RESULTS), "unicast")
 
 
+CONTAINER_ENGINES = ("none", "docker")
+
+
+@dataclasses.dataclass(frozen=True)
+class ContainerConfig:
+    """Whether the emulator's workers run in containers (:mod:`testbed.containers`).
+
+    Attributes:
+        engine: ``none`` (each worker, or each machine's agent, is a process in its emulated
+            machine's network namespace) or ``docker`` (each is a container of the locally
+            built worker image, :mod:`testbed.worker_image`, in that namespace). The simulator
+            ignores it.
+        cpus: CPU limit of each container (``docker run --cpus``), in cores.
+    """
+
+    engine: str = rule_field(Name(CONTAINER_ENGINES), "none")
+    cpus: float = rule_field(Real(0.01, 1024), 1.0)
+
+
 SIM_MODES = ("steps", "fluid")
 
 
@@ -321,6 +340,7 @@ class ExperimentConfig:
             unless ECN marking is off.
         ecn: ECN marking and host ECN settings.
         ina: in-network aggregation for jobs of collective ``ina``.
+        container: workers as processes or in Docker containers (emulator only).
         simulator: what the flow-level simulator models in its per-job estimates.
         stats_interval_s: port statistics polling period.
         job_timeout_s: a wave of jobs that runs longer than this fails; in paper-scale
@@ -352,6 +372,7 @@ class ExperimentConfig:
     congestion_control: str = rule_field(Name(CONGESTION_CONTROLS), "cubic")
     ecn: EcnConfig = rule_field(Section(EcnConfig), factory=EcnConfig)
     ina: InaConfig = rule_field(Section(InaConfig), factory=InaConfig)
+    container: ContainerConfig = rule_field(Section(ContainerConfig), factory=ContainerConfig)
     simulator: SimulatorConfig = rule_field(Section(SimulatorConfig), factory=SimulatorConfig)
     stats_interval_s: float = rule_field(Real(0.05, 3600), 0.5)
     job_timeout_s: float = rule_field(Real(1, 10_000_000), 300.0)

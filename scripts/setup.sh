@@ -5,8 +5,22 @@
 #   The full-feature VM (vagrant/) runs it after its own extras.
 # SETUP_OS_RELEASE names the os-release file the distribution is read from (default
 # /etc/os-release; the tests point it at Ubuntu's).
+# --docker: also Docker, for workers in containers (`container: {engine: docker}`): docker.io and
+#   debootstrap (the worker image is built from a debootstrapped root filesystem), and dockerd
+#   started: by systemd where it runs, else on its own without touching the firewall or
+#   adding a bridge (its containers use the emulated machines' networks; no iptables rules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+with_docker=0
+for arg in "$@"; do
+    case "$arg" in
+        --docker) with_docker=1 ;;
+        *) echo "setup: unknown option '$arg' (valid: --docker)" >&2; exit 1 ;;
+    esac
+done
+DOCKER_PACKAGES=(docker.io debootstrap)
+DOCKERD_LOG=/var/log/dtnet-dockerd.log
 
 COMMON_PACKAGES=(mininet openvswitch-switch openvswitch-common iperf3 ethtool iputils-ping iproute2
                  procps psmisc python3-venv python3-dev
@@ -44,6 +58,9 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
+if [ "$with_docker" -eq 1 ]; then
+    APT_PACKAGES+=("${DOCKER_PACKAGES[@]}")
+fi
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -60,6 +77,18 @@ if ! ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
     echo "setup: starting Open vSwitch"
     /usr/share/openvswitch/scripts/ovs-ctl start >/dev/null 2>&1 || true
     ovs-vsctl --timeout=10 show >/dev/null || { echo "setup: Open vSwitch did not start" >&2; exit 1; }
+fi
+
+docker_up() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+if [ "$with_docker" -eq 1 ] && ! docker_up; then
+    echo "setup: starting dockerd"
+    if [ -d /run/systemd/system ]; then
+        systemctl start docker
+    else
+        setsid dockerd --iptables=false --ip6tables=false --bridge=none >>"$DOCKERD_LOG" 2>&1 </dev/null &
+    fi
+    for _ in $(seq 60); do docker_up && break; sleep 1; done
+    docker_up || { echo "setup: dockerd did not start (see $DOCKERD_LOG)" >&2; exit 1; }
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then

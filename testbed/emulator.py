@@ -37,6 +37,7 @@ from experiment.config import ExperimentConfig
 from jobs.agent import launch_agents, plan_agents, read_conns
 from jobs.launcher import (
     LIVENESS_INTERVAL_S,
+    ExecFn,
     RunningWorker,
     exit_failure,
     launch,
@@ -150,14 +151,18 @@ class EmulatorBackend(Backend):
         on_batch: called with each batch's index and its ``(job, placement)`` pairs as it starts.
         ina: the policy's INA jobs on the fabric (:class:`testbed.ina_runs.InaRuns`); None when
             no job uses collective ``ina``.
+        spawn: starts one worker or agent (:data:`jobs.launcher.ExecFn`); default: a process in
+            its machine (:meth:`testbed.net.EmulatedNetwork.popen`); workers in containers:
+            :class:`testbed.containers.ContainerRunner`.
     """
 
     name = "emu"
 
     def __init__(self, cfg: ExperimentConfig, net: EmulatedNetwork, out_dir: str, progress,
                  on_batch: Callable[[int, list[tuple[ExperimentJob, Placement]]], None] | None = None,
-                 ina: InaRuns | None = None):
+                 ina: InaRuns | None = None, spawn: ExecFn | None = None):
         self.cfg, self.net, self.out_dir, self.progress = cfg, net, out_dir, progress
+        self.spawn = spawn or self._popen
         self.on_batch = on_batch
         self.ina = ina
         self.t0 = time.monotonic()
@@ -168,6 +173,9 @@ class EmulatorBackend(Backend):
         self.waves: list[WaveResult] = []
         self.done_iterations: dict[str, int] = {}
         self.runs_of: dict[str, int] = {}
+
+    def _popen(self, machine: str, argv: list[str], env: dict, log_path: str):
+        return self.net.popen(machine, argv, env=env, log_path=log_path, cwd=PROJECT_ROOT)
 
     @property
     def now_s(self) -> float:
@@ -195,9 +203,6 @@ class EmulatorBackend(Backend):
         if self.on_batch is not None:
             self.on_batch(index, list(runs))
 
-        def exec_fn(machine, argv, env, log_path):
-            return self.net.popen(machine, argv, env=env, log_path=log_path, cwd=PROJECT_ROOT)
-
         before = self.net.switch_counters()
         t_launch = time.time()
         workers_by_job, plans, ina_endpoints = {}, [], {}
@@ -213,11 +218,11 @@ class EmulatorBackend(Backend):
                     job_plans = plan_agents({job: specs}, self.ips, free_tcp_port(), dirs[job], self.timeout_s,
                                             ina=job_ina)
                     plans.extend(job_plans)
-                    workers_by_job[job] = launch_agents(job_plans, exec_fn, dirs[job])
+                    workers_by_job[job] = launch_agents(job_plans, self.spawn, dirs[job])
                 else:
                     if job in ina_endpoints:
                         specs = with_ina(specs, ina_endpoints[job])
-                    workers_by_job[job] = launch(specs, exec_fn, dirs[job])
+                    workers_by_job[job] = launch(specs, self.spawn, dirs[job])
         except BaseException:
             stop_all([w for ws in workers_by_job.values() for w in ws])
             for job in ina_endpoints:

@@ -413,6 +413,11 @@ class EmulatedNetwork(StartStop):
         self._procs[p] = self.record.add(process_change(p.pid, f"{what} on {machine}"))
         return p
 
+    def track(self, proc: subprocess.Popen, change: Change) -> None:
+        """Tie a process started elsewhere (a worker container's client) to the change recorded
+        for it, so :meth:`forget` drops that change once the process has ended."""
+        self._procs[proc] = change
+
     def forget(self, proc: subprocess.Popen) -> None:
         """Drop a finished process from the cleanup list (and the record)."""
         if proc in self._procs and proc.poll() is not None:

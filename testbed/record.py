@@ -3,7 +3,9 @@
 Every change an emulated network makes outside its own results directory is one
 :class:`Change`: a process it started (PID and start time, so a reused PID is never
 signalled), an OVS bridge, a network interface in the root namespace, a bpffs mount, a
-directory, a sysctl or an Open vSwitch ``other_config`` key (with their original values). A
+directory, a sysctl or an Open vSwitch ``other_config`` key (with their original values), a
+Docker container (by name), the scratch tree of a worker image build and the build itself
+(its unfinished image layers, by label; :mod:`testbed.worker_image`). A
 :class:`RunRecord` appends each change to a JSON file under :data:`RECORDS_DIR` *before* the
 change is made (atomically: a crash leaves the old or the new file, never half of one), and
 removes it once undone; the file goes when nothing is left.
@@ -25,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,7 +39,8 @@ from common.jsonfile import write_json_atomic
 from testbed.procs import process_start_time, signal_group
 
 RECORDS_DIR = os.environ.get("TESTBED_RECORDS_DIR", "/var/lib/dtnet-testbed/runs")
-KINDS = ("process", "bridge", "link", "mount", "dir", "sysctl", "ovs_other_config")
+KINDS = ("process", "bridge", "link", "mount", "dir", "sysctl", "ovs_other_config", "container", "tree",
+         "image_build")
 STOP_GRACE_S = 2.0
 COMMAND_TIMEOUT_S = 30.0
 BRIDGE_TIMEOUT_S = 120  # deleting bridges with AF_XDP ports takes the daemon a while (testbed.ports)
@@ -136,6 +140,8 @@ def undo_group(changes: list[Change]) -> dict[Change, str | None]:
         raise ValueError(f"one kind per group, got {sorted(kinds)}")
     if kinds == {"process"}:
         return _stop_processes(changes)
+    if kinds == {"container"}:
+        return _remove_containers(changes)
     if kinds == {"bridge"}:
         argv = ["ovs-vsctl", f"--timeout={BRIDGE_TIMEOUT_S}"]
         for c in changes:
@@ -146,7 +152,58 @@ def undo_group(changes: list[Change]) -> dict[Change, str | None]:
     return {c: _undo_one(c) for c in changes}
 
 
+def _remove_containers(changes: list[Change]) -> dict[Change, str | None]:
+    """``docker rm -f`` the named containers at once; a container already gone is done."""
+    from testbed.containers import docker
+
+    names = [c.name for c in changes]
+    try:
+        docker(["rm", "-f", *names], timeout_s=BRIDGE_TIMEOUT_S, check=False)
+        left = set(docker(["ps", "-a", "--format", "{{.Names}}"]).stdout.split())
+    except EmulationError as e:
+        return dict.fromkeys(changes, str(e))
+    return {c: "still there after `docker rm -f`" if c.name in left else None for c in changes}
+
+
+def _remove_build(c: Change) -> str | None:
+    """The unfinished layers of an interrupted image build: its containers and untagged images,
+    found by the build's label (tagged images are finished ones, kept as the cache)."""
+    from testbed.containers import docker
+
+    label = f"dtnet.build={c.name}"
+    try:
+        ids = docker(["ps", "-aq", "--filter", f"label={label}"]).stdout.split()
+        if ids:
+            docker(["rm", "-f", *ids], timeout_s=BRIDGE_TIMEOUT_S)
+        docker(["image", "prune", "-f", "--filter", f"label={label}"], timeout_s=BRIDGE_TIMEOUT_S)
+    except EmulationError as e:
+        return str(e)
+    return None
+
+
+def _remove_tree(c: Change) -> str | None:
+    """A build's scratch directory, with whatever was mounted in it (debootstrap mounts /proc
+    and /sys in its target while it runs); only ever under the builds' own directory."""
+    from testbed.worker_image import BUILD_ROOT
+
+    path = os.path.realpath(c.name)
+    if os.path.dirname(path) != os.path.realpath(BUILD_ROOT):
+        return f"not a build directory of ours (outside {BUILD_ROOT})"
+    with open("/proc/mounts") as f:
+        inside = [line.split()[1] for line in f if line.split()[1].startswith(path + "/")]
+    for mount in sorted(inside, key=len, reverse=True):
+        cp = _run(["umount", "-l", mount])
+        if cp.returncode != 0:
+            return f"cannot unmount {mount}: {cp.stderr.strip()}"
+    shutil.rmtree(path, ignore_errors=True)
+    return f"{path} could not be removed" if os.path.exists(path) else None
+
+
 def _undo_one(c: Change) -> str | None:
+    if c.kind == "image_build":
+        return _remove_build(c)
+    if c.kind == "tree":
+        return _remove_tree(c)
     if c.kind == "link":
         if not os.path.exists(f"/sys/class/net/{c.name}"):
             return None
@@ -252,6 +309,16 @@ class RunRecord:
             if change in self.changes:
                 self.changes.remove(change)
                 self._save()
+
+    def undo(self, change: Change) -> str | None:
+        """Undo one change now (and forget it when done); None when done, else why not."""
+        try:
+            why = undo_group([change])[change]
+        except Exception as e:  # noqa: BLE001 - reported like unwind's failures
+            why = f"{type(e).__name__}: {e}"
+        if why is None:
+            self.discard(change)
+        return why
 
     def unwind(self, progress=None) -> list[str]:
         """Undo every change, newest first, shielded from further signals.

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from common.units import wall_s
 from experiment.report import job_iteration_times
 from jobs.agent import launch_agents, plan_agents
-from jobs.launcher import WorkerSpec, launch, open_gate_when_ready, processes, wait_all
+from jobs.launcher import ExecFn, WorkerSpec, launch, open_gate_when_ready, processes, wait_all
 from jobs.records import IterationRecord, read_records
 from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
 
@@ -49,7 +49,8 @@ class JobRun:
 
 def run_job(net, out_dir: str, job: str, machines: list[str], collective: str, buckets: tuple[int, ...], *,
             iterations: int = 3, warmup_iterations: int = 1, compute_s: float = 0.05, runtime: str = "agent",
-            timeout_s: float = 600.0, model: str = "vgg16", ina_endpoints: Mapping | None = None) -> JobRun:
+            timeout_s: float = 600.0, model: str = "vgg16", ina_endpoints: Mapping | None = None,
+            spawn: ExecFn | None = None) -> JobRun:
     """Run ``job`` with rank ``r`` on ``machines[r]`` replaying ``buckets`` (bytes, already scaled).
 
     Args:
@@ -62,6 +63,8 @@ def run_job(net, out_dir: str, job: str, machines: list[str], collective: str, b
             :class:`jobs.launcher.InaEndpoint` (:func:`testbed.ina_fabric.endpoints`); the caller has
             installed the job on the aggregators and started its parameter server
             (:class:`testbed.ina_fabric.InaFabric`).
+        spawn: starts each worker or agent (default: a process in its machine;
+            :class:`testbed.containers.ContainerRunner` for containers).
 
     Raises:
         JobError: a rank failed or timed out (every rank is stopped first).
@@ -79,6 +82,8 @@ def run_job(net, out_dir: str, job: str, machines: list[str], collective: str, b
 
     def exec_fn(m, argv, env, log):
         return net.popen(m, argv, env=env, log_path=log, cwd=PROJECT_ROOT)
+
+    exec_fn = spawn or exec_fn
 
     t0 = time.monotonic()
     if runtime == "agent":

@@ -35,12 +35,13 @@ from experiment.report import job_iteration_times, summarise_policy, write_run_r
 from experiment.results import PolicyIncomplete, incomplete, write_json, write_status
 from experiment.run import config_cluster, place_and_run
 from experiment.simrun import replay_on_simulator, sim_options
-from jobs.launcher import ready_path
+from jobs.launcher import ExecFn, ready_path
 from jobs.models import get_model
 from jobs.patterns import INA
 from placement.metrics import fragmentation, used_machines
 from sim.flowsim import JobEstimate, SimJob, simulate
 from testbed import capabilities, fidelity
+from testbed.containers import ContainerRunner, ContainerSettings
 from testbed.cpu import CpuSampler
 from testbed.ecn import marking_params, resolve_method
 from testbed.emulator import EmulatorBackend, WaveResult, uses_agents
@@ -50,6 +51,7 @@ from testbed.linkstats import LinkSeries, counter_series, read_queue_samples
 from testbed.net import EmulatedNetwork, NetOptions, link_rates_mbps
 from testbed.ports import resolve_port_type
 from testbed.queues import PortSampler
+from testbed.worker_image import ensure_image
 from topo.io import write_topology_json
 
 
@@ -114,7 +116,7 @@ def net_options(cfg: ExperimentConfig, ecn_method: str, switch_ports: str = "sys
 
 def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progress, net: EmulatedNetwork,
                ecn: tuple[str, str] = ("none", "not requested"), hosts_tcp: dict | None = None,
-               ina: InaSetup | None = None) -> PolicyResult:
+               ina: InaSetup | None = None, spawn: ExecFn | None = None) -> PolicyResult:
     """Run every job of ``cfg`` under placement policy ``spec`` on the run's network ``net``.
 
     The experiment loop (:mod:`experiment.loop`) drives the emulator back end
@@ -125,7 +127,9 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     and its queues drained, the hosts keep no TCP metrics between connections, and every
     figure is a difference of counters or a time window of the policy's own waves. ``ecn`` is
     the resolved marking path and why (:func:`testbed.ecn.resolve_method`); ``hosts_tcp`` the
-    hosts' TCP settings; ``ina`` the run's INA aggregators, when some job uses collective ``ina``.
+    hosts' TCP settings; ``ina`` the run's INA aggregators, when some job uses collective ``ina``;
+    ``spawn`` starts the workers (default: processes in the machines; or
+    :class:`testbed.containers.ContainerRunner`).
     """
     os.makedirs(pdir, exist_ok=True)
     sampler = CpuSampler()
@@ -151,7 +155,7 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     if ina is not None and ina.fabric is not None:
         ina_runs = InaRuns(g, ina.fabric, cfg.ina.slots, ina.switches, pdir)
         ina_runs.begin()
-    backend = EmulatorBackend(cfg, net, pdir, progress, on_batch=on_batch, ina=ina_runs)
+    backend = EmulatorBackend(cfg, net, pdir, progress, on_batch=on_batch, ina=ina_runs, spawn=spawn)
     counters_before = net.switch_counters()
     sampler.start()
     ports.start()
@@ -341,11 +345,18 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
         caps["ina_engine"], caps["ina_why"] = engine or "none", why
     caps["switch_ports"], caps["switch_ports_why"] = resolve_port_type(
         cfg.switch_ports, cfg.mtu, caps["ovs_datapath"], caps["afxdp_missing"])
+    containers = None
+    if cfg.container.engine == "docker":
+        image = ensure_image(progress.say)
+        containers = ContainerSettings(image.tag, cfg.container.cpus)
+        caps["container"] = {"engine": "docker", "cpus": cfg.container.cpus, **image.to_dict()}
+    else:
+        caps["container"] = {"engine": "none"}
     run_dir = run_dir or make_run_dir(cfg)
     os.makedirs(run_dir, exist_ok=True)
     write_status(run_dir, "running")
     try:
-        _run_policies(cfg, g, caps, ecn, run_dir, progress, policies, ina)
+        _run_policies(cfg, g, caps, ecn, run_dir, progress, policies, ina, containers)
     except KeyboardInterrupt:
         write_status(run_dir, "interrupted")
         raise
@@ -360,8 +371,10 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
 
 
 def _run_policies(cfg: ExperimentConfig, g, caps: dict, ecn: tuple[str, str], run_dir: str, progress: Progress,
-                  policies: list[str] | None, ina: InaSetup | None = None) -> None:
+                  policies: list[str] | None, ina: InaSetup | None = None,
+                  containers: ContainerSettings | None = None) -> None:
     """Every policy on one emulated network; the report (also after a failure) for those that finished.
+    With ``containers`` the workers run in containers of that image (:mod:`testbed.containers`).
 
     With INA jobs and no INA engine (``ina.use: optional``), they run the ring allreduce
     (:func:`testbed.ina_runs.without_ina`); ``config.json`` keeps what was asked.
@@ -373,9 +386,13 @@ def _run_policies(cfg: ExperimentConfig, g, caps: dict, ecn: tuple[str, str], ru
     write_topology_json(g, os.path.join(run_dir, "topology.json"))
     specs = policies or policy_specs(cfg)
     runtime = "agent" if uses_agents(cfg) else "torch"
+    if containers is not None:
+        runtime += f" runtime in docker containers ({containers.image}, {containers.cpus:g} CPU each)"
+    else:
+        runtime += " runtime as processes"
     progress.say(f"run {run_dir}: {len(cfg.jobs)} jobs, {len(specs)} policies, scale {cfg.scale:g}, "
                  f"dilation {cfg.dilation:g} (wall time of the iterations x{cfg.dilation:g}; times reported in "
-                 f"paper-scale seconds), {runtime} runtime, datapath {caps['ovs_datapath']} with "
+                 f"paper-scale seconds), {runtime}, datapath {caps['ovs_datapath']} with "
                  f"{caps['switch_ports']} switch ports ({caps['switch_ports_why']}), ECN {ecn[0]} ({ecn[1]})"
                  + (f", INA {ina.engine or 'not used'} ({ina.why})" if ina is not None else ""))
     results, unplaced = {}, {}
@@ -391,12 +408,13 @@ def _run_policies(cfg: ExperimentConfig, g, caps: dict, ecn: tuple[str, str], ru
                          f"{net.controller.status().get('rules', '?')} rules ({cfg.routing}), ECN: {ecn[0]}; "
                          f"every policy runs on it in turn")
             hosts_tcp = net.host_tcp_settings()
+            spawn = ContainerRunner(net, containers, [run_dir]) if containers is not None else None
             sanity_check(net, run_dir)
             for i, spec in enumerate(specs, 1):
                 progress.say(f"[{i}/{len(specs)}] policy {spec}")
                 try:
                     results[spec] = run_policy(cfg, g, spec, os.path.join(run_dir, safe_name(spec)), progress, net,
-                                               ecn, hosts_tcp, ina)
+                                               ecn, hosts_tcp, ina, spawn)
                 except PlacementError as e:
                     # A policy that cannot place the job mix is a result, not a reason to drop the others.
                     unplaced[spec] = str(e)

@@ -69,7 +69,28 @@ def leftovers() -> list[str]:
     if shutil.which("bpftool"):
         progs = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
         found += [f"bpf program {p['id']}" for p in json.loads(progs or "[]") if p.get("name") == "vq_ecn"]
+    # Worker containers and unfinished worker image layers (testbed.containers, testbed.worker_image).
+    from testbed.containers import LABEL, docker, docker_missing
+
+    if docker_missing() is None:
+        found += [f"container {n}" for n in docker(["ps", "-a", "--format", "{{.Names}}", "--filter",
+                                                     f"label={LABEL}"]).stdout.split()]
+        found += [f"image layer {i}" for i in docker(["images", "-q", "--filter", "dangling=true", "--filter",
+                                                       f"label={LABEL}"]).stdout.split()]
     return found
+
+
+def read_until(proc: subprocess.Popen, marker: str, timeout_s: float = 120) -> list[str]:
+    """Lines of ``proc``'s output up to the first holding ``marker`` (or until ``timeout_s``)."""
+    import time
+
+    seen = []
+    deadline = time.monotonic() + timeout_s
+    for line in proc.stdout:
+        seen.append(line)
+        if marker in line or time.monotonic() > deadline:
+            break
+    return seen
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, leftovers
+from conftest import ROOT, leftovers, read_until
 
 CLI = [sys.executable, os.path.join(ROOT, "run_testbed.py")]
 DEFAULT = os.path.join(ROOT, "experiments", "default.yaml")
@@ -138,12 +138,7 @@ def test_interrupted_run_leaves_nothing(emulation_ok, tmp_path):
     """SIGINT while jobs run: exit code 130, and no bridge, interface, namespace process or controller is left."""
     proc = subprocess.Popen([*CLI, "-c", DEFAULT, "-p", "spread", "--results", str(tmp_path)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    seen = []
-    deadline = time.monotonic() + 120
-    for line in proc.stdout:
-        seen.append(line)
-        if "wave 0:" in line or time.monotonic() > deadline:
-            break
+    seen = read_until(proc, "wave 0:")
     time.sleep(3)  # workers are starting
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)

@@ -41,8 +41,9 @@ def test_vagrant_validates_the_vm(tmp_path):
     assert cp.returncode == 0 and "validated successfully" in cp.stdout, cp.stdout + cp.stderr
 
 
-def stubbed_setup(tmp_path, os_release: str, timeout: float = 900):
-    """Run scripts/setup.sh with the given os-release and apt stubbed; returns (process, apt calls)."""
+def stubbed_setup(tmp_path, os_release: str, timeout: float = 900, args: tuple[str, ...] = ()):
+    """Run scripts/setup.sh (with ``args``) with the given os-release and apt stubbed; returns
+    (process, apt calls)."""
     (tmp_path / "os-release").write_text(os_release)
     stubs = tmp_path / "bin"
     stubs.mkdir()
@@ -52,7 +53,7 @@ def stubbed_setup(tmp_path, os_release: str, timeout: float = 900):
     for stub in stubs.iterdir():
         stub.chmod(0o755)
     env = {**os.environ, "SETUP_OS_RELEASE": str(tmp_path / "os-release"), "PATH": f"{stubs}:{os.environ['PATH']}"}
-    cp = subprocess.run(["bash", "scripts/setup.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
+    cp = subprocess.run(["bash", "scripts/setup.sh", *args], cwd=ROOT, env=env, capture_output=True, text=True,
                         timeout=timeout)
     calls = log.read_text().splitlines() if log.exists() else []
     return cp, calls
@@ -89,6 +90,7 @@ def test_setup_on_debian_asks_apt_for_debians_packages(tmp_path):
     packages = installed(calls)
     assert {"mininet", "openvswitch-switch", "bpftool", "vagrant", "shellcheck"} <= set(packages)
     assert not any(p.startswith("linux-tools") for p in packages)
+    assert "docker.io" not in packages and "debootstrap" not in packages  # only with --docker
     if os.path.exists(os.path.join(os.environ.get("P4_PREFIX", "/opt/p4"), "bin", "simple_switch")):
         # a prebuilt bmv2 prefix: Debian's runtime libraries asked for too
         assert any("libthrift-0.17.0" in c for c in calls if c.startswith("apt-get install"))
@@ -100,3 +102,22 @@ def test_an_unsupported_distribution_is_one_line(tmp_path):
     assert cp.returncode == 1 and calls == []
     assert cp.stderr.strip() == (f"setup: unsupported distribution 'fedora 41' (from {tmp_path / 'os-release'}): "
                                  "Debian 12, Ubuntu 22.04 or 24.04")
+
+
+@needs_root
+def test_setup_with_docker_adds_docker_and_debootstrap_and_a_running_daemon(tmp_path):
+    """``--docker`` (``make test``, ``make setup DOCKER=1``): docker.io and debootstrap in the same
+    apt call as the rest, and dockerd answering when the set-up ends (it started it, or found it)."""
+    cp, calls = stubbed_setup(tmp_path, UBUNTU_2404, args=("--docker",))
+    assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]
+    assert {"docker.io", "debootstrap", "mininet"} <= set(installed(calls))
+    version = subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True,
+                             text=True, timeout=60)
+    assert version.returncode == 0 and version.stdout.strip(), version.stderr
+
+
+@needs_root
+def test_an_unknown_setup_option_is_one_line(tmp_path):
+    cp, calls = stubbed_setup(tmp_path, DEBIAN_12, timeout=60, args=("--dokcer",))
+    assert cp.returncode == 1 and calls == []
+    assert cp.stderr.strip() == "setup: unknown option '--dokcer' (valid: --docker)"

@@ -5,15 +5,15 @@
 #     modules, loaded now and at every boot;
 #   - bmv2 and p4c: p4lang's packages (their openSUSE Build Service repository, as p4c's README
 #     gives it), on PATH where ina/p4/build.py finds them;
-#   - Docker, started.
-# then the project's own set-up (scripts/setup.sh: its Ubuntu branch). Safe to run again.
+# then the project's own set-up (scripts/setup.sh --docker: its Ubuntu branch, with Docker for workers
+# in containers, started by systemd). Safe to run again.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 # shellcheck source=/dev/null
 . /etc/os-release
 
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "linux-modules-extra-$(uname -r)" docker.io curl gpg ca-certificates
+apt-get install -y -qq --no-install-recommends "linux-modules-extra-$(uname -r)" curl gpg ca-certificates
 
 for module in openvswitch sch_red sch_netem; do
     modprobe "$module"
@@ -31,7 +31,6 @@ if ! command -v simple_switch >/dev/null 2>&1; then
     fi
 fi
 
-systemctl enable --now docker
-
 cd /testbed
-bash scripts/setup.sh
+bash scripts/setup.sh --docker
+systemctl enable docker

@@ -1,0 +1,195 @@
+"""Workers in Docker containers on the emulated machines' network (``container: {engine: docker}``).
+
+Each worker process (or, in the agent runtime, each machine's agent) runs in its own container
+of the locally built worker image (:mod:`testbed.worker_image`), started by ``docker run``:
+
+* **network**: the container is created with no network of its own (``--network none``); its
+  command enters the emulated machine's network namespace, bind-mounted read-only at
+  :data:`NETNS_PATH`, with ``nsenter --net`` before it runs the worker, so the worker sees the
+  machine's interface, address and routes exactly as a process started there does (what
+  Containernet achieves by moving the interface into the container). Entering a namespace
+  needs ``CAP_SYS_ADMIN``, the only capability added;
+* **CPU**: ``--cpus`` caps each container (cgroup CPU quota), ``container.cpus`` of the config;
+* **files**: the image holds the project and its venv at their paths on this machine, so the
+  worker's command and environment are unchanged; the run's directory is bind-mounted at its
+  own path, where the worker reads its spec and writes its records and log;
+* **environment**: the worker's variables whose names start with :data:`ENV_PREFIXES` (Python's,
+  OpenMP's, gloo's, torch's, the project's); the rest (PATH, HOME, ...) is the image's;
+* **processes**: ``--init`` runs a minimal init as the container's PID 1, which passes signals
+  on; the ``docker run`` client stays attached, so its exit status is the worker's and its
+  output goes to the worker's log. Signalling the client alone would not stop the container:
+  :class:`ContainerProcess` signals the container through the daemon.
+
+Every container is written to the network's run record (:mod:`testbed.record`) before it is
+started, so an interrupted or killed run removes it (``docker rm -f`` by its name), and
+``--rm`` removes it when its worker exits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import shutil
+import signal
+import subprocess
+
+from common.errors import EmulationError
+
+DOCKER_TIMEOUT_S = 30.0
+"""Limit of one short docker command (kill, rm, version)."""
+NETNS_PATH = "/run/dtnet/netns"
+"""Where a container sees its emulated machine's network namespace."""
+LABEL = "dtnet.testbed"
+"""Label on everything the project makes in Docker: its value says what (``worker``, ``base``, ...)."""
+ENV_PREFIXES = ("PYTHON", "OMP_", "MKL_", "GLOO_", "TORCH", "JOBS_", "DTNET_", "TESTBED_")
+"""Environment variables passed into a worker's container, by name prefix."""
+SETUP_HINT = "run `sudo make setup DOCKER=1` (installs docker.io and debootstrap, starts dockerd)"
+
+
+def docker_cli() -> str | None:
+    """Path of the docker client, or None."""
+    return shutil.which("docker")
+
+
+def docker(args: list[str], timeout_s: float = DOCKER_TIMEOUT_S, env: dict | None = None,
+           check: bool = True) -> subprocess.CompletedProcess:
+    """Run one docker client command in its own session (a terminal's Ctrl-C does not cut it short).
+
+    Raises:
+        EmulationError: with docker's message, when ``check`` and it fails or takes too long.
+    """
+    cli = docker_cli()
+    if cli is None:
+        raise EmulationError(f"docker is not installed: {SETUP_HINT}")
+    try:
+        cp = subprocess.run([cli, *args], capture_output=True, text=True, timeout=timeout_s, env=env,
+                            start_new_session=True)
+    except subprocess.TimeoutExpired:
+        raise EmulationError(f"`docker {' '.join(args[:3])}` did not finish within {timeout_s:g} s") from None
+    if check and cp.returncode != 0:
+        raise EmulationError(f"`docker {' '.join(args[:3])}` exited {cp.returncode}: "
+                             f"{(cp.stderr or cp.stdout).strip().splitlines()[-1:] or ''}")
+    return cp
+
+
+def docker_missing() -> str | None:
+    """Why worker containers cannot run here (None when the daemon answers)."""
+    if docker_cli() is None:
+        return f"docker is not installed: {SETUP_HINT}"
+    try:
+        cp = docker(["version", "--format", "{{.Server.Version}}"], timeout_s=10, check=False)
+    except EmulationError as e:
+        return f"dockerd does not answer ({e}): {SETUP_HINT}"
+    if cp.returncode != 0 or not cp.stdout.strip():
+        why = (cp.stderr.strip().splitlines() or ["no answer"])[-1]
+        return f"dockerd is not running or not reachable ({why}): {SETUP_HINT}"
+    return None
+
+
+def server_version() -> str:
+    """The Docker daemon's version (for the run's record of what ran)."""
+    return docker(["version", "--format", "{{.Server.Version}}"]).stdout.strip()
+
+
+def container_env_keys(env: dict) -> list[str]:
+    """The variables of ``env`` a worker's container gets (:data:`ENV_PREFIXES`), sorted."""
+    return sorted(k for k in env if k.startswith(ENV_PREFIXES))
+
+
+def run_argv(name: str, image: str, netns: str, cpus: float, mounts: list[str], env_keys: list[str],
+             workdir: str, argv: list[str], labels: dict[str, str]) -> list[str]:
+    """The ``docker run`` arguments of one worker container (see the module docstring).
+
+    Args:
+        name: the container's name (unique on this machine).
+        image: image reference.
+        netns: path of the emulated machine's network namespace on this machine
+            (``/proc/<pid>/ns/net`` of the machine's shell).
+        cpus: CPU limit (``--cpus``).
+        mounts: directories bind-mounted read-write at their own paths.
+        env_keys: variables passed from the client's environment (``-e NAME``).
+        workdir: the command's working directory.
+        argv: the command, run in the machine's network namespace.
+        labels: extra labels (``dtnet.testbed=worker`` is always set).
+    """
+    out = ["run", "--rm", "--init", "--name", name, "--network", "none", "--cap-add", "SYS_ADMIN",
+           "--cpus", f"{cpus:g}", "--log-driver", "none", "--label", f"{LABEL}=worker",
+           "-v", f"{netns}:{NETNS_PATH}:ro", "-w", workdir]
+    for key, value in sorted(labels.items()):
+        out += ["--label", f"{key}={value}"]
+    for path in mounts:
+        out += ["-v", f"{path}:{path}"]
+    for key in env_keys:
+        out += ["-e", key]
+    return out + [image, "nsenter", f"--net={NETNS_PATH}", "--", *argv]
+
+
+class ContainerProcess(subprocess.Popen):
+    """The attached ``docker run`` client of one worker container.
+
+    Its exit status is the worker's (``docker run`` returns once the container has exited and,
+    with ``--rm``, has been removed). A signal goes to the container through the daemon
+    (``docker kill``): the client alone would die and leave the container running. When the
+    daemon cannot deliver it (the container is not created yet, or is gone), the client gets it.
+    """
+
+    def __init__(self, container: str, argv: list[str], **kwargs):
+        self.container = container
+        super().__init__(argv, **kwargs)
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is not None:
+            return
+        cp = docker(["kill", "--signal", str(int(sig)), self.container], check=False)
+        if cp.returncode != 0 and sig == signal.SIGKILL:
+            super().send_signal(sig)
+
+
+@dataclasses.dataclass(frozen=True)
+class ContainerSettings:
+    """What every worker container of a run gets: the image (a tag of
+    :func:`testbed.worker_image.ensure_image`) and the CPU limit of each."""
+
+    image: str
+    cpus: float
+
+
+class ContainerRunner:
+    """Starts workers in containers on an emulated network's machines: an ``exec_fn``
+    (:data:`jobs.launcher.ExecFn`) for :func:`jobs.launcher.launch` and :func:`jobs.agent.launch_agents`.
+
+    Args:
+        net: the running :class:`testbed.net.EmulatedNetwork` (its machines' shells and run record).
+        settings: image and CPU limit.
+        mounts: directories the workers read and write (their specs, records and logs are there).
+    """
+
+    def __init__(self, net, settings: ContainerSettings, mounts: list[str]):
+        self.net, self.settings = net, settings
+        self.mounts = sorted({os.path.realpath(m) for m in mounts})
+        self._names = itertools.count(1)
+
+    def __call__(self, machine: str, argv: list[str], env: dict, log_path: str) -> ContainerProcess:
+        from testbed.controller_proc import PROJECT_ROOT
+        from testbed.record import Change
+
+        host = self.net.hosts[machine]
+        name = f"dtnet-{os.getpid()}-{next(self._names)}-{machine}"
+        keys = container_env_keys(env)
+        args = run_argv(name, self.settings.image, f"/proc/{host.pid}/ns/net", self.settings.cpus, self.mounts,
+                        keys, PROJECT_ROOT, list(argv), {"dtnet.owner": str(os.getpid())})
+        what = " ".join(os.path.basename(a) for a in argv[:3])
+        change = self.net.record.add(Change("container", name, what=f"{what} on {machine}"))
+        client_env = {k: v for k, v in os.environ.items() if k.startswith("DOCKER_")}  # which daemon
+        client_env.update((k, env[k]) for k in keys)
+        with open(log_path, "ab") as log:
+            try:
+                proc = ContainerProcess(name, [docker_cli() or "docker", *args], stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, env=client_env,
+                                        start_new_session=True)
+            except OSError as e:
+                self.net.record.discard(change)
+                raise EmulationError(f"cannot start a worker container on {machine}: {e}") from None
+        self.net.track(proc, change)
+        return proc

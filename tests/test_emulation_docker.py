@@ -1,0 +1,189 @@
+"""Emulation tests of workers in Docker containers (:mod:`testbed.containers`) of the worker image
+built here from local parts (:mod:`testbed.worker_image`).
+
+Skipped, naming why, where Docker cannot run (`make setup DOCKER=1` installs and starts it; the
+test command's set-up does).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT, SCALE, leftovers, read_until
+
+pytestmark = pytest.mark.emulation
+
+CLI = [sys.executable, os.path.join(ROOT, "run_testbed.py")]
+TINY_DOCKER = ("topology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_leaf: 1}\n"
+               "jobs: [{name: j, model: resnet50, workers: 2, collective: ring}]\n"
+               "background: {h1: 3, h2: 3}\n"
+               "container: {engine: docker, cpus: 1}\n"
+               "policies: [consolidate]\niterations: 20\nwarmup_iterations: 0\n")
+
+
+def _ours(*filters: str) -> list[str]:
+    """The project's containers (all states) matching ``filters``, by name."""
+    from testbed.containers import LABEL, docker
+
+    args = ["ps", "-a", "--format", "{{.Names}}", "--filter", f"label={LABEL}"]
+    for f in filters:
+        args += ["--filter", f]
+    return docker(args).stdout.split()
+
+
+def _networks() -> list[str]:
+    from testbed.containers import docker
+
+    return sorted(docker(["network", "ls", "--format", "{{.Name}}"]).stdout.split())
+
+
+@pytest.fixture(scope="module")
+def image(emulation_ok):
+    """The worker image, built from local parts (or found cached: its inputs did not change); a
+    second request builds nothing."""
+    from testbed.containers import docker_missing
+    from testbed.worker_image import ensure_image
+
+    why = docker_missing()
+    if why:
+        pytest.skip(f"docker: {why}")
+    said: list[str] = []
+    first = ensure_image(said.append)
+    again = ensure_image(said.append)
+    assert again.tag == first.tag and again.built == (), said
+    return first
+
+
+@pytest.fixture
+def pair_net(image, tmp_path_factory):
+    """h1 under l1, h2 under l2, one spine: 20 Mbit/s links."""
+    from testbed.net import EmulatedNetwork, NetOptions
+    from topo import leaf_spine
+
+    run_dir = str(tmp_path_factory.mktemp("docker"))
+    net = EmulatedNetwork(leaf_spine(2, 1, 1), run_dir, NetOptions(scale=SCALE))
+    with net:
+        failures = net.tcp_check(["h1"], ["h2"])
+        assert not failures, f"TCP sanity check failed: {failures}; evidence in {run_dir}"
+        yield net
+        error = net.controller.logged_exception()
+    assert error is None, f"controller logged an exception: {error}; see {net.controller.log_path}"
+    assert not leftovers(), f"network left behind: {leftovers()}"
+
+
+def test_a_job_in_containers_moves_what_it_moves_as_processes(image, pair_net, tmp_path):
+    """The same 2-machine ring, as processes and then with each machine's agent in a container
+    (1 CPU) of the image: the daemon started exactly those two containers, removed them when they
+    exited, and created no network; the communication time per iteration is the processes' within
+    the fidelity monitor's band of a job against its bound (0.95-1.10), and the bytes on every
+    link within 1%."""
+    from testbed.containers import ContainerRunner, ContainerSettings, docker
+    from testbed.fidelity import MAX_JOB_RATIO, MIN_JOB_RATIO
+    from testbed.replay import run_job
+
+    net = pair_net
+    networks = _networks()
+    buckets = (1_000_000, 250_000)
+    runs, moved = {}, {}
+    for kind in ("process", "docker"):
+        out = tmp_path / kind
+        out.mkdir()
+        spawn = ContainerRunner(net, ContainerSettings(image.tag, 1.0), [str(out)]) if kind == "docker" else None
+        since = docker(["system", "info", "--format", "{{.SystemTime}}"]).stdout.strip()
+        before = net.switch_counters()
+        runs[kind] = run_job(net, str(out), kind, ["h1", "h2"], "ring", buckets, iterations=4, warmup_iterations=1,
+                             compute_s=0.01, timeout_s=300, spawn=spawn)
+        time.sleep(0.3)
+        moved[kind] = net.link_bytes(before, net.switch_counters())
+        if kind == "docker":
+            until = docker(["system", "info", "--format", "{{.SystemTime}}"]).stdout.strip()
+            started = docker(["events", "--since", since, "--until", until, "--filter", "type=container",
+                              "--filter", "event=start", "--filter", "label=dtnet.testbed=worker",
+                              "--format", "{{.Actor.Attributes.name}}"]).stdout.split()
+    comm = {k: r.comm_mean_s() for k, r in runs.items()}
+    evidence = f"comm per iteration {comm}; link bytes {moved}; containers started {started}"
+    assert len(started) == 2 and all(n.startswith(f"dtnet-{os.getpid()}-") for n in started), evidence
+    assert _ours() == [] and _networks() == networks, evidence
+    assert MIN_JOB_RATIO <= comm["docker"] / comm["process"] <= MAX_JOB_RATIO, evidence
+    for link, b in moved["process"].items():
+        if b > 10_000:
+            assert abs(moved["docker"][link] - b) <= 0.01 * b, (link, evidence)
+
+
+def test_an_interrupted_docker_run_leaves_no_container(image, tmp_path):
+    """SIGINT while the workers run in containers: exit 130, and no container, unfinished image
+    layer, network, bridge, interface or process is left; the image stays cached."""
+    from testbed.containers import LABEL, docker
+
+    cfg = tmp_path / "docker.yaml"
+    cfg.write_text(TINY_DOCKER)
+    networks = _networks()
+    proc = subprocess.Popen([*CLI, "-c", str(cfg), "--results", str(tmp_path / "res")], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = read_until(proc, "wave 0:")
+    deadline = time.monotonic() + 60
+    while len(_ours("status=running")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    running = _ours("status=running")
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    evidence = "".join(seen) + out
+    assert len(running) == 2, evidence
+    assert proc.returncode == 130, evidence
+    assert "Traceback" not in out
+    assert _ours() == [] and _networks() == networks, evidence
+    assert docker(["images", "-q", "--filter", "dangling=true", "--filter", f"label={LABEL}"]).stdout.split() == []
+    assert docker(["images", "-q", image.tag]).stdout.strip(), "the cached image was removed"
+    assert leftovers() == []
+
+
+def test_an_interrupted_image_build_leaves_no_layer_scratch_or_process(image, tmp_path):
+    """SIGINT while a run builds a new base layer (another mirror spelling: new inputs, so a build):
+    exit 130, and the scratch root filesystem, the debootstrap process, unfinished layers and the
+    run record are gone; the cached image stays."""
+    from testbed.containers import LABEL, docker
+    from testbed.record import records
+    from testbed.worker_image import BUILD_ROOT
+
+    cfg = tmp_path / "docker.yaml"
+    cfg.write_text(TINY_DOCKER)
+    env = {**os.environ, "DTNET_MIRROR": "http://deb.debian.org/debian/"}
+    proc = subprocess.Popen([*CLI, "-c", str(cfg), "--results", str(tmp_path / "res")], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    scratch = os.path.join(BUILD_ROOT, f"rootfs-{proc.pid}")
+    deadline = time.monotonic() + 120
+    while not os.path.isdir(os.path.join(scratch, "debootstrap")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    building = os.path.isdir(scratch)
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert building and proc.returncode == 130, out
+    assert "Traceback" not in out
+    assert not os.path.exists(scratch), out
+    assert records() == [], out
+    assert subprocess.run(["pgrep", "-f", scratch], capture_output=True).returncode == 1, out
+    assert docker(["images", "-q", "--filter", "dangling=true", "--filter", f"label={LABEL}"]).stdout.split() == []
+    assert docker(["images", "-q", image.tag]).stdout.strip(), "the cached image was removed"
+    assert leftovers() == []
+
+
+def test_docker_asked_for_where_dockerd_cannot_be_reached_is_one_line(emulation_ok, tmp_path):
+    """``container: docker`` with no daemon to talk to: exit 2, one line naming dockerd and how to
+    start it, before any network is built or any run directory made."""
+    cfg = tmp_path / "docker.yaml"
+    cfg.write_text(TINY_DOCKER)
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-dockerd.sock"}
+    cp = subprocess.run([*CLI, "-c", str(cfg), "--results", str(tmp_path / "res")], cwd=ROOT, env=env,
+                        capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    assert "Traceback" not in cp.stdout + cp.stderr
+    last = cp.stderr.strip().splitlines()[-1]
+    assert "dockerd" in last and "make setup DOCKER=1" in last, cp.stderr
+    assert not (tmp_path / "res").exists()
+    assert leftovers() == []
