@@ -25,7 +25,8 @@ DOCKERD_LOG=/var/log/dtnet-dockerd.log
 COMMON_PACKAGES=(mininet openvswitch-switch openvswitch-common iperf3 ethtool iputils-ping iproute2
                  procps psmisc python3-venv python3-dev
                  clang libbpf-dev linux-libc-dev gcc  # the BPF ECN marker: compiled here, loaded by bpftool
-                 shellcheck)                          # the tests check the shipped shell scripts
+                 shellcheck                           # the tests check the shipped shell scripts
+                 openssh-server openssh-client sudo)  # cluster mode: Mininet's remote nodes and tunnels
 VENV=.venv
 
 os_release="${SETUP_OS_RELEASE:-/etc/os-release}"

@@ -28,6 +28,11 @@ Choices forced by the machines this runs on (see ARCHITECTURE.md):
   AF_XDP fabric (OVS's userspace datapath polls both kinds): behind an AF_XDP pipe
   (:mod:`testbed.ports`) the aggregator's packets back into its switch were lost after the first
   few (a 4-machine INA job stalled), as a system port the same job completes.
+
+In cluster mode (``cluster``, :mod:`testbed.cluster`) the nodes are spread over several servers
+with Mininet's cluster edition: every command for a node (configuration, shaping, counters,
+workers) runs on the node's server, and what the network creates there is recorded with the
+way to reach it, so the same undo removes it.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import typing
 from common.errors import EmulationError
 from common.lifecycle import StartStop
 from testbed import ports, shaping
+from testbed.cluster import LOCAL, REMOTE_RUN, Cluster, ClusterOptions
 from testbed.controller_proc import ControllerProcess
 from testbed.ecn import BpfMarker, MarkingParams, red_qdisc_args, wait_unloaded
 from testbed.procs import pid_alive, run, stop_process
@@ -74,6 +80,8 @@ class NetOptions:
             see :mod:`testbed.ports`).
         ina_switches: switches that get an INA aggregator port (:meth:`EmulatedNetwork.ina_port`),
             to which the controller steers INA packets (:func:`controller.rules.ina_steering`).
+        cluster: the servers the network is spread over (:mod:`testbed.cluster`), or None for
+            this machine alone.
     """
 
     scale: float = 1.0
@@ -88,6 +96,7 @@ class NetOptions:
     marking: typing.Callable[[float], MarkingParams] | None = None
     switch_ports: str = "system"
     ina_switches: tuple[str, ...] = ()
+    cluster: ClusterOptions | None = None
 
 
 VSWITCHD_PID_FILES = ("/run/openvswitch/ovs-vswitchd.pid", "/var/run/openvswitch/ovs-vswitchd.pid")
@@ -119,6 +128,17 @@ def _controller_class():
     return Controller
 
 
+def _shell_pid(node) -> int:
+    """The local process that holds a Mininet node's shell: the shell itself, or for a node on
+    another server the ``ssh`` client whose end takes the shell with it."""
+    return node.shell.pid if getattr(node, "isRemote", False) else node.pid
+
+
+def script(cmds: list[str]) -> str:
+    """Shell lines run in order that stop at the first failure, naming it on stderr."""
+    return "\n".join(f"{c} || {{ echo {shlex.quote('`' + c + '` failed')} >&2; exit 1; }}" for c in cmds)
+
+
 class EmulatedNetwork(StartStop):
     """A Mininet network built from a topology graph, with its controller.
 
@@ -147,6 +167,15 @@ class EmulatedNetwork(StartStop):
             raise EmulationError(f"switch port type {options.switch_ports!r}: resolve it first (system or afxdp)")
         if options.ecn_method not in ("none", "red", "bpf") or (options.ecn_method != "none" and not options.marking):
             raise EmulationError(f"ECN method {options.ecn_method!r} needs marking parameters")
+        self.cluster = Cluster(g, options.cluster, self.record) if options.cluster else None
+        if self.cluster is not None:
+            unsupported = [what for what, used in (("AF_XDP switch ports", options.switch_ports != "system"),
+                                                   ("an ECN marker", options.ecn_method != "none"),
+                                                   ("INA aggregators", bool(options.ina_switches))) if used]
+            if unsupported:
+                raise EmulationError(f"cluster mode runs without {' and '.join(unsupported)} (plain switch ports, "
+                                     f"no ECN marking, no INA)")
+        self.server_of = self.cluster.placement if self.cluster else dict.fromkeys(g.nodes, LOCAL)
         os.makedirs(run_dir, exist_ok=True)
         self.topology_path = os.path.join(run_dir, "topology.json")
 
@@ -168,6 +197,8 @@ class EmulatedNetwork(StartStop):
 
         setLogLevel("error")
         require_no_leftovers()
+        if self.cluster is not None:
+            self.cluster.precheck(self.options.congestion_control)
         self._require_names_free()
         self._vswitchd_pid = vswitchd_pid()
         write_topology_json(self.g, self.topology_path)
@@ -175,25 +206,38 @@ class EmulatedNetwork(StartStop):
         self.controller = ControllerProcess(self.run_dir, self.topology_path, self.options.routing,
                                             self.options.stats_interval_s, self.ina_ports)
         self.controller.start(on_spawn=lambda pid: self.record.add(process_change(pid, "controller")))
+        classes, where = {}, {}
+        if self.cluster is not None:
+            self.cluster.start(self.controller.port)
+            host_cls, switch_cls, link_cls = self.cluster.mininet_classes()
+            classes = {"host": host_cls, "link": link_cls}
+
+            def where(node):
+                server = self.server_of[node]
+                remote = {"controlPath": self.cluster.control_path(server)} if server != LOCAL else {}
+                # serverIP: the name as ssh knows it (Mininet would resolve it, losing an ssh_config alias)
+                return {"server": server, "serverIP": server, "user": self.cluster.options.user, **remote}
+        else:
+            switch_cls = OVSSwitch
         self.mn = Mininet(topo=None, build=False, autoSetMacs=False, autoStaticArp=False,
-                          controller=None, waitConnected=False)
+                          controller=None, waitConnected=False, **classes)
         c0 = self.mn.addController("c0", controller=_controller_class(), ip="127.0.0.1", port=self.controller.port)
         self.record.add(process_change(c0.pid, "controller node shell"))
         for m in machines(self.g):
             d = self.g.nodes[m]
-            self.hosts[m] = self.mn.addHost(m, ip=f"{d['ip']}/8", mac=d["mac"])
-            self.record.add(process_change(self.hosts[m].pid, f"machine {m} shell"))
+            self.hosts[m] = self.mn.addHost(m, ip=f"{d['ip']}/8", mac=d["mac"], **(where(m) if where else {}))
+            self.record.add(process_change(_shell_pid(self.hosts[m]), f"machine {m} shell"))
         for s in switches(self.g):
             d = self.g.nodes[s]
-            self.record.add(Change("bridge", s, what="switch"))
-            sw = self.mn.addSwitch(s, cls=OVSSwitch, dpid=f"{d['dpid']:016x}", datapath=self.options.datapath,
-                                   failMode="secure", protocols="OpenFlow13")
-            self.record.add(process_change(sw.pid, f"switch {s} shell"))
+            self.record.add(Change("bridge", s, what="switch", via=self.via(s)))
+            sw = self.mn.addSwitch(s, cls=switch_cls, dpid=f"{d['dpid']:016x}", datapath=self.options.datapath,
+                                   failMode="secure", protocols="OpenFlow13", **(where(s) if where else {}))
+            self.record.add(process_change(_shell_pid(sw), f"switch {s} shell"))
         for u, v, d in sorted(self.g.edges(data=True)):
             pu, pv = d["ports"][u], d["ports"][v]
             for node, other, port in ((u, v, pu), (v, u, pv)):
                 name = f"{node}-eth{port}"
-                self.record.add(Change("link", name, what=f"{node} port to {other}"))
+                self.record.add(Change("link", name, what=f"{node} port to {other}", via=self.via(node)))
                 if self.g.nodes[node]["role"] == "switch":
                     self.switch_intfs[(node, other)] = name
                 else:
@@ -228,23 +272,46 @@ class EmulatedNetwork(StartStop):
                 run(["ovs-vsctl", "set", "Interface", f"{s}-eth{port}", f"mtu_request={self.options.mtu}"])
         self.controller.wait_ready()
 
+    def via(self, node: str) -> tuple[str, ...]:
+        """The command prefix that reaches ``node``'s server (empty on this machine)."""
+        return self.cluster.via(self.server_of[node]) if self.cluster is not None else ()
+
+    def _on(self, server: str, argv: list[str], timeout_s: float = 30.0) -> subprocess.CompletedProcess:
+        """Run a short command in the root namespace of ``server``; EmulationError if it fails."""
+        if server == LOCAL:
+            return run(argv, timeout_s=timeout_s)
+        return self.cluster.run(server, argv, timeout_s=timeout_s)
+
+    def _servers(self, nodes) -> dict[str, list[str]]:
+        """``nodes`` grouped by their server, this machine first."""
+        out: dict[str, list[str]] = {}
+        for n in sorted(nodes, key=lambda n: self.server_of[n] != LOCAL):
+            out.setdefault(self.server_of[n], []).append(n)
+        return out
+
     def _require_names_free(self) -> None:
         """Refuse to touch an OVS bridge or interface this network would create but did not."""
-        bridges = set(run(["ovs-vsctl", "--timeout=10", "list-br"]).stdout.split())
-        taken = sorted(bridges & set(switches(self.g)))
-        if taken:
-            raise EmulationError(f"Open vSwitch bridge(s) {', '.join(taken[:5])} already exist and this run did not "
-                                 f"create them; remove or rename them (`ovs-vsctl del-br NAME`) to run here")
-        wanted = {f"{n}-eth{d['ports'][n]}" for u, v, d in self.g.edges(data=True) for n in (u, v)
-                  if self.g.nodes[n]["role"] == "switch"}
-        if self.options.switch_ports == "afxdp":
-            wanted |= {dev for name in list(wanted) for dev in ports.pipe_names(name)}
-        wanted |= {f"{s}-eth{p}" for s, p in self.ina_ports.items()}  # system ports, whatever the others
-        wanted |= {self.ina_peer(s) for s in self.ina_ports}
-        taken = sorted(wanted & set(os.listdir("/sys/class/net")))
-        if taken:
-            raise EmulationError(f"network interface(s) {', '.join(taken[:5])} already exist and this run did not "
-                                 f"create them; remove them to run here")
+        for server, group in self._servers(switches(self.g)).items():
+            where = "" if server == LOCAL else f" on {server}"
+            bridges = set(self._on(server, ["ovs-vsctl", "--timeout=10", "list-br"]).stdout.split())
+            taken = sorted(bridges & set(switches(self.g)))
+            if taken:
+                raise EmulationError(f"Open vSwitch bridge(s) {', '.join(taken[:5])} already exist{where} and this "
+                                     f"run did not create them; remove or rename them (`ovs-vsctl del-br NAME`) "
+                                     f"to run here")
+            mine = set(group)
+            wanted = {f"{n}-eth{d['ports'][n]}" for u, v, d in self.g.edges(data=True) for n in (u, v)
+                      if self.g.nodes[n]["role"] == "switch" and n in mine}
+            if self.options.switch_ports == "afxdp":
+                wanted |= {dev for name in list(wanted) for dev in ports.pipe_names(name)}
+            wanted |= {f"{s}-eth{p}" for s, p in self.ina_ports.items()}  # system ports, whatever the others
+            wanted |= {self.ina_peer(s) for s in self.ina_ports}
+            present = (os.listdir("/sys/class/net") if server == LOCAL
+                       else self._on(server, ["ls", "/sys/class/net"]).stdout.split())
+            taken = sorted(wanted & set(present))
+            if taken:
+                raise EmulationError(f"network interface(s) {', '.join(taken[:5])} already exist{where} and this "
+                                     f"run did not create them; remove them to run here")
 
     def stop(self) -> None:
         """Undo everything this network changed, newest first (:meth:`testbed.record.RunRecord.unwind`).
@@ -312,15 +379,19 @@ class EmulatedNetwork(StartStop):
     # -- configuration ---------------------------------------------------------------------
 
     def _allow_congestion_control(self) -> None:
+        """Let the hosts pick the configured congestion control (every server's root namespace)."""
         key = "net.ipv4.tcp_allowed_congestion_control"
         cc = self.options.congestion_control
-        allowed = run(["sysctl", "-n", key]).stdout.split()
-        available = run(["sysctl", "-n", "net.ipv4.tcp_available_congestion_control"]).stdout.split()
-        if cc not in available:
-            raise EmulationError(f"congestion control {cc!r} is not available; available: {', '.join(available)}")
-        if cc not in allowed:
-            self.record.add(Change("sysctl", key, original=" ".join(allowed), what=f"allow {cc}"))
-            run(["sysctl", "-w", f"{key}={' '.join(allowed + [cc])}"])
+        for server in self._servers(self.g.nodes):
+            allowed = self._on(server, ["sysctl", "-n", key]).stdout.split()
+            available = self._on(server, ["sysctl", "-n", "net.ipv4.tcp_available_congestion_control"]).stdout.split()
+            if cc not in available:
+                raise EmulationError(f"congestion control {cc!r} is not available"
+                                     f"{'' if server == LOCAL else ' on ' + server}; available: {', '.join(available)}")
+            if cc not in allowed:
+                via = self.cluster.via(server) if server != LOCAL else ()
+                self.record.add(Change("sysctl", key, original=" ".join(allowed), what=f"allow {cc}", via=via))
+                self._on(server, ["sysctl", "-w", f"{key}={' '.join(allowed + [cc])}"])
 
     def port_rate(self, node: str, other: str) -> float:
         """Emulated rate of the link between ``node`` and ``other``, Mbit/s."""
@@ -343,68 +414,97 @@ class EmulatedNetwork(StartStop):
 
     def _configure_interfaces(self) -> None:
         off = " ".join(f"{o} off" for o in OFFLOADS)
-        root_cmds = []
+        root_cmds: dict[str, list[str]] = {}
         for (s, other), intf in self.switch_intfs.items():
-            root_cmds.append(f"ethtool -K {intf} {off}")
-            root_cmds.append(f"ip link set {intf} mtu {self.options.mtu}")
-            root_cmds += self._shape_cmds(intf, self.port_rate(s, other), switch_port=True)
-        for cmd in root_cmds:
-            cp = subprocess.run(shlex.split(cmd), capture_output=True, text=True, timeout=30)
-            if cp.returncode != 0:
-                raise EmulationError(f"`{cmd}` failed: {cp.stderr.strip()}")
+            cmds = root_cmds.setdefault(self.server_of[s], [])
+            cmds.append(f"ethtool -K {intf} {off}")
+            cmds.append(f"ip link set {intf} mtu {self.options.mtu}")
+            cmds += self._shape_cmds(intf, self.port_rate(s, other), switch_port=True)
+        for server, cmds in root_cmds.items():
+            if server == LOCAL:
+                for cmd in cmds:
+                    cp = subprocess.run(shlex.split(cmd), capture_output=True, text=True, timeout=30)
+                    if cp.returncode != 0:
+                        raise EmulationError(f"`{cmd}` failed: {cp.stderr.strip()}")
+            else:
+                self._on(server, ["sh", "-c", script(cmds)], timeout_s=120)
         for m, intf in self.host_intf.items():
             (nbr,) = self.g.neighbors(m)
-            for cmd in [f"ethtool -K {intf} {off}", f"ip link set {intf} mtu {self.options.mtu}",
-                        *self._shape_cmds(intf, self.port_rate(m, nbr))]:
-                self.host_exec(m, cmd)
+            self.host_script(m, [f"ethtool -K {intf} {off}", f"ip link set {intf} mtu {self.options.mtu}",
+                                 *self._shape_cmds(intf, self.port_rate(m, nbr))])
 
     def _check_shaping(self) -> None:
         """Raise EmulationError unless every switch port has its shaper (catches anything that resets qdiscs)."""
-        cp = subprocess.run(["tc", "-j", "qdisc", "show"], capture_output=True, text=True, timeout=30)
-        shaped = {q.get("dev") for q in json.loads(cp.stdout or "[]") if q.get("kind") == "tbf" and q.get("root")}
-        missing = sorted(set(self.switch_intfs.values()) - shaped)
-        if cp.returncode != 0 or missing:
-            raise EmulationError(f"link shaping is missing on switch ports {', '.join(missing[:5]) or '?'}"
-                                 f"{' ...' if len(missing) > 5 else ''}: {cp.stderr.strip()}")
+        for server, group in self._servers(switches(self.g)).items():
+            cp = subprocess.run(self._wrap(server, ["tc", "-j", "qdisc", "show"]), capture_output=True, text=True,
+                                timeout=30)
+            shaped = {q.get("dev") for q in json.loads(cp.stdout or "[]") if q.get("kind") == "tbf" and q.get("root")}
+            mine = set(group)
+            missing = sorted({i for (s, _), i in self.switch_intfs.items() if s in mine} - shaped)
+            if cp.returncode != 0 or missing:
+                raise EmulationError(f"link shaping is missing on switch ports {', '.join(missing[:5]) or '?'}"
+                                     f"{' ...' if len(missing) > 5 else ''}"
+                                     f"{'' if server == LOCAL else ' on ' + server}: {cp.stderr.strip()}")
+
+    def _wrap(self, server: str, argv: list[str]) -> list[str]:
+        return self.cluster.wrap(server, argv) if self.cluster is not None else list(argv)
 
     def _configure_hosts(self) -> None:
         cc = self.options.congestion_control
         ecn = ["sysctl -w net.ipv4.tcp_ecn=1"] if self.options.ecn_method != "none" else []
         for m in self.hosts:
+            intf = self.host_intf[m]
             # tcp_no_metrics_save: a connection starts from nothing its predecessors to the same
             # host learnt (ssthresh, RTT), so runs sharing a network do not inherit each other's.
-            for cmd in (*ecn, "sysctl -w net.ipv4.tcp_slow_start_after_idle=0",
-                        "sysctl -w net.ipv4.tcp_no_metrics_save=1",
-                        f"sysctl -w net.ipv4.tcp_congestion_control={cc}",
-                        "sysctl -w net.ipv6.conf.all.disable_ipv6=1",
-                        "sysctl -w net.ipv6.conf.default.disable_ipv6=1"):
-                self.host_exec(m, cmd)
-        # Static ARP: every host knows every other host's MAC.
-        for m in self.hosts:
-            intf = self.host_intf[m]
-            for other in self.hosts:
-                if other != m:
-                    d = self.g.nodes[other]
-                    self.host_exec(m, f"ip neigh replace {d['ip']} lladdr {d['mac']} dev {intf} nud permanent")
+            # Static ARP: every host knows every other host's MAC.
+            self.host_script(m, [*ecn, "sysctl -w net.ipv4.tcp_slow_start_after_idle=0",
+                                 "sysctl -w net.ipv4.tcp_no_metrics_save=1",
+                                 f"sysctl -w net.ipv4.tcp_congestion_control={cc}",
+                                 "sysctl -w net.ipv6.conf.all.disable_ipv6=1",
+                                 "sysctl -w net.ipv6.conf.default.disable_ipv6=1",
+                                 *(f"ip neigh replace {d['ip']} lladdr {d['mac']} dev {intf} nud permanent"
+                                   for other, d in ((o, self.g.nodes[o]) for o in self.hosts) if other != m)])
 
     # -- running things --------------------------------------------------------------------
 
     def host_exec(self, machine: str, cmd: str, timeout_s: float = 30.0) -> str:
         """Run a short command in a machine's namespace; raise EmulationError if it fails."""
         host = self.hosts[machine]
-        argv = ["mnexec", "-a", str(host.pid)] + shlex.split(cmd)
-        cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        argv = self._wrap(self.server_of[machine], ["mnexec", "-a", str(host.pid)] + shlex.split(cmd))
+        cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
         if cp.returncode != 0:
             raise EmulationError(f"{machine}: `{cmd}` failed ({cp.returncode}): {cp.stderr.strip()}")
         return cp.stdout
 
+    def host_script(self, machine: str, cmds: list[str], timeout_s: float = 60.0) -> None:
+        """Run short commands in a machine's namespace in one shell, in order; raise EmulationError
+        naming the first that fails."""
+        self.host_exec(machine, shlex.join(["sh", "-c", script(cmds)]), timeout_s=timeout_s)
+
+    def machine_argv(self, machine: str, argv: list[str], env: dict | None = None,
+                     cwd: str | None = None) -> list[str]:
+        """The local command that runs ``argv`` in a machine's namespace. On another server of a
+        cluster it runs under :mod:`testbed.remote_run` (ended with its SSH session), with
+        ``env`` and ``cwd`` given there (they do not travel with ``ssh``)."""
+        inside = ["mnexec", "-a", str(self.hosts[machine].pid)]
+        server = self.server_of[machine]
+        if server == LOCAL:
+            return inside + list(argv)
+        env_args = ["env", "-i", *(f"{k}={v}" for k, v in sorted((env or {}).items()))] if env is not None else []
+        return self.cluster.wrap(server, [*inside, *env_args, sys.executable, REMOTE_RUN, "--cwd",
+                                          cwd or os.getcwd(), "--", *argv])
+
     def popen(self, machine: str, argv: list[str], env: dict | None = None, log_path: str | None = None,
               cwd: str | None = None) -> subprocess.Popen:
-        """Start a long-running command in a machine's namespace (own session); record its PID."""
-        host = self.hosts[machine]
+        """Start a long-running command in a machine's namespace (own session); record its PID.
+
+        On another server of a cluster the local process is the ``ssh`` client; its standard input
+        stays open while it runs, and closing it (the client ending) ends the command there."""
+        remote = self.server_of[machine] != LOCAL
         out = open(log_path, "ab") if log_path else subprocess.DEVNULL
         try:
-            p = subprocess.Popen(["mnexec", "-a", str(host.pid)] + list(argv), stdout=out,
+            p = subprocess.Popen(self.machine_argv(machine, argv, env, cwd), stdout=out,
+                                 stdin=subprocess.PIPE if remote else None,
                                  stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
         finally:
             if log_path:
@@ -430,7 +530,6 @@ class EmulatedNetwork(StartStop):
         Returns:
             Failure lines per source machine; empty when every connection worked.
         """
-        import sys
         import time
 
         from testbed.controller_proc import PROJECT_ROOT
@@ -444,9 +543,9 @@ class EmulatedNetwork(StartStop):
             for src in sources:
                 ips = [self.g.nodes[t]["ip"] for t in targets if t != src]
                 probes[src] = subprocess.Popen(
-                    ["mnexec", "-a", str(self.hosts[src].pid), sys.executable, "-m", "testbed.tcpcheck",
-                     "probe", str(port), *ips], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                    env=env, cwd=PROJECT_ROOT)
+                    self.machine_argv(src, [sys.executable, "-m", "testbed.tcpcheck", "probe", str(port), *ips],
+                                      env, PROJECT_ROOT), stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=PROJECT_ROOT)
             failures = {}
             for src, p in probes.items():
                 try:
@@ -468,6 +567,8 @@ class EmulatedNetwork(StartStop):
         the controller (routes and port statistics) or the Open vSwitch daemon (every switch)."""
         if self.controller is not None:
             self.controller.check_alive()
+        if self.cluster is not None:
+            self.cluster.check_alive()
         if self._vswitchd_pid is not None and not pid_alive(self._vswitchd_pid):
             raise EmulationError(f"the Open vSwitch daemon (ovs-vswitchd, pid {self._vswitchd_pid}) died: every "
                                  f"switch of the emulated network stopped")
@@ -490,9 +591,21 @@ class EmulatedNetwork(StartStop):
         """Kernel byte counters ``(tx_bytes, rx_bytes)`` of every switch port, by (switch, neighbour)."""
         out = {}
         for key, intf in self.switch_intfs.items():
+            if self.server_of[key[0]] != LOCAL:
+                continue
             base = f"/sys/class/net/{intf}/statistics"
             with open(f"{base}/tx_bytes") as f1, open(f"{base}/rx_bytes") as f2:
                 out[key] = (int(f1.read()), int(f2.read()))
+        for server, group in self._servers(switches(self.g)).items():
+            if server == LOCAL:
+                continue
+            mine = set(group)
+            keys = [key for key in self.switch_intfs if key[0] in mine]
+            files = [f"/sys/class/net/{self.switch_intfs[k]}/statistics/{c}" for k in keys for c in ("tx_bytes",
+                                                                                                      "rx_bytes")]
+            values = [int(v) for v in self._on(server, ["cat", *files]).stdout.split()]
+            for i, key in enumerate(keys):
+                out[key] = (values[2 * i], values[2 * i + 1])
         return out
 
     def link_bytes(self, before, after) -> dict[tuple[str, str], int]:

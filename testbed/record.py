@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -43,6 +44,8 @@ KINDS = ("process", "bridge", "link", "mount", "dir", "sysctl", "ovs_other_confi
          "image_build")
 STOP_GRACE_S = 2.0
 COMMAND_TIMEOUT_S = 30.0
+REMOTE_KINDS = ("bridge", "link", "sysctl")
+"""Kinds of change a run may make on another server of an emulation cluster."""
 BRIDGE_TIMEOUT_S = 120  # deleting bridges with AF_XDP ports takes the daemon a while (testbed.ports)
 
 
@@ -59,6 +62,9 @@ class Change:
         start_time: a ``process``'s start time in clock ticks since boot (``/proc/<pid>/stat``
             field 22), so that a PID reused by another process is never signalled.
         what: a few words for messages (``controller``, ``host h1 shell``).
+        via: for a change on another server of an emulation cluster (a ``bridge``, ``link`` or
+            ``sysctl`` there, :mod:`testbed.cluster`), the command prefix that runs a command on it (``ssh
+            ... root@server``); empty for this machine.
     """
 
     kind: str
@@ -66,14 +72,19 @@ class Change:
     original: str | None = None
     start_time: int | None = None
     what: str = ""
+    via: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"unknown change kind {self.kind!r}; valid: {', '.join(KINDS)}")
+        object.__setattr__(self, "via", tuple(self.via))  # a list when read back from JSON
+        if self.via and self.kind not in REMOTE_KINDS:
+            raise ValueError(f"a {self.kind} change cannot be on another server (only {', '.join(REMOTE_KINDS)})")
 
     def describe(self) -> str:
-        """``bridge e1``, ``process 1234 (controller)``."""
-        return f"{self.kind} {self.name}" + (f" ({self.what})" if self.what else "")
+        """``bridge e1``, ``process 1234 (controller)``, ``link s3-eth1 (...) on root@host2``."""
+        return (f"{self.kind} {self.name}" + (f" ({self.what})" if self.what else "")
+                + (f" on {self.via[-1]}" if self.via else ""))
 
 
 def process_change(pid: int, what: str) -> Change:
@@ -87,6 +98,12 @@ def process_change(pid: int, what: str) -> Change:
 def _run(argv: list[str], timeout_s: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess:
     """A short command in its own session: a terminal's Ctrl-C does not reach it."""
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, start_new_session=True)
+
+
+def _on(via: tuple[str, ...], argv: list[str]) -> list[str]:
+    """``argv`` as a command on the server ``via`` reaches (as ``ssh`` does: one string for its
+    shell there), or as it is here."""
+    return [*via, shlex.join(argv)] if via else list(argv)
 
 
 def _same_process(c: Change) -> bool:
@@ -143,13 +160,45 @@ def undo_group(changes: list[Change]) -> dict[Change, str | None]:
     if kinds == {"container"}:
         return _remove_containers(changes)
     if kinds == {"bridge"}:
-        argv = ["ovs-vsctl", f"--timeout={BRIDGE_TIMEOUT_S}"]
-        for c in changes:
-            argv += ["--", "--if-exists", "del-br", c.name]
-        cp = _run(argv, timeout_s=BRIDGE_TIMEOUT_S + 30)
-        why = None if cp.returncode == 0 else cp.stderr.strip() or f"ovs-vsctl exited {cp.returncode}"
-        return dict.fromkeys(changes, why)
-    return {c: _undo_one(c) for c in changes}
+        out = {}
+        for via, group in _by_server(changes).items():
+            argv = ["ovs-vsctl", f"--timeout={BRIDGE_TIMEOUT_S}"]
+            for c in group:
+                argv += ["--", "--if-exists", "del-br", c.name]
+            cp = _run(_on(via, argv), timeout_s=BRIDGE_TIMEOUT_S + 30)
+            why = None if cp.returncode == 0 else cp.stderr.strip() or f"ovs-vsctl exited {cp.returncode}"
+            out.update(dict.fromkeys(group, why))
+        return out
+    out = {}
+    for via, group in _by_server(changes).items():
+        if via and kinds == {"link"}:
+            out.update(_remove_remote_links(via, group))
+        else:
+            out.update({c: _undo_one(c) for c in group})
+    return out
+
+
+def _by_server(changes: list[Change]) -> dict[tuple[str, ...], list[Change]]:
+    """Changes grouped by the server they were made on (``via``), order kept."""
+    out: dict[tuple[str, ...], list[Change]] = {}
+    for c in changes:
+        out.setdefault(c.via, []).append(c)
+    return out
+
+
+def _remove_remote_links(via: tuple[str, ...], changes: list[Change]) -> dict[Change, str | None]:
+    """Delete interfaces on another server in one command, then list which are still there."""
+    names = " ".join(c.name for c in changes)
+    script = (f"for i in {names}; do [ -e /sys/class/net/$i ] && ip link del $i; done; "
+              f"for i in {names}; do [ -e /sys/class/net/$i ] && echo $i; done; true")
+    try:
+        cp = _run(_on(via, ["sh", "-c", script]))
+    except subprocess.TimeoutExpired:
+        return dict.fromkeys(changes, f"{via[-1]} did not answer within {COMMAND_TIMEOUT_S:.0f} s")
+    if cp.returncode != 0:
+        return dict.fromkeys(changes, cp.stderr.strip() or f"ssh to {via[-1]} exited {cp.returncode}")
+    left = set(cp.stdout.split())
+    return {c: "still there after `ip link del`" if c.name in left else None for c in changes}
 
 
 def _remove_containers(changes: list[Change]) -> dict[Change, str | None]:
@@ -226,7 +275,7 @@ def _undo_one(c: Change) -> str | None:
     if c.kind == "sysctl":
         if c.original is None:
             return None
-        cp = _run(["sysctl", "-w", f"{c.name}={c.original}"])
+        cp = _run(_on(c.via, ["sysctl", "-w", f"{c.name}={c.original}"]))
         return None if cp.returncode == 0 else cp.stderr.strip()
     if c.kind == "ovs_other_config":
         argv = (["ovs-vsctl", "--timeout=10", "remove", "Open_vSwitch", ".", "other_config", c.name]

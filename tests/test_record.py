@@ -47,7 +47,7 @@ def test_each_change_is_on_disk_before_it_is_made_and_gone_when_undone(tmp_path)
     on_disk = json.loads(open(rec.path).read())
     assert on_disk["pid"] == os.getpid() and on_disk["start_time"] == process_start_time(os.getpid())
     assert on_disk["changes"] == [{"kind": "dir", "name": str(d), "original": None, "start_time": None,
-                                   "what": "scratch"}]
+                                   "what": "scratch", "via": []}]
     assert os.listdir(tmp_path) == [os.path.basename(rec.path)]
     d.mkdir()
     assert rec.unwind() == []
@@ -181,6 +181,29 @@ def test_a_malformed_record_is_one_clear_error(tmp_path):
 def test_unknown_kind_is_rejected():
     with pytest.raises(ValueError, match="unknown change kind 'file'; valid: process, bridge"):
         Change("file", "/tmp/x")
+
+
+def test_a_change_on_another_server_keeps_its_way_there_and_is_undone_through_it(tmp_path):
+    """A change made on another server of a cluster is written with the command prefix that
+    reaches that server (``ssh ... host``), read back with it, and undone through it: here the
+    prefix is a local shell, which runs the command the way ssh's remote shell does."""
+    rec = RunRecord("test", str(tmp_path))
+    via = ("sh", "-c")
+    gone = rec.add(Change("link", "dtnetnosuch0", what="tunnel end", via=via))
+    back = RunRecord.load(rec.path)
+    assert back.changes == [gone] and back.changes[0].via == via
+    assert gone.describe() == "link dtnetnosuch0 (tunnel end) on -c"
+    broken = rec.add(Change("link", "dtnetnosuch1", via=("false",)))
+    failures = rec.unwind()
+    assert len(failures) == 1 and failures[0].startswith("link dtnetnosuch1") and "exited 1" in failures[0], failures
+    assert rec.changes == [broken]
+
+
+def test_only_bridges_links_and_sysctls_can_be_on_another_server():
+    """A process, mount or directory is always this machine's: a record naming another server for
+    one is refused."""
+    with pytest.raises(ValueError, match="a process change cannot be on another server"):
+        Change("process", "1", via=("ssh", "host"))
 
 
 def test_process_start_time_is_stable_and_none_for_the_gone():

@@ -1,0 +1,295 @@
+"""Cluster mode: one emulated network spread over several servers with Mininet's cluster edition.
+
+Mininet's cluster edition (``mininet.examples.cluster``) runs a node on another server by
+starting its shell there over SSH (``RemoteHost``, ``RemoteOVSSwitch``) and joins two nodes on
+different servers with a tunnel (``RemoteSSHLink``: a tap device at each end, carried by ``ssh
+-w``). This module uses those classes, with what a measured run needs on top:
+
+* **placement**: :func:`topo.partition.assign_servers` (pods or racks whole, in even bins; the
+  pod-less core or spine switches on this machine, so every tunnel has one end here);
+* **one SSH session per server**, recorded by PID: every node shell, command and worker on
+  that server is multiplexed over it (``ControlPath``), and it forwards the controller's port
+  to the server's loopback (``-R``), so the controller keeps listening on 127.0.0.1 only;
+* **tunnels** with their own tap numbers (Mininet's hard-wired ``tap9`` allows one tunnel at a
+  time per server pair), each tunnel's ``ssh`` process and tap devices recorded;
+* **a precheck** of every server before anything starts anywhere: reachable without a
+  password, root, the tools, Open vSwitch running, the project and its venv at this machine's
+  paths, ``/dev/net/tun``; the first problem is one line, and nothing is left on any server;
+* **workers** started through :mod:`testbed.remote_run`, which ends them when their SSH
+  session ends, so stopping the local ``ssh`` client (or a killed runner) stops them there.
+
+A server is named as ``ssh`` knows it (a host name, an address or a ``Host`` of the SSH
+configuration file given). The single-machine form, used by the tests, names a second
+loopback address (``127.0.0.2``) served by an ``sshd`` of its own: every mechanism is the
+multi-machine one (SSH sessions, tunnels, remote commands), only the kernel is shared.
+
+Limits (checked by :class:`testbed.net.EmulatedNetwork`): plain veth switch ports (no AF_XDP
+pipes), no ECN marker, no INA aggregators, no Docker workers; the CPU and the Open vSwitch
+daemon are watched on this machine only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+from common.errors import EmulationError
+from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
+from testbed.record import Change, RunRecord, process_change
+from topo.partition import assign_servers
+
+LOCAL = "localhost"
+"""The name of this machine among a cluster's servers (always the first)."""
+SESSION_START_S = 15.0
+"""How long an SSH session may take to come up (on top of the connect timeout)."""
+FIRST_TAP = 100
+"""Tunnels' tap devices are ``tap<N>`` from this number up (Mininet uses ``tap9`` for all)."""
+REMOTE_RUN = os.path.join(PROJECT_ROOT, "testbed", "remote_run.py")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterOptions:
+    """Where the emulated network runs.
+
+    Attributes:
+        servers: the servers, this machine first (``localhost``); each other one as ``ssh``
+            knows it.
+        user: the user on every server (root: Mininet, Open vSwitch and tc need it).
+        ssh_config: an ``ssh_config`` file for every connection (``ssh -F``), or None for the
+            user's own.
+        connect_timeout_s: how long to wait for a server to answer.
+    """
+
+    servers: tuple[str, ...]
+    user: str = "root"
+    ssh_config: str | None = None
+    connect_timeout_s: float = 10.0
+
+    def __post_init__(self):
+        if not self.servers or self.servers[0] != LOCAL:
+            raise ValueError(f"a cluster's servers start with {LOCAL!r} (this machine), got {list(self.servers)}")
+        if len(set(self.servers)) != len(self.servers):
+            raise ValueError(f"a cluster's servers are named once each, got {list(self.servers)}")
+
+
+def ssh_options(options: ClusterOptions) -> list[str]:
+    """Options of every ``ssh`` to a server: no password prompt, bounded waits, the config file."""
+    out = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, round(options.connect_timeout_s))}",
+           "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
+    if options.ssh_config:
+        out += ["-F", options.ssh_config]
+    return out
+
+
+def precheck_script(congestion_control: str) -> str:
+    """The shell lines a server must pass: each problem printed as one line."""
+    tools = " ".join(["mnexec", "ovs-vsctl", "tc", "ethtool", "ip", "sudo", sys.executable])
+    return "; ".join([
+        '[ "$(id -u)" = 0 ] || echo "not root"',
+        f"for c in {tools}; do command -v $c >/dev/null || echo \"missing $c\"; done",
+        f"[ -f {shlex.quote(REMOTE_RUN)} ] || echo \"the project is not at {PROJECT_ROOT}\"",
+        "[ -e /dev/net/tun ] || echo 'no /dev/net/tun (tunnels need it)'",
+        "ovs-vsctl --timeout=5 show >/dev/null 2>&1 || echo 'Open vSwitch is not running'",
+        f"grep -qw {shlex.quote(congestion_control)} /proc/sys/net/ipv4/tcp_available_congestion_control "
+        f"|| echo 'congestion control {congestion_control} is not available'",
+        "true",
+    ])
+
+
+class Cluster:
+    """The servers of one emulated network, and the SSH sessions to them.
+
+    Args:
+        g: the topology; its nodes are placed with :func:`topo.partition.assign_servers`.
+        options: the servers and how to reach them.
+        record: the network's run record; sessions, tunnels and remote devices go into it.
+    """
+
+    def __init__(self, g, options: ClusterOptions, record: RunRecord):
+        self.options = options
+        self.record = record
+        self.placement = assign_servers(g, list(options.servers))
+        self.ctl_dir = f"/tmp/dtnet-ssh-{os.getpid()}"
+        self.sessions: dict[str, subprocess.Popen] = {}
+        self.controller_port: dict[str, int] = {}  # server -> the controller's port on its loopback
+        self._next_tap = FIRST_TAP
+
+    @property
+    def remote_servers(self) -> list[str]:
+        return [s for s in self.options.servers if s != LOCAL]
+
+    def dest(self, server: str) -> str:
+        return f"{self.options.user}@{server}"
+
+    def control_path(self, server: str) -> str:
+        return os.path.join(self.ctl_dir, str(self.options.servers.index(server)))
+
+    def via(self, server: str) -> tuple[str, ...]:
+        """The command prefix that runs a command on ``server`` (empty for this machine). Over
+        the server's session while it lives; a direct connection after (``clean`` after a crash)."""
+        if server == LOCAL:
+            return ()
+        return ("ssh", *ssh_options(self.options), "-S", self.control_path(server), "-o", "ControlMaster=no",
+                self.dest(server))
+
+    def wrap(self, server: str, argv: list[str]) -> list[str]:
+        """``argv`` as a command run on ``server``."""
+        return list(argv) if server == LOCAL else [*self.via(server), shlex.join(argv)]
+
+    def run(self, server: str, argv: list[str], timeout_s: float = 30.0) -> subprocess.CompletedProcess:
+        """Run a short command on ``server``; raise EmulationError naming it if it fails."""
+        try:
+            cp = subprocess.run(self.wrap(server, argv), capture_output=True, text=True, timeout=timeout_s,
+                                stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise EmulationError(f"`{shlex.join(argv)}` on {server} did not finish within {timeout_s:.0f} s") from None
+        if cp.returncode != 0:
+            raise EmulationError(f"`{shlex.join(argv)}` on {server} failed ({cp.returncode}): "
+                                 f"{(cp.stderr or cp.stdout).strip()}")
+        return cp
+
+    # -- start and liveness ------------------------------------------------------------------
+
+    def precheck(self, congestion_control: str) -> None:
+        """Check every other server before anything starts on any of them.
+
+        Raises:
+            EmulationError: naming the first server that cannot serve and why.
+        """
+        script = precheck_script(congestion_control)
+        for server in self.remote_servers:
+            argv = ["ssh", *ssh_options(self.options), "-n", self.dest(server), script]
+            try:
+                cp = subprocess.run(argv, capture_output=True, text=True,
+                                    timeout=self.options.connect_timeout_s + SESSION_START_S)
+            except subprocess.TimeoutExpired:
+                cp = None
+            if cp is None or cp.returncode == 255:
+                said = "no answer" if cp is None else (cp.stderr.strip().splitlines() or ["ssh exited 255"])[-1]
+                raise EmulationError(f"cluster server {server!r} is unreachable ({said}); nothing was started on any "
+                                     f"server. It needs `ssh {self.dest(server)}` to work without a password")
+            problems = cp.stdout.split("\n")
+            problems = [p for p in problems if p.strip()]
+            if cp.returncode != 0 or problems:
+                raise EmulationError(f"cluster server {server!r} cannot run the emulation: "
+                                     f"{'; '.join(problems) or cp.stderr.strip()}; nothing was started on any server")
+
+    def start(self, controller_port: int) -> None:
+        """Open one SSH session per server, forwarding the controller's port to its loopback.
+
+        Raises:
+            EmulationError: a session did not come up (the message names the server and what
+                ``ssh`` said).
+        """
+        self.record.add(Change("dir", self.ctl_dir, what="SSH control sockets"))
+        os.makedirs(self.ctl_dir, mode=0o700, exist_ok=True)
+        for server in self.remote_servers:
+            port = free_tcp_port()
+            ctl = self.control_path(server)
+            argv = ["ssh", *ssh_options(self.options), "-M", "-N", "-S", ctl, "-o", "ExitOnForwardFailure=yes",
+                    "-R", f"127.0.0.1:{port}:127.0.0.1:{controller_port}", self.dest(server)]
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 start_new_session=True, text=True)
+            self.record.add(process_change(p.pid, f"SSH session to {server}"))
+            self.sessions[server] = p
+            deadline = time.monotonic() + self.options.connect_timeout_s + SESSION_START_S
+            while not os.path.exists(ctl) and p.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not os.path.exists(ctl):
+                if p.poll() is None:
+                    p.kill()
+                said = (p.communicate(timeout=5)[1] or "").strip()
+                raise EmulationError(f"the SSH session to cluster server {server!r} did not start: "
+                                     f"{said or 'no control socket'}")
+            self.controller_port[server] = port
+
+    def check_alive(self) -> None:
+        """Raise EmulationError when a server's SSH session has ended (its nodes went with it)."""
+        for server, p in self.sessions.items():
+            if p.poll() is not None:
+                raise EmulationError(f"the SSH session to cluster server {server!r} (pid {p.pid}) ended "
+                                     f"(exit {p.returncode}): its switches and machines are gone")
+
+    def new_tap_numbers(self) -> tuple[int, int]:
+        """Two tap device numbers no tunnel of this network has used."""
+        taken = set(os.listdir("/sys/class/net"))
+        while f"tap{self._next_tap}" in taken or f"tap{self._next_tap + 1}" in taken:
+            self._next_tap += 2
+        n = self._next_tap
+        self._next_tap += 2
+        return n, n + 1
+
+    # -- Mininet's cluster classes -------------------------------------------------------------
+
+    def mininet_classes(self):
+        """(host, switch, link) classes for Mininet: its cluster edition's, on our sessions."""
+        from mininet.examples.cluster import RemoteHost, RemoteOVSSwitch, RemoteSSHLink
+        from mininet.util import decode
+
+        cluster = self
+        extra = ssh_options(self.options)
+
+        class ClusterHost(RemoteHost):
+            sshbase = RemoteHost.sshbase + extra
+
+        class ClusterSwitch(RemoteOVSSwitch):
+            sshbase = RemoteOVSSwitch.sshbase + extra
+
+            def start(self, controllers):
+                if self.isRemote:  # the controller as the server sees it: its forwarded port
+                    controllers = [_Forwarded(c, cluster.controller_port[self.server]) for c in controllers]
+                super().start(controllers)
+
+        class ClusterLink(RemoteSSHLink):
+            def makeTunnel(self, node1, node2, intfname1, intfname2, addr1=None, addr2=None):
+                """Mininet's SSH tunnel (tap devices joined by ``ssh -w``), with tap numbers of its
+                own and every piece recorded. One end is on this machine (the placement's rule)."""
+                if node1.server != LOCAL:
+                    if node2.server != LOCAL:
+                        raise EmulationError(f"link {node1}-{node2} joins two other servers ({node1.server}, "
+                                             f"{node2.server}); tunnels start on this machine")
+                    return self.makeTunnel(node2, node1, intfname2, intfname1, addr2, addr1)
+                taps = dict(zip((node1, node2), cluster.new_tap_numbers(), strict=True))
+                for node, n in taps.items():
+                    cluster.record.add(Change("link", f"tap{n}", what=f"tunnel end of {node}",
+                                              via=cluster.via(node.server)))
+                    out = node.rcmd(f"ip tuntap add dev tap{n} mode tap user {node.user}").strip()
+                    if out:
+                        raise EmulationError(f"cannot create tap{n} on {node.server} for link {node1}-{node2}: {out}")
+                cmd = ["ssh", *extra, "-n", "-o", "ControlPath=none", "-o", "Tunnel=Ethernet",
+                       "-w", f"{taps[node1]}:{taps[node2]}", cluster.dest(node2.server), "echo @"]
+                self.cmd = cmd
+                tunnel = node1.rpopen(cmd, sudo=False)
+                cluster.record.add(process_change(tunnel.pid, f"tunnel {node1}-{node2} to {node2.server}"))
+                ch = decode(tunnel.stdout.read(1))
+                if ch != "@":
+                    tunnel.wait(timeout=10)
+                    said = (ch + decode(tunnel.stdout.read())).strip()
+                    raise EmulationError(f"the tunnel of link {node1}-{node2} to {node2.server} did not come up: "
+                                         f"{said or 'ssh exited'} (its sshd needs `PermitTunnel ethernet`)")
+                for node, intf, addr in ((node1, intfname1, addr1), (node2, intfname2, addr2)):
+                    self.moveIntf(f"tap{taps[node]}", node)
+                    args = f"ip link set tap{taps[node]} name {intf}" + (f" address {addr}" if addr else "")
+                    out = node.cmd(args).strip()
+                    if out:
+                        raise EmulationError(f"{node.server}: `{args}` failed: {out}")
+                return tunnel
+
+        return ClusterHost, ClusterSwitch, ClusterLink
+
+
+class _Forwarded:
+    """A controller as a switch on another server reaches it: the same controller at the port
+    the server's SSH session forwards to it (Mininet's ``OVSSwitch.start`` reads these four)."""
+
+    def __init__(self, controller, port: int):
+        self.name = controller.name
+        self.protocol = controller.protocol
+        self.port = port
+
+    def IP(self) -> str:  # noqa: N802 - Mininet's name
+        return "127.0.0.1"
