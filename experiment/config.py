@@ -267,6 +267,31 @@ class ContainerConfig:
     cpus: float = rule_field(Real(0.01, 1024), 1.0)
 
 
+LOCAL_NAMES = ("localhost", "127.0.0.1")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterConfig:
+    """Spread the emulated network over several servers (:mod:`testbed.cluster`: Mininet's cluster
+    edition, nodes over SSH, links between servers as SSH tunnels).
+
+    Attributes:
+        servers: the other servers, as ``ssh`` knows them (host names, addresses or ``Host``
+            entries of ``ssh_config``); empty: this machine alone. Racks (leaf-spine) or pods
+            (fat-tree) are spread evenly over this machine and them; the core or spine switches
+            stay here.
+        user: the user on every server (root; Mininet and tc need it).
+        ssh_config: an ``ssh_config`` file for every connection (``ssh -F``); empty for the
+            user's own.
+        connect_timeout_s: how long a server may take to answer, seconds.
+    """
+
+    servers: tuple = rule_field(ListOf(Name(), 0, 63, "server names"), ())
+    user: str = rule_field(Name(), "root")
+    ssh_config: str = rule_field(Text(empty=True), "")
+    connect_timeout_s: float = rule_field(Real(1, 600), 10.0)
+
+
 SIM_MODES = ("steps", "fluid")
 
 
@@ -341,6 +366,7 @@ class ExperimentConfig:
         ecn: ECN marking and host ECN settings.
         ina: in-network aggregation for jobs of collective ``ina``.
         container: workers as processes or in Docker containers (emulator only).
+        cluster: the servers the emulated network is spread over (emulator only).
         simulator: what the flow-level simulator models in its per-job estimates.
         stats_interval_s: port statistics polling period.
         job_timeout_s: a wave of jobs that runs longer than this fails; in paper-scale
@@ -373,6 +399,7 @@ class ExperimentConfig:
     ecn: EcnConfig = rule_field(Section(EcnConfig), factory=EcnConfig)
     ina: InaConfig = rule_field(Section(InaConfig), factory=InaConfig)
     container: ContainerConfig = rule_field(Section(ContainerConfig), factory=ContainerConfig)
+    cluster: ClusterConfig = rule_field(Section(ClusterConfig), factory=ClusterConfig)
     simulator: SimulatorConfig = rule_field(Section(SimulatorConfig), factory=SimulatorConfig)
     stats_interval_s: float = rule_field(Real(0.05, 3600), 0.5)
     job_timeout_s: float = rule_field(Real(1, 10_000_000), 300.0)
@@ -453,6 +480,7 @@ def to_dict(cfg: ExperimentConfig) -> dict:
     d["ina"] = {**dataclasses.asdict(cfg.ina), "switches": list(cfg.ina.switches)}
     d["simulator"] = dataclasses.asdict(cfg.simulator)
     d["trace"] = {**dataclasses.asdict(cfg.trace), "models": list(cfg.trace.models)}
+    d["cluster"] = {**dataclasses.asdict(cfg.cluster), "servers": list(cfg.cluster.servers)}
     return d
 
 
@@ -546,6 +574,7 @@ def validate(cfg: ExperimentConfig, backend: str = "emu"):
                  f"at most {AFXDP_MAX_MTU} with switch_ports: afxdp; use switch_ports: auto or system")
     g, free = _validate_topology(cfg, emu)
     if emu:
+        _validate_cluster(cfg, g)
         _validate_threshold_delay(cfg, g)
         _validate_marking_ramp(cfg, g)
     _validate_ina(cfg, g, emu)
@@ -586,6 +615,35 @@ def _validate_topology(cfg: ExperimentConfig, shaped: bool = True):
     cluster = Cluster.from_topology(g)
     cluster.set_background(cfg.background)
     return g, cluster.view().total_free
+
+
+def _validate_cluster(cfg: ExperimentConfig, g) -> None:
+    """Cluster mode: servers named once, none of them this machine, no more than the racks or pods
+    to spread, and none of what runs on one machine only (an ECN marker that must run, AF_XDP
+    ports, INA aggregators, Docker workers)."""
+    from topo.partition import node_groups
+
+    c = cfg.cluster
+    if not c.servers:
+        return
+    where = "config.cluster.servers"
+    for s in c.servers:
+        if s in LOCAL_NAMES:
+            fail(where, s, "is this machine, which always takes part", "the other servers only")
+    if len(set(c.servers)) != len(c.servers):
+        fail(where, list(c.servers), "names a server twice", "each server once")
+    units = sum(1 for grp in node_groups(g) if any(g.nodes[n]["role"] == "machine" for n in grp))
+    if len(c.servers) + 1 > units:
+        fail(where, list(c.servers), f"is more servers than the topology's {units} racks or pods to spread "
+             f"(this machine takes a share too)", f"at most {units - 1} other server(s)")
+    blockers = [(cfg.ecn.marking == "required", "ecn.marking: required (the ECN marker runs on one machine; "
+                 "set ecn.marking: optional or off)"),
+                (cfg.switch_ports == "afxdp", "switch_ports: afxdp (set switch_ports: auto or system)"),
+                (bool(ina_jobs(cfg)), "INA jobs (their aggregators run on one machine)"),
+                (cfg.container.engine != "none", f"container.engine: {cfg.container.engine}")]
+    for blocked, what in blockers:
+        if blocked:
+            raise ConfigError(f"config.cluster: cluster mode runs without {what}")
 
 
 def _validate_trace(cfg: ExperimentConfig, emu: bool, free: int) -> None:

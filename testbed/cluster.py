@@ -14,7 +14,8 @@ different servers with a tunnel (``RemoteSSHLink``: a tap device at each end, ca
   time per server pair), each tunnel's ``ssh`` process and tap devices recorded;
 * **a precheck** of every server before anything starts anywhere: reachable without a
   password, root, the tools, Open vSwitch running, the project and its venv at this machine's
-  paths, ``/dev/net/tun``; the first problem is one line, and nothing is left on any server;
+  paths, the run directory seen at its path (workers write their records there: a shared
+  filesystem), ``/dev/net/tun``; the first problem is one line, and nothing is left on any server;
 * **workers** started through :mod:`testbed.remote_run`, which ends them when their SSH
   session ends, so stopping the local ``ssh`` client (or a killed runner) stops them there.
 
@@ -85,14 +86,18 @@ def ssh_options(options: ClusterOptions) -> list[str]:
     return out
 
 
-def precheck_script(congestion_control: str) -> str:
-    """The shell lines a server must pass: each problem printed as one line."""
+def precheck_script(congestion_control: str, probe: str) -> str:
+    """The shell lines a server must pass: each problem printed as one line. ``probe`` is a file
+    this machine just wrote in the run directory, which the server must see there."""
     tools = " ".join(["mnexec", "ovs-vsctl", "tc", "ethtool", "ip", "sudo", sys.executable])
+    unshared = (f"does not see the run directory {os.path.dirname(probe)} (it must be on a filesystem every "
+                f"server mounts at the same path)")
     return "; ".join([
         '[ "$(id -u)" = 0 ] || echo "not root"',
         f"for c in {tools}; do command -v $c >/dev/null || echo \"missing $c\"; done",
         f"[ -f {shlex.quote(REMOTE_RUN)} ] || echo \"the project is not at {PROJECT_ROOT}\"",
         "[ -e /dev/net/tun ] || echo 'no /dev/net/tun (tunnels need it)'",
+        f"[ -f {shlex.quote(probe)} ] || echo {shlex.quote(unshared)}",
         "ovs-vsctl --timeout=5 show >/dev/null 2>&1 || echo 'Open vSwitch is not running'",
         f"grep -qw {shlex.quote(congestion_control)} /proc/sys/net/ipv4/tcp_available_congestion_control "
         f"|| echo 'congestion control {congestion_control} is not available'",
@@ -152,15 +157,35 @@ class Cluster:
                                  f"{(cp.stderr or cp.stdout).strip()}")
         return cp
 
+    def run_shell(self, server: str, cmd: str, timeout_s: float = 120.0) -> str:
+        """Run a shell command line on ``server``; raise EmulationError naming it if it fails."""
+        argv = ["sh", "-c", cmd] if server == LOCAL else [*self.via(server), cmd]
+        try:
+            cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise EmulationError(f"`{cmd[:80]}...` on {server} did not finish within {timeout_s:.0f} s") from None
+        if cp.returncode != 0:
+            raise EmulationError(f"`{cmd[:80]}...` on {server} failed ({cp.returncode}): "
+                                 f"{(cp.stderr or cp.stdout).strip()}")
+        return cp.stdout
+
     # -- start and liveness ------------------------------------------------------------------
 
-    def precheck(self, congestion_control: str) -> None:
+    def precheck(self, congestion_control: str, run_dir: str) -> None:
         """Check every other server before anything starts on any of them.
 
         Raises:
             EmulationError: naming the first server that cannot serve and why.
         """
-        script = precheck_script(congestion_control)
+        probe = os.path.join(os.path.abspath(run_dir), f".cluster-probe-{os.getpid()}")
+        with open(probe, "w"):
+            pass
+        try:
+            self._precheck(precheck_script(congestion_control, probe))
+        finally:
+            os.unlink(probe)
+
+    def _precheck(self, script: str) -> None:
         for server in self.remote_servers:
             argv = ["ssh", *ssh_options(self.options), "-n", self.dest(server), script]
             try:
@@ -238,6 +263,17 @@ class Cluster:
 
         class ClusterSwitch(RemoteOVSSwitch):
             sshbase = RemoteOVSSwitch.sshbase + extra
+
+            @classmethod
+            def batchStartup(cls, switches, **_kwargs):  # noqa: N802 - Mininet's name
+                """Mininet's batch per server, run as one command there rather than typed into a
+                switch's shell: a terminal cuts a line at 4 kB, and a batch of 20 switches is longer."""
+                from mininet.node import OVSSwitch
+
+                for server in {sw.server for sw in switches}:
+                    group = tuple(sw for sw in switches if sw.server == server)
+                    OVSSwitch.batchStartup(group, run=lambda cmd, shell=True, _s=server: cluster.run_shell(_s, cmd))
+                return switches
 
             def start(self, controllers):
                 if self.isRemote:  # the controller as the server sees it: its forwarded port

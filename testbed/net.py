@@ -198,7 +198,7 @@ class EmulatedNetwork(StartStop):
         setLogLevel("error")
         require_no_leftovers()
         if self.cluster is not None:
-            self.cluster.precheck(self.options.congestion_control)
+            self.cluster.precheck(self.options.congestion_control, self.run_dir)
         self._require_names_free()
         self._vswitchd_pid = vswitchd_pid()
         write_topology_json(self.g, self.topology_path)
@@ -574,6 +574,20 @@ class EmulatedNetwork(StartStop):
                                  f"switch of the emulated network stopped")
 
     # -- measurement -----------------------------------------------------------------------
+
+    def qdisc_stats(self) -> dict:
+        """Queue counters of every switch port (:func:`testbed.queues.parse_tc_qdiscs`), read on
+        every server of the network."""
+        from testbed.queues import local_qdiscs, parse_tc_qdiscs
+
+        out = local_qdiscs()
+        for server in self._servers(switches(self.g)):
+            if server != LOCAL:
+                cp = subprocess.run(self._wrap(server, ["tc", "-s", "-j", "qdisc", "show"]), capture_output=True,
+                                    text=True, timeout=30, stdin=subprocess.DEVNULL)
+                if cp.returncode == 0:
+                    out.update(parse_tc_qdiscs(cp.stdout))
+        return out
 
     def port_links(self) -> dict[str, tuple[str, str]]:
         """Switch interface -> the directed link it transmits on (switch, neighbour)."""

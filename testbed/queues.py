@@ -33,6 +33,12 @@ def parse_tc_qdiscs(text: str, leaf_handle: str = LEAF_HANDLE) -> dict[str, dict
     return out
 
 
+def local_qdiscs() -> dict:
+    """Queue counters of every port of this machine (``tc -s -j qdisc show``; empty if it fails)."""
+    cp = subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True, timeout=30)
+    return parse_tc_qdiscs(cp.stdout) if cp.returncode == 0 else {}
+
+
 class PortSampler:
     """Writes queue and marker samples of the given ports to a JSONL file in a background thread.
 
@@ -41,9 +47,14 @@ class PortSampler:
         ports: interface -> directed link ``(switch, neighbour)`` it transmits on.
         marker: a started :class:`testbed.ecn.BpfMarker`, or None.
         interval_s: sampling period.
+        read_qdiscs: returns every port's queue counters (:func:`parse_tc_qdiscs`'s shape); default
+            this machine's (``tc``); a network spread over servers reads each server's
+            (:meth:`testbed.net.EmulatedNetwork.qdisc_stats`).
     """
 
-    def __init__(self, path: str, ports: dict[str, tuple[str, str]], marker=None, interval_s: float = 0.25):
+    def __init__(self, path: str, ports: dict[str, tuple[str, str]], marker=None, interval_s: float = 0.25,
+                 read_qdiscs=None):
+        self.read_qdiscs = read_qdiscs or local_qdiscs
         self.path = path
         self.ports = dict(ports)
         self.marker = marker
@@ -57,8 +68,7 @@ class PortSampler:
     def sample(self) -> list[dict]:
         """One sample of every port."""
         t0 = time.time()
-        cp = subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True, timeout=30)
-        qdiscs = parse_tc_qdiscs(cp.stdout) if cp.returncode == 0 else {}
+        qdiscs = self.read_qdiscs()
         marks = self.marker.port_counters() if self.marker is not None else {}
         t = time.time()
         skew_s = round(t - t0, 6)

@@ -41,6 +41,7 @@ from jobs.patterns import INA
 from placement.metrics import fragmentation, used_machines
 from sim.flowsim import JobEstimate, SimJob, simulate
 from testbed import capabilities, fidelity
+from testbed.cluster import LOCAL, ClusterOptions
 from testbed.containers import ContainerRunner, ContainerSettings
 from testbed.cpu import CpuSampler
 from testbed.ecn import marking_params, resolve_method
@@ -111,7 +112,16 @@ def net_options(cfg: ExperimentConfig, ecn_method: str, switch_ports: str = "sys
     return NetOptions(scale=cfg.scale, dilation=cfg.dilation, mtu=cfg.mtu, routing=cfg.routing,
                       queue_packets=cfg.queue_packets, congestion_control=cfg.congestion_control,
                       stats_interval_s=cfg.stats_interval_s, ecn_method=ecn_method, marking=marking,
-                      switch_ports=switch_ports, ina_switches=tuple(ina_switches))
+                      switch_ports=switch_ports, ina_switches=tuple(ina_switches), cluster=cluster_options(cfg))
+
+
+def cluster_options(cfg: ExperimentConfig) -> ClusterOptions | None:
+    """The servers of a cluster-mode run (this machine first), or None for this machine alone."""
+    c = cfg.cluster
+    if not c.servers:
+        return None
+    return ClusterOptions((LOCAL, *c.servers), user=c.user, ssh_config=c.ssh_config or None,
+                          connect_timeout_s=c.connect_timeout_s)
 
 
 def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progress, net: EmulatedNetwork,
@@ -135,7 +145,7 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     sampler = CpuSampler()
     queue_path = os.path.join(pdir, "queue_stats.jsonl")
     t_start = time.time()
-    ports = PortSampler(queue_path, net.port_links(), net.marker, cfg.ecn.sample_interval_s)
+    ports = PortSampler(queue_path, net.port_links(), net.marker, cfg.ecn.sample_interval_s, net.qdisc_stats)
     batches: list[list[str]] = []
     cluster_states: list[ClusterState] = []
     cluster = config_cluster(cfg, g)
@@ -336,7 +346,11 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
     capabilities.require_root()
     capabilities.require_tools()
     caps = capabilities.detect()
-    ecn = resolve_method(cfg.ecn.marking, cfg.ecn.method, caps)
+    cluster = cluster_options(cfg)
+    if cluster is not None and cfg.ecn.marking != "off":  # validate() let only `optional` through
+        ecn = ("none", "ECN not measured: cluster mode (the marker runs on one machine)")
+    else:
+        ecn = resolve_method(cfg.ecn.marking, cfg.ecn.method, caps)
     caps["ecn_method"], caps["ecn_why"] = ecn
     ina = None
     if ina_jobs(cfg):
@@ -344,7 +358,10 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
         ina = InaSetup(engine, why, ina_switches(cfg, g) if engine else ())
         caps["ina_engine"], caps["ina_why"] = engine or "none", why
     caps["switch_ports"], caps["switch_ports_why"] = resolve_port_type(
-        cfg.switch_ports, cfg.mtu, caps["ovs_datapath"], caps["afxdp_missing"])
+        "system" if cluster else cfg.switch_ports, cfg.mtu, caps["ovs_datapath"], caps["afxdp_missing"])
+    if cluster is not None:
+        caps["switch_ports_why"] = "cluster mode: plain veth ports on every server"
+        caps["cluster"] = cluster_caps(g, cluster)
     containers = None
     if cfg.container.engine == "docker":
         image = ensure_image(progress.say)
@@ -370,6 +387,18 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
     return run_dir
 
 
+def cluster_caps(g, cluster: ClusterOptions) -> dict:
+    """What a cluster-mode run records: its servers, the nodes on each, the tunnels, and where the
+    CPU is watched."""
+    from topo.partition import assign_servers, crossing_links
+
+    placed = assign_servers(g, list(cluster.servers))
+    return {"servers": list(cluster.servers), "user": cluster.user, "ssh_config": cluster.ssh_config,
+            "nodes": {s: sorted(n for n, v in placed.items() if v == s) for s in cluster.servers},
+            "tunnels": [list(link) for link in crossing_links(g, placed)],
+            "cpu_sampled_on": LOCAL, "tunnel_kind": "ssh (Mininet's RemoteSSHLink)"}
+
+
 def _run_policies(cfg: ExperimentConfig, g, caps: dict, ecn: tuple[str, str], run_dir: str, progress: Progress,
                   policies: list[str] | None, ina: InaSetup | None = None,
                   containers: ContainerSettings | None = None) -> None:
@@ -390,6 +419,10 @@ def _run_policies(cfg: ExperimentConfig, g, caps: dict, ecn: tuple[str, str], ru
         runtime += f" runtime in docker containers ({containers.image}, {containers.cpus:g} CPU each)"
     else:
         runtime += " runtime as processes"
+    if "cluster" in caps:
+        c = caps["cluster"]
+        runtime += (f", spread over {len(c['servers'])} servers ({', '.join(c['servers'])}; "
+                    f"{len(c['tunnels'])} links as SSH tunnels)")
     progress.say(f"run {run_dir}: {len(cfg.jobs)} jobs, {len(specs)} policies, scale {cfg.scale:g}, "
                  f"dilation {cfg.dilation:g} (wall time of the iterations x{cfg.dilation:g}; times reported in "
                  f"paper-scale seconds), {runtime}, datapath {caps['ovs_datapath']} with "

@@ -655,3 +655,39 @@ def test_simulator_options_round_trip(tmp_path):
     assert config.ExperimentConfig().simulator == config.SimulatorConfig(0.0, True, False)
     again = config.from_dict(json.loads(json.dumps(config.to_dict(cfg))))
     assert again.simulator == cfg.simulator
+
+
+CLUSTER_ECN_OFF = {"ecn": {"marking": "off"}}
+
+
+@pytest.mark.parametrize("over,pattern", [
+    ({"cluster": {"servers": ["localhost"]}, **CLUSTER_ECN_OFF}, r"'localhost' is this machine"),
+    ({"cluster": {"servers": ["h2", "h2"]}, **CLUSTER_ECN_OFF}, r"names a server twice"),
+    ({"cluster": {"servers": ["a", "b", "c", "d"]}, **CLUSTER_ECN_OFF}, r"more servers than the topology's 4"),
+    ({"cluster": {"servers": ["h 2"]}, **CLUSTER_ECN_OFF}, r"servers\[0\]: 'h 2' is not a valid name"),
+    ({"cluster": {"servers": ["h2"]}}, r"cluster mode runs without ecn.marking: required"),
+    ({"cluster": {"servers": ["h2"]}, "switch_ports": "afxdp", **CLUSTER_ECN_OFF}, r"without switch_ports: afxdp"),
+    ({"cluster": {"servers": ["h2"]}, "container": {"engine": "docker"}, **CLUSTER_ECN_OFF},
+     r"without container.engine: docker"),
+    ({"cluster": {"servers": ["h2"]}, "jobs": [{"name": "a", "model": "resnet50", "workers": 4,
+                                                "collective": "ina"}], **CLUSTER_ECN_OFF}, r"without INA jobs"),
+    ({"cluster": {"servres": ["h2"]}}, r"did you mean 'servers'"),
+])
+def test_cluster_mode_config_errors_name_the_problem(over, pattern):
+    """A cluster section naming this machine, a server twice, more servers than racks or pods, a
+    malformed name, or asking for what runs on one machine only (a required ECN marker, AF_XDP
+    ports, Docker workers, INA) is one ConfigError naming it."""
+    with pytest.raises(ConfigError, match=pattern):
+        config.validate(config.from_dict(base(**over)))
+
+
+def test_a_cluster_config_validates_round_trips_and_is_ignored_by_the_simulator(tmp_path):
+    """Servers with ECN optional validate, the resolved config keeps them, and the simulator back end
+    (which runs on one machine) does not check them."""
+    cfg = config.from_dict(base(cluster={"servers": ["h2", "10.1.2.3"], "ssh_config": "/etc/x"},
+                                ecn={"marking": "optional"}))
+    config.validate(cfg)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config.to_dict(cfg)))
+    assert config.load(str(path)) == cfg and cfg.cluster.servers == ("h2", "10.1.2.3")
+    config.validate(config.from_dict(base(cluster={"servers": ["h2"]})), backend="sim")

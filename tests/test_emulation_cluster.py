@@ -9,27 +9,30 @@ Skipped, naming why, where no ``sshd`` is installed (the set-up installs openssh
 
 from __future__ import annotations
 
+import glob
+import json
 import os
 import re
-import shutil
-import socket
 import subprocess
+import sys
 import time
 
 import pytest
-from conftest import SCALE, leftovers
+from conftest import ROOT, SCALE, leftovers
 
 pytestmark = pytest.mark.emulation
 
-SSHD = "/usr/sbin/sshd"
 SERVER = "127.0.0.2"
 UNREACHABLE = "127.0.0.3"  # nothing listens there
+CLI = [sys.executable, os.path.join(ROOT, "run_testbed.py")]
 
 
-def _free_port(addr: str) -> int:
-    with socket.socket() as s:
-        s.bind((addr, 0))
-        return s.getsockname()[1]
+def tiny(servers: list[str], ssh_config: str) -> str:
+    """Two racks of one machine, one 2-worker ring, one policy; the second rack on ``servers``."""
+    return ("name: cluster\ntopology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_leaf: 1}\n"
+            "jobs: [{name: j, model: resnet50, workers: 2, collective: ring}]\n"
+            "background: {h1: 3, h2: 3}\npolicies: [consolidate]\niterations: 6\nwarmup_iterations: 1\n"
+            f"ecn: {{marking: optional}}\ncluster: {{servers: [{', '.join(servers)}], ssh_config: {ssh_config}}}\n")
 
 
 def _ours(marker: str) -> list[str]:
@@ -51,43 +54,24 @@ def _taps() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def server(emulation_ok, tmp_path_factory):
-    """An sshd on 127.0.0.2 that lets root in with a key of the test's own; yields the ssh_config
-    that reaches it (and 127.0.0.3, where nothing listens)."""
+def server(emulation_ok):
+    """An sshd on 127.0.0.2 that lets root in with a key of its own (:mod:`testbed.loopback_server`);
+    yields the ssh_config that reaches it (and 127.0.0.3, where nothing listens)."""
+    from common.errors import EmulationError
+    from testbed.loopback_server import SSHD, LoopbackServer
+
     if not os.path.exists(SSHD):
         pytest.skip(f"cluster mode: {SSHD} is not installed (openssh-server; the set-up installs it)")
-    d = tmp_path_factory.mktemp("sshd")
-    for key in ("host", "client"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)], check=True)
-    shutil.copy(d / "client.pub", d / "authorized_keys")
-    port = _free_port(SERVER)
-    (d / "sshd_config").write_text(
-        f"ListenAddress {SERVER}:{port}\nHostKey {d}/host\nPidFile none\nAuthorizedKeysFile {d}/authorized_keys\n"
-        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-        "UsePAM no\nStrictModes no\nPermitTunnel ethernet\nAllowTcpForwarding yes\nMaxSessions 100\n"
-        "MaxStartups 100\n")
-    config = d / "ssh_config"
-    config.write_text(
-        f"Host {SERVER} {UNREACHABLE}\n  Port {port}\n  IdentityFile {d}/client\n  IdentitiesOnly yes\n"
-        f"  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n")
-    made_run_dir = not os.path.isdir("/run/sshd")  # sshd's privilege separation directory
-    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
-    sshd = subprocess.Popen([SSHD, "-D", "-f", str(d / "sshd_config"), "-E", str(d / "sshd.log")])
+    srv = LoopbackServer(SERVER, also=(UNREACHABLE,))
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            cp = subprocess.run(["ssh", "-F", str(config), "-o", "BatchMode=yes", f"root@{SERVER}", "true"],
-                                capture_output=True, text=True, timeout=10)
-            if cp.returncode == 0:
-                break
-            time.sleep(0.2)
-        assert cp.returncode == 0, f"test sshd did not answer: {cp.stderr}; {(d / 'sshd.log').read_text()}"
-        yield str(config)
+        srv.start()
+    except EmulationError as e:
+        srv.stop()
+        pytest.fail(str(e))
+    try:
+        yield srv.ssh_config
     finally:
-        sshd.terminate()
-        sshd.wait(timeout=10)
-        if made_run_dir:
-            shutil.rmtree("/run/sshd", ignore_errors=True)
+        srv.stop()
 
 
 def test_a_job_across_two_servers_moves_what_it_moves_on_one(server, tmp_path):
@@ -174,3 +158,41 @@ def test_an_unreachable_server_is_one_line_and_nothing_is_started(server, tmp_pa
     msg = str(err.value)
     assert UNREACHABLE in msg and "unreachable" in msg and "\n" not in msg, msg
     assert not leftovers() and not _taps() and not _ours(server) and records() == []
+
+
+def test_an_experiment_spread_over_two_servers_runs_and_says_so(server, tmp_path):
+    """``run_testbed.py -c`` with a cluster section: exit 0; capabilities.json names both servers,
+    the nodes on each and the tunnel; the job ran on both racks, was checked against its bound and
+    trusted; ECN says it was not measured (cluster mode); nothing is left on either server."""
+    cfg = tmp_path / "cluster.yaml"
+    cfg.write_text(tiny([SERVER], server))
+    cp = subprocess.run([*CLI, "-c", str(cfg), "--results", str(tmp_path / "res")], cwd=ROOT, capture_output=True,
+                        text=True, timeout=600)
+    out = cp.stdout + cp.stderr
+    assert cp.returncode == 0 and "Traceback" not in out, out
+    assert f"spread over 2 servers (localhost, {SERVER}; 1 links as SSH tunnels)" in out, out
+    (run_dir,) = glob.glob(str(tmp_path / "res" / "*-cluster"))
+    with open(os.path.join(run_dir, "capabilities.json")) as f:
+        caps = json.load(f)
+    assert caps["cluster"]["servers"] == ["localhost", SERVER] and caps["cluster"]["tunnels"] == [["l2", "s1"]]
+    assert caps["cluster"]["nodes"][SERVER] == ["h2", "l2"] and caps["switch_ports"] == "system", caps
+    assert caps["ecn_method"] == "none" and "cluster mode" in caps["ecn_why"], caps
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        (row,) = json.load(f)["policies"]
+    (job,) = row["jobs"].values()
+    assert job["complete"] and job["fidelity"] == "ok" and row["trustworthy"] is True, (row, out)
+    assert row["cross_machine_bytes"] > 0 and row["ecn_method"] == "none"
+    assert not leftovers() and not _taps() and not _ours(server), (leftovers(), _taps(), _ours(server))
+
+
+def test_an_experiment_naming_an_unreachable_server_is_one_line(server, tmp_path):
+    """A cluster section naming a server where nothing answers: exit 2 with one line naming it and
+    nothing started on this machine or the server that answered."""
+    cfg = tmp_path / "cluster.yaml"
+    cfg.write_text(tiny([SERVER, UNREACHABLE], server).replace("n_leaf: 2", "n_leaf: 3"))
+    cp = subprocess.run([*CLI, "-c", str(cfg), "--results", str(tmp_path / "res")], cwd=ROOT, capture_output=True,
+                        text=True, timeout=300)
+    assert cp.returncode == 2 and "Traceback" not in cp.stdout + cp.stderr, cp.stdout + cp.stderr
+    last = cp.stderr.strip().splitlines()[-1]
+    assert UNREACHABLE in last and "unreachable" in last, cp.stderr
+    assert not leftovers() and not _taps() and not _ours(server), (leftovers(), _taps(), _ours(server))

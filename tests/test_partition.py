@@ -52,3 +52,18 @@ def test_cluster_servers_start_here_and_are_named_once(servers, match):
     """A cluster's server list starts with this machine and names each server once."""
     with pytest.raises(ValueError, match=match):
         ClusterOptions(servers)
+
+
+def test_check_says_how_the_shipped_cluster_experiment_is_spread():
+    """``check experiments/cluster.yaml`` (no root, no server reached) validates it and says how its
+    k=4 fat-tree is spread: pods 0-1 and the core here, pods 2-3 on host2, 8 tunnels."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cp = subprocess.run([sys.executable, os.path.join(root, "run_testbed.py"), "check",
+                         os.path.join(root, "experiments", "cluster.yaml")], capture_output=True, text=True,
+                        timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    assert "spread over 2 servers (localhost: 20 nodes, host2: 16 nodes; 8 links as SSH tunnels)" in cp.stdout
