@@ -58,6 +58,9 @@ from topo import machines, switches
 from topo.io import write_topology_json
 
 OFFLOADS = ("rx", "tx", "tso", "gso", "gro")
+HOST_PORT_RANGE = "10000 32767"
+"""Local ports of the emulated machines' outgoing connections: below Linux's default ephemeral range
+(32768-60999), from which :func:`testbed.controller_proc.free_tcp_port` picks listening ports."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -457,7 +460,11 @@ class EmulatedNetwork(StartStop):
             # tcp_no_metrics_save: a connection starts from nothing its predecessors to the same
             # host learnt (ssthresh, RTT), so runs sharing a network do not inherit each other's.
             # Static ARP: every host knows every other host's MAC.
-            self.host_script(m, [*ecn, "sysctl -w net.ipv4.tcp_slow_start_after_idle=0",
+            # Outgoing connections take local ports below the range the testbed hands out for
+            # listeners (free_tcp_port: this machine's ephemeral range), or a job's agent could find
+            # its listening port taken by another job's connection on the same machine.
+            self.host_script(m, [*ecn, f"sysctl -w net.ipv4.ip_local_port_range='{HOST_PORT_RANGE}'",
+                                 "sysctl -w net.ipv4.tcp_slow_start_after_idle=0",
                                  "sysctl -w net.ipv4.tcp_no_metrics_save=1",
                                  f"sysctl -w net.ipv4.tcp_congestion_control={cc}",
                                  "sysctl -w net.ipv6.conf.all.disable_ipv6=1",

@@ -60,3 +60,17 @@ def test_port_counters_see_a_transfer_on_its_routed_path(fabric):
     core = [n for n in path if fabric.g.nodes[n].get("tier") == "core"][0]
     for c in (n for n, d in fabric.g.nodes(data=True) if d.get("tier") == "core" and n != core):
         assert all(moved[(c, x)] < 200_000 for x in fabric.g.neighbors(c)), f"traffic leaked through {c}"
+
+
+def test_machines_connect_from_ports_no_listener_is_given(fabric):
+    """Every machine's outgoing connections take local ports below the range listening ports are
+    picked from (free_tcp_port: this machine's ephemeral range), so one job's connection never
+    holds the port another job's agent on the same machine is told to listen on."""
+    from testbed.controller_proc import free_tcp_port
+    from testbed.net import HOST_PORT_RANGE
+
+    low, high = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+    host_low, host_high = map(int, HOST_PORT_RANGE.split())
+    assert host_high < low <= free_tcp_port() <= high
+    for m in ("h1", "h16"):
+        assert fabric.host_exec(m, "sysctl -n net.ipv4.ip_local_port_range").split() == HOST_PORT_RANGE.split()

@@ -18,7 +18,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, SCALE, leftovers
+from conftest import ROOT, SCALE, leftovers, read_until
 
 pytestmark = pytest.mark.emulation
 
@@ -196,3 +196,29 @@ def test_an_experiment_naming_an_unreachable_server_is_one_line(server, tmp_path
     last = cp.stderr.strip().splitlines()[-1]
     assert UNREACHABLE in last and "unreachable" in last, cp.stderr
     assert not leftovers() and not _taps() and not _ours(server), (leftovers(), _taps(), _ours(server))
+
+
+def test_kill_9_of_a_cluster_run_then_clean(server, tmp_path):
+    """kill -9 of a cluster-mode runner while its wave runs: its SSH sessions, node shells, tunnels
+    and the bridges and interfaces on both servers stay, recorded; ``clean`` undoes them (those on
+    the other server through SSH) and the machine is as before: no bridge, interface, tap,
+    namespace, SSH process or record."""
+    from testbed.record import records
+
+    interfaces = sorted(os.listdir("/sys/class/net"))
+    cfg = tmp_path / "long.yaml"
+    cfg.write_text(tiny([SERVER], server).replace("iterations: 6", "iterations: 400"))
+    proc = subprocess.Popen([*CLI, "-c", str(cfg), "--results", str(tmp_path / "res")], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = read_until(proc, "ranks joined")
+    proc.kill()
+    proc.wait(timeout=30)
+    assert any("ranks joined" in line for line in seen), "".join(seen)
+    assert records() and _ours(server) and leftovers(), "a killed run leaves its changes, recorded"
+    cp = subprocess.run([*CLI, "clean"], capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert cp.returncode == 0 and "Traceback" not in cp.stdout + cp.stderr, cp.stdout + cp.stderr
+    deadline = time.monotonic() + 10  # the other server's shells end as their sessions close
+    while (leftovers() or _ours(server)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not leftovers() and not _taps() and not _ours(server) and records() == [], (leftovers(), _ours(server))
+    assert sorted(os.listdir("/sys/class/net")) == interfaces
