@@ -209,17 +209,11 @@ class EmulatedNetwork(StartStop):
         self.controller = ControllerProcess(self.run_dir, self.topology_path, self.options.routing,
                                             self.options.stats_interval_s, self.ina_ports)
         self.controller.start(on_spawn=lambda pid: self.record.add(process_change(pid, "controller")))
-        classes, where = {}, {}
+        classes = {}
         if self.cluster is not None:
             self.cluster.start(self.controller.port)
             host_cls, switch_cls, link_cls = self.cluster.mininet_classes()
             classes = {"host": host_cls, "link": link_cls}
-
-            def where(node):
-                server = self.server_of[node]
-                remote = {"controlPath": self.cluster.control_path(server)} if server != LOCAL else {}
-                # serverIP: the name as ssh knows it (Mininet would resolve it, losing an ssh_config alias)
-                return {"server": server, "serverIP": server, "user": self.cluster.options.user, **remote}
         else:
             switch_cls = OVSSwitch
         self.mn = Mininet(topo=None, build=False, autoSetMacs=False, autoStaticArp=False,
@@ -228,13 +222,13 @@ class EmulatedNetwork(StartStop):
         self.record.add(process_change(c0.pid, "controller node shell"))
         for m in machines(self.g):
             d = self.g.nodes[m]
-            self.hosts[m] = self.mn.addHost(m, ip=f"{d['ip']}/8", mac=d["mac"], **(where(m) if where else {}))
+            self.hosts[m] = self.mn.addHost(m, ip=f"{d['ip']}/8", mac=d["mac"], **self._node_params(m))
             self.record.add(process_change(_shell_pid(self.hosts[m]), f"machine {m} shell"))
         for s in switches(self.g):
             d = self.g.nodes[s]
             self.record.add(Change("bridge", s, what="switch", via=self.via(s)))
             sw = self.mn.addSwitch(s, cls=switch_cls, dpid=f"{d['dpid']:016x}", datapath=self.options.datapath,
-                                   failMode="secure", protocols="OpenFlow13", **(where(s) if where else {}))
+                                   failMode="secure", protocols="OpenFlow13", **self._node_params(s))
             self.record.add(process_change(_shell_pid(sw), f"switch {s} shell"))
         for u, v, d in sorted(self.g.edges(data=True)):
             pu, pv = d["ports"][u], d["ports"][v]
@@ -274,6 +268,16 @@ class EmulatedNetwork(StartStop):
             for s, port in self.ina_ports.items():  # system ports on either fabric
                 run(["ovs-vsctl", "set", "Interface", f"{s}-eth{port}", f"mtu_request={self.options.mtu}"])
         self.controller.wait_ready()
+
+    def _node_params(self, node: str) -> dict:
+        """Mininet's cluster parameters of a node: its server, the user there and the server's SSH
+        session (none on a network of this machine alone)."""
+        if self.cluster is None:
+            return {}
+        server = self.server_of[node]
+        remote = {"controlPath": self.cluster.control_path(server)} if server != LOCAL else {}
+        # serverIP: the name as ssh knows it (Mininet would resolve it, losing an ssh_config alias)
+        return {"server": server, "serverIP": server, "user": self.cluster.options.user, **remote}
 
     def via(self, node: str) -> tuple[str, ...]:
         """The command prefix that reaches ``node``'s server (empty on this machine)."""
@@ -549,17 +553,22 @@ class EmulatedNetwork(StartStop):
             probes = {}
             for src in sources:
                 ips = [self.g.nodes[t]["ip"] for t in targets if t != src]
+                # Standard input open while it runs: on another server, its end ends the probe.
                 probes[src] = subprocess.Popen(
                     self.machine_argv(src, [sys.executable, "-m", "testbed.tcpcheck", "probe", str(port), *ips],
-                                      env, PROJECT_ROOT), stdin=subprocess.DEVNULL,
+                                      env, PROJECT_ROOT), stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=PROJECT_ROOT)
             failures = {}
             for src, p in probes.items():
                 try:
-                    out, _ = p.communicate(timeout=timeout_s)
+                    p.wait(timeout=timeout_s)  # its few lines fit the pipe
+                    out = p.stdout.read()
                 except subprocess.TimeoutExpired:
                     stop_process(p)
                     out = "fail timeout"
+                finally:
+                    p.stdin.close()
+                    p.stdout.close()
                 bad = [line for line in out.splitlines() if not line.startswith("ok")]
                 if bad or p.returncode != 0:
                     failures[src] = bad or [f"exit {p.returncode}"]

@@ -92,7 +92,7 @@ def test_a_job_across_two_servers_moves_what_it_moves_on_one(server, tmp_path):
         cluster = ClusterOptions(("localhost", SERVER), ssh_config=server) if kind == "cluster" else None
         out = tmp_path / kind
         with EmulatedNetwork(leaf_spine(2, 1, 1), str(out), NetOptions(scale=SCALE, cluster=cluster)) as net:
-            failures = net.tcp_check(["h1"], ["h2"])
+            failures = net.tcp_check(["h1", "h2"], ["h1", "h2"])  # from and to each server
             assert not failures, f"TCP sanity check failed: {failures}; evidence in {out}"
             placed[kind] = {"h2 shell": " ".join(net.hosts["h2"].shell.args),
                             "l2 uplink is a tap": os.path.exists("/sys/class/net/l2-eth2/tun_flags"),
