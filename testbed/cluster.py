@@ -36,6 +36,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 
 from common.errors import EmulationError
@@ -147,27 +148,19 @@ class Cluster:
 
     def run(self, server: str, argv: list[str], timeout_s: float = 30.0) -> subprocess.CompletedProcess:
         """Run a short command on ``server``; raise EmulationError naming it if it fails."""
-        try:
-            cp = subprocess.run(self.wrap(server, argv), capture_output=True, text=True, timeout=timeout_s,
-                                stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise EmulationError(f"`{shlex.join(argv)}` on {server} did not finish within {timeout_s:.0f} s") from None
-        if cp.returncode != 0:
-            raise EmulationError(f"`{shlex.join(argv)}` on {server} failed ({cp.returncode}): "
-                                 f"{(cp.stderr or cp.stdout).strip()}")
-        return cp
+        return self.run_shell(server, shlex.join(argv), timeout_s)
 
-    def run_shell(self, server: str, cmd: str, timeout_s: float = 120.0) -> str:
+    def run_shell(self, server: str, cmd: str, timeout_s: float = 120.0) -> subprocess.CompletedProcess:
         """Run a shell command line on ``server``; raise EmulationError naming it if it fails."""
         argv = ["sh", "-c", cmd] if server == LOCAL else [*self.via(server), cmd]
+        shown = cmd if len(cmd) <= 200 else cmd[:200] + " ..."
         try:
             cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
-            raise EmulationError(f"`{cmd[:80]}...` on {server} did not finish within {timeout_s:.0f} s") from None
+            raise EmulationError(f"`{shown}` on {server} did not finish within {timeout_s:.0f} s") from None
         if cp.returncode != 0:
-            raise EmulationError(f"`{cmd[:80]}...` on {server} failed ({cp.returncode}): "
-                                 f"{(cp.stderr or cp.stdout).strip()}")
-        return cp.stdout
+            raise EmulationError(f"`{shown}` on {server} failed ({cp.returncode}): {(cp.stderr or cp.stdout).strip()}")
+        return cp
 
     # -- start and liveness ------------------------------------------------------------------
 
@@ -197,8 +190,7 @@ class Cluster:
                 said = "no answer" if cp is None else (cp.stderr.strip().splitlines() or ["ssh exited 255"])[-1]
                 raise EmulationError(f"cluster server {server!r} is unreachable ({said}); nothing was started on any "
                                      f"server. It needs `ssh {self.dest(server)}` to work without a password")
-            problems = cp.stdout.split("\n")
-            problems = [p for p in problems if p.strip()]
+            problems = [line for line in cp.stdout.splitlines() if line.strip()]
             if cp.returncode != 0 or problems:
                 raise EmulationError(f"cluster server {server!r} cannot run the emulation: "
                                      f"{'; '.join(problems) or cp.stderr.strip()}; nothing was started on any server")
@@ -217,8 +209,9 @@ class Cluster:
             ctl = self.control_path(server)
             argv = ["ssh", *ssh_options(self.options), "-M", "-N", "-S", ctl, "-o", "ExitOnForwardFailure=yes",
                     "-R", f"127.0.0.1:{port}:127.0.0.1:{controller_port}", self.dest(server)]
-            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                 start_new_session=True, text=True)
+            said = tempfile.TemporaryFile()  # not a pipe: a session that lives long must never block on it
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=said,
+                                 start_new_session=True)
             self.record.add(process_change(p.pid, f"SSH session to {server}"))
             self.sessions[server] = p
             deadline = time.monotonic() + self.options.connect_timeout_s + SESSION_START_S
@@ -227,9 +220,12 @@ class Cluster:
             if not os.path.exists(ctl):
                 if p.poll() is None:
                     p.kill()
-                said = (p.communicate(timeout=5)[1] or "").strip()
+                p.wait(timeout=5)
+                said.seek(0)
+                why = said.read().decode(errors="replace").strip()
                 raise EmulationError(f"the SSH session to cluster server {server!r} did not start: "
-                                     f"{said or 'no control socket'}")
+                                     f"{why or 'no control socket'}")
+            said.close()
             self.controller_port[server] = port
 
     def check_alive(self) -> None:
