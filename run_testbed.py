@@ -99,13 +99,13 @@ def cmd_check(args) -> int:
     else:
         spread = ""
         if cfg.cluster.servers:
-            from topo.partition import assign_servers, crossing_links
+            from topo import partition
 
             servers = ["localhost", *cfg.cluster.servers]
-            placed = assign_servers(g, servers)
+            how = partition.spread(g, servers)
             spread = (f"; spread over {len(servers)} servers ("
-                      + ", ".join(f"{s}: {sum(1 for v in placed.values() if v == s)} nodes" for s in servers)
-                      + f"; {len(crossing_links(g, placed))} links as SSH tunnels)")
+                      + ", ".join(f"{s}: {len(how['nodes'][s])} nodes" for s in servers)
+                      + f"; {len(how['tunnels'])} links as SSH tunnels)")
         print(f"{head}; dilation {cfg.dilation:g}: at least {config.wall_time_lower_bound_s(cfg):.0f} s of wall "
               f"time (limit {cfg.time_limit_s:g} s){spread}")
     return 0

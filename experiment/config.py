@@ -621,7 +621,7 @@ def _validate_cluster(cfg: ExperimentConfig, g) -> None:
     """Cluster mode: servers named once, none of them this machine, no more than the racks or pods
     to spread, and none of what runs on one machine only (an ECN marker that must run, AF_XDP
     ports, INA aggregators, Docker workers)."""
-    from topo.partition import node_groups
+    from topo.partition import rack_groups
 
     c = cfg.cluster
     if not c.servers:
@@ -632,7 +632,7 @@ def _validate_cluster(cfg: ExperimentConfig, g) -> None:
             fail(where, s, "is this machine, which always takes part", "the other servers only")
     if len(set(c.servers)) != len(c.servers):
         fail(where, list(c.servers), "names a server twice", "each server once")
-    units = sum(1 for grp in node_groups(g) if any(g.nodes[n]["role"] == "machine" for n in grp))
+    units = len(rack_groups(g))
     if len(c.servers) + 1 > units:
         fail(where, list(c.servers), f"is more servers than the topology's {units} racks or pods to spread "
              f"(this machine takes a share too)", f"at most {units - 1} other server(s)")

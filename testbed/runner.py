@@ -357,11 +357,12 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
         engine, why = resolve_ina(cfg)
         ina = InaSetup(engine, why, ina_switches(cfg, g) if engine else ())
         caps["ina_engine"], caps["ina_why"] = engine or "none", why
-    caps["switch_ports"], caps["switch_ports_why"] = resolve_port_type(
-        "system" if cluster else cfg.switch_ports, cfg.mtu, caps["ovs_datapath"], caps["afxdp_missing"])
-    if cluster is not None:
-        caps["switch_ports_why"] = "cluster mode: plain veth ports on every server"
+    if cluster is not None:  # validate() refused switch_ports: afxdp
+        caps["switch_ports"], caps["switch_ports_why"] = "system", "cluster mode: plain veth ports on every server"
         caps["cluster"] = cluster_caps(g, cluster)
+    else:
+        caps["switch_ports"], caps["switch_ports_why"] = resolve_port_type(
+            cfg.switch_ports, cfg.mtu, caps["ovs_datapath"], caps["afxdp_missing"])
     containers = None
     if cfg.container.engine == "docker":
         image = ensure_image(progress.say)
@@ -390,13 +391,11 @@ def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_
 def cluster_caps(g, cluster: ClusterOptions) -> dict:
     """What a cluster-mode run records: its servers, the nodes on each, the tunnels, and where the
     CPU is watched."""
-    from topo.partition import assign_servers, crossing_links
+    from topo.partition import spread
 
-    placed = assign_servers(g, list(cluster.servers))
     return {"servers": list(cluster.servers), "user": cluster.user, "ssh_config": cluster.ssh_config,
-            "nodes": {s: sorted(n for n, v in placed.items() if v == s) for s in cluster.servers},
-            "tunnels": [list(link) for link in crossing_links(g, placed)],
-            "cpu_sampled_on": LOCAL, "tunnel_kind": "ssh (Mininet's RemoteSSHLink)"}
+            **spread(g, list(cluster.servers)), "cpu_sampled_on": LOCAL,
+            "tunnel_kind": "ssh (Mininet's RemoteSSHLink)"}
 
 
 def _run_policies(cfg: ExperimentConfig, g, caps: dict, ecn: tuple[str, str], run_dir: str, progress: Progress,

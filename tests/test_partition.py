@@ -9,7 +9,7 @@ import pytest
 
 from testbed.cluster import ClusterOptions
 from topo import fat_tree, leaf_spine
-from topo.partition import assign_servers, crossing_links, node_groups
+from topo.partition import assign_servers, crossing_links, rack_groups
 
 
 @pytest.mark.parametrize("g", [fat_tree(4), leaf_spine(4, 2, 3), leaf_spine(3, 1, 1)], ids=lambda g: g.graph["name"])
@@ -24,7 +24,7 @@ def test_every_node_is_placed_machines_beside_their_switch_tunnels_all_start_her
     for m, d in g.nodes(data=True):
         if d["role"] == "machine":
             assert placed[m] == placed[d["rack"]]
-    racks = [grp for grp in node_groups(g) if any(g.nodes[x]["role"] == "machine" for x in grp)]
+    racks = rack_groups(g)
     per_server = collections.Counter(placed[grp[0]] for grp in racks)
     assert all(len({placed[x] for x in grp}) == 1 for grp in racks)
     assert max(per_server.values()) - min(per_server.get(s, 0) for s in servers[:len(racks)]) <= 1

@@ -40,6 +40,11 @@ def node_groups(g: nx.Graph) -> list[list[str]]:
     return [groups[k] for k in sorted(groups, key=natural_key)] + loose
 
 
+def rack_groups(g: nx.Graph) -> list[list[str]]:
+    """The groups of :func:`node_groups` that hold machines (pods or racks): what is spread."""
+    return [grp for grp in node_groups(g) if any(g.nodes[n]["role"] == "machine" for n in grp)]
+
+
 def _bins(items: list, n: int) -> list[list]:
     """``items`` in ``n`` contiguous bins whose sizes differ by at most one (the first larger)."""
     q, r = divmod(len(items), n)
@@ -66,10 +71,8 @@ def assign_servers(g: nx.Graph, servers: list[str]) -> dict[str, str]:
     """
     if not servers:
         raise ValueError("a cluster needs at least one server")
-    groups = node_groups(g)
-    grouped = [grp for grp in groups if any(g.nodes[n]["role"] == "machine" for n in grp)]
-    out = {n: servers[0] for grp in groups for n in grp}
-    for server, bin_ in zip(servers, _bins(grouped, len(servers)), strict=True):
+    out = {n: servers[0] for grp in node_groups(g) for n in grp}
+    for server, bin_ in zip(servers, _bins(rack_groups(g), len(servers)), strict=True):
         for grp in bin_:
             out.update(dict.fromkeys(grp, server))
     return out
@@ -78,3 +81,11 @@ def assign_servers(g: nx.Graph, servers: list[str]) -> dict[str, str]:
 def crossing_links(g: nx.Graph, placement: dict[str, str]) -> list[tuple[str, str]]:
     """The links whose two ends are on different servers (each a tunnel), in sorted order."""
     return sorted((u, v) for u, v in g.edges() if placement[u] != placement[v])
+
+
+def spread(g: nx.Graph, servers: list[str]) -> dict:
+    """How :func:`assign_servers` spreads ``g``: ``nodes`` (server -> its nodes, sorted) and
+    ``tunnels`` (the links between servers, as lists)."""
+    placed = assign_servers(g, servers)
+    return {"nodes": {s: sorted(n for n, v in placed.items() if v == s) for s in servers},
+            "tunnels": [list(link) for link in crossing_links(g, placed)]}
