@@ -53,6 +53,21 @@ def _taps() -> list[str]:
     return sorted(i for i in os.listdir("/sys/class/net") if re.fullmatch(r"tap\d+", i))
 
 
+def _left(ssh_config: str) -> list[str]:
+    """What a run left on either server: bridges, interfaces, taps, namespaces, processes (its SSH
+    ones among them) and records, once the other server's shells have ended: they end as their
+    sessions close, just after the run's own stop (at most 10 s)."""
+    from testbed.record import records
+
+    def now():
+        return leftovers() + _taps() + _ours(ssh_config) + records()
+
+    deadline = time.monotonic() + 10
+    while now() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return now()
+
+
 @pytest.fixture(scope="module")
 def server(emulation_ok):
     """An sshd on 127.0.0.2 that lets root in with a key of its own (:mod:`testbed.loopback_server`);
@@ -113,7 +128,7 @@ def test_a_job_across_two_servers_moves_what_it_moves_on_one(server, tmp_path):
     for link, b in moved["one"].items():
         if b > 10_000:
             assert abs(moved["cluster"][link] - b) <= 0.01 * b, (link, evidence)
-    assert not leftovers() and not _taps() and not _ours(server), (leftovers(), _taps(), _ours(server))
+    assert _left(server) == []
 
 
 def test_a_worker_on_the_other_server_ends_with_its_session(server, tmp_path):
@@ -129,7 +144,7 @@ def test_a_worker_on_the_other_server_ends_with_its_session(server, tmp_path):
         p = net.popen("h2", marker.split(), env={"PATH": os.environ["PATH"]}, cwd="/")
         deadline = time.monotonic() + 10
         while not [x for x in _ours(marker) if "remote_run" not in x and "ssh" not in x]:
-            assert time.monotonic() < deadline, "the command never started on the server"
+            assert time.monotonic() < deadline, f"the command never started on the server: {_ours(marker)}"
             time.sleep(0.1)
         p.kill()
         p.wait()
@@ -138,7 +153,7 @@ def test_a_worker_on_the_other_server_ends_with_its_session(server, tmp_path):
             time.sleep(0.1)
         assert _ours(marker) == [], _ours(marker)
         net.forget(p)
-    assert not leftovers() and not _taps() and not _ours(server)
+    assert _left(server) == []
 
 
 def test_an_unreachable_server_is_one_line_and_nothing_is_started(server, tmp_path):
@@ -147,7 +162,6 @@ def test_an_unreachable_server_is_one_line_and_nothing_is_started(server, tmp_pa
     from common.errors import EmulationError
     from testbed.cluster import ClusterOptions
     from testbed.net import EmulatedNetwork, NetOptions
-    from testbed.record import records
     from topo import leaf_spine
 
     opts = NetOptions(scale=SCALE, cluster=ClusterOptions(("localhost", SERVER, UNREACHABLE), ssh_config=server,
@@ -157,7 +171,7 @@ def test_an_unreachable_server_is_one_line_and_nothing_is_started(server, tmp_pa
             pass
     msg = str(err.value)
     assert UNREACHABLE in msg and "unreachable" in msg and "\n" not in msg, msg
-    assert not leftovers() and not _taps() and not _ours(server) and records() == []
+    assert _left(server) == []
 
 
 def test_an_experiment_spread_over_two_servers_runs_and_says_so(server, tmp_path):
@@ -182,7 +196,7 @@ def test_an_experiment_spread_over_two_servers_runs_and_says_so(server, tmp_path
     (job,) = row["jobs"].values()
     assert job["complete"] and job["fidelity"] == "ok" and row["trustworthy"] is True, (row, out)
     assert row["cross_machine_bytes"] > 0 and row["ecn_method"] == "none"
-    assert not leftovers() and not _taps() and not _ours(server), (leftovers(), _taps(), _ours(server))
+    assert _left(server) == []
 
 
 def test_an_experiment_naming_an_unreachable_server_is_one_line(server, tmp_path):
@@ -195,7 +209,7 @@ def test_an_experiment_naming_an_unreachable_server_is_one_line(server, tmp_path
     assert cp.returncode == 2 and "Traceback" not in cp.stdout + cp.stderr, cp.stdout + cp.stderr
     last = cp.stderr.strip().splitlines()[-1]
     assert UNREACHABLE in last and "unreachable" in last, cp.stderr
-    assert not leftovers() and not _taps() and not _ours(server), (leftovers(), _taps(), _ours(server))
+    assert _left(server) == []
 
 
 def test_kill_9_of_a_cluster_run_then_clean(server, tmp_path):
@@ -217,8 +231,5 @@ def test_kill_9_of_a_cluster_run_then_clean(server, tmp_path):
     assert records() and _ours(server) and leftovers(), "a killed run leaves its changes, recorded"
     cp = subprocess.run([*CLI, "clean"], capture_output=True, text=True, timeout=240, cwd=ROOT)
     assert cp.returncode == 0 and "Traceback" not in cp.stdout + cp.stderr, cp.stdout + cp.stderr
-    deadline = time.monotonic() + 10  # the other server's shells end as their sessions close
-    while (leftovers() or _ours(server)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not leftovers() and not _taps() and not _ours(server) and records() == [], (leftovers(), _ours(server))
+    assert _left(server) == []
     assert sorted(os.listdir("/sys/class/net")) == interfaces
