@@ -41,7 +41,7 @@ DEFAULT_CONFIG = os.path.join(HERE, "experiments", "default.yaml")
 
 def _interrupt(signum, frame):
     """The first SIGINT or SIGTERM stops the run; any further one only says cleanup is under way,
-    so it cannot cut the undoing of the run's changes short (testbed.record shields each step)."""
+    so it cannot cut the undoing of the run's changes short (emulator.record shields each step)."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _again)
     raise KeyboardInterrupt
@@ -57,7 +57,7 @@ def cmd_run(args) -> int:
     from experiment import config
 
     if args.backend == "emu":
-        from testbed.runner import Progress, run_experiment
+        from emulator.runner import Progress, run_experiment
     cfg = config.load(args.config)
     changes = {}
     if args.iterations is not None:
@@ -113,7 +113,7 @@ def cmd_check(args) -> int:
 
 def cmd_clean(args) -> int:
     """Undo what runs that died (kill -9, a crash) recorded changing on this machine, and nothing else."""
-    from testbed import capabilities, record
+    from emulator import capabilities, record
 
     capabilities.require_root()
     paths = record.records()

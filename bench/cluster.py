@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Cluster mode against one machine: the same replay job on a network built here alone and on the
-same network spread over servers (:mod:`testbed.cluster`, Mininet's cluster edition).
+same network spread over servers (:mod:`emulator.cluster`, Mininet's cluster edition).
 
 The fabric is a leaf-spine (``--racks`` racks of ``--hosts`` machines, one spine, 10 Gbit/s /
 scale links, dilation D); the job is a ring over one machine of each rack, replaying vgg16's
 scaled DDP buckets (agent runtime). With servers named (``--server``, repeated; ``--ssh-config``)
 the racks are spread over this machine and them; without, over this machine and a loopback
-server started here (:mod:`testbed.loopback_server`: 127.0.0.2 behind an sshd of its own, the
+server started here (:mod:`emulator.loopback_server`: 127.0.0.2 behind an sshd of its own, the
 single-machine form, where the tunnels' SSH encryption shares the 2 cores with everything else).
 
 Prints, per network, the time to build it and to take it down, the tunnels, the job's start-up
@@ -33,8 +33,8 @@ from experiment.report import format_table  # noqa: E402
 
 def measure(g, out: str, options, machines: list[str], buckets, iterations: int) -> dict:
     """Build the network, run the ring once, take the network down: times and bytes."""
-    from testbed.net import EmulatedNetwork
-    from testbed.replay import run_job
+    from emulator.net import EmulatedNetwork
+    from emulator.replay import run_job
 
     t0 = time.monotonic()
     net = EmulatedNetwork(g, out, options)
@@ -65,10 +65,10 @@ def main() -> int:
         return 2
 
     from common.errors import TestbedError
+    from emulator.cluster import ClusterOptions
+    from emulator.loopback_server import LoopbackServer
+    from emulator.net import NetOptions
     from jobs.models import get_model, scaled_buckets
-    from testbed.cluster import ClusterOptions
-    from testbed.loopback_server import LoopbackServer
-    from testbed.net import NetOptions
     from topo import leaf_spine, machines
     from topo.partition import assign_servers, crossing_links
 

@@ -26,14 +26,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from emulator.cpu import CpuSampler  # noqa: E402
+from emulator.ecn import build  # noqa: E402
+from emulator.net import EmulatedNetwork, NetOptions  # noqa: E402
+from emulator.queues import PortSampler  # noqa: E402
 from experiment.report import format_table  # noqa: E402
-from testbed.cpu import CpuSampler  # noqa: E402
-from testbed.ecn import build, marking_params  # noqa: E402
-from testbed.fidelity import assess, link_checks  # noqa: E402
-from testbed.linkstats import read_queue_samples  # noqa: E402
-from testbed.net import EmulatedNetwork, NetOptions  # noqa: E402
-from testbed.ports import AFXDP_MAX_MTU  # noqa: E402
-from testbed.queues import PortSampler  # noqa: E402
+from measure.fidelity import assess, link_checks  # noqa: E402
+from measure.linkstats import read_queue_samples  # noqa: E402
+from measure.marking import marking_params  # noqa: E402
+from measure.ports import AFXDP_MAX_MTU  # noqa: E402
 from topo import fat_tree  # noqa: E402
 
 PAPER_BW_MBPS = 10000.0

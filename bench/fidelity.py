@@ -11,7 +11,7 @@ counted). Times are virtual (paper-scale) seconds: measured wall time / D. The
 wall time each D costs is printed beside it, with the CPU during the measurement. Target at
 the default D: every row at most 1.05, except rows whose own transfers collide on a link
 (ECMP; counted in the table), which the bound does not describe (see
-``testbed.fidelity.JobVerdict``). Then it runs the default experiment and prints its
+``measure.fidelity.JobVerdict``). Then it runs the default experiment and prints its
 wall time (``--no-default`` skips that).
 
     sudo .venv/bin/python bench/fidelity.py [--dilations 1,2,4,8] [--runtime agent|torch] [--no-default]
@@ -30,15 +30,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from common.errors import TestbedError  # noqa: E402
+from emulator.capabilities import detect, require_root, require_tools  # noqa: E402
+from emulator.cpu import CpuSampler  # noqa: E402
+from emulator.net import EmulatedNetwork, NetOptions  # noqa: E402
+from emulator.ports import resolve_port_type  # noqa: E402
+from emulator.replay import run_job  # noqa: E402
 from experiment.config import ExperimentConfig  # noqa: E402
 from experiment.report import format_table  # noqa: E402
 from jobs.models import get_model, scaled_buckets  # noqa: E402
 from sim.steps import job_bound_s, job_collisions  # noqa: E402
-from testbed.capabilities import detect, require_root, require_tools  # noqa: E402
-from testbed.cpu import CpuSampler  # noqa: E402
-from testbed.net import EmulatedNetwork, NetOptions  # noqa: E402
-from testbed.ports import resolve_port_type  # noqa: E402
-from testbed.replay import run_job  # noqa: E402
 from topo import fat_tree, machines  # noqa: E402
 
 TARGET_RATIO = 1.05

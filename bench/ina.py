@@ -65,11 +65,11 @@ def run_engine(packets: list[bytes], fan_in: int) -> tuple[list[bytes], float]:
 
 def fabric_rows(args) -> list[list[str]]:
     """One row per way of running the job (see the module docstring) on one network."""
+    from emulator.ina_fabric import InaFabric, endpoints
+    from emulator.net import EmulatedNetwork, NetOptions
+    from emulator.replay import run_job
     from ina.plan import plan_job
     from jobs.models import get_model, scaled_buckets
-    from testbed.ina_fabric import InaFabric, endpoints
-    from testbed.net import EmulatedNetwork, NetOptions
-    from testbed.replay import run_job
     from topo import leaf_spine
 
     g = leaf_spine(3, 1, 4)

@@ -43,7 +43,7 @@ from topo.io import read_topology_json
 CONF_ENV = "TESTBED_CONTROLLER_CONF"
 EXIT_HANDLER_ERROR = 2
 
-LOG = logging.getLogger("testbed.controller")
+LOG = logging.getLogger("emulator.controller")
 
 
 def fatal_on_error(handler):

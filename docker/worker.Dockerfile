@@ -1,4 +1,4 @@
-# The worker image (testbed/worker_image.py builds it): the environment layer and the project's
+# The worker image (emulator/worker_image.py builds it): the environment layer and the project's
 # code at its path on this machine, so a worker's command and PYTHONPATH are the same in a
 # container as in a process; the build fails here if the worker or the agent cannot import.
 ARG ENV_IMAGE

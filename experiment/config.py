@@ -59,9 +59,9 @@ from experiment.config_rules import (
     rule_field,
     show,
 )
-from testbed.ecn import MARKING, METHODS
-from testbed.ports import AFXDP_MAX_MTU, PORT_TYPES
-from testbed.shaping import frame_bytes
+from measure.marking import MARKING, METHODS
+from measure.ports import AFXDP_MAX_MTU, PORT_TYPES
+from measure.shaping import frame_bytes
 
 MODES = ("replay", "train")
 RUNTIMES = ("agent", "torch")
@@ -218,7 +218,7 @@ INA_MAX_SLOTS = 4096  # ina.p4.build.DEFAULT_SLOTS, the bmv2 program's register 
 class InaConfig:
     """In-network aggregation for the jobs whose ``collective`` is ``ina`` (ignored without any).
 
-    Every INA switch gets an aggregator attached one-armed (:mod:`testbed.ina_fabric`); each INA
+    Every INA switch gets an aggregator attached one-armed (:mod:`emulator.ina_fabric`); each INA
     job's plan (:func:`ina.plan.plan_job`) makes the ToRs holding two or more of its machines
     aggregate them, with its parameter server on the machine the placement names (``ps_host``)
     or else its rank 0's machine, and the INA switches the placement names (``ina_switches``) or
@@ -253,12 +253,12 @@ CONTAINER_ENGINES = ("none", "docker")
 
 @dataclasses.dataclass(frozen=True)
 class ContainerConfig:
-    """Whether the emulator's workers run in containers (:mod:`testbed.containers`).
+    """Whether the emulator's workers run in containers (:mod:`emulator.containers`).
 
     Attributes:
         engine: ``none`` (each worker, or each machine's agent, is a process in its emulated
             machine's network namespace) or ``docker`` (each is a container of the locally
-            built worker image, :mod:`testbed.worker_image`, in that namespace). The simulator
+            built worker image, :mod:`emulator.worker_image`, in that namespace). The simulator
             ignores it.
         cpus: CPU limit of each container (``docker run --cpus``), in cores.
     """
@@ -272,7 +272,7 @@ LOCAL_NAMES = ("localhost", "127.0.0.1")
 
 @dataclasses.dataclass(frozen=True)
 class ClusterConfig:
-    """Spread the emulated network over several servers (:mod:`testbed.cluster`: Mininet's cluster
+    """Spread the emulated network over several servers (:mod:`emulator.cluster`: Mininet's cluster
     edition, nodes over SSH, links between servers as SSH tunnels).
 
     Attributes:
@@ -306,7 +306,7 @@ class SimulatorConfig:
         headers: count every segment's TCP/IP and Ethernet headers at the run's MTU (as the
             emulated wire carries them), or payload only.
         token_buckets: model the emulated links' token-bucket shapers (a link idle long enough
-            passes one bucket, ``testbed.shaping.burst_bytes``, at once): an effect of the
+            passes one bucket, ``measure.shaping.burst_bytes``, at once): an effect of the
             emulator, not of the network it models, so off by default.
         ecn: estimate every job's ECN-marked packets (a port's queue taken to be above K while
             its link is saturated by two flows or more; :mod:`sim.flowsim`).
@@ -356,7 +356,7 @@ class ExperimentConfig:
         mtu: MTU on every emulated interface, bytes (up to 9000, jumbo frames).
         switch_ports: how switch ports reach the userspace datapath: ``auto`` (AF_XDP where it
             runs, else plain veths), ``afxdp`` (an error where it cannot run) or ``system``;
-            see :mod:`testbed.ports`.
+            see :mod:`emulator.ports`.
         routing: controller routing mode, ``ecmp`` (deterministic, simulator-predictable) or
             ``select`` (OVS per-flow hashing).
         queue_packets: FIFO limit under each shaped link.
@@ -592,8 +592,8 @@ def validate(cfg: ExperimentConfig, backend: str = "emu"):
 
 def _validate_topology(cfg: ExperimentConfig, shaped: bool = True):
     """Build the topology and its cluster with the background load; returns the graph and the free GPUs."""
+    from measure.shaping import link_rates_mbps
     from placement.base import Cluster
-    from testbed.shaping import link_rates_mbps
     from topo import build_topology, machines
 
     try:
@@ -820,8 +820,8 @@ def _validate_threshold_delay(cfg: ExperimentConfig, g) -> None:
     slowest port: a K above the queue there is above it at every port and is never reached.
     """
     from common.units import transfer_time_s, virtual_s, wall_s
-    from testbed.ecn import marking_params
-    from testbed.shaping import link_rates_mbps
+    from measure.marking import marking_params
+    from measure.shaping import link_rates_mbps
 
     e = cfg.ecn
     if e.marking == "off" or not e.threshold_us > 0:
@@ -842,8 +842,8 @@ def _validate_marking_ramp(cfg: ExperimentConfig, g) -> None:
     """The BPF marker (``method`` bpf, or auto where the kernel lacks RED) holds the K..K_max ramp as a
     time at the port's rate, of at most ``MAX_RAMP_NS``; check it at the slowest port, where it is longest."""
     from common.units import wall_s
-    from testbed.ecn import MAX_RAMP_NS, bytes_to_ns, marking_params
-    from testbed.shaping import link_rates_mbps
+    from measure.marking import MAX_RAMP_NS, bytes_to_ns, marking_params
+    from measure.shaping import link_rates_mbps
 
     e = cfg.ecn
     if e.marking == "off" or e.method == "red" or not e.max_threshold_bytes:

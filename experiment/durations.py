@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from backend.protocol import Backend, ExperimentJob, RunEnd
 from common.errors import JobError
-from experiment.backend import Backend, ExperimentJob, RunEnd
 from experiment.loop import LoopResult, run_loop
 from placement.base import Cluster, Placement, PlacementPolicy
 from scheduling.base import Scheduler

@@ -1,4 +1,4 @@
-"""Typed records of in-network aggregation over one policy's emulated run (:mod:`testbed.ina_runs`).
+"""Typed records of in-network aggregation over one policy's emulated run (:mod:`emulator.ina_runs`).
 
 :class:`InaResult` is ``measurements.json``'s ``ina`` and ``summary.json``'s per-policy ``ina``;
 ``ina.csv`` has a row per INA job (:func:`experiment.report.write_run_report`).

@@ -1,6 +1,6 @@
 """The experiment loop: arrivals, completions and the scheduler's wake-ups drive a back end.
 
-One loop for every back end (:mod:`experiment.backend`): the durations model, the flow-level
+One loop for every back end (:mod:`backend.protocol`): the durations model, the flow-level
 simulator and the emulated network. At every event the loop
 
 1. asks the scheduler (``scheduling/``) which of the active (arrived, unfinished) jobs hold
@@ -28,8 +28,8 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
+from backend.protocol import Backend, ExperimentJob, RunEnd
 from common.errors import JobError, PlacementError
-from experiment.backend import Backend, ExperimentJob, RunEnd
 from placement.base import Cluster, Placement, PlacementPolicy
 from scheduling.base import JobStatus, Scheduler
 

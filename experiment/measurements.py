@@ -1,11 +1,11 @@
 """Typed records of one policy's emulated run, as the runner hands them to the report.
 
-:class:`PolicyResult` is what :func:`testbed.runner.run_policy` measured;
+:class:`PolicyResult` is what :func:`emulator.runner.run_policy` measured;
 :meth:`PolicyResult.to_dict` is ``<policy>/measurements.json``, whose layout readers of a run
 directory (:mod:`experiment.export`, :mod:`experiment.estimates`) rely on. The per-wave link data
-(:class:`WaveLinks`), the CPU summaries (:class:`testbed.cpu.CpuSummary`) and the port
+(:class:`WaveLinks`), the CPU summaries (:class:`measure.cpu.CpuSummary`) and the port
 sampler's figures (:class:`PortSamplerStats`) are typed too; only a wave's ECN counters (the
-marker's per-job attribution, :func:`testbed.emulator.ecn_of_wave`) stay in their JSON form,
+marker's per-job attribution, :func:`emulator.backend.ecn_of_wave`) stay in their JSON form,
 read through :meth:`WaveLinks.job_marks`.
 """
 
@@ -16,10 +16,10 @@ from collections.abc import Mapping
 
 from experiment.ina_results import InaResult
 from experiment.summary import PolicySummary
+from measure.cpu import CpuSummary
+from measure.fidelity import FidelityVerdict
 from placement.base import Placement
 from sim.flowsim import JobEstimate
-from testbed.cpu import CpuSummary
-from testbed.fidelity import FidelityVerdict
 
 Link = tuple[str, str]
 
@@ -82,7 +82,7 @@ class WaveLinks:
 
     ``window_link_bytes`` holds only the links the port samples cover; ``window_link_marks`` is
     None when ECN was not measured (never zeros). ``ecn`` is the wave's marker counters
-    (:func:`testbed.emulator.ecn_of_wave`), None when not measured.
+    (:func:`emulator.backend.ecn_of_wave`), None when not measured.
     """
 
     index: int

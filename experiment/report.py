@@ -29,7 +29,7 @@ Definitions used in every table:
 * *bound* of a job: its contention-free communication time per iteration on its placement
   and routes (:func:`sim.steps.job_bound_s`, bytes on the wire at the run's MTU); *ratio*:
   measured / bound, checked for jobs that had their links to themselves in their wave;
-* *trust*: the fidelity monitor's verdict (:mod:`testbed.fidelity`): an uncontended job more
+* *trust*: the fidelity monitor's verdict (:mod:`measure.fidelity`): an uncontended job more
   than 10% slower (or 5% faster) than its bound, or a backlogged port that sent more than
   10% below its rate, flags a policy's run; CPU saturation flags it only when no job could be
   checked, and is otherwise reported as evidence.
@@ -51,7 +51,7 @@ from experiment.ina_results import InaJobResult, InaResult
 from experiment.measurements import PolicyResult
 from experiment.summary import JobSummary, PolicySummary, all_comparisons
 from experiment.validation import comparable, pearson_r, validation_stats
-from testbed.fidelity import JobVerdict
+from measure.fidelity import JobVerdict
 
 
 def percentile(values, q: float) -> float | None:
@@ -566,7 +566,7 @@ def write_validation_plot(run_dir: str, summaries: Sequence[PolicySummary], over
 def _plot_job_ratios(ax, summaries: Sequence[PolicySummary]) -> None:
     """Measured / bound of every job per policy: checked jobs as dots (red outside the band the
     fidelity monitor accepts), jobs that shared links or sent nothing as grey crosses."""
-    from testbed.fidelity import CHECKED_STATUSES, MAX_JOB_RATIO, MIN_JOB_RATIO
+    from measure.fidelity import CHECKED_STATUSES, MAX_JOB_RATIO, MIN_JOB_RATIO
 
     for i, s in enumerate(summaries):
         for j in s.jobs:
@@ -597,7 +597,7 @@ def busiest_ports(samples: dict, n: int = BUSIEST_PORTS) -> list:
 
 def write_queue_report(run_dir: str, results: dict[str, PolicyResult]) -> list[str]:
     """``queues.csv`` (backlog samples of each policy's busiest ports) and ``queues.png``. Returns the PNGs."""
-    from testbed.linkstats import read_queue_samples
+    from measure.linkstats import read_queue_samples
 
     chosen = {}
     for spec, r in results.items():

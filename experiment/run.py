@@ -8,8 +8,8 @@ import functools
 import os
 from collections.abc import Callable
 
+from backend.protocol import Backend, ExperimentJob
 from common.errors import ConfigError, PlacementError
-from experiment.backend import Backend, ExperimentJob
 from experiment.loop import LoopEvent, LoopResult, NeverPlaced, run_loop
 from placement import make_policy
 from placement.base import Cluster

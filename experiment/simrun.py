@@ -59,7 +59,7 @@ def sim_options(cfg, g) -> SimOptions:
     """What the simulator models, from the config's ``simulator`` section (headers at the MTU,
     per-message latency in virtual seconds, the emulated shapers' token buckets) and its ``ina``
     one (every switch's PAT at the scale, how results come back)."""
-    from testbed.shaping import burst_bytes
+    from measure.shaping import burst_bytes
 
     bursts = None
     if cfg.simulator.token_buckets:  # each shaper's depth at its shaped (dilated) rate, as the emulator sets it

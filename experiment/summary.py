@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from experiment.ina_results import InaResult
 from experiment.validation import Comparison, ValidationStats, comparable, validation_stats
-from testbed.fidelity import LinkCheck
+from measure.fidelity import LinkCheck
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +34,7 @@ class JobSummary:
             communication time (None: nothing recorded).
         compute_mean_s: mean over iterations of the slowest rank's compute time.
         ecn_marks: ECN-marked packets of the job's connections (None: not measured).
-        fidelity: its verdict's status (:data:`testbed.fidelity.JOB_STATUSES`; None: no verdict).
+        fidelity: its verdict's status (:data:`measure.fidelity.JOB_STATUSES`; None: no verdict).
         bound_s: its contention-free bound per iteration (None: no verdict).
         bound_ratio: measured / bound (None: no verdict or not computable).
         contended_with: the jobs of its wave it shared a directed link with.
@@ -104,7 +104,7 @@ class PolicySummary:
         jct_mean_s: mean job completion time (None: none recorded).
         wall_time_s: wall-clock time of the policy's run.
         cpu_mean, cpu_p95, cpu_saturated, cpu_switch_thread_p95: CPU inside the measurement
-            windows (:class:`testbed.cpu.CpuSummary`).
+            windows (:class:`measure.cpu.CpuSummary`).
         ecn_method: the ECN marking path (``none``, ``bpf`` or ``red``).
         host_tcp: how many hosts used each TCP setting, e.g. ``{"cubic, tcp_ecn=1": 16}``.
         ecn_marks: marks at switch egress ports in the windows (None: not measured).

@@ -30,7 +30,7 @@ addresses is installed afresh). The reload runs in the serve loop between
 datagrams, never in the signal handler. A config it cannot use changes nothing: one line to
 stderr, and it serves on. After the first load and after each reload it writes ``--ack``
 atomically, ``{"generation": n, "jobs": [sorted job ids]}``, ``n`` counting loads from 1, so the
-sender of a SIGHUP knows when its new config is served (:meth:`testbed.ina_fabric.InaFabric.add_jobs`).
+sender of a SIGHUP knows when its new config is served (:meth:`emulator.ina_fabric.InaFabric.add_jobs`).
 """
 
 from __future__ import annotations

@@ -222,7 +222,7 @@ class WorkerSpec:
 
 
 def with_ina(specs: Sequence[WorkerSpec], endpoints: Mapping[str, InaEndpoint]) -> list[WorkerSpec]:
-    """The specs of an INA job's ranks, each with its machine's endpoint (:func:`testbed.ina_fabric.endpoints`).
+    """The specs of an INA job's ranks, each with its machine's endpoint (:func:`emulator.ina_fabric.endpoints`).
 
     Raises:
         JobError: a rank's machine has no endpoint.

@@ -139,7 +139,7 @@ code that must validate a name without importing torch."""
 INA = "ina"
 """In-network aggregation (:mod:`ina`): one INA client per machine summing its ranks' sum, in the
 agent runtime (:mod:`jobs.agent`) and in torch workers (:mod:`jobs.collectives.ina`), run where the
-emulated fabric has aggregators (:mod:`testbed.ina_fabric`); its pattern is not a transfer schedule."""
+emulated fabric has aggregators (:mod:`emulator.ina_fabric`); its pattern is not a transfer schedule."""
 JOB_COLLECTIVES = COLLECTIVE_NAMES | {INA}
 """Every collective a job may name: the torch ones and :data:`INA`."""
 

@@ -63,7 +63,7 @@ class Placement:
         slots: one GPU slot per worker, in rank order (rank ``r`` runs on ``slots[r]``).
         ps_host: machine hosting a parameter server, if the job uses one.
         ina_switches: the switches that may aggregate this job in the network (an INA job,
-            :mod:`testbed.ina_runs`): None when the policy leaves it to the run (every INA
+            :mod:`emulator.ina_runs`): None when the policy leaves it to the run (every INA
             switch), ``()`` for none (the job's packets go to its PS unaggregated: NetPack's INA
             turned off for it).
     """

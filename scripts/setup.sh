@@ -109,8 +109,8 @@ if [ ! -f "$stamp" ]; then
     rm -f "$VENV"/.installed-*
     touch "$stamp"
 fi
-# The BPF ECN marker (testbed/bpf/vq_ecn.bpf.c), compiled when its source changed.
-"$VENV/bin/python" -m testbed.ecn build
+# The BPF ECN marker (emulator/bpf/vq_ecn.bpf.c), compiled when its source changed.
+"$VENV/bin/python" -m emulator.ecn build
 # INA's P4 aggregator (ina/p4/aggregator.p4) for bmv2, compiled when its source changed. A prebuilt
 # bmv2/p4c prefix (P4_PREFIX, else /opt/p4) needs Debian's runtime libraries; p4lang's packages
 # (the VM's) are on PATH with theirs; without any toolchain INA runs on the software engine and

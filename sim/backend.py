@@ -1,12 +1,12 @@
 """The simulator back end of the experiment loop: jobs run in the flow-level simulator.
 
-:class:`FlowSimBackend` implements :class:`experiment.backend.Backend` on a
+:class:`FlowSimBackend` implements :class:`backend.protocol.Backend` on a
 :class:`sim.flowsim.FlowEngine`: a started job becomes a :class:`sim.flowsim.SimJob` on its
 placement's machines (rank order), with its model's gradient buckets at the experiment's
 scale and its model's compute time per iteration, running the iterations it has left after
 its warm-up; a preempted job loses its partial iteration and keeps the ones it completed.
 Times are virtual (paper-scale) seconds: emulated bytes over the links' rates at the scale,
-undilated, as :func:`testbed.runner.sim_estimates` costs them. Pure: no root, no processes.
+undilated, as :func:`emulator.runner.sim_estimates` costs them. Pure: no root, no processes.
 
 :class:`FluidSimBackend` is the same on the iteration-level engine (:class:`sim.fluid.FluidEngine`),
 for traces: each job's progress at a rate set by the water-filling of the running jobs' traffic,
@@ -18,8 +18,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+from backend.protocol import Backend, ExperimentJob, RunEnd
 from common.errors import JobError
-from experiment.backend import Backend, ExperimentJob, RunEnd
 from ina.plan import ps_host_of
 from jobs.models import get_model, scaled_buckets
 from jobs.patterns import INA

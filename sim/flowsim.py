@@ -45,7 +45,7 @@ Modelling decisions where the runtime leaves a choice ([R] in ``shared/specs`` t
   (without token buckets: they make it shorter).
 * [R] Token buckets (``SimOptions.burst_bytes``; None, the default, models none). The emulator
   shapes each direction of a link with a token bucket filter of depth B bytes at the link's
-  rate R on an interface much faster than R (``testbed.net``, ``testbed.shaping``), so after
+  rate R on an interface much faster than R (``emulator.net``, ``measure.shaping``), so after
   an idle spell a link lets up to B bytes through at once, and transfers of a few buckets'
   worth take far less than ``bytes / R``. Fluid model: every directed link holds tokens b in
   [0, B], full at time 0; while the flows on it are allocated r bytes/s in total (r <= R),
@@ -214,7 +214,7 @@ class SimOptions:
             (the ``(u, v)`` entry wins for direction u -> v, as in ``rate_mbps``) that must
             cover every link a flow crosses; 0 is no bucket. None: no token buckets (the
             module docstring says how they are modelled). For an emulated run,
-            ``testbed.shaping.burst_bytes(rate, mtu)`` of each link's shaped rate and the
+            ``measure.shaping.burst_bytes(rate, mtu)`` of each link's shaped rate and the
             run's MTU, in emulated bytes like the buckets; a depth in bytes does not change
             with the dilation.
         ecn: estimate every job's ECN-marked packets (see *ECN marking estimate* in the module
@@ -413,7 +413,7 @@ def simulate(g, rate_mbps: Mapping[Link, float], jobs: Sequence[SimJob],
     Returns:
         Per-rank records of the measured iterations and one estimate per job. Times are in the
         time base of the inputs, as for :func:`sim.steps.job_bound_s`: emulated bytes with the
-        emulated network's rates (``testbed.net.link_rates_mbps`` at the run's dilation D) give
+        emulated network's rates (``emulator.net.link_rates_mbps`` at the run's dilation D) give
         wall-clock seconds, D times the report's virtual seconds; the same rates at D = 1, or
         bytes and rates both at paper scale, give virtual (paper-scale) seconds. ``compute_s``,
         ``start_s`` and ``latency_s`` must be in that time base too.

@@ -16,7 +16,7 @@ network being emulated); without it, its payload. Cost: O(steps * transfers * pa
 A training job's iteration is one allreduce per gradient bucket, run one after another
 (:mod:`jobs.agent` times them in sequence), so :func:`job_bound_s` sums a per-bucket bound;
 :func:`job_links` is the set of directed links a job loads, from which the fidelity monitor
-(:mod:`testbed.fidelity`) decides which jobs of a wave contended.
+(:mod:`measure.fidelity`) decides which jobs of a wave contended.
 """
 
 from __future__ import annotations

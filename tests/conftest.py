@@ -53,7 +53,7 @@ def leftovers() -> list[str]:
     br = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True).stdout.split()
     found += [f"bridge {b}" for b in br]
     found += [f"interface {i}" for i in os.listdir("/sys/class/net") if "-eth" in i]
-    from testbed.ports import stale_pipes
+    from emulator.ports import stale_pipes
 
     found += [f"switch port pipe {i}" for i in stale_pipes()]
     # Processes left in an emulated host's network namespace, or a controller still running.
@@ -61,7 +61,7 @@ def leftovers() -> list[str]:
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
     found += [f"netns {n}" for n in netns]
     # The ECN marker: its private bpffs mounts and its loaded program.
-    from testbed.ecn import stale_pin_dirs
+    from emulator.ecn import stale_pin_dirs
 
     found += [f"bpffs {p}" for p in stale_pin_dirs()]
     # bmv2's default notification socket, a file that outlives the switch (ours use loopback TCP).
@@ -69,8 +69,8 @@ def leftovers() -> list[str]:
     if shutil.which("bpftool"):
         progs = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
         found += [f"bpf program {p['id']}" for p in json.loads(progs or "[]") if p.get("name") == "vq_ecn"]
-    # Worker containers and unfinished worker image layers (testbed.containers, testbed.worker_image).
-    from testbed.containers import LABEL, docker, docker_missing
+    # Worker containers and unfinished worker image layers (emulator.containers, emulator.worker_image).
+    from emulator.containers import LABEL, docker, docker_missing
 
     if docker_missing() is None:
         found += [f"container {n}" for n in docker(["ps", "-a", "--format", "{{.Names}}", "--filter",
@@ -109,7 +109,7 @@ def fabric(emulation_ok, tmp_path_factory):
 
     It starts with a TCP sanity check and fails the module if the controller logged an exception.
     """
-    from testbed.net import EmulatedNetwork, NetOptions
+    from emulator.net import EmulatedNetwork, NetOptions
     from topo import fat_tree
 
     run_dir = str(tmp_path_factory.mktemp("fabric"))

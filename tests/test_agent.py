@@ -19,6 +19,7 @@ import time
 import pytest
 
 from common.errors import JobError
+from emulator.controller_proc import free_tcp_port
 from ina.engine import JobTree
 from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET
 from ina.ps import PsJob, PsService
@@ -37,7 +38,6 @@ from jobs.agent import (
 from jobs.launcher import WorkerSpec, local_exec, open_gate_when_ready, ready_path, wait_all, worker_env
 from jobs.patterns import replay_pattern
 from jobs.records import read_records
-from testbed.controller_proc import free_tcp_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IPS = {f"m{i}": f"127.0.0.{20 + i}" for i in range(4)}

@@ -63,7 +63,7 @@ def main_in_process(monkeypatch):
     validation stops there instead of building a network."""
     monkeypatch.setenv("TESTBED_NO_VENV_REEXEC", "1")
     run_testbed = importlib.import_module("run_testbed")
-    from testbed import capabilities
+    from emulator import capabilities
 
     def reached_root_check():
         raise AssertionError("the config passed validation and the run reached the root check")
@@ -178,7 +178,7 @@ TINY = ("topology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_leaf: 1}\
 def test_required_ecn_path_that_cannot_run_is_one_clear_error(emulation_ok, tmp_path):
     """Asking for kernel RED where the kernel has none (and marking required) stops before any network
     is built, naming what is missing."""
-    from testbed.capabilities import detect
+    from emulator.capabilities import detect
 
     if detect()["qdiscs"].get("red"):
         pytest.skip("this kernel has sch_red: the RED path is available, nothing is missing")
@@ -192,7 +192,7 @@ def test_required_ecn_path_that_cannot_run_is_one_clear_error(emulation_ok, tmp_
 def test_optional_ecn_that_cannot_run_says_not_measured(emulation_ok, tmp_path):
     """With marking optional, the run goes on and its results say ECN was not measured: no mark counts
     at all (never zeros), and the hosts keep their default ECN setting."""
-    from testbed.capabilities import detect
+    from emulator.capabilities import detect
 
     if detect()["qdiscs"].get("red"):
         pytest.skip("this kernel has sch_red: the RED path would run")

@@ -171,7 +171,7 @@ def test_yaml_nan_and_inf_are_rejected(tmp_path, text, pattern):
 
 def test_dilation_below_minimum_link_rate_is_rejected():
     """A dilation that slows links below MIN_RATE_MBPS fails validation naming the rate, scale and dilation."""
-    from testbed.net import MIN_RATE_MBPS
+    from emulator.net import MIN_RATE_MBPS
 
     cfg = config.from_dict(base(dilation=250))  # 10000 Mbit/s / (500 x 250) = 0.08 Mbit/s
     assert 10000 / (500 * 250) < MIN_RATE_MBPS
@@ -214,7 +214,7 @@ def test_wall_time_lower_bound_by_hand():
 
 def test_dilation_divides_link_rates_like_scale():
     """link_rates_mbps(g, 500, 4) equals link_rates_mbps(g, 2000) on a fat-tree, edge for edge."""
-    from testbed.net import link_rates_mbps
+    from emulator.net import link_rates_mbps
     from topo import build_topology
 
     g = build_topology("fat_tree", k=4)

@@ -14,7 +14,7 @@ from common.errors import ConfigError, EmulationError
 
 
 def test_a_worker_container_enters_its_machines_namespace_with_nothing_else_of_its_own():
-    from testbed.containers import NETNS_PATH, run_argv
+    from emulator.containers import NETNS_PATH, run_argv
 
     argv = run_argv("dtnet-1-1-h1", "dtnet-worker:abc", "/proc/42/ns/net", 0.5, ["/runs/r1"], ["OMP_NUM_THREADS"],
                     "/proj", ["/venv/bin/python", "-m", "jobs.agent", "/runs/r1/a.json"], {"dtnet.owner": "7"})
@@ -32,7 +32,7 @@ def test_a_worker_container_enters_its_machines_namespace_with_nothing_else_of_i
 
 
 def test_a_container_gets_the_workers_settings_and_not_the_hosts_identity():
-    from testbed.containers import container_env_keys
+    from emulator.containers import container_env_keys
 
     env = {"PATH": "/usr/bin", "HOME": "/root", "PYTHONPATH": "/p", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
            "GLOO_SOCKET_IFNAME": "h1-eth0", "SUDO_USER": "me", "JOBS_WORKER_DEBUG": "1", "DISPLAY": ":0"}
@@ -49,18 +49,18 @@ def _tree(root, files: dict[str, str]) -> None:
 
 
 def test_the_images_project_layer_is_the_code_without_caches_results_venv_or_build_products(tmp_path):
-    from testbed.worker_image import project_files
+    from emulator.worker_image import project_files
 
     _tree(tmp_path, {"run_testbed.py": "", "jobs/worker.py": "", "jobs/__pycache__/worker.cpython-311.pyc": "",
                      "experiment/results.py": "", "results/20260101-x/summary.json": "", ".venv/bin/python": "",
                      ".git/HEAD": "", "ina/p4/build/aggregator.json": "", "ina/p4/aggregator.p4": "",
-                     "testbed/bpf/vq_ecn.bpf.o": "", "dtnet_testbed.egg-info/PKG-INFO": "", "docs/results/x.md": ""})
+                     "emulator/bpf/vq_ecn.bpf.o": "", "dtnet_testbed.egg-info/PKG-INFO": "", "docs/results/x.md": ""})
     assert project_files(str(tmp_path)) == ["docs/results/x.md", "experiment/results.py", "ina/p4/aggregator.p4",
                                             "jobs/worker.py", "run_testbed.py"]
 
 
 def test_digests_follow_content_for_the_project_and_metadata_for_the_venv(tmp_path):
-    from testbed.worker_image import content_digest, metadata_digest, tree_files
+    from emulator.worker_image import content_digest, metadata_digest, tree_files
 
     _tree(tmp_path, {"a.py": "x = 1\n", "pkg/b.py": "y = 2\n"})
     files = tree_files(str(tmp_path))
@@ -77,7 +77,7 @@ def test_digests_follow_content_for_the_project_and_metadata_for_the_venv(tmp_pa
 def test_a_code_change_retags_only_the_project_layer(tmp_path):
     """The venv and distribution layers keep their tags when only the code changes; the base names
     the venv's interpreter packages (its full standard library included)."""
-    from testbed.worker_image import image_inputs, project_files
+    from emulator.worker_image import image_inputs, project_files
 
     project = tmp_path / "project"
     for rel in project_files(ROOT):
@@ -95,7 +95,7 @@ def test_a_code_change_retags_only_the_project_layer(tmp_path):
 
 
 def test_debootstrap_makes_the_machines_own_distribution(tmp_path):
-    from testbed.worker_image import debootstrap_argv, host_distribution
+    from emulator.worker_image import debootstrap_argv, host_distribution
 
     release = tmp_path / "os-release"
     release.write_text('PRETTY_NAME="Ubuntu 24.04 LTS"\nID=ubuntu\nVERSION_CODENAME=noble\n')
@@ -122,7 +122,7 @@ def test_the_container_section_is_checked_like_the_rest():
 def test_cleanup_removes_only_build_directories_of_its_own(tmp_path, monkeypatch):
     """A recorded build tree outside the builds' directory is refused, not deleted; a container
     that cannot be removed (no daemon to ask) stays recorded, with why."""
-    from testbed.record import Change, RunRecord
+    from emulator.record import Change, RunRecord
 
     record = RunRecord("test", records_dir=str(tmp_path / "records"))
     keep = tmp_path / "not-ours"

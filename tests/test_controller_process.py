@@ -15,7 +15,7 @@ def test_handler_exception_stops_the_controller(emulation_ok, tmp_path):
     """A switch the topology does not know makes a handler raise: the controller records the error and exits
     with code 2 instead of logging and carrying on."""
     from common.errors import EmulationError
-    from testbed.controller_proc import ControllerProcess
+    from emulator.controller_proc import ControllerProcess
     from topo import fat_tree
     from topo.io import write_topology_json
 
@@ -45,7 +45,7 @@ def test_handler_exception_stops_the_controller(emulation_ok, tmp_path):
 
 def test_select_group_routing_connects_every_pair(emulation_ok, tmp_path):
     """With OVS select-group (per-flow hashing) routing, every pair of machines of the k=4 fat-tree has TCP."""
-    from testbed.net import EmulatedNetwork, NetOptions
+    from emulator.net import EmulatedNetwork, NetOptions
     from topo import fat_tree
 
     g = fat_tree(4)

@@ -19,7 +19,7 @@ def test_default_experiment_runs_every_policy_and_cleans_up(emulation_ok, tmp_pa
     logged an exception and nothing is left running. It runs 4 measured iterations of each job instead of
     the default 10 (the suite's time budget): everything else is the default."""
     from experiment.config import ExperimentConfig, load, policy_specs
-    from testbed.fidelity import JOB_STATUSES as FIDELITY_STATUSES
+    from measure.fidelity import JOB_STATUSES as FIDELITY_STATUSES
 
     cp = subprocess.run([sys.executable, os.path.join(ROOT, "run_testbed.py"), "--iterations", "4",
                          "--results", str(tmp_path)],

@@ -11,17 +11,17 @@ import dataclasses
 import pytest
 
 from common.units import virtual_s, wall_s
+from emulator.net import link_rates_mbps
+from emulator.runner import job_evidence, net_options
 from experiment.config import from_dict
 from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
 from experiment.report import summarise_policy
 from jobs.launcher import plan_workers
 from jobs.models import get_model
 from jobs.records import IterationRecord
+from measure.cpu import CpuSummary
+from measure.fidelity import assess, job_verdicts
 from placement.base import GpuSlot, JobRequest, Placement
-from testbed.cpu import CpuSummary
-from testbed.fidelity import assess, job_verdicts
-from testbed.net import link_rates_mbps
-from testbed.runner import job_evidence, net_options
 from topo import fat_tree
 
 G = fat_tree(4)

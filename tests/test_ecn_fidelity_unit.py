@@ -11,10 +11,11 @@ import struct
 import pytest
 
 from common.errors import ConfigError
+from emulator import ecn, flows
+from emulator.queues import parse_tc_qdiscs
 from experiment.config import from_dict, validate
-from testbed import ecn, fidelity, flows
-from testbed.cpu import CpuSummary
-from testbed.queues import parse_tc_qdiscs
+from measure import fidelity, marking
+from measure.cpu import CpuSummary
 
 JOBS = [{"name": "a", "model": "resnet50", "workers": 2}]
 
@@ -23,17 +24,17 @@ JOBS = [{"name": "a", "model": "resnet50", "workers": 2}]
 
 
 def test_threshold_in_bytes_and_in_microseconds():
-    p = ecn.marking_params(30000, 0, 0, 1.0, 20.0, 100, 1500)
+    p = marking.marking_params(30000, 0, 0, 1.0, 20.0, 100, 1500)
     assert (p.threshold_bytes, p.max_threshold_bytes, p.limit_bytes) == (30000, 30000, 100 * 1514)
     assert p.burst_bytes == 15000  # the shaper's bucket at 20 Mbit/s (1 ms is only 2500 bytes)
-    assert ecn.marking_params(30000, 0, 0, 1.0, 1000.0, 100, 1500).burst_bytes == 125000  # 1 ms at 1 Gbit/s
+    assert marking.marking_params(30000, 0, 0, 1.0, 1000.0, 100, 1500).burst_bytes == 125000  # 1 ms at 1 Gbit/s
     # 1000 us at 20 Mbit/s = 2.5 MB/s * 1 ms = 2500 bytes, whatever threshold_bytes says
-    q = ecn.marking_params(30000, 1000, 0, 1.0, 20.0, 100, 9000)
+    q = marking.marking_params(30000, 1000, 0, 1.0, 20.0, 100, 9000)
     assert q.threshold_bytes == pytest.approx(2500) and q.limit_bytes == 100 * 9014
 
 
 def test_port_config_layout_matches_the_program():
-    p = ecn.MarkingParams(threshold_bytes=30000, max_threshold_bytes=60000, max_p=0.5, limit_bytes=151400,
+    p = marking.MarkingParams(threshold_bytes=30000, max_threshold_bytes=60000, max_p=0.5, limit_bytes=151400,
                           burst_bytes=15000)
     rate, k, kmax, max_p, limit, burst = struct.unpack("<QQQQQQ", ecn.port_config_bytes(p, 20.0))
     assert rate == 2_500_000
@@ -47,13 +48,13 @@ def test_port_config_layout_matches_the_program():
 
 
 def test_too_long_marking_ramp_is_refused():
-    p = ecn.MarkingParams(threshold_bytes=0, max_threshold_bytes=50e6, max_p=1.0, limit_bytes=1e9)
+    p = marking.MarkingParams(threshold_bytes=0, max_threshold_bytes=50e6, max_p=1.0, limit_bytes=1e9)
     with pytest.raises(ecn.EcnUnavailable, match="ramp"):
         ecn.port_config_bytes(p, 20.0)
 
 
 def test_red_arguments_keep_min_below_max_below_limit():
-    args = ecn.red_qdisc_args(ecn.marking_params(30000, 0, 0, 1.0, 20.0, 100, 1500), 20.0, 1500)
+    args = ecn.red_qdisc_args(marking.marking_params(30000, 0, 0, 1.0, 20.0, 100, 1500), 20.0, 1500)
     kv = dict(zip(args[1::2], args[2::2], strict=False))
     assert args[0] == "red" and args[-1] == "ecn"
     assert int(kv["min"]) == 30000 < int(kv["max"]) < int(kv["limit"])

@@ -27,7 +27,7 @@ def test_shaped_link_delivers_configured_rate(fabric):
         time.sleep(0.5)
         out = fabric.host_exec("h3", f"iperf3 -c {fabric.g.nodes['h4']['ip']} -p 5301 -t 4 -O 1 -J", timeout_s=30)
     finally:
-        from testbed.procs import stop_process
+        from emulator.procs import stop_process
         stop_process(server)
         fabric.forget(server)
     mbps = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
@@ -48,7 +48,7 @@ def test_port_counters_see_a_transfer_on_its_routed_path(fabric):
         time.sleep(0.5)
         out = fabric.host_exec(src, f"iperf3 -c {fabric.g.nodes[dst]['ip']} -p 5302 -t 2 -J", timeout_s=30)
     finally:
-        from testbed.procs import stop_process
+        from emulator.procs import stop_process
         stop_process(server)
         fabric.forget(server)
     received = json.loads(out)["end"]["sum_received"]["bytes"]
@@ -66,8 +66,8 @@ def test_machines_connect_from_ports_no_listener_is_given(fabric):
     """Every machine's outgoing connections take local ports below the range listening ports are
     picked from (free_tcp_port: this machine's ephemeral range), so one job's connection never
     holds the port another job's agent on the same machine is told to listen on."""
-    from testbed.controller_proc import free_tcp_port
-    from testbed.net import HOST_PORT_RANGE
+    from emulator.controller_proc import free_tcp_port
+    from emulator.net import HOST_PORT_RANGE
 
     low, high = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
     host_low, host_high = map(int, HOST_PORT_RANGE.split())

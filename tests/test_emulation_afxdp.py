@@ -16,12 +16,12 @@ def test_afxdp_ports_shape_mark_and_clean_up(emulation_ok, tmp_path):
     """Two senders into h4 over AF_XDP switch ports: the e2 -> h4 port holds its rate, marks, and the
     receiver's CE count agrees with the marker within 5%; packets were received by the PMD thread;
     the pipes are gone afterwards."""
-    from testbed.capabilities import detect
-    from testbed.ecn import bpf_missing, build
-    from testbed.fidelity import busy_rates
-    from testbed.linkstats import read_queue_samples
-    from testbed.net import EmulatedNetwork, NetOptions
-    from testbed.ports import afxdp_missing, pipe_names
+    from emulator.capabilities import detect
+    from emulator.ecn import bpf_missing, build
+    from emulator.net import EmulatedNetwork, NetOptions
+    from emulator.ports import afxdp_missing, pipe_names
+    from measure.fidelity import busy_rates
+    from measure.linkstats import read_queue_samples
     from topo import fat_tree
 
     why = afxdp_missing() or bpf_missing()

@@ -22,11 +22,11 @@ def test_agent_traffic_on_every_link_is_the_pattern(fabric, tmp_path):
     switch counters of those links carry that many bytes on the wire within 7% (ACKs of the reverse
     direction, handshakes)."""
     from common.units import wire_bytes
+    from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
     from jobs.agent import HEADER, barrier_bytes, launch_agents, plan_agents, remote_pairs
     from jobs.launcher import WorkerSpec, open_gate_when_ready, processes, wait_all
     from jobs.patterns import replay_pattern
     from jobs.records import read_records
-    from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
     from topo.routing import ecmp_path, path_links
 
     assert HEADER.size == HEADER_BYTES

@@ -1,4 +1,4 @@
-"""Emulation tests of cluster mode (:mod:`testbed.cluster`) in its single-machine form: the second
+"""Emulation tests of cluster mode (:mod:`emulator.cluster`) in its single-machine form: the second
 "server" is the loopback address 127.0.0.2, served by an ``sshd`` of the test's own (its own
 keys, configuration and port), so every mechanism is the multi-machine one (node shells,
 commands and workers over SSH, links between the servers as Mininet's SSH tunnels, the
@@ -57,7 +57,7 @@ def _left(ssh_config: str) -> list[str]:
     """What a run left on either server: bridges, interfaces, taps, namespaces, processes (its SSH
     ones among them) and records, once the other server's shells have ended: they end as their
     sessions close, just after the run's own stop (at most 10 s)."""
-    from testbed.record import records
+    from emulator.record import records
 
     def now():
         return leftovers() + _taps() + _ours(ssh_config) + records()
@@ -70,10 +70,10 @@ def _left(ssh_config: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def server(emulation_ok):
-    """An sshd on 127.0.0.2 that lets root in with a key of its own (:mod:`testbed.loopback_server`);
+    """An sshd on 127.0.0.2 that lets root in with a key of its own (:mod:`emulator.loopback_server`);
     yields the ssh_config that reaches it (and 127.0.0.3, where nothing listens)."""
     from common.errors import EmulationError
-    from testbed.loopback_server import SSHD, LoopbackServer
+    from emulator.loopback_server import SSHD, LoopbackServer
 
     if not os.path.exists(SSHD):
         pytest.skip(f"cluster mode: {SSHD} is not installed (openssh-server; the set-up installs it)")
@@ -95,10 +95,10 @@ def test_a_job_across_two_servers_moves_what_it_moves_on_one(server, tmp_path):
     through SSH, the same 2-machine ring's communication time per iteration is the one-machine
     one's within the fidelity monitor's band (0.95-1.10), the bytes on every link within 1%, and
     nothing of either network is left (no bridge, interface, tap, namespace or SSH process)."""
-    from testbed.cluster import ClusterOptions
-    from testbed.fidelity import MAX_JOB_RATIO, MIN_JOB_RATIO
-    from testbed.net import EmulatedNetwork, NetOptions
-    from testbed.replay import run_job
+    from emulator.cluster import ClusterOptions
+    from emulator.net import EmulatedNetwork, NetOptions
+    from emulator.replay import run_job
+    from measure.fidelity import MAX_JOB_RATIO, MIN_JOB_RATIO
     from topo import leaf_spine
 
     buckets = (1_000_000, 250_000)
@@ -134,8 +134,8 @@ def test_a_job_across_two_servers_moves_what_it_moves_on_one(server, tmp_path):
 def test_a_worker_on_the_other_server_ends_with_its_session(server, tmp_path):
     """A long command started on the loopback server's machine: stopping its local ``ssh`` client
     ends it there too (it does not outlive its session)."""
-    from testbed.cluster import ClusterOptions
-    from testbed.net import EmulatedNetwork, NetOptions
+    from emulator.cluster import ClusterOptions
+    from emulator.net import EmulatedNetwork, NetOptions
     from topo import leaf_spine
 
     opts = NetOptions(scale=SCALE, cluster=ClusterOptions(("localhost", SERVER), ssh_config=server))
@@ -160,8 +160,8 @@ def test_an_unreachable_server_is_one_line_and_nothing_is_started(server, tmp_pa
     """A cluster naming a server where nothing answers: one EmulationError naming it, before
     anything starts on the servers that answered (no bridge, interface, process or record left)."""
     from common.errors import EmulationError
-    from testbed.cluster import ClusterOptions
-    from testbed.net import EmulatedNetwork, NetOptions
+    from emulator.cluster import ClusterOptions
+    from emulator.net import EmulatedNetwork, NetOptions
     from topo import leaf_spine
 
     opts = NetOptions(scale=SCALE, cluster=ClusterOptions(("localhost", SERVER, UNREACHABLE), ssh_config=server,
@@ -217,7 +217,7 @@ def test_kill_9_of_a_cluster_run_then_clean(server, tmp_path):
     and the bridges and interfaces on both servers stay, recorded; ``clean`` undoes them (those on
     the other server through SSH) and the machine is as before: no bridge, interface, tap,
     namespace, SSH process or record."""
-    from testbed.record import records
+    from emulator.record import records
 
     interfaces = sorted(os.listdir("/sys/class/net"))
     cfg = tmp_path / "long.yaml"

@@ -20,15 +20,15 @@ def _measured_job(tmp_path, name: str, machines: list[str], dilation: float):
     return ``judge(factors)``: for each factor, the fidelity monitor's verdict on that measurement
     and the run's assessment when judged against links that factor faster than the emulated ones
     (1: its own)."""
+    from emulator.capabilities import detect
+    from emulator.cpu import CpuSampler
+    from emulator.net import EmulatedNetwork, NetOptions, link_rates_mbps
+    from emulator.ports import resolve_port_type
+    from emulator.replay import run_job
     from experiment.report import job_iteration_times
     from jobs.models import get_model, scaled_buckets
+    from measure.fidelity import JobEvidence, assess, job_verdicts
     from sim.steps import job_collisions
-    from testbed.capabilities import detect
-    from testbed.cpu import CpuSampler
-    from testbed.fidelity import JobEvidence, assess, job_verdicts
-    from testbed.net import EmulatedNetwork, NetOptions, link_rates_mbps
-    from testbed.ports import resolve_port_type
-    from testbed.replay import run_job
     from topo import fat_tree
 
     g = fat_tree(4)

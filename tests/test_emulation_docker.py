@@ -1,5 +1,5 @@
-"""Emulation tests of workers in Docker containers (:mod:`testbed.containers`) of the worker image
-built here from local parts (:mod:`testbed.worker_image`).
+"""Emulation tests of workers in Docker containers (:mod:`emulator.containers`) of the worker image
+built here from local parts (:mod:`emulator.worker_image`).
 
 Skipped, naming why, where Docker cannot run (`make setup DOCKER=1` installs and starts it; the
 test command's set-up does).
@@ -28,7 +28,7 @@ TINY_DOCKER = ("topology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_le
 
 def _ours(*filters: str) -> list[str]:
     """The project's containers (all states) matching ``filters``, by name."""
-    from testbed.containers import LABEL, docker
+    from emulator.containers import LABEL, docker
 
     args = ["ps", "-a", "--format", "{{.Names}}", "--filter", f"label={LABEL}"]
     for f in filters:
@@ -37,7 +37,7 @@ def _ours(*filters: str) -> list[str]:
 
 
 def _networks() -> list[str]:
-    from testbed.containers import docker
+    from emulator.containers import docker
 
     return sorted(docker(["network", "ls", "--format", "{{.Name}}"]).stdout.split())
 
@@ -46,8 +46,8 @@ def _networks() -> list[str]:
 def image(emulation_ok):
     """The worker image, built from local parts (or found cached: its inputs did not change); a
     second request builds nothing."""
-    from testbed.containers import docker_missing
-    from testbed.worker_image import ensure_image
+    from emulator.containers import docker_missing
+    from emulator.worker_image import ensure_image
 
     why = docker_missing()
     if why:
@@ -62,7 +62,7 @@ def image(emulation_ok):
 @pytest.fixture
 def pair_net(image, tmp_path_factory):
     """h1 under l1, h2 under l2, one spine: 20 Mbit/s links."""
-    from testbed.net import EmulatedNetwork, NetOptions
+    from emulator.net import EmulatedNetwork, NetOptions
     from topo import leaf_spine
 
     run_dir = str(tmp_path_factory.mktemp("docker"))
@@ -82,9 +82,9 @@ def test_a_job_in_containers_moves_what_it_moves_as_processes(image, pair_net, t
     exited, and created no network; the communication time per iteration is the processes' within
     the fidelity monitor's band of a job against its bound (0.95-1.10), and the bytes on every
     link within 1%."""
-    from testbed.containers import ContainerRunner, ContainerSettings, docker
-    from testbed.fidelity import MAX_JOB_RATIO, MIN_JOB_RATIO
-    from testbed.replay import run_job
+    from emulator.containers import ContainerRunner, ContainerSettings, docker
+    from emulator.replay import run_job
+    from measure.fidelity import MAX_JOB_RATIO, MIN_JOB_RATIO
 
     net = pair_net
     networks = _networks()
@@ -118,7 +118,7 @@ def test_a_job_in_containers_moves_what_it_moves_as_processes(image, pair_net, t
 def test_an_interrupted_docker_run_leaves_no_container(image, tmp_path):
     """SIGINT while the workers run in containers: exit 130, and no container, unfinished image
     layer, network, bridge, interface or process is left; the image stays cached."""
-    from testbed.containers import LABEL, docker
+    from emulator.containers import LABEL, docker
 
     cfg = tmp_path / "docker.yaml"
     cfg.write_text(TINY_DOCKER)
@@ -146,9 +146,9 @@ def test_an_interrupted_image_build_leaves_no_layer_scratch_or_process(image, tm
     """SIGINT while a run builds a new base layer (another mirror spelling: new inputs, so a build):
     exit 130, and the scratch root filesystem, the debootstrap process, unfinished layers and the
     run record are gone; the cached image stays."""
-    from testbed.containers import LABEL, docker
-    from testbed.record import records
-    from testbed.worker_image import BUILD_ROOT
+    from emulator.containers import LABEL, docker
+    from emulator.record import records
+    from emulator.worker_image import BUILD_ROOT
 
     cfg = tmp_path / "docker.yaml"
     cfg.write_text(TINY_DOCKER)

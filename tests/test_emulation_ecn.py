@@ -18,7 +18,7 @@ QUEUE_PACKETS = 100
 
 
 def _marking(threshold_bytes: float):
-    from testbed.ecn import marking_params
+    from measure.marking import marking_params
 
     return lambda rate: marking_params(threshold_bytes, 0, 0, 1.0, rate, QUEUE_PACKETS, 1500)
 
@@ -26,8 +26,8 @@ def _marking(threshold_bytes: float):
 @pytest.fixture(scope="module")
 def ecn_net(emulation_ok, tmp_path_factory):
     """A k=4 fat-tree at 20 Mbit/s with the BPF marker (K = 30 kB) on every switch port."""
-    from testbed.ecn import bpf_missing, build
-    from testbed.net import EmulatedNetwork, NetOptions
+    from emulator.ecn import bpf_missing, build
+    from emulator.net import EmulatedNetwork, NetOptions
     from topo import fat_tree
 
     why = bpf_missing()
@@ -44,8 +44,8 @@ def ecn_net(emulation_ok, tmp_path_factory):
 
 def _incast(net, senders: list[str], receiver: str, seconds: float = 6.0) -> dict:
     """iperf3 from every sender to ``receiver`` at once; marker, receiver and queue counters around it."""
-    from testbed.flows import netstat_counters
-    from testbed.queues import PortSampler
+    from emulator.flows import netstat_counters
+    from emulator.queues import PortSampler
 
     path = os.path.join(net.run_dir, f"incast-{time.time():.0f}.jsonl")
     sampler = PortSampler(path, net.port_links(), net.marker, 0.25)
@@ -90,8 +90,8 @@ def test_shared_bottleneck_marks_and_receiver_sees_ce(ecn_net):
     """Two senders into one machine: the edge -> machine port is the bottleneck. It marks; no other port
     does; the receiver's kernel counts CE packets within 5% of the marker's count; the port is shaped to
     its rate and the fidelity monitor finds it kept up with its rate (virtual-queue check, every port)."""
-    from testbed.fidelity import link_checks
-    from testbed.linkstats import read_queue_samples
+    from measure.fidelity import link_checks
+    from measure.linkstats import read_queue_samples
 
     r = _incast(ecn_net, ["h1", "h5"], "h4")
     port = ecn_net.switch_intfs[("e2", "h4")]
@@ -110,8 +110,8 @@ def test_port_slower_than_its_rate_is_flagged(ecn_net):
     """Positive control of the lag check: the e2 -> h4 port is shaped at 20 Mbit/s but its virtual queue
     drains at 30, as if the machine served the port at two thirds of its rate. Under the same incast
     its real FIFO falls behind the ideal one and the port fails; every other port passes."""
-    from testbed.fidelity import link_checks
-    from testbed.linkstats import read_queue_samples
+    from measure.fidelity import link_checks
+    from measure.linkstats import read_queue_samples
 
     port = ecn_net.switch_intfs[("e2", "h4")]
     fast = 1.5 * RATE_MBPS
@@ -131,7 +131,7 @@ def test_port_slower_than_its_rate_is_flagged(ecn_net):
 def test_threshold_above_the_queue_produces_no_marks(ecn_net):
     """With K at the FIFO's size (far above the bandwidth-delay product) the same load is not marked,
     although the queue grows deep; K is then restored."""
-    from testbed.ecn import port_config_bytes
+    from emulator.ecn import port_config_bytes
 
     port = ecn_net.switch_intfs[("e2", "h4")]
     high = _marking(QUEUE_PACKETS * 1514)
@@ -148,11 +148,11 @@ def test_threshold_above_the_queue_produces_no_marks(ecn_net):
 def test_two_jobs_sharing_a_bottleneck_are_both_marked(ecn_net, tmp_path):
     """Two ring jobs with one worker each on h4 (and the other on h1, h5): both send into h4. Marks are
     counted on the e2 -> h4 port and attributed to both jobs by their connections."""
-    from experiment.backend import ExperimentJob
+    from backend.protocol import ExperimentJob
+    from emulator.backend import run_batch
+    from emulator.runner import Progress
     from experiment.config import ExperimentConfig, JobConfig
     from placement.base import GpuSlot, Placement
-    from testbed.emulator import run_batch
-    from testbed.runner import Progress
 
     cfg = ExperimentConfig(jobs=(JobConfig("a", "vgg16", 2), JobConfig("b", "vgg16", 2)), iterations=4,
                            warmup_iterations=1, scale=SCALE, job_timeout_s=240)
@@ -180,7 +180,7 @@ def test_two_jobs_sharing_a_bottleneck_are_both_marked(ecn_net, tmp_path):
 def test_marker_detaches_from_interfaces_that_remain(emulation_ok):
     """Stopping the marker removes its hook from every port it was attached to (the interfaces stay),
     unmounts its pins and unloads the program."""
-    from testbed.ecn import BpfMarker, bpf_missing, build, stale_pin_dirs
+    from emulator.ecn import BpfMarker, bpf_missing, build, stale_pin_dirs
 
     if bpf_missing():
         pytest.skip(f"BPF ECN marker: {bpf_missing()}")
@@ -214,9 +214,9 @@ def test_marker_detaches_from_interfaces_that_remain(emulation_ok):
 def test_red_path_marks_where_the_kernel_has_red(emulation_ok, tmp_path):
     """Kernel RED with ECN under each switch port's shaper: the shared bottleneck's RED counts marks and
     the receiver sees CE. Runs only where the kernel has sch_red (the VM)."""
-    from testbed.capabilities import detect
-    from testbed.net import EmulatedNetwork, NetOptions
-    from testbed.queues import PortSampler
+    from emulator.capabilities import detect
+    from emulator.net import EmulatedNetwork, NetOptions
+    from emulator.queues import PortSampler
     from topo import fat_tree
 
     if not detect()["qdiscs"].get("red"):
@@ -225,7 +225,7 @@ def test_red_path_marks_where_the_kernel_has_red(emulation_ok, tmp_path):
                                                                 ecn_method="red", marking=_marking(30000))) as net:
         port = net.switch_intfs[("e2", "h4")]
         sampler = PortSampler(str(tmp_path / "q.jsonl"), net.port_links(), None, 0.25)
-        from testbed.flows import netstat_counters
+        from emulator.flows import netstat_counters
 
         ce0 = netstat_counters(net.hosts["h4"].pid)["IpExtInCEPkts"]
         servers = [net.popen("h4", ["iperf3", "-s", "-1", "-p", str(5301 + i)]) for i in range(2)]

@@ -13,11 +13,11 @@ pytestmark = pytest.mark.emulation
 def test_overloaded_network_is_flagged(emulation_ok, tmp_path):
     """Links at 1000 Mbit/s (scale 10) with four cross-pod flows: the userspace switches cannot keep up,
     and the fidelity monitor flags the run. Nothing is left behind."""
-    from testbed.cpu import CpuSampler
-    from testbed.fidelity import assess, busy_rates
-    from testbed.linkstats import read_queue_samples
-    from testbed.net import EmulatedNetwork, NetOptions
-    from testbed.queues import PortSampler
+    from emulator.cpu import CpuSampler
+    from emulator.net import EmulatedNetwork, NetOptions
+    from emulator.queues import PortSampler
+    from measure.fidelity import assess, busy_rates
+    from measure.linkstats import read_queue_samples
     from topo import fat_tree
 
     with EmulatedNetwork(fat_tree(4), str(tmp_path), NetOptions(scale=10)) as net:

@@ -31,7 +31,7 @@ ROUNDS = 4
 def ina_net(emulation_ok, tmp_path_factory):
     """Leaf-spine, two racks of five machines (l1: h1-h5, l2: h6-h10), one spine, 20 Mbit/s links,
     an aggregator port on each leaf."""
-    from testbed.net import EmulatedNetwork, NetOptions
+    from emulator.net import EmulatedNetwork, NetOptions
     from topo import leaf_spine
 
     run_dir = str(tmp_path_factory.mktemp("ina"))
@@ -48,8 +48,8 @@ def ina_net(emulation_ok, tmp_path_factory):
 @pytest.fixture(params=["bmv2", "software"])
 def ina_fabric(ina_net, request):
     """The network with an aggregator engine of each kind on its leaves' aggregator ports."""
+    from emulator.ina_fabric import InaFabric
     from ina.p4.build import engine_available
-    from testbed.ina_fabric import InaFabric
 
     available, why = engine_available()
     if request.param == "bmv2" and available != "bmv2":
@@ -59,7 +59,7 @@ def ina_fabric(ina_net, request):
 
 
 def _env():
-    from testbed.controller_proc import PROJECT_ROOT
+    from emulator.controller_proc import PROJECT_ROOT
 
     return {"PYTHONPATH": PROJECT_ROOT, "PATH": os.environ.get("PATH", "")}
 
@@ -119,7 +119,7 @@ def _run_jobs(net, fabric, plans, n_slots: int, tag: str, before_workers=None) -
     Returns:
         (worker outputs by (job id, machine), PS counters by machine, bytes per directed link).
     """
-    from testbed.controller_proc import PROJECT_ROOT
+    from emulator.controller_proc import PROJECT_ROOT
 
     fabric.install(plans, n_slots)
     out_dir = os.path.join(net.run_dir, tag)
@@ -237,8 +237,8 @@ def test_hosts_outside_a_job_cannot_add_to_its_sums(ina_fabric):
     """Before h1-h3's job (PS h6, l1 their leaf) starts, h4 (under l1, not in the job) and h7 (under
     l2, which has no entry for the job) each send a contribution for seq 0 claiming h1's bit: l1
     drops h4's as foreign, the PS drops h7's as foreign, and every worker gets the exact sums."""
+    from emulator.controller_proc import PROJECT_ROOT
     from ina.plan import plan_job
-    from testbed.controller_proc import PROJECT_ROOT
 
     net, fabric = ina_fabric
     plan = plan_job(net.g, 5, ["h1", "h2", "h3"], "h6", ["l1", "l2"])
@@ -269,11 +269,11 @@ def test_a_replay_job_runs_over_ina_and_only_its_aggregates_go_up(ina_fabric, tm
     fall-back."""
     import math
 
+    from emulator.ina_fabric import endpoints
+    from emulator.replay import run_job
     from ina.plan import plan_job
     from ina.protocol import HEADER_BYTES, VALUES_PER_PACKET
     from jobs.agent import barrier_bytes
-    from testbed.ina_fabric import endpoints
-    from testbed.replay import run_job
 
     net, fabric = ina_fabric
     machines = ["h1", "h1", "h2", "h3"]

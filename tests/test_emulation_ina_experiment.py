@@ -24,9 +24,9 @@ pytestmark = pytest.mark.emulation
 
 @pytest.mark.parametrize("engine", ["bmv2", "software"])
 def test_an_experiment_runs_ina_jobs_and_reports_them(emulation_ok, tmp_path, engine):
+    from emulator.runner import Progress, run_experiment
     from experiment import config
     from ina.p4.build import engine_available
-    from testbed.runner import Progress, run_experiment
 
     available, why = engine_available()
     if engine == "bmv2" and available != "bmv2":
@@ -86,9 +86,9 @@ def test_a_train_mode_job_trains_over_ina_as_it_does_over_the_ring(emulation_ok,
     h1-h3 under l1, its PS on h1: l1 sums h2 and h3. Every step's loss of every rank over INA
     equals the ring's within the quantisation tolerance, and the job's packets were summed in the
     switch. (Several ranks of a machine summed in memory first: tests/test_ina_worker.py.)"""
+    from emulator.runner import Progress, run_experiment
     from experiment import config
     from jobs.records import read_records
-    from testbed.runner import Progress, run_experiment
 
     cfg = config.from_dict({
         "name": "ina-train", "scale": SCALE, "dilation": 2, "mode": "train",
@@ -125,8 +125,8 @@ def test_a_preempted_ina_job_resumes_with_a_fresh_id_and_both_finish(emulation_o
     seqs afresh: the PS must keep nothing of the old one), its killed agents' counters are
     missing (said, not guessed), every run's seqs completed, every job's iterations recorded
     once, and nothing is left behind (the PS and the aggregators stopped)."""
+    from emulator.runner import Progress, run_experiment
     from experiment import config
-    from testbed.runner import Progress, run_experiment
 
     cfg = config.from_dict({
         "name": "ina-preempt", "scale": SCALE, "dilation": 2,
@@ -162,8 +162,8 @@ def test_ina_optional_where_its_engine_cannot_run_runs_the_ring_and_says_so(emul
     capabilities.json, measurements.json and the terminal say INA was not used and why."""
     import io
 
+    from emulator.runner import Progress, run_experiment
     from experiment import config
-    from testbed.runner import Progress, run_experiment
 
     monkeypatch.setenv("P4_PREFIX", str(tmp_path / "none"))
     monkeypatch.setattr("ina.p4.build.DEFAULT_PREFIX", str(tmp_path / "none"))
@@ -199,10 +199,10 @@ def test_a_parameter_server_that_dies_mid_run_stops_the_run_naming_it(emulation_
     import time
 
     from common.errors import EmulationError
+    from emulator.procs import process_start_time
+    from emulator.record import RECORDS_DIR, RunRecord
+    from emulator.runner import Progress, run_experiment
     from experiment import config
-    from testbed.procs import process_start_time
-    from testbed.record import RECORDS_DIR, RunRecord
-    from testbed.runner import Progress, run_experiment
 
     cfg = config.from_dict({
         "name": "ina-ps-dies", "scale": SCALE, "dilation": 2,

@@ -22,8 +22,8 @@ ITERATIONS = 8
 
 
 def test_arrival_and_preemption_on_the_emulator(emulation_ok, tmp_path):
+    from emulator.runner import Progress, run_experiment
     from experiment import config
-    from testbed.runner import Progress, run_experiment
 
     cfg = config.from_dict({
         "name": "loop", "scale": SCALE, "dilation": 2,

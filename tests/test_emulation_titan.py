@@ -28,9 +28,9 @@ EXPECTED = {  # policy -> (cluster machines in use, cross-machine bytes per allr
 def test_titan_motivating_example_measured(emulation_ok, tmp_path):
     """Measured cross-machine bytes per allreduce are ~0, ~1.5M and ~M (within 10% of M) and the cluster
     uses 4/3/3 machines under ElasticFlow, HiveD and Titan."""
+    from emulator.runner import Progress, run_experiment
     from experiment import config
     from jobs.models import get_model, scaled_buckets
-    from testbed.runner import Progress, run_experiment
 
     background = {"h2": 1, "h3": 2, "h4": 3}
     cfg = config.from_dict({

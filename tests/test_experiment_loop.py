@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from backend.protocol import ExperimentJob
 from common.errors import ConfigError, JobError, PlacementError
 from experiment import BACKENDS, backend_class
-from experiment.backend import ExperimentJob
 from experiment.config import ExperimentConfig, JobConfig, TopologyConfig, load, validate
 from experiment.durations import DurationBackend, duration_job, run_durations
 from experiment.loop import NeverPlaced, run_loop
@@ -204,15 +204,15 @@ def test_experiment_package_imports_no_emulator():
     """The experiment package (config, loop, back-end protocol, results, the simulated run, the run's
     records, report, export and estimates) and the simulator back end load neither Mininet, os-ken nor
     torch, nor the emulator's network, back end and runner."""
-    modules = ("experiment", "experiment.backend", "experiment.loop", "experiment.durations", "experiment.run",
+    modules = ("experiment", "backend.protocol", "experiment.loop", "experiment.durations", "experiment.run",
                "experiment.simrun", "experiment.results", "experiment.config", "experiment.config_rules",
                "experiment.config_file", "experiment.validation", "experiment.measurements", "experiment.report",
                "experiment.export", "experiment.estimates", "sim.backend",
                # what experiment.report imports inside its functions
-               "testbed.fidelity", "testbed.linkstats")
+               "measure.fidelity", "measure.linkstats")
     code = (f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
-            "bad = [m for m in ('mininet', 'os_ken', 'torch', 'testbed.net', 'testbed.emulator', 'testbed.runner',"
-            " 'testbed.controller_proc') if m in sys.modules]\nprint(bad)")
+            "bad = [m for m in ('mininet', 'os_ken', 'torch', 'emulator.net', 'emulator.backend', 'emulator.runner',"
+            " 'emulator.controller_proc') if m in sys.modules]\nprint(bad)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 

@@ -4,7 +4,7 @@ and ``clean`` beside things that are not ours.
 After every fault the machine is compared with its state before the run: interfaces, OVS
 bridges and ``other_config``, the sysctls a run may change, network namespaces, mounts, BPF
 programs, run records and the processes a run starts. A run records each change before making
-it (:mod:`testbed.record`), so even after kill -9 ``clean`` puts the machine back.
+it (:mod:`emulator.record`), so even after kill -9 ``clean`` puts the machine back.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from conftest import ROOT, scan_processes
 pytestmark = pytest.mark.emulation
 
 CLI = [sys.executable, os.path.join(ROOT, "run_testbed.py")]
-RUN_MARKERS = ("controller.launcher", "-is mininet:", "jobs.agent", "jobs.worker", "testbed.tcpcheck")
+RUN_MARKERS = ("controller.launcher", "-is mininet:", "jobs.agent", "jobs.worker", "emulator.tcpcheck")
 SYSCTLS = ("net/ipv4/tcp_allowed_congestion_control", "net/ipv4/tcp_congestion_control")
 # Two machines on two leaves, one long job: the wave runs for minutes unless a fault ends it.
 LONG = ("topology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_leaf: 1}\n"
@@ -35,7 +35,7 @@ SHORT = LONG.replace("iterations: 400", "iterations: 2")
 
 def machine_state() -> dict:
     """What a run could change on this machine, now."""
-    from testbed import record
+    from emulator import record
 
     namespaces, ours = scan_processes(RUN_MARKERS)
     with open("/proc/mounts") as f:
@@ -106,7 +106,7 @@ class Run:
 
     def recorded_pid(self, what: str) -> int:
         """PID of the first recorded process whose description starts with ``what``."""
-        from testbed import record
+        from emulator import record
 
         for path in record.records():
             rec = record.RunRecord.load(path)
@@ -236,7 +236,7 @@ def test_network_start_does_not_probe_the_controller_port(emulation_ok):
     node makes no connection at all: the controller process was already seen listening."""
     import socket
 
-    from testbed.net import _controller_class
+    from emulator.net import _controller_class
 
     server = socket.create_server(("127.0.0.1", 0))
     accepted = []

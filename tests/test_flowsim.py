@@ -341,7 +341,7 @@ def test_bad_inputs_fail_with_the_offending_value():
 def test_flowsim_loads_no_emulator():
     """Importing sim.flowsim loads no mininet, os_ken or torch."""
     code = ("import sys, sim.flowsim; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'mininet', 'os_ken', 'testbed')))")
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'mininet', 'os_ken', 'emulator')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -161,7 +161,7 @@ def test_advance_stops_at_the_first_batch_that_finishes(g):
 
 
 def test_the_backend_restarts_a_preempted_job_with_its_remaining_iterations(g):
-    from experiment.backend import ExperimentJob
+    from backend.protocol import ExperimentJob
     from placement.base import GpuSlot, Placement
 
     def placed(*machines):

@@ -13,16 +13,16 @@ import pytest
 from test_summary import CFG, G, records, result
 
 from common.errors import ConfigError
+from emulator.ina_runs import FALLBACK_COLLECTIVE, resolve_ina, unused_result, without_ina
 from experiment.config import INA_MAX_SLOTS, INA_RESULTS, from_dict, ina_switches, load, to_dict, validate
 from experiment.export import job_record
 from experiment.ina_results import InaJobResult, InaResult
 from experiment.report import ina_lines, summarise_policy, summary_tables, write_run_report
 from ina.p4.build import DEFAULT_SLOTS
 from ina.protocol import HEADER_BYTES
+from measure.fidelity import JobEvidence, ina_bound_s, ina_links, job_verdicts
+from measure.shaping import link_rates_mbps
 from sim.ina import RESULTS
-from testbed.fidelity import JobEvidence, ina_bound_s, ina_links, job_verdicts
-from testbed.ina_runs import FALLBACK_COLLECTIVE, resolve_ina, unused_result, without_ina
-from testbed.shaping import link_rates_mbps
 
 INA_JOB = {"name": "a", "model": "resnet50", "workers": 4, "collective": "ina"}
 

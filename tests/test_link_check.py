@@ -1,9 +1,9 @@
-"""Unit tests (no root) of the fidelity monitor's per-port link check (``testbed.fidelity``):
+"""Unit tests (no root) of the fidelity monitor's per-port link check (``measure.fidelity``):
 the virtual-queue lag check, its tolerance and limit, the busy-rate fallback, and their place
 in the run verdict.
 
 Every port runs at 8 Mbit/s = 1 000 000 bytes/s, so 1 ms of virtual backlog is 1 000 bytes;
-the shaper's token bucket is 15 000 bytes (:func:`testbed.shaping.burst_bytes`) and a full
+the shaper's token bucket is 15 000 bytes (:func:`measure.shaping.burst_bytes`) and a full
 frame at MTU 1500 is 1 514 bytes.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from testbed import fidelity
-from testbed.cpu import CpuSummary
-from testbed.fidelity import assess, lag_bytes, lag_limit_bytes, lag_tolerance_bytes, link_checks, port_lags
+from measure import fidelity
+from measure.cpu import CpuSummary
+from measure.fidelity import assess, lag_bytes, lag_limit_bytes, lag_tolerance_bytes, link_checks, port_lags
 
 RATE = 8.0
 LINK = ("e1", "h1")

@@ -7,11 +7,12 @@ import json
 
 import pytest
 
+from emulator.cpu import CpuSampler
 from experiment.export import wave_records
 from experiment.measurements import PortSamplerStats, WaveLinks
 from experiment.report import LinkRow, link_rows
-from testbed.cpu import CpuSampler, CpuSummary
-from testbed.fidelity import LinkCheck, assess
+from measure.cpu import CpuSummary
+from measure.fidelity import LinkCheck, assess
 
 
 def _wave(index=0, marks=None, ecn=None) -> WaveLinks:

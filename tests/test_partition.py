@@ -1,5 +1,5 @@
 """Placing a topology's nodes on the servers of an emulation cluster (``topo.partition``) and the
-cluster's options (``testbed.cluster.ClusterOptions``): pure, no root, no SSH."""
+cluster's options (``emulator.cluster.ClusterOptions``): pure, no root, no SSH."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import collections
 
 import pytest
 
-from testbed.cluster import ClusterOptions
+from emulator.cluster import ClusterOptions
 from topo import fat_tree, leaf_spine
 from topo.partition import assign_servers, crossing_links, rack_groups
 

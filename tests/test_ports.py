@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from common.errors import ConfigError, EmulationError
-from testbed.ports import AFXDP_MAX_MTU, pipe_names, resolve_port_type
+from emulator.ports import pipe_names, resolve_port_type
+from measure.ports import AFXDP_MAX_MTU
 
 
 def test_pipe_names_fit_linux_interface_names():

@@ -1,4 +1,4 @@
-"""The run record (``testbed.record``): written before each change, undone newest first, each step
+"""The run record (``emulator.record``): written before each change, undone newest first, each step
 isolated and shielded from signals, and ``clean`` limited to records of dead runs.
 
 These tests use real processes and directories in a private records directory; the network
@@ -19,8 +19,8 @@ import time
 import pytest
 
 from common.errors import EmulationError
-from testbed import record
-from testbed.record import Change, RunRecord, process_change, process_start_time
+from emulator import record
+from emulator.record import Change, RunRecord, process_change, process_start_time
 
 
 def sleeper(*, ignore_term: bool = False) -> subprocess.Popen:
@@ -125,7 +125,7 @@ def test_signals_during_unwind_are_counted_not_obeyed(tmp_path):
 def test_clean_undoes_dead_runs_and_leaves_live_ones(tmp_path):
     """A record whose owner died is unwound by clean(); a record owned by a live process (this one) is not."""
     dead_owner = subprocess.run([sys.executable, "-c",
-                                 "import os; from testbed.record import process_start_time as s; "
+                                 "import os; from emulator.record import process_start_time as s; "
                                  "print(os.getpid(), s(os.getpid()))"],
                                 capture_output=True, text=True, check=True,
                                 cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -14,10 +14,10 @@ from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSa
 from experiment.report import summarise_policy, summary_tables, write_run_report
 from experiment.summary import PolicySummary
 from jobs.records import IterationRecord
+from measure.cpu import CpuSummary
+from measure.fidelity import JobVerdict, LinkCheck, assess
 from placement.base import GpuSlot, Placement
 from sim.flowsim import JobEstimate
-from testbed.cpu import CpuSummary
-from testbed.fidelity import JobVerdict, LinkCheck, assess
 from topo import fat_tree
 
 G = fat_tree(4)

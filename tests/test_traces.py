@@ -404,9 +404,9 @@ def test_assign_models_fills_only_missing_ones_deterministically(tmp_path):
 
 
 def test_traces_module_is_pure():
-    """Importing experiment.traces loads no testbed, Mininet, os-ken, torch or YAML module."""
+    """Importing experiment.traces loads no emulator, Mininet, os-ken, torch or YAML module."""
     code = ("import sys, experiment.traces; print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('testbed', 'mininet', 'os_ken', 'torch', 'yaml', 'numpy', 'networkx')))")
+            "('emulator', 'mininet', 'os_ken', 'torch', 'yaml', 'numpy', 'networkx')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

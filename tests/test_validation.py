@@ -50,16 +50,16 @@ def test_no_comparisons():
 
 
 def test_run_estimates_follow_the_simulator_options():
-    """The runner's estimate of a job (testbed.runner.sim_estimates) is the simulator's on the job's placement:
+    """The runner's estimate of a job (emulator.runner.sim_estimates) is the simulator's on the job's placement:
     alone on its links it equals the contention-free bound; per-message latency adds to it; the shapers'
     token buckets (on request) let small transfers pass faster."""
     import dataclasses
 
+    from emulator.net import link_rates_mbps
+    from emulator.runner import sim_estimates
     from experiment.config import ExperimentConfig, JobConfig, SimulatorConfig, validate
+    from measure.fidelity import JobEvidence
     from sim.steps import job_bound_s
-    from testbed.fidelity import JobEvidence
-    from testbed.net import link_rates_mbps
-    from testbed.runner import sim_estimates
 
     cfg = ExperimentConfig(jobs=(JobConfig("a", "resnet50", 2),), iterations=3, warmup_iterations=0)
     g = validate(cfg)

@@ -4,7 +4,7 @@ estimation sees them.
 A :class:`placement.base.ClusterView` says which job owns each GPU, not where a job's parameter
 server runs or where INA is on for it. A policy of this family remembers what it decided
 (:class:`Decisions`); a running job it has no record of (placed before it, or by another
-component) gets the defaults the testbed applies (:mod:`testbed.ina_runs`): its PS on its first
+component) gets the defaults the testbed applies (:mod:`emulator.ina_runs`): its PS on its first
 server, INA on at every rack. Jobs on one server use no network and are left out (§2.4 (6)/(7)).
 """
 

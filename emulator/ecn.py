@@ -7,19 +7,18 @@ with every run:
   has ``sch_red`` (the Vagrant VM). RED marks on its *averaged* queue; its ``marked``
   counter is read from ``tc -s``.
 * ``bpf``: where there is no RED (these machines), :class:`BpfMarker` attaches the program
-  in ``testbed/bpf/vq_ecn.bpf.c`` to each port's ``clsact`` egress hook. It keeps a virtual
+  in ``emulator/bpf/vq_ecn.bpf.c`` to each port's ``clsact`` egress hook. It keeps a virtual
   queue drained at the port's configured rate and sets CE on ECN-capable packets when the
   virtual backlog exceeds the threshold K (step marking, DCTCP-style; or a linear ramp up to
   K_max, WRED-style). Counters (per port, and per port and flow) live in BPF maps.
 
-The BPF object is compiled by the set-up (``python -m testbed.ecn build``); one program and
+The BPF object is compiled by the set-up (``python -m emulator.ecn build``); one program and
 its maps are loaded once per network, pinned in a private bpffs mount, and shared by every
 port (maps are keyed by interface index).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -32,56 +31,15 @@ import time
 
 from common.errors import EmulationError
 from common.units import mbps_to_bytes_per_s
-from testbed import shaping
-from testbed.bpfmap import PinnedMap
+from emulator.bpfmap import PinnedMap
+from measure import shaping
+from measure.marking import MAX_RAMP_NS, MarkingParams, bytes_to_ns
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "bpf", "vq_ecn.bpf.c")
 OBJECT = os.path.join(HERE, "bpf", "vq_ecn.bpf.o")
-METHODS = ("auto", "bpf", "red")
-MARKING = ("required", "optional", "off")
-MAX_RAMP_NS = 4_000_000_000  # keeps max_p * (backlog - K) inside 64 bits in the program
-
-
 class EcnUnavailable(EmulationError):
     """The configured ECN marking cannot run on this machine."""
-
-
-@dataclasses.dataclass(frozen=True)
-class MarkingParams:
-    """Marking thresholds of one port, in emulated bytes of queue.
-
-    Attributes:
-        threshold_bytes: K; nothing is marked while the queue is at or below it.
-        max_threshold_bytes: K_max >= K; the marking probability rises linearly from 0 at K to
-            ``max_p`` at K_max, and every ECN-capable packet above K_max is marked. K_max == K
-            is step marking (DCTCP).
-        max_p: marking probability at K_max.
-        limit_bytes: the FIFO's size; a packet that does not fit is dropped by the FIFO and
-            is not added to the virtual queue.
-        burst_bytes: the shaper's token bucket depth: the real queue starts only when the
-            bucket is empty, so the marker's queue is its virtual backlog minus the burst.
-    """
-
-    threshold_bytes: float
-    max_threshold_bytes: float
-    max_p: float
-    limit_bytes: float
-    burst_bytes: float = 0.0
-
-
-def marking_params(threshold_bytes: float, threshold_us: float, max_threshold_bytes: float, max_p: float,
-                   rate_mbps: float, queue_packets: int, mtu: int) -> MarkingParams:
-    """One port's :class:`MarkingParams` from the configuration (``threshold_us`` > 0 wins over bytes)."""
-    k = threshold_us * 1e-6 * mbps_to_bytes_per_s(rate_mbps) if threshold_us > 0 else float(threshold_bytes)
-    kmax = max(k, float(max_threshold_bytes)) if max_threshold_bytes else k
-    return MarkingParams(k, kmax, max_p, float(queue_packets * shaping.frame_bytes(mtu)),
-                         float(shaping.burst_bytes(rate_mbps, mtu)))
-
-
-def bytes_to_ns(nbytes: float, rate_mbps: float) -> int:
-    """Time to drain ``nbytes`` at ``rate_mbps``, in nanoseconds."""
-    return int(round(nbytes * 1e9 / mbps_to_bytes_per_s(rate_mbps)))
 
 
 def port_config_bytes(params: MarkingParams, rate_mbps: float) -> bytes:
@@ -230,7 +188,7 @@ class BpfMarker:
 
     def __init__(self, obj_path: str | None = None, record=None):
         self.obj_path = obj_path or OBJECT
-        self.record = record  # a testbed.record.RunRecord for the pin mount, or None
+        self.record = record  # a emulator.record.RunRecord for the pin mount, or None
         self.pin_dir: str | None = None
         self.prog_id: int | None = None
         self.ports: dict[str, int] = {}  # interface -> ifindex
@@ -250,7 +208,7 @@ class BpfMarker:
             raise EcnUnavailable(f"the BPF ECN marker is not built ({self.obj_path}); run `make setup`")
         self.pin_dir = tempfile.mkdtemp(prefix="testbed-bpf-")
         if self.record is not None:
-            from testbed.record import Change
+            from emulator.record import Change
 
             self.record.add(Change("dir", self.pin_dir, what="ECN marker pins"))
             self.record.add(Change("mount", self.pin_dir, what="ECN marker bpffs"))
@@ -300,7 +258,7 @@ class BpfMarker:
         """Counters of every port: pkts, bytes, ect_pkts, marks, over_not_ect, vq_drops,
         max_backlog_ns, and backlog_ns (the virtual backlog now).
 
-        Read straight from the pinned map (:class:`testbed.bpfmap.PinnedMap`, well under a
+        Read straight from the pinned map (:class:`emulator.bpfmap.PinnedMap`, well under a
         millisecond), so the sampler's real and virtual backlogs are close in time.
         """
         if self._stats_map is None:
@@ -379,9 +337,9 @@ def stale_pin_dirs() -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m testbed.ecn build``: compile the marker (used by the set-up)."""
+    """``python -m emulator.ecn build``: compile the marker (used by the set-up)."""
     if argv[:1] != ["build"]:
-        print("usage: python -m testbed.ecn build", file=sys.stderr)
+        print("usage: python -m emulator.ecn build", file=sys.stderr)
         return 2
     try:
         print(f"ecn: BPF marker built: {build(force='--force' in argv)}")

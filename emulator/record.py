@@ -5,7 +5,7 @@ Every change an emulated network makes outside its own results directory is one
 signalled), an OVS bridge, a network interface in the root namespace, a bpffs mount, a
 directory, a sysctl or an Open vSwitch ``other_config`` key (with their original values), a
 Docker container (by name), the scratch tree of a worker image build and the build itself
-(its unfinished image layers, by label; :mod:`testbed.worker_image`). A
+(its unfinished image layers, by label; :mod:`emulator.worker_image`). A
 :class:`RunRecord` appends each change to a JSON file under :data:`RECORDS_DIR` *before* the
 change is made (atomically: a crash leaves the old or the new file, never half of one), and
 removes it once undone; the file goes when nothing is left.
@@ -37,7 +37,7 @@ import time
 
 from common.errors import EmulationError
 from common.jsonfile import write_json_atomic
-from testbed.procs import process_start_time, signal_group
+from emulator.procs import process_start_time, signal_group
 
 RECORDS_DIR = os.environ.get("TESTBED_RECORDS_DIR", "/var/lib/dtnet-testbed/runs")
 KINDS = ("process", "bridge", "link", "mount", "dir", "sysctl", "ovs_other_config", "container", "tree",
@@ -46,7 +46,7 @@ STOP_GRACE_S = 2.0
 COMMAND_TIMEOUT_S = 30.0
 REMOTE_KINDS = ("bridge", "link", "sysctl")
 """Kinds of change a run may make on another server of an emulation cluster."""
-BRIDGE_TIMEOUT_S = 120  # deleting bridges with AF_XDP ports takes the daemon a while (testbed.ports)
+BRIDGE_TIMEOUT_S = 120  # deleting bridges with AF_XDP ports takes the daemon a while (emulator.ports)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +63,7 @@ class Change:
             field 22), so that a PID reused by another process is never signalled.
         what: a few words for messages (``controller``, ``host h1 shell``).
         via: for a change on another server of an emulation cluster (a ``bridge``, ``link`` or
-            ``sysctl`` there, :mod:`testbed.cluster`), the command prefix that runs a command on it (``ssh
+            ``sysctl`` there, :mod:`emulator.cluster`), the command prefix that runs a command on it (``ssh
             ... root@server``); empty for this machine.
     """
 
@@ -203,7 +203,7 @@ def _remove_remote_links(via: tuple[str, ...], changes: list[Change]) -> dict[Ch
 
 def _remove_containers(changes: list[Change]) -> dict[Change, str | None]:
     """``docker rm -f`` the named containers at once; a container already gone is done."""
-    from testbed.containers import docker
+    from emulator.containers import docker
 
     names = [c.name for c in changes]
     try:
@@ -217,7 +217,7 @@ def _remove_containers(changes: list[Change]) -> dict[Change, str | None]:
 def _remove_build(c: Change) -> str | None:
     """The unfinished layers of an interrupted image build: its containers and untagged images,
     found by the build's label (tagged images are finished ones, kept as the cache)."""
-    from testbed.containers import docker
+    from emulator.containers import docker
 
     label = f"dtnet.build={c.name}"
     try:
@@ -233,7 +233,7 @@ def _remove_build(c: Change) -> str | None:
 def _remove_tree(c: Change) -> str | None:
     """A build's scratch directory, with whatever was mounted in it (debootstrap mounts /proc
     and /sys in its target while it runs); only ever under the builds' own directory."""
-    from testbed.worker_image import BUILD_ROOT
+    from emulator.worker_image import BUILD_ROOT
 
     path = os.path.realpath(c.name)
     if os.path.dirname(path) != os.path.realpath(BUILD_ROOT):

@@ -16,7 +16,7 @@ different servers with a tunnel (``RemoteSSHLink``: a tap device at each end, ca
   password, root, the tools, Open vSwitch running, the project and its venv at this machine's
   paths, the run directory seen at its path (workers write their records there: a shared
   filesystem), ``/dev/net/tun``; the first problem is one line, and nothing is left on any server;
-* **workers** started through :mod:`testbed.remote_run`, which ends them when their SSH
+* **workers** started through :mod:`emulator.remote_run`, which ends them when their SSH
   session ends, so stopping the local ``ssh`` client (or a killed runner) stops them there.
 
 A server is named as ``ssh`` knows it (a host name, an address or a ``Host`` of the SSH
@@ -24,7 +24,7 @@ configuration file given). The single-machine form, used by the tests, names a s
 loopback address (``127.0.0.2``) served by an ``sshd`` of its own: every mechanism is the
 multi-machine one (SSH sessions, tunnels, remote commands), only the kernel is shared.
 
-Limits (checked by :class:`testbed.net.EmulatedNetwork`): plain veth switch ports (no AF_XDP
+Limits (checked by :class:`emulator.net.EmulatedNetwork`): plain veth switch ports (no AF_XDP
 pipes), no ECN marker, no INA aggregators, no Docker workers; the CPU and the Open vSwitch
 daemon are watched on this machine only.
 """
@@ -40,8 +40,8 @@ import tempfile
 import time
 
 from common.errors import EmulationError
-from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
-from testbed.record import Change, RunRecord, process_change
+from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
+from emulator.record import Change, RunRecord, process_change
 from topo.partition import assign_servers
 
 LOCAL = "localhost"
@@ -50,7 +50,7 @@ SESSION_START_S = 15.0
 """How long an SSH session may take to come up (on top of the connect timeout)."""
 FIRST_TAP = 100
 """Tunnels' tap devices are ``tap<N>`` from this number up (Mininet uses ``tap9`` for all)."""
-REMOTE_RUN = os.path.join(PROJECT_ROOT, "testbed", "remote_run.py")
+REMOTE_RUN = os.path.join(PROJECT_ROOT, "emulator", "remote_run.py")
 
 
 @dataclasses.dataclass(frozen=True)

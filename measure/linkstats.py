@@ -7,7 +7,7 @@ did this counter grow between t0 and t1" by linear interpolation between samples
   line per switch port and poll): a switch port's transmit counter is the bytes sent on the
   directed link switch -> neighbour, its receive counter the bytes on neighbour -> switch.
 * :func:`read_queue_samples` reads the port sampler's ``queue_stats.jsonl`` (see
-  :mod:`testbed.queues`): per directed switch -> neighbour link, queue backlog and drops,
+  :mod:`emulator.queues`): per directed switch -> neighbour link, queue backlog and drops,
   bytes sent, and the ECN marker's counters.
 """
 

@@ -13,8 +13,8 @@ import shutil
 import subprocess
 
 from common.errors import EmulationError
+from emulator import ecn, ports
 from ina.p4.build import engine_available
-from testbed import ecn, ports
 
 PROBE_VETH = ("tbcap0", "tbcap1")
 

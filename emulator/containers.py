@@ -1,7 +1,7 @@
 """Workers in Docker containers on the emulated machines' network (``container: {engine: docker}``).
 
 Each worker process (or, in the agent runtime, each machine's agent) runs in its own container
-of the locally built worker image (:mod:`testbed.worker_image`), started by ``docker run``:
+of the locally built worker image (:mod:`emulator.worker_image`), started by ``docker run``:
 
 * **network**: the container is created with no network of its own (``--network none``); its
   command enters the emulated machine's network namespace, bind-mounted read-only at
@@ -20,7 +20,7 @@ of the locally built worker image (:mod:`testbed.worker_image`), started by ``do
   output goes to the worker's log. Signalling the client alone would not stop the container:
   :class:`ContainerProcess` signals the container through the daemon.
 
-Every container is written to the network's run record (:mod:`testbed.record`) before it is
+Every container is written to the network's run record (:mod:`emulator.record`) before it is
 started, so an interrupted or killed run removes it (``docker rm -f`` by its name), and
 ``--rm`` removes it when its worker exits.
 """
@@ -149,7 +149,7 @@ class ContainerProcess(subprocess.Popen):
 @dataclasses.dataclass(frozen=True)
 class ContainerSettings:
     """What every worker container of a run gets: the image (a tag of
-    :func:`testbed.worker_image.ensure_image`) and the CPU limit of each."""
+    :func:`emulator.worker_image.ensure_image`) and the CPU limit of each."""
 
     image: str
     cpus: float
@@ -160,7 +160,7 @@ class ContainerRunner:
     (:data:`jobs.launcher.ExecFn`) for :func:`jobs.launcher.launch` and :func:`jobs.agent.launch_agents`.
 
     Args:
-        net: the running :class:`testbed.net.EmulatedNetwork` (its machines' shells and run record).
+        net: the running :class:`emulator.net.EmulatedNetwork` (its machines' shells and run record).
         settings: image and CPU limit.
         mounts: directories the workers read and write (their specs, records and logs are there).
     """
@@ -171,8 +171,8 @@ class ContainerRunner:
         self._names = itertools.count(1)
 
     def __call__(self, machine: str, argv: list[str], env: dict, log_path: str) -> ContainerProcess:
-        from testbed.controller_proc import PROJECT_ROOT
-        from testbed.record import Change
+        from emulator.controller_proc import PROJECT_ROOT
+        from emulator.record import Change
 
         host = self.net.hosts[machine]
         name = f"dtnet-{os.getpid()}-{next(self._names)}-{machine}"

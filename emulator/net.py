@@ -8,7 +8,7 @@ Mininet, and removes any bridge or interface of this network that is left.
 Choices forced by the machines this runs on (see ARCHITECTURE.md):
 
 * switches are Open vSwitch bridges with the userspace datapath (``datapath_type=netdev``),
-  their ports AF_XDP sockets or plain veths (see :mod:`testbed.ports`),
+  their ports AF_XDP sockets or plain veths (see :mod:`emulator.ports`),
   unless the kernel has the openvswitch module, in secure fail mode, OpenFlow 1.3;
 * checksum and segmentation offloads are turned off on every interface (the userspace
   datapath stalls TCP otherwise);
@@ -19,17 +19,17 @@ Choices forced by the machines this runs on (see ARCHITECTURE.md):
 * hosts run TCP with ``tcp_slow_start_after_idle=0``, ``tcp_no_metrics_save=1`` and a
   configured congestion control, IPv6 off, and static ARP entries (no flooding rules are
   needed);
-* with ECN marking (``ecn_method`` ``red`` or ``bpf``, see :mod:`testbed.ecn`) every switch
+* with ECN marking (``ecn_method`` ``red`` or ``bpf``, see :mod:`emulator.ecn`) every switch
   port marks CE on its egress, and hosts run with ``net.ipv4.tcp_ecn=1``;
 * each INA switch (``ina_switches``) gets one more port, after its links' (``<switch>-eth<P>``),
   a veth whose peer ``<switch>-ia<P>`` an INA aggregator engine serves one-armed
-  (:mod:`testbed.ina_fabric`); it is not shaped (the aggregator stands for the switch's own
+  (:mod:`emulator.ina_fabric`); it is not shaped (the aggregator stands for the switch's own
   pipeline) and carries only what the controller steers to it. It stays a ``system`` port on an
   AF_XDP fabric (OVS's userspace datapath polls both kinds): behind an AF_XDP pipe
-  (:mod:`testbed.ports`) the aggregator's packets back into its switch were lost after the first
+  (:mod:`emulator.ports`) the aggregator's packets back into its switch were lost after the first
   few (a 4-machine INA job stalled), as a system port the same job completes.
 
-In cluster mode (``cluster``, :mod:`testbed.cluster`) the nodes are spread over several servers
+In cluster mode (``cluster``, :mod:`emulator.cluster`) the nodes are spread over several servers
 with Mininet's cluster edition: every command for a node (configuration, shaping, counters,
 workers) runs on the node's server, and what the network creates there is recorded with the
 way to reach it, so the same undo removes it.
@@ -47,20 +47,22 @@ import typing
 
 from common.errors import EmulationError
 from common.lifecycle import StartStop
-from testbed import ports, shaping
-from testbed.cluster import LOCAL, REMOTE_RUN, Cluster, ClusterOptions
-from testbed.controller_proc import ControllerProcess
-from testbed.ecn import BpfMarker, MarkingParams, red_qdisc_args, wait_unloaded
-from testbed.procs import pid_alive, run, stop_process
-from testbed.record import Change, RunRecord, process_change, require_no_leftovers
-from testbed.shaping import MAX_RATE_MBPS, MIN_RATE_MBPS, link_rates_mbps  # noqa: F401 (re-exported)
+from emulator import ports
+from emulator.cluster import LOCAL, REMOTE_RUN, Cluster, ClusterOptions
+from emulator.controller_proc import ControllerProcess
+from emulator.ecn import BpfMarker, red_qdisc_args, wait_unloaded
+from emulator.procs import pid_alive, run, stop_process
+from emulator.record import Change, RunRecord, process_change, require_no_leftovers
+from measure import shaping
+from measure.marking import MarkingParams
+from measure.shaping import MAX_RATE_MBPS, MIN_RATE_MBPS, link_rates_mbps  # noqa: F401 (re-exported)
 from topo import machines, switches
 from topo.io import write_topology_json
 
 OFFLOADS = ("rx", "tx", "tso", "gso", "gro")
 HOST_PORT_RANGE = "10000 32767"
 """Local ports of the emulated machines' outgoing connections: below Linux's default ephemeral range
-(32768-60999), from which :func:`testbed.controller_proc.free_tcp_port` picks listening ports."""
+(32768-60999), from which :func:`emulator.controller_proc.free_tcp_port` picks listening ports."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,13 +79,13 @@ class NetOptions:
         congestion_control: TCP congestion control used in every host.
         stats_interval_s: controller port-statistics polling period.
         datapath: ``user`` or ``kernel`` OVS datapath.
-        ecn_method: ``none``, ``red`` or ``bpf`` (resolved by :func:`testbed.ecn.resolve_method`).
+        ecn_method: ``none``, ``red`` or ``bpf`` (resolved by :func:`emulator.ecn.resolve_method`).
         marking: thresholds per port rate: a function ``rate Mbit/s -> MarkingParams``.
-        switch_ports: ``system`` or ``afxdp`` (resolved by :func:`testbed.ports.resolve_port_type`;
-            see :mod:`testbed.ports`).
+        switch_ports: ``system`` or ``afxdp`` (resolved by :func:`emulator.ports.resolve_port_type`;
+            see :mod:`emulator.ports`).
         ina_switches: switches that get an INA aggregator port (:meth:`EmulatedNetwork.ina_port`),
             to which the controller steers INA packets (:func:`controller.rules.ina_steering`).
-        cluster: the servers the network is spread over (:mod:`testbed.cluster`), or None for
+        cluster: the servers the network is spread over (:mod:`emulator.cluster`), or None for
             this machine alone.
     """
 
@@ -121,7 +123,7 @@ def vswitchd_pid() -> int | None:
 def _controller_class():
     """Mininet's RemoteController without its start-up probe, which runs telnet against the port
     and decodes the reply (an OpenFlow HELLO, binary) as UTF-8: a random crash at network start.
-    :meth:`testbed.controller_proc.ControllerProcess.start` has already seen the port listen."""
+    :meth:`emulator.controller_proc.ControllerProcess.start` has already seen the port listen."""
     from mininet.node import RemoteController
 
     class Controller(RemoteController):
@@ -187,7 +189,7 @@ class EmulatedNetwork(StartStop):
     def start(self) -> None:
         """Write topology.json, start the controller, build and configure the network.
 
-        Every change to the machine is recorded (:class:`testbed.record.RunRecord`) before it
+        Every change to the machine is recorded (:class:`emulator.record.RunRecord`) before it
         is made, so :meth:`stop`, or ``run_testbed.py clean`` after a crash, undoes exactly it.
 
         Raises:
@@ -321,7 +323,7 @@ class EmulatedNetwork(StartStop):
                                      f"run did not create them; remove them to run here")
 
     def stop(self) -> None:
-        """Undo everything this network changed, newest first (:meth:`testbed.record.RunRecord.unwind`).
+        """Undo everything this network changed, newest first (:meth:`emulator.record.RunRecord.unwind`).
 
         Idempotent; never raises. Further SIGINT/SIGTERM meanwhile are counted, not obeyed.
         What could not be undone stays recorded for ``run_testbed.py clean`` and is listed in
@@ -495,7 +497,7 @@ class EmulatedNetwork(StartStop):
     def machine_argv(self, machine: str, argv: list[str], env: dict | None = None,
                      cwd: str | None = None) -> list[str]:
         """The local command that runs ``argv`` in a machine's namespace. On another server of a
-        cluster it runs under :mod:`testbed.remote_run` (ended with its SSH session), with
+        cluster it runs under :mod:`emulator.remote_run` (ended with its SSH session), with
         ``env`` and ``cwd`` given there (they do not travel with ``ssh``)."""
         inside = ["mnexec", "-a", str(self.hosts[machine].pid)]
         server = self.server_of[machine]
@@ -543,10 +545,10 @@ class EmulatedNetwork(StartStop):
         """
         import time
 
-        from testbed.controller_proc import PROJECT_ROOT
+        from emulator.controller_proc import PROJECT_ROOT
 
         env = {"PYTHONPATH": PROJECT_ROOT, "PATH": os.environ.get("PATH", "")}
-        servers = [self.popen(t, [sys.executable, "-m", "testbed.tcpcheck", "serve", str(port)], env=env,
+        servers = [self.popen(t, [sys.executable, "-m", "emulator.tcpcheck", "serve", str(port)], env=env,
                               cwd=PROJECT_ROOT) for t in targets]
         try:
             time.sleep(0.3)
@@ -555,7 +557,7 @@ class EmulatedNetwork(StartStop):
                 ips = [self.g.nodes[t]["ip"] for t in targets if t != src]
                 # Standard input open while it runs: on another server, its end ends the probe.
                 probes[src] = subprocess.Popen(
-                    self.machine_argv(src, [sys.executable, "-m", "testbed.tcpcheck", "probe", str(port), *ips],
+                    self.machine_argv(src, [sys.executable, "-m", "emulator.tcpcheck", "probe", str(port), *ips],
                                       env, PROJECT_ROOT), stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=PROJECT_ROOT)
             failures = {}
@@ -592,9 +594,9 @@ class EmulatedNetwork(StartStop):
     # -- measurement -----------------------------------------------------------------------
 
     def qdisc_stats(self) -> dict:
-        """Queue counters of every switch port (:func:`testbed.queues.parse_tc_qdiscs`), read on
+        """Queue counters of every switch port (:func:`emulator.queues.parse_tc_qdiscs`), read on
         every server of the network."""
-        from testbed.queues import local_qdiscs, parse_tc_qdiscs
+        from emulator.queues import local_qdiscs, parse_tc_qdiscs
 
         out = local_qdiscs()
         for server in self._servers(switches(self.g)):

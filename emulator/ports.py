@@ -27,10 +27,9 @@ import os
 import re
 
 from common.errors import EmulationError
-from testbed.procs import run
+from emulator.procs import run
+from measure.ports import AFXDP_MAX_MTU, PORT_TYPES
 
-PORT_TYPES = ("auto", "afxdp", "system")
-AFXDP_MAX_MTU = 3000
 PMD_MAXSLEEP_US = 50
 OVS_TRANSACTION_TIMEOUT_S = 120
 """Limit of the one ovs-vsctl transaction that turns every switch port into an AF_XDP port (80 on a
@@ -132,8 +131,8 @@ PMD_SLEEP_KEY = "pmd-maxsleep"
 
 def set_pmd_sleep(record, maxsleep_us: int = PMD_MAXSLEEP_US) -> None:
     """Let PMD threads sleep when idle while a network runs. The previous value (or its absence)
-    goes into ``record`` (:class:`testbed.record.RunRecord`) first, which restores it."""
-    from testbed.record import Change
+    goes into ``record`` (:class:`emulator.record.RunRecord`) first, which restores it."""
+    from emulator.record import Change
 
     cp = run(["ovs-vsctl", "--timeout=5", "--if-exists", "get", "Open_vSwitch", ".", f"other_config:{PMD_SLEEP_KEY}"],
              check=False)

@@ -14,11 +14,11 @@ import time
 from collections.abc import Mapping
 
 from common.units import wall_s
+from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
 from experiment.report import job_iteration_times
 from jobs.agent import launch_agents, plan_agents
 from jobs.launcher import ExecFn, WorkerSpec, launch, open_gate_when_ready, processes, wait_all
 from jobs.records import IterationRecord, read_records
-from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
 
 RUNTIMES = ("agent", "torch")
 
@@ -54,17 +54,17 @@ def run_job(net, out_dir: str, job: str, machines: list[str], collective: str, b
     """Run ``job`` with rank ``r`` on ``machines[r]`` replaying ``buckets`` (bytes, already scaled).
 
     Args:
-        net: a running :class:`testbed.net.EmulatedNetwork` (its ``options.dilation`` applies).
+        net: a running :class:`emulator.net.EmulatedNetwork` (its ``options.dilation`` applies).
         out_dir: directory of the specs, logs and records.
         compute_s: emulated compute per iteration, virtual seconds.
         runtime: ``agent`` (:mod:`jobs.agent`) or ``torch`` (:mod:`jobs.worker`).
         timeout_s: virtual seconds before the job is stopped and reported.
         ina_endpoints: for collective ``ina`` (agent runtime), each machine's
-            :class:`jobs.launcher.InaEndpoint` (:func:`testbed.ina_fabric.endpoints`); the caller has
+            :class:`jobs.launcher.InaEndpoint` (:func:`emulator.ina_fabric.endpoints`); the caller has
             installed the job on the aggregators and started its parameter server
-            (:class:`testbed.ina_fabric.InaFabric`).
+            (:class:`emulator.ina_fabric.InaFabric`).
         spawn: starts each worker or agent (default: a process in its machine;
-            :class:`testbed.containers.ContainerRunner` for containers).
+            :class:`emulator.containers.ContainerRunner` for containers).
 
     Raises:
         JobError: a rank failed or timed out (every rank is stopped first).

@@ -3,7 +3,7 @@
 In the spirit of Mininet-HiFi, two checks over a run's measurement windows:
 
 * **CPU**: whole-machine utilisation and the busiest switch-datapath thread (see
-  :mod:`testbed.cpu`); a 95th percentile at or above 95% of either means the emulator itself
+  :mod:`emulator.cpu`); a 95th percentile at or above 95% of either means the emulator itself
   may have been the bottleneck;
 * **link rate**, per switch port, by one of two methods (each port's row says which ran):
 
@@ -52,9 +52,9 @@ from dataclasses import dataclass
 from common.units import MEGA, TCP_IP_HEADER_BYTES
 from ina.protocol import FRAME_BYTES, VALUES_PER_PACKET
 from jobs.patterns import INA
+from measure.cpu import CpuSummary
+from measure.shaping import burst_bytes, frame_bytes
 from sim.steps import job_bound_s, job_collisions, job_links, largest_transfer_bytes
-from testbed.cpu import CpuSummary
-from testbed.shaping import burst_bytes, frame_bytes
 from topo.routing import ecmp_path, path_links
 
 MIN_RATE_RATIO = 0.9
@@ -75,7 +75,7 @@ MAX_JOB_RATIO = 1.10
 emulator (CPU, shaper timers), not by the network it models."""
 LATENCY_BOUND_FRAMES = 10
 """A job none of whose cross-machine transfers fills this many full-size packets (14 480 bytes of
-payload at MTU 1500, about the links' 15 000-byte token bucket, :func:`testbed.shaping.burst_bytes`)
+payload at MTU 1500, about the links' 15 000-byte token bucket, :func:`measure.shaping.burst_bytes`)
 is latency-bound at its scale: each transfer crosses a shaper in one burst, and its time is
 per-message software latency (about a millisecond of wall time per step through the emulated
 path), not bytes over link rates. Measured: a ring of 8 with the small CNN's buckets (transfers
@@ -186,7 +186,7 @@ def has_virtual_queue(rows: list[dict]) -> bool:
 def lag_bytes(row: dict, rate_mbps: float, mtu: int) -> float:
     """Bytes the real port is behind an ideal port of ``rate_mbps`` fed the same packets, at one
     sample: real FIFO backlog minus the virtual queue's FIFO part (its backlog beyond the
-    shaper's token bucket, :func:`testbed.shaping.burst_bytes`). Negative when the virtual
+    shaper's token bucket, :func:`measure.shaping.burst_bytes`). Negative when the virtual
     backlog was read later than the real one and packets arrived in between."""
     rate_bytes = rate_mbps * MEGA / 8
     ideal = max(0.0, row["vq_backlog_ns"] * 1e-9 * rate_bytes - burst_bytes(rate_mbps, mtu))
@@ -212,7 +212,7 @@ def port_lags(samples: dict[tuple[str, str], list[dict]], rates_mbps: dict[tuple
     """The ``virtual-queue`` check of every port whose samples carry the marker's virtual backlog.
 
     Args:
-        samples: the port sampler's rows per directed link (:func:`testbed.linkstats.read_queue_samples`).
+        samples: the port sampler's rows per directed link (:func:`measure.linkstats.read_queue_samples`).
         rates_mbps: each link's emulated rate (either orientation).
         windows: ``(t0, t1)`` wall-clock intervals to check (None: every sample).
         mtu: the run's MTU.
@@ -540,7 +540,7 @@ class FidelityVerdict:
 
 
 def assess(cpu: CpuSummary, links: list[LinkCheck], jobs: list[JobVerdict] | None = None) -> FidelityVerdict:
-    """The verdict from a CPU summary (:meth:`testbed.cpu.CpuSampler.summary`), :func:`link_checks`
+    """The verdict from a CPU summary (:meth:`emulator.cpu.CpuSampler.summary`), :func:`link_checks`
     and :func:`job_verdicts`.
 
     A link that failed its check or a slow or fast job always flags the run. A saturated CPU

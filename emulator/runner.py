@@ -27,6 +27,18 @@ from collections.abc import Mapping, Sequence
 from common.errors import EmulationError, PlacementError, TestbedError
 from common.specs import safe_name
 from common.units import wall_s
+from emulator import capabilities
+from emulator.backend import EmulatorBackend, WaveResult, uses_agents
+from emulator.cluster import LOCAL, ClusterOptions
+from emulator.containers import ContainerRunner, ContainerSettings
+from emulator.cpu import CpuSampler
+from emulator.ecn import resolve_method
+from emulator.ina_fabric import InaFabric
+from emulator.ina_runs import InaRuns, InaSetup, resolve_ina, unused_result, without_ina
+from emulator.net import EmulatedNetwork, NetOptions, link_rates_mbps
+from emulator.ports import resolve_port_type
+from emulator.queues import PortSampler
+from emulator.worker_image import ensure_image
 from experiment import results
 from experiment.config import ExperimentConfig, ina_jobs, ina_switches, policy_specs, to_dict, validate
 from experiment.loop import LoopEvent, LoopResult
@@ -38,21 +50,11 @@ from experiment.simrun import replay_on_simulator, sim_options
 from jobs.launcher import ExecFn, ready_path
 from jobs.models import get_model
 from jobs.patterns import INA
+from measure import fidelity
+from measure.linkstats import LinkSeries, counter_series, read_queue_samples
+from measure.marking import marking_params
 from placement.metrics import fragmentation, used_machines
 from sim.flowsim import JobEstimate, SimJob, simulate
-from testbed import capabilities, fidelity
-from testbed.cluster import LOCAL, ClusterOptions
-from testbed.containers import ContainerRunner, ContainerSettings
-from testbed.cpu import CpuSampler
-from testbed.ecn import marking_params, resolve_method
-from testbed.emulator import EmulatorBackend, WaveResult, uses_agents
-from testbed.ina_fabric import InaFabric
-from testbed.ina_runs import InaRuns, InaSetup, resolve_ina, unused_result, without_ina
-from testbed.linkstats import LinkSeries, counter_series, read_queue_samples
-from testbed.net import EmulatedNetwork, NetOptions, link_rates_mbps
-from testbed.ports import resolve_port_type
-from testbed.queues import PortSampler
-from testbed.worker_image import ensure_image
 from topo.io import write_topology_json
 
 
@@ -130,16 +132,16 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
     """Run every job of ``cfg`` under placement policy ``spec`` on the run's network ``net``.
 
     The experiment loop (:mod:`experiment.loop`) drives the emulator back end
-    (:class:`testbed.emulator.EmulatorBackend`) with the config's scheduler; with the default
+    (:class:`emulator.backend.EmulatorBackend`) with the config's scheduler; with the default
     ``waves`` scheduler the jobs the policy places run together as a wave and the others wait
     for the whole wave to end. The network is shared by the policies of a run, one after
     another: its routes are static (every machine pair), every wave ends with its workers gone
     and its queues drained, the hosts keep no TCP metrics between connections, and every
     figure is a difference of counters or a time window of the policy's own waves. ``ecn`` is
-    the resolved marking path and why (:func:`testbed.ecn.resolve_method`); ``hosts_tcp`` the
+    the resolved marking path and why (:func:`emulator.ecn.resolve_method`); ``hosts_tcp`` the
     hosts' TCP settings; ``ina`` the run's INA aggregators, when some job uses collective ``ina``;
     ``spawn`` starts the workers (default: processes in the machines; or
-    :class:`testbed.containers.ContainerRunner`).
+    :class:`emulator.containers.ContainerRunner`).
     """
     os.makedirs(pdir, exist_ok=True)
     sampler = CpuSampler()
@@ -297,7 +299,7 @@ def sim_estimates(cfg: ExperimentConfig, g, evidence: list[fidelity.JobEvidence]
 def wave_links(w: WaveResult, series: LinkSeries, marks=None) -> WaveLinks:
     """A wave's bytes (and ECN marks, when measured) per link, whole and inside its window.
 
-    ``marks`` is the :class:`testbed.linkstats.Series` of the ports' mark counters, or None
+    ``marks`` is the :class:`measure.linkstats.Series` of the ports' mark counters, or None
     when ECN was not measured (then ``window_link_marks`` is None, never zeros).
     """
     window_bytes: dict = {}
@@ -402,10 +404,10 @@ def _run_policies(cfg: ExperimentConfig, g, caps: dict, ecn: tuple[str, str], ru
                   policies: list[str] | None, ina: InaSetup | None = None,
                   containers: ContainerSettings | None = None) -> None:
     """Every policy on one emulated network; the report (also after a failure) for those that finished.
-    With ``containers`` the workers run in containers of that image (:mod:`testbed.containers`).
+    With ``containers`` the workers run in containers of that image (:mod:`emulator.containers`).
 
     With INA jobs and no INA engine (``ina.use: optional``), they run the ring allreduce
-    (:func:`testbed.ina_runs.without_ina`); ``config.json`` keeps what was asked.
+    (:func:`emulator.ina_runs.without_ina`); ``config.json`` keeps what was asked.
     """
     write_json(os.path.join(run_dir, "config.json"), to_dict(cfg))
     if ina is not None and ina.engine is None:

@@ -1,6 +1,6 @@
 """A second "server" for cluster mode on this machine: an ``sshd`` of our own on a loopback address.
 
-Cluster mode (:mod:`testbed.cluster`) reaches its servers over SSH. Its single-machine form, used
+Cluster mode (:mod:`emulator.cluster`) reaches its servers over SSH. Its single-machine form, used
 by the tests and ``bench/cluster.py``, names a second loopback address (``127.0.0.2``) served
 by this ``sshd``: its own host and client keys, configuration and port, root by key only,
 Ethernet tunnels allowed (Mininet's SSH tunnels), nothing of the machine's SSH set-up touched.

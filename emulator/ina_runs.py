@@ -1,8 +1,8 @@
-"""INA jobs in an experiment: the emulator back end's side of :class:`testbed.ina_fabric.InaFabric`.
+"""INA jobs in an experiment: the emulator back end's side of :class:`emulator.ina_fabric.InaFabric`.
 
 An experiment whose jobs name collective ``ina`` (:data:`jobs.patterns.INA`) runs with an
 aggregator on every INA switch (:func:`experiment.config.ina_switches`) and one
-:class:`InaRuns` per policy, which the emulator back end (:class:`testbed.emulator.EmulatorBackend`)
+:class:`InaRuns` per policy, which the emulator back end (:class:`emulator.backend.EmulatorBackend`)
 calls as jobs start and end:
 
 * :meth:`InaRuns.begin`: every aggregator's tables, slots and counters cleared for the policy;
@@ -31,8 +31,9 @@ import json
 import os
 from collections.abc import Mapping
 
+from backend.protocol import ExperimentJob
 from common.errors import ConfigError, EmulationError, TestbedError
-from experiment.backend import ExperimentJob
+from emulator.ina_fabric import InaFabric, endpoints, resolve_engine
 from experiment.config import ExperimentConfig, ina_jobs
 from experiment.ina_results import InaJobResult, InaResult
 from ina.engine import Role
@@ -40,7 +41,6 @@ from ina.plan import JobPlan, plan_job, ps_host_of, tor_of, uplink_packets
 from jobs.launcher import ina_counters_path
 from jobs.patterns import INA
 from placement.base import Placement
-from testbed.ina_fabric import InaFabric, endpoints, resolve_engine
 
 FALLBACK_COLLECTIVE = "ring"
 """What an INA job runs when INA is optional and no engine can run."""

@@ -9,17 +9,17 @@ every ``interval_s`` in a background thread:
   as a whole looks half idle (``/proc/<pid>/task/*/stat`` of ``ovs-vswitchd``).
 
 A 95th percentile at or above 95% of either marks the CPU as saturated; such a run's
-timings may reflect the emulator rather than the network (see :mod:`testbed.fidelity`).
+timings may reflect the emulator rather than the network (see :mod:`measure.fidelity`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import time
 
-SATURATED_FRACTION = 0.95
+from measure.cpu import CpuSummary, summarise
+
 OVS_PIDFILE = "/var/run/openvswitch/ovs-vswitchd.pid"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -57,30 +57,6 @@ def thread_ticks(pid: int) -> dict[int, int]:
             continue
         out[int(tid)] = int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
     return out
-
-
-def _p95(values: list[float]) -> float:
-    v = sorted(values)
-    return v[min(len(v) - 1, int(0.95 * len(v)))]
-
-
-@dataclasses.dataclass(frozen=True)
-class CpuSummary:
-    """Machine CPU utilisation (0..1) over the sampled intervals: mean, 95th percentile and peak;
-    the busiest switch thread's 95th percentile (None: no switch process sampled); and whether
-    the CPU saturated (either 95th percentile >= :data:`SATURATED_FRACTION`). Every figure is
-    None when no sample fell inside the windows asked for."""
-
-    samples: int = 0
-    mean: float | None = None
-    p95: float | None = None
-    max: float | None = None
-    switch_thread_p95: float | None = None
-    saturated: bool | None = None
-
-    def to_dict(self) -> dict:
-        """JSON form (``measurements.json``'s ``cpu`` and ``cpu_measured``)."""
-        return dataclasses.asdict(self)
 
 
 class CpuSampler:
@@ -133,11 +109,5 @@ class CpuSampler:
         def inside(t):
             return windows is None or any(a <= t <= b for a, b in windows)
 
-        u = sorted(x for t, x in self.samples if inside(t))
-        sw = [x for t, x in self.switch_samples if inside(t)]
-        if not u:
-            return CpuSummary()
-        p95 = _p95(u)
-        sw95 = _p95(sw) if sw else None
-        return CpuSummary(len(u), sum(u) / len(u), p95, u[-1], sw95,
-                          p95 >= SATURATED_FRACTION or (sw95 is not None and sw95 >= SATURATED_FRACTION))
+        return summarise([x for t, x in self.samples if inside(t)],
+                         [x for t, x in self.switch_samples if inside(t)])

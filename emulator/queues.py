@@ -8,7 +8,7 @@ per port and sample, keyed by the directed link the port transmits on (switch ->
 
 The two reads are not simultaneous: ``vq_read_skew_s`` is the time from the start of the
 ``tc`` call to the marker's read, the most by which the virtual backlog is later than the real
-one (the fidelity monitor's lag check allows for it, see :func:`testbed.fidelity.port_lags`).
+one (the fidelity monitor's lag check allows for it, see :func:`measure.fidelity.port_lags`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import subprocess
 import threading
 import time
 
-LEAF_HANDLE = "10:"  # the FIFO (or RED) under each port's shaper (TBF), see testbed.net
+LEAF_HANDLE = "10:"  # the FIFO (or RED) under each port's shaper (TBF), see emulator.net
 
 
 def parse_tc_qdiscs(text: str, leaf_handle: str = LEAF_HANDLE) -> dict[str, dict]:
@@ -45,11 +45,11 @@ class PortSampler:
     Args:
         path: the ``queue_stats.jsonl`` to append to.
         ports: interface -> directed link ``(switch, neighbour)`` it transmits on.
-        marker: a started :class:`testbed.ecn.BpfMarker`, or None.
+        marker: a started :class:`emulator.ecn.BpfMarker`, or None.
         interval_s: sampling period.
         read_qdiscs: returns every port's queue counters (:func:`parse_tc_qdiscs`'s shape); default
             this machine's (``tc``); a network spread over servers reads each server's
-            (:meth:`testbed.net.EmulatedNetwork.qdisc_stats`).
+            (:meth:`emulator.net.EmulatedNetwork.qdisc_stats`).
     """
 
     def __init__(self, path: str, ports: dict[str, tuple[str, str]], marker=None, interval_s: float = 0.25,

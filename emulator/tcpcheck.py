@@ -1,7 +1,7 @@
 """All-pairs TCP reachability check, run inside emulated hosts (no torch import, starts fast).
 
-    python -m testbed.tcpcheck serve PORT            # accept connections, echo one message each
-    python -m testbed.tcpcheck probe PORT IP [IP..]  # connect to each, exchange 1 KiB, print failures
+    python -m emulator.tcpcheck serve PORT            # accept connections, echo one message each
+    python -m emulator.tcpcheck probe PORT IP [IP..]  # connect to each, exchange 1 KiB, print failures
 
 ``probe`` prints ``ok N`` on success or one ``fail IP reason`` line per failure and exits 1.
 """

@@ -1,6 +1,6 @@
 """INA aggregators in the emulated fabric: one engine per INA switch, attached one-armed.
 
-:class:`testbed.net.EmulatedNetwork` gives each switch of its ``ina_switches`` an aggregator
+:class:`emulator.net.EmulatedNetwork` gives each switch of its ``ina_switches`` an aggregator
 port, and its controller steers INA packets there (:func:`controller.rules.ina_steering`).
 :class:`InaFabric` serves those ports: it starts an aggregator engine on each port's peer, the
 bmv2 ``simple_switch`` running ``ina/p4/aggregator.p4`` where a P4 toolchain runs here, else
@@ -41,6 +41,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from common.errors import EmulationError, TestbedError
 from common.jsonfile import write_json_atomic
 from common.lifecycle import StartStop
+from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
+from emulator.procs import stop_process
+from emulator.record import process_change
 from ina.engine import AggregatorStats, JobTraffic
 from ina.p4.build import DEFAULT_SLOTS, ENGINES, compile_program, engine_available, find_toolchain
 from ina.p4.switch import Bmv2Aggregator, aggregator_stats
@@ -48,9 +51,6 @@ from ina.plan import JobPlan, switch_tables
 from ina.protocol import check_slots
 from ina.ps import PsJob
 from ina.softswitch import SoftAggregator
-from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
-from testbed.procs import stop_process
-from testbed.record import process_change
 
 PS_READY_S = 20.0
 """How long a parameter server may take to acknowledge a config (its first after binding its port)."""
@@ -132,7 +132,7 @@ class InaFabric(StartStop):
     """The aggregator engines of a running network's INA switches.
 
     Args:
-        net: a started :class:`testbed.net.EmulatedNetwork` with ``ina_switches``.
+        net: a started :class:`emulator.net.EmulatedNetwork` with ``ina_switches``.
         engine: ``auto``, ``bmv2`` or ``software`` (:func:`resolve_engine`).
         slots: register size of the bmv2 program's slot pool (a run uses up to this many).
     """

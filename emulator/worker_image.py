@@ -1,4 +1,4 @@
-"""The worker image: built here, from local parts, for workers in containers (:mod:`testbed.containers`).
+"""The worker image: built here, from local parts, for workers in containers (:mod:`emulator.containers`).
 
 No image registry is reachable from the machines this runs on, so nothing is pulled. The
 image is three layers of this machine's own making, each tagged with a digest of its inputs
@@ -20,7 +20,7 @@ the venv (about a minute and a half here). When a layer is rebuilt, the older ta
 project's images are removed, so only the current image stays cached.
 
 Each build step runs in its own session (a Ctrl-C at the terminal reaches this process, which
-stops the step itself) and is written to a run record first (:mod:`testbed.record`): the
+stops the step itself) and is written to a run record first (:mod:`emulator.record`): the
 scratch root filesystem, the debootstrap and build processes, and the build's unfinished
 layers (labelled ``dtnet.build=<digest>``) are removed after an interrupted or failed build,
 or by ``run_testbed.py clean`` after a killed one.
@@ -43,10 +43,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from common.errors import EmulationError
-from testbed.containers import LABEL, SETUP_HINT, docker, docker_cli, docker_missing
-from testbed.controller_proc import PROJECT_ROOT
-from testbed.procs import signal_group
-from testbed.record import Change, RunRecord, process_change
+from emulator.containers import LABEL, SETUP_HINT, docker, docker_cli, docker_missing
+from emulator.controller_proc import PROJECT_ROOT
+from emulator.procs import signal_group
+from emulator.record import Change, RunRecord, process_change
 
 BUILD_ROOT = os.environ.get("DTNET_BUILD_ROOT", "/var/tmp/dtnet-testbed-build")
 """Where a build's scratch root filesystem and log are made."""
@@ -402,7 +402,7 @@ def _remove_stale(keep: set[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m testbed.worker_image``: build the worker image now (``make setup DOCKER=1`` does)."""
+    """``python -m emulator.worker_image``: build the worker image now (``make setup DOCKER=1`` does)."""
     import sys
 
     try:

@@ -1,7 +1,7 @@
 """The emulator back end of the experiment loop: jobs run as real processes in the emulated network.
 
-:class:`EmulatorBackend` implements :class:`experiment.backend.Backend` on a running
-:class:`testbed.net.EmulatedNetwork`:
+:class:`EmulatorBackend` implements :class:`backend.protocol.Backend` on a running
+:class:`emulator.net.EmulatedNetwork`:
 
 * ``start`` launches every rank of the jobs starting at one instant (a *batch*): replay jobs in
   the agent runtime (:mod:`jobs.agent`, one process per machine and job) unless the config's
@@ -30,9 +30,13 @@ import os
 import time
 from collections.abc import Callable, Sequence
 
+from backend.protocol import Backend, ExperimentJob, RunEnd
 from common.errors import JobError, TestbedError
 from common.units import wall_s
-from experiment.backend import Backend, ExperimentJob, RunEnd
+from emulator import flows
+from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
+from emulator.ina_runs import InaRuns
+from emulator.net import EmulatedNetwork
 from experiment.config import ExperimentConfig
 from jobs.agent import launch_agents, plan_agents, read_conns
 from jobs.launcher import (
@@ -52,10 +56,6 @@ from jobs.models import get_model
 from jobs.patterns import INA
 from jobs.records import read_records
 from placement.base import Placement
-from testbed import flows
-from testbed.controller_proc import PROJECT_ROOT, free_tcp_port
-from testbed.ina_runs import InaRuns
-from testbed.net import EmulatedNetwork
 
 POLL_S = 0.05
 """How often a waiting back end polls its jobs' processes."""
@@ -147,13 +147,13 @@ class EmulatorBackend(Backend):
         net: the running network.
         out_dir: the policy's results directory; jobs write under ``out_dir/jobs``.
         progress: ``say(msg)`` prints a progress line; ``watch(specs, iterations)`` starts a
-            progress thread and returns an Event that stops it (:class:`testbed.runner.Progress`).
+            progress thread and returns an Event that stops it (:class:`emulator.runner.Progress`).
         on_batch: called with each batch's index and its ``(job, placement)`` pairs as it starts.
-        ina: the policy's INA jobs on the fabric (:class:`testbed.ina_runs.InaRuns`); None when
+        ina: the policy's INA jobs on the fabric (:class:`emulator.ina_runs.InaRuns`); None when
             no job uses collective ``ina``.
         spawn: starts one worker or agent (:data:`jobs.launcher.ExecFn`); default: a process in
-            its machine (:meth:`testbed.net.EmulatedNetwork.popen`); workers in containers:
-            :class:`testbed.containers.ContainerRunner`.
+            its machine (:meth:`emulator.net.EmulatedNetwork.popen`); workers in containers:
+            :class:`emulator.containers.ContainerRunner`.
     """
 
     name = "emu"

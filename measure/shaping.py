@@ -10,7 +10,7 @@ MAX_RATE_MBPS = 1000.0
 MIN_RATE_MBPS = 0.1
 """Lowest emulated link rate, Mbit/s. Below it one full-size packet (1500 bytes) takes more than
 0.12 s on the wire (a 100-packet queue then holds over 12 s), and the shaper's minimum
-token-bucket depth (15 000 bytes, :func:`testbed.shaping.burst_bytes`) lets more than
+token-bucket depth (15 000 bytes, :func:`measure.shaping.burst_bytes`) lets more than
 1.2 s of traffic through at once, so the link no longer behaves like a link of that rate."""
 
 ETH_HEADER = 14  # bytes the shaper counts on top of the MTU (FCS and preamble are not counted)

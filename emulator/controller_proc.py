@@ -11,7 +11,7 @@ import sys
 from common.errors import EmulationError
 from common.jsonfile import write_json_atomic
 from controller.app import CONF_ENV
-from testbed.procs import stop_process, wait_for
+from emulator.procs import stop_process, wait_for
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -2,7 +2,7 @@
 
 The port sampler reads the ECN marker's per-port counters four times a second next to the
 qdisc counters; spawning ``bpftool`` for that costs about 10 ms, which is time between the two
-reads during which the queues move (see :mod:`testbed.queues`). Three commands are enough:
+reads during which the queues move (see :mod:`emulator.queues`). Three commands are enough:
 ``BPF_OBJ_GET`` (open the pinned map), ``BPF_MAP_GET_NEXT_KEY`` and ``BPF_MAP_LOOKUP_ELEM``.
 """
 

@@ -1,0 +1,89 @@
+"""The product's package structure: the import graph of its top-level packages has no cycle, and the
+layers the architecture names hold (the experiment package never imports the emulator; only the
+emulator imports Mininet; the pure packages import neither a back end nor the experiment)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import networkx as nx
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+PACKAGES = ("common", "backend", "measure", "topo", "placement", "scheduling", "sim", "jobs", "ina", "controller",
+            "experiment", "emulator")
+"""The product's top-level packages (``run_testbed.py`` sits above them all)."""
+
+PURE = ("common", "backend", "measure", "topo", "placement", "scheduling", "sim")
+"""Packages below both back ends and the experiment: they import none of ``experiment``, ``emulator``."""
+
+
+def imports_of(path: pathlib.Path) -> set[str]:
+    """Every module a file imports, wherever the import stands (inside functions too), absolute."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+def package_graph() -> nx.DiGraph:
+    """Top-level package -> the top-level packages it imports, each edge with the files that import."""
+    g = nx.DiGraph()
+    g.add_nodes_from(PACKAGES)
+    for pkg in PACKAGES:
+        for path in sorted((REPO / pkg).rglob("*.py")):
+            for mod in imports_of(path):
+                top = mod.split(".")[0]
+                if top in PACKAGES and top != pkg:
+                    if not g.has_edge(pkg, top):
+                        g.add_edge(pkg, top, files=set())
+                    g.edges[pkg, top]["files"].add(str(path.relative_to(REPO)))
+    return g
+
+
+def test_the_top_level_packages_import_each_other_without_a_cycle():
+    """No cycle in the import graph of the product's top-level packages, with no exception allowed."""
+    g = package_graph()
+    cycles = list(nx.simple_cycles(g))
+    detail = [" -> ".join([*c, c[0]]) + ": " + "; ".join(
+        f"{a}->{b} in {', '.join(sorted(g.edges[a, b]['files']))}" for a, b in zip(c, [*c[1:], c[0]], strict=True))
+        for c in cycles]
+    assert cycles == [], "\n".join(detail)
+
+
+def test_the_experiment_package_never_imports_the_emulator():
+    """``experiment`` reaches the emulator only through the back-end registry (by name, on demand)."""
+    g = package_graph()
+    assert not g.has_edge("experiment", "emulator"), g.edges["experiment", "emulator"]["files"]
+
+
+def test_the_pure_packages_import_no_back_end_and_no_experiment():
+    """The packages below the back ends (protocol, analysis, topology, placement, scheduling, simulator)
+    import neither ``experiment`` nor ``emulator``."""
+    g = package_graph()
+    wrong = {(a, b): sorted(g.edges[a, b]["files"]) for a in PURE for b in ("experiment", "emulator")
+             if g.has_edge(a, b)}
+    assert wrong == {}
+
+
+def test_only_the_emulator_imports_mininet():
+    """Mininet is the emulator's alone: no other package of the product imports it."""
+    offenders = [str(p.relative_to(REPO)) for pkg in PACKAGES if pkg != "emulator"
+                 for p in sorted((REPO / pkg).rglob("*.py"))
+                 if any(m.split(".")[0] == "mininet" for m in imports_of(p))]
+    assert offenders == []
+
+
+def test_the_graph_sees_a_planted_cycle(tmp_path, monkeypatch):
+    """The cycle check is not vacuous: two packages importing each other are reported."""
+    for name, other in (("common", "backend"), ("backend", "common")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(f"from {other} import x\n")
+    for name in PACKAGES:
+        (tmp_path / name).mkdir(exist_ok=True)
+    monkeypatch.setattr(__import__(__name__), "REPO", tmp_path)
+    assert sorted(map(sorted, nx.simple_cycles(package_graph()))) == [["backend", "common"]]
