@@ -35,6 +35,7 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 from common.errors import TestbedError  # noqa: E402
+from experiment import BACKENDS  # noqa: E402
 
 DEFAULT_CONFIG = os.path.join(HERE, "experiments", "default.yaml")
 
@@ -54,10 +55,9 @@ def _again(signum, frame):
 def cmd_run(args) -> int:
     """Run an experiment; the command-line overrides are validated with the rest of the config
     (run_experiment validates before it needs root or builds anything)."""
-    from experiment import config
+    from experiment import config, make_backend
+    from experiment.driver import run_experiment
 
-    if args.backend == "emu":
-        from emulator.runner import Progress, run_experiment
     cfg = config.load(args.config)
     changes = {}
     if args.iterations is not None:
@@ -69,12 +69,7 @@ def cmd_run(args) -> int:
     if args.container is not None:
         changes["container"] = dataclasses.replace(cfg.container, engine=args.container)
     cfg = dataclasses.replace(cfg, **changes)
-    if args.backend == "sim":
-        from experiment.simrun import run_simulated_experiment
-
-        run_simulated_experiment(cfg)
-        return 0
-    run_experiment(cfg, Progress())
+    run_experiment(cfg, make_backend(args.backend))
     return 0
 
 
@@ -187,7 +182,7 @@ def main(argv=None) -> int:
     run.add_argument("-p", "--policy", action="append",
                      help="policy spec to run instead of the config's list (repeatable, e.g. -p consolidate "
                           "-p random)")
-    run.add_argument("--backend", choices=("emu", "sim"), default="emu",
+    run.add_argument("--backend", choices=tuple(BACKENDS), default="emu",
                      help="emu: the emulated network (root); sim: the flow-level simulator (no root); "
                           "default: %(default)s")
     run.add_argument("--iterations", type=int, help="override the config's iterations")
@@ -197,7 +192,7 @@ def main(argv=None) -> int:
     run.add_argument("--results", help="results base directory (default: the config's results_dir)")
     check = sub.add_parser("check", help="validate a config without running it (no root needed)")
     check.add_argument("config")
-    check.add_argument("--backend", choices=("emu", "sim"), default="emu",
+    check.add_argument("--backend", choices=tuple(BACKENDS), default="emu",
                        help="validate for this back end (as run --backend); default: %(default)s")
     sub.add_parser("clean", help="undo the recorded changes of runs that were killed (nothing else)")
     validate = sub.add_parser("validate", help="compare your simulator's per-job estimates (CSV) with a run's "

@@ -34,15 +34,15 @@ from experiment.report import format_table  # noqa: E402
 def measure(g, out: str, options, machines: list[str], buckets, iterations: int) -> dict:
     """Build the network, run the ring once, take the network down: times and bytes."""
     from emulator.net import EmulatedNetwork
-    from emulator.replay import run_job
+    from emulator.one_job import OneJob, run_job
 
     t0 = time.monotonic()
     net = EmulatedNetwork(g, out, options)
     with net:
         up_s = time.monotonic() - t0
         before = net.switch_counters()
-        run = run_job(net, out, "ring", machines, "ring", buckets, iterations=iterations, warmup_iterations=1,
-                      compute_s=0.05, timeout_s=600)
+        run = run_job(net, out, OneJob("ring", tuple(machines), "ring", buckets, iterations=iterations,
+                                        warmup_iterations=1, compute_s=0.05, timeout_s=600))
         time.sleep(0.3)
         moved = net.link_bytes(before, net.switch_counters())
         t1 = time.monotonic()

@@ -30,6 +30,7 @@ from emulator.cpu import CpuSampler  # noqa: E402
 from emulator.ecn import build  # noqa: E402
 from emulator.net import EmulatedNetwork, NetOptions  # noqa: E402
 from emulator.queues import PortSampler  # noqa: E402
+from emulator.variants import ecn_marker, switch_ports  # noqa: E402
 from experiment.report import format_table  # noqa: E402
 from measure.fidelity import assess, link_checks  # noqa: E402
 from measure.linkstats import read_queue_samples  # noqa: E402
@@ -50,8 +51,8 @@ def options(rate_mbps: float, ecn: bool, threshold_bytes: float = 30000, mtu: in
         return marking_params(threshold_bytes, 0, 0, 1.0, rate, QUEUE_PACKETS, mtu)
 
     return NetOptions(scale=PAPER_BW_MBPS / rate_mbps, mtu=mtu, queue_packets=QUEUE_PACKETS,
-                      ecn_method="bpf" if ecn else "none", marking=marking if ecn else None,
-                      switch_ports=SWITCH_PORTS if mtu <= AFXDP_MAX_MTU else "system")
+                      ecn=ecn_marker("bpf" if ecn else "none"), marking=marking if ecn else None,
+                      switch_ports=switch_ports(SWITCH_PORTS if mtu <= AFXDP_MAX_MTU else "system"))
 
 
 def iperf(net, pairs, seconds: float, tag: str) -> list[float]:

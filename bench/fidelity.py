@@ -33,8 +33,9 @@ from common.errors import TestbedError  # noqa: E402
 from emulator.capabilities import detect, require_root, require_tools  # noqa: E402
 from emulator.cpu import CpuSampler  # noqa: E402
 from emulator.net import EmulatedNetwork, NetOptions  # noqa: E402
+from emulator.one_job import OneJob, run_job  # noqa: E402
 from emulator.ports import resolve_port_type  # noqa: E402
-from emulator.replay import run_job  # noqa: E402
+from emulator.variants import switch_ports  # noqa: E402
 from experiment.config import ExperimentConfig  # noqa: E402
 from experiment.report import format_table  # noqa: E402
 from jobs.models import get_model, scaled_buckets  # noqa: E402
@@ -59,8 +60,8 @@ def run_allreduce(net, out_dir: str, runtime: str, collective: str, ranks: list[
     sampler = CpuSampler(0.25)
     sampler.start()
     try:
-        run = run_job(net, out_dir, job, ranks, collective, buckets, iterations=iterations, compute_s=COMPUTE_S,
-                      runtime=runtime)
+        run = run_job(net, out_dir, OneJob(job, tuple(ranks), collective, buckets, iterations=iterations,
+                                             compute_s=COMPUTE_S, runtime=runtime))
     finally:
         sampler.stop()
     window = (min(r.start_time_s for r in run.records), max(r.start_time_s + r.iteration_s for r in run.records))
@@ -121,7 +122,8 @@ def measure(args, g, buckets: tuple[int, ...], ports: str) -> list[list[str]]:
     for d in (float(x) for x in args.dilations.split(",")):
         t_d = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="fidelity-") as tmp:
-            with EmulatedNetwork(g, tmp, NetOptions(scale=args.scale, dilation=d, switch_ports=ports)) as net:
+            opts = NetOptions(scale=args.scale, dilation=d, switch_ports=switch_ports(ports))
+            with EmulatedNetwork(g, tmp, opts) as net:
                 virtual_rates = {link: r * d for link, r in net.rates.items()}
                 for collective in args.collectives.split(","):
                     for n in (int(x) for x in args.workers.split(",")):

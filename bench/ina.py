@@ -67,7 +67,7 @@ def fabric_rows(args) -> list[list[str]]:
     """One row per way of running the job (see the module docstring) on one network."""
     from emulator.ina_fabric import InaFabric, endpoints
     from emulator.net import EmulatedNetwork, NetOptions
-    from emulator.replay import run_job
+    from emulator.one_job import OneJob, run_job
     from ina.plan import plan_job
     from jobs.models import get_model, scaled_buckets
     from topo import leaf_spine
@@ -91,9 +91,9 @@ def fabric_rows(args) -> list[list[str]]:
                     started = fabric.start_ps([plan], os.path.join(tmp, f"ps{len(rows)}"))
                 before = net.switch_counters()
                 try:
-                    run = run_job(net, tmp, f"job{len(rows)}", workers, collective, buckets,
-                                  iterations=args.iterations, compute_s=0.05, timeout_s=1800,
-                                  ina_endpoints=endpoints(net, plan) if plan else None)
+                    run = run_job(net, tmp, OneJob(
+                        f"job{len(rows)}", tuple(workers), collective, buckets, iterations=args.iterations,
+                        compute_s=0.05, timeout_s=1800, ina_endpoints=endpoints(net, plan) if plan else None))
                 finally:
                     if started:
                         fabric.stop_ps(started)

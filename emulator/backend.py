@@ -41,7 +41,9 @@ from experiment.config import ExperimentConfig
 from jobs.agent import launch_agents, plan_agents, read_conns
 from jobs.launcher import (
     LIVENESS_INTERVAL_S,
+    Addresses,
     ExecFn,
+    RankSettings,
     RunningWorker,
     exit_failure,
     launch,
@@ -196,10 +198,11 @@ class EmulatorBackend(Backend):
             dirs[job.name] = os.path.join(jobs_dir, job.name if n == 1 else f"{job.name}.run{n}")
             os.makedirs(dirs[job.name], exist_ok=True)
             left = job.iterations - self.done_iterations.get(job.name, 0)
-            specs_by_job[job.name] = plan_workers(
-                job, p, get_model(job.model), self.cfg.scale, self.ips, self.net.host_intf, left,
-                self.cfg.warmup_iterations, self.cfg.mode, dirs[job.name], free_tcp_port(),
-                timeout_s=self.timeout_s, seed=self.cfg.seed, start_gate=gate, dilation=self.cfg.dilation)
+            run = RankSettings(self.cfg.scale, left, self.cfg.warmup_iterations, self.cfg.mode, dirs[job.name],
+                               timeout_s=self.timeout_s, seed=self.cfg.seed, start_gate=gate,
+                               dilation=self.cfg.dilation)
+            specs_by_job[job.name] = plan_workers(job, p, get_model(job.model), run,
+                                                  Addresses(self.ips, self.net.host_intf), free_tcp_port())
         if self.on_batch is not None:
             self.on_batch(index, list(runs))
 
@@ -242,7 +245,7 @@ class EmulatorBackend(Backend):
             stop_progress.set()
             raise
         if startup_s is not None:
-            if self.net.options.ecn_method != "none":
+            if self.net.options.ecn.measures:
                 ecn_before = ecn_snapshot(self.net)
                 if plans:
                     for job, c in read_conns(plans).items():

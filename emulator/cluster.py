@@ -41,6 +41,7 @@ import time
 
 from common.errors import EmulationError
 from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
+from emulator.procs import run
 from emulator.record import Change, RunRecord, process_change
 from topo.partition import assign_servers
 
@@ -106,8 +107,53 @@ def precheck_script(congestion_control: str, probe: str) -> str:
     ])
 
 
-class Cluster:
-    """The servers of one emulated network, and the SSH sessions to them.
+class ThisMachine:
+    """Where the nodes of a network on this machine alone run: here, with nothing to reach.
+
+    The same interface as :class:`MultiServer`, so the network never asks which it has.
+    """
+
+    def __init__(self, g):
+        self.placement = dict.fromkeys(g.nodes, LOCAL)
+
+    def refuse(self, port_kind: str, marks: bool, ina: bool) -> None:
+        """Every variant runs on one machine."""
+
+    def via(self, server: str) -> tuple[str, ...]:
+        """No prefix: every command runs here."""
+        return ()
+
+    def wrap(self, server: str, argv: list[str]) -> list[str]:
+        """``argv`` as it is."""
+        return list(argv)
+
+    def run(self, server: str, argv: list[str], timeout_s: float = 30.0) -> subprocess.CompletedProcess:
+        """Run a short command here; raise EmulationError naming it if it fails."""
+        return run(argv, timeout_s=timeout_s)
+
+    def precheck(self, congestion_control: str, run_dir: str) -> None:
+        """Nothing to check beyond what the run checked of this machine."""
+
+    def start(self, controller_port: int) -> None:
+        """No sessions to open."""
+
+    def check_alive(self) -> None:
+        """No sessions to lose."""
+
+    def mininet_classes(self) -> tuple[dict, type]:
+        """Mininet's own classes: ``({}, OVSSwitch)``."""
+        from mininet.node import OVSSwitch
+
+        return {}, OVSSwitch
+
+    def node_params(self, node: str) -> dict:
+        """No cluster parameters."""
+        return {}
+
+
+class MultiServer:
+    """The servers of one emulated network spread over several (cluster mode), and the SSH
+    sessions to them.
 
     Args:
         g: the topology; its nodes are placed with :func:`topo.partition.assign_servers`.
@@ -130,6 +176,22 @@ class Cluster:
 
     def dest(self, server: str) -> str:
         return f"{self.options.user}@{server}"
+
+    def refuse(self, port_kind: str, marks: bool, ina: bool) -> None:
+        """Raise EmulationError for what runs on one machine only: AF_XDP ports, a marker, INA."""
+        unsupported = [what for what, used in (("AF_XDP switch ports", port_kind != "system"),
+                                               ("an ECN marker", marks), ("INA aggregators", ina)) if used]
+        if unsupported:
+            raise EmulationError(f"cluster mode runs without {' and '.join(unsupported)} (plain switch ports, "
+                                 f"no ECN marking, no INA)")
+
+    def node_params(self, node: str) -> dict:
+        """Mininet's cluster parameters of a node: its server, the user there and the server's SSH
+        session."""
+        server = self.placement[node]
+        remote = {"controlPath": self.control_path(server)} if server != LOCAL else {}
+        # serverIP: the name as ssh knows it (Mininet would resolve it, losing an ssh_config alias)
+        return {"server": server, "serverIP": server, "user": self.options.user, **remote}
 
     def control_path(self, server: str) -> str:
         return os.path.join(self.ctl_dir, str(self.options.servers.index(server)))
@@ -246,8 +308,9 @@ class Cluster:
 
     # -- Mininet's cluster classes -------------------------------------------------------------
 
-    def mininet_classes(self):
-        """(host, switch, link) classes for Mininet: its cluster edition's, on our sessions."""
+    def mininet_classes(self) -> tuple[dict, type]:
+        """Mininet's keyword arguments for its host and link classes, and the switch class: its
+        cluster edition's, on our sessions."""
         from mininet.examples.cluster import RemoteHost, RemoteOVSSwitch, RemoteSSHLink
         from mininet.util import decode
 
@@ -311,7 +374,7 @@ class Cluster:
                         raise EmulationError(f"{node.server}: `{args}` failed: {out}")
                 return tunnel
 
-        return ClusterHost, ClusterSwitch, ClusterLink
+        return {"host": ClusterHost, "link": ClusterLink}, ClusterSwitch
 
 
 class _Forwarded:

@@ -45,7 +45,7 @@ from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
 from emulator.procs import stop_process
 from emulator.record import process_change
 from ina.engine import AggregatorStats, JobTraffic
-from ina.p4.build import DEFAULT_SLOTS, ENGINES, compile_program, engine_available, find_toolchain
+from ina.p4.build import DEFAULT_SLOTS, compile_program, engine_available, find_toolchain
 from ina.p4.switch import Bmv2Aggregator, aggregator_stats
 from ina.plan import JobPlan, switch_tables
 from ina.protocol import check_slots
@@ -56,14 +56,63 @@ PS_READY_S = 20.0
 """How long a parameter server may take to acknowledge a config (its first after binding its port)."""
 
 
+class Bmv2Engine:
+    """bmv2's ``simple_switch`` running ``ina/p4/aggregator.p4``, compiled for the run's slot pool."""
+
+    name = "bmv2"
+
+    def prepare(self, slots: int):
+        """The toolchain and the program compiled with ``slots`` slots.
+
+        Raises:
+            EmulationError: the program did not compile.
+        """
+        toolchain, _ = find_toolchain()
+        try:
+            return toolchain, compile_program(toolchain, slots)
+        except TestbedError as e:
+            raise EmulationError(str(e)) from None
+
+    def aggregator(self, prepared, ports: dict[int, str], index: int, log_dir: str, switch: str, log: str):
+        """One switch's aggregator process (not started)."""
+        toolchain, program = prepared
+        return Bmv2Aggregator(toolchain, program, ports, free_tcp_port(), 100 + index, log)
+
+    def check_slots(self, n_slots: int, slots: int) -> None:
+        """Raise EmulationError when more slots are asked for than the program has."""
+        if n_slots > slots:
+            raise EmulationError(f"{n_slots} INA slots asked for; the bmv2 program has {slots}")
+
+
+class SoftwareEngine:
+    """The software engine (:mod:`ina.softswitch`): the same rules, any number of slots."""
+
+    name = "software"
+
+    def prepare(self, slots: int):
+        """Nothing to compile."""
+        return None
+
+    def aggregator(self, prepared, ports: dict[int, str], index: int, log_dir: str, switch: str, log: str):
+        """One switch's aggregator process (not started)."""
+        return SoftAggregator(ports, os.path.join(log_dir, f"{switch}.sock"), log)
+
+    def check_slots(self, n_slots: int, slots: int) -> None:
+        """Any number of slots runs."""
+
+
+INA_ENGINES = {"bmv2": Bmv2Engine(), "software": SoftwareEngine()}
+"""Engine name -> the engine, chosen once per fabric (:func:`resolve_engine` picks the name)."""
+
+
 def resolve_engine(requested: str = "auto") -> tuple[str, str]:
     """The engine to use and why: ``auto`` -> bmv2 where it runs here, else software.
 
     Raises:
         EmulationError: an unknown engine, or ``bmv2`` asked for where it cannot run.
     """
-    if requested not in ("auto", *ENGINES):
-        raise EmulationError(f"INA engine {requested!r}: valid: auto, {', '.join(ENGINES)}")
+    if requested not in ("auto", *INA_ENGINES):
+        raise EmulationError(f"INA engine {requested!r}: valid: auto, {', '.join(INA_ENGINES)}")
     available, why = engine_available()
     if requested == "software":
         return "software", "asked for"
@@ -142,6 +191,7 @@ class InaFabric(StartStop):
             raise EmulationError("the network has no INA switches (NetOptions.ina_switches)")
         self.net = net
         self.engine, self.engine_why = resolve_engine(engine)
+        self._engine = INA_ENGINES[self.engine]
         self.slots = check_slots(slots)
         self.log_dir = os.path.join(net.run_dir, "ina")
         self.switches: dict[str, Bmv2Aggregator | SoftAggregator] = {}
@@ -158,20 +208,10 @@ class InaFabric(StartStop):
             EmulationError: the program did not compile or an engine did not start (its log named).
         """
         os.makedirs(self.log_dir, exist_ok=True)
-        program = toolchain = None
-        if self.engine == "bmv2":
-            toolchain, _ = find_toolchain()
-            try:
-                program = compile_program(toolchain, self.slots)
-            except TestbedError as e:
-                raise EmulationError(str(e)) from None
+        prepared = self._engine.prepare(self.slots)
         for k, s in enumerate(sorted(self.net.ina_ports)):
-            ports = {0: self.net.ina_peer(s)}
             log = os.path.join(self.log_dir, f"{s}.log")
-            if self.engine == "bmv2":
-                sw = Bmv2Aggregator(toolchain, program, ports, free_tcp_port(), 100 + k, log)
-            else:
-                sw = SoftAggregator(ports, os.path.join(self.log_dir, f"{s}.sock"), log)
+            sw = self._engine.aggregator(prepared, {0: self.net.ina_peer(s)}, k, self.log_dir, s, log)
             self.switches[s] = sw
 
             def spawned(pid: int, s=s) -> None:
@@ -192,8 +232,7 @@ class InaFabric(StartStop):
                 aggregator, or an engine refused the tables.
         """
         check_slots(n_slots)
-        if self.engine == "bmv2" and n_slots > self.slots:
-            raise EmulationError(f"{n_slots} INA slots asked for; the bmv2 program has {self.slots}")
+        self._engine.check_slots(n_slots, self.slots)
         plans = list(plans)
         tables = self._tables(plans)
         self._plans = {}

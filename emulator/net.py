@@ -19,7 +19,7 @@ Choices forced by the machines this runs on (see ARCHITECTURE.md):
 * hosts run TCP with ``tcp_slow_start_after_idle=0``, ``tcp_no_metrics_save=1`` and a
   configured congestion control, IPv6 off, and static ARP entries (no flooding rules are
   needed);
-* with ECN marking (``ecn_method`` ``red`` or ``bpf``, see :mod:`emulator.ecn`) every switch
+* with ECN marking (marker ``red`` or ``bpf``, :mod:`emulator.variants`, :mod:`emulator.ecn`) every switch
   port marks CE on its egress, and hosts run with ``net.ipv4.tcp_ecn=1``;
 * each INA switch (``ina_switches``) gets one more port, after its links' (``<switch>-eth<P>``),
   a veth whose peer ``<switch>-ia<P>`` an INA aggregator engine serves one-armed
@@ -47,19 +47,18 @@ import typing
 
 from common.errors import EmulationError
 from common.lifecycle import StartStop
-from emulator import ports
-from emulator.cluster import LOCAL, REMOTE_RUN, Cluster, ClusterOptions
+from emulator.cluster import LOCAL, REMOTE_RUN, ClusterOptions, MultiServer, ThisMachine
 from emulator.controller_proc import ControllerProcess
-from emulator.ecn import BpfMarker, red_qdisc_args, wait_unloaded
+from emulator.ecn import BpfMarker, wait_unloaded
 from emulator.procs import pid_alive, run, stop_process
 from emulator.record import Change, RunRecord, process_change, require_no_leftovers
+from emulator.variants import ECN_MARKERS, OFFLOADS, SWITCH_PORTS, EcnMarker, SwitchPorts
 from measure import shaping
 from measure.marking import MarkingParams
 from measure.shaping import MAX_RATE_MBPS, MIN_RATE_MBPS, link_rates_mbps  # noqa: F401 (re-exported)
 from topo import machines, switches
 from topo.io import write_topology_json
 
-OFFLOADS = ("rx", "tx", "tso", "gso", "gro")
 HOST_PORT_RANGE = "10000 32767"
 """Local ports of the emulated machines' outgoing connections: below Linux's default ephemeral range
 (32768-60999), from which :func:`emulator.controller_proc.free_tcp_port` picks listening ports."""
@@ -79,10 +78,11 @@ class NetOptions:
         congestion_control: TCP congestion control used in every host.
         stats_interval_s: controller port-statistics polling period.
         datapath: ``user`` or ``kernel`` OVS datapath.
-        ecn_method: ``none``, ``red`` or ``bpf`` (resolved by :func:`emulator.ecn.resolve_method`).
+        ecn: the ECN marker (:data:`emulator.variants.ECN_MARKERS`, the path
+            :func:`emulator.ecn.resolve_method` chose).
         marking: thresholds per port rate: a function ``rate Mbit/s -> MarkingParams``.
-        switch_ports: ``system`` or ``afxdp`` (resolved by :func:`emulator.ports.resolve_port_type`;
-            see :mod:`emulator.ports`).
+        switch_ports: the switch port kind (:data:`emulator.variants.SWITCH_PORTS`, the kind
+            :func:`emulator.ports.resolve_port_type` chose; see :mod:`emulator.ports`).
         ina_switches: switches that get an INA aggregator port (:meth:`EmulatedNetwork.ina_port`),
             to which the controller steers INA packets (:func:`controller.rules.ina_steering`).
         cluster: the servers the network is spread over (:mod:`emulator.cluster`), or None for
@@ -97,9 +97,9 @@ class NetOptions:
     congestion_control: str = "cubic"
     stats_interval_s: float = 0.5
     datapath: str = "user"
-    ecn_method: str = "none"
+    ecn: EcnMarker = ECN_MARKERS["none"]
     marking: typing.Callable[[float], MarkingParams] | None = None
-    switch_ports: str = "system"
+    switch_ports: SwitchPorts = SWITCH_PORTS["system"]
     ina_switches: tuple[str, ...] = ()
     cluster: ClusterOptions | None = None
 
@@ -168,19 +168,11 @@ class EmulatedNetwork(StartStop):
         self._vswitchd_pid: int | None = None
         self.marker: BpfMarker | None = None
         self.ina_ports = self._plan_ina_ports(options.ina_switches)
-        if options.switch_ports not in ("system", "afxdp"):
-            raise EmulationError(f"switch port type {options.switch_ports!r}: resolve it first (system or afxdp)")
-        if options.ecn_method not in ("none", "red", "bpf") or (options.ecn_method != "none" and not options.marking):
-            raise EmulationError(f"ECN method {options.ecn_method!r} needs marking parameters")
-        self.cluster = Cluster(g, options.cluster, self.record) if options.cluster else None
-        if self.cluster is not None:
-            unsupported = [what for what, used in (("AF_XDP switch ports", options.switch_ports != "system"),
-                                                   ("an ECN marker", options.ecn_method != "none"),
-                                                   ("INA aggregators", bool(options.ina_switches))) if used]
-            if unsupported:
-                raise EmulationError(f"cluster mode runs without {' and '.join(unsupported)} (plain switch ports, "
-                                     f"no ECN marking, no INA)")
-        self.server_of = self.cluster.placement if self.cluster else dict.fromkeys(g.nodes, LOCAL)
+        if options.ecn.measures and not options.marking:
+            raise EmulationError(f"ECN method {options.ecn.name!r} needs marking parameters")
+        self.servers = MultiServer(g, options.cluster, self.record) if options.cluster else ThisMachine(g)
+        self.servers.refuse(options.switch_ports.name, options.ecn.measures, bool(options.ina_switches))
+        self.server_of = self.servers.placement
         os.makedirs(run_dir, exist_ok=True)
         self.topology_path = os.path.join(run_dir, "topology.json")
 
@@ -198,12 +190,10 @@ class EmulatedNetwork(StartStop):
         """
         from mininet.log import setLogLevel
         from mininet.net import Mininet
-        from mininet.node import OVSSwitch
 
         setLogLevel("error")
         require_no_leftovers()
-        if self.cluster is not None:
-            self.cluster.precheck(self.options.congestion_control, self.run_dir)
+        self.servers.precheck(self.options.congestion_control, self.run_dir)
         self._require_names_free()
         self._vswitchd_pid = vswitchd_pid()
         write_topology_json(self.g, self.topology_path)
@@ -211,13 +201,8 @@ class EmulatedNetwork(StartStop):
         self.controller = ControllerProcess(self.run_dir, self.topology_path, self.options.routing,
                                             self.options.stats_interval_s, self.ina_ports)
         self.controller.start(on_spawn=lambda pid: self.record.add(process_change(pid, "controller")))
-        classes = {}
-        if self.cluster is not None:
-            self.cluster.start(self.controller.port)
-            host_cls, switch_cls, link_cls = self.cluster.mininet_classes()
-            classes = {"host": host_cls, "link": link_cls}
-        else:
-            switch_cls = OVSSwitch
+        self.servers.start(self.controller.port)
+        classes, switch_cls = self.servers.mininet_classes()
         self.mn = Mininet(topo=None, build=False, autoSetMacs=False, autoStaticArp=False,
                           controller=None, waitConnected=False, **classes)
         c0 = self.mn.addController("c0", controller=_controller_class(), ip="127.0.0.1", port=self.controller.port)
@@ -249,47 +234,29 @@ class EmulatedNetwork(StartStop):
         # (noqueue), so shaping configured earlier would silently vanish.
         self._configure_interfaces()
         self._add_ina_ports()
-        if self.options.switch_ports == "afxdp":
-            ports.set_pmd_sleep(self.record)
-            bridge_ports = self._bridge_ports()
-            for intfs in bridge_ports.values():
-                for intf in intfs:
-                    for dev in ports.pipe_names(intf):
-                        self.record.add(Change("link", dev, what=f"AF_XDP pipe of {intf}"))
-            ports.attach_afxdp(bridge_ports, self.options.mtu, [a for o in OFFLOADS for a in (o, "off")])
+        self.options.switch_ports.attach(self)
         self._check_shaping()
-        if self.options.ecn_method == "bpf":
-            self.marker = BpfMarker(record=self.record)
-            self.marker.start({intf: (self.port_rate(s, other), self.options.marking(self.port_rate(s, other)))
-                               for (s, other), intf in self.switch_intfs.items()})
+        self.marker = self.options.ecn.start(self)
         if self.options.mtu != 1500:
             # The userspace datapath keeps its own MTU per port; ask for the interface's.
             for intf in self.switch_intfs.values():
-                port = ports.pipe_names(intf)[0] if self.options.switch_ports == "afxdp" else intf
+                port = self.options.switch_ports.ovs_port(intf)
                 run(["ovs-vsctl", "set", "Interface", port, f"mtu_request={self.options.mtu}"])
             for s, port in self.ina_ports.items():  # system ports on either fabric
                 run(["ovs-vsctl", "set", "Interface", f"{s}-eth{port}", f"mtu_request={self.options.mtu}"])
         self.controller.wait_ready()
 
     def _node_params(self, node: str) -> dict:
-        """Mininet's cluster parameters of a node: its server, the user there and the server's SSH
-        session (none on a network of this machine alone)."""
-        if self.cluster is None:
-            return {}
-        server = self.server_of[node]
-        remote = {"controlPath": self.cluster.control_path(server)} if server != LOCAL else {}
-        # serverIP: the name as ssh knows it (Mininet would resolve it, losing an ssh_config alias)
-        return {"server": server, "serverIP": server, "user": self.cluster.options.user, **remote}
+        """Mininet's parameters of a node for where it runs (none on this machine alone)."""
+        return self.servers.node_params(node)
 
     def via(self, node: str) -> tuple[str, ...]:
         """The command prefix that reaches ``node``'s server (empty on this machine)."""
-        return self.cluster.via(self.server_of[node]) if self.cluster is not None else ()
+        return self.servers.via(self.server_of[node])
 
     def _on(self, server: str, argv: list[str], timeout_s: float = 30.0) -> subprocess.CompletedProcess:
         """Run a short command in the root namespace of ``server``; EmulationError if it fails."""
-        if server == LOCAL:
-            return run(argv, timeout_s=timeout_s)
-        return self.cluster.run(server, argv, timeout_s=timeout_s)
+        return self.servers.run(server, argv, timeout_s=timeout_s)
 
     def _servers(self, nodes) -> dict[str, list[str]]:
         """``nodes`` grouped by their server, this machine first."""
@@ -311,8 +278,7 @@ class EmulatedNetwork(StartStop):
             mine = set(group)
             wanted = {f"{n}-eth{d['ports'][n]}" for u, v, d in self.g.edges(data=True) for n in (u, v)
                       if self.g.nodes[n]["role"] == "switch" and n in mine}
-            if self.options.switch_ports == "afxdp":
-                wanted |= {dev for name in list(wanted) for dev in ports.pipe_names(name)}
+            wanted |= {dev for name in list(wanted) for dev in self.options.switch_ports.devices(name)}
             wanted |= {f"{s}-eth{p}" for s, p in self.ina_ports.items()}  # system ports, whatever the others
             wanted |= {self.ina_peer(s) for s in self.ina_ports}
             present = (os.listdir("/sys/class/net") if server == LOCAL
@@ -378,7 +344,7 @@ class EmulatedNetwork(StartStop):
             run(["ovs-vsctl", "--timeout=30", "add-port", s, intf, "--", "set", "Interface", intf,
                  f"ofport_request={port}"])
 
-    def _bridge_ports(self) -> dict[str, dict[str, int]]:
+    def bridge_ports(self) -> dict[str, dict[str, int]]:
         """Bridge -> {switch port interface -> OpenFlow port number}."""
         out: dict[str, dict[str, int]] = {}
         for (s, other), intf in self.switch_intfs.items():
@@ -398,7 +364,7 @@ class EmulatedNetwork(StartStop):
                 raise EmulationError(f"congestion control {cc!r} is not available"
                                      f"{'' if server == LOCAL else ' on ' + server}; available: {', '.join(available)}")
             if cc not in allowed:
-                via = self.cluster.via(server) if server != LOCAL else ()
+                via = self.servers.via(server)
                 self.record.add(Change("sysctl", key, original=" ".join(allowed), what=f"allow {cc}", via=via))
                 self._on(server, ["sysctl", "-w", f"{key}={' '.join(allowed + [cc])}"])
 
@@ -413,8 +379,9 @@ class EmulatedNetwork(StartStop):
         frame = shaping.frame_bytes(self.options.mtu)
         burst = shaping.burst_bytes(rate_mbps, self.options.mtu)
         leaf = f"pfifo limit {self.options.queue_packets}"
-        if switch_port and self.options.ecn_method == "red":
-            leaf = " ".join(red_qdisc_args(self.options.marking(rate_mbps), rate_mbps, self.options.mtu))
+        if switch_port:  # the marker may be the FIFO itself (RED)
+            params = self.options.marking(rate_mbps) if self.options.ecn.measures else None
+            leaf = self.options.ecn.fifo(params, rate_mbps, self.options.mtu, self.options.queue_packets)
         return [
             f"tc qdisc replace dev {intf} root handle 5: tbf rate {rate_mbps:.6f}mbit burst {burst} "
             f"limit {self.options.queue_packets * frame}",
@@ -456,11 +423,11 @@ class EmulatedNetwork(StartStop):
                                      f"{'' if server == LOCAL else ' on ' + server}: {cp.stderr.strip()}")
 
     def _wrap(self, server: str, argv: list[str]) -> list[str]:
-        return self.cluster.wrap(server, argv) if self.cluster is not None else list(argv)
+        return self.servers.wrap(server, argv)
 
     def _configure_hosts(self) -> None:
         cc = self.options.congestion_control
-        ecn = ["sysctl -w net.ipv4.tcp_ecn=1"] if self.options.ecn_method != "none" else []
+        ecn = ["sysctl -w net.ipv4.tcp_ecn=1"] if self.options.ecn.measures else []
         for m in self.hosts:
             intf = self.host_intf[m]
             # tcp_no_metrics_save: a connection starts from nothing its predecessors to the same
@@ -504,7 +471,7 @@ class EmulatedNetwork(StartStop):
         if server == LOCAL:
             return inside + list(argv)
         env_args = ["env", "-i", *(f"{k}={v}" for k, v in sorted((env or {}).items()))] if env is not None else []
-        return self.cluster.wrap(server, [*inside, *env_args, sys.executable, REMOTE_RUN, "--cwd",
+        return self.servers.wrap(server, [*inside, *env_args, sys.executable, REMOTE_RUN, "--cwd",
                                           cwd or os.getcwd(), "--", *argv])
 
     def popen(self, machine: str, argv: list[str], env: dict | None = None, log_path: str | None = None,
@@ -585,8 +552,7 @@ class EmulatedNetwork(StartStop):
         the controller (routes and port statistics) or the Open vSwitch daemon (every switch)."""
         if self.controller is not None:
             self.controller.check_alive()
-        if self.cluster is not None:
-            self.cluster.check_alive()
+        self.servers.check_alive()
         if self._vswitchd_pid is not None and not pid_alive(self._vswitchd_pid):
             raise EmulationError(f"the Open vSwitch daemon (ovs-vswitchd, pid {self._vswitchd_pid}) died: every "
                                  f"switch of the emulated network stopped")

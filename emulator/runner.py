@@ -22,10 +22,9 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from common.errors import EmulationError, PlacementError, TestbedError
-from common.specs import safe_name
+from common.errors import EmulationError
 from common.units import wall_s
 from emulator import capabilities
 from emulator.backend import EmulatorBackend, WaveResult, uses_agents
@@ -38,40 +37,39 @@ from emulator.ina_runs import InaRuns, InaSetup, resolve_ina, unused_result, wit
 from emulator.net import EmulatedNetwork, NetOptions, link_rates_mbps
 from emulator.ports import resolve_port_type
 from emulator.queues import PortSampler
+from emulator.variants import ECN_MARKERS, SWITCH_PORTS, EcnMarker, SwitchPorts, ecn_marker, switch_ports
 from emulator.worker_image import ensure_image
-from experiment import results
-from experiment.config import ExperimentConfig, ina_jobs, ina_switches, policy_specs, to_dict, validate
+from experiment import driver
+from experiment.config import ExperimentConfig, ina_jobs, ina_switches
+from experiment.driver import ExperimentBackend, PolicySession
 from experiment.loop import LoopEvent, LoopResult
 from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
-from experiment.report import job_iteration_times, summarise_policy, write_run_report
-from experiment.results import PolicyIncomplete, incomplete, write_json, write_status
-from experiment.run import config_cluster, place_and_run
-from experiment.simrun import replay_on_simulator, sim_options
+from experiment.report import job_iteration_times, summarise_policy
+from experiment.resimulate import simulate_schedule
+from experiment.results import write_json
+from experiment.run import config_cluster, last_starts, place_and_run
+from experiment.summary import PolicyRun
 from jobs.launcher import ExecFn, ready_path
-from jobs.models import get_model
-from jobs.patterns import INA
 from measure import fidelity
 from measure.linkstats import LinkSeries, counter_series, read_queue_samples
 from measure.marking import marking_params
 from placement.metrics import fragmentation, used_machines
-from sim.flowsim import JobEstimate, SimJob, simulate
-from topo.io import write_topology_json
-
-
-def make_run_dir(cfg: ExperimentConfig, base: str | None = None) -> str:
-    """Create ``results/<timestamp>-<name>/`` and return its path."""
-    return results.make_run_dir(cfg.name, base or cfg.results_dir)
+from scheduling import make_scheduler
 
 
 class Progress:
     """Prints progress lines; a background thread reports iterations done while jobs run."""
 
-    def __init__(self, stream=sys.stdout):
+    def __init__(self, stream=sys.stdout, say: Callable[[str], None] | None = None):
         self.stream = stream
+        self._say = say
 
     def say(self, msg: str) -> None:
-        """Print one progress line."""
-        print(msg, file=self.stream, flush=True)
+        """Print one progress line (or hand it to the ``say`` this was made with)."""
+        if self._say is not None:
+            self._say(msg)
+        else:
+            print(msg, file=self.stream, flush=True)
 
     def watch(self, specs, total_iterations: int, interval_s: float = 5.0):
         """Start a thread that prints workers joined, then iterations done per job; returns a stop Event."""
@@ -99,10 +97,10 @@ class Progress:
         return stop
 
 
-def net_options(cfg: ExperimentConfig, ecn_method: str, switch_ports: str = "system",
-                ina_switches: tuple[str, ...] = ()) -> NetOptions:
-    """The network options of an experiment, with its resolved ECN marking path, switch port type
-    and the switches that get an INA aggregator port."""
+def net_options(cfg: ExperimentConfig, ecn: EcnMarker = ECN_MARKERS["none"],
+                ports: SwitchPorts = SWITCH_PORTS["system"], ina_switches: tuple[str, ...] = ()) -> NetOptions:
+    """The network options of an experiment, with its ECN marker and switch port kind (resolved
+    once, :mod:`emulator.variants`) and the switches that get an INA aggregator port."""
     e = cfg.ecn
 
     def marking(rate_mbps: float):
@@ -113,8 +111,8 @@ def net_options(cfg: ExperimentConfig, ecn_method: str, switch_ports: str = "sys
 
     return NetOptions(scale=cfg.scale, dilation=cfg.dilation, mtu=cfg.mtu, routing=cfg.routing,
                       queue_packets=cfg.queue_packets, congestion_control=cfg.congestion_control,
-                      stats_interval_s=cfg.stats_interval_s, ecn_method=ecn_method, marking=marking,
-                      switch_ports=switch_ports, ina_switches=tuple(ina_switches), cluster=cluster_options(cfg))
+                      stats_interval_s=cfg.stats_interval_s, ecn=ecn, marking=marking,
+                      switch_ports=ports, ina_switches=tuple(ina_switches), cluster=cluster_options(cfg))
 
 
 def cluster_options(cfg: ExperimentConfig) -> ClusterOptions | None:
@@ -192,25 +190,23 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
         raise EmulationError(f"the controller logged an exception: {ctrl_error}; "
                              f"see {net.controller.log_path}")
     starts = start_records(loop, batches)
-    # One placement per job, where it last started (where it finished): what the report, the
-    # fidelity monitor and the export describe; every start of a preempted job is in ``starts``.
-    last = {st.job: i for i, st in enumerate(starts)}
-    placements = tuple(starts[i] for i in sorted(last.values()))
+    placements = last_starts(starts)
     waves = sorted(backend.waves, key=lambda w: w.index)
     rates = dict(net.rates)
     series = LinkSeries(g, os.path.join(net.run_dir, "port_stats.jsonl"))
     queue_samples = read_queue_samples(queue_path)
-    marks = counter_series(queue_samples, "marks") if ecn[0] != "none" else None
+    marks = counter_series(queue_samples, "marks") if net.options.ecn.measures else None
     windows = [w.window_s for w in waves if w.window_s]
     cpu_measured = sampler.summary(windows)
     records = [r for w in waves for r in w.records]
     evidence = job_evidence(cfg, placements, records,
                             {j: r.ps_host for j, r in ina_result.jobs.items()} if ina_result else None)
     verdicts = fidelity.job_verdicts(g, link_rates_mbps(g, cfg.scale), evidence, cfg.mtu)
-    if cfg.scheduler == "waves":
-        estimates = sim_estimates(cfg, g, evidence)
-    else:  # waves overlap, jobs are preempted: the simulator replays the run's schedule
-        estimates = replay_on_simulator(cfg, g, loop, {e.job: e.bucket_bytes for e in evidence if e.bucket_bytes})
+    # The simulator re-drives the run's schedule: its batches one after another where the
+    # scheduler runs them so, else every start and preemption at its time.
+    in_batches = make_scheduler(cfg.scheduler, seed=cfg.seed).starts_in_batches
+    estimates = simulate_schedule(cfg, g, loop, {e.job: e.bucket_bytes for e in evidence if e.bucket_bytes},
+                                  batches if in_batches else None)
     result = PolicyResult(
         policy=spec, scheduler=cfg.scheduler, placements=placements, starts=starts,
         cluster_states=tuple(cluster_states), waves=tuple(wave_links(w, series, marks) for w in waves),
@@ -223,10 +219,8 @@ def run_policy(cfg: ExperimentConfig, g, spec: str, pdir: str, progress: Progres
         port_sampler=PortSamplerStats(ports.samples_taken, cfg.ecn.sample_interval_s,
                                       ports.cost_s / max(1, ports.samples_taken)),
         dir=pdir, queue_stats=os.path.basename(queue_path), wall_time_s=time.time() - t_start, ina=ina_result)
-    write_json(os.path.join(pdir, "placements.json"), [p.to_dict() for p in placements])
     write_json(os.path.join(pdir, "measurements.json"), result.to_dict())
     result.summary = summarise_policy(cfg, g, result, records)
-    write_json(os.path.join(pdir, "summary.json"), result.summary.to_dict())
     return result
 
 
@@ -266,36 +260,6 @@ def job_evidence(cfg: ExperimentConfig, placements: Sequence[StartRecord], recor
     return out
 
 
-def sim_estimates(cfg: ExperimentConfig, g, evidence: list[fidelity.JobEvidence]) -> dict[str, JobEstimate]:
-    """The flow-level simulator's estimate of every job that ran, on the same placements.
-
-    Each wave is simulated on its own, its jobs starting together as the start gate makes
-    them, with the wave's measured bucket sizes (emulated bytes) over the links' rates at the
-    scale (not dilated): estimates are in paper-scale seconds like the report's times. TCP/IP
-    and Ethernet headers are counted at the run's MTU and every message waits
-    ``simulator.latency_us`` before it enters the network, and with ``simulator.token_buckets``
-    a link idle long enough passes one shaper bucket at once, as the config says
-    (:class:`experiment.config.SimulatorConfig`). Jobs without a record (nothing measured) and INA
-    jobs (in-network aggregation is not modelled) are not simulated.
-    """
-    rates = link_rates_mbps(g, cfg.scale)
-    options = sim_options(cfg, g)
-    by_wave: dict[int, list[SimJob]] = {}
-    for e in evidence:
-        if not e.bucket_bytes or e.collective == INA:
-            continue
-        job = next(j for j in cfg.jobs if j.name == e.job)
-        by_wave.setdefault(e.wave, []).append(SimJob(
-            name=e.job, machines_by_rank=e.machines_by_rank, collective=e.collective, bucket_bytes=e.bucket_bytes,
-            compute_s=get_model(job.model).compute_time_s, iterations=cfg.iterations,
-            warmup_iterations=cfg.warmup_iterations))
-    out = {}
-    for jobs in by_wave.values():
-        for est in simulate(g, rates, jobs, options).jobs:
-            out[est.job] = est
-    return out
-
-
 def wave_links(w: WaveResult, series: LinkSeries, marks=None) -> WaveLinks:
     """A wave's bytes (and ECN marks, when measured) per link, whole and inside its window.
 
@@ -325,69 +289,119 @@ def sanity_check(net: EmulatedNetwork, run_dir: str) -> None:
                              f"see {net.controller.log_path}")
 
 
-def _export(run_dir: str, progress: Progress) -> None:
-    """``experiment.json``: what the run ran, for anyone's simulator (:mod:`experiment.export`). A
-    failure is reported, not raised: it must not hide the run's results or its own error."""
-    from experiment.export import write_export
+class EmulatorExperiment(ExperimentBackend):
+    """The emulated network as the driver runs it.
 
-    try:
-        write_export(run_dir)
-    except (TestbedError, OSError, ValueError) as e:
-        progress.say(f"warning: experiment.json not written: {e}")
+    :meth:`prepare` checks the machine (root, tools, Open vSwitch) and chooses, once, what the run
+    runs with: the ECN marking path, the switch port kind, the INA engine, one machine or a
+    cluster, processes or containers; :meth:`open` builds the network the policies share.
+    """
+
+    name = "emu"
+    what = "emulated network"
+
+    def __init__(self):
+        self.ecn: tuple[str, str] = ("none", "not requested")
+        self.ina: InaSetup | None = None
+        self.containers: ContainerSettings | None = None
+
+    def prepare(self, cfg: ExperimentConfig, g, say) -> dict:
+        """Root, tools and this machine's capabilities, with every variant resolved and why."""
+        capabilities.require_root()
+        capabilities.require_tools()
+        caps = capabilities.detect()
+        cluster = cluster_options(cfg)
+        if cluster is not None and cfg.ecn.marking != "off":  # validate() let only `optional` through
+            self.ecn = ("none", "ECN not measured: cluster mode (the marker runs on one machine)")
+        else:
+            self.ecn = resolve_method(cfg.ecn.marking, cfg.ecn.method, caps)
+        caps["ecn_method"], caps["ecn_why"] = self.ecn
+        if ina_jobs(cfg):
+            engine, why = resolve_ina(cfg)
+            self.ina = InaSetup(engine, why, ina_switches(cfg, g) if engine else ())
+            caps["ina_engine"], caps["ina_why"] = engine or "none", why
+        if cluster is not None:  # validate() refused switch_ports: afxdp
+            caps["switch_ports"], caps["switch_ports_why"] = "system", "cluster mode: plain veth ports on every server"
+            caps["cluster"] = cluster_caps(g, cluster)
+        else:
+            caps["switch_ports"], caps["switch_ports_why"] = resolve_port_type(
+                cfg.switch_ports, cfg.mtu, caps["ovs_datapath"], caps["afxdp_missing"])
+        if cfg.container.engine == "docker":
+            image = ensure_image(say)
+            self.containers = ContainerSettings(image.tag, cfg.container.cpus)
+            caps["container"] = {"engine": "docker", "cpus": cfg.container.cpus, **image.to_dict()}
+        else:
+            caps["container"] = {"engine": "none"}
+        return caps
+
+    def describe(self, cfg: ExperimentConfig, caps: dict, specs) -> str:
+        """The jobs, policies, scale and dilation, runtime, datapath, ports, ECN and INA of the run."""
+        runtime = "agent" if uses_agents(cfg) else "torch"
+        if self.containers is not None:
+            runtime += (f" runtime in docker containers ({self.containers.image}, {self.containers.cpus:g} CPU "
+                        f"each)")
+        else:
+            runtime += " runtime as processes"
+        if "cluster" in caps:
+            c = caps["cluster"]
+            runtime += (f", spread over {len(c['servers'])} servers ({', '.join(c['servers'])}; "
+                        f"{len(c['tunnels'])} links as SSH tunnels)")
+        ecn, ina = self.ecn, self.ina
+        return (f"{len(cfg.jobs)} jobs, {len(specs)} policies, scale {cfg.scale:g}, dilation {cfg.dilation:g} "
+                f"(wall time of the iterations x{cfg.dilation:g}; times reported in paper-scale seconds), {runtime}, "
+                f"datapath {caps['ovs_datapath']} with {caps['switch_ports']} switch ports "
+                f"({caps['switch_ports_why']}), ECN {ecn[0]} ({ecn[1]})"
+                + (f", INA {ina.engine or 'not used'} ({ina.why})" if ina is not None else ""))
+
+    @contextlib.contextmanager
+    def open(self, cfg: ExperimentConfig, g, run_dir: str, caps: dict, say):
+        """The run's network (and INA aggregators), checked with TCP, shared by every policy in turn.
+
+        With INA jobs and no INA engine (``ina.use: optional``), they run the ring allreduce
+        (:func:`emulator.ina_runs.without_ina`); ``config.json`` keeps what was asked.
+        """
+        ina = self.ina
+        if ina is not None and ina.engine is None:
+            cfg = without_ina(cfg)
+        progress = Progress(say=say)
+        with contextlib.ExitStack() as stack:
+            net = stack.enter_context(EmulatedNetwork(g, run_dir, net_options(
+                cfg, ecn_marker(self.ecn[0]), switch_ports(caps["switch_ports"]), ina.switches if ina else ())))
+            if ina is not None and ina.engine is not None:
+                ina.fabric = stack.enter_context(InaFabric(net, ina.engine))
+                say(f"INA: {ina.engine} aggregators on {len(ina.switches)} switches ({', '.join(ina.switches)}), "
+                    f"{cfg.ina.slots} slots each")
+            say(f"network up: {len(net.hosts)} machines, {len(net.switch_intfs)} switch ports, "
+                f"{net.controller.status().get('rules', '?')} rules ({cfg.routing}), ECN: {self.ecn[0]}; "
+                f"every policy runs on it in turn")
+            hosts_tcp = net.host_tcp_settings()
+            spawn = ContainerRunner(net, self.containers, [run_dir]) if self.containers is not None else None
+            sanity_check(net, run_dir)
+            yield EmulatorSession(cfg, g, net, progress, self.ecn, hosts_tcp, ina, spawn)
+
+
+class EmulatorSession(PolicySession):
+    """Policies one after another on the run's emulated network (:func:`run_policy`)."""
+
+    def __init__(self, cfg: ExperimentConfig, g, net: EmulatedNetwork, progress: Progress,
+                 ecn: tuple[str, str], hosts_tcp: dict, ina: InaSetup | None, spawn: ExecFn | None):
+        self.cfg, self.g, self.net, self.progress = cfg, g, net, progress
+        self.ecn, self.hosts_tcp, self.ina, self.spawn = ecn, hosts_tcp, ina, spawn
+
+    def run_policy(self, spec: str, pdir: str) -> PolicyRun:
+        """Measure policy ``spec``; its measurements go to ``pdir`` as they are taken."""
+        result = run_policy(self.cfg, self.g, spec, pdir, self.progress, self.net, self.ecn, self.hosts_tcp,
+                            self.ina, self.spawn)
+        return PolicyRun(result.summary, result, tuple(p.to_dict() for p in result.placements),
+                         tuple(s.to_dict() for s in result.starts))
 
 
 def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_dir: str | None = None,
                    policies: list[str] | None = None) -> str:
-    """Run the experiment for every policy; return the run directory.
-
-    Results of finished policies are written as they finish; the report (tables, CSV, plots)
-    is written at the end, and also after a failure for the policies that completed.
-    """
+    """:func:`experiment.driver.run_experiment` on the emulator, with ``progress``'s stream; returns the
+    run directory."""
     progress = progress or Progress()
-    g = validate(cfg)
-    capabilities.require_root()
-    capabilities.require_tools()
-    caps = capabilities.detect()
-    cluster = cluster_options(cfg)
-    if cluster is not None and cfg.ecn.marking != "off":  # validate() let only `optional` through
-        ecn = ("none", "ECN not measured: cluster mode (the marker runs on one machine)")
-    else:
-        ecn = resolve_method(cfg.ecn.marking, cfg.ecn.method, caps)
-    caps["ecn_method"], caps["ecn_why"] = ecn
-    ina = None
-    if ina_jobs(cfg):
-        engine, why = resolve_ina(cfg)
-        ina = InaSetup(engine, why, ina_switches(cfg, g) if engine else ())
-        caps["ina_engine"], caps["ina_why"] = engine or "none", why
-    if cluster is not None:  # validate() refused switch_ports: afxdp
-        caps["switch_ports"], caps["switch_ports_why"] = "system", "cluster mode: plain veth ports on every server"
-        caps["cluster"] = cluster_caps(g, cluster)
-    else:
-        caps["switch_ports"], caps["switch_ports_why"] = resolve_port_type(
-            cfg.switch_ports, cfg.mtu, caps["ovs_datapath"], caps["afxdp_missing"])
-    containers = None
-    if cfg.container.engine == "docker":
-        image = ensure_image(progress.say)
-        containers = ContainerSettings(image.tag, cfg.container.cpus)
-        caps["container"] = {"engine": "docker", "cpus": cfg.container.cpus, **image.to_dict()}
-    else:
-        caps["container"] = {"engine": "none"}
-    run_dir = run_dir or make_run_dir(cfg)
-    os.makedirs(run_dir, exist_ok=True)
-    write_status(run_dir, "running")
-    try:
-        _run_policies(cfg, g, caps, ecn, run_dir, progress, policies, ina, containers)
-    except KeyboardInterrupt:
-        write_status(run_dir, "interrupted")
-        raise
-    except PolicyIncomplete as e:
-        write_status(run_dir, "incomplete", str(e))
-        raise
-    except BaseException as e:
-        write_status(run_dir, "failed", f"{type(e).__name__}: {e}")
-        raise
-    write_status(run_dir, "complete")
-    return run_dir
+    return driver.run_experiment(cfg, EmulatorExperiment(), progress.say, run_dir, policies, progress.stream)
 
 
 def cluster_caps(g, cluster: ClusterOptions) -> dict:
@@ -398,64 +412,3 @@ def cluster_caps(g, cluster: ClusterOptions) -> dict:
     return {"servers": list(cluster.servers), "user": cluster.user, "ssh_config": cluster.ssh_config,
             **spread(g, list(cluster.servers)), "cpu_sampled_on": LOCAL,
             "tunnel_kind": "ssh (Mininet's RemoteSSHLink)"}
-
-
-def _run_policies(cfg: ExperimentConfig, g, caps: dict, ecn: tuple[str, str], run_dir: str, progress: Progress,
-                  policies: list[str] | None, ina: InaSetup | None = None,
-                  containers: ContainerSettings | None = None) -> None:
-    """Every policy on one emulated network; the report (also after a failure) for those that finished.
-    With ``containers`` the workers run in containers of that image (:mod:`emulator.containers`).
-
-    With INA jobs and no INA engine (``ina.use: optional``), they run the ring allreduce
-    (:func:`emulator.ina_runs.without_ina`); ``config.json`` keeps what was asked.
-    """
-    write_json(os.path.join(run_dir, "config.json"), to_dict(cfg))
-    if ina is not None and ina.engine is None:
-        cfg = without_ina(cfg)
-    write_json(os.path.join(run_dir, "capabilities.json"), caps)
-    write_topology_json(g, os.path.join(run_dir, "topology.json"))
-    specs = policies or policy_specs(cfg)
-    runtime = "agent" if uses_agents(cfg) else "torch"
-    if containers is not None:
-        runtime += f" runtime in docker containers ({containers.image}, {containers.cpus:g} CPU each)"
-    else:
-        runtime += " runtime as processes"
-    if "cluster" in caps:
-        c = caps["cluster"]
-        runtime += (f", spread over {len(c['servers'])} servers ({', '.join(c['servers'])}; "
-                    f"{len(c['tunnels'])} links as SSH tunnels)")
-    progress.say(f"run {run_dir}: {len(cfg.jobs)} jobs, {len(specs)} policies, scale {cfg.scale:g}, "
-                 f"dilation {cfg.dilation:g} (wall time of the iterations x{cfg.dilation:g}; times reported in "
-                 f"paper-scale seconds), {runtime}, datapath {caps['ovs_datapath']} with "
-                 f"{caps['switch_ports']} switch ports ({caps['switch_ports_why']}), ECN {ecn[0]} ({ecn[1]})"
-                 + (f", INA {ina.engine or 'not used'} ({ina.why})" if ina is not None else ""))
-    results, unplaced = {}, {}
-    try:
-        with contextlib.ExitStack() as stack:
-            net = stack.enter_context(EmulatedNetwork(g, run_dir, net_options(cfg, ecn[0], caps["switch_ports"],
-                                                                              ina.switches if ina else ())))
-            if ina is not None and ina.engine is not None:
-                ina.fabric = stack.enter_context(InaFabric(net, ina.engine))
-                progress.say(f"INA: {ina.engine} aggregators on {len(ina.switches)} switches "
-                             f"({', '.join(ina.switches)}), {cfg.ina.slots} slots each")
-            progress.say(f"network up: {len(net.hosts)} machines, {len(net.switch_intfs)} switch ports, "
-                         f"{net.controller.status().get('rules', '?')} rules ({cfg.routing}), ECN: {ecn[0]}; "
-                         f"every policy runs on it in turn")
-            hosts_tcp = net.host_tcp_settings()
-            spawn = ContainerRunner(net, containers, [run_dir]) if containers is not None else None
-            sanity_check(net, run_dir)
-            for i, spec in enumerate(specs, 1):
-                progress.say(f"[{i}/{len(specs)}] policy {spec}")
-                try:
-                    results[spec] = run_policy(cfg, g, spec, os.path.join(run_dir, safe_name(spec)), progress, net,
-                                               ecn, hosts_tcp, ina, spawn)
-                except PlacementError as e:
-                    # A policy that cannot place the job mix is a result, not a reason to drop the others.
-                    unplaced[spec] = str(e)
-                    progress.say(f"    policy {spec} stopped: {e}")
-    finally:
-        if results or unplaced:
-            write_run_report(run_dir, cfg, g, results, caps, progress.stream, unplaced)
-            _export(run_dir, progress)
-    if unplaced:
-        raise incomplete(run_dir, list(unplaced), len(specs))

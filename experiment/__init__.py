@@ -1,17 +1,21 @@
-"""The experiment: one event-driven loop over jobs, a scheduler and a placer, driving a back end.
+"""The experiment: one driver, one event-driven loop, one set of result records and one report.
 
-The loop (:mod:`experiment.loop`) knows arrivals, completions and the scheduler's wake-ups; a
-back end (:class:`backend.protocol.Backend`) runs what the loop starts and says when it
-finishes. Back ends, registered in :data:`BACKENDS`:
+The driver (:mod:`experiment.driver`) runs an experiment config on a back end into a results
+directory; for every policy, the loop (:mod:`experiment.loop`) knows arrivals, completions and
+the scheduler's wake-ups, and the back end's clock (:class:`backend.protocol.Backend`) runs what
+the loop starts and says when it finishes. Back ends a user picks (``--backend``), registered in
+:data:`BACKENDS`:
 
-* ``durations``: each job runs for a known time, GPUs counted or placed, no network
-  (:mod:`experiment.durations`; the toy examples and test vectors of the scheduling specs);
-* ``sim``: the flow-level simulator (:mod:`sim.backend`): every job's collectives on the routed
-  fabric, max-min fair rates, no root needed;
-* ``emu``: the emulated network (:mod:`emulator.backend`): real traffic in Mininet, root needed.
+* ``emu``: the emulated network (:class:`emulator.runner.EmulatorExperiment`): real traffic in
+  Mininet, root needed;
+* ``sim``: the flow-level simulator (:class:`experiment.simrun.SimulatorExperiment`): every
+  job's collectives on the routed fabric, max-min fair rates, no root needed.
 
-This package imports neither Mininet nor os-ken (checked by a test); the emulator back end is
-imported only when it is asked for.
+The durations model (:mod:`experiment.durations`: each job runs for a known time, no network) is
+a clock for the loop alone: the toy examples and test vectors of the scheduling specs.
+
+This package imports neither Mininet nor os-ken nor the emulator (checked by a test); the
+emulator back end is imported only when it is asked for.
 """
 
 from __future__ import annotations
@@ -21,11 +25,16 @@ import importlib
 from common.errors import ConfigError
 
 BACKENDS: dict[str, str] = {
-    "durations": "experiment.durations:DurationBackend",
-    "sim": "sim.backend:FlowSimBackend",
-    "emu": "emulator.backend:EmulatorBackend",
+    "emu": "emulator.runner:EmulatorExperiment",
+    "sim": "experiment.simrun:SimulatorExperiment",
 }
-"""Back end name -> ``module:class``, imported on demand so that choosing ``sim`` never loads Mininet."""
+"""Back end name -> ``module:class`` of its :class:`experiment.driver.ExperimentBackend`, imported on
+demand so that choosing ``sim`` never loads Mininet."""
+
+
+def make_backend(name: str):
+    """A new instance of the back end registered as ``name`` (:func:`backend_class`)."""
+    return backend_class(name)()
 
 
 def backend_class(name: str):

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from experiment.tables import format_table
+
 
 def _name(spec: str) -> str:
     """A policy spec's registry name (``netpack,pat_gbps=14`` -> ``netpack``)."""
@@ -42,8 +44,6 @@ def normalised(values: Mapping[str, float | None], reference: str | None) -> dic
 def jct_lines(rows: Sequence[tuple[str, float | None, float | None]]) -> list[str]:
     """The report's JCT table from ``(policy, mean JCT s, DE)`` rows: JCT, JCT over the reference's,
     DE; no lines when no JCT is known."""
-    from experiment.report import format_table
-
     if not any(jct is not None for _, jct, _ in rows):
         return []
     ref = reference_policy([p for p, _, _ in rows])

@@ -376,12 +376,16 @@ def _finite(x) -> bool:
 
 
 def job_record(cfg: ExperimentConfig, placement: dict, wave: Wave, summary_job: dict | None,
-               recorded: tuple[int, ...] | None) -> Job:
-    """One placed job: its ranks, traffic, compute and the run's measurement of it."""
+               recorded: tuple[int, ...] | None, specs: dict | None = None) -> Job:
+    """One placed job: its ranks, traffic, compute and the run's measurement of it. ``specs``: the
+    run's jobs by name (:func:`experiment.run.experiment_jobs`; default: the config's ``jobs``)."""
+    from experiment.run import experiment_jobs
+
     name = placement["job"]
-    spec = next((j for j in cfg.jobs if j.name == name), None)
+    specs = specs if specs is not None else {j.name: j for j in experiment_jobs(cfg)}
+    spec = specs.get(name)
     if spec is None:
-        raise ResultsError(f"placed job {name!r} is not in config.json; jobs: {', '.join(j.name for j in cfg.jobs)}")
+        raise ResultsError(f"placed job {name!r} is not in config.json; jobs: {', '.join(list(specs)[:10])}")
     profile = get_model(spec.model)
     if recorded:
         emulated, source = tuple(int(b) for b in recorded), "records"
@@ -409,7 +413,7 @@ def job_record(cfg: ExperimentConfig, placement: dict, wave: Wave, summary_job: 
                                                                 if placement.get("ina_switches") is not None else None),
                machine_pairs=pairs, bucket_bytes=paper, emulated_bucket_bytes=emulated, bucket_source=source,
                bytes_per_iteration=sum(paper), emulated_bytes_per_iteration=sum(emulated),
-               compute_s=profile.compute_time_s, iterations=cfg.iterations,
+               compute_s=profile.compute_time_s, iterations=spec.iterations,
                warmup_iterations=cfg.warmup_iterations, measured=measured)
 
 
@@ -427,7 +431,10 @@ def build_experiment(cfg: ExperimentConfig, g: nx.Graph, summary: dict, files: d
     Raises:
         ResultsError: a policy of the summary has no files, or a placement is malformed.
     """
+    from experiment.run import experiment_jobs
+
     nodes, links = topology_records(g, cfg.scale, cfg.dilation)
+    specs = {j.name: j for j in experiment_jobs(cfg, g)}
     policies, pairs = [], set()
     for s in summary.get("policies") or []:
         spec = s["policy"]
@@ -438,7 +445,7 @@ def build_experiment(cfg: ExperimentConfig, g: nx.Graph, summary: dict, files: d
             waves = wave_records(pf.placements, pf.waves, cfg.dilation)
             by_index = {w.index: w for w in waves}
             jobs = tuple(job_record(cfg, p, by_index[p["wave"]], (s.get("jobs") or {}).get(p["job"]),
-                                    pf.recorded_buckets.get(p["job"])) for p in pf.placements)
+                                    pf.recorded_buckets.get(p["job"]), specs) for p in pf.placements)
         except (KeyError, TypeError, ValueError) as exc:
             raise ResultsError(f"{safe_name(spec)}/placements.json: malformed placement ({type(exc).__name__}: "
                                f"{str(exc)[:160]})") from None

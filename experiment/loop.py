@@ -13,6 +13,9 @@ simulator and the emulated network. At every event the loop
    an arrival, the scheduler's wake-up (:attr:`scheduling.base.Decision.wake_s`), a periodic
    pass (``period_s``), or the first completion, whichever comes first.
 
+The run's state (service, running and finished jobs, the record, the clock) is one object,
+``_LoopRun``, with a method per step; :func:`run_loop` builds it and runs it.
+
 Static experiments, where every job arrives at 0 and the ``waves`` scheduler starts waiting
 jobs only when none runs, are the case where the jobs a placer fits run together as a wave
 and the others wait for the whole wave to end. Preemption costs no time here; the back end
@@ -125,6 +128,22 @@ def run_loop(jobs: Sequence[ExperimentJob], scheduler: Scheduler, backend: Backe
             run), a decision that over-commits the GPUs, waiting jobs with nothing running and
             no event due (they would wait for ever), or no progress within ``max_events``.
     """
+    total_gpus = _checked_total_gpus(jobs, total_gpus, period_s, cluster, policy)
+    run = _LoopRun(jobs, scheduler, backend, total_gpus, period_s, cluster, policy, on_event)
+    for _ in range(max_events):
+        if run.all_done():
+            return run.result()
+        run.step()
+    raise JobError(f"run_loop(): no completion after {max_events} scheduler calls")
+
+
+def _checked_total_gpus(jobs: Sequence[ExperimentJob], total_gpus: int | None, period_s: float | None,
+                        cluster: Cluster | None, policy: PlacementPolicy | None) -> int:
+    """The GPUs the jobs may use (``total_gpus``, else the cluster's free ones), the arguments checked.
+
+    Raises:
+        JobError: as :func:`run_loop` says of its arguments.
+    """
     if (cluster is None) != (policy is None):
         raise JobError("run_loop(): give both cluster and policy, or neither")
     if total_gpus is None:
@@ -140,82 +159,145 @@ def run_loop(jobs: Sequence[ExperimentJob], scheduler: Scheduler, backend: Backe
                            "so it could never run")
     if period_s is not None and period_s <= 0:
         raise JobError(f"period_s must be > 0, got {period_s}")
-    say = on_event or (lambda _event: None)
-    by_name = {j.name: j for j in jobs}
-    service = dict.fromkeys(names, 0.0)
-    running: set[str] = set()
-    done: dict[str, float] = {}
-    segments, starts, runs = [], [], []
-    preemptions = 0
-    now = backend.now_s
-    # Jobs by arrival (ties in input order); the active ones are kept in input order, as the
-    # scheduler sees them, and the next arrival is found without scanning every job.
-    by_arrival = sorted(range(len(jobs)), key=lambda i: jobs[i].arrival_s)
-    arrived = 0
-    active_idx: list[int] = []
+    return total_gpus
 
-    def finish(end: RunEnd) -> None:
-        runs.append(end)
-        running.discard(end.job)
-        if cluster is not None:
-            cluster.release(end.job)
 
-    for _ in range(max_events):
-        if len(done) == len(jobs):
-            return LoopResult(done, tuple(segments), preemptions, tuple(starts), tuple(runs))
-        while arrived < len(jobs) and jobs[by_arrival[arrived]].arrival_s <= now + _EPS:
-            bisect.insort(active_idx, by_arrival[arrived])
-            arrived += 1
-        active_idx = [i for i in active_idx if jobs[i].name not in done]
-        active = [jobs[i] for i in active_idx]
-        statuses = [JobStatus(j.name, j.workers, j.arrival_s, j.name in running, service[j.name],
-                              None if j.duration_s is None else j.workers * j.duration_s - service[j.name])
-                    for j in active]
-        decision = scheduler.schedule(statuses, total_gpus, now)
-        for n in decision.preempt:
-            if n in running:
-                preemptions += 1
-                finish(backend.stop(n))
-                say(LoopEvent("preempted", now, n))
-        wanted = [by_name[n] for n in decision.start if n not in running]
-        if cluster is not None:
-            placed = policy.place([j.request() for j in wanted], cluster.view())
+class _LoopRun:
+    """One run of the loop: its state, and one method per step of the module docstring.
+
+    Jobs are kept by arrival (ties in input order) so the next arrival is found without scanning
+    every job; the active ones (arrived, unfinished) are kept in input order, as the scheduler
+    sees them.
+    """
+
+    def __init__(self, jobs: Sequence[ExperimentJob], scheduler: Scheduler, backend: Backend, total_gpus: int,
+                 period_s: float | None, cluster: Cluster | None, policy: PlacementPolicy | None,
+                 on_event: Callable[[LoopEvent], None] | None):
+        self.jobs, self.scheduler, self.backend = jobs, scheduler, backend
+        self.total_gpus, self.period_s, self.cluster, self.policy = total_gpus, period_s, cluster, policy
+        self.say = on_event or (lambda _event: None)
+        self.by_name = {j.name: j for j in jobs}
+        self.service = dict.fromkeys(self.by_name, 0.0)  # attained GPU-seconds
+        self.running: set[str] = set()
+        self.done: dict[str, float] = {}  # finished job -> its JCT
+        self.segments: list[tuple[float, float, tuple[str, ...]]] = []
+        self.starts: list[Started] = []
+        self.runs: list[RunEnd] = []
+        self.preemptions = 0
+        self.now_s = backend.now_s
+        self.by_arrival = sorted(range(len(jobs)), key=lambda i: jobs[i].arrival_s)
+        self.arrived = 0  # jobs of ``by_arrival`` admitted so far
+        self.active_idx: list[int] = []  # indices of the active jobs, ascending
+
+    def all_done(self) -> bool:
+        """Whether every job has finished."""
+        return len(self.done) == len(self.jobs)
+
+    def result(self) -> LoopResult:
+        """What the run produced so far."""
+        return LoopResult(self.done, tuple(self.segments), self.preemptions, tuple(self.starts), tuple(self.runs))
+
+    def step(self) -> None:
+        """One event: admit, schedule, preempt, place and start, then advance to the next event."""
+        active = self.admit_arrivals()
+        decision = self.scheduler.schedule(self.statuses(active), self.total_gpus, self.now_s)
+        self.preempt(decision.preempt)
+        self.place_and_start(decision.start)
+        self.advance(self.next_event_s(decision.wake_s, active))
+
+    def admit_arrivals(self) -> list[ExperimentJob]:
+        """Admit the jobs arrived by now; the active jobs, in input order."""
+        jobs, order = self.jobs, self.by_arrival
+        while self.arrived < len(jobs) and jobs[order[self.arrived]].arrival_s <= self.now_s + _EPS:
+            bisect.insort(self.active_idx, order[self.arrived])
+            self.arrived += 1
+        self.active_idx = [i for i in self.active_idx if jobs[i].name not in self.done]
+        return [jobs[i] for i in self.active_idx]
+
+    def statuses(self, active: Sequence[ExperimentJob]) -> list[JobStatus]:
+        """The scheduler's view of the active jobs."""
+        service = self.service
+        return [JobStatus(j.name, j.workers, j.arrival_s, j.name in self.running, service[j.name],
+                          None if j.duration_s is None else j.workers * j.duration_s - service[j.name])
+                for j in active]
+
+    def preempt(self, names: Sequence[str]) -> None:
+        """Stop the running jobs of ``names`` now (the others are not running: nothing to do)."""
+        for n in names:
+            if n in self.running:
+                self.preemptions += 1
+                self.finish(self.backend.stop(n))
+                self.say(LoopEvent("preempted", self.now_s, n))
+
+    def place_and_start(self, names: Sequence[str]) -> None:
+        """Place the waiting jobs of ``names`` (in that order) and start the placed ones together.
+
+        Raises:
+            JobError: the jobs then running over-commit the GPUs.
+        """
+        wanted = [self.by_name[n] for n in names if n not in self.running]
+        if self.cluster is not None:
+            placed = self.policy.place([j.request() for j in wanted], self.cluster.view())
             for p in placed:
-                cluster.apply(p)
-            new = [(by_name[p.job], p) for p in placed]
+                self.cluster.apply(p)
+            new = [(self.by_name[p.job], p) for p in placed]
         else:
             new = [(j, None) for j in wanted]
         if new:
-            backend.start(new)
+            self.backend.start(new)
             for j, p in new:
-                starts.append(Started(now, j.name, p))
-                running.add(j.name)
-                say(LoopEvent("started", now, j.name, p))
-        if sum(by_name[n].workers for n in running) > total_gpus:
-            raise JobError(f"{scheduler.name}: decision at {now} s over-commits {total_gpus} GPUs: "
-                           f"{sorted(running)}")
-        events = [jobs[by_arrival[arrived]].arrival_s] if arrived < len(jobs) else []
-        if decision.wake_s is not None and decision.wake_s > now + _EPS:
-            events.append(decision.wake_s)
-        if not events and not running:
+                self.starts.append(Started(self.now_s, j.name, p))
+                self.running.add(j.name)
+                self.say(LoopEvent("started", self.now_s, j.name, p))
+        if sum(self.by_name[n].workers for n in self.running) > self.total_gpus:
+            raise JobError(f"{self.scheduler.name}: decision at {self.now_s} s over-commits {self.total_gpus} "
+                           f"GPUs: {sorted(self.running)}")
+
+    def next_event_s(self, wake_s: float | None, active: Sequence[ExperimentJob]) -> float:
+        """The time of the next event: an arrival, the scheduler's wake-up or a periodic pass
+        (``math.inf``: none; the first completion then ends the wait).
+
+        Raises:
+            NeverPlaced: nothing runs and no arrival or wake-up is due, so ``active`` would wait for ever.
+        """
+        now = self.now_s
+        events = [self.jobs[self.by_arrival[self.arrived]].arrival_s] if self.arrived < len(self.jobs) else []
+        if wake_s is not None and wake_s > now + _EPS:
+            events.append(wake_s)
+        if not events and not self.running:
             # A periodic pass cannot help: nothing runs, arrives or is due, so nothing changes.
             waiting = [j.name for j in active]
-            raise NeverPlaced(f"{scheduler.name}: nothing runs at {now} s and no event is due; "
+            raise NeverPlaced(f"{self.scheduler.name}: nothing runs at {now} s and no event is due; "
                               f"waiting jobs {waiting} would wait for ever", waiting)
-        if period_s is not None:
-            events.append((math.floor(now / period_s + _EPS) + 1) * period_s)
-        ended = backend.advance(min(events, default=math.inf))
+        if self.period_s is not None:
+            events.append((math.floor(now / self.period_s + _EPS) + 1) * self.period_s)
+        return min(events, default=math.inf)
+
+    def advance(self, until_s: float) -> None:
+        """Let the back end run until ``until_s`` or the first completion; account for the interval.
+
+        Raises:
+            JobError: the back end moved its clock back, or finished a job that was not running.
+        """
+        backend, now = self.backend, self.now_s
+        ended = backend.advance(until_s)
         nxt = backend.now_s
         if not nxt >= now:
             raise JobError(f"back end {backend.name!r} moved its clock back from {now} s to {nxt} s")
-        segments.append((now, nxt, tuple(sorted(running))))
-        for n in running:
-            service[n] += by_name[n].workers * (nxt - now)
-        now = nxt
+        self.segments.append((now, nxt, tuple(sorted(self.running))))
+        for n in self.running:
+            self.service[n] += self.by_name[n].workers * (nxt - now)
+        self.now_s = nxt
         for end in ended:
-            if end.job not in running:
+            if end.job not in self.running:
                 raise JobError(f"back end {backend.name!r} finished {end.job!r}, which was not running")
-            finish(end)
-            done[end.job] = now - by_name[end.job].arrival_s
-            say(LoopEvent("finished", now, end.job))
-    raise JobError(f"run_loop(): no completion after {max_events} scheduler calls")
+            self.finish(end)
+            self.done[end.job] = nxt - self.by_name[end.job].arrival_s
+            self.say(LoopEvent("finished", nxt, end.job))
+
+    def finish(self, end: RunEnd) -> None:
+        """Record the end of a run (finished or preempted) and release the job's GPUs."""
+        self.runs.append(end)
+        self.running.discard(end.job)
+        if self.cluster is not None:
+            self.cluster.release(end.job)

@@ -49,7 +49,8 @@ from common.units import MEGA, virtual_s
 from experiment.efficiency import distribution_efficiency, jct_lines
 from experiment.ina_results import InaJobResult, InaResult
 from experiment.measurements import PolicyResult
-from experiment.summary import JobSummary, PolicySummary, all_comparisons
+from experiment.summary import JobSummary, PolicySummary, all_comparisons, completion_figures
+from experiment.tables import format_table
 from experiment.validation import comparable, pearson_r, validation_stats
 from measure.fidelity import JobVerdict
 
@@ -171,6 +172,9 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> PolicySummary:
         job_marks.update(w.job_marks())
     per_job = []
     times = job_iteration_times(records, cfg.dilation)
+    starts_of: dict[str, list] = {}
+    for st in result.starts:
+        starts_of.setdefault(st.job, []).append(st.start_s)
     verdicts = {v.job: v for v in result.fidelity.jobs}
     all_comm = []
     for p in result.placements:
@@ -194,7 +198,11 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> PolicySummary:
             contended_with=tuple(verdict.contended_with) if verdict else (),
             estimate_s=estimate_s, estimate_error=_estimate_error(_mean(comm), estimate_s),
             estimate_ecn_marks=estimate.ecn_marks if estimate else None,
-            jct_s=result.jct_s.get(job)))
+            jct_s=result.jct_s.get(job), arrival_s=spec.arrival_s,
+            start_s=starts_of[job][0] if starts_of.get(job) else None,
+            end_s=spec.arrival_s + result.jct_s[job] if job in result.jct_s else None,
+            runs=len(starts_of.get(job, ())),
+            iteration_mean_s=_mean(v.comm_s + v.compute_s for v in its.values())))
     fid, cpu = result.fidelity, result.cpu_measured
     return PolicySummary(
         policy=result.policy,
@@ -238,6 +246,8 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> PolicySummary:
         ina=result.ina,
         distribution_efficiency=distribution_efficiency(
             (cfg.iterations, j.compute_mean_s, j.jct_s) for j in per_job),
+        backend="emu",
+        **completion_figures(per_job),
     )
 
 
@@ -284,6 +294,7 @@ SUMMARY_COLUMNS = [
     ("cross_machine_bytes", "cross-machine MB", None),
     ("comm_mean_s", "comm mean s", "{:.3f}"),
     ("comm_p99_s", "comm p99 s", "{:.3f}"),
+    ("comm_p90_s", "comm p90 s", "{:.3f}"),
     ("busiest_link_utilisation", "busiest link util", "{:.0%}"),
     ("busiest_link", "busiest link", "{}"),
     ("ecn_marks", "ECN marks", "{}"),
@@ -292,6 +303,10 @@ SUMMARY_COLUMNS = [
     ("jobs_checked", "jobs checked", "{}"),
     ("worst_job_ratio", "worst ratio", "{:.3f}"),
     ("trustworthy", "trust", "{}"),
+    ("jct_mean_s", "JCT mean s", "{:.3f}"),
+    ("jct_p90_s", "JCT p90 s", "{:.3f}"),
+    ("makespan_s", "makespan s", "{:.3f}"),
+    ("jct_over_duration_mean", "JCT/duration", "{:.3f}"),
 ]
 
 
@@ -305,40 +320,64 @@ def _fmt(key, fmt, value) -> str:
     return fmt.format(value)
 
 
-def format_table(headers: list[str], rows: list[list[str]]) -> str:
-    """A plain aligned text table."""
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
-    sep = "  ".join("-" * w for w in widths)
-    body = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join([line, sep, *body])
+JOB_TABLE_COLUMNS = [
+    ("job", "job", "{}"), ("model", "model", "{}"), ("workers", "workers", "{}"), ("collective", "collective", "{}"),
+    ("machines", "machines", None), ("wave", "wave", "{}"), ("comm_mean_s", "comm mean s", "{:.3f}"),
+    ("comm_p99_s", "comm p99 s", "{:.3f}"), ("bound_s", "bound s", "{:.3f}"), ("bound_ratio", "ratio", "{:.3f}"),
+    ("fidelity", "fidelity", None), ("estimate_s", "sim s", "{:.3f}"), ("estimate_error", "sim error", "{:+.1%}"),
+    ("ecn_marks", "ECN marks", "{:.0f}"), ("jct_s", "JCT s", "{:.3f}"), ("complete", "complete", None),
+]
+MAX_JOB_TABLE_ROWS = 30
+"""A policy with more jobs gets no job table on the terminal (``jobs.csv`` holds every job)."""
 
 
-def summary_tables(summaries: Sequence[PolicySummary]) -> str:
-    """The terminal report: one row per policy, then one table per policy's jobs."""
-    rows = [[_fmt(k, f, getattr(s, k)) for k, _, f in SUMMARY_COLUMNS] for s in summaries]
-    parts = ["Per policy (emulated, measured):", format_table([h for _, h, _ in SUMMARY_COLUMNS], rows)]
+def _job_cell(key: str, fmt, j: JobSummary) -> str:
+    if key == "machines":
+        return str(len(j.machines))
+    if key == "fidelity":
+        return _job_fidelity(j)
+    if key == "complete":
+        return "yes" if j.complete else "NO"
+    return _fmt(key, fmt, getattr(j, key))
+
+
+def _measured_columns(columns, items, value) -> tuple[list, list[str]]:
+    """The columns of which some item has a value, and the headers of those none has (never the first)."""
+    kept = [c for i, c in enumerate(columns) if i == 0 or any(value(c[0], x) is not None for x in items)]
+    return kept, [h for k, h, _ in columns if (k, h, _) not in kept]
+
+
+def summary_tables(summaries: Sequence[PolicySummary], backend: str = "emu") -> str:
+    """The terminal report: one row per policy, then one table per policy's jobs (up to
+    :data:`MAX_JOB_TABLE_ROWS` jobs). Columns no policy has a figure for are left out and named."""
+    columns, missing = _measured_columns(SUMMARY_COLUMNS, summaries, lambda k, s: getattr(s, k))
+    rows = [[_fmt(k, f, getattr(s, k)) for k, _, f in columns] for s in summaries]
+    what = BACKEND_WHAT.get(backend, backend)
+    parts = [f"Per policy ({what}):", format_table([h for _, h, _ in columns], rows)]
+    if missing:
+        parts.append(f"  not measured here: {', '.join(missing)}")
     if len(summaries) > 1:
         completion = jct_lines([(s.policy, s.jct_mean_s, s.distribution_efficiency) for s in summaries])
         parts += ["", *completion] if completion else []
     for s in summaries:
-        jrows = [[j.job, j.model, str(j.workers), j.collective, str(len(j.machines)), str(j.wave),
-                  _fmt("", "{:.3f}", j.comm_mean_s), _fmt("", "{:.3f}", j.comm_p99_s),
-                  _fmt("", "{:.3f}", j.bound_s), _fmt("", "{:.3f}", j.bound_ratio),
-                  _job_fidelity(j), _fmt("", "{:.3f}", j.estimate_s),
-                  _fmt("", "{:+.1%}", j.estimate_error), _fmt("", "{}", j.ecn_marks),
-                  "yes" if j.complete else "NO"]
-                 for j in s.jobs]
-        parts += ["", f"Jobs under {s.policy} (times in paper-scale seconds, dilation {s.dilation:g}):",
-                  format_table(["job", "model", "workers", "collective", "machines", "wave", "comm mean s",
-                                "comm p99 s", "bound s", "ratio", "fidelity", "sim s", "sim error", "ECN marks",
-                                "complete"], jrows)]
+        if len(s.jobs) > MAX_JOB_TABLE_ROWS:
+            parts += ["", f"Jobs under {s.policy}: {len(s.jobs)} (every job in jobs.csv)"]
+        else:
+            jcols, _ = _measured_columns(JOB_TABLE_COLUMNS, s.jobs, lambda k, j: _job_value(k, j))
+            jrows = [[_job_cell(k, f, j) for k, _, f in jcols] for j in s.jobs]
+            parts += ["", f"Jobs under {s.policy} (times in paper-scale seconds, dilation {s.dilation:g}):",
+                      format_table([h for _, h, _ in jcols], jrows)]
         for reason in s.fidelity_reasons:
             parts.append(f"  UNTRUSTWORTHY under {s.policy}: {reason}; lighten the emulation (a larger "
                          f"dilation, jumbo frames with mtu: 9000, fewer concurrent workers) or use more cores")
         if s.ina is not None:
             parts += ["", *ina_lines(s)]
     return "\n".join(parts)
+
+
+def _job_value(key: str, j: JobSummary):
+    """A job's figure for a table column (the verdict column has one whenever there is a verdict)."""
+    return j.fidelity if key == "fidelity" else getattr(j, key)
 
 
 INA_CSV_COLUMNS = ("engine", "ps_host", "leaves", "root", "job_ids", "sent", "resent", "timeouts", "results",
@@ -380,41 +419,63 @@ def ina_lines(s: PolicySummary) -> list[str]:
             "unaggr.: the same workers' packets unsummed"]
 
 
-def write_run_report(run_dir: str, cfg, g, results: dict[str, PolicyResult], caps: dict, stream,
-                     unplaced: dict | None = None) -> None:
-    """Write summary.json, summary.csv, jobs.csv, link_bytes.csv, link_checks.csv, report.txt and plots;
-    print tables.
+SUMMARY_CSV_COLUMNS = (
+    "policy", "backend", "machines_used", "idle_machines_used", "cluster_machines_in_use", "fragmented_machines",
+    "cross_machine_bytes", "comm_mean_s", "comm_p99_s", "comm_p90_s", "busiest_link_utilisation", "busiest_link",
+    "ecn_marks", "ecn_marks_busiest_port", "cpu_mean", "jobs_checked", "worst_job_ratio", "trustworthy", "scale",
+    "dilation", "jobs_failed", "waves", "scheduler", "preemptions", "jct_mean_s", "jct_p90_s", "makespan_s",
+    "jct_over_duration_mean", "distribution_efficiency", "wall_time_s", "cpu_saturated", "ecn_method",
+    "ecn_busiest_port", "ecn_most_marked_link", "ecn_most_marked_link_marks")
+"""``summary.csv``: a row per policy, from either back end (empty: not measured by that back end)."""
 
-    ``unplaced`` maps policies that could not place every job to the reason.
-    """
-    unplaced = unplaced or {}
-    summaries = [r.summary for r in results.values() if r.summary is not None]
-    overall = validation_stats(all_comparisons(summaries))
-    write_json_atomic(os.path.join(run_dir, "summary.json"),
-                      {"name": cfg.name, "scale": cfg.scale, "dilation": cfg.dilation, "capabilities": caps,
-                       "policies": [s.to_dict() for s in summaries], "unplaced": unplaced,
-                       "validation": overall.to_dict()})
-    keys = [k for k, _, _ in SUMMARY_COLUMNS] + ["scale", "dilation", "jobs_failed", "waves", "scheduler",
-                                                 "preemptions", "jct_mean_s", "distribution_efficiency",
-                                                 "wall_time_s",
-                                                 "cpu_saturated", "ecn_method",
-                                                 "ecn_busiest_port", "ecn_most_marked_link",
-                                                 "ecn_most_marked_link_marks"]
+JOB_CSV_COLUMNS = (
+    "policy", "job", "model", "workers", "collective", "arrival_s", "start_s", "end_s", "jct_s", "runs", "wave",
+    "iterations_recorded", "complete", "comm_mean_s", "comm_p99_s", "compute_mean_s", "iteration_mean_s",
+    "ecn_marks", "duration_s", "bound_s", "bound_ratio", "fidelity", "estimate_s", "estimate_error",
+    "estimate_ecn_marks", "machines", "contended_with")
+"""``jobs.csv``: a row per policy and job, from either back end (empty: not measured by that back end)."""
+
+BACKEND_WHAT = {"emu": "emulated, measured", "sim": "flow-level simulator, estimated"}
+
+
+def _cell(value):
+    """A CSV cell: empty for None, space-joined for sequences."""
+    if value is None:
+        return ""
+    if isinstance(value, (tuple, list)):
+        return " ".join(map(str, value))
+    return value
+
+
+def write_summary_csvs(run_dir: str, summaries: Sequence[PolicySummary]) -> None:
+    """``summary.csv`` and ``jobs.csv``: the same columns whichever back end ran."""
     with open(os.path.join(run_dir, "summary.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(keys)
+        w.writerow(SUMMARY_CSV_COLUMNS)
         for s in summaries:
-            w.writerow([getattr(s, k) for k in keys])
+            w.writerow([_cell(getattr(s, k)) for k in SUMMARY_CSV_COLUMNS])
     with open(os.path.join(run_dir, "jobs.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        cols = ["model", "workers", "collective", "wave", "iterations_recorded", "complete", "comm_mean_s",
-                "comm_p99_s", "compute_mean_s", "bound_s", "bound_ratio", "fidelity", "estimate_s", "estimate_error",
-                "ecn_marks", "estimate_ecn_marks", "jct_s"]
-        w.writerow(["policy", "job", *cols, "machines", "contended_with"])
+        w.writerow(JOB_CSV_COLUMNS)
         for s in summaries:
             for j in s.jobs:
-                w.writerow([s.policy, j.job, *[getattr(j, c) for c in cols], " ".join(j.machines),
-                            " ".join(j.contended_with)])
+                w.writerow([s.policy, *(_cell(getattr(j, c)) for c in JOB_CSV_COLUMNS[1:])])
+
+
+def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unplaced: dict | None = None) -> None:
+    """Write summary.json, summary.csv, jobs.csv, link_bytes.csv, link_checks.csv, report.txt and plots;
+    print tables. ``runs`` maps each policy that finished to its :class:`experiment.summary.PolicyRun`
+    (the emulator's also hold its per-link and per-port measurements); ``unplaced`` maps policies
+    that could not place every job to the reason."""
+    unplaced = unplaced or {}
+    summaries = [r.summary for r in runs.values()]
+    measured = {spec: r.measurements for spec, r in runs.items() if r.measurements is not None}
+    overall = validation_stats(all_comparisons(summaries))
+    write_json_atomic(os.path.join(run_dir, "summary.json"),
+                      {"name": cfg.name, "backend": caps.get("backend"), "scale": cfg.scale,
+                       "dilation": cfg.dilation, "capabilities": caps, "policies": [s.to_dict() for s in summaries],
+                       "unplaced": unplaced, "validation": overall.to_dict()})
+    write_summary_csvs(run_dir, summaries)
     if any(s.ina is not None for s in summaries):
         with open(os.path.join(run_dir, "ina.csv"), "w", newline="") as f:
             w = csv.writer(f)
@@ -426,7 +487,7 @@ def write_run_report(run_dir: str, cfg, g, results: dict[str, PolicyResult], cap
         w = csv.writer(f)
         cols = [f.name for f in dataclasses.fields(LinkRow)]
         w.writerow(["policy", *cols])
-        for spec, r in results.items():
+        for spec, r in measured.items():
             for row in link_rows(r):
                 w.writerow([spec, *("" if getattr(row, c) is None else getattr(row, c) for c in cols)])
     with open(os.path.join(run_dir, "link_checks.csv"), "w", newline="") as f:
@@ -434,21 +495,26 @@ def write_run_report(run_dir: str, cfg, g, results: dict[str, PolicyResult], cap
         cols = ["link", "check", "ok", "limit_ratio", "rate_mbps", "samples", "max_lag_bytes", "excess_bytes",
                 "limit_bytes", "busy_s", "achieved_mbps", "ratio"]
         w.writerow(["policy", *cols])
-        for spec, r in results.items():
+        for spec, r in measured.items():
             for row in r.fidelity.links:
                 w.writerow([spec, *("" if getattr(row, c) is None else getattr(row, c) for c in cols)])
-    text = summary_tables(summaries) + "\n\n" + validation_text(summaries, overall)
+    text = summary_tables(summaries, caps.get("backend", "emu"))
+    if measured:
+        text += "\n\n" + validation_text(summaries, overall)
     for spec, why in unplaced.items():
         text += f"\n\nPolicy {spec} could not place every job: {why}"
     with open(os.path.join(run_dir, "report.txt"), "w") as f:
         f.write(text + "\n")
     plots = write_plots(run_dir, summaries)
     plots += write_validation_plot(run_dir, summaries, overall)
-    plots += write_queue_report(run_dir, results)
+    if measured:
+        plots += write_queue_report(run_dir, measured)
     print("\n" + text, file=stream)
-    ina_csv = ", ina.csv" if any(s.ina is not None for s in summaries) else ""
-    print(f"\nresults: {run_dir} (summary.json, summary.csv, jobs.csv, link_bytes.csv, link_checks.csv, queues.csv"
-          + ina_csv + "".join(f", {os.path.basename(p)}" for p in plots) + ")", file=stream, flush=True)
+    files = ["summary.json", "summary.csv", "jobs.csv", "link_bytes.csv", "link_checks.csv", "report.txt"]
+    files += ["queues.csv"] if measured else []
+    files += ["ina.csv"] if any(s.ina is not None for s in summaries) else []
+    print(f"\nresults: {run_dir} ({', '.join(files + [os.path.basename(p) for p in plots])})", file=stream,
+          flush=True)
 
 
 def write_plots(run_dir: str, summaries: Sequence[PolicySummary]) -> list[str]:
@@ -462,27 +528,21 @@ def write_plots(run_dir: str, summaries: Sequence[PolicySummary]) -> list[str]:
     import matplotlib.pyplot as plt
 
     names = [s.policy for s in summaries]
-    with_ina = any(s.ina is not None for s in summaries)
-    fig, axes = plt.subplots(1, 6 if with_ina else 5, figsize=(25 if with_ina else 21, 4))
     x = range(len(names))
-    axes[0].bar([i - 0.2 for i in x], [s.comm_mean_s or 0 for s in summaries], 0.4, label="mean")
-    axes[0].bar([i + 0.2 for i in x], [s.comm_p99_s or 0 for s in summaries], 0.4, label="p99")
-    axes[0].set_ylabel("communication time per iteration (s)")
-    axes[0].legend()
-    axes[1].bar(x, [s.cross_machine_bytes / 1e6 for s in summaries], color="tab:orange")
-    axes[1].set_ylabel("cross-machine traffic (MB, emulated)")
-    axes[2].bar(x, [100 * s.busiest_link_utilisation for s in summaries], color="tab:green")
-    axes[2].set_ylabel("busiest-link utilisation (%)")
-    measured = [s.ecn_marks is not None for s in summaries]
-    axes[3].bar(x, [s.ecn_marks or 0 for s in summaries], color="tab:red")
-    for i, ok in enumerate(measured):
-        if not ok:
-            axes[3].text(i, 0, "not\nmeasured", ha="center", va="bottom", fontsize=8)
-    axes[3].set_ylabel("ECN-marked packets (measurement windows)")
-    _plot_job_ratios(axes[4], summaries)
-    if with_ina:
-        _plot_ina(axes[5], summaries)
-    for ax in axes:
+
+    def has(attr: str) -> bool:
+        return any(getattr(s, attr) is not None for s in summaries)
+
+    panels = [_plot_comm]
+    panels += [_plot_jct] if has("jct_mean_s") else []
+    panels += [_plot_cross_bytes] if has("cross_machine_bytes") else []
+    panels += [_plot_busiest] if has("busiest_link_utilisation") else []
+    panels += [_plot_ecn] if has("ecn_method") else []
+    panels += [_plot_job_ratios] if any(j.bound_ratio is not None for s in summaries for j in s.jobs) else []
+    panels += [_plot_ina] if any(s.ina is not None for s in summaries) else []
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 1, 4), squeeze=False)
+    for ax, panel in zip(axes[0], panels, strict=True):
+        panel(ax, summaries)
         ax.set_xticks(list(x))
         ax.set_xticklabels(names, rotation=20, ha="right")
     flagged = [s.policy for s in summaries if s.trustworthy is False]
@@ -494,6 +554,42 @@ def write_plots(run_dir: str, summaries: Sequence[PolicySummary]) -> list[str]:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [path]
+
+
+def _plot_comm(ax, summaries: Sequence[PolicySummary]) -> None:
+    """Mean (and, where measured per iteration, 99th percentile) communication time per policy."""
+    x = range(len(summaries))
+    ax.bar([i - 0.2 for i in x], [s.comm_mean_s or 0 for s in summaries], 0.4, label="mean")
+    ax.bar([i + 0.2 for i in x], [s.comm_p99_s or 0 for s in summaries], 0.4, label="p99")
+    ax.set_ylabel("communication time per iteration (s)")
+    ax.legend()
+
+
+def _plot_jct(ax, summaries: Sequence[PolicySummary]) -> None:
+    """Mean job completion time per policy."""
+    ax.bar(range(len(summaries)), [s.jct_mean_s or 0 for s in summaries], color="#4c72b0")
+    ax.set_ylabel("mean JCT (s)")
+
+
+def _plot_cross_bytes(ax, summaries: Sequence[PolicySummary]) -> None:
+    """Bytes that left machines onto the fabric per policy."""
+    ax.bar(range(len(summaries)), [(s.cross_machine_bytes or 0) / 1e6 for s in summaries], color="tab:orange")
+    ax.set_ylabel("cross-machine traffic (MB, emulated)")
+
+
+def _plot_busiest(ax, summaries: Sequence[PolicySummary]) -> None:
+    """Utilisation of the busiest link per policy."""
+    ax.bar(range(len(summaries)), [100 * (s.busiest_link_utilisation or 0) for s in summaries], color="tab:green")
+    ax.set_ylabel("busiest-link utilisation (%)")
+
+
+def _plot_ecn(ax, summaries: Sequence[PolicySummary]) -> None:
+    """ECN marks per policy; a policy whose marks were not measured is labelled, not drawn as zero."""
+    ax.bar(range(len(summaries)), [s.ecn_marks or 0 for s in summaries], color="tab:red")
+    for i, s in enumerate(summaries):
+        if s.ecn_marks is None:
+            ax.text(i, 0, "not\nmeasured", ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel("ECN-marked packets (measurement windows)")
 
 
 def _plot_ina(ax, summaries: Sequence[PolicySummary]) -> None:

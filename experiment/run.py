@@ -6,11 +6,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from backend.protocol import Backend, ExperimentJob
 from common.errors import ConfigError, PlacementError
 from experiment.loop import LoopEvent, LoopResult, NeverPlaced, run_loop
+from experiment.measurements import StartRecord
 from placement import make_policy
 from placement.base import Cluster
 from scheduling import make_scheduler
@@ -83,3 +84,10 @@ def place_and_run(cfg, g, spec: str, backend: Backend, on_event: Callable[[LoopE
     except NeverPlaced as e:
         raise PlacementError(f"policy {spec!r} placed none of the waiting jobs ({', '.join(e.jobs)}) even with "
                              f"every other job finished") from None
+
+
+def last_starts(starts: Sequence[StartRecord]) -> tuple[StartRecord, ...]:
+    """Each job's last start (where it finished), in the order of those starts: what the report,
+    the fidelity monitor and ``experiment.json`` describe of a job; ``starts`` holds them all."""
+    last = {st.job: i for i, st in enumerate(starts)}
+    return tuple(starts[i] for i in sorted(last.values()))

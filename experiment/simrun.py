@@ -1,50 +1,32 @@
-"""An experiment config on the simulator back end: every policy through the loop, no root needed.
+"""The simulator back end of the experiment driver: every policy through the loop, no root needed.
 
-``run_testbed.py --backend sim`` runs this. For each policy the experiment loop
-(:mod:`experiment.loop`) places and schedules the config's jobs as on the emulator, and
-:class:`sim.backend.FlowSimBackend` runs them: the same topology, routes (ECMP), collectives,
-scaled gradient buckets and compute times, with rates max-min shared as the config's
-``simulator`` section says. It writes ``results/<timestamp>-<name>/``:
-
-* ``config.json``, ``topology.json``, ``status.json`` and ``capabilities.json`` (``backend: sim``);
-* ``<policy>/placements.json`` and ``<policy>/jobs.json``: each job's starts and placements,
-  finish, JCT and its communication, compute and iteration times (means over its measured
-  iterations, slowest rank per iteration, as the emulator's report aggregates them);
-* ``sim_jobs.csv`` (a row per policy and job), ``sim_policies.json`` (per policy: mean and p90
-  communication time, mean JCT, makespan) and ``sim_policies.png``;
-
-and prints one table per run. The rows and summaries are the typed records of
-:mod:`experiment.simsummary`, written through their ``to_dict``. Times are virtual (paper-scale) seconds.
+``run_testbed.py --backend sim`` runs :class:`SimulatorExperiment` through the one driver
+(:func:`experiment.driver.run_experiment`), which writes the same files as for the emulator. For
+each policy the experiment loop (:mod:`experiment.loop`) places and schedules the config's jobs
+as on the emulator, and :class:`sim.backend.FlowSimBackend` (``simulator.mode: steps``) or
+:class:`sim.backend.FluidSimBackend` (``fluid``) runs them: the same topology, routes (ECMP),
+collectives, scaled gradient buckets and compute times, with rates max-min shared as the
+config's ``simulator`` section says. Each job's figures are the simulator's: means over its
+measured iterations of the slowest rank's times, as the emulator's report aggregates them; what
+only the emulator measures (link counters, CPU, the fidelity monitor) is None. Times are virtual
+(paper-scale) seconds.
 """
 
 from __future__ import annotations
 
-import csv
-import math
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from common.errors import PlacementError
-from common.jsonfile import write_json_atomic
-from common.specs import safe_name
 from common.units import BITS_PER_BYTE, MEGA, scale_bw_mbps
-from experiment import results
-from experiment.efficiency import jct_lines
-from experiment.loop import LoopResult
-from experiment.run import experiment_jobs, place_and_run
-from experiment.simsummary import (
-    JOB_COLUMNS,
-    SimJobRow,
-    SimJobStart,
-    SimPolicyError,
-    SimPolicyOutcome,
-    SimPolicySummary,
-    policy_summary,
-)
-from jobs.patterns import INA
+from experiment.driver import ExperimentBackend, PolicySession, Say, no_resources
+from experiment.efficiency import distribution_efficiency
+from experiment.loop import LoopEvent, LoopResult
+from experiment.measurements import StartRecord
+from experiment.run import config_cluster, experiment_jobs, last_starts, place_and_run
+from experiment.summary import JobSummary, PolicyRun, PolicySummary, completion_figures
+from placement.metrics import fragmentation, used_machines
 from sim.backend import FlowSimBackend, FluidSimBackend
-from sim.flowsim import JobEstimate, SimOptions
+from sim.flowsim import SimOptions
 
 ENGINES = {"steps": FlowSimBackend, "fluid": FluidSimBackend}
 """``simulator.mode`` -> the simulator back end that runs it."""
@@ -79,79 +61,128 @@ def sim_backend(cfg, g, bucket_bytes: Mapping[str, Sequence[int]] | None = None)
                                        ina_switches=ina_switches(cfg, g))
 
 
-def replay_on_simulator(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Sequence[int]] | None = None
-                        ) -> dict[str, JobEstimate]:
-    """The simulator's estimate of every job of a run, replaying the run's schedule.
+class SimulatorExperiment(ExperimentBackend):
+    """The flow-level simulator as the driver runs it: no root, nothing on the machine to set up."""
 
-    Every start of ``loop`` (a run on another back end, the emulator's say) is made at its time
-    on its placement and every preemption at its time; each job's last run then ends when the
-    simulator says. A preemption of a job the simulator has already finished is void, and so
-    is a later start of it. The starts' times are the loop's, before the emulator's start-up
-    (its ranks joining), so a simulated job starts that much earlier. With ``bucket_bytes``,
-    jobs allreduce those buckets (the run's measured ones) instead of their models'.
+    name = "sim"
+    what = "flow-level simulator"
 
-    Jobs of collective ``ina`` are simulated by the fluid engine (:mod:`sim.ina`); the step-level
-    one does not model in-network aggregation, so there they are left out and the jobs beside them
-    are estimated without their traffic.
+    def prepare(self, cfg, g, say: Say) -> dict:
+        """Nothing to check on the machine; the capabilities say which engine runs."""
+        return {"engine": cfg.simulator.mode}
 
-    Returns:
-        The estimate of every job that completed an iteration in the simulator.
-    """
-    backend = sim_backend(cfg, g, bucket_bytes)
-    jobs = {j.name: j for j in experiment_jobs(cfg, g) if j.collective != INA or cfg.simulator.mode == "fluid"}
-    events = sorted([(st.time_s, 1, i, st.job, st.placement) for i, st in enumerate(loop.starts)]
-                    + [(r.end_s, 0, i, r.job, None) for i, r in enumerate(loop.runs) if not r.finished],
-                    key=lambda e: e[:3])
-    running: set[str] = set()
+    def describe(self, cfg, caps: dict, specs: Sequence[str]) -> str:
+        """What runs: the jobs or trace, the policies, the engine, the scale and the scheduler."""
+        source = f"trace {cfg.trace.file}" if cfg.trace.file else f"{len(cfg.jobs)} jobs"
+        return (f"{source}, {len(specs)} policies on the flow-level simulator ({cfg.simulator.mode} mode, "
+                f"scale {cfg.scale:g}, scheduler {cfg.scheduler}); times in paper-scale seconds")
 
-    def run_until(t: float) -> None:
-        while running and backend.now_s < t:
-            for end in backend.advance(t):
-                running.discard(end.job)
-        if backend.now_s < t:
-            backend.advance(t)
-
-    for t, kind, _, name, placement in events:
-        if name not in jobs:
-            continue
-        run_until(t)
-        if kind == 0:
-            if name in running:
-                backend.stop(name)
-                running.discard(name)
-        elif name not in running and backend.done.get(name, 0) < jobs[name].iterations:
-            backend.start([(jobs[name], placement)])
-            running.add(name)
-    while running:
-        for end in backend.advance(math.inf):
-            running.discard(end.job)
-    return {name: backend.estimate(name) for name in jobs if backend.done.get(name)}
+    def open(self, cfg, g, run_dir: str, caps: dict, say: Say):
+        """A session that holds nothing: each policy gets a fresh simulator."""
+        return no_resources(SimulatorSession(cfg, g, say))
 
 
-def run_policy_sim(cfg, g, spec: str, say: Callable[[str], None] | None = None) -> list[SimJobRow]:
-    """Run policy ``spec`` on a fresh simulator; one row per job, in the config's order. With ``say``,
-    a progress line every tenth of the jobs finished (and every minute of wall time at most)."""
-    backend = sim_backend(cfg, g)
-    jobs = experiment_jobs(cfg, g)
-    loop = place_and_run(cfg, g, spec, backend, on_event=_progress(len(jobs), say) if say else None)
-    starts_of: dict[str, list] = {}
-    for st in loop.starts:
-        starts_of.setdefault(st.job, []).append(st)
+class SimulatorSession(PolicySession):
+    """Runs policies one after another on fresh simulators of one config and topology."""
+
+    def __init__(self, cfg, g, say: Say):
+        self.cfg, self.g, self.say = cfg, g, say
+
+    def run_policy(self, spec: str, pdir: str) -> PolicyRun:
+        """Policy ``spec`` on a fresh simulator: its summary and where each job last started.
+        With a trace, a progress line every tenth of the jobs finished (and every minute at most)."""
+        cfg, g = self.cfg, self.g
+        t0 = time.monotonic()
+        backend = sim_backend(cfg, g)
+        jobs = experiment_jobs(cfg, g)
+        batches = BatchLog()
+        progress = _progress(len(jobs), self.say) if cfg.trace.file else None
+        states: list[tuple[int, int]] = []  # machines in use and fragmented as each batch started
+        cluster = config_cluster(cfg, g)
+
+        def on_event(event: LoopEvent) -> None:
+            if batches.see(event):
+                view = cluster.view()
+                states.append((used_machines(view), fragmentation(view)))
+            if progress is not None:
+                progress(event)
+
+        loop = place_and_run(cfg, g, spec, backend, on_event=on_event, cluster=cluster)
+        starts = batches.start_records(loop)
+        summary = summarise_simulated(cfg, g, spec, jobs, loop, starts, backend, states, time.monotonic() - t0)
+        self.say(f"    {len(jobs)} jobs simulated in {summary.wall_time_s:.1f} s")
+        return PolicyRun(summary, None, tuple(s.to_dict() for s in last_starts(starts)),
+                         tuple(s.to_dict() for s in starts))
+
+
+class BatchLog:
+    """The batches of a loop's starts, from its events: the jobs one call of the back end's
+    ``start`` started (consecutive ``started`` events at one time; the loop starts at most one
+    batch per pass and a pass at the same time always follows another event)."""
+
+    def __init__(self):
+        self.batch_of: list[int] = []
+        self._last: LoopEvent | None = None
+
+    def see(self, event: LoopEvent) -> bool:
+        """Note an event; True when it starts a new batch."""
+        new = event.kind == "started" and not (self._last is not None and self._last.kind == "started"
+                                               and self._last.time_s == event.time_s)
+        if event.kind == "started":
+            self.batch_of.append(len(set(self.batch_of)) if new else self.batch_of[-1])
+        self._last = event
+        return new
+
+    def start_records(self, loop: LoopResult) -> tuple[StartRecord, ...]:
+        """Every start of ``loop`` with its batch."""
+        return tuple(StartRecord(b, st.time_s, st.placement) for b, st in zip(self.batch_of, loop.starts,
+                                                                              strict=True))
+
+
+def summarise_simulated(cfg, g, spec: str, jobs, loop: LoopResult, starts: Sequence[StartRecord], backend,
+                        states: Sequence[tuple[int, int]], wall_time_s: float) -> PolicySummary:
+    """The :class:`PolicySummary` of a policy on the simulator: its jobs' simulated times and the
+    cluster figures the emulator reports too; what only the emulator measures is None."""
+    last = {s.job: s for s in last_starts(starts)}
     runs_of: dict[str, list] = {}
     for run in loop.runs:
         runs_of.setdefault(run.job, []).append(run)
-    rows = []
+    first_start = {}
+    for s in starts:
+        first_start.setdefault(s.job, s.start_s)
+    per_job = []
     for j in jobs:
-        starts, runs = starts_of[j.name], runs_of[j.name]
         est = backend.estimate(j.name)
-        rows.append(SimJobRow(
-            policy=spec, job=j.name, model=j.model, workers=j.workers, collective=j.collective,
-            arrival_s=j.arrival_s, start_s=starts[0].time_s, end_s=runs[-1].end_s, jct_s=loop.jct_s[j.name],
-            runs=len(runs), comm_mean_s=est.comm_mean_s, compute_mean_s=est.compute_mean_s,
-            iteration_mean_s=est.iteration_mean_s, iterations=est.iterations, ecn_marks=est.ecn_marks,
-            duration_s=j.duration_s, machines=tuple(starts[-1].placement.machines),
-            placements=tuple(SimJobStart(s.time_s, s.placement) for s in starts)))
-    return rows
+        p = last[j.name]
+        per_job.append(JobSummary(
+            job=j.name, model=j.model, workers=j.workers, collective=j.collective, wave=p.wave,
+            machines=tuple(dict.fromkeys(p.machines_by_rank)), iterations_recorded=est.iterations,
+            complete=est.iterations == j.iterations, comm_mean_s=est.comm_mean_s, comm_p99_s=None,
+            compute_mean_s=est.compute_mean_s, ecn_marks=est.ecn_marks, fidelity=None, bound_s=None,
+            bound_ratio=None, contended_with=(), estimate_s=None, estimate_error=None, estimate_ecn_marks=None,
+            jct_s=loop.jct_s[j.name], arrival_s=j.arrival_s, start_s=first_start[j.name],
+            end_s=runs_of[j.name][-1].end_s, runs=len(runs_of[j.name]), iteration_mean_s=est.iteration_mean_s,
+            duration_s=j.duration_s))
+    measured = [(j.comm_mean_s, j.iterations_recorded) for j in per_job if j.comm_mean_s is not None]
+    iterations = sum(n for _, n in measured)
+    machines = {m for j in per_job for m in j.machines}
+    return PolicySummary(
+        policy=spec, machines_used=len(machines),
+        idle_machines_used=sum(1 for m in machines if cfg.background.get(m, 0) == 0),
+        cross_machine_bytes=None, cluster_machines_in_use=max((u for u, _ in states), default=0),
+        fragmented_machines=max((f for _, f in states), default=0),
+        comm_mean_s=sum(c * n for c, n in measured) / iterations if iterations else None, comm_p99_s=None,
+        busiest_link=None, busiest_link_utilisation=None, waves=len({s.wave for s in starts}),
+        scheduler=cfg.scheduler, preemptions=loop.preemptions,
+        jct_mean_s=sum(loop.jct_s.values()) / len(loop.jct_s), wall_time_s=wall_time_s, cpu_mean=None,
+        cpu_p95=None, cpu_saturated=None, cpu_switch_thread_p95=None, ecn_method=None, host_tcp={},
+        ecn_marks=None, ecn_busiest_port=None, ecn_marks_busiest_port=None, ecn_most_marked_link=None,
+        ecn_most_marked_link_marks=None, scale=cfg.scale, dilation=cfg.dilation, trustworthy=None,
+        fidelity_reasons=(), links_checked=None, links_failed=None, link_check_methods={}, worst_link_check=None,
+        jobs_checked=None, jobs_failed=None, worst_job_ratio=None, jobs=tuple(per_job), ina=None,
+        distribution_efficiency=distribution_efficiency((j.iterations_recorded, j.compute_mean_s, j.jct_s)
+                                                        for j in per_job),
+        backend="sim", **completion_figures(per_job))
 
 
 def _progress(total: int, say: Callable[[str], None]) -> Callable:
@@ -170,117 +201,7 @@ def _progress(total: int, say: Callable[[str], None]) -> Callable:
     return on_event
 
 
-def run_simulated(cfg, g, run_dir: str, specs: list[str], say: Callable[[str], None] = print
-                  ) -> dict[str, SimPolicyOutcome]:
-    """Every policy of ``specs`` on the simulator; results in ``run_dir``. Returns the summary per
-    policy; a policy that cannot place every job is reported and skipped (a :class:`SimPolicyError`)."""
-    source = f"trace {cfg.trace.file}" if cfg.trace.file else f"{len(cfg.jobs)} jobs"
-    say(f"run {run_dir}: {source}, {len(specs)} policies on the flow-level simulator ({cfg.simulator.mode} mode, "
-        f"scale {cfg.scale:g}, scheduler {cfg.scheduler}); times in paper-scale seconds")
-    all_rows: list[SimJobRow] = []
-    summaries: dict[str, SimPolicyOutcome] = {}
-    for i, spec in enumerate(specs, 1):
-        t0 = time.monotonic()
-        pdir = os.path.join(run_dir, safe_name(spec))
-        os.makedirs(pdir, exist_ok=True)
-        try:
-            rows = run_policy_sim(cfg, g, spec, say if cfg.trace.file else None)
-        except PlacementError as e:
-            summaries[spec] = SimPolicyError(spec, str(e))
-            say(f"[{i}/{len(specs)}] {spec}: stopped: {e}")
-            continue
-        write_json_atomic(os.path.join(pdir, "placements.json"), [p.to_dict() for r in rows for p in r.placements])
-        write_json_atomic(os.path.join(pdir, "jobs.json"), [r.to_dict() for r in rows])
-        all_rows += rows
-        summaries[spec] = policy_summary(spec, rows)
-        say(f"[{i}/{len(specs)}] {spec}: {len(rows)} jobs simulated in {time.monotonic() - t0:.1f} s")
-    with open(os.path.join(run_dir, "sim_jobs.csv"), "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=JOB_COLUMNS)
-        w.writeheader()
-        w.writerows(r.csv_row() for r in all_rows)
-    write_json_atomic(os.path.join(run_dir, "sim_policies.json"), {spec: s.to_dict() for spec, s in summaries.items()})
-    for line in table_lines(summaries):
-        say(line)
-    path = plot_policies(summaries, os.path.join(run_dir, "sim_policies.png"))
-    say(f"written: {run_dir}/sim_jobs.csv, sim_policies.json" + (", sim_policies.png" if path else ""))
-    return summaries
-
-
-def table_lines(summaries: Mapping[str, SimPolicyOutcome]) -> list[str]:
-    """The per-policy table printed at the end of a simulated run (JCT / duration with a trace)."""
-    def cell(v, width):
-        return f"{'-' if v is None else f'{v:.3f}':>{width}}"
-
-    stretch = any(isinstance(s, SimPolicySummary) and s.jct_over_duration_mean is not None
-                  for s in summaries.values())
-    out = [f"{'policy':<28} {'comm mean s':>12} {'comm p90 s':>11} {'JCT mean s':>13} {'JCT p90 s':>13} "
-           f"{'makespan s':>13}" + (f" {'JCT/duration':>12}" if stretch else "")]
-    for spec, s in summaries.items():
-        if isinstance(s, SimPolicyError):
-            out.append(f"{spec:<28} could not place every job: {s.error}")
-        else:
-            out.append(f"{spec:<28} {cell(s.comm_mean_s, 12)} {cell(s.comm_p90_s, 11)} "
-                       f"{cell(s.jct_mean_s, 13)} {cell(s.jct_p90_s, 13)} {cell(s.makespan_s, 13)}"
-                       + (f" {cell(s.jct_over_duration_mean, 12)}" if stretch else ""))
-    done = [(spec, s.jct_mean_s, s.distribution_efficiency) for spec, s in summaries.items()
-            if isinstance(s, SimPolicySummary)]
-    if len(done) > 1:
-        out += ["", *jct_lines(done)]
-    return out
-
-
-def plot_policies(summaries: Mapping[str, SimPolicyOutcome], path: str) -> str | None:
-    """Bars of mean communication time and mean JCT per policy; the path, or None with nothing to plot."""
-    ok = {k: v for k, v in summaries.items() if isinstance(v, SimPolicySummary) and v.comm_mean_s is not None}
-    if not ok:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(max(6.0, 1.1 * len(ok) + 3), 3.6))
-    names = list(ok)
-    for ax, values, title in ((axes[0], [ok[n].comm_mean_s for n in names], "communication per iteration (s)"),
-                              (axes[1], [ok[n].jct_mean_s for n in names], "mean JCT (s)")):
-        ax.bar(range(len(names)), values, color="#4c72b0")
-        ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
-        ax.set_title(title, fontsize=9)
-    fig.suptitle("flow-level simulator, per policy", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def run_simulated_experiment(cfg, run_dir: str | None = None, policies: list[str] | None = None,
-                             say: Callable[[str], None] = print) -> str:
-    """Validate ``cfg`` for the simulator, run every policy (:func:`run_simulated`) into a new run
-    directory (or ``run_dir``) and return its path.
-
-    Raises:
-        ConfigError: the config is invalid.
-        PolicyIncomplete: some policy could not place every job (the others' results are written).
-    """
-    from experiment.config import policy_specs, to_dict, validate
-    from topo.io import write_topology_json
-
-    g = validate(cfg, backend="sim")
-    run_dir = run_dir or results.make_run_dir(cfg.name, cfg.results_dir)
-    os.makedirs(run_dir, exist_ok=True)
-    results.write_status(run_dir, "running")
-    try:
-        results.write_json(os.path.join(run_dir, "config.json"), to_dict(cfg))
-        results.write_json(os.path.join(run_dir, "capabilities.json"),
-                           {"backend": "sim", "engine": cfg.simulator.mode})
-        write_topology_json(g, os.path.join(run_dir, "topology.json"))
-        specs = policies or policy_specs(cfg)
-        summaries = run_simulated(cfg, g, run_dir, specs, say)
-    except KeyboardInterrupt:
-        results.write_status(run_dir, "interrupted")
-        raise
-    except BaseException as e:
-        results.write_status(run_dir, "failed", f"{type(e).__name__}: {e}")
-        raise
-    results.finish(run_dir, [spec for spec, s in summaries.items() if isinstance(s, SimPolicyError)], len(specs))
-    return run_dir
+def simulate_policy(cfg, g, spec: str) -> PolicyRun:
+    """Policy ``spec`` of ``cfg`` on topology ``g`` on a fresh simulator, quietly: what a session of
+    the driver returns for it, without a run directory (for scripts and tests)."""
+    return SimulatorSession(cfg, g, lambda _line: None).run_policy(spec, "")

@@ -1,10 +1,15 @@
-"""Typed records of the report's per-policy summary (``summary.json``, the tables, the CSVs).
+"""Typed records of the report's per-policy summary (``summary.json``, the tables, the CSVs), the
+same for every back end.
 
-:func:`experiment.report.summarise_policy` builds a :class:`PolicySummary` from a policy's
-:class:`experiment.measurements.PolicyResult` and its iteration records; the report's writers
-read its attributes. :meth:`PolicySummary.to_dict` is the layout of a policy's entry in
-``summary.json`` (and of ``<policy>/summary.json``), which the run-directory readers
-(:mod:`experiment.export`, :mod:`experiment.estimates`) parse leniently, so older runs still
+Each back end builds a :class:`PolicySummary` of every policy it ran: the emulator with
+:func:`experiment.report.summarise_policy` from a policy's
+:class:`experiment.measurements.PolicyResult` and its iteration records, the simulator with
+:func:`experiment.simrun.summarise_simulated` from its loop and estimates. A figure a back end
+does not measure is None (empty in the CSVs, "-" in the tables), never zero, and
+``backend`` says which back end measured the rest; the report's writers read its attributes.
+:meth:`PolicySummary.to_dict` is the layout of a policy's entry in ``summary.json`` (and of
+``<policy>/summary.json``), which the run-directory readers (:mod:`experiment.export`,
+:mod:`experiment.estimates`) parse leniently, so older runs still
 load: no ``from_dict`` is needed. Definitions of the figures are in :mod:`experiment.report`.
 Times are virtual (paper-scale) seconds.
 """
@@ -42,7 +47,13 @@ class JobSummary:
         estimate_error: ``(estimate_s - comm_mean_s) / comm_mean_s`` where the two are comparable
             (:func:`experiment.validation.comparable`), else None.
         estimate_ecn_marks: the simulator's ECN marks of the job (None: not estimated).
-        jct_s: job completion time (None: not recorded).
+        jct_s: job completion time, from arrival to the end of its last run (None: not recorded).
+        arrival_s: when the job arrived (its submission time).
+        start_s: its first start; end_s: the end of its last run (None: not recorded).
+        runs: its runs (starts; more than one after preemption).
+        iteration_mean_s: mean over its measured iterations of the slowest rank's iteration time
+            (None: not measured).
+        duration_s: its duration in the trace it came from (None: not from a trace).
     """
 
     job: str
@@ -65,6 +76,12 @@ class JobSummary:
     estimate_error: float | None
     estimate_ecn_marks: float | None
     jct_s: float | None
+    arrival_s: float | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+    runs: int | None = None
+    iteration_mean_s: float | None = None
+    duration_s: float | None = None
 
     def to_dict(self) -> dict:
         """JSON form: an entry of ``summary.json``'s ``jobs`` object (every field but ``job``)."""
@@ -75,7 +92,9 @@ class JobSummary:
             "compute_mean_s": self.compute_mean_s, "ecn_marks": self.ecn_marks, "fidelity": self.fidelity,
             "bound_s": self.bound_s, "bound_ratio": self.bound_ratio, "contended_with": list(self.contended_with),
             "estimate_s": self.estimate_s, "estimate_error": self.estimate_error,
-            "estimate_ecn_marks": self.estimate_ecn_marks, "jct_s": self.jct_s,
+            "estimate_ecn_marks": self.estimate_ecn_marks, "jct_s": self.jct_s, "arrival_s": self.arrival_s,
+            "start_s": self.start_s, "end_s": self.end_s, "runs": self.runs,
+            "iteration_mean_s": self.iteration_mean_s, "duration_s": self.duration_s,
         }
 
 
@@ -123,18 +142,28 @@ class PolicySummary:
         ina: in-network aggregation over the policy (None: no job uses collective ``ina``).
         distribution_efficiency: NetPack's DE over the jobs (:mod:`experiment.efficiency`; None:
             no job with a JCT).
+        backend: the back end that ran the policy (``emu`` or ``sim``).
+        comm_p90_s: 90th percentile (nearest rank) over jobs of their mean communication time
+            per iteration (None: no job measured one).
+        jct_p90_s: 90th percentile (nearest rank) over jobs of their completion time.
+        makespan_s: the end of the last job's last run (None: not recorded).
+        jct_over_duration_mean: mean over jobs from a trace of JCT / trace duration, queueing
+            and network together (None: no job from a trace).
+
+    The figures of the emulated network (cross-machine bytes, busiest link, CPU, ECN at ports,
+    the fidelity monitor's) are None on the simulator, which does not measure them.
     """
 
     policy: str
     machines_used: int
     idle_machines_used: int
-    cross_machine_bytes: int
+    cross_machine_bytes: int | None
     cluster_machines_in_use: int
     fragmented_machines: int
     comm_mean_s: float | None
     comm_p99_s: float | None
     busiest_link: str | None
-    busiest_link_utilisation: float
+    busiest_link_utilisation: float | None
     waves: int
     scheduler: str
     preemptions: int
@@ -142,9 +171,9 @@ class PolicySummary:
     wall_time_s: float
     cpu_mean: float | None
     cpu_p95: float | None
-    cpu_saturated: bool
+    cpu_saturated: bool | None
     cpu_switch_thread_p95: float | None
-    ecn_method: str
+    ecn_method: str | None
     host_tcp: Mapping[str, int]
     ecn_marks: int | None
     ecn_busiest_port: str | None
@@ -153,18 +182,23 @@ class PolicySummary:
     ecn_most_marked_link_marks: int | None
     scale: float
     dilation: float
-    trustworthy: bool
+    trustworthy: bool | None
     fidelity_reasons: tuple[str, ...]
-    links_checked: int
-    links_failed: int
+    links_checked: int | None
+    links_failed: int | None
     link_check_methods: Mapping[str, int]
     worst_link_check: LinkCheck | None
-    jobs_checked: int
-    jobs_failed: int
+    jobs_checked: int | None
+    jobs_failed: int | None
     worst_job_ratio: float | None
     jobs: tuple[JobSummary, ...]
     ina: InaResult | None = None
     distribution_efficiency: float | None = None
+    backend: str = "emu"
+    comm_p90_s: float | None = None
+    jct_p90_s: float | None = None
+    makespan_s: float | None = None
+    jct_over_duration_mean: float | None = None
 
     def job(self, name: str) -> JobSummary:
         """The summary of job ``name``.
@@ -207,7 +241,9 @@ class PolicySummary:
             "worst_link_check": self.worst_link_check.to_dict() if self.worst_link_check else None,
             "jobs_checked": self.jobs_checked, "jobs_failed": self.jobs_failed,
             "worst_job_ratio": self.worst_job_ratio, "validation": self.validation.to_dict(),
-            "distribution_efficiency": self.distribution_efficiency,
+            "distribution_efficiency": self.distribution_efficiency, "backend": self.backend,
+            "comm_p90_s": self.comm_p90_s, "jct_p90_s": self.jct_p90_s, "makespan_s": self.makespan_s,
+            "jct_over_duration_mean": self.jct_over_duration_mean,
             "jobs": {j.job: j.to_dict() for j in self.jobs},
             **({"ina": self.ina.to_dict()} if self.ina is not None else {}),
         }
@@ -226,3 +262,40 @@ class PolicySummary:
 def all_comparisons(summaries: Sequence[PolicySummary]) -> list[Comparison]:
     """:meth:`PolicySummary.comparisons` of every policy."""
     return [c for s in summaries for c in s.comparisons()]
+
+
+def p90(values) -> float | None:
+    """The 90th percentile by nearest rank (None: no values)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] if ordered else None
+
+
+def completion_figures(jobs: Sequence[JobSummary]) -> dict:
+    """The completion figures of a policy's jobs, for either back end: p90 of the jobs' mean
+    communication times and of their JCTs, the makespan, and the mean JCT over trace duration."""
+    stretch = [j.jct_s / j.duration_s for j in jobs if j.duration_s and j.jct_s is not None]
+    ends = [j.end_s for j in jobs if j.end_s is not None]
+    return {"comm_p90_s": p90(j.comm_mean_s for j in jobs if j.comm_mean_s is not None),
+            "jct_p90_s": p90(j.jct_s for j in jobs if j.jct_s is not None),
+            "makespan_s": max(ends) if ends else None,
+            "jct_over_duration_mean": sum(stretch) / len(stretch) if stretch else None}
+
+
+@dataclasses.dataclass
+class PolicyRun:
+    """What a back end returns of one policy's run: the summary every back end writes alike, and
+    the emulator's own measurements behind it (None on the simulator).
+
+    Attributes:
+        summary: the policy's :class:`PolicySummary`.
+        measurements: the emulator's :class:`experiment.measurements.PolicyResult` (per-link bytes,
+            port checks, queues), or None.
+        placements: the entries of ``<policy>/placements.json``: where each job last started
+            (:class:`experiment.measurements.StartRecord`, with its ``wave``).
+        starts: the entries of ``<policy>/starts.json``: every start, a preempted job's earlier ones too.
+    """
+
+    summary: PolicySummary
+    measurements: object | None = None
+    placements: tuple[dict, ...] = ()
+    starts: tuple[dict, ...] = ()

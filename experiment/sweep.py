@@ -15,7 +15,7 @@ The stages, pure but for the last:
 * :func:`sweep_rows` and :func:`sweep_stats`: the runs' summaries -> a :class:`SweepRow` per
   value, seed and policy (JCT normalised to the reference policy's at the same value and seed)
   and a :class:`SweepStat` per value and policy (mean and standard deviation over seeds);
-* :func:`run_sweep`: runs every point with :func:`experiment.simrun.run_simulated` on an
+* :func:`run_sweep`: runs every point through the driver (:func:`experiment.driver.execute`) on an
   executor (:mod:`experiment.executors`: here or a local process pool, or a Dask cluster; the
   simulator is deterministic, so the rows are the same on each), then writes the results.
 
@@ -23,8 +23,8 @@ It writes ``<results>/<timestamp>-<name>-sweep/``:
 
 * ``config.json`` (the base config), ``status.json``;
 * ``<param>=<value>/seed-<n>/``: that point's simulated run as ``run_testbed.py --backend sim``
-  writes it (``sim_policies.json``, ``sim_jobs.csv``, per-policy ``jobs.json``, ...), its
-  ``config.json`` and ``sim.log`` (the run's own progress lines and table);
+  writes it (``summary.json``, ``summary.csv``, ``jobs.csv``, ``experiment.json``, per-policy
+  ``placements.json``, ...) and ``run.log`` (the run's own progress lines and report);
 * ``sweep.csv`` (the rows, :data:`ROW_COLUMNS`), ``sweep.json`` (:meth:`SweepResult.to_dict`:
   the sweep's parameter, values, seeds and reference and the per-value statistics) and
   ``sweep.png`` (normalised mean JCT and DE against the value, one line per policy);
@@ -53,7 +53,7 @@ from experiment.config import ExperimentConfig, policy_specs, to_dict
 from experiment.config_rules import show
 from experiment.efficiency import reference_policy
 from experiment.executors import executor
-from experiment.simsummary import SimPolicyError, SimPolicyOutcome, SimPolicySummary
+from experiment.summary import PolicySummary
 from experiment.sweep_spec import (
     SweepPoint,
     SweepValue,
@@ -79,13 +79,13 @@ class PointResult:
 
     Attributes:
         value_index, seed: the point's (:class:`SweepPoint`).
-        outcomes: each policy's summary or error, in the config's policy order.
+        outcomes: each policy's summary, or why it could not place every job, in the config's policy order.
         wall_s: the wall time the run took, seconds.
     """
 
     value_index: int
     seed: int
-    outcomes: dict[str, SimPolicyOutcome]
+    outcomes: dict[str, PolicySummary | str]
     wall_s: float
 
 
@@ -199,11 +199,11 @@ def sweep_rows(vary: Vary, seeds: Sequence[int], policies: Sequence[str], refere
     for res in sorted(done, key=lambda r: (r.value_index, order[r.seed])):
         value = vary.values[res.value_index]
         ref = res.outcomes.get(reference)
-        ref_jct = ref.jct_mean_s if isinstance(ref, SimPolicySummary) else None
+        ref_jct = ref.jct_mean_s if isinstance(ref, PolicySummary) else None
         for policy in policies:
             s = res.outcomes[policy]
-            if isinstance(s, SimPolicyError):
-                rows.append(SweepRow(value, res.seed, policy, None, None, None, None, None, s.error))
+            if not isinstance(s, PolicySummary):
+                rows.append(SweepRow(value, res.seed, policy, None, None, None, None, None, s))
                 continue
             norm = s.jct_mean_s / ref_jct if ref_jct else None
             rows.append(SweepRow(value, res.seed, policy, s.jct_mean_s, norm, s.distribution_efficiency,
@@ -288,17 +288,20 @@ def plot_sweep(result: SweepResult, path: str) -> str | None:
 
 
 def run_point(point: SweepPoint, run_dir: str) -> PointResult:
-    """Run every policy of ``point`` on the simulator into ``run_dir/point.path``; its progress
-    lines and table go to ``sim.log`` there. Runs in a pool worker with ``workers > 1``."""
-    from experiment.simrun import run_simulated
+    """Run every policy of ``point`` on the simulator into ``run_dir/point.path`` through the one
+    driver (:func:`experiment.driver.execute`); its progress lines and report go to ``run.log``
+    there. Runs in a pool worker with ``workers > 1``."""
+    from experiment.driver import execute
+    from experiment.simrun import SimulatorExperiment
 
-    g = point.graph
     pdir = os.path.join(run_dir, point.path)
     os.makedirs(pdir, exist_ok=True)
-    results.write_json(os.path.join(pdir, "config.json"), to_dict(point.cfg))
     t0 = time.monotonic()
-    with open(os.path.join(pdir, "sim.log"), "w", encoding="utf-8") as log:
-        outcomes = run_simulated(point.cfg, g, pdir, policy_specs(point.cfg), lambda line: print(line, file=log))
+    with open(os.path.join(pdir, "run.log"), "w", encoding="utf-8") as log:
+        out = execute(point.cfg, SimulatorExperiment(), lambda line: print(line, file=log), pdir,
+                      policy_specs(point.cfg), log, g=point.graph)
+    outcomes = {spec: out.runs[spec].summary if spec in out.runs else out.unplaced[spec]
+                for spec in policy_specs(point.cfg)}
     return PointResult(point.value_index, point.seed, outcomes, time.monotonic() - t0)
 
 
@@ -373,7 +376,7 @@ def run_sweep(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int], run_dir: 
     def on_result(res: PointResult) -> None:
         done.append(res)
         point = vary.label(vary.values[res.value_index])
-        failed = [p for p, s in res.outcomes.items() if isinstance(s, SimPolicyError)]
+        failed = [p for p, s in res.outcomes.items() if not isinstance(s, PolicySummary)]
         note = f"; could not place every job: {', '.join(failed)}" if failed else ""
         say(f"[{len(done)}/{len(points)}] {point} seed {res.seed}: {res.wall_s:.1f} s{note}")
 

@@ -2,9 +2,8 @@
 
 Three steps, each usable on its own::
 
-    specs = plan_workers(job, placement, profile, scale, machine_ip, machine_ifname,
-                         iterations=20, warmup_iterations=2, mode="replay",
-                         out_dir=run_dir, master_port=29500)
+    run = RankSettings(scale=500, iterations=20, warmup_iterations=2, mode="replay", out_dir=run_dir)
+    specs = plan_workers(job, placement, profile, run, Addresses(machine_ip, machine_ifname), master_port=29500)
     workers = launch(specs, exec_fn, run_dir)
     wait_all(workers, timeout_s=600)
 
@@ -248,39 +247,64 @@ def file_stem(job: str, rank: int) -> str:
     return f"{job}-rank{rank}"
 
 
-def plan_workers(job: JobLike, placement: PlacementLike, profile: ModelProfile, scale: float,
-                 machine_ip: Mapping[str, str], machine_ifname: Mapping[str, str],
-                 iterations: int, warmup_iterations: int, mode: str, out_dir: str | Path,
-                 master_port: int, *, timeout_s: float = 300.0, seed: int = 0,
-                 start_gate: str | None = None, dilation: float = 1.0) -> list[WorkerSpec]:
+@dataclasses.dataclass(frozen=True)
+class RankSettings:
+    """How every rank of a run runs, whatever its job.
+
+    Attributes:
+        scale: time-preserving scale factor; replay buckets are ``scaled_buckets(profile, scale)``.
+            Train mode sends the real model's gradients, unscaled.
+        iterations: recorded iterations.
+        warmup_iterations: unrecorded iterations before them.
+        mode: ``"replay"`` or ``"train"`` (train needs a profile in ``TRAINABLE_MODELS``).
+        out_dir: directory of the records files.
+        timeout_s: gloo timeout of each worker (wall-clock: the caller's to dilate).
+        seed: model/data seed for train mode.
+        start_gate: file the workers wait for before their first iteration (see WorkerSpec).
+        dilation: time dilation factor D: the emulated compute time is the profile's times D.
+    """
+
+    scale: float
+    iterations: int
+    warmup_iterations: int
+    mode: str
+    out_dir: str | Path
+    timeout_s: float = 300.0
+    seed: int = 0
+    start_gate: str | None = None
+    dilation: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Addresses:
+    """Where ranks find each other: each machine's IP address, and its interface for gloo (a
+    machine missing from ``ifname`` gets None)."""
+
+    ip: Mapping[str, str]
+    ifname: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def plan_workers(job: JobLike, placement: PlacementLike, profile: ModelProfile, run: RankSettings,
+                 addresses: Addresses, master_port: int) -> list[WorkerSpec]:
     """One :class:`WorkerSpec` per rank of ``job`` placed by ``placement``.
 
     Rank ``r`` runs on ``placement.slots[r].machine``; rank 0's machine hosts the rendezvous
-    (``master_addr``). Several ranks on one machine share its address and interface.
+    (``master_addr``, on ``master_port``). Several ranks on one machine share its address and
+    interface.
 
     Args:
         job: the job (its ``collective`` is used).
         placement: where it runs, one slot per worker in rank order.
         profile: the job's model profile.
-        scale: time-preserving scale factor; replay buckets are ``scaled_buckets(profile, scale)``.
-            Train mode sends the real model's gradients, unscaled.
-        machine_ip: IP address of each machine.
-        machine_ifname: interface of each machine for gloo; a machine missing here gets None.
-        iterations: recorded iterations.
-        warmup_iterations: unrecorded iterations before them.
-        mode: ``"replay"`` or ``"train"`` (train needs a profile in ``TRAINABLE_MODELS``).
-        out_dir: directory of the records files.
+        run: how every rank runs (iterations, mode, scale, dilation, files).
+        addresses: the machines' addresses and interfaces.
         master_port: rendezvous TCP port on rank 0's machine.
-        timeout_s: gloo timeout of each worker.
-        seed: model/data seed for train mode.
-        start_gate: file the workers wait for before their first iteration (see WorkerSpec).
-        dilation: time dilation factor D: the emulated compute time is the profile's times D
-            (``timeout_s`` is wall-clock and already the caller's to dilate).
 
     Raises:
         JobError: inconsistent job/placement/profile, unknown collective or mode, a model that
             cannot be trained, a machine without an IP address.
     """
+    machine_ip, machine_ifname, mode = addresses.ip, addresses.ifname, run.mode
     if placement.job != job.name:
         raise JobError(f"placement is for job {placement.job!r}, not {job.name!r}")
     if len(placement.slots) != job.workers:
@@ -298,18 +322,18 @@ def plan_workers(job: JobLike, placement: PlacementLike, profile: ModelProfile, 
     missing = sorted({s.machine for s in placement.slots} - set(machine_ip))
     if missing:
         raise JobError(f"job {job.name!r}: no IP address for machines {missing}")
-    buckets = scaled_buckets(profile, scale) if mode == "replay" else profile.bucket_bytes
+    buckets = scaled_buckets(profile, run.scale) if mode == "replay" else profile.bucket_bytes
     master = placement.slots[0].machine
-    out_dir = Path(out_dir)
+    out_dir = Path(run.out_dir)
     return [
         WorkerSpec(
             job=job.name, rank=r, world=job.workers, machine=slot.machine,
             master_addr=machine_ip[master], master_port=master_port,
             ifname=machine_ifname.get(slot.machine), mode=mode, model=profile.name,
-            bucket_bytes=tuple(buckets), compute_s=wall_s(profile.compute_time_s, dilation), iterations=iterations,
-            warmup_iterations=warmup_iterations, collective=job.collective,
-            records_path=str(out_dir / f"{file_stem(job.name, r)}.jsonl"), timeout_s=timeout_s, seed=seed,
-            start_gate=start_gate, rank_machines=tuple(s.machine for s in placement.slots))
+            bucket_bytes=tuple(buckets), compute_s=wall_s(profile.compute_time_s, run.dilation),
+            iterations=run.iterations, warmup_iterations=run.warmup_iterations, collective=job.collective,
+            records_path=str(out_dir / f"{file_stem(job.name, r)}.jsonl"), timeout_s=run.timeout_s, seed=run.seed,
+            start_gate=run.start_gate, rank_machines=tuple(s.machine for s in placement.slots))
         for r, slot in enumerate(placement.slots)
     ]
 

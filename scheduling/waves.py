@@ -19,6 +19,7 @@ class WaveScheduler(Scheduler):
     """Start the waiting jobs that fit only when nothing runs (see the module docstring)."""
 
     name = "waves"
+    starts_in_batches = True
 
     def schedule(self, jobs: Sequence[JobStatus], total_gpus: int, now_s: float) -> Decision:
         """Keep the running wave; when none runs, admit the next one by count."""

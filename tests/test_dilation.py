@@ -13,10 +13,11 @@ import pytest
 from common.units import virtual_s, wall_s
 from emulator.net import link_rates_mbps
 from emulator.runner import job_evidence, net_options
+from emulator.variants import ecn_marker
 from experiment.config import from_dict
 from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
 from experiment.report import summarise_policy
-from jobs.launcher import plan_workers
+from jobs.launcher import Addresses, RankSettings, plan_workers
 from jobs.models import get_model
 from jobs.records import IterationRecord
 from measure.cpu import CpuSummary
@@ -90,15 +91,15 @@ def test_dilation_divides_rates_and_multiplies_compute_and_marking_delay():
     threshold given as a delay keeps the same bytes of queue as at D = 1."""
     cfg = from_dict({"jobs": JOBS, "dilation": 4, "ecn": {"threshold_us": 2000}})
     undilated = dataclasses.replace(cfg, dilation=1.0)
-    opts, opts1 = net_options(cfg, "bpf"), net_options(undilated, "bpf")
+    opts, opts1 = net_options(cfg, ecn_marker("bpf")), net_options(undilated, ecn_marker("bpf"))
     assert opts.dilation == 4
     rates = link_rates_mbps(G, cfg.scale, cfg.dilation)
     assert all(r == pytest.approx(10000 / 500 / 4) for r in rates.values())
     assert opts.marking(5.0).threshold_bytes == pytest.approx(opts1.marking(20.0).threshold_bytes)
     job = JobRequest("a", "resnet50", 2, "ring")
     placement = Placement("a", (GpuSlot("h1", 0), GpuSlot("h5", 0)))
-    specs = plan_workers(job, placement, get_model("resnet50"), 500, {"h1": "10.0.0.1", "h5": "10.0.0.5"}, {},
-                         3, 1, "replay", "/tmp", 29500, dilation=4)
+    specs = plan_workers(job, placement, get_model("resnet50"), RankSettings(500, 3, 1, "replay", "/tmp", dilation=4),
+                         Addresses({"h1": "10.0.0.1", "h5": "10.0.0.5"}), 29500)
     assert all(s.compute_s == pytest.approx(4 * get_model("resnet50").compute_time_s) for s in specs)
 
 

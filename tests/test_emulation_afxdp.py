@@ -20,6 +20,7 @@ def test_afxdp_ports_shape_mark_and_clean_up(emulation_ok, tmp_path):
     from emulator.ecn import bpf_missing, build
     from emulator.net import EmulatedNetwork, NetOptions
     from emulator.ports import afxdp_missing, pipe_names
+    from emulator.variants import ecn_marker, switch_ports
     from measure.fidelity import busy_rates
     from measure.linkstats import read_queue_samples
     from topo import fat_tree
@@ -30,8 +31,8 @@ def test_afxdp_ports_shape_mark_and_clean_up(emulation_ok, tmp_path):
     assert detect()["afxdp_missing"] is None
     build()
     before = _pmd_maxsleep()
-    opts = NetOptions(scale=SCALE, queue_packets=QUEUE_PACKETS, ecn_method="bpf", marking=_marking(30000),
-                      switch_ports="afxdp")
+    opts = NetOptions(scale=SCALE, queue_packets=QUEUE_PACKETS, ecn=ecn_marker("bpf"), marking=_marking(30000),
+                      switch_ports=switch_ports("afxdp"))
     with EmulatedNetwork(fat_tree(4), str(tmp_path), opts) as net:
         port = net.switch_intfs[("e2", "h4")]
         ovs_ports = subprocess.run(["ovs-vsctl", "list-ports", "e2"], capture_output=True, text=True).stdout.split()

@@ -97,7 +97,7 @@ def test_a_job_across_two_servers_moves_what_it_moves_on_one(server, tmp_path):
     nothing of either network is left (no bridge, interface, tap, namespace or SSH process)."""
     from emulator.cluster import ClusterOptions
     from emulator.net import EmulatedNetwork, NetOptions
-    from emulator.replay import run_job
+    from emulator.one_job import OneJob, run_job
     from measure.fidelity import MAX_JOB_RATIO, MIN_JOB_RATIO
     from topo import leaf_spine
 
@@ -113,8 +113,8 @@ def test_a_job_across_two_servers_moves_what_it_moves_on_one(server, tmp_path):
                             "l2 uplink is a tap": os.path.exists("/sys/class/net/l2-eth2/tun_flags"),
                             "servers": dict(net.server_of)}
             before = net.switch_counters()
-            run = run_job(net, str(out), kind, ["h1", "h2"], "ring", buckets, iterations=4, warmup_iterations=1,
-                          compute_s=0.01, timeout_s=300)
+            run = run_job(net, str(out), OneJob(kind, ("h1", "h2"), "ring", buckets, iterations=4,
+                                                  warmup_iterations=1, compute_s=0.01, timeout_s=300))
             time.sleep(0.3)
             moved[kind] = net.link_bytes(before, net.switch_counters())
             comm[kind] = run.comm_mean_s()

@@ -23,8 +23,9 @@ def _measured_job(tmp_path, name: str, machines: list[str], dilation: float):
     from emulator.capabilities import detect
     from emulator.cpu import CpuSampler
     from emulator.net import EmulatedNetwork, NetOptions, link_rates_mbps
+    from emulator.one_job import OneJob, run_job
     from emulator.ports import resolve_port_type
-    from emulator.replay import run_job
+    from emulator.variants import switch_ports
     from experiment.report import job_iteration_times
     from jobs.models import get_model, scaled_buckets
     from measure.fidelity import JobEvidence, assess, job_verdicts
@@ -38,11 +39,12 @@ def _measured_job(tmp_path, name: str, machines: list[str], dilation: float):
     ports, _ = resolve_port_type("auto", 1500, caps["ovs_datapath"], caps["afxdp_missing"])
     out = tmp_path / name
     out.mkdir()
-    with EmulatedNetwork(g, str(out), NetOptions(scale=SCALE, dilation=dilation, switch_ports=ports)) as net:
+    opts = NetOptions(scale=SCALE, dilation=dilation, switch_ports=switch_ports(ports))
+    with EmulatedNetwork(g, str(out), opts) as net:
         cpu = CpuSampler(0.25)
         cpu.start()
         try:
-            run = run_job(net, str(out), name, machines, "ring", buckets, iterations=3)
+            run = run_job(net, str(out), OneJob(name, tuple(machines), "ring", buckets, iterations=3))
         finally:
             cpu.stop()
     its = job_iteration_times(run.records, dilation)[name]

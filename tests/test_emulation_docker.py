@@ -83,7 +83,7 @@ def test_a_job_in_containers_moves_what_it_moves_as_processes(image, pair_net, t
     the fidelity monitor's band of a job against its bound (0.95-1.10), and the bytes on every
     link within 1%."""
     from emulator.containers import ContainerRunner, ContainerSettings, docker
-    from emulator.replay import run_job
+    from emulator.one_job import OneJob, run_job
     from measure.fidelity import MAX_JOB_RATIO, MIN_JOB_RATIO
 
     net = pair_net
@@ -96,8 +96,9 @@ def test_a_job_in_containers_moves_what_it_moves_as_processes(image, pair_net, t
         spawn = ContainerRunner(net, ContainerSettings(image.tag, 1.0), [str(out)]) if kind == "docker" else None
         since = docker(["system", "info", "--format", "{{.SystemTime}}"]).stdout.strip()
         before = net.switch_counters()
-        runs[kind] = run_job(net, str(out), kind, ["h1", "h2"], "ring", buckets, iterations=4, warmup_iterations=1,
-                             compute_s=0.01, timeout_s=300, spawn=spawn)
+        runs[kind] = run_job(net, str(out), OneJob(kind, ("h1", "h2"), "ring", buckets, iterations=4,
+                                                         warmup_iterations=1, compute_s=0.01, timeout_s=300),
+                             spawn=spawn)
         time.sleep(0.3)
         moved[kind] = net.link_bytes(before, net.switch_counters())
         if kind == "docker":

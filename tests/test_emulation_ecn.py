@@ -28,6 +28,7 @@ def ecn_net(emulation_ok, tmp_path_factory):
     """A k=4 fat-tree at 20 Mbit/s with the BPF marker (K = 30 kB) on every switch port."""
     from emulator.ecn import bpf_missing, build
     from emulator.net import EmulatedNetwork, NetOptions
+    from emulator.variants import ecn_marker
     from topo import fat_tree
 
     why = bpf_missing()
@@ -36,7 +37,7 @@ def ecn_net(emulation_ok, tmp_path_factory):
     build()
     run_dir = str(tmp_path_factory.mktemp("ecn"))
     net = EmulatedNetwork(fat_tree(4), run_dir, NetOptions(scale=SCALE, queue_packets=QUEUE_PACKETS,
-                                                           ecn_method="bpf", marking=_marking(30000)))
+                                                           ecn=ecn_marker("bpf"), marking=_marking(30000)))
     with net:
         yield net
     assert leftovers() == []
@@ -217,12 +218,13 @@ def test_red_path_marks_where_the_kernel_has_red(emulation_ok, tmp_path):
     from emulator.capabilities import detect
     from emulator.net import EmulatedNetwork, NetOptions
     from emulator.queues import PortSampler
+    from emulator.variants import ecn_marker
     from topo import fat_tree
 
     if not detect()["qdiscs"].get("red"):
         pytest.skip("the kernel has no sch_red (RED qdisc): the RED marking path cannot run here")
     with EmulatedNetwork(fat_tree(4), str(tmp_path), NetOptions(scale=SCALE, queue_packets=QUEUE_PACKETS,
-                                                                ecn_method="red", marking=_marking(30000))) as net:
+                                                                ecn=ecn_marker("red"), marking=_marking(30000))) as net:
         port = net.switch_intfs[("e2", "h4")]
         sampler = PortSampler(str(tmp_path / "q.jsonl"), net.port_links(), None, 0.25)
         from emulator.flows import netstat_counters

@@ -270,7 +270,7 @@ def test_a_replay_job_runs_over_ina_and_only_its_aggregates_go_up(ina_fabric, tm
     import math
 
     from emulator.ina_fabric import endpoints
-    from emulator.replay import run_job
+    from emulator.one_job import OneJob, run_job
     from ina.plan import plan_job
     from ina.protocol import HEADER_BYTES, VALUES_PER_PACKET
     from jobs.agent import barrier_bytes
@@ -283,8 +283,9 @@ def test_a_replay_job_runs_over_ina_and_only_its_aggregates_go_up(ina_fabric, tm
     before = net.switch_counters()
     try:
         buckets = (64_000, 6_400, 512)
-        run = run_job(net, str(tmp_path), "inajob", machines, "ina", buckets, iterations=3, warmup_iterations=1,
-                      compute_s=0.01, timeout_s=300, ina_endpoints=endpoints(net, plan))
+        run = run_job(net, str(tmp_path), OneJob("inajob", tuple(machines), "ina", buckets, iterations=3,
+                                                   warmup_iterations=1, compute_s=0.01, timeout_s=300,
+                                                   ina_endpoints=endpoints(net, plan)))
     finally:
         ps = fabric.stop_ps(started)
     up = net.link_bytes(before, net.switch_counters())[("l1", "s1")]

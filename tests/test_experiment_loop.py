@@ -16,12 +16,13 @@ import pytest
 
 from backend.protocol import ExperimentJob
 from common.errors import ConfigError, JobError, PlacementError
-from experiment import BACKENDS, backend_class
+from experiment import make_backend
 from experiment.config import ExperimentConfig, JobConfig, TopologyConfig, load, validate
+from experiment.driver import run_experiment
 from experiment.durations import DurationBackend, duration_job, run_durations
 from experiment.loop import NeverPlaced, run_loop
 from experiment.run import experiment_jobs, place_and_run
-from experiment.simrun import run_simulated_experiment, sim_backend, sim_options, sim_rates_mbps
+from experiment.simrun import sim_backend, sim_options, sim_rates_mbps
 from jobs.models import get_model, scaled_buckets
 from placement import make_policy
 from placement.base import Cluster, MachineInfo
@@ -41,14 +42,6 @@ def small_cfg(free_machines: int = 4, **changes) -> ExperimentConfig:
               JobConfig("c", "resnet50", 2, "ring", arrival_s=0.5)),
         policies=("consolidate",), iterations=4, warmup_iterations=1)
     return dataclasses.replace(cfg, **changes)
-
-
-def test_backends_registry_names_every_back_end():
-    assert set(BACKENDS) == {"durations", "sim", "emu"}
-    assert backend_class("durations") is DurationBackend
-    assert backend_class("sim") is FlowSimBackend
-    with pytest.raises(ConfigError, match="unknown back end 'x'; valid: durations, sim, emu"):
-        backend_class("x")
 
 
 def test_waves_start_together_and_wait_for_the_whole_wave():
@@ -151,21 +144,21 @@ def test_scheduler_spec_is_validated():
 
 
 def test_simulated_run_writes_results_and_a_table(tmp_path, capsys):
-    """The simulated run of a config: per policy jobs.json and placements.json, the CSV, the summary
-    and the plot, a table on the terminal, status complete."""
+    """The simulated run of a config through the driver: per policy placements.json and summary.json,
+    the CSVs, the summary and the plot, a table on the terminal, status complete."""
     cfg = small_cfg(policies=("consolidate", "spread"), results_dir=str(tmp_path))
-    run_dir = run_simulated_experiment(cfg)
+    run_dir = run_experiment(cfg, make_backend("sim"))
     out = capsys.readouterr().out
     assert "consolidate" in out and "comm mean s" in out
     assert json.loads(Path(run_dir, "status.json").read_text())["status"] == "complete"
     assert json.loads(Path(run_dir, "capabilities.json").read_text())["backend"] == "sim"
-    rows = list(csv.DictReader(open(os.path.join(run_dir, "sim_jobs.csv"), encoding="utf-8")))
+    rows = list(csv.DictReader(open(os.path.join(run_dir, "jobs.csv"), encoding="utf-8")))
     assert sorted((r["policy"], r["job"]) for r in rows) == sorted(
         (p, j) for p in ("consolidate", "spread") for j in ("a", "b", "c"))
-    summary = json.loads(Path(run_dir, "sim_policies.json").read_text())
-    jobs = json.loads(Path(run_dir, "consolidate", "jobs.json").read_text())
-    assert summary["consolidate"]["jct_mean_s"] == pytest.approx(sum(j["jct_s"] for j in jobs) / 3)
-    assert Path(run_dir, "sim_policies.png").stat().st_size > 1000
+    summary = json.loads(Path(run_dir, "summary.json").read_text())
+    jobs = json.loads(Path(run_dir, "consolidate", "summary.json").read_text())["jobs"]
+    assert summary["policies"][0]["jct_mean_s"] == pytest.approx(sum(j["jct_s"] for j in jobs.values()) / 3)
+    assert Path(run_dir, "policies.png").stat().st_size > 1000
 
 
 def test_backend_sim_runs_without_an_emulator(tmp_path):
@@ -180,7 +173,7 @@ def test_backend_sim_runs_without_an_emulator(tmp_path):
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert "LOADED []" in out.stdout
-    assert "titan" in out.stdout and "written:" in out.stdout
+    assert "titan" in out.stdout and "results:" in out.stdout
     (run_dir,) = tmp_path.iterdir()
     assert json.loads((run_dir / "status.json").read_text())["status"] == "complete"
 
@@ -231,10 +224,10 @@ def test_jobs_package_does_not_import_placement():
     assert offenders == []
 
 
-def test_replaying_a_schedule_on_the_simulator_reproduces_it():
-    """``replay_on_simulator`` of a simulated run's own schedule (arrival, preemptions, restarts) gives the
-    same estimate of every job: the replay is how an emulated run with an online scheduler is validated."""
-    from experiment.simrun import replay_on_simulator
+def test_resimulating_a_schedule_reproduces_it():
+    """Re-simulating a simulated run's own schedule (arrival, preemptions, restarts) through the loop gives
+    the same estimate of every job: that is how an emulated run with an online scheduler is validated."""
+    from experiment.resimulate import simulate_schedule
 
     cfg = small_cfg(2, jobs=(JobConfig("a", "resnet50", 4, "ring"), JobConfig("b", "vgg16", 4, "hd", 1.0)),
                     scheduler="tiresias,thresholds_gpu_s=1", iterations=5)
@@ -242,7 +235,7 @@ def test_replaying_a_schedule_on_the_simulator_reproduces_it():
     backend = sim_backend(cfg, g)
     loop = place_and_run(cfg, g, "consolidate", backend)
     assert loop.preemptions >= 1
-    replayed = replay_on_simulator(cfg, g, loop)
+    replayed = simulate_schedule(cfg, g, loop)
     assert sorted(replayed) == ["a", "b"]
     for job in ("a", "b"):
         want = backend.estimate(job)

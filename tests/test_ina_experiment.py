@@ -18,6 +18,7 @@ from experiment.config import INA_MAX_SLOTS, INA_RESULTS, from_dict, ina_switche
 from experiment.export import job_record
 from experiment.ina_results import InaJobResult, InaResult
 from experiment.report import ina_lines, summarise_policy, summary_tables, write_run_report
+from experiment.summary import PolicyRun
 from ina.p4.build import DEFAULT_SLOTS
 from ina.protocol import HEADER_BYTES
 from measure.fidelity import JobEvidence, ina_bound_s, ina_links, job_verdicts
@@ -223,7 +224,7 @@ def test_the_report_has_an_ina_table_csv_and_plot_panel(tmp_path):
     assert "2.00" in lines and "10.0%" in lines and "0.02 " in lines and "0.08 " in lines and "0.25" in lines
     assert "INA under p" in summary_tables([s])
     out = io.StringIO()
-    write_run_report(str(tmp_path), CFG, G, {"p": r}, {"ina_engine": "bmv2"}, out)
+    write_run_report(str(tmp_path), CFG, G, {"p": PolicyRun(r.summary, r)}, {"ina_engine": "bmv2"}, out)
     rows = list(csv.DictReader(open(tmp_path / "ina.csv")))
     assert rows == [{"policy": "p", "job": "a", "engine": "bmv2", "ps_host": "h1", "leaves": "e2", "root": "e1",
                      "job_ids": "1 3", "sent": "400", "resent": "4", "timeouts": "1", "results": "100",
@@ -240,7 +241,7 @@ def test_a_run_without_ina_jobs_writes_no_ina_file_and_no_ina_key(tmp_path):
     r = result()
     r.summary = summarise_policy(CFG, G, r, records())
     assert "ina" not in r.to_dict() and "ina" not in r.summary.to_dict()
-    write_run_report(str(tmp_path), CFG, G, {"p": r}, {}, io.StringIO())
+    write_run_report(str(tmp_path), CFG, G, {"p": PolicyRun(r.summary, r)}, {}, io.StringIO())
     assert not (tmp_path / "ina.csv").exists()
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from common.errors import JobError
-from jobs.launcher import WorkerSpec, launch, local_exec, plan_workers, wait_all
+from jobs.launcher import Addresses, RankSettings, WorkerSpec, launch, local_exec, plan_workers, wait_all
 from jobs.models import get_model, scaled_buckets
 from placement.base import GpuSlot, JobRequest, Placement
 
@@ -32,9 +32,8 @@ def _placement(job: str, machines: list[str]) -> Placement:
 
 def _plan(tmp_path, machines=("h2", "h1", "h2"), model="resnet50", mode="replay", collective="ring", **kw):
     job = JobRequest("j", model, len(machines), collective=collective)
-    return plan_workers(job, _placement("j", list(machines)), get_model(model), 100.0, IPS, IFNAMES,
-                        iterations=5, warmup_iterations=1, mode=mode, out_dir=tmp_path, master_port=29500,
-                        **kw)
+    run = RankSettings(100.0, 5, 1, mode, tmp_path, **kw)
+    return plan_workers(job, _placement("j", list(machines)), get_model(model), run, Addresses(IPS, IFNAMES), 29500)
 
 
 def test_plan_places_ranks_on_slots(tmp_path):
@@ -77,8 +76,8 @@ def test_plan_rejects_bad_requests(tmp_path, kw, message):
 def test_plan_rejects_inconsistent_inputs(tmp_path):
     """A placement of another job, a wrong slot count or another model's profile raise JobError."""
     job = JobRequest("j", "vgg16", 2)
-    args = (get_model("vgg16"), 100.0, IPS, IFNAMES)
-    kw = dict(iterations=1, warmup_iterations=0, mode="replay", out_dir=tmp_path, master_port=29500)
+    args = (get_model("vgg16"), RankSettings(100.0, 1, 0, "replay", tmp_path), Addresses(IPS, IFNAMES))
+    kw = dict(master_port=29500)
     with pytest.raises(JobError, match="placement is for job 'k'"):
         plan_workers(job, _placement("k", ["h1", "h2"]), *args, **kw)
     with pytest.raises(JobError, match="2 workers but 3 slots"):

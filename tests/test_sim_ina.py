@@ -270,10 +270,10 @@ def test_an_experiment_on_the_simulator_runs_ina_jobs(pat, switches, ps_streams)
     machine, loopback). With l1 summing h2, h3 and h4 (l2 has one machine: no leaf) the PS's link
     carries 1 stream; without PAT, or with INA on l2 only, 3."""
     from experiment.config import validate
-    from experiment.simrun import run_policy_sim
+    from experiment.simrun import simulate_policy
 
     cfg = sim_cfg(ina={"results": "multicast", "pat_gbps": pat, "switches": switches})
-    (row,) = run_policy_sim(cfg, validate(cfg, backend="sim"), "consolidate")
+    (row,) = simulate_policy(cfg, validate(cfg, backend="sim"), "consolidate").summary.jobs
     assert row.machines == ("h1", "h2", "h3", "h4")
     gradient = sum(scaled_buckets(get_model("vgg16"), 1))
     assert row.comm_mean_s == pytest.approx(ps_streams * gradient / (10_000 * MEGA / 8))
@@ -301,20 +301,23 @@ def test_the_netpack_simulator_experiment_runs_a_slice(tmp_path, monkeypatch):
     """experiments/netpack_sim.yaml's first 60 Philly jobs under netpack and gpu_balance: every job
     finishes, the distributed ones communicate, and NetPack names each INA job's switches."""
     import dataclasses
+    import io
     import json
     import os
 
     from experiment.config import load
-    from experiment.simrun import run_simulated_experiment
+    from experiment.driver import run_experiment
+    from experiment.simrun import SimulatorExperiment
 
     root = os.path.dirname(os.path.dirname(__file__))
     monkeypatch.chdir(root)
     cfg = load(os.path.join(root, "experiments", "netpack_sim.yaml"))
     cfg = dataclasses.replace(cfg, trace=dataclasses.replace(cfg.trace, max_jobs=60))
-    run_dir = run_simulated_experiment(cfg, str(tmp_path / "run"), ["netpack", "gpu_balance"], say=lambda _: None)
-    summary = json.loads(open(os.path.join(run_dir, "sim_policies.json")).read())
-    assert set(summary) == {"netpack", "gpu_balance"}
-    jobs = json.loads(open(os.path.join(run_dir, "netpack", "jobs.json")).read())
+    run_dir = run_experiment(cfg, SimulatorExperiment(), lambda _: None, str(tmp_path / "run"),
+                             ["netpack", "gpu_balance"], stream=io.StringIO())
+    summary = json.loads(open(os.path.join(run_dir, "summary.json")).read())
+    assert [p["policy"] for p in summary["policies"]] == ["netpack", "gpu_balance"]
+    jobs = list(json.loads(open(os.path.join(run_dir, "netpack", "summary.json")).read())["jobs"].values())
     assert len(jobs) == 60 and all(j["end_s"] >= j["start_s"] for j in jobs)
     assert any(j["comm_mean_s"] and j["comm_mean_s"] > 0 for j in jobs)
     placed = json.loads(open(os.path.join(run_dir, "netpack", "placements.json")).read())

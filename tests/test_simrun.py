@@ -1,18 +1,22 @@
-"""The simulated run's records (``experiment.simsummary``): their JSON forms keep the layouts of
-``<policy>/jobs.json``, ``placements.json``, ``sim_jobs.csv`` and ``sim_policies.json`` key for key,
-and the printed table and the files are produced from them."""
+"""The simulator back end through the one driver: its per-job figures, its policy summaries, and the
+files it writes (the same names and columns as the emulator's)."""
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
 
 import pytest
 
+from experiment import make_backend
 from experiment.config import ExperimentConfig, JobConfig, TopologyConfig, validate
-from experiment.simrun import run_policy_sim, run_simulated, table_lines
-from experiment.simsummary import JOB_COLUMNS, SimJobRow, SimPolicyError, SimPolicySummary, policy_summary
+from experiment.driver import execute, run_experiment
+from experiment.report import JOB_CSV_COLUMNS, SUMMARY_CSV_COLUMNS, summary_tables
+from experiment.results import PolicyIncomplete
+from experiment.simrun import SimulatorExperiment, SimulatorSession
+from experiment.summary import JobSummary, completion_figures
 
 
 def small_cfg() -> ExperimentConfig:
@@ -26,112 +30,122 @@ def small_cfg() -> ExperimentConfig:
     return dataclasses.replace(cfg, simulator=dataclasses.replace(cfg.simulator, headers=False))
 
 
-def rows() -> list[SimJobRow]:
+def policy_run(tmp_path, spec: str = "consolidate"):
     cfg = small_cfg()
-    return run_policy_sim(cfg, validate(cfg, backend="sim"), "consolidate")
+    session = SimulatorSession(cfg, validate(cfg, backend="sim"), lambda _line: None)
+    return session.run_policy(spec, str(tmp_path))
 
 
-def row(job: str, jct_s: float, end_s: float, comm_mean_s: float | None, duration_s: float | None) -> SimJobRow:
-    """A handwritten row of policy p: what the summary reads, the rest filler."""
-    return SimJobRow(policy="p", job=job, model="resnet50", workers=2, collective="ring", arrival_s=end_s - jct_s,
-                     start_s=end_s - jct_s, end_s=end_s, jct_s=jct_s, runs=1, comm_mean_s=comm_mean_s,
-                     compute_mean_s=0.1, iteration_mean_s=None, iterations=3, ecn_marks=None, duration_s=duration_s,
-                     machines=("h1",), placements=())
+def test_the_registry_names_the_user_facing_back_ends():
+    """``--backend`` picks an experiment back end from the registry by name: emu or sim, nothing else."""
+    from common.errors import ConfigError
+    from experiment import BACKENDS, backend_class
+
+    assert set(BACKENDS) == {"emu", "sim"}
+    assert backend_class("sim") is SimulatorExperiment and isinstance(make_backend("sim"), SimulatorExperiment)
+    with pytest.raises(ConfigError, match="valid: emu, sim"):
+        backend_class("durations")
 
 
-def test_job_rows_json_is_the_jobs_json_layout():
-    """A row's to_dict is the entry jobs.json has always held, keys in the same order; its CSV row the
-    same but placements."""
-    a, b = rows()
-    expected_a = {
-        "policy": "consolidate", "job": "a", "model": "resnet50", "workers": 2, "collective": "ring",
-        "arrival_s": 0.0, "start_s": 0.0, "end_s": pytest.approx(0.712), "jct_s": pytest.approx(0.712),  # 4 x 0.178
-        "runs": 1, "comm_mean_s": 0.0, "compute_mean_s": pytest.approx(0.178),
-        "iteration_mean_s": pytest.approx(0.178), "iterations": 3, "ecn_marks": None, "duration_s": None,
-        "machines": "h1",
-        "placements": [{"start_s": 0.0, "job": "a", "slots": [["h1", 0], ["h1", 1]], "ps_host": None,
-                        "ina_switches": None}],
-    }
-    expected_b = {  # waits for a's wave to end; its ring's bound (sim.steps.job_bound_s) per iteration
-        "policy": "consolidate", "job": "b", "model": "small_cnn", "workers": 4, "collective": "ring",
-        "arrival_s": 0.5, "start_s": pytest.approx(0.712), "end_s": pytest.approx(0.7422464),
-        "jct_s": pytest.approx(0.2422464), "runs": 1, "comm_mean_s": pytest.approx(0.0025568),
-        "compute_mean_s": 0.005, "iteration_mean_s": pytest.approx(0.0075568), "iterations": 3, "ecn_marks": None,
-        "duration_s": None, "machines": "h1 h2",
-        "placements": [{"start_s": pytest.approx(0.712), "job": "b", "slots": [["h1", 0], ["h1", 1], ["h2", 0],
-                                                                              ["h2", 1]],
-                        "ps_host": None, "ina_switches": None}],
-    }
-    for r, expected in ((a, expected_a), (b, expected_b)):
-        got = r.to_dict()
-        assert got == expected
-        assert list(got) == list(expected)
-        assert list(got["placements"][0]) == list(expected["placements"][0])
-        assert got["placements"] == [p.to_dict() for p in r.placements]
-        assert r.csv_row() == {k: v for k, v in expected.items() if k != "placements"}
-        assert tuple(r.csv_row()) == JOB_COLUMNS
+def test_job_figures_are_the_simulators(tmp_path):
+    """Each job's simulated times, start, end, JCT and batch, as exact values of the small config."""
+    run = policy_run(tmp_path)
+    a, b = run.summary.jobs
+    assert (a.job, a.wave, a.machines, a.runs, a.arrival_s, a.start_s) == ("a", 0, ("h1",), 1, 0.0, 0.0)
+    assert a.jct_s == pytest.approx(0.712) and a.end_s == pytest.approx(0.712)  # 4 x 0.178
+    assert (a.comm_mean_s, a.compute_mean_s, a.iterations_recorded, a.complete) == (0.0, pytest.approx(0.178), 3,
+                                                                                     True)
+    # b waits for a's wave to end; its ring's bound (sim.steps.job_bound_s) per iteration
+    assert (b.job, b.wave, b.machines, b.arrival_s) == ("b", 1, ("h1", "h2"), 0.5)
+    assert b.start_s == pytest.approx(0.712) and b.end_s == pytest.approx(0.7422464)
+    assert b.jct_s == pytest.approx(0.2422464) and b.comm_mean_s == pytest.approx(0.0025568)
+    assert b.iteration_mean_s == pytest.approx(0.0075568)
+    # what the simulator does not measure is None, never zero
+    assert (b.comm_p99_s, b.bound_s, b.fidelity, b.estimate_s, b.ecn_marks) == (None, None, None, None, None)
+    assert run.measurements is None
+    assert [p["wave"] for p in run.placements] == [0, 1]
+    assert run.placements[1] == {"wave": 1, "start_s": pytest.approx(0.712), "job": "b",
+                                 "slots": [["h1", 0], ["h1", 1], ["h2", 0], ["h2", 1]], "ps_host": None,
+                                 "ina_switches": None}
 
 
-def test_policy_summary_json_is_the_sim_policies_layout():
-    """Means, nearest-rank p90s, makespan and JCT over trace duration of handwritten rows; the JSON entry
-    keeps its keys in order, a policy that could not place every job is its error alone."""
-    s = policy_summary("p", [row("x", 4.0, 4.0, 0.5, 2.0), row("y", 2.0, 5.0, None, None),
-                             row("z", 6.0, 9.0, 0.25, 4.0)])
-    expected = {"jobs": 3, "comm_mean_s": 0.375, "comm_p90_s": 0.5, "jct_mean_s": 4.0, "jct_p90_s": 6.0,
-                "makespan_s": 9.0, "jct_over_duration_mean": 1.75,  # (4/2 + 6/4) / 2; y has no duration
-                "distribution_efficiency": pytest.approx((0.3 / 4 + 0.3 / 2 + 0.3 / 6) / 3)}  # 3 x 0.1 s / JCT
-    got = s.to_dict()
-    assert got == expected
-    assert list(got) == list(expected)
-    assert s.policy == "p"
-    assert policy_summary("q", [row("y", 2.0, 5.0, None, None)]).to_dict() == {
-        "jobs": 1, "comm_mean_s": None, "comm_p90_s": None, "jct_mean_s": 2.0, "jct_p90_s": 2.0, "makespan_s": 5.0,
-        "jct_over_duration_mean": None, "distribution_efficiency": pytest.approx(0.15)}
-    assert SimPolicyError("ef", "placed none").to_dict() == {"error": "placed none"}
+def test_policy_summary_of_the_simulator(tmp_path):
+    """The policy's figures: iteration-weighted communication mean, JCT mean and p90, makespan, batches;
+    the emulated network's figures None."""
+    s = policy_run(tmp_path).summary
+    assert s.backend == "sim" and s.waves == 2 and s.machines_used == 2 and s.preemptions == 0
+    assert s.comm_mean_s == pytest.approx(0.0025568 / 2)  # 3 iterations of a at 0, 3 of b
+    assert s.jct_mean_s == pytest.approx((0.712 + 0.2422464) / 2) and s.makespan_s == pytest.approx(0.7422464)
+    assert s.jct_p90_s == pytest.approx(0.712)
+    for name in ("cross_machine_bytes", "busiest_link_utilisation", "cpu_mean", "ecn_marks", "trustworthy",
+                 "jobs_checked", "ecn_method"):
+        assert getattr(s, name) is None, name
 
 
-def test_table_lines_are_built_from_the_records():
-    """The table shows each summary's figures ('-' for None), the JCT/duration column only when some policy
-    has it, and a policy's error on its line."""
-    p = SimPolicySummary("p", 3, 0.375, None, 4.0, 6.0, 9.0, 1.75)
-    err = SimPolicyError("ef", "placed none")
-    assert table_lines({"p": p, "ef": err}) == [
-        "policy                        comm mean s  comm p90 s    JCT mean s     JCT p90 s    makespan s JCT/duration",
-        "p                                   0.375           -         4.000         6.000         9.000        1.750",
-        "ef                           could not place every job: placed none",
-    ]
-    assert table_lines({"p": dataclasses.replace(p, jct_over_duration_mean=None)}) == [
-        "policy                        comm mean s  comm p90 s    JCT mean s     JCT p90 s    makespan s",
-        "p                                   0.375           -         4.000         6.000         9.000",
-    ]
-    # With two policies, NetPack's metrics follow: JCT normalised to the first (no netpack here) and DE.
-    two = table_lines({"p": dataclasses.replace(p, distribution_efficiency=0.5),
-                       "q": dataclasses.replace(p, policy="q", jct_mean_s=6.0)})
-    assert "normalised to p;" in two[-2] and two[-1].splitlines()[3].split() == ["q", "6.000", "1.50", "-"]
+def job(name: str, jct_s: float, end_s: float, comm_mean_s: float | None, duration_s: float | None) -> JobSummary:
+    """A handwritten job summary: what the completion figures read, the rest filler."""
+    return JobSummary(job=name, model="resnet50", workers=2, collective="ring", wave=0, machines=("h1",),
+                      iterations_recorded=3, complete=True, comm_mean_s=comm_mean_s, comm_p99_s=None,
+                      compute_mean_s=0.1, ecn_marks=None, fidelity=None, bound_s=None, bound_ratio=None,
+                      contended_with=(), estimate_s=None, estimate_error=None, estimate_ecn_marks=None, jct_s=jct_s,
+                      end_s=end_s, duration_s=duration_s)
 
 
-def test_run_files_and_table_are_written_from_the_records(tmp_path):
-    """run_simulated writes each policy's rows, their starts, the CSV and the summaries through the records'
-    to_dict, and prints table_lines of what it returns; elasticflow cannot place c (5 of 6 free GPUs, rounded
-    up to 8) and is reported as an error."""
+def test_completion_figures_of_handwritten_jobs():
+    """Nearest-rank p90s, makespan and JCT over trace duration (jobs without a duration left out)."""
+    jobs = [job("x", 4.0, 4.0, 0.5, 2.0), job("y", 2.0, 5.0, None, None), job("z", 6.0, 9.0, 0.25, 4.0)]
+    assert completion_figures(jobs) == {"comm_p90_s": 0.5, "jct_p90_s": 6.0, "makespan_s": 9.0,
+                                        "jct_over_duration_mean": 1.75}  # (4/2 + 6/4) / 2
+    assert completion_figures([job("y", 2.0, 5.0, None, None)]) == {
+        "comm_p90_s": None, "jct_p90_s": 2.0, "makespan_s": 5.0, "jct_over_duration_mean": None}
+
+
+def test_the_table_leaves_out_and_names_what_was_not_measured(tmp_path):
+    """The simulator's table has its figures and names the emulated network's columns it has none of."""
+    text = summary_tables([policy_run(tmp_path).summary], "sim")
+    lines = text.splitlines()
+    assert lines[0] == "Per policy (flow-level simulator, estimated):"
+    assert lines[1].split()[:4] == ["policy", "machines", "idle", "used"]
+    assert "JCT mean s" in lines[1] and "cpu mean" not in lines[1] and "trust" not in lines[1]
+    assert "not measured here:" in lines[4] and "cpu mean" in lines[4] and "trust" in lines[4]
+    assert "Jobs under consolidate" in text and "fidelity" not in text.split("Jobs under consolidate")[1]
+
+
+def test_a_run_writes_the_files_every_back_end_writes(tmp_path):
+    """The driver on the simulator: status, config, capabilities, the report's files with the shared
+    columns, experiment.json; elasticflow cannot place c (5 of 6 free GPUs, rounded up to 8): the run
+    ends incomplete with the other policy's results written."""
     cfg = small_cfg()
-    cfg = dataclasses.replace(cfg, jobs=cfg.jobs + (JobConfig("c", "resnet50", 5, "ring"),))
-    g = validate(cfg, backend="sim")
-    lines: list[str] = []
-    summaries = run_simulated(cfg, g, str(tmp_path), ["consolidate", "elasticflow"], lines.append)
-    consolidate, ef = summaries["consolidate"], summaries["elasticflow"]
-    assert isinstance(consolidate, SimPolicySummary) and consolidate.jobs == 3
-    assert isinstance(ef, SimPolicyError) and ef.error.startswith("policy 'elasticflow' placed none")
-    assert json.loads((tmp_path / "sim_policies.json").read_text()) == {
-        "consolidate": consolidate.to_dict(), "elasticflow": {"error": ef.error}}
-    expected_rows = run_policy_sim(cfg, g, "consolidate")  # same seed, same rows
-    assert consolidate == policy_summary("consolidate", expected_rows)
-    assert json.loads((tmp_path / "consolidate" / "jobs.json").read_text()) == [r.to_dict() for r in expected_rows]
-    assert json.loads((tmp_path / "consolidate" / "placements.json").read_text()) == [
-        p.to_dict() for r in expected_rows for p in r.placements]
-    assert not list((tmp_path / "elasticflow").iterdir())
-    with open(tmp_path / "sim_jobs.csv", newline="", encoding="utf-8") as f:
-        written = list(csv.DictReader(f))
-    assert written == [{k: "" if v is None else str(v) for k, v in r.csv_row().items()} for r in expected_rows]
-    table = table_lines(summaries)
-    assert lines[-len(table) - 1:-1] == table
+    cfg = dataclasses.replace(cfg, jobs=cfg.jobs + (JobConfig("c", "resnet50", 5, "ring"),),
+                              results_dir=str(tmp_path))
+    out = io.StringIO()
+    with pytest.raises(PolicyIncomplete, match="1 of 2 policies"):
+        run_experiment(cfg, SimulatorExperiment(), policies=["consolidate", "elasticflow"], stream=out)
+    (run_dir,) = tmp_path.iterdir()
+    names = {p.name for p in run_dir.iterdir()}
+    assert {"status.json", "config.json", "capabilities.json", "topology.json", "summary.json", "summary.csv",
+            "jobs.csv", "link_bytes.csv", "link_checks.csv", "report.txt", "experiment.json",
+            "policies.png"} <= names
+    assert json.loads((run_dir / "status.json").read_text())["status"] == "incomplete"
+    assert json.loads((run_dir / "capabilities.json").read_text()) == {"backend": "sim", "engine": "steps"}
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["backend"] == "sim" and list(summary["unplaced"]) == ["elasticflow"]
+    assert [p["policy"] for p in summary["policies"]] == ["consolidate"]
+    with open(run_dir / "jobs.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == JOB_CSV_COLUMNS and [r["job"] for r in rows] == ["a", "b", "c"]
+    assert rows[0]["fidelity"] == "" and rows[0]["comm_mean_s"] == "0.0"
+    with open(run_dir / "summary.csv", newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    assert tuple(row) == SUMMARY_CSV_COLUMNS and row["backend"] == "sim" and row["cpu_mean"] == ""
+    export = json.loads((run_dir / "experiment.json").read_text())
+    assert [j["name"] for j in export["policies"][0]["jobs"]] == ["a", "c", "b"]  # placement order
+    assert "could not place every job" in out.getvalue() and "results:" in out.getvalue()
+
+
+def test_execute_returns_every_policys_run(tmp_path):
+    """``execute`` (what sweeps call) returns the runs and the policies that could not place, without raising."""
+    cfg = dataclasses.replace(small_cfg(), results_dir=str(tmp_path))
+    res = execute(cfg, SimulatorExperiment(), lambda _line: None, stream=io.StringIO())
+    assert list(res.runs) == ["consolidate"] and res.unplaced == {}
+    assert res.runs["consolidate"].summary.jobs[0].job == "a"

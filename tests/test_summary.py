@@ -12,7 +12,7 @@ import pytest
 from experiment.config import from_dict
 from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
 from experiment.report import summarise_policy, summary_tables, write_run_report
-from experiment.summary import PolicySummary
+from experiment.summary import PolicyRun, PolicySummary
 from jobs.records import IterationRecord
 from measure.cpu import CpuSummary
 from measure.fidelity import JobVerdict, LinkCheck, assess
@@ -59,7 +59,7 @@ def summary() -> PolicySummary:
 
 
 def test_job_summary_json_is_the_summary_json_layout():
-    """A job's to_dict is the entry summary.json has always held, keys in the same order."""
+    """A job's to_dict is its entry in summary.json, keys in order: the figures every back end writes."""
     got = summary().job("a").to_dict()
     expected = {
         "model": "resnet50", "workers": 2, "collective": "ring", "wave": 0, "machines": ["h1", "h2"],
@@ -70,14 +70,15 @@ def test_job_summary_json_is_the_summary_json_layout():
         "ecn_marks": 5,  # the marker's count for the job, not the port's
         "fidelity": "ok", "bound_s": 0.18, "bound_ratio": 1.04, "contended_with": [],
         "estimate_s": 0.25, "estimate_error": pytest.approx((0.25 - 0.1875) / 0.1875), "estimate_ecn_marks": 4.0,
-        "jct_s": 6.5,
+        "jct_s": 6.5, "arrival_s": 0.0, "start_s": 0.0, "end_s": 6.5, "runs": 1,
+        "iteration_mean_s": pytest.approx((0.125 + 0.05 + 0.25 + 0.06) / 2), "duration_s": None,
     }
     assert got == expected
     assert list(got) == list(expected)
 
 
 def test_policy_summary_json_is_the_summary_json_layout():
-    """A policy's to_dict is the entry summary.json has always held, keys in the same order."""
+    """A policy's to_dict is its entry in summary.json, keys in order: the figures every back end writes."""
     s = summary()
     got = s.to_dict()
     expected = {
@@ -100,6 +101,8 @@ def test_policy_summary_json_is_the_summary_json_layout():
                        "worst": {"policy": "p", "job": "a", "measured_s": pytest.approx(0.1875), "estimated_s": 0.25,
                                  "rel_error": pytest.approx(1 / 3)}},
         "distribution_efficiency": pytest.approx(2 * 0.055 / 6.5),  # 2 iterations of 0.055 s compute, JCT 6.5 s
+        "backend": "emu", "comm_p90_s": pytest.approx(0.1875), "jct_p90_s": 6.5, "makespan_s": 6.5,
+        "jct_over_duration_mean": None,
         "jobs": {"a": s.job("a").to_dict()},
     }
     assert got == expected
@@ -116,12 +119,13 @@ def test_unknown_job_names_the_policys_jobs():
 def test_tables_are_built_from_the_records():
     """The terminal tables show the record's figures: ECN marks, the verdict, the simulator's error."""
     text = summary_tables([summary()])
-    policy_row = text.splitlines()[3].split()
+    header, _, row = text.splitlines()[1:4]
+    policy_row = row.split()
     assert policy_row[:6] == ["p", "2", "1", "3", "1", "0.01"]  # 5000 bytes: 0.01 MB
-    assert policy_row[-1] == "ok"
+    assert row[header.index("trust"):].split()[0] == "ok"
     job_row = next(line for line in text.splitlines() if line.startswith("a "))
     assert job_row.split() == ["a", "resnet50", "2", "ring", "2", "0", "0.188", "0.249", "0.180", "1.040", "ok",
-                               "0.250", "+33.3%", "5", "yes"]
+                               "0.250", "+33.3%", "5", "6.500", "yes"]
 
 
 def test_run_report_files_are_written_from_the_records(tmp_path):
@@ -129,7 +133,8 @@ def test_run_report_files_are_written_from_the_records(tmp_path):
     r = result()
     r.summary = summarise_policy(CFG, G, r, records())
     out = io.StringIO()
-    write_run_report(str(tmp_path), CFG, G, {"p": r}, {"ecn_method": "bpf"}, out, {"titan": "placed none"})
+    write_run_report(str(tmp_path), CFG, G, {"p": PolicyRun(r.summary, r)}, {"ecn_method": "bpf"}, out,
+                     {"titan": "placed none"})
     written = json.loads((tmp_path / "summary.json").read_text())
     assert written["policies"] == [r.summary.to_dict()]
     assert written["unplaced"] == {"titan": "placed none"} and written["validation"]["n"] == 1

@@ -20,7 +20,7 @@ from conftest import ROOT
 from common.errors import ConfigError
 from experiment.config import ExperimentConfig, JobConfig, TopologyConfig
 from experiment.results import PolicyIncomplete
-from experiment.simsummary import SimPolicyError, SimPolicySummary
+from experiment.summary import PolicySummary
 from experiment.sweep import ROW_COLUMNS, PointResult, run_sweep, sweep_rows, sweep_stats, table_lines
 from experiment.sweep_spec import Vary, parse_seeds, parse_vary, sweep_points
 
@@ -156,9 +156,18 @@ def test_every_point_is_validated_before_anything_runs(tmp_path, vary, kwargs, p
 # -- results ---------------------------------------------------------------------------------------
 
 
-def summary(policy: str, jct_mean_s: float, de: float | None = 0.5) -> SimPolicySummary:
-    """A handwritten policy summary: what the sweep reads, the rest filler."""
-    return SimPolicySummary(policy, 3, 0.1, 0.2, jct_mean_s, jct_mean_s, 2 * jct_mean_s, None, de)
+def summary(policy: str, jct_mean_s: float, de: float | None = 0.5) -> PolicySummary:
+    """A handwritten policy summary: what the sweep reads, the rest filler (as the simulator leaves it)."""
+    return PolicySummary(
+        policy=policy, machines_used=1, idle_machines_used=1, cross_machine_bytes=None, cluster_machines_in_use=1,
+        fragmented_machines=0, comm_mean_s=0.1, comm_p99_s=None, busiest_link=None, busiest_link_utilisation=None,
+        waves=1, scheduler="waves", preemptions=0, jct_mean_s=jct_mean_s, wall_time_s=0.1, cpu_mean=None,
+        cpu_p95=None, cpu_saturated=None, cpu_switch_thread_p95=None, ecn_method=None, host_tcp={}, ecn_marks=None,
+        ecn_busiest_port=None, ecn_marks_busiest_port=None, ecn_most_marked_link=None,
+        ecn_most_marked_link_marks=None, scale=1.0, dilation=1.0, trustworthy=None, fidelity_reasons=(),
+        links_checked=None, links_failed=None, link_check_methods={}, worst_link_check=None, jobs_checked=None,
+        jobs_failed=None, worst_job_ratio=None, jobs=(), distribution_efficiency=de, backend="sim",
+        comm_p90_s=0.2, jct_p90_s=jct_mean_s, makespan_s=2 * jct_mean_s)
 
 
 def test_rows_normalise_per_seed_and_stats_use_the_sample_std():
@@ -166,7 +175,7 @@ def test_rows_normalise_per_seed_and_stats_use_the_sample_std():
     stats are the mean and sample std over seeds, std None with one seed; a failed policy is counted."""
     vary = Vary(("scheduler",), ("fifo", "waves"))
     done = [  # out of order, as a pool returns them
-        PointResult(1, 1, {"r": SimPolicyError("r", "placed none"), "p": summary("p", 3.0)}, 0.1),
+        PointResult(1, 1, {"r": "placed none", "p": summary("p", 3.0)}, 0.1),
         PointResult(0, 2, {"r": summary("r", 4.0, 0.25), "p": summary("p", 6.0, None)}, 0.1),
         PointResult(0, 1, {"r": summary("r", 2.0), "p": summary("p", 3.0, 0.75)}, 0.1),
     ]
@@ -184,7 +193,7 @@ def test_rows_normalise_per_seed_and_stats_use_the_sample_std():
 
 
 def test_sweep_writes_rows_normalised_to_each_seeds_own_run(swept):
-    """sweep.csv holds a row per value, seed and policy whose figures are that point's sim_policies.json; the
+    """sweep.csv holds a row per value, seed and policy whose figures are that point's summary.json; the
     reference's normalised JCT is exactly 1 and the other's the ratio of the two JCTs there."""
     result, run_dir, _ = swept
     written = read_csv(os.path.join(run_dir, "sweep.csv"))
@@ -194,7 +203,8 @@ def test_sweep_writes_rows_normalised_to_each_seeds_own_run(swept):
     assert written == [{k: "" if v is None else str(v) for k, v in r.to_dict().items()} for r in result.rows]
     for row in written:
         point = os.path.join(run_dir, f"oversubscription={row['value']}", f"seed-{row['seed']}")
-        own = json.loads(open(os.path.join(point, "sim_policies.json"), encoding="utf-8").read())
+        own = {p["policy"]: p for p in json.loads(open(os.path.join(point, "summary.json"), encoding="utf-8").read())[
+            "policies"]}
         assert float(row["jct_mean_s"]) == own[row["policy"]]["jct_mean_s"]
         assert float(row["distribution_efficiency"]) == own[row["policy"]]["distribution_efficiency"]
         assert float(row["comm_mean_s"]) == own[row["policy"]]["comm_mean_s"]

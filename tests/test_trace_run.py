@@ -4,6 +4,7 @@ section (validation and its errors), trace jobs as the loop runs them, the fluid
 
 import csv
 import dataclasses
+import io
 import json
 import os
 import subprocess
@@ -12,9 +13,10 @@ import sys
 import pytest
 
 from common.errors import ConfigError
-from experiment import config
+from experiment import config, make_backend
+from experiment.driver import run_experiment
 from experiment.run import experiment_jobs, trace_jobs
-from experiment.simrun import run_policy_sim, run_simulated_experiment
+from experiment.simrun import simulate_policy
 from jobs.models import get_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -80,12 +82,12 @@ def test_the_fluid_mode_runs_a_config_and_matches_the_step_engine_for_uncontende
     cfg = config.load(os.path.join(REPO, "experiments", "default.yaml"))
     cfg = dataclasses.replace(cfg, simulator=dataclasses.replace(cfg.simulator, headers=False))
     g = config.validate(cfg, backend="sim")
-    steps = {r.job: r for r in run_policy_sim(cfg, g, "consolidate")}
+    steps = {r.job: r for r in simulate_policy(cfg, g, "consolidate").summary.jobs}
     fluid_cfg = dataclasses.replace(cfg, simulator=dataclasses.replace(cfg.simulator, mode="fluid"))
-    fluid = {r.job: r for r in run_policy_sim(fluid_cfg, g, "consolidate")}
+    fluid = {r.job: r for r in simulate_policy(fluid_cfg, g, "consolidate").summary.jobs}
     assert steps.keys() == fluid.keys()
     for job, row in fluid.items():
-        assert row.iterations == cfg.iterations and row.machines == steps[job].machines
+        assert row.iterations_recorded == cfg.iterations and row.machines == steps[job].machines
         if steps[job].comm_mean_s == 0:
             assert row.comm_mean_s == 0
         else:  # the step engine adds the barrier's and ranks' skew; alone the two agree closely
@@ -98,24 +100,25 @@ def test_a_trace_slice_runs_end_to_end_with_its_outputs(tmp_path):
                               trace=dataclasses.replace(cfg.trace, file=os.path.join(REPO, cfg.trace.file),
                                                         max_jobs=40))
     lines = []
-    run_dir = run_simulated_experiment(cfg, say=lines.append)
+    run_dir = run_experiment(cfg, make_backend("sim"), say=lines.append, stream=io.StringIO())
     assert any("40 jobs finished" in line for line in lines)  # progress on the way
-    with open(os.path.join(run_dir, "sim_jobs.csv"), newline="") as f:
+    with open(os.path.join(run_dir, "jobs.csv"), newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 80 and {r["policy"] for r in rows} == {"consolidate", "spread"}
     for r in rows:  # a job cannot finish faster than its trace duration's compute
-        compute = float(r["iterations"]) * float(r["compute_mean_s"])
+        compute = float(r["iterations_recorded"]) * float(r["compute_mean_s"])
         assert float(r["jct_s"]) >= compute * (1 - 1e-9)
         assert abs(compute - float(r["duration_s"])) <= float(r["compute_mean_s"]) / 2 + 1e-6
-    summary = json.load(open(os.path.join(run_dir, "sim_policies.json")))
+    summary = {s["policy"]: s for s in json.load(open(os.path.join(run_dir, "summary.json")))["policies"]}
     for s in summary.values():
-        assert s["jobs"] == 40 and s["jct_over_duration_mean"] >= 1 - 1e-3
+        assert len(s["jobs"]) == 40 and s["jct_over_duration_mean"] >= 1 - 1e-3
     # spreading 8- and 16-GPU jobs over the oversubscribed racks costs them communication
     assert summary["spread"]["comm_mean_s"] > summary["consolidate"]["comm_mean_s"]
     caps = json.load(open(os.path.join(run_dir, "capabilities.json")))
     assert caps == {"backend": "sim", "engine": "fluid"}
     assert json.load(open(os.path.join(run_dir, "config.json")))["trace"]["max_jobs"] == 40
-    assert any(line.split()[0] == "consolidate" and len(line.split()) == 7 for line in lines)  # JCT/duration column
+    report = open(os.path.join(run_dir, "report.txt")).read()
+    assert "JCT/duration" in report and "Jobs under consolidate: 40 (every job in jobs.csv)" in report
 
 
 def test_check_validates_a_trace_config_for_the_simulator():

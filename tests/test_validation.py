@@ -50,25 +50,30 @@ def test_no_comparisons():
 
 
 def test_run_estimates_follow_the_simulator_options():
-    """The runner's estimate of a job (emulator.runner.sim_estimates) is the simulator's on the job's placement:
-    alone on its links it equals the contention-free bound; per-message latency adds to it; the shapers'
-    token buckets (on request) let small transfers pass faster."""
+    """A run's estimate of a job (its recorded wave re-simulated, experiment.resimulate) is the simulator's on
+    the job's placement with its recorded buckets: alone on its links it equals the contention-free bound;
+    per-message latency adds to it; the shapers' token buckets (on request) let small transfers pass faster."""
     import dataclasses
 
-    from emulator.net import link_rates_mbps
-    from emulator.runner import sim_estimates
     from experiment.config import ExperimentConfig, JobConfig, SimulatorConfig, validate
-    from measure.fidelity import JobEvidence
+    from experiment.loop import LoopResult, Started
+    from experiment.resimulate import simulate_schedule
+    from measure.shaping import link_rates_mbps
+    from placement.base import GpuSlot, Placement
     from sim.steps import job_bound_s
 
     cfg = ExperimentConfig(jobs=(JobConfig("a", "resnet50", 2),), iterations=3, warmup_iterations=0)
     g = validate(cfg)
     buckets = (16392, 63004)
-    ev = [JobEvidence("a", 0, ("h1", "h16"), "ring", buckets, 0.1, True)]
-    plain = sim_estimates(cfg, g, ev)["a"].comm_mean_s
+    record = LoopResult({"a": 1.0}, (), 0, (Started(0.0, "a", Placement("a", (GpuSlot("h1", 0), GpuSlot("h16", 0)))),))
+
+    def estimate(cfg):
+        return simulate_schedule(cfg, g, record, {"a": buckets}, [["a"]])["a"]
+
+    plain = estimate(cfg).comm_mean_s
     assert plain == pytest.approx(job_bound_s(g, link_rates_mbps(g, cfg.scale), ("h1", "h16"), "ring", buckets,
                                               cfg.mtu), rel=1e-9)
-    slow = sim_estimates(dataclasses.replace(cfg, simulator=SimulatorConfig(latency_us=1000)), g, ev)["a"]
+    slow = estimate(dataclasses.replace(cfg, simulator=SimulatorConfig(latency_us=1000)))
     assert slow.comm_mean_s == pytest.approx(plain + 2 * 2 * 1e-3)  # 2 buckets x 2 sequential ring steps
-    burst = sim_estimates(dataclasses.replace(cfg, simulator=SimulatorConfig(token_buckets=True)), g, ev)["a"]
+    burst = estimate(dataclasses.replace(cfg, simulator=SimulatorConfig(token_buckets=True)))
     assert burst.comm_mean_s < plain

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from common.errors import JobError
-from jobs.launcher import launch, local_exec, plan_workers, wait_all
+from jobs.launcher import Addresses, RankSettings, launch, local_exec, plan_workers, wait_all
 from jobs.models import get_model
 from jobs.records import read_job_records
 from placement.base import GpuSlot, JobRequest, Placement
@@ -33,9 +33,9 @@ def _specs(tmp_path, world, mode, collective, model="small_cnn", scale=50.0):
     """Specs of a job whose ranks alternate between two local 'machines' on 127.0.0.1 (interface lo)."""
     job = JobRequest("job1", model, world, collective=collective)
     placement = Placement("job1", tuple(GpuSlot(f"m{r % 2}", r // 2) for r in range(world)))
-    return plan_workers(job, placement, get_model(model), scale, {"m0": "127.0.0.1", "m1": "127.0.0.1"},
-                        {"m0": "lo", "m1": "lo"}, iterations=ITERATIONS, warmup_iterations=1, mode=mode,
-                        out_dir=tmp_path, master_port=_free_port(), timeout_s=60)
+    run = RankSettings(scale, ITERATIONS, 1, mode, tmp_path, timeout_s=60)
+    return plan_workers(job, placement, get_model(model), run,
+                        Addresses({"m0": "127.0.0.1", "m1": "127.0.0.1"}, {"m0": "lo", "m1": "lo"}), _free_port())
 
 
 @pytest.mark.parametrize("world, mode, collective", [

@@ -1,9 +1,10 @@
-"""Run one replay job with an explicit rank placement on a running emulated network.
+"""Run one job on machines of the caller's choice on a running emulated network.
 
 The experiment runner places jobs with a policy; benchmarks and tests need a job on machines
-they choose. :func:`run_job` launches its ranks (agent or torch runtime), opens the start gate
-once all have joined, waits, and returns the records with the start-up time. Compute and the
-timeout are given in virtual (paper-scale) seconds and dilated by the network's dilation.
+they choose (:class:`OneJob`). :func:`run_job` launches its ranks (agent or torch runtime),
+opens the start gate once all have joined, waits, and returns the records with the start-up
+time. Compute and the timeout are given in virtual (paper-scale) seconds and dilated by the
+network's dilation.
 """
 
 from __future__ import annotations
@@ -47,36 +48,61 @@ class JobRun:
         return sum(v.comm_s for v in its.values()) / len(its)
 
 
-def run_job(net, out_dir: str, job: str, machines: list[str], collective: str, buckets: tuple[int, ...], *,
-            iterations: int = 3, warmup_iterations: int = 1, compute_s: float = 0.05, runtime: str = "agent",
-            timeout_s: float = 600.0, model: str = "vgg16", ina_endpoints: Mapping | None = None,
-            spawn: ExecFn | None = None) -> JobRun:
-    """Run ``job`` with rank ``r`` on ``machines[r]`` replaying ``buckets`` (bytes, already scaled).
+@dataclasses.dataclass(frozen=True)
+class OneJob:
+    """A job on machines of the caller's choice, replaying given buckets.
 
-    Args:
-        net: a running :class:`emulator.net.EmulatedNetwork` (its ``options.dilation`` applies).
-        out_dir: directory of the specs, logs and records.
+    Attributes:
+        name: the job's name.
+        machines: rank ``r`` runs on ``machines[r]``.
+        collective: its allreduce (``ring``, ``hd``, ``gloo``, ``ina``).
+        buckets: bytes allreduced every iteration, already scaled.
+        iterations, warmup_iterations: recorded iterations, and unrecorded ones before them.
         compute_s: emulated compute per iteration, virtual seconds.
         runtime: ``agent`` (:mod:`jobs.agent`) or ``torch`` (:mod:`jobs.worker`).
         timeout_s: virtual seconds before the job is stopped and reported.
+        model: the model profile named in its workers' specs.
         ina_endpoints: for collective ``ina`` (agent runtime), each machine's
             :class:`jobs.launcher.InaEndpoint` (:func:`emulator.ina_fabric.endpoints`); the caller has
             installed the job on the aggregators and started its parameter server
             (:class:`emulator.ina_fabric.InaFabric`).
+    """
+
+    name: str
+    machines: tuple[str, ...]
+    collective: str
+    buckets: tuple[int, ...]
+    iterations: int = 3
+    warmup_iterations: int = 1
+    compute_s: float = 0.05
+    runtime: str = "agent"
+    timeout_s: float = 600.0
+    model: str = "vgg16"
+    ina_endpoints: Mapping | None = None
+
+
+def run_job(net, out_dir: str, one: OneJob, spawn: ExecFn | None = None) -> JobRun:
+    """Run ``one`` on a running network.
+
+    Args:
+        net: a running :class:`emulator.net.EmulatedNetwork` (its ``options.dilation`` applies).
+        out_dir: directory of the specs, logs and records.
+        one: the job and where its ranks run.
         spawn: starts each worker or agent (default: a process in its machine;
             :class:`emulator.containers.ContainerRunner` for containers).
 
     Raises:
         JobError: a rank failed or timed out (every rank is stopped first).
     """
+    job, machines = one.name, list(one.machines)
     dilation = net.options.dilation
-    timeout = wall_s(timeout_s, dilation)
+    timeout = wall_s(one.timeout_s, dilation)
     gate = os.path.join(out_dir, f"{job}.start")
     ips = {m: net.g.nodes[m]["ip"] for m in machines}
     specs = [WorkerSpec(job=job, rank=r, world=len(machines), machine=m, master_addr=ips[machines[0]],
-                        master_port=free_tcp_port(), ifname=net.host_intf[m], mode="replay", model=model,
-                        bucket_bytes=tuple(buckets), compute_s=wall_s(compute_s, dilation), iterations=iterations,
-                        warmup_iterations=warmup_iterations, collective=collective,
+                        master_port=free_tcp_port(), ifname=net.host_intf[m], mode="replay", model=one.model,
+                        bucket_bytes=tuple(one.buckets), compute_s=wall_s(one.compute_s, dilation),
+                        iterations=one.iterations, warmup_iterations=one.warmup_iterations, collective=one.collective,
                         records_path=os.path.join(out_dir, f"{job}-rank{r}.jsonl"), timeout_s=timeout,
                         start_gate=gate) for r, m in enumerate(machines)]
 
@@ -86,8 +112,8 @@ def run_job(net, out_dir: str, job: str, machines: list[str], collective: str, b
     exec_fn = spawn or exec_fn
 
     t0 = time.monotonic()
-    if runtime == "agent":
-        ina = {job: dict(ina_endpoints)} if ina_endpoints else None
+    if one.runtime == "agent":
+        ina = {job: dict(one.ina_endpoints)} if one.ina_endpoints else None
         workers = launch_agents(plan_agents({job: specs}, ips, free_tcp_port(), out_dir, timeout, ina=ina), exec_fn,
                                 out_dir)
     else:

@@ -1,0 +1,194 @@
+"""One run of an experiment on any back end: the one path from a config to a results directory.
+
+:func:`run_experiment` is the driver every back end runs through::
+
+    backend = experiment.make_backend("emu")        # or "sim": the registry, by name
+    g = backend.check(cfg)                          # the config, for this back end
+    caps = backend.prepare(cfg, g, say)             # this machine, for this config
+    with backend.open(cfg, g, run_dir, caps, say) as session:
+        for spec in policies:
+            run = session.run_policy(spec, pdir)    # a PolicyRun: the same records from every back end
+
+and around it the driver alone keeps the run's status (``status.json``), its progress lines,
+its interrupts (Ctrl-C, SIGTERM: ``interrupted``) and its files: ``config.json``,
+``capabilities.json`` (with ``backend``), ``topology.json``, then the report
+(:func:`experiment.report.write_run_report`: ``summary.json``, ``summary.csv``, ``jobs.csv``,
+``report.txt``, plots) and ``experiment.json`` (:mod:`experiment.export`), written after every
+policy that finished, also when a later one failed. A policy that cannot place every job is a
+result: the others run, and the run ends ``incomplete``.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import dataclasses
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+
+from common.errors import PlacementError, TestbedError
+from common.specs import safe_name
+from experiment import results
+from experiment.summary import PolicyRun
+
+Say = Callable[[str], None]
+
+
+class PolicySession(abc.ABC):
+    """A back end ready to run policies one after another (its network up, its engine chosen)."""
+
+    @abc.abstractmethod
+    def run_policy(self, spec: str, pdir: str) -> PolicyRun:
+        """Run every job of the experiment under placement policy ``spec``; its files go to ``pdir``.
+
+        Raises:
+            PlacementError: the policy could not place every job.
+        """
+
+
+class ExperimentBackend(abc.ABC):
+    """A back end as the driver sees it: its config checks, its set-up and its sessions.
+
+    Subclasses set ``name`` (the registry key) and ``what`` (how the report names what measured).
+    """
+
+    name: str = ""
+    what: str = ""
+
+    def check(self, cfg):
+        """Validate ``cfg`` for this back end without touching the machine; returns the topology.
+
+        Raises:
+            ConfigError: naming the offending value and the valid choices.
+        """
+        from experiment.config import validate
+
+        return validate(cfg, backend=self.name)
+
+    @abc.abstractmethod
+    def prepare(self, cfg, g, say: Say) -> dict:
+        """Check this machine for the run and choose what it runs with; returns the capabilities
+        the run records (``capabilities.json``)."""
+
+    @abc.abstractmethod
+    def describe(self, cfg, caps: dict, specs: Sequence[str]) -> str:
+        """The run's first progress line after its directory: what runs, on what."""
+
+    @abc.abstractmethod
+    def open(self, cfg, g, run_dir: str, caps: dict, say: Say) -> contextlib.AbstractContextManager[PolicySession]:
+        """A session for the run's policies; leaving it releases everything the back end holds."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOutcome:
+    """What a run produced: its directory, every policy that finished, and those that could not
+    place every job (with why), in the order they ran."""
+
+    run_dir: str
+    runs: dict[str, PolicyRun]
+    unplaced: dict[str, str]
+
+
+def run_experiment(cfg, backend: ExperimentBackend, say: Say | None = None, run_dir: str | None = None,
+                   policies: Sequence[str] | None = None, stream=None) -> str:
+    """Run every policy of ``cfg`` (or ``policies``) on ``backend`` (:func:`execute`); return the run
+    directory.
+
+    Raises:
+        ConfigError: the config is invalid for the back end (nothing was written).
+        PolicyIncomplete: some policy could not place every job (the others' results are written).
+        TestbedError: the back end failed (the results of the policies that finished are written).
+    """
+    out = execute(cfg, backend, say, run_dir, policies, stream)
+    if out.unplaced:
+        raise results.incomplete(out.run_dir, list(out.unplaced), len(out.runs) + len(out.unplaced))
+    return out.run_dir
+
+
+def execute(cfg, backend: ExperimentBackend, say: Say | None = None, run_dir: str | None = None,
+            policies: Sequence[str] | None = None, stream=None, g=None) -> RunOutcome:
+    """The run of :func:`run_experiment`, ending ``complete`` or ``incomplete`` without raising for
+    policies that could not place every job. ``g``: the topology of a config already checked for
+    this back end (skips :meth:`ExperimentBackend.check`)."""
+    from experiment.config import policy_specs, to_dict
+    from topo.io import write_topology_json
+
+    stream = stream or sys.stdout
+    say = say or (lambda msg: print(msg, file=stream, flush=True))
+    g = g if g is not None else backend.check(cfg)
+    caps = {"backend": backend.name, **backend.prepare(cfg, g, say)}
+    run_dir = run_dir or results.make_run_dir(cfg.name, cfg.results_dir)
+    os.makedirs(run_dir, exist_ok=True)
+    results.write_status(run_dir, "running")
+    specs = list(policies or policy_specs(cfg))
+    try:
+        results.write_json(os.path.join(run_dir, "config.json"), to_dict(cfg))
+        results.write_json(os.path.join(run_dir, "capabilities.json"), caps)
+        write_topology_json(g, os.path.join(run_dir, "topology.json"))
+        say(f"run {run_dir}: {backend.describe(cfg, caps, specs)}")
+        runs, unplaced = _run_policies(cfg, g, backend, run_dir, caps, specs, say, stream)
+    except KeyboardInterrupt:
+        results.write_status(run_dir, "interrupted")
+        raise
+    except BaseException as e:
+        results.write_status(run_dir, "failed", f"{type(e).__name__}: {e}")
+        raise
+    if unplaced:
+        results.write_status(run_dir, "incomplete", str(results.incomplete(run_dir, list(unplaced), len(specs))))
+    else:
+        results.write_status(run_dir, "complete")
+    return RunOutcome(run_dir, runs, unplaced)
+
+
+def _run_policies(cfg, g, backend: ExperimentBackend, run_dir: str, caps: dict, specs: list[str], say: Say,
+                  stream) -> tuple[dict[str, PolicyRun], dict[str, str]]:
+    """Every policy in one session; the report (also after a failure) of those that finished.
+    Returns those, and the policies that could not place every job, with why."""
+    runs: dict[str, PolicyRun] = {}
+    unplaced: dict[str, str] = {}
+    try:
+        with backend.open(cfg, g, run_dir, caps, say) as session:
+            for i, spec in enumerate(specs, 1):
+                say(f"[{i}/{len(specs)}] policy {spec}")
+                pdir = os.path.join(run_dir, safe_name(spec))
+                os.makedirs(pdir, exist_ok=True)
+                try:
+                    runs[spec] = run = session.run_policy(spec, pdir)
+                except PlacementError as e:
+                    # A policy that cannot place the job mix is a result, not a reason to drop the others.
+                    unplaced[spec] = str(e)
+                    say(f"    policy {spec} stopped: {e}")
+                    continue
+                _write_policy_files(pdir, run)
+    finally:
+        if runs or unplaced:
+            _report(run_dir, cfg, g, runs, caps, unplaced, say, stream)
+    return runs, unplaced
+
+
+def _write_policy_files(pdir: str, run: PolicyRun) -> None:
+    """``<policy>/placements.json``, ``starts.json`` and ``summary.json``, from every back end alike."""
+    results.write_json(os.path.join(pdir, "placements.json"), list(run.placements))
+    results.write_json(os.path.join(pdir, "starts.json"), list(run.starts))
+    results.write_json(os.path.join(pdir, "summary.json"), run.summary.to_dict())
+
+
+def _report(run_dir: str, cfg, g, runs: dict[str, PolicyRun], caps: dict, unplaced: dict[str, str], say: Say,
+            stream) -> None:
+    """The report and ``experiment.json``. A failure of the export is said, not raised: it must not
+    hide the run's results or its own error."""
+    from experiment.export import write_export
+    from experiment.report import write_run_report
+
+    write_run_report(run_dir, cfg, g, runs, caps, stream, unplaced)
+    try:
+        write_export(run_dir)
+    except (TestbedError, OSError, ValueError) as e:
+        say(f"warning: experiment.json not written: {e}")
+
+
+@contextlib.contextmanager
+def no_resources(session: PolicySession) -> Iterator[PolicySession]:
+    """A session of a back end that holds nothing between policies."""
+    yield session

@@ -1,0 +1,170 @@
+"""The simulator's estimate of a recorded run: its schedule re-driven through the experiment loop.
+
+To judge an emulated run, the flow-level simulator runs the same jobs on the same placements
+under the same schedule, and its estimate of every job is set beside the measurement. No second
+loop does it: :func:`experiment.loop.run_loop` drives a fresh simulator back end
+(:func:`experiment.simrun.sim_backend`) with a :class:`scheduling.recorded.RecordedSchedule` built
+from the run's record and :class:`RecordedPlacements`, which re-applies the placement of each
+recorded start, so the loop's cluster bookkeeping holds exactly the recorded placements. Two
+ways to follow the record (the scheduler's two constructors say how each decides):
+
+* at the recorded times (a run of an online scheduler): every start at its time on its
+  placement and every preemption at its time; a job's last run ends when the simulator says.
+  The starts' times are the loop's, before the emulator's start-up (its ranks joining), so a
+  simulated job starts that much earlier. A job still running in the simulator keeps its GPUs:
+  a start recorded on them waits until it finishes (the cluster never holds two jobs on a GPU);
+* in the recorded batches (a ``waves`` run): each batch, its jobs starting together, once every
+  job of the batch before has finished in the simulator, so each wave runs alone on it.
+
+Times are virtual (paper-scale) seconds. Cost: the loop's (O(events x jobs)) plus the simulator's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from backend.protocol import ExperimentJob
+from common.errors import JobError, PlacementError
+from experiment.loop import LoopResult, Started, run_loop
+from experiment.run import config_cluster, experiment_jobs
+from experiment.simrun import sim_backend
+from jobs.patterns import INA
+from placement.base import ClusterView, GpuSlot, JobRequest, Placement, PlacementPolicy
+from scheduling.recorded import RecordedSchedule
+from sim.flowsim import JobEstimate
+
+
+class RecordedPlacements(PlacementPolicy):
+    """Places each job where its recorded start placed it (the start a :class:`RecordedSchedule` asks).
+
+    A job whose recorded GPUs are not all free now (held here by a job that runs longer than in
+    the record, or by a job placed before it in this call) waits; jobs are placed in the
+    scheduler's order. O(GPUs of the pending jobs) per call.
+
+    Args:
+        placements: the placement of every recorded start, indexed as the scheduler counts them
+            (None: the record counted GPUs without placing them, which cannot be re-applied).
+        start_asked: job name -> index of the recorded start its scheduler asks now
+            (:meth:`scheduling.recorded.RecordedSchedule.start_asked`).
+    """
+
+    name = "recorded"
+
+    def __init__(self, placements: Sequence[Placement | None], start_asked: Callable[[str], int]):
+        super().__init__(seed=0)
+        self.placements = tuple(placements)
+        self.start_asked = start_asked
+
+    def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
+        """The recorded placement of each pending job whose GPUs are all free; the others wait.
+
+        Raises:
+            PlacementError: a recorded start without a placement or with another job's, or on a
+                machine the cluster lacks.
+        """
+        taken: set[GpuSlot] = set()
+        out = []
+        machines = view.free_counts()
+        for job in pending:
+            p = self.placements[self.start_asked(job.name)]
+            if p is None or p.job != job.name:
+                raise PlacementError(f"{self.name}: the recorded start asked of job {job.name!r} has placement {p}")
+            unknown = sorted({s.machine for s in p.slots} - set(machines))
+            if unknown:
+                raise PlacementError(f"{self.name}: job {job.name!r} was placed on {unknown}, which this cluster "
+                                     f"lacks; machines: {', '.join(machines)}")
+            if any(s in taken or view.owner(s) is not None for s in p.slots):
+                continue
+            taken.update(p.slots)
+            out.append(p)
+        return out
+
+
+def batches_of(loop: LoopResult) -> list[list[str]]:
+    """The batches of a loop's starts: the jobs started at one time, in start order (the loop
+    starts at most one batch per time in a ``waves`` run)."""
+    out: list[list[str]] = []
+    last_s = None
+    for st in loop.starts:
+        if not out or st.time_s != last_s:
+            out.append([])
+        out[-1].append(st.job)
+        last_s = st.time_s
+    return out
+
+
+def simulate_schedule(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Sequence[int]] | None = None,
+                      batches: Sequence[Sequence[str]] | None = None) -> dict[str, JobEstimate]:
+    """The simulator's estimate of every job of a recorded run, under the run's schedule.
+
+    Args:
+        cfg: the run's experiment config (its jobs, cluster and ``simulator`` section).
+        g: the run's topology.
+        loop: the loop's record of the run (on the emulator, say): its starts and preempted runs.
+        bucket_bytes: per job, the buckets to allreduce (the run's measured ones) instead of its
+            model's at the scale. In batch mode a job it has no buckets for is left out (nothing
+            was measured of it); None leaves none out.
+        batches: None: every start and preemption at its recorded time. Else the run's batches
+            (a ``waves`` run: the jobs of each start call of the loop, in start order, as the
+            emulator's waves or :func:`batches_of` list them): each batch starts once every job
+            of the one before has finished in the simulator.
+
+    Jobs of collective ``ina`` are simulated at the recorded times by the fluid engine only
+    (:mod:`sim.ina`; the step-level one does not model in-network aggregation), and never in batch
+    mode; a job left out is simulated nowhere, and the jobs beside it run without its traffic. The
+    engine is the config's ``simulator.mode`` in both modes.
+
+    Returns:
+        The estimate of every job that completed an iteration in the simulator, by name.
+
+    Raises:
+        JobError: ``batches`` do not list the loop's starts in order.
+    """
+    backend = sim_backend(cfg, g, bucket_bytes)
+    jobs = _simulated_jobs(cfg, g, loop, bucket_bytes, batched=batches is not None)
+    if batches is None:
+        starts = [st for st in loop.starts if st.job in jobs]
+        scheduler = RecordedSchedule.at_recorded_times(
+            [(st.time_s, st.job) for st in starts],
+            [(r.end_s, r.job) for r in loop.runs if not r.finished and r.job in jobs])
+    else:
+        kept = [[st for st in batch if st.job in jobs] for batch in _batch_starts(loop, batches)]
+        starts = [st for batch in kept for st in batch]
+        scheduler = RecordedSchedule.in_recorded_batches([[st.job for st in batch] for batch in kept])
+    placer = RecordedPlacements([st.placement for st in starts], scheduler.start_asked)
+    run_loop(list(jobs.values()), scheduler, backend, cluster=config_cluster(cfg, g), policy=placer)
+    return {name: backend.estimate(name) for name in jobs if backend.done.get(name)}
+
+
+def _simulated_jobs(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Sequence[int]] | None,
+                    batched: bool) -> dict[str, ExperimentJob]:
+    """The config's jobs the simulator runs, by name: those the record started, less the left-out
+    ones (INA jobs outside the fluid engine or in batch mode; in batch mode, jobs without buckets)."""
+    started = {st.job for st in loop.starts}
+    out = {}
+    for j in experiment_jobs(cfg, g):
+        if j.name not in started:
+            continue
+        if j.collective == INA and (batched or cfg.simulator.mode != "fluid"):
+            continue
+        if batched and bucket_bytes is not None and not bucket_bytes.get(j.name):
+            continue
+        out[j.name] = j
+    return out
+
+
+def _batch_starts(loop: LoopResult, batches: Sequence[Sequence[str]]) -> list[list[Started]]:
+    """The loop's starts cut into ``batches``.
+
+    Raises:
+        JobError: the batches' jobs, in order, are not the starts' jobs.
+    """
+    names = [job for batch in batches for job in batch]
+    if names != [st.job for st in loop.starts]:
+        raise JobError(f"the batches {[list(b) for b in batches]} do not list the loop's starts "
+                       f"{[st.job for st in loop.starts]} in order")
+    out, i = [], 0
+    for batch in batches:
+        out.append(list(loop.starts[i:i + len(batch)]))
+        i += len(batch)
+    return out
