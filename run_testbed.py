@@ -9,6 +9,7 @@
     python run_testbed.py validate RUN_DIR --estimates my_sim.csv   # your simulator against a run
     python run_testbed.py sweep -c experiments/x.yaml --vary topology.oversubscription=1,2,4,8,20 --seeds 1-10
                                                         # one parameter x seeds on the simulator, no root
+                                                        # (--backend emu: on the emulator, as root)
     sudo python run_testbed.py clean                    # undo what a killed run recorded changing
 
 Errors a user can cause end with one line on stderr and exit code 2; a run in which some
@@ -42,7 +43,7 @@ DEFAULT_CONFIG = os.path.join(HERE, "experiments", "default.yaml")
 
 def _interrupt(signum, frame):
     """The first SIGINT or SIGTERM stops the run; any further one only says cleanup is under way,
-    so it cannot cut the undoing of the run's changes short (emulator.record shields each step)."""
+    so it cannot cut the undoing of the run's changes short (emulator.journal shields each step)."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _again)
     raise KeyboardInterrupt
@@ -89,36 +90,23 @@ def cmd_check(args) -> int:
         jobs = f"{len(cfg.jobs)} jobs"
     head = f"{args.config}: ok: {cfg.topology.kind} with {n_m} machines / {gpus} GPUs, {jobs}, " \
            f"policies {', '.join(config.policy_specs(cfg))}"
-    if args.backend == "sim":
-        print(f"{head}; on the simulator ({cfg.simulator.mode} mode)")
-    else:
-        spread = ""
-        if cfg.cluster.servers:
-            from topo import partition
-
-            servers = ["localhost", *cfg.cluster.servers]
-            how = partition.spread(g, servers)
-            spread = (f"; spread over {len(servers)} servers ("
-                      + ", ".join(f"{s}: {len(how['nodes'][s])} nodes" for s in servers)
-                      + f"; {len(how['tunnels'])} links as SSH tunnels)")
-        print(f"{head}; dilation {cfg.dilation:g}: at least {config.wall_time_lower_bound_s(cfg):.0f} s of wall "
-              f"time (limit {cfg.time_limit_s:g} s){spread}")
+    print(f"{head}; {config.CHECKS[args.backend].describe(cfg, g)}")
     return 0
 
 
 def cmd_clean(args) -> int:
     """Undo what runs that died (kill -9, a crash) recorded changing on this machine, and nothing else."""
-    from emulator import capabilities, record
+    from emulator import capabilities, journal
 
     capabilities.require_root()
-    paths = record.records()
+    paths = journal.records()
     if not paths:
         print("clean: nothing to undo (no run left changes on this machine)")
         return 0
-    failures = record.clean()
+    failures = journal.clean()
     if failures:
         print(f"error: {len(failures)} change(s) could not be undone (first: {failures[0]}); they stay recorded "
-              f"in {record.RECORDS_DIR}", file=sys.stderr)
+              f"in {journal.RECORDS_DIR}", file=sys.stderr)
         return 1
     return 0
 
@@ -151,6 +139,7 @@ def cmd_sweep(args) -> int:
     seeds = parse_seeds(args.seeds) if args.seeds is not None else (cfg.seed,)
     try:
         result = run_sweep(cfg, vary, seeds, policies=args.policy, reference=args.reference, workers=args.workers,
+                           backend=args.backend,
                            say=functools.partial(print, flush=True), on=args.executor, address=args.dask_scheduler)
     except KeyboardInterrupt:
         print("interrupted: the sweep and its worker processes were stopped; the runs done so far are written",
@@ -199,8 +188,8 @@ def main(argv=None) -> int:
                                                "measurements (no root needed)")
     validate.add_argument("run_dir", help="a run's results directory (results/<timestamp>-<name>)")
     validate.add_argument("--estimates", required=True, help="CSV: job, comm_s and/or iteration_s[, policy]")
-    sweep = sub.add_parser("sweep", help="vary one config field over values and seeds on the simulator and "
-                                          "compare the policies' normalised JCT (no root needed)")
+    sweep = sub.add_parser("sweep", help="vary one config field over values and seeds and compare the policies' "
+                                          "normalised JCT (on the simulator, no root; or --backend emu)")
     sweep.add_argument("-c", "--config", default=DEFAULT_CONFIG, help="experiment YAML (default: %(default)s)")
     sweep.add_argument("--vary", required=True, metavar="PATH=V1,V2,...",
                        help="the config field (a dotted path, e.g. topology.oversubscription) and its values")
@@ -216,6 +205,9 @@ def main(argv=None) -> int:
                        help="where the runs go: this machine, or a Dask cluster (default: %(default)s)")
     sweep.add_argument("--dask-scheduler", metavar="ADDRESS",
                        help="with --executor dask: the scheduler of a running cluster (default: a local cluster)")
+    sweep.add_argument("--backend", choices=tuple(BACKENDS), default="sim",
+                       help="sim: the flow-level simulator (no root); emu: the emulated network, one point after "
+                            "another (root); default: %(default)s")
     sweep.add_argument("--results", help="results base directory (default: the config's results_dir)")
     if not argv or argv[0] not in ("run", "check", "clean", "validate", "sweep", "-h", "--help"):
         argv = ["run", *argv]

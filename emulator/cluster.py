@@ -41,8 +41,8 @@ import time
 
 from common.errors import EmulationError
 from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
+from emulator.journal import Change, RunJournal, process_change
 from emulator.procs import run
-from emulator.record import Change, RunRecord, process_change
 from topo.partition import assign_servers
 
 LOCAL = "localhost"
@@ -161,7 +161,7 @@ class MultiServer:
         record: the network's run record; sessions, tunnels and remote devices go into it.
     """
 
-    def __init__(self, g, options: ClusterOptions, record: RunRecord):
+    def __init__(self, g, options: ClusterOptions, record: RunJournal):
         self.options = options
         self.record = record
         self.placement = assign_servers(g, list(options.servers))

@@ -20,7 +20,7 @@ of the locally built worker image (:mod:`emulator.worker_image`), started by ``d
   output goes to the worker's log. Signalling the client alone would not stop the container:
   :class:`ContainerProcess` signals the container through the daemon.
 
-Every container is written to the network's run record (:mod:`emulator.record`) before it is
+Every container is written to the network's run record (:mod:`emulator.journal`) before it is
 started, so an interrupted or killed run removes it (``docker rm -f`` by its name), and
 ``--rm`` removes it when its worker exits.
 """
@@ -172,7 +172,7 @@ class ContainerRunner:
 
     def __call__(self, machine: str, argv: list[str], env: dict, log_path: str) -> ContainerProcess:
         from emulator.controller_proc import PROJECT_ROOT
-        from emulator.record import Change
+        from emulator.journal import Change
 
         host = self.net.hosts[machine]
         name = f"dtnet-{os.getpid()}-{next(self._names)}-{machine}"

@@ -1,4 +1,4 @@
-"""Run the OpenFlow controller (``controller.launcher``) as a child process of the testbed."""
+"""Run the OpenFlow controller (``controller.serve``) as a child process of the testbed."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ class ControllerProcess:
         env = dict(os.environ, PYTHONPATH=PROJECT_ROOT, **{CONF_ENV: self.conf_path})
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "controller.launcher", "--port", str(self.port)],
+                [sys.executable, "-m", "controller.serve", "--port", str(self.port)],
                 stdout=log, stderr=subprocess.STDOUT, env=env, cwd=PROJECT_ROOT, start_new_session=True)
         if on_spawn is not None:
             on_spawn(self.proc.pid)

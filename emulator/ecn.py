@@ -188,7 +188,7 @@ class BpfMarker:
 
     def __init__(self, obj_path: str | None = None, record=None):
         self.obj_path = obj_path or OBJECT
-        self.record = record  # a emulator.record.RunRecord for the pin mount, or None
+        self.record = record  # a emulator.journal.RunJournal for the pin mount, or None
         self.pin_dir: str | None = None
         self.prog_id: int | None = None
         self.ports: dict[str, int] = {}  # interface -> ifindex
@@ -208,7 +208,7 @@ class BpfMarker:
             raise EcnUnavailable(f"the BPF ECN marker is not built ({self.obj_path}); run `make setup`")
         self.pin_dir = tempfile.mkdtemp(prefix="testbed-bpf-")
         if self.record is not None:
-            from emulator.record import Change
+            from emulator.journal import Change
 
             self.record.add(Change("dir", self.pin_dir, what="ECN marker pins"))
             self.record.add(Change("mount", self.pin_dir, what="ECN marker bpffs"))

@@ -42,8 +42,8 @@ from common.errors import EmulationError, TestbedError
 from common.jsonfile import write_json_atomic
 from common.lifecycle import StartStop
 from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
+from emulator.journal import process_change
 from emulator.procs import stop_process
-from emulator.record import process_change
 from ina.engine import AggregatorStats, JobTraffic
 from ina.p4.build import DEFAULT_SLOTS, compile_program, engine_available, find_toolchain
 from ina.p4.switch import Bmv2Aggregator, aggregator_stats

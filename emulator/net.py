@@ -50,8 +50,8 @@ from common.lifecycle import StartStop
 from emulator.cluster import LOCAL, REMOTE_RUN, ClusterOptions, MultiServer, ThisMachine
 from emulator.controller_proc import ControllerProcess
 from emulator.ecn import BpfMarker, wait_unloaded
+from emulator.journal import Change, RunJournal, process_change, require_no_leftovers
 from emulator.procs import pid_alive, run, stop_process
-from emulator.record import Change, RunRecord, process_change, require_no_leftovers
 from emulator.variants import ECN_MARKERS, OFFLOADS, SWITCH_PORTS, EcnMarker, SwitchPorts
 from measure import shaping
 from measure.marking import MarkingParams
@@ -163,7 +163,7 @@ class EmulatedNetwork(StartStop):
         self.switch_intfs: dict[tuple[str, str], str] = {}  # (switch, neighbour) -> interface name
         self.host_intf: dict[str, str] = {}
         self._procs: dict[subprocess.Popen, Change] = {}
-        self.record = RunRecord(f"emulated network of {run_dir}")
+        self.record = RunJournal(f"emulated network of {run_dir}")
         self.undo_failures: list[str] = []
         self._vswitchd_pid: int | None = None
         self.marker: BpfMarker | None = None
@@ -181,7 +181,7 @@ class EmulatedNetwork(StartStop):
     def start(self) -> None:
         """Write topology.json, start the controller, build and configure the network.
 
-        Every change to the machine is recorded (:class:`emulator.record.RunRecord`) before it
+        Every change to the machine is recorded (:class:`emulator.journal.RunJournal`) before it
         is made, so :meth:`stop`, or ``run_testbed.py clean`` after a crash, undoes exactly it.
 
         Raises:
@@ -289,7 +289,7 @@ class EmulatedNetwork(StartStop):
                                      f"run did not create them; remove them to run here")
 
     def stop(self) -> None:
-        """Undo everything this network changed, newest first (:meth:`emulator.record.RunRecord.unwind`).
+        """Undo everything this network changed, newest first (:meth:`emulator.journal.RunJournal.unwind`).
 
         Idempotent; never raises. Further SIGINT/SIGTERM meanwhile are counted, not obeyed.
         What could not be undone stays recorded for ``run_testbed.py clean`` and is listed in

@@ -131,8 +131,8 @@ PMD_SLEEP_KEY = "pmd-maxsleep"
 
 def set_pmd_sleep(record, maxsleep_us: int = PMD_MAXSLEEP_US) -> None:
     """Let PMD threads sleep when idle while a network runs. The previous value (or its absence)
-    goes into ``record`` (:class:`emulator.record.RunRecord`) first, which restores it."""
-    from emulator.record import Change
+    goes into ``record`` (:class:`emulator.journal.RunJournal`) first, which restores it."""
+    from emulator.journal import Change
 
     cp = run(["ovs-vsctl", "--timeout=5", "--if-exists", "get", "Open_vSwitch", ".", f"other_config:{PMD_SLEEP_KEY}"],
              check=False)

@@ -299,9 +299,12 @@ class EmulatorExperiment(ExperimentBackend):
 
     name = "emu"
     what = "emulated network"
+    concurrent_runs = False  # one network of this machine's at a time
 
     def __init__(self):
         self.ecn: tuple[str, str] = ("none", "not requested")
+        self.marker: EcnMarker = ECN_MARKERS["none"]
+        self.ports: SwitchPorts = SWITCH_PORTS["system"]
         self.ina: InaSetup | None = None
         self.containers: ContainerSettings | None = None
 
@@ -316,6 +319,7 @@ class EmulatorExperiment(ExperimentBackend):
         else:
             self.ecn = resolve_method(cfg.ecn.marking, cfg.ecn.method, caps)
         caps["ecn_method"], caps["ecn_why"] = self.ecn
+        self.marker = ecn_marker(self.ecn[0])
         if ina_jobs(cfg):
             engine, why = resolve_ina(cfg)
             self.ina = InaSetup(engine, why, ina_switches(cfg, g) if engine else ())
@@ -326,6 +330,7 @@ class EmulatorExperiment(ExperimentBackend):
         else:
             caps["switch_ports"], caps["switch_ports_why"] = resolve_port_type(
                 cfg.switch_ports, cfg.mtu, caps["ovs_datapath"], caps["afxdp_missing"])
+        self.ports = switch_ports(caps["switch_ports"])
         if cfg.container.engine == "docker":
             image = ensure_image(say)
             self.containers = ContainerSettings(image.tag, cfg.container.cpus)
@@ -366,7 +371,7 @@ class EmulatorExperiment(ExperimentBackend):
         progress = Progress(say=say)
         with contextlib.ExitStack() as stack:
             net = stack.enter_context(EmulatedNetwork(g, run_dir, net_options(
-                cfg, ecn_marker(self.ecn[0]), switch_ports(caps["switch_ports"]), ina.switches if ina else ())))
+                cfg, self.marker, self.ports, ina.switches if ina else ())))
             if ina is not None and ina.engine is not None:
                 ina.fabric = stack.enter_context(InaFabric(net, ina.engine))
                 say(f"INA: {ina.engine} aggregators on {len(ina.switches)} switches ({', '.join(ina.switches)}), "

@@ -21,7 +21,7 @@ from __future__ import annotations
 from common.errors import EmulationError
 from emulator import ports
 from emulator.ecn import BpfMarker, red_qdisc_args
-from emulator.record import Change
+from emulator.journal import Change
 from measure.marking import MarkingParams
 
 OFFLOADS = ("rx", "tx", "tso", "gso", "gro")

@@ -20,7 +20,7 @@ the venv (about a minute and a half here). When a layer is rebuilt, the older ta
 project's images are removed, so only the current image stays cached.
 
 Each build step runs in its own session (a Ctrl-C at the terminal reaches this process, which
-stops the step itself) and is written to a run record first (:mod:`emulator.record`): the
+stops the step itself) and is written to a run record first (:mod:`emulator.journal`): the
 scratch root filesystem, the debootstrap and build processes, and the build's unfinished
 layers (labelled ``dtnet.build=<digest>``) are removed after an interrupted or failed build,
 or by ``run_testbed.py clean`` after a killed one.
@@ -45,8 +45,8 @@ from pathlib import Path
 from common.errors import EmulationError
 from emulator.containers import LABEL, SETUP_HINT, docker, docker_cli, docker_missing
 from emulator.controller_proc import PROJECT_ROOT
+from emulator.journal import Change, RunJournal, process_change
 from emulator.procs import signal_group
-from emulator.record import Change, RunRecord, process_change
 
 BUILD_ROOT = os.environ.get("DTNET_BUILD_ROOT", "/var/tmp/dtnet-testbed-build")
 """Where a build's scratch root filesystem and log are made."""
@@ -270,7 +270,7 @@ def ensure_image(say: Callable[[str], None] = print, log_dir: str | None = None)
         return WorkerImage(inputs.tag, (), 0.0, version)
     os.makedirs(BUILD_ROOT, mode=0o700, exist_ok=True)
     log_path = os.path.join(log_dir or BUILD_ROOT, "worker-image-build.log")
-    record = RunRecord("worker image build")
+    record = RunJournal("worker image build")
     t0, built = time.monotonic(), []
     try:
         with open(log_path, "ab") as log:
@@ -300,7 +300,7 @@ def ensure_image(say: Callable[[str], None] = print, log_dir: str | None = None)
     return WorkerImage(inputs.tag, tuple(built), build_s, version)
 
 
-def _build_base(inputs: ImageInputs, record: RunRecord, log, say) -> None:
+def _build_base(inputs: ImageInputs, record: RunJournal, log, say) -> None:
     """debootstrap a root filesystem into scratch, import it as the base layer."""
     if shutil.which("debootstrap") is None:
         raise EmulationError(f"debootstrap is not installed (it makes the worker image's base): {SETUP_HINT}")
@@ -329,7 +329,7 @@ def _build_base(inputs: ImageInputs, record: RunRecord, log, say) -> None:
 
 
 def _docker_build(tag: str, dockerfile: str, args: dict[str, str], trees: list[tuple[str, str, list[str]]],
-                  record: RunRecord, log) -> None:
+                  record: RunJournal, log) -> None:
     """``docker build`` of one layer, its context (the Dockerfile and ``trees``: name in the
     context, directory, files) streamed as a tar; unfinished layers are labelled for removal."""
     build_id = tag.split(":", 1)[1]
@@ -358,7 +358,7 @@ def _docker_build(tag: str, dockerfile: str, args: dict[str, str], trees: list[t
     record.discard(change)
 
 
-def _step(argv: list[str], record: RunRecord, log, timeout_s: float, failure: str, stdin=None) -> None:
+def _step(argv: list[str], record: RunJournal, log, timeout_s: float, failure: str, stdin=None) -> None:
     """One build process in its own session, recorded while it runs."""
     proc = subprocess.Popen(argv, stdin=stdin if stdin is not None else subprocess.DEVNULL, stdout=log,
                             stderr=log, start_new_session=True)
@@ -367,7 +367,7 @@ def _step(argv: list[str], record: RunRecord, log, timeout_s: float, failure: st
 
 
 @contextlib.contextmanager
-def _recorded(proc: subprocess.Popen, record: RunRecord, what: str) -> Iterator[subprocess.Popen]:
+def _recorded(proc: subprocess.Popen, record: RunJournal, what: str) -> Iterator[subprocess.Popen]:
     """A build process in the run record while the block runs; on any exception (a Ctrl-C
     included) its whole session is killed before the exception goes on."""
     started = record.add(process_change(proc.pid, what))

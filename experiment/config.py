@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+from collections.abc import Callable
 from typing import Any
 
 from common.errors import ConfigError, TestbedError
@@ -550,12 +551,57 @@ def _format_duration(seconds: float) -> str:
 # -- validation: what needs more than one field --------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True)
+class BackendChecks:
+    """What one back end checks of a config on top of what every back end checks (:func:`validate`).
+
+    Attributes:
+        name: the back end (``experiment.BACKENDS``).
+        shaped: its links must be rates the emulator can shape.
+        fields: checks of the config alone, before the topology is built.
+        topology: checks of the config against its topology, before the jobs'.
+        ina: checks of a config with INA jobs (``who`` names them), before the common ones.
+        last: checks after every common one (the wall time of the whole run).
+        describe: what ``run_testbed.py check`` adds about a valid config on this back end.
+    """
+
+    name: str
+    shaped: bool
+    fields: tuple[Callable[[ExperimentConfig], None], ...] = ()
+    topology: tuple[Callable[[ExperimentConfig, Any], None], ...] = ()
+    ina: tuple[Callable[[ExperimentConfig, str], None], ...] = ()
+    last: tuple[Callable[[ExperimentConfig], None], ...] = ()
+    describe: Callable[[ExperimentConfig, Any], str] = lambda cfg, g: ""
+
+
+def _emulator_runs_no_trace(cfg: ExperimentConfig) -> None:
+    if cfg.trace.file:
+        raise ConfigError("config.trace: traces run on the simulator back end (run_testbed.py --backend sim, "
+                          "check --backend sim); the emulator runs a jobs: list")
+
+
+def _afxdp_mtu(cfg: ExperimentConfig) -> None:
+    if cfg.switch_ports == "afxdp" and cfg.mtu > AFXDP_MAX_MTU:
+        fail("config.mtu", cfg.mtu, "is above what AF_XDP ports carry (4 kB frames)",
+             f"at most {AFXDP_MAX_MTU} with switch_ports: afxdp; use switch_ports: auto or system")
+
+
+def _ina_results_unicast(cfg: ExperimentConfig, who: str) -> None:
+    if cfg.ina.results != "unicast":
+        fail("config.ina.results", cfg.ina.results, "is modelled by the simulator only (the emulated parameter "
+             "server unicasts results)", "unicast, or run it with --backend sim")
+
+
+def _ina_needs_fluid(cfg: ExperimentConfig, who: str) -> None:
+    if cfg.simulator.mode != "fluid":
+        raise ConfigError(f"config.jobs: {who} uses collective 'ina', which the simulator models in its fluid "
+                          "mode only; set simulator: {mode: fluid}")
+
+
 def validate(cfg: ExperimentConfig, backend: str = "emu"):
     """Check every field (:func:`check_fields`), then what needs several fields, the registries and
-    the topology; everything a run would reject for the configuration alone is rejected here.
-
-    With ``backend="sim"`` what only the emulator needs is not checked: link rates it can shape,
-    ECN thresholds against its queues, AF_XDP frame sizes and the wall-time limit.
+    the topology, and what the back end checks of its own (:data:`CHECKS`); everything a run would
+    reject for the configuration alone is rejected here.
 
     Returns:
         The topology graph the configuration describes.
@@ -563,30 +609,25 @@ def validate(cfg: ExperimentConfig, backend: str = "emu"):
     Raises:
         ConfigError: naming the offending value and the valid choices.
     """
-    if backend not in ("emu", "sim"):
-        raise ConfigError(f"unknown back end {backend!r}; valid: emu, sim")
-    emu = backend == "emu"
+    checks = CHECKS.get(backend)
+    if checks is None:
+        raise ConfigError(f"unknown back end {backend!r}; valid: {', '.join(CHECKS)}")
     cfg = check_fields(cfg)
-    if emu:
-        _validate_ecn(cfg)
-        if cfg.switch_ports == "afxdp" and cfg.mtu > AFXDP_MAX_MTU:
-            fail("config.mtu", cfg.mtu, "is above what AF_XDP ports carry (4 kB frames)",
-                 f"at most {AFXDP_MAX_MTU} with switch_ports: afxdp; use switch_ports: auto or system")
-    g, free = _validate_topology(cfg, emu)
-    if emu:
-        _validate_cluster(cfg, g)
-        _validate_threshold_delay(cfg, g)
-        _validate_marking_ramp(cfg, g)
-    _validate_ina(cfg, g, emu)
+    for check in checks.fields:
+        check(cfg)
+    g, free = _validate_topology(cfg, checks.shaped)
+    for check in checks.topology:
+        check(cfg, g)
+    _validate_ina(cfg, g, checks)
     _set_pat(cfg, g)
     if cfg.trace.file:
-        _validate_trace(cfg, emu, free)
+        _validate_trace(cfg, free)
     else:
         _validate_jobs(cfg, free)
     _validate_policies(cfg)
     _validate_scheduler(cfg)
-    if emu:
-        _validate_time_limit(cfg)
+    for check in checks.last:
+        check(cfg)
     return g
 
 
@@ -646,16 +687,13 @@ def _validate_cluster(cfg: ExperimentConfig, g) -> None:
             raise ConfigError(f"config.cluster: cluster mode runs without {what}")
 
 
-def _validate_trace(cfg: ExperimentConfig, emu: bool, free: int) -> None:
-    """A trace replaces the jobs list, runs on the simulator only, and must yield a job that fits."""
+def _validate_trace(cfg: ExperimentConfig, free: int) -> None:
+    """A trace replaces the jobs list and must yield a job that fits."""
     from experiment.run import trace_jobs
 
     if cfg.jobs:
         raise ConfigError(f"config.trace: a trace ({cfg.trace.file}) and a jobs list ({len(cfg.jobs)} jobs) are "
                           "both given; give one")
-    if emu:
-        raise ConfigError("config.trace: traces run on the simulator back end (run_testbed.py --backend sim, "
-                          "check --backend sim); the emulator runs a jobs: list")
     t = cfg.trace
     if not trace_jobs(cfg, free):
         raise ConfigError(f"config.trace: no job of {t.file} in the window start_s {t.start_s:g} s, span_s "
@@ -706,7 +744,7 @@ def _set_pat(cfg: ExperimentConfig, g) -> None:
         g.nodes[s][PAT_ATTRIBUTE] = float(cfg.ina.pat_gbps)
 
 
-def _validate_ina(cfg: ExperimentConfig, g, emu: bool) -> None:
+def _validate_ina(cfg: ExperimentConfig, g, checks: BackendChecks) -> None:
     """INA jobs run on the emulator (either mode, either runtime; results unicast) and on the
     simulator's fluid engine (:mod:`sim.ina`), with a power-of-two slot pool on ToRs of the topology."""
     from jobs.patterns import INA
@@ -716,12 +754,8 @@ def _validate_ina(cfg: ExperimentConfig, g, emu: bool) -> None:
     if not names and not traced:
         return
     who = f"job {names[0]!r}" if names else f"every job of trace {cfg.trace.file}"
-    if emu and cfg.ina.results != "unicast":
-        fail("config.ina.results", cfg.ina.results, "is modelled by the simulator only (the emulated parameter "
-             "server unicasts results)", "unicast, or run it with --backend sim")
-    if not emu and cfg.simulator.mode != "fluid":
-        raise ConfigError(f"config.jobs: {who} uses collective 'ina', which the simulator models in its fluid "
-                          "mode only; set simulator: {mode: fluid}")
+    for check in checks.ina:
+        check(cfg, who)
     slots = cfg.ina.slots
     if slots & (slots - 1):
         fail("config.ina.slots", slots, "is not a power of two", f"1, 2, 4, ... {INA_MAX_SLOTS}")
@@ -856,3 +890,36 @@ def _validate_marking_ramp(cfg: ExperimentConfig, g) -> None:
             fail("config.ecn.max_threshold_bytes", e.max_threshold_bytes,
                  f"makes the marking ramp K..K_max {ramp_ns / 1e9:.1f} s long at {rate_mbps:g} Mbit/s",
                  f"the BPF marker holds at most {MAX_RAMP_NS / 1e9:g} s; lower it or use ecn.method: red")
+
+
+def _describe_emulated(cfg: ExperimentConfig, g) -> str:
+    """The dilation, the least wall time and, in cluster mode, how the network is spread."""
+    spread = ""
+    if cfg.cluster.servers:
+        from topo import partition
+
+        servers = ["localhost", *cfg.cluster.servers]
+        how = partition.spread(g, servers)
+        spread = (f"; spread over {len(servers)} servers ("
+                  + ", ".join(f"{s}: {len(how['nodes'][s])} nodes" for s in servers)
+                  + f"; {len(how['tunnels'])} links as SSH tunnels)")
+    return (f"dilation {cfg.dilation:g}: at least {wall_time_lower_bound_s(cfg):.0f} s of wall time (limit "
+            f"{cfg.time_limit_s:g} s){spread}")
+
+
+def _describe_simulated(cfg: ExperimentConfig, g) -> str:
+    return f"on the simulator ({cfg.simulator.mode} mode)"
+
+
+CHECKS: dict[str, BackendChecks] = {
+    "emu": BackendChecks(
+        "emu", shaped=True, fields=(_validate_ecn, _afxdp_mtu),
+        topology=(_validate_cluster, _validate_threshold_delay, _validate_marking_ramp,
+                  lambda cfg, _g: _emulator_runs_no_trace(cfg)),
+        ina=(_ina_results_unicast,), last=(_validate_time_limit,), describe=_describe_emulated),
+    "sim": BackendChecks("sim", shaped=False, ina=(_ina_needs_fluid,), describe=_describe_simulated),
+}
+"""Back end name -> what it checks of a config beyond the common checks (:func:`validate`): the
+emulator its shaping, ECN thresholds against its queues, AF_XDP frame sizes, cluster mode, unicast
+INA results and the wall-time limit, and it runs no trace; the simulator models INA in its fluid
+engine only."""

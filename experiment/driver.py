@@ -50,11 +50,13 @@ class PolicySession(abc.ABC):
 class ExperimentBackend(abc.ABC):
     """A back end as the driver sees it: its config checks, its set-up and its sessions.
 
-    Subclasses set ``name`` (the registry key) and ``what`` (how the report names what measured).
+    Subclasses set ``name`` (the registry key), ``what`` (how reports name it) and
+    ``concurrent_runs`` (whether several runs may go at once, in a pool of processes).
     """
 
     name: str = ""
     what: str = ""
+    concurrent_runs: bool = True
 
     def check(self, cfg):
         """Validate ``cfg`` for this back end without touching the machine; returns the topology.

@@ -115,7 +115,7 @@ from jobs.models import get_model, scaled_buckets
 from jobs.patterns import INA, replay_pattern
 from jobs.records import IterationRecord
 from topo.io import read_topology_json
-from topo.routing import ecmp_path, equal_cost_paths
+from topo.routing import EcmpRoutes, equal_cost_paths
 from topo.schema import natural_key
 
 FORMAT = "experiment"
@@ -346,7 +346,8 @@ def routes_for(g: nx.Graph, pairs, mode: str) -> tuple[Route, ...]:
     """The route of every pair in ``pairs``: :func:`topo.routing.ecmp_path`, plus every equal-cost
     path when ``mode`` is ``select`` (OVS then hashes each flow onto one of them)."""
     ordered = sorted(set(pairs), key=lambda p: (natural_key(p[0]), natural_key(p[1])))
-    return tuple(Route(s, d, ecmp_path(g, s, d), equal_cost_paths(g, s, d) if mode == "select" else None)
+    routes = EcmpRoutes(g)  # one BFS per destination: ecmp_path's paths
+    return tuple(Route(s, d, routes.path(s, d), equal_cost_paths(g, s, d) if mode == "select" else None)
                  for s, d in ordered)
 
 

@@ -1,10 +1,11 @@
-"""A parameter sweep on the simulator back end: one config field over values and seeds, policies compared.
+"""A parameter sweep: one config field over values and seeds, policies compared, on either back end.
 
 The NetPack paper's figures vary one parameter (Fig. 12 the cross-rack oversubscription 1:1 to
 20:1, Fig. 11 the switch memory, Fig. 9 the cluster size), run each experiment 10 times and plot
 every policy's mean JCT normalised to NetPack's, bars the mean and error bars the standard
 deviation over the runs (spec ``shared/specs/netpack.md`` §5.6-5.7). ``run_testbed.py sweep``
-does that on the flow-level simulator::
+does that on the flow-level simulator (or, with ``--backend emu``, on the emulated network, one
+point after another)::
 
     run_testbed.py sweep -c experiments/x.yaml --vary topology.oversubscription=1,2,4,8,20 --seeds 1-10
 
@@ -48,7 +49,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from common.errors import ConfigError
-from experiment import results
+from experiment import make_backend, results
 from experiment.config import ExperimentConfig, policy_specs, to_dict
 from experiment.config_rules import show
 from experiment.efficiency import reference_policy
@@ -287,18 +288,18 @@ def plot_sweep(result: SweepResult, path: str) -> str | None:
 # -- running ---------------------------------------------------------------------------------------
 
 
-def run_point(point: SweepPoint, run_dir: str) -> PointResult:
-    """Run every policy of ``point`` on the simulator into ``run_dir/point.path`` through the one
-    driver (:func:`experiment.driver.execute`); its progress lines and report go to ``run.log``
-    there. Runs in a pool worker with ``workers > 1``."""
+def run_point(point: SweepPoint, run_dir: str, backend: str = "sim") -> PointResult:
+    """Run every policy of ``point`` on the back end named ``backend`` into ``run_dir/point.path``
+    through the one driver (:func:`experiment.driver.execute`); its progress lines and report go to
+    ``run.log`` there. Runs in a pool worker with ``workers > 1``."""
+    from experiment import make_backend
     from experiment.driver import execute
-    from experiment.simrun import SimulatorExperiment
 
     pdir = os.path.join(run_dir, point.path)
     os.makedirs(pdir, exist_ok=True)
     t0 = time.monotonic()
     with open(os.path.join(pdir, "run.log"), "w", encoding="utf-8") as log:
-        out = execute(point.cfg, SimulatorExperiment(), lambda line: print(line, file=log), pdir,
+        out = execute(point.cfg, make_backend(backend), lambda line: print(line, file=log, flush=True), pdir,
                       policy_specs(point.cfg), log, g=point.graph)
     outcomes = {spec: out.runs[spec].summary if spec in out.runs else out.unplaced[spec]
                 for spec in policy_specs(point.cfg)}
@@ -322,8 +323,9 @@ def _seeds_text(seeds: Sequence[int]) -> str:
 
 def run_sweep(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int], run_dir: str | None = None,
               policies: Sequence[str] | None = None, reference: str | None = None, workers: int = 1,
-              say: Callable[[str], None] = print, on: str = "local", address: str | None = None) -> SweepResult:
-    """Run every value x seed of the sweep on the simulator and write its results (module docstring).
+              say: Callable[[str], None] = print, on: str = "local", address: str | None = None,
+              backend: str = "sim") -> SweepResult:
+    """Run every value x seed of the sweep on a back end and write its results (module docstring).
 
     Every point is validated before anything runs or any directory is made (:func:`sweep_points`).
     Progress lines ``[k/N] oversubscription=4 seed 3: 12.3 s`` come as points end; then the table.
@@ -343,6 +345,8 @@ def run_sweep(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int], run_dir: 
         say: where progress lines and the table go.
         on: the executor (:data:`experiment.executors.EXECUTORS`: ``local`` or ``dask``).
         address: with ``dask``, a scheduler to run on instead of a local cluster.
+        backend: the back end every point runs on (``experiment.BACKENDS``); one that runs one
+            experiment at a time on this machine (the emulator) takes one worker, here.
 
     Returns:
         The rows and statistics.
@@ -357,7 +361,11 @@ def run_sweep(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int], run_dir: 
     if not 1 <= workers <= MAX_WORKERS:
         raise ConfigError(f"--workers: {workers} is out of range (an integer in [1, {MAX_WORKERS}])")
     run_on = executor(on)
-    points = sweep_points(cfg, vary, seeds)
+    runner = make_backend(backend)
+    if not runner.concurrent_runs and (workers > 1 or on != "local" or address):
+        raise ConfigError(f"the {runner.what} runs one experiment at a time on this machine: sweep it with "
+                          f"--workers 1 and the local executor")
+    points = sweep_points(cfg, vary, seeds, backend)
     specs = tuple(policy_specs(points[0].cfg))
     if reference is None:
         reference = reference_policy(specs)
@@ -369,7 +377,7 @@ def run_sweep(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int], run_dir: 
     seeds = tuple(seeds)
     runs = f"{len(points)} run{'s' if len(points) > 1 else ''}"
     say(f"sweep {run_dir}: {vary.name} = {', '.join(map(value_text, vary.values))} x seeds {_seeds_text(seeds)} "
-        f"({runs}) of {len(specs)} policies on the flow-level simulator, {_where(on, workers, len(points), address)}; "
+        f"({runs}) of {len(specs)} policies on the {runner.what}, {_where(on, workers, len(points), address)}; "
         f"JCT normalised to {reference}; each run in {vary.param}=<value>/seed-<n>/")
     done: list[PointResult] = []
 
@@ -389,7 +397,7 @@ def run_sweep(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int], run_dir: 
 
     try:
         results.write_json(os.path.join(run_dir, "config.json"), to_dict(cfg))
-        run_on(run_point, [(p, run_dir) for p in points], on_result, workers, address)
+        run_on(run_point, [(p, run_dir, backend) for p in points], on_result, workers, address)
     except KeyboardInterrupt:
         finish()
         results.write_status(run_dir, "interrupted", f"{len(done)} of {len(points)} runs done")

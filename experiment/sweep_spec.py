@@ -71,7 +71,7 @@ class SweepPoint:
         value_index: the value's position in :attr:`Vary.values`.
         value: the parameter's value.
         seed: the config's seed.
-        cfg: the point's whole config, validated for the simulator.
+        cfg: the point's whole config, validated for the sweep's back end.
         path: its directory, relative to the sweep's (``oversubscription=4/seed-3``).
         graph: the topology graph its validation built (what the run places on; not compared).
     """
@@ -259,12 +259,14 @@ def parse_seeds(text: str) -> tuple[int, ...]:
 # -- the sweep's points --------------------------------------------------------------------------
 
 
-def sweep_points(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int]) -> tuple[SweepPoint, ...]:
+def sweep_points(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int],
+                 backend: str = "sim") -> tuple[SweepPoint, ...]:
     """Every (value, seed) of the sweep as a config, in value-major order.
 
     Each is rebuilt from the base's dict form (:func:`experiment.config.to_dict`) with the
     parameter set to the value and ``seed`` to the seed, through :func:`~experiment.config.from_dict`
-    and :func:`~experiment.config.validate` for the simulator: held to every rule a config file is.
+    and :func:`~experiment.config.validate` for the back end (``sim`` or ``emu``): held to every rule a
+    config file is.
 
     Raises:
         ConfigError: an invalid path, no seeds or a repeated one, or a point whose config is
@@ -287,7 +289,7 @@ def sweep_points(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int]) -> tup
             data["seed"] = seed
             try:
                 point = check_fields(from_dict(data))
-                g = validate(point, backend="sim")
+                g = validate(point, backend=backend)
             except ConfigError as e:
                 raise ConfigError(f"sweep point {vary.name}={value_text(value)} (seed {seed}): {e}") from None
             points.append(SweepPoint(i, value, seed, point, os.path.join(safe_name(vary.label(value)),

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCALE = 500.0  # 10 Gbit/s paper-scale links -> 20 Mbit/s emulated
-CONTROLLER_MARKER = "controller.launcher"
+CONTROLLER_MARKER = "controller.serve"
 MININET_SHELL_MARKER = "-is mininet:"  # the shell Mininet starts for every node
 
 

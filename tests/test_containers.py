@@ -122,9 +122,9 @@ def test_the_container_section_is_checked_like_the_rest():
 def test_cleanup_removes_only_build_directories_of_its_own(tmp_path, monkeypatch):
     """A recorded build tree outside the builds' directory is refused, not deleted; a container
     that cannot be removed (no daemon to ask) stays recorded, with why."""
-    from emulator.record import Change, RunRecord
+    from emulator.journal import Change, RunJournal
 
-    record = RunRecord("test", records_dir=str(tmp_path / "records"))
+    record = RunJournal("test", records_dir=str(tmp_path / "records"))
     keep = tmp_path / "not-ours"
     keep.mkdir()
     tree = record.add(Change("tree", str(keep)))

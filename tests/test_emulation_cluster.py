@@ -57,7 +57,7 @@ def _left(ssh_config: str) -> list[str]:
     """What a run left on either server: bridges, interfaces, taps, namespaces, processes (its SSH
     ones among them) and records, once the other server's shells have ended: they end as their
     sessions close, just after the run's own stop (at most 10 s)."""
-    from emulator.record import records
+    from emulator.journal import records
 
     def now():
         return leftovers() + _taps() + _ours(ssh_config) + records()
@@ -217,7 +217,7 @@ def test_kill_9_of_a_cluster_run_then_clean(server, tmp_path):
     and the bridges and interfaces on both servers stay, recorded; ``clean`` undoes them (those on
     the other server through SSH) and the machine is as before: no bridge, interface, tap,
     namespace, SSH process or record."""
-    from emulator.record import records
+    from emulator.journal import records
 
     interfaces = sorted(os.listdir("/sys/class/net"))
     cfg = tmp_path / "long.yaml"

@@ -148,7 +148,7 @@ def test_an_interrupted_image_build_leaves_no_layer_scratch_or_process(image, tm
     exit 130, and the scratch root filesystem, the debootstrap process, unfinished layers and the
     run record are gone; the cached image stays."""
     from emulator.containers import LABEL, docker
-    from emulator.record import records
+    from emulator.journal import records
     from emulator.worker_image import BUILD_ROOT
 
     cfg = tmp_path / "docker.yaml"

@@ -199,8 +199,8 @@ def test_a_parameter_server_that_dies_mid_run_stops_the_run_naming_it(emulation_
     import time
 
     from common.errors import EmulationError
+    from emulator.journal import RECORDS_DIR, RunJournal
     from emulator.procs import process_start_time
-    from emulator.record import RECORDS_DIR, RunRecord
     from emulator.runner import Progress, run_experiment
     from experiment import config
 
@@ -217,7 +217,7 @@ def test_a_parameter_server_that_dies_mid_run_stops_the_run_naming_it(emulation_
     def kill_the_ps():
         while not done.wait(0.2):
             try:
-                changes = RunRecord.load(record).changes
+                changes = RunJournal.load(record).changes
             except Exception:  # not written yet
                 continue
             pids = [int(c.name) for c in changes if c.kind == "process" and "ina.ps" in (c.what or "")]

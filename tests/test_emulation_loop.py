@@ -60,3 +60,31 @@ def test_arrival_and_preemption_on_the_emulator(emulation_ok, tmp_path):
     for d in dirs:
         assert len([n for n in os.listdir(os.path.join(pdir, "jobs", d)) if n.endswith(".jsonl")]) == 4, d
     assert not leftovers(), leftovers()
+
+
+def test_a_sweep_runs_on_the_emulator_through_the_driver(emulation_ok, tmp_path):
+    """``sweep --backend emu``: every point is an emulated run through the one driver (its own network,
+    its files as any run's), one after another; the sweep's rows are those runs' measured JCTs."""
+    from experiment import config
+    from experiment.sweep import run_sweep
+    from experiment.sweep_spec import parse_vary
+
+    cfg = config.from_dict({
+        "name": "emusweep", "scale": SCALE, "dilation": 2,
+        "topology": {"kind": "leaf_spine", "n_leaf": 1, "n_spine": 1, "hosts_per_leaf": 2, "gpus_per_machine": 1},
+        "jobs": [{"name": "a", "model": "resnet50", "workers": 2}], "policies": ["consolidate"],
+        "iterations": 2, "warmup_iterations": 1, "ecn": {"marking": "off"}, "results_dir": str(tmp_path)})
+    lines: list[str] = []
+    result = run_sweep(cfg, parse_vary("iterations=2,3"), (1,), say=lines.append, backend="emu")
+    assert "policies on the emulated network" in lines[0]
+    assert [(r.value, r.policy, r.jct_norm) for r in result.rows] == [(2, "consolidate", 1.0), (3, "consolidate", 1.0)]
+    for row, value in zip(result.rows, (2, 3), strict=True):
+        point = os.path.join(result.run_dir, f"iterations={value}", "seed-1")
+        with open(os.path.join(point, "summary.json")) as f:
+            summary = json.load(f)
+        assert summary["backend"] == "emu" and summary["capabilities"]["backend"] == "emu"
+        (policy,) = summary["policies"]
+        assert policy["jobs"]["a"]["iterations_recorded"] == value and policy["jobs"]["a"]["complete"]
+        assert row.jct_mean_s == policy["jct_mean_s"] and policy["trustworthy"] is not None
+        assert os.path.exists(os.path.join(point, "experiment.json"))
+    assert not leftovers(), leftovers()

@@ -4,7 +4,7 @@ and ``clean`` beside things that are not ours.
 After every fault the machine is compared with its state before the run: interfaces, OVS
 bridges and ``other_config``, the sysctls a run may change, network namespaces, mounts, BPF
 programs, run records and the processes a run starts. A run records each change before making
-it (:mod:`emulator.record`), so even after kill -9 ``clean`` puts the machine back.
+it (:mod:`emulator.journal`), so even after kill -9 ``clean`` puts the machine back.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from conftest import ROOT, scan_processes
 pytestmark = pytest.mark.emulation
 
 CLI = [sys.executable, os.path.join(ROOT, "run_testbed.py")]
-RUN_MARKERS = ("controller.launcher", "-is mininet:", "jobs.agent", "jobs.worker", "emulator.tcpcheck")
+RUN_MARKERS = ("controller.serve", "-is mininet:", "jobs.agent", "jobs.worker", "emulator.tcpcheck")
 SYSCTLS = ("net/ipv4/tcp_allowed_congestion_control", "net/ipv4/tcp_congestion_control")
 # Two machines on two leaves, one long job: the wave runs for minutes unless a fault ends it.
 LONG = ("topology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_leaf: 1}\n"
@@ -35,7 +35,7 @@ SHORT = LONG.replace("iterations: 400", "iterations: 2")
 
 def machine_state() -> dict:
     """What a run could change on this machine, now."""
-    from emulator import record
+    from emulator import journal
 
     namespaces, ours = scan_processes(RUN_MARKERS)
     with open("/proc/mounts") as f:
@@ -52,7 +52,7 @@ def machine_state() -> dict:
         "run_processes": sorted(ours),
         "mounts": mounts,
         "bpf_markers": sorted(p["id"] for p in json.loads(progs or "[]") if p.get("name") == "vq_ecn"),
-        "records": record.records(),
+        "records": journal.records(),
     }
 
 
@@ -106,10 +106,10 @@ class Run:
 
     def recorded_pid(self, what: str) -> int:
         """PID of the first recorded process whose description starts with ``what``."""
-        from emulator import record
+        from emulator import journal
 
-        for path in record.records():
-            rec = record.RunRecord.load(path)
+        for path in journal.records():
+            rec = journal.RunJournal.load(path)
             if rec.pid == self.proc.pid:
                 for c in rec.changes:
                     if c.kind == "process" and c.what.startswith(what):

@@ -10,10 +10,11 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from test_experiment_loop import small_cfg  # the loop tests' three jobs on a k=4 fat-tree
 
 from backend.protocol import RunEnd
 from common.errors import PlacementError
-from experiment.config import ExperimentConfig, JobConfig, SimulatorConfig, TopologyConfig, load, validate
+from experiment.config import ExperimentConfig, JobConfig, SimulatorConfig, load, validate
 from experiment.durations import DurationBackend, duration_job
 from experiment.loop import Started, run_loop
 from experiment.resimulate import RecordedPlacements, batches_of, simulate_schedule
@@ -29,18 +30,6 @@ from sim.flowsim import SimJob, simulate
 
 REPO = Path(__file__).resolve().parent.parent
 FIELDS = ("comm_mean_s", "compute_mean_s", "iteration_mean_s")
-
-
-def small_cfg(free_machines: int = 4, **changes) -> ExperimentConfig:
-    """``free_machines`` machines of 2 GPUs free on a k=4 fat-tree (the others busy), three jobs
-    (as ``tests/test_experiment_loop.py`` builds it)."""
-    busy = {f"h{i}": 2 for i in range(free_machines + 1, 17)}
-    cfg = ExperimentConfig(
-        name="loop", topology=TopologyConfig("fat_tree", {"k": 4, "gpus_per_machine": 2}), background=busy,
-        jobs=(JobConfig("a", "resnet50", 4, "ring"), JobConfig("b", "vgg16", 4, "hd"),
-              JobConfig("c", "resnet50", 2, "ring", arrival_s=0.5)),
-        policies=("consolidate",), iterations=4, warmup_iterations=1)
-    return dataclasses.replace(cfg, **changes)
 
 
 def scaled(cfg, g, factor: float) -> dict[str, tuple[int, ...]]:

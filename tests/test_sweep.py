@@ -404,3 +404,13 @@ def test_cli_ctrl_c_stops_the_pool_and_writes_what_was_done(tmp_path):
     assert status["status"] == "interrupted" and 2 <= done < 100
     assert len(read_csv(run_dir / "sweep.csv")) == 2 * done
     assert f"interrupted after {done} of 100 runs" in out
+
+
+def test_a_back_end_that_runs_one_experiment_at_a_time_takes_one_local_worker(tmp_path):
+    """The emulator sweeps one point after another on this machine: more workers, or Dask, is one line
+    and nothing is written."""
+    for kwargs in ({"workers": 2}, {"on": "dask"}):
+        with pytest.raises(ConfigError) as e:
+            run_sweep(tiny_cfg(str(tmp_path / "results")), Vary(("seed",), (1, 2)), (1,), backend="emu", **kwargs)
+        assert "runs one experiment at a time" in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "results").exists()

@@ -6,11 +6,11 @@ signalled), an OVS bridge, a network interface in the root namespace, a bpffs mo
 directory, a sysctl or an Open vSwitch ``other_config`` key (with their original values), a
 Docker container (by name), the scratch tree of a worker image build and the build itself
 (its unfinished image layers, by label; :mod:`emulator.worker_image`). A
-:class:`RunRecord` appends each change to a JSON file under :data:`RECORDS_DIR` *before* the
+:class:`RunJournal` appends each change to a JSON file under :data:`RECORDS_DIR` *before* the
 change is made (atomically: a crash leaves the old or the new file, never half of one), and
 removes it once undone; the file goes when nothing is left.
 
-:meth:`RunRecord.unwind` undoes the changes newest first. Each step is isolated from the
+:meth:`RunJournal.unwind` undoes the changes newest first. Each step is isolated from the
 others' failures, runs its commands in their own session (a Ctrl-C at the terminal reaches
 the whole foreground process group, and would kill an ``ovs-vsctl`` in the middle of undoing),
 and is shielded from further SIGINT/SIGTERM: those are only counted, and the unwind reports
@@ -289,7 +289,7 @@ def _undo_one(c: Change) -> str | None:
 # -- the record --------------------------------------------------------------------------------
 
 
-class RunRecord:
+class RunJournal:
     """The changes one process made to the machine, on disk, newest last.
 
     Args:
@@ -308,7 +308,7 @@ class RunRecord:
         self._created = False
 
     @classmethod
-    def load(cls, path: str) -> RunRecord:
+    def load(cls, path: str) -> RunJournal:
         """A record read back from its file (by ``clean``).
 
         Raises:
@@ -440,7 +440,7 @@ def require_no_leftovers(records_dir: str | None = None) -> None:
         EmulationError: naming the other run, or the leftovers and ``clean``.
     """
     for path in records(records_dir):
-        rec = RunRecord.load(path)
+        rec = RunJournal.load(path)
         if rec.owner_alive():
             raise EmulationError(f"another run (pid {rec.pid}, {rec.purpose}) is using the emulator; wait for "
                                  f"it to finish or stop it")
@@ -458,7 +458,7 @@ def clean(records_dir: str | None = None, say=print) -> list[str]:
     """
     failures = []
     for path in records(records_dir):
-        rec = RunRecord.load(path)
+        rec = RunJournal.load(path)
         if rec.owner_alive():
             say(f"run pid {rec.pid} ({rec.purpose}) is still running: left alone")
             continue

@@ -2,7 +2,7 @@
 
 Usage::
 
-    TESTBED_CONTROLLER_CONF=conf.json python -m controller.launcher --port 6653
+    TESTBED_CONTROLLER_CONF=conf.json python -m controller.serve --port 6653
 
 It listens on 127.0.0.1 only.
 """

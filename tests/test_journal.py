@@ -1,4 +1,4 @@
-"""The run record (``emulator.record``): written before each change, undone newest first, each step
+"""The run journal (``emulator.journal``): written before each change, undone newest first, each step
 isolated and shielded from signals, and ``clean`` limited to records of dead runs.
 
 These tests use real processes and directories in a private records directory; the network
@@ -19,8 +19,8 @@ import time
 import pytest
 
 from common.errors import EmulationError
-from emulator import record
-from emulator.record import Change, RunRecord, process_change, process_start_time
+from emulator import journal
+from emulator.journal import Change, RunJournal, process_change, process_start_time
 
 
 def sleeper(*, ignore_term: bool = False) -> subprocess.Popen:
@@ -40,7 +40,7 @@ def alive(p: subprocess.Popen) -> bool:
 
 def test_each_change_is_on_disk_before_it_is_made_and_gone_when_undone(tmp_path):
     """add() writes the file (atomically, no .tmp left) with every change so far; the last undo removes it."""
-    rec = RunRecord("test", str(tmp_path))
+    rec = RunJournal("test", str(tmp_path))
     assert not os.path.exists(rec.path)
     d = tmp_path / "made-by-run"
     rec.add(Change("dir", str(d), what="scratch"))
@@ -57,7 +57,7 @@ def test_each_change_is_on_disk_before_it_is_made_and_gone_when_undone(tmp_path)
 def test_unwind_stops_recorded_processes_and_nothing_else(tmp_path):
     """Recorded processes are stopped (one deaf to SIGTERM by SIGKILL); an unrecorded one and a PID whose
     start time differs from the record (a reused PID) are left running."""
-    rec = RunRecord("test", str(tmp_path))
+    rec = RunJournal("test", str(tmp_path))
     ours, deaf, other, reused = sleeper(), sleeper(ignore_term=True), sleeper(), sleeper()
     try:
         rec.add(process_change(ours.pid, "ours"))
@@ -76,7 +76,7 @@ def test_unwind_stops_recorded_processes_and_nothing_else(tmp_path):
 def test_a_failing_step_does_not_stop_the_others_and_stays_recorded(tmp_path):
     """A directory that cannot be removed (not empty) is reported; the steps before and after it are still
     undone, and the record keeps only the failed change, for `clean`."""
-    rec = RunRecord("test", str(tmp_path / "records"))
+    rec = RunJournal("test", str(tmp_path / "records"))
     first, stuck, last = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     for d in (first, stuck, last):
         rec.add(Change("dir", str(d)))
@@ -90,7 +90,7 @@ def test_a_failing_step_does_not_stop_the_others_and_stays_recorded(tmp_path):
 
 def test_undoing_a_change_never_made_is_harmless(tmp_path):
     """Recording comes first, so a crash can leave a change recorded but not made: undo skips it."""
-    rec = RunRecord("test", str(tmp_path))
+    rec = RunJournal("test", str(tmp_path))
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     rec.add(Change("dir", str(tmp_path / "never-made")))
@@ -102,7 +102,7 @@ def test_signals_during_unwind_are_counted_not_obeyed(tmp_path):
     """SIGINT and SIGTERM arriving while the record unwinds (a process deaf to SIGTERM keeps it busy for the
     grace period) do not interrupt it: every step completes, each signal is reported, and the previous
     handlers are back afterwards."""
-    rec = RunRecord("test", str(tmp_path))
+    rec = RunJournal("test", str(tmp_path))
     deaf = sleeper(ignore_term=True)
     rec.add(process_change(deaf.pid, "deaf"))
     notes: list[str] = []
@@ -125,7 +125,7 @@ def test_signals_during_unwind_are_counted_not_obeyed(tmp_path):
 def test_clean_undoes_dead_runs_and_leaves_live_ones(tmp_path):
     """A record whose owner died is unwound by clean(); a record owned by a live process (this one) is not."""
     dead_owner = subprocess.run([sys.executable, "-c",
-                                 "import os; from emulator.record import process_start_time as s; "
+                                 "import os; from emulator.journal import process_start_time as s; "
                                  "print(os.getpid(), s(os.getpid()))"],
                                 capture_output=True, text=True, check=True,
                                 cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -138,13 +138,13 @@ def test_clean_undoes_dead_runs_and_leaves_live_ones(tmp_path):
                    "changes": [{"kind": "dir", "name": str(left_dir)},
                                {"kind": "process", "name": str(victim.pid),
                                 "start_time": process_start_time(victim.pid), "what": "worker"}]}, f)
-    live = RunRecord("live run", str(tmp_path))
+    live = RunJournal("live run", str(tmp_path))
     live_dir = tmp_path / "live-dir"
     live.add(Change("dir", str(live_dir)))
     live_dir.mkdir()
     said: list[str] = []
     try:
-        assert record.clean(str(tmp_path), say=said.append) == []
+        assert journal.clean(str(tmp_path), say=said.append) == []
         assert not alive(victim) and not left_dir.exists()
         assert live_dir.exists() and os.path.exists(live.path)
         assert any("undid 2 of 2" in s for s in said) and any("still running: left alone" in s for s in said)
@@ -156,26 +156,26 @@ def test_clean_undoes_dead_runs_and_leaves_live_ones(tmp_path):
 
 def test_a_run_refuses_to_start_over_leftovers_or_beside_a_live_run(tmp_path):
     """require_no_leftovers names `clean` for a dead run's record and the other run's PID for a live one."""
-    live = RunRecord("other run", str(tmp_path))
+    live = RunJournal("other run", str(tmp_path))
     live.add(Change("dir", str(tmp_path / "x")))
     with pytest.raises(EmulationError, match=f"another run \\(pid {os.getpid()}, other run\\)"):
-        record.require_no_leftovers(str(tmp_path))
+        journal.require_no_leftovers(str(tmp_path))
     live.unwind()
-    record.require_no_leftovers(str(tmp_path))  # nothing left: no error
+    journal.require_no_leftovers(str(tmp_path))  # nothing left: no error
     with open(tmp_path / "1-1.json", "w") as f:
         json.dump({"pid": 1, "start_time": 1, "purpose": "killed run",
                    "changes": [{"kind": "bridge", "name": "e1"}, {"kind": "sysctl", "name": "k", "original": "v"}]},
                   f)
     with pytest.raises(EmulationError, match=r"left 2 change\(s\) .*\(bridge, sysctl\); undo them with "
                                              r"`sudo python run_testbed.py clean`"):
-        record.require_no_leftovers(str(tmp_path))
+        journal.require_no_leftovers(str(tmp_path))
 
 
 def test_a_malformed_record_is_one_clear_error(tmp_path):
     """A record file that is not JSON (or lacks fields) is named, not a traceback."""
     (tmp_path / "9-9.json").write_text("{not json")
     with pytest.raises(EmulationError, match="9-9.json is not a readable run record"):
-        record.require_no_leftovers(str(tmp_path))
+        journal.require_no_leftovers(str(tmp_path))
 
 
 def test_unknown_kind_is_rejected():
@@ -187,10 +187,10 @@ def test_a_change_on_another_server_keeps_its_way_there_and_is_undone_through_it
     """A change made on another server of a cluster is written with the command prefix that
     reaches that server (``ssh ... host``), read back with it, and undone through it: here the
     prefix is a local shell, which runs the command the way ssh's remote shell does."""
-    rec = RunRecord("test", str(tmp_path))
+    rec = RunJournal("test", str(tmp_path))
     via = ("sh", "-c")
     gone = rec.add(Change("link", "dtnetnosuch0", what="tunnel end", via=via))
-    back = RunRecord.load(rec.path)
+    back = RunJournal.load(rec.path)
     assert back.changes == [gone] and back.changes[0].via == via
     assert gone.describe() == "link dtnetnosuch0 (tunnel end) on -c"
     broken = rec.add(Change("link", "dtnetnosuch1", via=("false",)))
