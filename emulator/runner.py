@@ -1,4 +1,11 @@
-"""The experiment runner: one emulated network, then for each policy in turn: place, run every job, measure.
+"""The emulated network as a back end of the one driver (:class:`EmulatorExperiment`, registered
+as ``emu``): one network per run, then for each policy in turn: place, run every job, measure.
+
+:meth:`EmulatorExperiment.prepare` checks the machine and chooses every variant once (ECN marker,
+switch port kind, INA engine, one machine or several servers, processes or containers);
+:meth:`EmulatorExperiment.open` builds the network and yields a session whose
+:meth:`EmulatorSession.run_policy` measures one policy (:func:`run_policy`). The driver
+(:mod:`experiment.driver`) keeps the run's status, progress, files and report.
 
 The network is built once per run and shared by the policies one after another (its routes
 cover every machine pair; each policy's figures are counter differences and time windows of
