@@ -121,15 +121,18 @@ class BatchLog:
     batch per pass and a pass at the same time always follows another event)."""
 
     def __init__(self):
-        self.batch_of: list[int] = []
+        self.batch_of: list[int] = []  # the batch of every start, in order
+        self._batches = 0
         self._last: LoopEvent | None = None
 
     def see(self, event: LoopEvent) -> bool:
-        """Note an event; True when it starts a new batch."""
+        """Note an event; True when it starts a new batch. O(1)."""
         new = event.kind == "started" and not (self._last is not None and self._last.kind == "started"
                                                and self._last.time_s == event.time_s)
+        if new:
+            self._batches += 1
         if event.kind == "started":
-            self.batch_of.append(len(set(self.batch_of)) if new else self.batch_of[-1])
+            self.batch_of.append(self._batches - 1)
         self._last = event
         return new
 
