@@ -1,0 +1,129 @@
+"""Cassini as a plug-in: rank a base scheduler's candidate placements, shift the winner's jobs
+(spec §5, Algorithm 2).
+
+Each candidate is the links every job crosses under it. Its affinity graph (links carrying more
+than one job) is built; a candidate whose graph has a loop is discarded (§4.5 [T]); every shared
+link is scored (:func:`placement.cassini.compat.link_score`) and the candidate's score is an
+aggregate of its links' scores (the mean, §5.1; a tail aggregate is allowed by the thesis's
+footnote: ``min`` here). The best candidate wins, ties to the base scheduler's order (§9 #11 [R]),
+and its per-link shifts become one shift per job (:func:`placement.cassini.affinity.time_shifts`).
+
+Resolutions ([R], spec §9): ``w(j, l)`` is the job's per-link shift from the optimisation (#6); a
+candidate with no shared link scores 1.0 (#10); when every candidate has a loop, the base
+scheduler's first candidate is kept with no shifts (§4.5 [REC]), and the decision says so.
+
+Cost: per candidate, the loop test plus one :func:`~placement.cassini.compat.link_score` per
+shared link (the dominant term, §4.6).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+
+from placement.cassini.affinity import affinity_edges, has_loop, time_shifts
+from placement.cassini.compat import DEFAULT_STEP_DEG, LinkFit, link_score
+from placement.cassini.profile import Profile, quantised_ms
+
+AGGREGATES: dict[str, Callable[[Sequence[float]], float]] = {"mean": statistics.fmean, "min": min}
+"""How a candidate's link scores become its score: the thesis's mean, or the worst link (a tail)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CandidateScore:
+    """One candidate as Cassini judged it.
+
+    Attributes:
+        index: its position in the base scheduler's order.
+        score: the aggregate of its shared links' scores (None: discarded for a loop).
+        links: each shared link's optimum.
+        loop: True when its affinity graph has a loop (it was discarded).
+    """
+
+    index: int
+    score: float | None
+    links: dict[Hashable, LinkFit]
+    loop: bool
+
+    def to_dict(self) -> dict:
+        """JSON form (the decision log)."""
+        return {"index": self.index, "score": self.score, "loop": self.loop,
+                "links": {str(link): fit.to_dict() for link, fit in self.links.items()}}
+
+
+@dataclasses.dataclass(frozen=True)
+class CassiniDecision:
+    """A decision of Algorithm 2: every candidate's score, the chosen one and its jobs' shifts.
+
+    Attributes:
+        candidates: every candidate, in the base scheduler's order.
+        chosen: the index of the chosen candidate.
+        shifts_ms: each job of the chosen candidate's affinity graph, its time-shift (ms).
+        fallback: True when every candidate had a loop and the first was kept unshifted.
+        solver_s: wall seconds spent scoring and solving.
+    """
+
+    candidates: tuple[CandidateScore, ...]
+    chosen: int
+    shifts_ms: dict[str, float]
+    fallback: bool
+    solver_s: float
+
+    @property
+    def discarded(self) -> tuple[int, ...]:
+        """The candidates discarded for a loop."""
+        return tuple(c.index for c in self.candidates if c.loop)
+
+    def to_dict(self) -> dict:
+        """JSON form (one entry of the per-decision log)."""
+        return {"chosen": self.chosen, "shifts_ms": dict(self.shifts_ms), "fallback": self.fallback,
+                "discarded_loops": list(self.discarded), "solver_s": self.solver_s,
+                "candidates": [c.to_dict() for c in self.candidates]}
+
+
+def score_candidate(index: int, job_links: Mapping[str, Iterable[Hashable]], capacity_gbps: Mapping[Hashable, float],
+                    profile_of: Callable[[str, Hashable], Profile], aggregate: str = "mean",
+                    step_deg: float = DEFAULT_STEP_DEG, quantum_ms: float = 1.0) -> CandidateScore:
+    """One candidate's score (``job_links``: job -> the links it crosses under the candidate)."""
+    edges = affinity_edges(job_links)
+    if has_loop(edges):
+        return CandidateScore(index, None, {}, True)
+    jobs_on: dict[Hashable, list[str]] = {}
+    for job, link in edges:
+        jobs_on.setdefault(link, []).append(job)
+    fits = {link: link_score({j: profile_of(j, link) for j in jobs}, capacity_gbps[link], step_deg, quantum_ms)
+            for link, jobs in jobs_on.items()}
+    score = AGGREGATES[aggregate]([f.score for f in fits.values()]) if fits else 1.0
+    return CandidateScore(index, score, fits, False)
+
+
+def choose(candidates: Sequence[Mapping[str, Iterable[Hashable]]], capacity_gbps: Mapping[Hashable, float],
+           profile_of: Callable[[str, Hashable], Profile], aggregate: str = "mean",
+           step_deg: float = DEFAULT_STEP_DEG, quantum_ms: float = 1.0) -> CassiniDecision:
+    """Algorithm 2 over the base scheduler's ``candidates`` (each: job -> the links it crosses).
+
+    Args:
+        capacity_gbps: each link's capacity.
+        profile_of: ``(job, link) -> Profile``: the job's demand on that link.
+        aggregate: a key of :data:`AGGREGATES`.
+
+    Raises:
+        ValueError: no candidate, or an unknown aggregate (the message lists the valid ones).
+    """
+    if not candidates:
+        raise ValueError("cassini: no candidate placement to choose from")
+    if aggregate not in AGGREGATES:
+        raise ValueError(f"cassini: unknown aggregate {aggregate!r}; valid: {', '.join(AGGREGATES)}")
+    t0 = time.perf_counter()
+    scored = tuple(score_candidate(i, c, capacity_gbps, profile_of, aggregate, step_deg, quantum_ms)
+                   for i, c in enumerate(candidates))
+    kept = [c for c in scored if not c.loop]
+    if not kept:
+        return CassiniDecision(scored, 0, {}, True, time.perf_counter() - t0)
+    best = max(kept, key=lambda c: c.score)  # the first of equal scores: the base scheduler's order
+    weights = {(job, link): fit.shifts_ms[job] for link, fit in best.links.items() for job in fit.shifts_ms}
+    iter_ms = {job: profile_of(job, link).iter_ms for (job, link) in weights}
+    shifts = time_shifts(weights, {j: float(quantised_ms(t, quantum_ms)) for j, t in iter_ms.items()})
+    return CassiniDecision(scored, best.index, shifts, False, time.perf_counter() - t0)

@@ -1,0 +1,83 @@
+"""Cassini's communication profiles of a placed job, computed from its model (spec §2.4, §8.3).
+
+Cassini scores jobs on a link from each job's per-iteration demand on it, profiled in isolation
+(:class:`placement.cassini.profile.Profile`). Here that demand is computed from the job's model on
+its placement, at paper scale, as the replay runtime runs an iteration (:mod:`jobs.agent`): a Down
+phase of the model's compute time, then an Up phase in which the job allreduces its gradient
+buckets one after another at its contention-free bound (:func:`sim.steps.job_bound_s` on the
+links' paper rates). A directed link the job loads carries its bytes of the iteration over that
+Up phase, so its rate there is ``bytes × 8 / up time`` (§2.4 [REC]: the per-worker demand routed
+onto each link).
+
+[R] §9 #9 and #13: links are directed (a ring's two directions are two links); one Up phase per
+iteration at the link's mean rate over it (the replay runtime's buckets go back to back, so the
+link is loaded from the first bucket to the last); angle 0 is the iteration's start. A job on one
+machine loads no link. Cost: the bound's, O(steps x transfers x path length).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+from common.units import BITS_PER_BYTE
+from placement.cassini.profile import Phase, Profile
+from sim.steps import job_bound_s, job_steps, link_loads
+
+Link = tuple[str, str]
+
+
+def paper_rates_mbps(g) -> dict[Link, float]:
+    """Every link's paper-scale rate, Mbit/s (the topology's ``bw_mbps``)."""
+    return {(u, v): float(d["bw_mbps"]) for u, v, d in g.edges(data=True)}
+
+
+def job_profiles(g, machines_by_rank: Sequence[str], collective: str, bucket_bytes: Sequence[int],
+                 compute_s: float, mtu: int | None = None) -> dict[Link, Profile]:
+    """The job's profile on every directed link it loads (see the module docstring).
+
+    Args:
+        g: the topology (paper-scale rates).
+        machines_by_rank: the machine of each rank.
+        collective: ``ring``, ``hd`` or ``gloo``.
+        bucket_bytes: the gradient buckets of one iteration, paper-scale bytes.
+        compute_s: compute time of one iteration, seconds (the model profile's).
+        mtu: count bytes on the wire at this MTU (None: payload only).
+
+    Returns:
+        ``(u, v) -> Profile`` (times in ms, rates in Gbit/s); empty for a job that sends nothing
+        over the network.
+    """
+    loads: dict[Link, int] = defaultdict(int)
+    for steps in job_steps(collective, len(machines_by_rank), bucket_bytes):
+        for step in steps:
+            for link, nbytes in link_loads(g, machines_by_rank, step, mtu).items():
+                loads[link] += nbytes
+    if not loads:
+        return {}
+    up_s = job_bound_s(g, paper_rates_mbps(g), machines_by_rank, collective, bucket_bytes, mtu)
+    iter_ms = (compute_s + up_s) * 1e3
+    return {link: Profile(iter_ms, (Phase(compute_s * 1e3, up_s * 1e3, nbytes * BITS_PER_BYTE / up_s / 1e9),))
+            for link, nbytes in sorted(loads.items())}
+
+
+def profiles_to_dict(profiles: Mapping[str, Mapping[Link, Profile]]) -> dict:
+    """``profiles.json``: job -> ``"src->dst"`` -> the profile's JSON form."""
+    return {job: {f"{u}->{v}": p.to_dict() for (u, v), p in links.items()} for job, links in profiles.items()}
+
+
+def profiles_from_dict(data: Mapping) -> dict[str, dict[Link, Profile]]:
+    """Inverse of :func:`profiles_to_dict`.
+
+    Raises:
+        ValueError: a link not written ``src->dst``, or a malformed profile.
+    """
+    out: dict[str, dict[Link, Profile]] = {}
+    for job, links in data.items():
+        out[job] = {}
+        for name, record in links.items():
+            u, sep, v = name.partition("->")
+            if not sep or not u or not v:
+                raise ValueError(f"profiles: job {job!r}: link {name!r} is not written src->dst")
+            out[job][(u, v)] = Profile.from_dict(record)
+    return out
