@@ -171,19 +171,23 @@ def test_theorem_1_on_random_trees():
 # -- §5 / §10: the candidate-selection example -----------------------------------------------------
 
 def test_the_spec_candidate_selection_example():
-    """§10: c3 (A and B on u1 and u3: a loop) is discarded; c1 (mean 0.922) beats c2 (0.800 at 5°);
-    shifts A 0, B 40.3, V1 0, V2 113.3."""
+    """§10, the thesis as written (no link classes): c3 (A and B on u1 and u3: a loop) is discarded; c1
+    (mean 0.922) beats c2 (0.800 at 5°); shifts A 0, B 40.3, V1 0, V2 113.3."""
     profiles = {"A": HEAVY100, "B": HEAVY100, "V1": VGG, "V2": VGG}
     c3 = {"A": ["u1", "u3"], "B": ["u1", "u3"]}
     c1 = {"A": ["u1"], "B": ["u1"], "V1": ["u2"], "V2": ["u2"]}
     c2 = {"A": ["u1"], "V1": ["u1"], "B": ["u2"], "V2": ["u2"]}
-    d = choose([c3, c1, c2], {"u1": C, "u2": C, "u3": C}, lambda job, link: profiles[job])
+    d = choose([c3, c1, c2], {"u1": C, "u2": C, "u3": C}, lambda job, link: profiles[job], merge=False)
     assert d.discarded == (0,) and d.chosen == 1 and not d.fallback
     assert [None if c.score is None else round(c.score, 3) for c in d.candidates] == [None, 0.922, 0.8]
     assert {j: round(t, 1) for j, t in d.shifts_ms.items()} == {"A": 0.0, "B": 40.3, "V1": 0.0, "V2": 113.3}
     log = d.to_dict()
     assert log["chosen"] == 1 and log["discarded_loops"] == [0] and log["solver_s"] >= 0
     assert set(log["candidates"][1]["links"]) == {"u1", "u2"}
+    # With link classes (§4.5 [REC], the default) u1 and u3 of c3 are one class: no loop, scored 0.844 once.
+    merged = choose([c3, c1, c2], {"u1": C, "u2": C, "u3": C}, lambda job, link: profiles[job])
+    assert merged.discarded == () and round(merged.candidates[0].score, 3) == 0.844 and merged.chosen == 1
+    assert merged.candidates[0].classes == {"u1": ("u1", "u3")}
 
 
 def test_ties_keep_the_base_schedulers_order_and_loops_everywhere_fall_back():
@@ -193,7 +197,7 @@ def test_ties_keep_the_base_schedulers_order_and_loops_everywhere_fall_back():
     d = choose([alone, dict(alone)], {"u1": C, "u2": C}, lambda j, link: HEAVY100)
     assert d.chosen == 0 and d.candidates[1].score == 1.0 and d.shifts_ms == {}
     loop = {"A": ["u1", "u2"], "B": ["u1", "u2"]}
-    d = choose([loop, loop], {"u1": C, "u2": C}, lambda j, link: HEAVY100)
+    d = choose([loop, loop], {"u1": C, "u2": C}, lambda j, link: HEAVY100, merge=False)
     assert d.fallback and d.chosen == 0 and d.shifts_ms == {} and d.discarded == (0, 1)
     with pytest.raises(ValueError, match="valid: mean, min"):
         choose([alone], {"u1": C, "u2": C}, lambda j, link: HEAVY100, aggregate="p99")
@@ -262,3 +266,19 @@ def test_the_optimum_equals_the_brute_force_reference_on_random_job_sets():
         score, shifts = reference_link_compat(profiles, C, step)
         assert fit.score == pytest.approx(score, abs=1e-12), case
         assert fit.shifts_ms == pytest.approx(shifts, abs=1e-9), case
+
+
+def test_link_classes_break_the_loops_of_jobs_sharing_every_link_of_their_paths():
+    """§4.5 [REC]: two rings across the same racks share their links with the same profiles: one class, no
+    loop, one shift; a third job on one of those links splits the class, so a and b meet on two links
+    that are solved apart (a real loop: discarded), and so does a cycle through three jobs."""
+    two = {"a": ["h1-l1", "l1-s1", "s1-l2", "l2-h3"], "b": ["h2-l1", "l1-s1", "s1-l2", "l2-h4"]}
+    caps = {link: C for links in two.values() for link in links} | {"x": C, "y": C}
+    d = choose([two], caps, lambda j, link: HEAVY100)
+    assert not d.fallback and d.candidates[0].classes == {"l1-s1": ("l1-s1", "s1-l2")}
+    assert round(d.shifts_ms["b"], 1) == 40.3
+    three = {**two, "c": ["l1-s1", "x"]}
+    d3 = choose([three], caps, lambda j, link: HEAVY100)
+    assert d3.candidates[0].loop and d3.fallback
+    ring = {"a": ["x", "y"], "b": ["x", "l1-s1"], "c": ["y", "l1-s1"]}  # a-x-b-l1s1-c-y-a
+    assert choose([ring], caps, lambda j, link: HEAVY100).fallback

@@ -12,6 +12,13 @@ Resolutions ([R], spec §9): ``w(j, l)`` is the job's per-link shift from the op
 candidate with no shared link scores 1.0 (#10); when every candidate has a loop, the base
 scheduler's first candidate is kept with no shifts (§4.5 [REC]), and the decision says so.
 
+Loops (#8): two jobs sharing two or more links (a ring's uplink and downlink, both directions of
+a link) form a loop, which on a fat-tree is the rule rather than the exception. With
+``merge=True`` (the default, §4.5 [REC]) the links that carry the same jobs with the same
+profiles and capacity are one *link class* before the loop test: their optimisations are
+identical, so the class has one solution, scored once and counted once in the aggregate.
+``merge=False`` is the thesis as written: any such loop discards the candidate.
+
 Cost: per candidate, the loop test plus one :func:`~placement.cassini.compat.link_score` per
 shared link (the dominant term, §4.6).
 """
@@ -38,19 +45,22 @@ class CandidateScore:
     Attributes:
         index: its position in the base scheduler's order.
         score: the aggregate of its shared links' scores (None: discarded for a loop).
-        links: each shared link's optimum.
+        links: each shared link (the first of its class) with its optimum.
         loop: True when its affinity graph has a loop (it was discarded).
+        classes: each scored link, the shared links of its class (itself first).
     """
 
     index: int
     score: float | None
     links: dict[Hashable, LinkFit]
     loop: bool
+    classes: dict[Hashable, tuple[Hashable, ...]] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """JSON form (the decision log)."""
         return {"index": self.index, "score": self.score, "loop": self.loop,
-                "links": {str(link): fit.to_dict() for link, fit in self.links.items()}}
+                "links": {str(link): {**fit.to_dict(), "class": [str(m) for m in self.classes.get(link, (link,))]}
+                          for link, fit in self.links.items()}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,11 +93,31 @@ class CassiniDecision:
                 "candidates": [c.to_dict() for c in self.candidates]}
 
 
+def link_classes(edges: Iterable[tuple[str, Hashable]], capacity_gbps: Mapping[Hashable, float],
+                 profile_of: Callable[[str, Hashable], Profile]) -> dict[Hashable, tuple[Hashable, ...]]:
+    """The shared links grouped by what their optimisation sees: the same jobs with the same
+    profiles on the same capacity; each class keyed by its first link (§4.5 [REC])."""
+    jobs_on: dict[Hashable, list[str]] = {}
+    for job, link in edges:
+        jobs_on.setdefault(link, []).append(job)
+    classes: dict[tuple, list[Hashable]] = {}
+    for link, jobs in jobs_on.items():
+        key = tuple(sorted((j, profile_of(j, link)) for j in jobs)) + (capacity_gbps[link],)
+        classes.setdefault(key, []).append(link)
+    return {links[0]: tuple(links) for links in classes.values()}
+
+
 def score_candidate(index: int, job_links: Mapping[str, Iterable[Hashable]], capacity_gbps: Mapping[Hashable, float],
                     profile_of: Callable[[str, Hashable], Profile], aggregate: str = "mean",
-                    step_deg: float = DEFAULT_STEP_DEG, quantum_ms: float = 1.0) -> CandidateScore:
-    """One candidate's score (``job_links``: job -> the links it crosses under the candidate)."""
+                    step_deg: float = DEFAULT_STEP_DEG, quantum_ms: float = 1.0, merge: bool = True) -> CandidateScore:
+    """One candidate's score (``job_links``: job -> the links it crosses under the candidate); with
+    ``merge``, links of one class count once (see the module docstring)."""
     edges = affinity_edges(job_links)
+    if merge:
+        classes = link_classes(edges, capacity_gbps, profile_of)
+        edges = [(job, link) for job, link in edges if link in classes]
+    else:
+        classes = {link: (link,) for _, link in edges}
     if has_loop(edges):
         return CandidateScore(index, None, {}, True)
     jobs_on: dict[Hashable, list[str]] = {}
@@ -96,18 +126,19 @@ def score_candidate(index: int, job_links: Mapping[str, Iterable[Hashable]], cap
     fits = {link: link_score({j: profile_of(j, link) for j in jobs}, capacity_gbps[link], step_deg, quantum_ms)
             for link, jobs in jobs_on.items()}
     score = AGGREGATES[aggregate]([f.score for f in fits.values()]) if fits else 1.0
-    return CandidateScore(index, score, fits, False)
+    return CandidateScore(index, score, fits, False, classes)
 
 
 def choose(candidates: Sequence[Mapping[str, Iterable[Hashable]]], capacity_gbps: Mapping[Hashable, float],
            profile_of: Callable[[str, Hashable], Profile], aggregate: str = "mean",
-           step_deg: float = DEFAULT_STEP_DEG, quantum_ms: float = 1.0) -> CassiniDecision:
+           step_deg: float = DEFAULT_STEP_DEG, quantum_ms: float = 1.0, merge: bool = True) -> CassiniDecision:
     """Algorithm 2 over the base scheduler's ``candidates`` (each: job -> the links it crosses).
 
     Args:
         capacity_gbps: each link's capacity.
         profile_of: ``(job, link) -> Profile``: the job's demand on that link.
         aggregate: a key of :data:`AGGREGATES`.
+        merge: links of one class count once before the loop test (False: the thesis as written).
 
     Raises:
         ValueError: no candidate, or an unknown aggregate (the message lists the valid ones).
@@ -117,7 +148,7 @@ def choose(candidates: Sequence[Mapping[str, Iterable[Hashable]]], capacity_gbps
     if aggregate not in AGGREGATES:
         raise ValueError(f"cassini: unknown aggregate {aggregate!r}; valid: {', '.join(AGGREGATES)}")
     t0 = time.perf_counter()
-    scored = tuple(score_candidate(i, c, capacity_gbps, profile_of, aggregate, step_deg, quantum_ms)
+    scored = tuple(score_candidate(i, c, capacity_gbps, profile_of, aggregate, step_deg, quantum_ms, merge)
                    for i, c in enumerate(candidates))
     kept = [c for c in scored if not c.loop]
     if not kept:
