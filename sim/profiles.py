@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from common.units import BITS_PER_BYTE
 from placement.cassini.profile import Phase, Profile
 from sim.steps import job_bound_s, job_steps, link_loads
+from topo.routing import EcmpRoutes
 
 Link = tuple[str, str]
 
@@ -33,7 +34,7 @@ def paper_rates_mbps(g) -> dict[Link, float]:
 
 
 def job_profiles(g, machines_by_rank: Sequence[str], collective: str, bucket_bytes: Sequence[int],
-                 compute_s: float, mtu: int | None = None) -> dict[Link, Profile]:
+                 compute_s: float, mtu: int | None = None, routes: EcmpRoutes | None = None) -> dict[Link, Profile]:
     """The job's profile on every directed link it loads (see the module docstring).
 
     Args:
@@ -43,19 +44,22 @@ def job_profiles(g, machines_by_rank: Sequence[str], collective: str, bucket_byt
         bucket_bytes: the gradient buckets of one iteration, paper-scale bytes.
         compute_s: compute time of one iteration, seconds (the model profile's).
         mtu: count bytes on the wire at this MTU (None: payload only).
+        routes: the graph's kept routes, to profile many jobs with one BFS per destination
+            (default: a new one).
 
     Returns:
         ``(u, v) -> Profile`` (times in ms, rates in Gbit/s); empty for a job that sends nothing
         over the network.
     """
+    path = (routes or EcmpRoutes(g)).path
     loads: dict[Link, int] = defaultdict(int)
     for steps in job_steps(collective, len(machines_by_rank), bucket_bytes):
         for step in steps:
-            for link, nbytes in link_loads(g, machines_by_rank, step, mtu).items():
+            for link, nbytes in link_loads(g, machines_by_rank, step, mtu, path).items():
                 loads[link] += nbytes
     if not loads:
         return {}
-    up_s = job_bound_s(g, paper_rates_mbps(g), machines_by_rank, collective, bucket_bytes, mtu)
+    up_s = job_bound_s(g, paper_rates_mbps(g), machines_by_rank, collective, bucket_bytes, mtu, path)
     iter_ms = (compute_s + up_s) * 1e3
     return {link: Profile(iter_ms, (Phase(compute_s * 1e3, up_s * 1e3, nbytes * BITS_PER_BYTE / up_s / 1e9),))
             for link, nbytes in sorted(loads.items())}

@@ -21,24 +21,29 @@ A training job's iteration is one allreduce per gradient bucket, run one after a
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Callable, Sequence
 
 from common.units import BITS_PER_BYTE, MEGA, wire_bytes
 from jobs.patterns import Transfer, replay_pattern
 from topo.routing import ecmp_path, path_links
 
 
-def link_loads(g, machines_by_rank: Sequence[str], step, mtu: int | None = None) -> dict[tuple[str, str], int]:
+def link_loads(g, machines_by_rank: Sequence[str], step, mtu: int | None = None,
+               path: Callable[[str, str], Sequence[str]] | None = None) -> dict[tuple[str, str], int]:
     """Bytes each directed link carries in one step (same-machine transfers excluded): the
-    payload, or with ``mtu`` the bytes on the wire (:func:`common.units.wire_bytes`)."""
+    payload, or with ``mtu`` the bytes on the wire (:func:`common.units.wire_bytes`). ``path``:
+    the routing function's paths, e.g. a kept :class:`topo.routing.EcmpRoutes`'s (default:
+    :func:`topo.routing.ecmp_path`)."""
+    path = path or functools.partial(ecmp_path, g)
     loads: dict[tuple[str, str], int] = defaultdict(int)
     for src, dst, nbytes in step:
         a, b = machines_by_rank[src], machines_by_rank[dst]
         if a == b or nbytes == 0:
             continue
         cost = wire_bytes(nbytes, mtu) if mtu else nbytes
-        for link in path_links(ecmp_path(g, a, b)):
+        for link in path_links(path(a, b)):
             loads[link] += cost
     return loads
 
@@ -111,7 +116,7 @@ def job_links(g, machines_by_rank: Sequence[str], collective: str,
 
 
 def chained_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], steps,
-                    mtu: int | None = None) -> float:
+                    mtu: int | None = None, path: Callable[[str, str], Sequence[str]] | None = None) -> float:
     """The bandwidth bound of a collective whose ranks each wait for their own previous step.
 
     Every rank runs its steps in order, as the collectives do (a rank's step ``t + 1`` starts
@@ -127,17 +132,18 @@ def chained_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank
     lets other pairs move on, which :func:`step_bound_s` (a barrier per step) does not and
     :func:`link_bound_s` (every step overlapping every other) ignores: measured here on a
     k=4 fat-tree, halving-doubling over 8 spread machines took 2.0 times its link-load bound.
-    Cost: O(steps * transfers * path length).
+    Cost: O(steps * transfers * path length). ``path``: as :func:`link_loads`.
     """
+    path = path or functools.partial(ecmp_path, g)
     done = [0.0] * len(machines_by_rank)
     for step in steps:
-        loads = link_loads(g, machines_by_rank, step, mtu)
+        loads = link_loads(g, machines_by_rank, step, mtu, path)
         finished = list(done)
         for src, dst, _ in step:
             a, b = machines_by_rank[src], machines_by_rank[dst]
             length = 0.0
             if a != b:
-                for u, v in path_links(ecmp_path(g, a, b)):
+                for u, v in path_links(path(a, b)):
                     rate = rate_mbps.get((u, v)) or rate_mbps[(v, u)]
                     length = max(length, loads[(u, v)] * BITS_PER_BYTE / (rate * MEGA))
             end = done[src] + length
@@ -171,7 +177,8 @@ def largest_transfer_bytes(machines_by_rank: Sequence[str], collective: str, buc
 
 
 def job_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], collective: str,
-                bucket_bytes: Sequence[int], mtu: int | None = None) -> float:
+                bucket_bytes: Sequence[int], mtu: int | None = None,
+                path: Callable[[str, str], Sequence[str]] | None = None) -> float:
     """The contention-free bound of one iteration's communication, in seconds.
 
     The sum over buckets (an iteration allreduces them one after another) of
@@ -190,9 +197,12 @@ def job_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Se
         collective: collective name (``ring``, ``hd`` or ``gloo``).
         bucket_bytes: size of each gradient bucket, bytes.
         mtu: count bytes on the wire at this MTU (None: payload only).
+        path: the routing function's paths (default: :func:`topo.routing.ecmp_path`; a kept
+            :class:`topo.routing.EcmpRoutes`'s ``path`` routes many transfers with one BFS per
+            destination).
 
     Raises:
         JobError: an unknown collective, or a bucket size the pattern rejects.
     """
-    return float(sum(chained_bound_s(g, rate_mbps, machines_by_rank, steps, mtu)
+    return float(sum(chained_bound_s(g, rate_mbps, machines_by_rank, steps, mtu, path)
                      for steps in job_steps(collective, len(machines_by_rank), bucket_bytes)))
