@@ -170,6 +170,11 @@ def test_theorem_1_on_random_trees():
 
 # -- §5 / §10: the candidate-selection example -----------------------------------------------------
 
+def on(job_links: dict, profiles: dict | None = None) -> dict:
+    """A candidate as Cassini takes it: job -> link -> the job's profile (HEAVY100 unless given)."""
+    return {j: {link: (profiles or {}).get(j, HEAVY100) for link in links} for j, links in job_links.items()}
+
+
 def test_the_spec_candidate_selection_example():
     """§10, the thesis as written (no link classes): c3 (A and B on u1 and u3: a loop) is discarded; c1
     (mean 0.922) beats c2 (0.800 at 5°); shifts A 0, B 40.3, V1 0, V2 113.3."""
@@ -177,7 +182,7 @@ def test_the_spec_candidate_selection_example():
     c3 = {"A": ["u1", "u3"], "B": ["u1", "u3"]}
     c1 = {"A": ["u1"], "B": ["u1"], "V1": ["u2"], "V2": ["u2"]}
     c2 = {"A": ["u1"], "V1": ["u1"], "B": ["u2"], "V2": ["u2"]}
-    d = choose([c3, c1, c2], {"u1": C, "u2": C, "u3": C}, lambda job, link: profiles[job], merge=False)
+    d = choose([on(c3, profiles), on(c1, profiles), on(c2, profiles)], {"u1": C, "u2": C, "u3": C}, merge=False)
     assert d.discarded == (0,) and d.chosen == 1 and not d.fallback
     assert [None if c.score is None else round(c.score, 3) for c in d.candidates] == [None, 0.922, 0.8]
     assert {j: round(t, 1) for j, t in d.shifts_ms.items()} == {"A": 0.0, "B": 40.3, "V1": 0.0, "V2": 113.3}
@@ -185,7 +190,7 @@ def test_the_spec_candidate_selection_example():
     assert log["chosen"] == 1 and log["discarded_loops"] == [0] and log["solver_s"] >= 0
     assert set(log["candidates"][1]["links"]) == {"u1", "u2"}
     # With link classes (§4.5 [REC], the default) u1 and u3 of c3 are one class: no loop, scored 0.844 once.
-    merged = choose([c3, c1, c2], {"u1": C, "u2": C, "u3": C}, lambda job, link: profiles[job])
+    merged = choose([on(c3, profiles), on(c1, profiles), on(c2, profiles)], {"u1": C, "u2": C, "u3": C})
     assert merged.discarded == () and round(merged.candidates[0].score, 3) == 0.844 and merged.chosen == 1
     assert merged.candidates[0].classes == {"u1": ("u1", "u3")}
 
@@ -194,20 +199,20 @@ def test_ties_keep_the_base_schedulers_order_and_loops_everywhere_fall_back():
     """§9 #10-#11 [R]: a candidate without shared links scores 1.0; equal scores keep the first; when every
     candidate has a loop the first is kept, unshifted, and the decision says so."""
     alone = {"A": ["u1"], "B": ["u2"]}
-    d = choose([alone, dict(alone)], {"u1": C, "u2": C}, lambda j, link: HEAVY100)
+    d = choose([on(alone), on(alone)], {"u1": C, "u2": C})
     assert d.chosen == 0 and d.candidates[1].score == 1.0 and d.shifts_ms == {}
     loop = {"A": ["u1", "u2"], "B": ["u1", "u2"]}
-    d = choose([loop, loop], {"u1": C, "u2": C}, lambda j, link: HEAVY100, merge=False)
+    d = choose([on(loop), on(loop)], {"u1": C, "u2": C}, merge=False)
     assert d.fallback and d.chosen == 0 and d.shifts_ms == {} and d.discarded == (0, 1)
     with pytest.raises(ValueError, match="valid: mean, min"):
-        choose([alone], {"u1": C, "u2": C}, lambda j, link: HEAVY100, aggregate="p99")
+        choose([on(alone)], {"u1": C, "u2": C}, aggregate="p99")
 
 
 def test_the_min_aggregate_ranks_by_the_worst_link():
     """§5.1 footnote: with ``min`` a candidate is as good as its worst shared link."""
     profiles = {"A": HEAVY100, "B": HEAVY100, "V1": VGG, "V2": VGG}
     c1 = {"A": ["u1"], "B": ["u1"], "V1": ["u2"], "V2": ["u2"]}
-    d = choose([c1], {"u1": C, "u2": C}, lambda job, link: profiles[job], aggregate="min")
+    d = choose([on(c1, profiles)], {"u1": C, "u2": C}, aggregate="min")
     assert round(d.candidates[0].score, 3) == 0.844
 
 
@@ -274,11 +279,11 @@ def test_link_classes_break_the_loops_of_jobs_sharing_every_link_of_their_paths(
     that are solved apart (a real loop: discarded), and so does a cycle through three jobs."""
     two = {"a": ["h1-l1", "l1-s1", "s1-l2", "l2-h3"], "b": ["h2-l1", "l1-s1", "s1-l2", "l2-h4"]}
     caps = {link: C for links in two.values() for link in links} | {"x": C, "y": C}
-    d = choose([two], caps, lambda j, link: HEAVY100)
+    d = choose([on(two)], caps)
     assert not d.fallback and d.candidates[0].classes == {"l1-s1": ("l1-s1", "s1-l2")}
     assert round(d.shifts_ms["b"], 1) == 40.3
     three = {**two, "c": ["l1-s1", "x"]}
-    d3 = choose([three], caps, lambda j, link: HEAVY100)
+    d3 = choose([on(three)], caps)
     assert d3.candidates[0].loop and d3.fallback
     ring = {"a": ["x", "y"], "b": ["x", "l1-s1"], "c": ["y", "l1-s1"]}  # a-x-b-l1s1-c-y-a
-    assert choose([ring], caps, lambda j, link: HEAVY100).fallback
+    assert choose([on(ring)], caps).fallback

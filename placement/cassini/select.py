@@ -1,7 +1,8 @@
 """Cassini as a plug-in: rank a base scheduler's candidate placements, shift the winner's jobs
 (spec §5, Algorithm 2).
 
-Each candidate is the links every job crosses under it. Its affinity graph (links carrying more
+Each candidate is every job's profile on each link it crosses under it (a job's demand on a link
+depends on its placement: :func:`sim.profiles.job_profiles`). Its affinity graph (links carrying more
 than one job) is built; a candidate whose graph has a loop is discarded (§4.5 [T]); every shared
 link is scored (:func:`placement.cassini.compat.link_score`) and the candidate's score is an
 aggregate of its links' scores (the mean, §5.1; a tail aggregate is allowed by the thesis's
@@ -107,12 +108,19 @@ def link_classes(edges: Iterable[tuple[str, Hashable]], capacity_gbps: Mapping[H
     return {links[0]: tuple(links) for links in classes.values()}
 
 
-def score_candidate(index: int, job_links: Mapping[str, Iterable[Hashable]], capacity_gbps: Mapping[Hashable, float],
-                    profile_of: Callable[[str, Hashable], Profile], aggregate: str = "mean",
-                    step_deg: float = DEFAULT_STEP_DEG, quantum_ms: float = 1.0, merge: bool = True) -> CandidateScore:
-    """One candidate's score (``job_links``: job -> the links it crosses under the candidate); with
-    ``merge``, links of one class count once (see the module docstring)."""
-    edges = affinity_edges(job_links)
+Candidate = Mapping[str, Mapping[Hashable, Profile]]
+"""A candidate placement as Cassini sees it: job -> link it crosses -> its profile there."""
+
+
+def score_candidate(index: int, candidate: Candidate, capacity_gbps: Mapping[Hashable, float],
+                    aggregate: str = "mean", step_deg: float = DEFAULT_STEP_DEG, quantum_ms: float = 1.0,
+                    merge: bool = True) -> CandidateScore:
+    """One candidate's score; with ``merge``, links of one class count once (see the module docstring)."""
+
+    def profile_of(job: str, link: Hashable) -> Profile:
+        return candidate[job][link]
+
+    edges = affinity_edges(candidate)
     if merge:
         classes = link_classes(edges, capacity_gbps, profile_of)
         edges = [(job, link) for job, link in edges if link in classes]
@@ -129,14 +137,12 @@ def score_candidate(index: int, job_links: Mapping[str, Iterable[Hashable]], cap
     return CandidateScore(index, score, fits, False, classes)
 
 
-def choose(candidates: Sequence[Mapping[str, Iterable[Hashable]]], capacity_gbps: Mapping[Hashable, float],
-           profile_of: Callable[[str, Hashable], Profile], aggregate: str = "mean",
+def choose(candidates: Sequence[Candidate], capacity_gbps: Mapping[Hashable, float], aggregate: str = "mean",
            step_deg: float = DEFAULT_STEP_DEG, quantum_ms: float = 1.0, merge: bool = True) -> CassiniDecision:
-    """Algorithm 2 over the base scheduler's ``candidates`` (each: job -> the links it crosses).
+    """Algorithm 2 over the base scheduler's ``candidates`` (each: job -> link -> its profile there).
 
     Args:
-        capacity_gbps: each link's capacity.
-        profile_of: ``(job, link) -> Profile``: the job's demand on that link.
+        capacity_gbps: each link's capacity, in the profiles' unit.
         aggregate: a key of :data:`AGGREGATES`.
         merge: links of one class count once before the loop test (False: the thesis as written).
 
@@ -148,13 +154,13 @@ def choose(candidates: Sequence[Mapping[str, Iterable[Hashable]]], capacity_gbps
     if aggregate not in AGGREGATES:
         raise ValueError(f"cassini: unknown aggregate {aggregate!r}; valid: {', '.join(AGGREGATES)}")
     t0 = time.perf_counter()
-    scored = tuple(score_candidate(i, c, capacity_gbps, profile_of, aggregate, step_deg, quantum_ms, merge)
+    scored = tuple(score_candidate(i, c, capacity_gbps, aggregate, step_deg, quantum_ms, merge)
                    for i, c in enumerate(candidates))
     kept = [c for c in scored if not c.loop]
     if not kept:
         return CassiniDecision(scored, 0, {}, True, time.perf_counter() - t0)
     best = max(kept, key=lambda c: c.score)  # the first of equal scores: the base scheduler's order
     weights = {(job, link): fit.shifts_ms[job] for link, fit in best.links.items() for job in fit.shifts_ms}
-    iter_ms = {job: profile_of(job, link).iter_ms for (job, link) in weights}
+    iter_ms = {job: candidates[best.index][job][link].iter_ms for (job, link) in weights}
     shifts = time_shifts(weights, {j: float(quantised_ms(t, quantum_ms)) for j, t in iter_ms.items()})
     return CassiniDecision(scored, best.index, shifts, False, time.perf_counter() - t0)
