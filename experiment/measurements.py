@@ -1,6 +1,6 @@
 """Typed records of one policy's emulated run, as the runner hands them to the report.
 
-:class:`PolicyResult` is what :func:`emulator.runner.run_policy` measured;
+:class:`PolicyResult` is what :class:`emulator.policy_run.PolicyMeasurement` measured;
 :meth:`PolicyResult.to_dict` is ``<policy>/measurements.json``, whose layout readers of a run
 directory (:mod:`experiment.export`, :mod:`experiment.estimates`) rely on. The per-wave link data
 (:class:`WaveLinks`), the CPU summaries (:class:`measure.cpu.CpuSummary`) and the port

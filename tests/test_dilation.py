@@ -12,7 +12,8 @@ import pytest
 
 from common.units import virtual_s, wall_s
 from emulator.net import link_rates_mbps
-from emulator.runner import job_evidence, net_options
+from emulator.policy_run import job_evidence
+from emulator.runner import net_options
 from emulator.variants import ecn_marker
 from experiment.config import from_dict
 from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks

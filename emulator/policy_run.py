@@ -1,0 +1,228 @@
+"""One policy's run on the emulated network, measured: place, run every job, collect the evidence.
+
+:class:`PolicyMeasurement` is one policy's run on a session's network
+(:class:`emulator.runner.EmulatorSession`), in steps:
+
+1. :meth:`~PolicyMeasurement.run_loop`: the experiment loop (:mod:`experiment.loop`) drives the
+   emulator's clock (:class:`emulator.backend.EmulatorBackend`) with the config's scheduler, the
+   CPU and the switch ports sampled meanwhile; with the default ``waves`` scheduler the jobs the
+   policy places run together as a wave and the others wait for the whole wave to end;
+2. :meth:`~PolicyMeasurement.check_health`: the port sampler and the controller kept up;
+3. :meth:`~PolicyMeasurement.result`: bytes and marks per link and wave, CPU in the
+   measurement windows, every job's evidence and verdict (:mod:`measure.fidelity`), and the
+   simulator's estimate of every job on the run's own schedule (:mod:`experiment.resimulate`).
+
+The network is shared by the policies of a run, one after another: its routes are static
+(every machine pair), every wave ends with its workers gone and its queues drained, the hosts
+keep no TCP metrics between connections, and every figure is a difference of counters or a time
+window of the policy's own waves.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+
+from common.errors import EmulationError
+from emulator.backend import EmulatorBackend, WaveResult
+from emulator.cpu import CpuSampler
+from emulator.ina_runs import InaRuns, unused_result
+from emulator.net import link_rates_mbps
+from emulator.queues import PortSampler
+from experiment.config import ExperimentConfig
+from experiment.ina_results import InaResult
+from experiment.loop import LoopEvent, LoopResult
+from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
+from experiment.report import job_iteration_times, summarise_policy
+from experiment.resimulate import simulate_schedule
+from experiment.results import write_json
+from experiment.run import config_cluster, last_starts, place_and_run
+from measure import fidelity
+from measure.linkstats import LinkSeries, counter_series, read_queue_samples
+from placement.metrics import fragmentation, used_machines
+from scheduling import make_scheduler
+
+
+class PolicyMeasurement:
+    """One policy's run on a session's network (see the module docstring).
+
+    Args:
+        session: the run's :class:`emulator.runner.EmulatorSession` (config, topology, network,
+            progress, ECN path and hosts' TCP settings, INA fabric, how workers start).
+        spec: the placement policy.
+        pdir: the policy's directory.
+    """
+
+    def __init__(self, session, spec: str, pdir: str):
+        self.s, self.spec, self.pdir = session, spec, pdir
+        self.cfg: ExperimentConfig = session.cfg
+        os.makedirs(pdir, exist_ok=True)
+        self.t_start = time.time()
+        self.sampler = CpuSampler()
+        self.queue_path = os.path.join(pdir, "queue_stats.jsonl")
+        net = session.net
+        self.ports = PortSampler(self.queue_path, net.port_links(), net.marker, self.cfg.ecn.sample_interval_s,
+                                 net.qdisc_stats)
+        self.batches: list[list[str]] = []
+        self.cluster_states: list[ClusterState] = []
+        self.cluster = config_cluster(self.cfg, session.g)
+
+    def on_batch(self, index: int, runs) -> None:
+        """A batch (wave) started: its jobs, and the cluster as it stands with them."""
+        self.batches.append([job.name for job, _ in runs])
+        view = self.cluster.view()  # the loop has applied the batch's placements: every running job is in it
+        self.cluster_states.append(ClusterState(index, used_machines(view), fragmentation(view)))
+        self.s.progress.say(f"    wave {index}: " + "; ".join(
+            f"{p.job} on {len(p.machines)} machine(s) {','.join(p.machines)}" for _, p in runs))
+
+    def on_event(self, event: LoopEvent) -> None:
+        """Say a preemption."""
+        if event.kind == "preempted":
+            self.s.progress.say(f"    {event.job} preempted at {event.time_s:.2f} s")
+
+    def run(self) -> PolicyResult:
+        """The policy's run, checked and measured; ``measurements.json`` written, the summary set."""
+        loop, backend, link_bytes, ina_result = self.run_loop()
+        self.check_health()
+        result = self.result(loop, backend, link_bytes, ina_result)
+        write_json(os.path.join(self.pdir, "measurements.json"), result.to_dict())
+        records = [r for w in result_waves(backend) for r in w.records]
+        result.summary = summarise_policy(self.cfg, self.s.g, result, records)
+        return result
+
+    def run_loop(self) -> tuple[LoopResult, EmulatorBackend, dict, InaResult | None]:
+        """The loop on the emulator with the samplers running; the bytes per link over the whole
+        policy (counted once: batches of an online schedule overlap) and the INA result."""
+        s, cfg = self.s, self.cfg
+        ina_runs = None
+        if s.ina is not None and s.ina.fabric is not None:
+            ina_runs = InaRuns(s.g, s.ina.fabric, cfg.ina.slots, s.ina.switches, self.pdir)
+            ina_runs.begin()
+        backend = EmulatorBackend(cfg, s.net, self.pdir, s.progress, on_batch=self.on_batch, ina=ina_runs,
+                                  spawn=s.spawn)
+        counters_before = s.net.switch_counters()
+        self.sampler.start()
+        self.ports.start()
+        try:
+            loop = place_and_run(cfg, s.g, self.spec, backend, self.on_event, self.cluster)
+        finally:
+            backend.close()
+            self.sampler.stop()
+            self.ports.stop()
+        link_bytes = s.net.link_bytes(counters_before, s.net.switch_counters())
+        if ina_runs is not None:
+            ina_result = ina_runs.result(s.ina.engine, s.ina.why)
+        elif s.ina is not None:
+            ina_result = unused_result(s.ina.why, cfg.ina.slots)
+        else:
+            ina_result = None
+        return loop, backend, link_bytes, ina_result
+
+    def check_health(self) -> None:
+        """Raise :class:`EmulationError` when the port sampler failed or the controller logged an exception."""
+        if self.ports.error:
+            raise EmulationError(f"sampling the switch ports failed: {self.ports.error}")
+        controller = self.s.net.controller
+        error = controller.logged_exception()
+        if error:
+            raise EmulationError(f"the controller logged an exception: {error}; see {controller.log_path}")
+
+    def result(self, loop: LoopResult, backend: EmulatorBackend, link_bytes: dict,
+               ina_result: InaResult | None) -> PolicyResult:
+        """Everything measured of the policy, with every job's verdict and estimate."""
+        s, cfg, g, net = self.s, self.cfg, self.s.g, self.s.net
+        starts = start_records(loop, self.batches)
+        placements = last_starts(starts)
+        waves = result_waves(backend)
+        rates = dict(net.rates)
+        series = LinkSeries(g, os.path.join(net.run_dir, "port_stats.jsonl"))
+        queue_samples = read_queue_samples(self.queue_path)
+        marks = counter_series(queue_samples, "marks") if net.options.ecn.measures else None
+        windows = [w.window_s for w in waves if w.window_s]
+        cpu_measured = self.sampler.summary(windows)
+        records = [r for w in waves for r in w.records]
+        evidence = job_evidence(cfg, placements, records,
+                                {j: r.ps_host for j, r in ina_result.jobs.items()} if ina_result else None)
+        verdicts = fidelity.job_verdicts(g, link_rates_mbps(g, cfg.scale), evidence, cfg.mtu)
+        # The simulator re-drives the run's schedule: its batches one after another where the
+        # scheduler runs them so, else every start and preemption at its time.
+        in_batches = make_scheduler(cfg.scheduler, seed=cfg.seed).starts_in_batches
+        estimates = simulate_schedule(cfg, g, loop, {e.job: e.bucket_bytes for e in evidence if e.bucket_bytes},
+                                      self.batches if in_batches else None)
+        link_checks = fidelity.link_checks(queue_samples, rates, windows or None, cfg.mtu, cfg.queue_packets)
+        ports = self.ports
+        return PolicyResult(
+            policy=self.spec, scheduler=cfg.scheduler, placements=placements, starts=starts,
+            cluster_states=tuple(self.cluster_states), waves=tuple(wave_links(w, series, marks) for w in waves),
+            jct_s=loop.jct_s, preemptions=loop.preemptions, link_bytes=link_bytes, link_rate_mbps=rates,
+            cpu=self.sampler.summary(), cpu_measured=cpu_measured, ecn=EcnSetup(s.ecn[0], s.ecn[1], s.hosts_tcp or {}),
+            fidelity=fidelity.assess(cpu_measured, link_checks, verdicts), estimates=estimates, scale=cfg.scale,
+            dilation=cfg.dilation,
+            port_sampler=PortSamplerStats(ports.samples_taken, cfg.ecn.sample_interval_s,
+                                          ports.cost_s / max(1, ports.samples_taken)),
+            dir=self.pdir, queue_stats=os.path.basename(self.queue_path), wall_time_s=time.time() - self.t_start,
+            ina=ina_result)
+
+
+def result_waves(backend: EmulatorBackend) -> list[WaveResult]:
+    """The back end's waves, in order."""
+    return sorted(backend.waves, key=lambda w: w.index)
+
+
+def start_records(loop: LoopResult, batches: list[list[str]]) -> tuple[StartRecord, ...]:
+    """Every start of the loop with the batch (wave) it started in. The loop starts each batch's
+    jobs in one call, in order, so the starts follow the batches one after another."""
+    out, queue = [], [(i, job) for i, jobs in enumerate(batches) for job in jobs]
+    if [job for _, job in queue] != [st.job for st in loop.starts]:
+        raise EmulationError("the emulator's batches do not match the loop's starts")
+    for (i, _), st in zip(queue, loop.starts, strict=True):
+        out.append(StartRecord(i, st.time_s, st.placement))
+    return tuple(out)
+
+
+def job_evidence(cfg: ExperimentConfig, placements: Sequence[StartRecord], records,
+                 ps_hosts: Mapping[str, str] | None = None) -> list[fidelity.JobEvidence]:
+    """What the fidelity monitor needs of every placed job: where its ranks ran, the buckets its
+    ranks really allreduced (from their records), its communication time in virtual seconds and,
+    for an INA job, its parameter server's machine (``ps_hosts``)."""
+    times = job_iteration_times(records, cfg.dilation)
+    first = {}
+    for r in records:
+        if r.rank == 0 and (r.job not in first or r.iteration < first[r.job].iteration):
+            first[r.job] = r
+    out = []
+    for p in placements:
+        job = next(j for j in cfg.jobs if j.name == p.job)
+        its = times.get(job.name, {})
+        comm = [v.comm_s for v in its.values()]
+        rec = first.get(job.name)
+        out.append(fidelity.JobEvidence(
+            job=job.name, wave=p.wave, machines_by_rank=p.machines_by_rank,
+            collective=job.collective, bucket_bytes=tuple(rec.bucket_bytes) if rec else (),
+            comm_mean_s=sum(comm) / len(comm) if comm else None,
+            complete=len(its) == cfg.iterations and all(v.ranks == job.workers for v in its.values()),
+            ps_host=(ps_hosts or {}).get(job.name)))
+    return out
+
+
+def wave_links(w: WaveResult, series: LinkSeries, marks=None) -> WaveLinks:
+    """A wave's bytes (and ECN marks, when measured) per link, whole and inside its window.
+
+    ``marks`` is the :class:`measure.linkstats.Series` of the ports' mark counters, or None
+    when ECN was not measured (then ``window_link_marks`` is None, never zeros).
+    """
+    window_bytes: dict = {}
+    window_marks = None if marks is None else {}
+    if w.window_s:
+        for link in sorted(w.link_bytes):
+            b = series.bytes_between(link, *w.window_s)
+            if b is not None:
+                window_bytes[link] = round(b)
+            m = marks.between(link, *w.window_s) if marks is not None else None
+            if m is not None:
+                window_marks[link] = round(m)
+    return WaveLinks(w.index, tuple(w.jobs), w.duration_s, w.startup_s, tuple(w.window_s) if w.window_s else None,
+                     dict(w.link_bytes), window_bytes, window_marks, w.ecn)
+
+
