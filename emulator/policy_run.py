@@ -85,9 +85,10 @@ class PolicyMeasurement:
         """The policy's run, checked and measured; ``measurements.json`` written, the summary set."""
         loop, backend, link_bytes, ina_result = self.run_loop()
         self.check_health()
-        result = self.result(loop, backend, link_bytes, ina_result)
+        waves = sorted(backend.waves, key=lambda w: w.index)
+        records = [r for w in waves for r in w.records]
+        result = self.result(loop, waves, records, link_bytes, ina_result)
         write_json(os.path.join(self.pdir, "measurements.json"), result.to_dict())
-        records = [r for w in result_waves(backend) for r in w.records]
         result.summary = summarise_policy(self.cfg, self.s.g, result, records)
         return result
 
@@ -128,20 +129,19 @@ class PolicyMeasurement:
         if error:
             raise EmulationError(f"the controller logged an exception: {error}; see {controller.log_path}")
 
-    def result(self, loop: LoopResult, backend: EmulatorBackend, link_bytes: dict,
+    def result(self, loop: LoopResult, waves: Sequence[WaveResult], records: Sequence, link_bytes: dict,
                ina_result: InaResult | None) -> PolicyResult:
-        """Everything measured of the policy, with every job's verdict and estimate."""
+        """Everything measured of the policy, with every job's verdict and estimate (``waves`` in
+        order, ``records`` their ranks' iteration records)."""
         s, cfg, g, net = self.s, self.cfg, self.s.g, self.s.net
         starts = start_records(loop, self.batches)
         placements = last_starts(starts)
-        waves = result_waves(backend)
         rates = dict(net.rates)
         series = LinkSeries(g, os.path.join(net.run_dir, "port_stats.jsonl"))
         queue_samples = read_queue_samples(self.queue_path)
         marks = counter_series(queue_samples, "marks") if net.options.ecn.measures else None
         windows = [w.window_s for w in waves if w.window_s]
         cpu_measured = self.sampler.summary(windows)
-        records = [r for w in waves for r in w.records]
         evidence = job_evidence(cfg, placements, records,
                                 {j: r.ps_host for j, r in ina_result.jobs.items()} if ina_result else None)
         verdicts = fidelity.job_verdicts(g, link_rates_mbps(g, cfg.scale), evidence, cfg.mtu)
@@ -163,11 +163,6 @@ class PolicyMeasurement:
                                           ports.cost_s / max(1, ports.samples_taken)),
             dir=self.pdir, queue_stats=os.path.basename(self.queue_path), wall_time_s=time.time() - self.t_start,
             ina=ina_result)
-
-
-def result_waves(backend: EmulatorBackend) -> list[WaveResult]:
-    """The back end's waves, in order."""
-    return sorted(backend.waves, key=lambda w: w.index)
 
 
 def start_records(loop: LoopResult, batches: list[list[str]]) -> tuple[StartRecord, ...]:

@@ -91,6 +91,10 @@ class RunOutcome:
     runs: dict[str, PolicyRun]
     unplaced: dict[str, str]
 
+    def incomplete(self) -> results.PolicyIncomplete:
+        """The error of a run in which some policy could not place every job."""
+        return results.incomplete(self.run_dir, list(self.unplaced), len(self.runs) + len(self.unplaced))
+
 
 def run_experiment(cfg, backend: ExperimentBackend, say: Say | None = None, run_dir: str | None = None,
                    policies: Sequence[str] | None = None, stream=None) -> str:
@@ -104,7 +108,7 @@ def run_experiment(cfg, backend: ExperimentBackend, say: Say | None = None, run_
     """
     out = execute(cfg, backend, say, run_dir, policies, stream)
     if out.unplaced:
-        raise results.incomplete(out.run_dir, list(out.unplaced), len(out.runs) + len(out.unplaced))
+        raise out.incomplete()
     return out.run_dir
 
 
@@ -136,11 +140,12 @@ def execute(cfg, backend: ExperimentBackend, say: Say | None = None, run_dir: st
     except BaseException as e:
         results.write_status(run_dir, "failed", f"{type(e).__name__}: {e}")
         raise
+    out = RunOutcome(run_dir, runs, unplaced)
     if unplaced:
-        results.write_status(run_dir, "incomplete", str(results.incomplete(run_dir, list(unplaced), len(specs))))
+        results.write_status(run_dir, "incomplete", str(out.incomplete()))
     else:
         results.write_status(run_dir, "complete")
-    return RunOutcome(run_dir, runs, unplaced)
+    return out
 
 
 def _run_policies(cfg, g, backend: ExperimentBackend, run_dir: str, caps: dict, specs: list[str], say: Say,

@@ -80,19 +80,6 @@ class RecordedPlacements(PlacementPolicy):
         return out
 
 
-def batches_of(loop: LoopResult) -> list[list[str]]:
-    """The batches of a loop's starts: the jobs started at one time, in start order (the loop
-    starts at most one batch per time in a ``waves`` run)."""
-    out: list[list[str]] = []
-    last_s = None
-    for st in loop.starts:
-        if not out or st.time_s != last_s:
-            out.append([])
-        out[-1].append(st.job)
-        last_s = st.time_s
-    return out
-
-
 def simulate_schedule(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Sequence[int]] | None = None,
                       batches: Sequence[Sequence[str]] | None = None) -> dict[str, JobEstimate]:
     """The simulator's estimate of every job of a recorded run, under the run's schedule.
@@ -106,7 +93,7 @@ def simulate_schedule(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seque
             was measured of it); None leaves none out.
         batches: None: every start and preemption at its recorded time. Else the run's batches
             (a ``waves`` run: the jobs of each start call of the loop, in start order, as the
-            emulator's waves or :func:`batches_of` list them): each batch starts once every job
+            emulator's waves or :func:`experiment.run.batches_of` list them): each batch starts once every job
             of the one before has finished in the simulator.
 
     Jobs of collective ``ina`` are simulated at the recorded times by the fluid engine only

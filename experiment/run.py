@@ -91,3 +91,22 @@ def last_starts(starts: Sequence[StartRecord]) -> tuple[StartRecord, ...]:
     the fidelity monitor and ``experiment.json`` describe of a job; ``starts`` holds them all."""
     last = {st.job: i for i, st in enumerate(starts)}
     return tuple(starts[i] for i in sorted(last.values()))
+
+
+def batches_of(loop: LoopResult) -> list[list[str]]:
+    """The batches of a loop's starts: the jobs started at one time, in start order (the loop
+    starts at most one batch per pass, and a pass at the same time as the last starts none)."""
+    out: list[list[str]] = []
+    last_s = None
+    for st in loop.starts:
+        if not out or st.time_s != last_s:
+            out.append([])
+        out[-1].append(st.job)
+        last_s = st.time_s
+    return out
+
+
+def batch_starts(loop: LoopResult) -> tuple[StartRecord, ...]:
+    """Every start of ``loop`` with its batch (:func:`batches_of`)."""
+    index = [i for i, batch in enumerate(batches_of(loop)) for _ in batch]
+    return tuple(StartRecord(i, st.time_s, st.placement) for i, st in zip(index, loop.starts, strict=True))

@@ -22,7 +22,7 @@ from experiment.driver import ExperimentBackend, PolicySession, Say, no_resource
 from experiment.efficiency import distribution_efficiency
 from experiment.loop import LoopEvent, LoopResult
 from experiment.measurements import StartRecord
-from experiment.run import config_cluster, experiment_jobs, last_starts, place_and_run
+from experiment.run import batch_starts, config_cluster, experiment_jobs, last_starts, place_and_run
 from experiment.summary import JobSummary, PolicyRun, PolicySummary, completion_figures
 from placement.metrics import fragmentation, used_machines
 from sim.backend import FlowSimBackend, FluidSimBackend
@@ -95,51 +95,26 @@ class SimulatorSession(PolicySession):
         t0 = time.monotonic()
         backend = sim_backend(cfg, g)
         jobs = experiment_jobs(cfg, g)
-        batches = BatchLog()
         progress = _progress(len(jobs), self.say) if cfg.trace.file else None
         states: list[tuple[int, int]] = []  # machines in use and fragmented as each batch started
         cluster = config_cluster(cfg, g)
+        last_start_s = None
 
         def on_event(event: LoopEvent) -> None:
-            if batches.see(event):
+            nonlocal last_start_s
+            if event.kind == "started" and event.time_s != last_start_s:  # a new batch, as batches_of cuts them
                 view = cluster.view()
                 states.append((used_machines(view), fragmentation(view)))
+                last_start_s = event.time_s
             if progress is not None:
                 progress(event)
 
         loop = place_and_run(cfg, g, spec, backend, on_event=on_event, cluster=cluster)
-        starts = batches.start_records(loop)
+        starts = batch_starts(loop)
         summary = summarise_simulated(cfg, g, spec, jobs, loop, starts, backend, states, time.monotonic() - t0)
         self.say(f"    {len(jobs)} jobs simulated in {summary.wall_time_s:.1f} s")
         return PolicyRun(summary, None, tuple(s.to_dict() for s in last_starts(starts)),
                          tuple(s.to_dict() for s in starts))
-
-
-class BatchLog:
-    """The batches of a loop's starts, from its events: the jobs one call of the back end's
-    ``start`` started (consecutive ``started`` events at one time; the loop starts at most one
-    batch per pass and a pass at the same time always follows another event)."""
-
-    def __init__(self):
-        self.batch_of: list[int] = []  # the batch of every start, in order
-        self._batches = 0
-        self._last: LoopEvent | None = None
-
-    def see(self, event: LoopEvent) -> bool:
-        """Note an event; True when it starts a new batch. O(1)."""
-        new = event.kind == "started" and not (self._last is not None and self._last.kind == "started"
-                                               and self._last.time_s == event.time_s)
-        if new:
-            self._batches += 1
-        if event.kind == "started":
-            self.batch_of.append(self._batches - 1)
-        self._last = event
-        return new
-
-    def start_records(self, loop: LoopResult) -> tuple[StartRecord, ...]:
-        """Every start of ``loop`` with its batch."""
-        return tuple(StartRecord(b, st.time_s, st.placement) for b, st in zip(self.batch_of, loop.starts,
-                                                                              strict=True))
 
 
 def summarise_simulated(cfg, g, spec: str, jobs, loop: LoopResult, starts: Sequence[StartRecord], backend,

@@ -17,8 +17,8 @@ from common.errors import PlacementError
 from experiment.config import ExperimentConfig, JobConfig, SimulatorConfig, load, validate
 from experiment.durations import DurationBackend, duration_job
 from experiment.loop import Started, run_loop
-from experiment.resimulate import RecordedPlacements, batches_of, simulate_schedule
-from experiment.run import experiment_jobs, place_and_run
+from experiment.resimulate import RecordedPlacements, simulate_schedule
+from experiment.run import batches_of, experiment_jobs, place_and_run
 from experiment.simrun import sim_backend, sim_options
 from jobs.models import get_model, scaled_buckets
 from jobs.patterns import INA

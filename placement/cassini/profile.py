@@ -81,10 +81,6 @@ class Profile:
         """
         return np.array([self.demand_gbps((a + 0.5) * perimeter_ms / angles) for a in range(angles)])
 
-    def up_ms(self) -> float:
-        """Total length of the Up phases."""
-        return sum(p.dur_ms for p in self.phases)
-
     def to_dict(self) -> dict:
         """JSON form (the module docstring's)."""
         return {"iter_ms": self.iter_ms, "phases": [p.to_dict() for p in self.phases]}
