@@ -5,6 +5,7 @@ A back end owns a clock and runs jobs. The loop (:func:`experiment.loop.run_loop
     backend.start([(job, placement), ...])   # these jobs start now, together
     ends = backend.advance(until_s)          # run until a job finishes or until_s
     end = backend.stop(name)                 # preempt a running job now
+    applied = backend.shift(shifts)          # align jobs' iterations on now + their shifts
 
 :meth:`Backend.advance` returns as soon as one or more jobs finish (every job finishing at
 that instant), or at ``until_s`` with nothing finished; ``now_s`` tells where the clock is.
@@ -20,7 +21,7 @@ import math
 from collections.abc import Sequence
 
 from common.errors import JobError
-from placement.base import JobRequest, Placement
+from placement.base import JobRequest, Placement, TimeShift
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +114,17 @@ class Backend(abc.ABC):
             clock reached ``until_s`` first, or when nothing runs (the clock then moves to a
             finite ``until_s``).
         """
+
+    def shift(self, shifts: Sequence[TimeShift]) -> bool:
+        """Align these running jobs' iterations from now on: each job's next iteration, and every
+        later one it drifts from, starts at ``now_s + shift_s`` modulo its ``period_s`` (Cassini's
+        time shifts, ``shared/specs/cassini.md`` §5.4).
+
+        Returns:
+            True when this back end applies them; False (the default) when it cannot, which the
+            run records.
+        """
+        return False
 
     def close(self) -> None:  # noqa: B027 (optional hook: most back ends hold nothing)
         """Release what the back end holds (processes, files); the default holds nothing."""

@@ -4,7 +4,7 @@
 The fabric is a leaf-spine of 32 leaves x 32 machines x 8 GPUs (1,024 machines), 8 spines,
 2:1 oversubscribed. Each size's jobs (2-16 GPUs, ring or halving-doubling, resnet50 / vgg16 /
 bert_base) are placed 10 times by the ``random`` policy with seeds 1-10: the candidates. For each
-candidate every job's per-link profile is computed from its model (:mod:`sim.profiles`), then
+candidate every job's per-link profile is computed from its model (:mod:`placement.cassini.profiles`), then
 :func:`placement.cassini.select.choose` builds the affinity graphs (link classes merged), scores
 every shared link on the 5° grid and computes the winner's shifts. Prints, per size, the time to
 build the profiles, the time to score and rank, and the time the solver takes on every shared
@@ -30,8 +30,8 @@ from jobs.models import get_model  # noqa: E402
 from placement import Cluster, JobRequest, make_policy  # noqa: E402
 from placement.cassini.affinity import affinity_edges  # noqa: E402
 from placement.cassini.compat import link_score  # noqa: E402
+from placement.cassini.profiles import job_profiles, paper_rates_mbps  # noqa: E402
 from placement.cassini.select import choose, link_classes  # noqa: E402
-from sim.profiles import job_profiles, paper_rates_mbps  # noqa: E402
 from topo import leaf_spine  # noqa: E402
 from topo.routing import EcmpRoutes  # noqa: E402
 

@@ -5,7 +5,7 @@ For ring and halving-doubling allreduce with 4, 8 and 16 workers (one per machin
 over the pods of a k=4 fat-tree at the default experiment's rate), it replays the gradient
 buckets of a model as the default experiment does (DDP-sized buckets, scaled; ``--model``,
 default vgg16) and prints ``measured / bound`` per dilation factor D, where the bound is the
-contention-free bound the fidelity monitor uses (``sim.steps.job_bound_s``: every rank runs
+contention-free bound the fidelity monitor uses (``jobs.steps.job_bound_s``: every rank runs
 its steps in order, colliding transfers of a step share their link, headers on the wire
 counted). Times are virtual (paper-scale) seconds: measured wall time / D. The
 wall time each D costs is printed beside it, with the CPU during the measurement. Target at
@@ -39,7 +39,7 @@ from emulator.variants import switch_ports  # noqa: E402
 from experiment.config import ExperimentConfig  # noqa: E402
 from experiment.report import format_table  # noqa: E402
 from jobs.models import get_model, scaled_buckets  # noqa: E402
-from sim.steps import job_bound_s, job_collisions  # noqa: E402
+from jobs.steps import job_bound_s, job_collisions  # noqa: E402
 from topo import fat_tree, machines  # noqa: E402
 
 TARGET_RATIO = 1.05

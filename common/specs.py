@@ -69,13 +69,14 @@ def _check_type(what: str, key: str, value, default, error):
 
 
 def build_from_spec(registry: dict, spec: str, seed: int, kind: str, noun: str,
-                    error: type[TestbedError]):
+                    error: type[TestbedError], context: dict | None = None):
     """Instantiate ``registry[name](seed=seed, **kwargs)`` from a spec string.
 
     Args:
         registry: name -> class.
         spec: the spec string.
         seed: passed as ``seed=``.
+        context: keyword arguments the run gives every class that takes them (never spec keywords).
         kind: what the registry holds, for messages (``"placement policy"``, ``"scheduler"``).
         noun: short name in keyword messages (``"policy"``, ``"scheduler"``).
         error: the error class to raise.
@@ -90,12 +91,13 @@ def build_from_spec(registry: dict, spec: str, seed: int, kind: str, noun: str,
     cls = registry[name]
     params = inspect.signature(cls.__init__).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    valid = {k: p for k, p in params.items() if k not in ("self", "seed")
+    context = context or {}
+    valid = {k: p for k, p in params.items() if k not in ("self", "seed", *context)
              and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
     what = f"{noun} {name!r}"
     for key in list(kwargs):
-        if key == "seed":
-            raise error(f"{what}: seed is not a spec keyword; it comes from the experiment seed")
+        if key == "seed" or key in context:
+            raise error(f"{what}: {key} is not a spec keyword; it comes from the experiment")
         if key in valid:
             kwargs[key] = _check_type(what, key, kwargs[key], valid[key].default, error)
         elif not takes_any and valid:
@@ -105,7 +107,8 @@ def build_from_spec(registry: dict, spec: str, seed: int, kind: str, noun: str,
     missing = [k for k, p in valid.items() if p.default is inspect.Parameter.empty and k not in kwargs]
     if missing:
         raise error(f"{what}: spec {spec!r} lacks required keyword(s) {', '.join(missing)}")
-    return cls(seed=seed, **kwargs)
+    given = {k: v for k, v in context.items() if k in params or takes_any}
+    return cls(seed=seed, **given, **kwargs)
 
 
 def safe_name(spec: str) -> str:

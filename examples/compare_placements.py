@@ -18,8 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from common.units import scale_bw_mbps  # noqa: E402
 from jobs.models import get_model  # noqa: E402
 from jobs.patterns import pattern  # noqa: E402
+from jobs.steps import link_bound_s  # noqa: E402
 from placement import POLICIES, Cluster, JobRequest, make_policy  # noqa: E402
-from sim.steps import link_bound_s  # noqa: E402
 from topo import fat_tree  # noqa: E402
 
 SCALE = 500.0

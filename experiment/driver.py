@@ -175,8 +175,11 @@ def _run_policies(cfg, g, backend: ExperimentBackend, run_dir: str, caps: dict, 
 
 
 def _write_policy_files(pdir: str, run: PolicyRun) -> None:
-    """``<policy>/placements.json``, ``starts.json`` and ``summary.json``, from every back end alike."""
+    """``<policy>/placements.json``, ``starts.json``, ``summary.json`` and, for a placer that times
+    jobs or logs its decisions, ``decisions.json``, from every back end alike."""
     results.write_json(os.path.join(pdir, "placements.json"), list(run.placements))
+    if run.decisions:
+        results.write_json(os.path.join(pdir, "decisions.json"), list(run.decisions))
     results.write_json(os.path.join(pdir, "starts.json"), list(run.starts))
     results.write_json(os.path.join(pdir, "summary.json"), run.summary.to_dict())
 

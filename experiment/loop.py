@@ -9,7 +9,9 @@ simulator and the emulated network. At every event the loop
 3. hands the jobs it starts to the placer in priority order; a job the placer leaves
    waiting stays waiting and is reconsidered at the next event. Without a placer, GPUs are
    counted (as Tiresias' authors' simulator does with its ``count`` placement);
-4. starts the placed jobs on the back end, together, and lets it run until the next event:
+4. starts the placed jobs on the back end, together, hands it the time shifts the placer
+   gave (:class:`placement.base.TimeShift`, Cassini's) and keeps the decision (with its log)
+   when it has either, and lets the back end run until the next event:
    an arrival, the scheduler's wake-up (:attr:`scheduling.base.Decision.wake_s`), a periodic
    pass (``period_s``), or the first completion, whichever comes first.
 
@@ -33,7 +35,7 @@ from collections.abc import Callable, Sequence
 
 from backend.protocol import Backend, ExperimentJob, RunEnd
 from common.errors import JobError, PlacementError
-from placement.base import Cluster, Placement, PlacementPolicy
+from placement.base import Cluster, Placement, PlacementPolicy, TimeShift
 from scheduling.base import JobStatus, Scheduler
 
 _EPS = 1e-9
@@ -67,6 +69,30 @@ class Started:
 
 
 @dataclasses.dataclass(frozen=True)
+class PlacerDecision:
+    """A decision of the placer that timed jobs or logged itself (Cassini's), as the loop applied it.
+
+    Attributes:
+        time_s: when it was taken (the shifts' common origin).
+        started: the jobs it started.
+        shifts: the time shifts it gave.
+        applied: whether the back end applies time shifts (False: it cannot; they were not).
+        log: the placer's log entry (None: it logs nothing).
+    """
+
+    time_s: float
+    started: tuple[str, ...]
+    shifts: tuple[TimeShift, ...]
+    applied: bool
+    log: object = None
+
+    def to_dict(self) -> dict:
+        """JSON form (one entry of ``decisions.json``)."""
+        return {"time_s": self.time_s, "started": list(self.started), "shifts_applied": self.applied,
+                **({"log": self.log} if self.log is not None else {"shifts": [s.to_dict() for s in self.shifts]})}
+
+
+@dataclasses.dataclass(frozen=True)
 class LoopResult:
     """What a run of the loop produced.
 
@@ -76,6 +102,7 @@ class LoopResult:
         preemptions: number of times a running job was preempted.
         starts: every start, in order, with its placement.
         runs: every run as the back end ended it (finished or preempted), in order.
+        decisions: the placer's decisions that timed jobs or logged themselves, in order.
     """
 
     jct_s: dict[str, float]
@@ -83,6 +110,7 @@ class LoopResult:
     preemptions: int
     starts: tuple[Started, ...] = ()
     runs: tuple[RunEnd, ...] = ()
+    decisions: tuple[PlacerDecision, ...] = ()
 
     @property
     def placements(self) -> tuple[Placement, ...]:
@@ -183,6 +211,7 @@ class _LoopRun:
         self.segments: list[tuple[float, float, tuple[str, ...]]] = []
         self.starts: list[Started] = []
         self.runs: list[RunEnd] = []
+        self.decisions: list[PlacerDecision] = []
         self.preemptions = 0
         self.now_s = backend.now_s
         self.by_arrival = sorted(range(len(jobs)), key=lambda i: jobs[i].arrival_s)
@@ -195,7 +224,8 @@ class _LoopRun:
 
     def result(self) -> LoopResult:
         """What the run produced so far."""
-        return LoopResult(self.done, tuple(self.segments), self.preemptions, tuple(self.starts), tuple(self.runs))
+        return LoopResult(self.done, tuple(self.segments), self.preemptions, tuple(self.starts), tuple(self.runs),
+                          tuple(self.decisions))
 
     def step(self) -> None:
         """One event: admit, schedule, preempt, place and start, then advance to the next event."""
@@ -236,8 +266,10 @@ class _LoopRun:
             JobError: the jobs then running over-commit the GPUs.
         """
         wanted = [self.by_name[n] for n in names if n not in self.running]
+        decision = None
         if self.cluster is not None:
-            placed = self.policy.place([j.request() for j in wanted], self.cluster.view())
+            decision = self.policy.decide([j.request() for j in wanted], self.cluster.view()) if wanted else None
+            placed = decision.placements if decision is not None else ()
             for p in placed:
                 self.cluster.apply(p)
             new = [(self.by_name[p.job], p) for p in placed]
@@ -249,6 +281,11 @@ class _LoopRun:
                 self.starts.append(Started(self.now_s, j.name, p))
                 self.running.add(j.name)
                 self.say(LoopEvent("started", self.now_s, j.name, p))
+        if decision is not None and (decision.shifts or decision.log is not None):
+            shifts = tuple(s for s in decision.shifts if s.job in self.running)
+            applied = self.backend.shift(shifts) if shifts else False
+            self.decisions.append(PlacerDecision(self.now_s, tuple(j.name for j, _ in new), shifts, applied,
+                                                 decision.log))
         if sum(self.by_name[n].workers for n in self.running) > self.total_gpus:
             raise JobError(f"{self.scheduler.name}: decision at {self.now_s} s over-commits {self.total_gpus} "
                            f"GPUs: {sorted(self.running)}")

@@ -27,7 +27,7 @@ Definitions used in every table:
 * *times* are virtual (paper-scale) seconds: measured wall-clock time divided by the run's
   time dilation factor D (``dilation``); link utilisation and byte counts need no conversion;
 * *bound* of a job: its contention-free communication time per iteration on its placement
-  and routes (:func:`sim.steps.job_bound_s`, bytes on the wire at the run's MTU); *ratio*:
+  and routes (:func:`jobs.steps.job_bound_s`, bytes on the wire at the run's MTU); *ratio*:
   measured / bound, checked for jobs that had their links to themselves in their wave;
 * *trust*: the fidelity monitor's verdict (:mod:`measure.fidelity`): an uncontended job more
   than 10% slower (or 5% faster) than its bound, or a backlogged port that sent more than
@@ -372,7 +372,26 @@ def summary_tables(summaries: Sequence[PolicySummary], backend: str = "emu") -> 
                          f"dilation, jumbo frames with mtu: 9000, fewer concurrent workers) or use more cores")
         if s.ina is not None:
             parts += ["", *ina_lines(s)]
+        parts += shift_lines(s)
     return "\n".join(parts)
+
+
+def shift_lines(s: PolicySummary) -> list[str]:
+    """The time-shift table of one policy (none when no job was shifted): each shifted job's shift,
+    its largest phase error after the first wait against the drift threshold, its re-alignments."""
+    shifted = [j for j in s.jobs if j.time_shift_s is not None]
+    if not shifted:
+        return []
+    rows = [[j.job, f"{j.time_shift_s * 1e3:.1f}", _fmt("", "{:.2f}", None if j.phase_error_max_s is None
+                                                        else j.phase_error_max_s * 1e3),
+             _fmt("", "{:.1f}", None if j.drift_threshold_s is None else j.drift_threshold_s * 1e3),
+             _fmt("", "{}", j.realignments), {True: "yes", False: "NO", None: "-"}[j.shift_held]]
+            for j in shifted]
+    held = [j.shift_held for j in shifted if j.shift_held is not None]
+    verdict = (f"  the phase of {sum(held)}/{len(held)} shifted jobs stayed within the drift threshold "
+               "after the first wait" if held else "  phase errors not measured by this back end")
+    return ["", f"Time shifts under {s.policy} (ms; phase error: an iteration's start against its aligned instant):",
+            format_table(["job", "shift", "max |phase error|", "threshold", "re-alignments", "held"], rows), verdict]
 
 
 def _job_value(key: str, j: JobSummary):
@@ -432,7 +451,8 @@ JOB_CSV_COLUMNS = (
     "policy", "job", "model", "workers", "collective", "arrival_s", "start_s", "end_s", "jct_s", "runs", "wave",
     "iterations_recorded", "complete", "comm_mean_s", "comm_p99_s", "compute_mean_s", "iteration_mean_s",
     "ecn_marks", "duration_s", "bound_s", "bound_ratio", "fidelity", "estimate_s", "estimate_error",
-    "estimate_ecn_marks", "machines", "contended_with")
+    "estimate_ecn_marks", "machines", "contended_with", "time_shift_s", "phase_error_max_s", "drift_threshold_s",
+    "realignments")
 """``jobs.csv``: a row per policy and job, from either back end (empty: not measured by that back end)."""
 
 BACKEND_WHAT = {"emu": "emulated, measured", "sim": "flow-level simulator, estimated"}

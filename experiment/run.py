@@ -13,7 +13,7 @@ from common.errors import ConfigError, PlacementError
 from experiment.loop import LoopEvent, LoopResult, NeverPlaced, run_loop
 from experiment.measurements import StartRecord
 from placement import make_policy
-from placement.base import Cluster
+from placement.base import Cluster, PlacementContext
 from scheduling import make_scheduler
 
 
@@ -69,6 +69,12 @@ def config_cluster(cfg, g) -> Cluster:
     return cluster
 
 
+def placement_context(cfg) -> PlacementContext:
+    """What the run tells policies that cost transfers: bytes on the wire at the config's MTU, and
+    the simulator's per-message latency (paper-scale), as the simulator costs them."""
+    return PlacementContext(mtu=cfg.mtu if cfg.simulator.headers else None, latency_s=cfg.simulator.latency_us * 1e-6)
+
+
 def place_and_run(cfg, g, spec: str, backend: Backend, on_event: Callable[[LoopEvent], None] | None = None,
                   cluster: Cluster | None = None) -> LoopResult:
     """The loop for placement policy ``spec`` and the config's scheduler on ``backend``, on
@@ -80,7 +86,8 @@ def place_and_run(cfg, g, spec: str, backend: Backend, on_event: Callable[[LoopE
     cluster = cluster if cluster is not None else config_cluster(cfg, g)
     try:
         return run_loop(experiment_jobs(cfg, g), make_scheduler(cfg.scheduler, seed=cfg.seed), backend,
-                        cluster=cluster, policy=make_policy(spec, seed=cfg.seed), on_event=on_event)
+                        cluster=cluster, policy=make_policy(spec, seed=cfg.seed, context=placement_context(cfg)),
+                        on_event=on_event)
     except NeverPlaced as e:
         raise PlacementError(f"policy {spec!r} placed none of the waiting jobs ({', '.join(e.jobs)}) even with "
                              f"every other job finished") from None

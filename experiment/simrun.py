@@ -113,8 +113,11 @@ class SimulatorSession(PolicySession):
         starts = batch_starts(loop)
         summary = summarise_simulated(cfg, g, spec, jobs, loop, starts, backend, states, time.monotonic() - t0)
         self.say(f"    {len(jobs)} jobs simulated in {summary.wall_time_s:.1f} s")
+        if any(d.shifts and not d.applied for d in loop.decisions):
+            self.say(f"    time shifts not applied: the {cfg.simulator.mode} engine has no iteration phases to align "
+                     "(simulator mode: steps has); decisions.json keeps them")
         return PolicyRun(summary, None, tuple(s.to_dict() for s in last_starts(starts)),
-                         tuple(s.to_dict() for s in starts))
+                         tuple(s.to_dict() for s in starts), tuple(d.to_dict() for d in loop.decisions))
 
 
 def summarise_simulated(cfg, g, spec: str, jobs, loop: LoopResult, starts: Sequence[StartRecord], backend,
@@ -129,9 +132,11 @@ def summarise_simulated(cfg, g, spec: str, jobs, loop: LoopResult, starts: Seque
     for s in starts:
         first_start.setdefault(s.job, s.start_s)
     per_job = []
+    phases = getattr(backend, "phases", {})
     for j in jobs:
         est = backend.estimate(j.name)
         p = last[j.name]
+        phase = phases.get(j.name) or {}
         per_job.append(JobSummary(
             job=j.name, model=j.model, workers=j.workers, collective=j.collective, wave=p.wave,
             machines=tuple(dict.fromkeys(p.machines_by_rank)), iterations_recorded=est.iterations,
@@ -140,7 +145,8 @@ def summarise_simulated(cfg, g, spec: str, jobs, loop: LoopResult, starts: Seque
             bound_ratio=None, contended_with=(), estimate_s=None, estimate_error=None, estimate_ecn_marks=None,
             jct_s=loop.jct_s[j.name], arrival_s=j.arrival_s, start_s=first_start[j.name],
             end_s=runs_of[j.name][-1].end_s, runs=len(runs_of[j.name]), iteration_mean_s=est.iteration_mean_s,
-            duration_s=j.duration_s))
+            duration_s=j.duration_s, time_shift_s=phase.get("shift_s"), phase_error_max_s=phase.get("max_abs_error_s"),
+            drift_threshold_s=phase.get("threshold_s"), realignments=phase.get("realignments")))
     measured = [(j.comm_mean_s, j.iterations_recorded) for j in per_job if j.comm_mean_s is not None]
     iterations = sum(n for _, n in measured)
     machines = {m for j in per_job for m in j.machines}
@@ -154,13 +160,19 @@ def summarise_simulated(cfg, g, spec: str, jobs, loop: LoopResult, starts: Seque
         scheduler=cfg.scheduler, preemptions=loop.preemptions,
         jct_mean_s=sum(loop.jct_s.values()) / len(loop.jct_s), wall_time_s=wall_time_s, cpu_mean=None,
         cpu_p95=None, cpu_saturated=None, cpu_switch_thread_p95=None, ecn_method=None, host_tcp={},
-        ecn_marks=None, ecn_busiest_port=None, ecn_marks_busiest_port=None, ecn_most_marked_link=None,
+        ecn_marks=_total([j.ecn_marks for j in per_job]), ecn_busiest_port=None, ecn_marks_busiest_port=None,
+        ecn_most_marked_link=None,
         ecn_most_marked_link_marks=None, scale=cfg.scale, dilation=cfg.dilation, trustworthy=None,
         fidelity_reasons=(), links_checked=None, links_failed=None, link_check_methods={}, worst_link_check=None,
         jobs_checked=None, jobs_failed=None, worst_job_ratio=None, jobs=tuple(per_job), ina=None,
         distribution_efficiency=distribution_efficiency((j.iterations_recorded, j.compute_mean_s, j.jct_s)
                                                         for j in per_job),
         backend="sim", **completion_figures(per_job))
+
+
+def _total(values: Sequence[float | None]) -> float | None:
+    """The sum of ``values``, None when any is None (not estimated)."""
+    return None if not values or any(v is None for v in values) else sum(values)
 
 
 def _progress(total: int, say: Callable[[str], None]) -> Callable:

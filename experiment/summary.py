@@ -54,6 +54,12 @@ class JobSummary:
         iteration_mean_s: mean over its measured iterations of the slowest rank's iteration time
             (None: not measured).
         duration_s: its duration in the trace it came from (None: not from a trace).
+        time_shift_s: its last time shift (Cassini's, :class:`placement.base.TimeShift`; None: never
+            shifted, or not by this back end).
+        phase_error_max_s: the largest phase error of its iterations after the shift's first wait
+            (:class:`jobs.phase.PhaseKeeper`; None: not shifted or not measured).
+        drift_threshold_s: the phase error beyond which it counts as drifted.
+        realignments: its re-alignments after drift.
     """
 
     job: str
@@ -82,6 +88,10 @@ class JobSummary:
     runs: int | None = None
     iteration_mean_s: float | None = None
     duration_s: float | None = None
+    time_shift_s: float | None = None
+    phase_error_max_s: float | None = None
+    drift_threshold_s: float | None = None
+    realignments: int | None = None
 
     def to_dict(self) -> dict:
         """JSON form: an entry of ``summary.json``'s ``jobs`` object (every field but ``job``)."""
@@ -95,7 +105,17 @@ class JobSummary:
             "estimate_ecn_marks": self.estimate_ecn_marks, "jct_s": self.jct_s, "arrival_s": self.arrival_s,
             "start_s": self.start_s, "end_s": self.end_s, "runs": self.runs,
             "iteration_mean_s": self.iteration_mean_s, "duration_s": self.duration_s,
+            "time_shift_s": self.time_shift_s, "phase_error_max_s": self.phase_error_max_s,
+            "drift_threshold_s": self.drift_threshold_s, "realignments": self.realignments,
         }
+
+    @property
+    def shift_held(self) -> bool | None:
+        """Whether its phase stayed within the drift threshold after the shift's first wait (None:
+        not shifted or not measured)."""
+        if self.phase_error_max_s is None or self.drift_threshold_s is None:
+            return None
+        return self.phase_error_max_s <= self.drift_threshold_s
 
 
 def job_comparisons(policy: str, jobs: Iterable[JobSummary]) -> list[Comparison]:
@@ -293,9 +313,12 @@ class PolicyRun:
         placements: the entries of ``<policy>/placements.json``: where each job last started
             (:class:`experiment.measurements.StartRecord`, with its ``wave``).
         starts: the entries of ``<policy>/starts.json``: every start, a preempted job's earlier ones too.
+        decisions: the entries of ``<policy>/decisions.json``: the placer's decisions that timed jobs
+            or logged themselves (:class:`experiment.loop.PlacerDecision`; Cassini's log, §8.6).
     """
 
     summary: PolicySummary
     measurements: object | None = None
     placements: tuple[dict, ...] = ()
     starts: tuple[dict, ...] = ()
+    decisions: tuple[dict, ...] = ()

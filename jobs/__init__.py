@@ -4,6 +4,8 @@ Pure modules (standard library only, safe for the simulator and placement code):
 
 * :mod:`jobs.models`: model profiles (parameter bytes, DDP gradient buckets, compute time).
 * :mod:`jobs.patterns`: the exact point-to-point traffic of each collective we implement.
+* :mod:`jobs.steps`: a collective's steps routed on the fabric and their contention-free bounds
+  (the bound the fidelity monitor, the simulators and Cassini's profiles use).
 * :mod:`jobs.records`: per-iteration timing records and their JSON-lines files.
 * :mod:`jobs.launcher`: worker specs, launching workers through a caller-supplied exec
   function, waiting for them with a timeout.

@@ -34,7 +34,7 @@ In the spirit of Mininet-HiFi, two checks over a run's measurement windows:
 A third check is per job (:func:`job_verdicts`): a job that shared no directed link with
 another job of its wave had the fabric to itself, so its measured communication time per
 iteration must lie within ``[MIN_JOB_RATIO, MAX_JOB_RATIO]`` times its contention-free bound
-(:func:`sim.steps.job_bound_s`). Jobs that contended, ran on one machine or did not complete
+(:func:`jobs.steps.job_bound_s`). Jobs that contended, ran on one machine or did not complete
 are reported but not checked.
 
 A run failing a check is flagged untrustworthy, with the reasons, in the report and its
@@ -52,9 +52,9 @@ from dataclasses import dataclass
 from common.units import MEGA, TCP_IP_HEADER_BYTES
 from ina.protocol import FRAME_BYTES, VALUES_PER_PACKET
 from jobs.patterns import INA
+from jobs.steps import job_bound_s, job_collisions, job_links, largest_transfer_bytes
 from measure.cpu import CpuSummary
 from measure.shaping import burst_bytes, frame_bytes
-from sim.steps import job_bound_s, job_collisions, job_links, largest_transfer_bytes
 from topo.routing import ecmp_path, path_links
 
 MIN_RATE_RATIO = 0.9
@@ -278,7 +278,7 @@ class JobEvidence:
             the rates passed to :func:`job_verdicts` (emulated bytes with emulated rates).
         comm_mean_s: mean communication time per iteration (all buckets), seconds, in the time
             base of the bound (paper scale when rates and bytes are both scaled down, see
-            :func:`sim.steps.job_bound_s`); None when nothing was measured.
+            :func:`jobs.steps.job_bound_s`); None when nothing was measured.
         complete: whether every rank finished every iteration.
         ps_host: an INA job's parameter server machine (None otherwise).
     """
@@ -367,7 +367,7 @@ def job_verdict(evidence: JobEvidence, bound_s: float, contended_with: tuple[str
         bound_s: its contention-free bound, seconds (0 when no transfer leaves a machine).
         contended_with: names of the jobs of its wave that share a directed link with it.
         collisions: (step, link) pairs where two of its own transfers met
-            (:func:`sim.steps.job_collisions`).
+            (:func:`jobs.steps.job_collisions`).
         latency_bound: no cross-machine transfer of the job reaches :data:`LATENCY_BOUND_FRAMES`
             full packets.
     """
@@ -448,10 +448,10 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
     """Check every job of a run against its contention-free bound.
 
     Two jobs of the same wave contend when their sets of directed links
-    (:func:`sim.steps.job_links`) intersect; jobs of different waves never do. Incomplete
+    (:func:`jobs.steps.job_links`) intersect; jobs of different waves never do. Incomplete
     jobs count for contention too, since they may have sent traffic before they stopped.
     Cost: O(n^2) link-set intersections for n jobs in a wave, plus the bounds
-    (:func:`sim.steps.job_bound_s`).
+    (:func:`jobs.steps.job_bound_s`).
 
     Args:
         g: topology graph.

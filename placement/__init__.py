@@ -28,10 +28,14 @@ from placement.base import (
     JobRequest,
     MachineInfo,
     Placement,
+    PlacementContext,
+    PlacementDecision,
     PlacementPolicy,
     Tentative,
+    TimeShift,
     jobs_by_name,
 )
+from placement.cassini.policy import CassiniPolicy
 from placement.consolidate import ConsolidatePolicy
 from placement.elasticflow import ElasticFlowPolicy
 from placement.hived import HivedPolicy
@@ -46,12 +50,14 @@ from placement.netpack.baselines import (
 from placement.netpack.policy import NetPackPolicy
 from placement.random_policy import RandomPolicy
 from placement.spread import SpreadPolicy
+from placement.themis import ThemisPolicy
 from placement.tiresias_placement import TiresiasPolicy
 from placement.titan import TitanPolicy
 
 __all__ = [
     "BACKGROUND_JOB",
     "POLICIES",
+    "CassiniPolicy",
     "Cluster",
     "ClusterView",
     "CombPolicy",
@@ -65,11 +71,15 @@ __all__ = [
     "NetPackPolicy",
     "OptimusPolicy",
     "Placement",
+    "PlacementContext",
+    "PlacementDecision",
     "PlacementPolicy",
     "RandomPolicy",
     "SpreadPolicy",
     "Tentative",
     "TetrisPolicy",
+    "ThemisPolicy",
+    "TimeShift",
     "jobs_by_name",
     "make_policy",
     "parse_spec",
@@ -90,6 +100,8 @@ POLICIES: dict[str, type[PlacementPolicy]] = {
     "optimus": OptimusPolicy,
     "tetris": TetrisPolicy,
     "comb": CombPolicy,
+    "themis": ThemisPolicy,
+    "cassini": CassiniPolicy,
 }
 
 
@@ -102,15 +114,18 @@ def parse_spec(spec: str) -> tuple[str, dict[str, bool | int | float | str]]:
     return specs.parse_spec(spec, "policy", PlacementError)
 
 
-def make_policy(spec: str, seed: int = 0) -> PlacementPolicy:
+def make_policy(spec: str, seed: int = 0, context: PlacementContext | None = None) -> PlacementPolicy:
     """Build a policy from its spec string (``"name"`` or ``"name,key=value,..."``, see ``common.specs``).
 
     Args:
         spec: ``name`` is a key of :data:`POLICIES`; keys are its constructor's keyword parameters.
         seed: the policy's seed (derive it from the experiment's seed).
+        context: what the run tells policies whose constructor takes ``context`` (default: payload
+            bytes, no latency).
 
     Raises:
         PlacementError: unknown policy name, unknown keyword (the message lists the valid
             ones), a missing required keyword, a value of the wrong type, or a malformed spec.
     """
-    return specs.build_from_spec(POLICIES, spec, seed, "placement policy", "policy", PlacementError)
+    return specs.build_from_spec(POLICIES, spec, seed, "placement policy", "policy", PlacementError,
+                                 {"context": context or PlacementContext()})

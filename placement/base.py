@@ -9,6 +9,13 @@ order it wants them applied) and leaves the others waiting. A policy never mutat
 cluster; the runner alone applies decisions with :meth:`Cluster.apply`. Policies that place
 several jobs in one call track the GPUs they have already handed out with
 :class:`Tentative`.
+
+The loop asks for the whole decision, :meth:`PlacementPolicy.decide`: the placements, and, for a
+policy that times jobs as well as placing them (Cassini), the :class:`TimeShift` of each job it
+aligns and a JSON entry for the run's decision log (:class:`PlacementDecision`). A policy that
+ranks alternatives of another one (Cassini again) asks that one for
+:meth:`PlacementPolicy.candidates`: up to ``k`` decisions it rates equal, in its order of
+preference; a policy that knows only one answer gives that one.
 """
 
 from __future__ import annotations
@@ -96,6 +103,60 @@ class Placement:
             ps_host=d.get("ps_host"),
             ina_switches=tuple(d["ina_switches"]) if d.get("ina_switches") is not None else None,
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacementContext:
+    """What the run tells a policy that costs its jobs' transfers (``context=`` of its constructor,
+    from :func:`placement.make_policy`; never a spec keyword).
+
+    Attributes:
+        mtu: count a transfer's bytes on the wire at this MTU (None: its payload), as the back end does.
+        latency_s: the software latency of every cross-machine message, paper-scale seconds.
+    """
+
+    mtu: int | None = None
+    latency_s: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeShift:
+    """Where a job's iterations should start: at the decision's time plus ``shift_s``, modulo
+    ``period_s`` (Cassini's time-shift against a common origin, ``shared/specs/cassini.md`` §5.4).
+
+    Attributes:
+        job: the job name (placed now or already running).
+        shift_s: its shift, seconds in ``[0, period_s)``.
+        period_s: its iteration time the shift is taken modulo, seconds (> 0).
+    """
+
+    job: str
+    shift_s: float
+    period_s: float
+
+    def __post_init__(self):
+        if not (self.period_s > 0 and 0 <= self.shift_s < self.period_s + 1e-9):
+            raise PlacementError(f"job {self.job!r}: a time shift needs 0 <= shift_s < period_s, got "
+                                 f"shift_s={self.shift_s!r}, period_s={self.period_s!r}")
+
+    def to_dict(self) -> dict:
+        """JSON form."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacementDecision:
+    """One call's whole decision: where jobs start, how the aligned jobs are timed, and its log.
+
+    Attributes:
+        placements: the jobs that start now, as :meth:`PlacementPolicy.place` returns them.
+        shifts: the jobs to align (started now or running), each with its time shift.
+        log: a JSON object for the run's decision log (None: the policy logs nothing).
+    """
+
+    placements: tuple[Placement, ...]
+    shifts: tuple[TimeShift, ...] = ()
+    log: Mapping | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -346,6 +407,16 @@ class PlacementPolicy(abc.ABC):
         Returns:
             Placements for the jobs that start now; jobs without one wait.
         """
+
+    def decide(self, pending: Sequence[JobRequest], view: ClusterView) -> PlacementDecision:
+        """The whole decision of :meth:`place` (the loop's entry point); by default its placements alone."""
+        return PlacementDecision(tuple(self.place(pending, view)))
+
+    def candidates(self, pending: Sequence[JobRequest], view: ClusterView, k: int) -> list[list[Placement]]:
+        """Up to ``k`` decisions this policy rates equal, in its order of preference (the first is
+        :meth:`place`'s); by default that one alone. Distinct candidates, each a valid decision on
+        ``view``."""
+        return [self.place(pending, view)]
 
 
 class InOrderPolicy(PlacementPolicy):

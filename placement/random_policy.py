@@ -12,6 +12,11 @@ name (a string seed, which ``random`` hashes with SHA-512, so it is stable acros
 The same seed therefore gives the same placement for the same job and cluster state,
 whatever the policy was asked before.
 
+Candidates (:meth:`RandomPolicy.candidates`, for a policy that ranks them, Cassini): the ``i``-th
+is the draw of the same policy with the ``i``-th derived seed (the 0th is :meth:`place`'s);
+random placement has no objective, so every draw is as good as another. Repeated draws are
+skipped, so fewer than ``k`` come back when the cluster allows fewer.
+
 Slots: the draw picks how many workers go to each machine (uniform over all free GPUs);
 on a machine the job takes the lowest-indexed free GPUs, since GPUs of one machine are
 interchangeable. Ranks are grouped by machine (all ranks of a machine contiguous), machines
@@ -23,8 +28,9 @@ Cost: O(F) per job, F the number of free GPUs.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
-from placement.base import ClusterView, GpuSlot, InOrderPolicy, JobRequest, Tentative
+from placement.base import ClusterView, GpuSlot, InOrderPolicy, JobRequest, Placement, Tentative
 
 
 class RandomPolicy(InOrderPolicy):
@@ -36,10 +42,26 @@ class RandomPolicy(InOrderPolicy):
     """
 
     name = "random"
+    draw = 0
+    """Which derived seed the draws use (0: the policy's own; see :meth:`candidates`)."""
+
+    def candidates(self, pending: Sequence[JobRequest], view: ClusterView, k: int) -> list[list[Placement]]:
+        """Up to ``k`` distinct draws: this policy's, then those of its derived seeds (module docstring)."""
+        out: list[list[Placement]] = []
+        for draw in range(4 * k):
+            if len(out) == k:
+                break
+            variant = RandomPolicy(self.seed, self.strict_order)
+            variant.draw = draw
+            placed = variant.place(pending, view)
+            if placed not in out:
+                out.append(placed)
+        return out
 
     def choose(self, job: JobRequest, view: ClusterView, tentative: Tentative) -> list[GpuSlot]:
         """Take the job's GPUs uniformly at random among the free GPUs (seeded by policy seed and job)."""
-        rng = random.Random(f"random-policy:{self.seed}:{job.name}")
+        tag = f"{self.seed}" if not self.draw else f"{self.seed}/{self.draw}"
+        rng = random.Random(f"random-policy:{tag}:{job.name}")
         free = [m.name for m in view.machines for _ in range(tentative.n_free(m.name))]
         counts: dict[str, int] = {}
         for machine in rng.sample(free, job.workers):

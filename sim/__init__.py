@@ -1,8 +1,8 @@
-"""Flow-level simulation. Pure: no root, no emulator.
+"""Flow-level simulation. Pure: no root, no emulator. The bounds it costs transfers against are
+:mod:`jobs.steps`.
 
-* ``sim.steps``: the step-synchronous bandwidth bounds of a collective on a routed fabric
-  (the contention-free bound the fidelity monitor and benchmark use);
 * ``sim.maxmin``: max-min fair rates of flows sharing links (progressive filling);
+* ``sim.fluid``: the iteration-level engine for traces; ``sim.mltcp``: MLTCP's fluid model;
 * ``sim.flowsim``: an event-driven flow-level simulation of concurrent jobs as the replay
   runtime (:mod:`jobs.agent`) runs them, flows sharing links max-min fairly, giving per-rank
   iteration records and per-job communication-time estimates aggregated as the report does.

@@ -24,7 +24,7 @@ from common.errors import JobError
 from ina.plan import ps_host_of
 from jobs.models import get_model, scaled_buckets
 from jobs.patterns import INA
-from placement.base import Placement
+from placement.base import Placement, TimeShift
 from sim.flowsim import FlowEngine, JobEstimate, RunState, SimIterationRecord, SimJob, SimOptions, estimate_of
 from sim.fluid import FluidEngine, FluidRun, estimate_of_runs
 from sim.ina import InaSpec
@@ -47,6 +47,8 @@ class FlowSimBackend(Backend):
         ina_switches: the switches that may aggregate an INA job whose placement leaves it to the
             run (``ina_switches`` None); its PS runs on the placement's ``ps_host``, else on its
             rank 0's machine (as :func:`ina.plan.ps_host_of` does on the emulator).
+        drift: the time shifts' ``threshold_s`` and ``window`` (:class:`jobs.phase.PhaseKeeper`;
+            default: its own).
     """
 
     name = "sim"
@@ -54,8 +56,11 @@ class FlowSimBackend(Backend):
 
     def __init__(self, g, rate_mbps: Mapping[Link, float], scale: float, warmup_iterations: int = 0,
                  options: SimOptions = SimOptions(), start_s: float = 0.0,
-                 bucket_bytes: Mapping[str, Sequence[int]] | None = None, ina_switches: Sequence[str] = ()):
+                 bucket_bytes: Mapping[str, Sequence[int]] | None = None, ina_switches: Sequence[str] = (),
+                 drift: Mapping[str, float] | None = None):
         self.engine = self.engine_class(g, rate_mbps, options)
+        self.drift = dict(drift or {})  # the time shifts' drift threshold and window (jobs.phase.PhaseKeeper)
+        self.phases: dict[str, dict] = {}  # each shifted job's time shift as its last run kept it
         self.ina_switches = tuple(ina_switches)
         if start_s > 0:
             self.engine.advance(start_s)
@@ -94,6 +99,12 @@ class FlowSimBackend(Backend):
     def stop(self, job: str) -> RunEnd:
         return self._end(self.engine.remove(job))
 
+    def shift(self, shifts: Sequence[TimeShift]) -> bool:
+        """Align the jobs' iterations on now plus their shifts (:meth:`sim.flowsim.FlowEngine.align`)."""
+        for s in shifts:
+            self.engine.align(s.job, s.shift_s, s.period_s, **self.drift)
+        return True
+
     def advance(self, until_s: float) -> list[RunEnd]:
         return [self._end(state) for state in self.engine.advance(until_s)]
 
@@ -109,6 +120,8 @@ class FlowSimBackend(Backend):
         kept = [dataclasses.replace(r, iteration=r.iteration + offset) for r in state.records
                 if r.iteration < state.iterations_done]
         self.records.setdefault(state.job, []).extend(kept)
+        if state.phase is not None:
+            self.phases[state.job] = state.phase
         if state.ecn_marks is not None:
             self.ecn_marks[state.job] = self.ecn_marks.get(state.job, 0.0) + state.ecn_marks
         self.done[state.job] = offset + state.iterations_done
@@ -125,6 +138,10 @@ class FluidSimBackend(FlowSimBackend):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.runs: dict[str, list[FluidRun]] = {}
+
+    def shift(self, shifts: Sequence[TimeShift]) -> bool:
+        """Not applied: the iteration-level engine has no phases to align (the step-level one has)."""
+        return False
 
     def estimate(self, job: str) -> JobEstimate:
         runs = self.runs.get(job, [])

@@ -12,7 +12,7 @@ communication times can be compared with the emulator's measurements:
   waits until each of its sends and receptions of the step has completed (``_Rank.allreduce``);
 * a transfer between ranks on different machines is a flow on the ECMP path
   (:func:`topo.routing.ecmp_path`, the controller's routes) carrying its payload, or with
-  ``mtu`` its bytes on the wire (:func:`common.units.wire_bytes`, as :mod:`sim.steps`); a
+  ``mtu`` its bytes on the wire (:func:`common.units.wire_bytes`, as :mod:`jobs.steps`); a
   transfer on one machine, or of zero bytes, is handed over at the moment its sender starts it
   (the agent's in-memory hand-over);
 * with ``SimOptions.burst_bytes``, every directed link has a token bucket as the emulator's
@@ -41,7 +41,7 @@ Modelling decisions where the runtime leaves a choice ([R] in ``shared/specs`` t
   other flow. Alone on its path a transfer thus lasts ``latency_s + bytes * 8 / rate``
   (without token buckets).
 * [R] The 14-byte header the agent puts before every message is not counted, as in
-  :mod:`sim.steps`, so that an uncontended job's estimate equals :func:`sim.steps.job_bound_s`
+  :mod:`jobs.steps`, so that an uncontended job's estimate equals :func:`jobs.steps.job_bound_s`
   (without token buckets: they make it shorter).
 * [R] Token buckets (``SimOptions.burst_bytes``; None, the default, models none). The emulator
   shapes each direction of a link with a token bucket filter of depth B bytes at the link's
@@ -96,7 +96,7 @@ Not modelled: TCP's own dynamics (slow start, losses, queueing), the links' prop
 (``delay_us``; fold it into ``latency_s`` if it matters), the shapers' token buckets unless
 ``burst_bytes`` is given, and CPU contention in the emulator.
 
-Times, bytes and rates share one time base, as in :func:`sim.steps.job_bound_s` (see
+Times, bytes and rates share one time base, as in :func:`jobs.steps.job_bound_s` (see
 :func:`simulate`): bytes and rates scaled alike give the same, paper-scale, seconds; rates
 dilated by D give D times longer wall-clock seconds.
 
@@ -148,6 +148,7 @@ from common.errors import JobError, TopologyError
 from common.units import ETHERNET_HEADER_BYTES, TCP_IP_HEADER_BYTES, mbps_to_bytes_per_s, wire_bytes
 from jobs.agent import barrier_bytes
 from jobs.patterns import INA, replay_pattern
+from jobs.phase import PhaseKeeper
 from sim.ina import RESULTS, InaSpec
 from sim.maxmin import EPS, maxmin_indexed
 from topo.routing import ecmp_path, path_links
@@ -341,6 +342,8 @@ class RunState:
             for a removed run, ranks ahead of the others may have recorded an iteration beyond
             ``iterations_done``.
         ecn_marks: estimated ECN-marked packets of the run (None unless ``SimOptions.ecn``).
+        phase: the run's time shift as kept (:meth:`jobs.phase.PhaseKeeper.summary`), None when
+            it was never shifted (:meth:`FlowEngine.align`).
     """
 
     job: str
@@ -350,6 +353,7 @@ class RunState:
     finished: bool
     records: tuple[SimIterationRecord, ...]
     ecn_marks: float | None = None
+    phase: dict | None = None
 
     @property
     def estimate(self) -> JobEstimate:
@@ -363,7 +367,7 @@ class RunState:
         """JSON-serialisable form."""
         return {"job": self.job, "start_s": self.start_s, "end_s": self.end_s,
                 "iterations_done": self.iterations_done, "finished": self.finished,
-                "records": [rec.to_dict() for rec in self.records], "ecn_marks": self.ecn_marks}
+                "records": [rec.to_dict() for rec in self.records], "ecn_marks": self.ecn_marks, "phase": self.phase}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -412,7 +416,7 @@ def simulate(g, rate_mbps: Mapping[Link, float], jobs: Sequence[SimJob],
 
     Returns:
         Per-rank records of the measured iterations and one estimate per job. Times are in the
-        time base of the inputs, as for :func:`sim.steps.job_bound_s`: emulated bytes with the
+        time base of the inputs, as for :func:`jobs.steps.job_bound_s`: emulated bytes with the
         emulated network's rates (``emulator.net.link_rates_mbps`` at the run's dilation D) give
         wall-clock seconds, D times the report's virtual seconds; the same rates at D = 1, or
         bytes and rates both at paper scale, give virtual (paper-scale) seconds. ``compute_s``,
@@ -447,7 +451,7 @@ def _check_machines(g, spec: SimJob) -> None:
 
 # -- the engine -------------------------------------------------------------------------------
 
-_START, _COMPUTE_END, _FLOW_START = 0, 1, 2
+_START, _COMPUTE_END, _FLOW_START, _ALIGNED = 0, 1, 2, 3
 """Timer kinds, in the order simultaneous timers are handled (after flow completions)."""
 
 
@@ -500,6 +504,7 @@ class _RankState:
     bucket_s: list = dataclasses.field(default_factory=list)
     measured: int = 0
     finish_s: float | None = None
+    aligned: int = -1  # the last iteration whose start it timed against the job's shift
 
 
 class _Job:
@@ -515,6 +520,8 @@ class _Job:
         self.index, self.order, self.spec = index, order, spec
         self.live, self.finished, self.end_s, self.ranks_done = True, False, None, 0
         self.marked_bytes = 0.0
+        self.keeper: PhaseKeeper | None = None  # its time shift (FlowEngine.align)
+        self.gate: tuple[int, float] | None = None  # (iteration, when it starts) under the shift
         p = len(spec.machines_by_rank)
         barrier = barrier_bytes(p)
         ops: list[_Op] = []
@@ -683,6 +690,24 @@ class FlowEngine:
             self.dirty.update(flow.links)
         return self._state(job)
 
+    def align(self, name: str, shift_s: float, period_s: float, **keeper) -> None:
+        """Give the running run of job ``name`` a time shift from now: its next iteration, and any
+        later one that drifted, starts at :attr:`now_s` + ``shift_s`` modulo ``period_s``
+        (:class:`jobs.phase.PhaseKeeper`, with ``keeper``'s threshold and window). Every rank of
+        an iteration starts it when the first rank there may (the shift is the job's); its phase
+        errors and waits are in its :class:`RunState`'s ``phase``. A new shift replaces the last.
+
+        Raises:
+            JobError: no run of ``name`` is running, or a shift outside ``[0, period_s)``.
+        """
+        job = self._running.get(name)
+        if job is None:
+            raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
+        try:
+            job.keeper = PhaseKeeper(self._now_s, shift_s, period_s, **keeper)
+        except ValueError as e:
+            raise JobError(f"job {name!r}: {e}") from None
+
     def advance(self, until_s: float) -> list[RunState]:
         """Process every event up to ``until_s`` (seconds, may be ``math.inf``), in time and key
         order, stopping right after the first event batch in which runs finished.
@@ -787,7 +812,8 @@ class FlowEngine:
         return RunState(job=job.spec.name, start_s=job.spec.start_s, end_s=job.end_s,
                         iterations_done=min(rs.measured for rs in job.ranks), finished=job.finished,
                         records=tuple(job.records),
-                        ecn_marks=job.marked_bytes / self.packet_bytes if self.ecn else None)
+                        ecn_marks=job.marked_bytes / self.packet_bytes if self.ecn else None,
+                        phase=job.keeper.summary() if job.keeper is not None else None)
 
     # -- set-up ------------------------------------------------------------------------------
     def _path(self, a: str, b: str) -> tuple[int, ...]:
@@ -855,6 +881,8 @@ class FlowEngine:
             op = ops[rs.op]
             if op.size is None:
                 if not rs.computing:
+                    if job.keeper is not None and rs.aligned != op.iteration and self._wait_aligned(job, r, op, now):
+                        return
                     rs.iteration_start_s, rs.bucket_s = now, []
                     if spec.compute_s > 0:
                         rs.computing = True
@@ -880,6 +908,17 @@ class FlowEngine:
         job.ranks_done += 1
         if job.ranks_done == len(job.ranks):
             self._finished.append(job)
+
+    def _wait_aligned(self, job: _Job, r: int, op: _Op, now: float) -> bool:
+        """Time rank ``r``'s start of iteration ``op.iteration`` by the job's shift: the first rank
+        there asks the job's keeper; True (a timer set) when the rank must wait."""
+        job.ranks[r].aligned = op.iteration
+        if job.gate is None or job.gate[0] != op.iteration:
+            job.gate = (op.iteration, now + job.keeper.wait_s(now))
+        if job.gate[1] <= now:
+            return False
+        self._timer(job.gate[1], (_ALIGNED, job.order, r), (job, r))
+        return True
 
     def _enter_step(self, job: _Job, r: int, now: float) -> bool:
         """Start rank ``r``'s sends of its current step; True if it must wait for transfers."""

@@ -8,7 +8,7 @@ simulator (``shared/specs/netpack.md`` §5.3, [Ours]):
 
 * a job's iteration is its compute (``compute_s``) and then its communication, with no overlap,
   as the replay runtime runs it and :mod:`sim.flowsim` models it;
-* its communication alone takes ``bound`` = :func:`sim.steps.job_bound_s` (the contention-free
+* its communication alone takes ``bound`` = :func:`jobs.steps.job_bound_s` (the contention-free
   bound of its collective's steps on its routes, headers counted with ``mtu``) plus
   ``latency_s`` per step that has a cross-machine transfer;
 * the jobs whose traffic shares links slow one another down: every job is one *fluid* whose
@@ -339,7 +339,7 @@ class FluidEngine:
     def _cost(self, spec: SimJob) -> tuple[float, float, tuple[tuple[int, float], ...]]:
         """(bandwidth bound, latency, per-link demand at full speed) of one iteration of ``spec``.
 
-        The bound is :func:`sim.steps.job_bound_s`'s (the chained bound, bucket after bucket),
+        The bound is :func:`jobs.steps.job_bound_s`'s (the chained bound, bucket after bucket),
         computed here over memoised routes and once per distinct bucket size."""
         memo = (spec.machines_by_rank, spec.collective, spec.bucket_bytes, spec.ina)
         if memo in self._costs:
@@ -401,7 +401,7 @@ class FluidEngine:
         return bound, len(spec.bucket_bytes) * self.options.latency_s, demand
 
     def _bucket_cost(self, spec: SimJob, size: int) -> tuple[float, int, dict[int, float]]:
-        """One allreduce of ``size`` bytes: its chained bound (:func:`sim.steps.chained_bound_s`), the
+        """One allreduce of ``size`` bytes: its chained bound (:func:`jobs.steps.chained_bound_s`), the
         steps with a cross-machine transfer, and the bytes on each link."""
         machines, mtu = spec.machines_by_rank, self.options.mtu
         done = [0.0] * len(machines)

@@ -76,7 +76,7 @@ def main_in_process(monkeypatch):
 @pytest.mark.parametrize("args, pattern", [
     (["--iterations", "0"], "config.iterations: 0 is out of range (an integer in [1, 100000])"),
     (["--iterations", "-3"], "config.iterations: -3 is out of range"),
-    (["-p", "nope"], "config.policies: unknown placement policy 'nope'; valid: comb, consolidate"),
+    (["-p", "nope"], "config.policies: unknown placement policy 'nope'; valid: cassini, comb, consolidate"),
     (["-p", "consolidate", "-p", "consolidate"], "config.policies: 'consolidate' would run twice, into one directory"),
     (["-p", "all", "-p", "random"], "'random' would run twice, into one directory (list each policy once; 'all' is"),
     (["-p", "../x"], "config.policies[0]: '../x' is not a valid policy spec"),

@@ -25,14 +25,16 @@ def base(**over):
 
 def test_default_experiment_is_valid():
     """experiments/default.yaml loads, validates, uses every policy but the NetPack paper's baselines
-    (experiments/netpack.yaml runs those) and 4-6 jobs of 2-8 workers."""
+    (experiments/netpack.yaml runs those) and Cassini with its Themis-like base (experiments/cassini.yaml
+    runs those), and 4-6 jobs of 2-8 workers."""
     cfg = config.load(DEFAULT)
     g = config.validate(cfg)
     assert g.graph["kind"] == "fat_tree" and g.graph["params"]["k"] == 4
     from placement import POLICIES
     from placement.netpack.baselines import BaselinePolicy
     baselines = {name for name, cls in POLICIES.items() if issubclass(cls, BaselinePolicy)}
-    assert len(baselines) == 6 and set(config.policy_specs(cfg)) == set(POLICIES) - baselines
+    assert len(baselines) == 6
+    assert set(config.policy_specs(cfg)) == set(POLICIES) - baselines - {"cassini", "themis"}
     assert 4 <= len(cfg.jobs) <= 6 and all(2 <= j.workers <= 8 for j in cfg.jobs)
     assert any(v > 0 for v in cfg.background.values())
 
@@ -481,7 +483,7 @@ def test_names_and_paths_are_checked(over, pattern):
 
 @pytest.mark.parametrize("policies, pattern", [
     (["all", "random"], r"^config.policies: 'random' would run twice, into one directory \(list each policy once; "
-                        r"'all' is comb, consolidate, "),
+                        r"'all' is cassini, comb, consolidate, "),
     (["random", "random"], r"^config.policies: 'random' would run twice, into one directory \(list each policy "
                            r"once\)$"),
     (["random", " random "], r"' random ' would run twice"),

@@ -28,8 +28,8 @@ def _measured_job(tmp_path, name: str, machines: list[str], dilation: float):
     from emulator.variants import switch_ports
     from experiment.report import job_iteration_times
     from jobs.models import get_model, scaled_buckets
+    from jobs.steps import job_collisions
     from measure.fidelity import JobEvidence, assess, job_verdicts
-    from sim.steps import job_collisions
     from topo import fat_tree
 
     g = fat_tree(4)

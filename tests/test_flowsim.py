@@ -1,5 +1,5 @@
 """Unit tests of the max-min rates (``sim.maxmin``) and the flow-level simulator (``sim.flowsim``):
-hand-computed vectors, agreement with the contention-free bound of ``sim.steps``, and determinism."""
+hand-computed vectors, agreement with the contention-free bound of ``jobs.steps``, and determinism."""
 
 import itertools
 import math
@@ -13,9 +13,9 @@ import pytest
 from common.errors import JobError, TopologyError
 from common.units import wire_bytes
 from jobs.agent import barrier_bytes
+from jobs.steps import job_bound_s, job_collisions
 from sim.flowsim import SimJob, SimOptions, simulate
 from sim.maxmin import EPS, maxmin_rates
-from sim.steps import job_bound_s, job_collisions
 from topo import fat_tree
 from topo.routing import ecmp_path, path_links
 from topo.schema import machines
@@ -134,7 +134,7 @@ UNCONTENDED = [
 @pytest.mark.parametrize("rates", ["uniform", "mixed"])
 def test_uncontended_job_matches_job_bound(collective, placement, buckets, mtu, rates):
     """A job alone whose transfers never share a link within a step communicates for exactly
-    sim.steps.job_bound_s per iteration (bucket sizes that split evenly)."""
+    jobs.steps.job_bound_s per iteration (bucket sizes that split evenly)."""
     g = fat_tree(4)
     p = len(placement)
     bucket_bytes = tuple(4 * p * 400 * b for b in buckets)

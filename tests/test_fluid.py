@@ -8,11 +8,11 @@ import math
 import pytest
 
 from common.errors import JobError, TopologyError
+from jobs.steps import job_bound_s
 from sim.backend import FluidSimBackend
 from sim.flowsim import SimJob, SimOptions, simulate
 from sim.fluid import FluidEngine
 from sim.maxmin import maxmin_levels
-from sim.steps import job_bound_s
 from topo import fat_tree
 
 B_MBPS = 100.0

@@ -1,5 +1,5 @@
 """Unit tests (no root) of the per-job fidelity verdict: job bounds and link sets on the routed
-fabric (``sim.steps``), verdicts and contention (``measure.fidelity.job_verdicts``) and their
+fabric (``jobs.steps``), verdicts and contention (``measure.fidelity.job_verdicts``) and their
 place in the run verdict (``measure.fidelity.assess``).
 
 Every bound is hand-computed on a k=4 fat-tree at 4 Gbit/s paper scale, scale 500, i.e.
@@ -19,10 +19,10 @@ import pytest
 from common.errors import JobError
 from common.units import scale_bw_mbps
 from jobs.patterns import replay_pattern
+from jobs.steps import chained_bound_s, job_bound_s, job_links, link_bound_s, step_bound_s
 from measure import fidelity
 from measure.cpu import CpuSummary
 from measure.fidelity import JobEvidence, JobVerdict, LinkCheck, assess, job_verdicts
-from sim.steps import chained_bound_s, job_bound_s, job_links, link_bound_s, step_bound_s
 from topo import fat_tree
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -293,8 +293,8 @@ def test_limits_are_the_documented_ones():
 
 
 def test_verdict_modules_load_no_emulator():
-    """Importing sim.steps and measure.fidelity loads no mininet, os_ken or torch."""
-    code = ("import sys, sim.steps, measure.fidelity; "
+    """Importing jobs.steps and measure.fidelity loads no mininet, os_ken or torch."""
+    code = ("import sys, jobs.steps, measure.fidelity; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'mininet', 'os_ken')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

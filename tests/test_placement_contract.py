@@ -4,14 +4,16 @@ Parametrised from ``placement.POLICIES``, so a newly registered policy is covere
 editing this file. Clusters are small, random (seeded) and partly loaded with background
 work; job mixes are random (seeded) and include jobs that cannot fit.
 
-Clusters are built with ``Cluster(machines)`` and no topology graph; a network-aware policy
-that needs ``view.graph`` will need :func:`random_cluster` to attach one.
+Clusters carry a three-tier topology graph (machines under their rack's switch, racks under
+their pod's, pods under one core; 10 Gbit/s links) for the network-aware policies that route
+jobs on ``view.graph`` (Cassini).
 """
 
 from __future__ import annotations
 
 import random
 
+import networkx as nx
 import pytest
 
 from placement import POLICIES, Cluster, JobRequest, MachineInfo, make_policy
@@ -29,9 +31,22 @@ def random_cluster(seed: int) -> Cluster:
             for m in range(rng.randint(1, 3)):
                 name = f"h{p}{r}{m}"
                 machines.append(MachineInfo(name, rng.choice([1, 2, 4, 8]), rack=f"r{p}{r}", pod=f"p{p}"))
-    cluster = Cluster(machines)
+    cluster = with_topology(machines)
     cluster.set_background({m.name: rng.randint(0, m.gpus) for m in machines if rng.random() < 0.6})
     return cluster
+
+
+def with_topology(machines: list[MachineInfo]) -> Cluster:
+    """A cluster of ``machines`` with the module docstring's three-tier graph."""
+    g = nx.Graph()
+    for m in machines:
+        g.add_node(m.name, role="machine", gpus=m.gpus, rack=m.rack, pod=m.pod)
+        g.add_node(m.rack, role="switch")
+        g.add_node(m.pod, role="switch")
+        g.add_edge(m.name, m.rack, bw_mbps=10000)
+        g.add_edge(m.rack, m.pod, bw_mbps=10000)
+        g.add_edge(m.pod, "core", bw_mbps=10000)
+    return Cluster(machines, graph=g)
 
 
 def random_jobs(seed: int, total_free: int) -> list[JobRequest]:
@@ -97,7 +112,7 @@ def test_same_seed_same_output(policy_name, cluster_seed, mix_seed):
 @pytest.mark.parametrize("policy_name", list(POLICIES))
 def test_places_something_when_a_job_fits(policy_name):
     """On an idle cluster, a lone job that fits is placed (a policy is not 'always wait')."""
-    cluster = Cluster([MachineInfo(f"h{i}", 4, rack=f"r{i // 2}", pod="p0") for i in range(4)])
+    cluster = with_topology([MachineInfo(f"h{i}", 4, rack=f"r{i // 2}", pod="p0") for i in range(4)])
     placements = make_policy(policy_name).place([JobRequest("a", "resnet50", 2)], cluster.view())
     assert [p.job for p in placements] == ["a"]
 

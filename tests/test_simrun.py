@@ -55,7 +55,7 @@ def test_job_figures_are_the_simulators(tmp_path):
     assert a.jct_s == pytest.approx(0.712) and a.end_s == pytest.approx(0.712)  # 4 x 0.178
     assert (a.comm_mean_s, a.compute_mean_s, a.iterations_recorded, a.complete) == (0.0, pytest.approx(0.178), 3,
                                                                                      True)
-    # b waits for a's wave to end; its ring's bound (sim.steps.job_bound_s) per iteration
+    # b waits for a's wave to end; its ring's bound (jobs.steps.job_bound_s) per iteration
     assert (b.job, b.wave, b.machines, b.arrival_s) == ("b", 1, ("h1", "h2"), 0.5)
     assert b.start_s == pytest.approx(0.712) and b.end_s == pytest.approx(0.7422464)
     assert b.jct_s == pytest.approx(0.2422464) and b.comm_mean_s == pytest.approx(0.0025568)

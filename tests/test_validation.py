@@ -58,9 +58,9 @@ def test_run_estimates_follow_the_simulator_options():
     from experiment.config import ExperimentConfig, JobConfig, SimulatorConfig, validate
     from experiment.loop import LoopResult, Started
     from experiment.resimulate import simulate_schedule
+    from jobs.steps import job_bound_s
     from measure.shaping import link_rates_mbps
     from placement.base import GpuSlot, Placement
-    from sim.steps import job_bound_s
 
     cfg = ExperimentConfig(jobs=(JobConfig("a", "resnet50", 2),), iterations=3, warmup_iterations=0)
     g = validate(cfg)

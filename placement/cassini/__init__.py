@@ -10,5 +10,5 @@
   winner's shifts (Algorithm 2, §5).
 
 Standard library and numpy only: no topology, simulator or emulator here; the per-link profiles
-of a placed job are derived by routing (:mod:`sim.profiles`).
+of a placed job are derived by routing (:mod:`placement.cassini.profiles`).
 """

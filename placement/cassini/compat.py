@@ -19,6 +19,14 @@ name) pinned at 0 (a uniform rotation leaves the score unchanged, §3.2) up to
 reference code; above that, coordinate descent from no rotation (§3.4 [REC]), one job at a time
 until no move improves the score.
 
+Centring ([R], ``centre=True``; the thesis leaves the choice among equal optima open, §9 #5): the
+first optimum on the grid often sits at the edge of the feasible rotations (the §3.3 VGG16 case:
+113.3 ms for a feasible range of [114, 141] ms), where a job whose time differs from its profile
+by a bin overlaps its neighbour at once. Centring moves each job but the pinned one, in turn and
+with the others held, to the middle of the run of adjacent rotations that keep the optimum, so
+the interleaving has slack on both sides. :func:`link_score` keeps the first optimum by default
+(the reference's); Cassini's policy centres.
+
 Cost: exhaustive ``O(|A| · Π_{j≠first} ⌈|A|/r_j⌉)`` numpy work (the last two jobs' choices
 vectorised); coordinate descent ``O(rounds · k · |A|²)``.
 """
@@ -70,7 +78,7 @@ class LinkFit:
 
 
 def link_score(profiles: Mapping[str, Profile], capacity_gbps: float, step_deg: float = DEFAULT_STEP_DEG,
-               quantum_ms: float = 1.0, max_exhaustive: int = MAX_EXHAUSTIVE_JOBS) -> LinkFit:
+               quantum_ms: float = 1.0, max_exhaustive: int = MAX_EXHAUSTIVE_JOBS, centre: bool = False) -> LinkFit:
     """The compatibility score of the jobs of ``profiles`` on a link of ``capacity_gbps``, and their
     rotations and time-shifts (see the module docstring).
 
@@ -80,6 +88,7 @@ def link_score(profiles: Mapping[str, Profile], capacity_gbps: float, step_deg: 
         step_deg: the angle grid, degrees (5: 72 angles).
         quantum_ms: the grid iteration times are rounded to before the LCM.
         max_exhaustive: the most jobs solved by exhaustive search.
+        centre: move each job to the middle of its optimal rotations (module docstring).
 
     Raises:
         ValueError: no job, a non-positive capacity, or a grid that does not divide 360 degrees.
@@ -103,6 +112,9 @@ def link_score(profiles: Mapping[str, Profile], capacity_gbps: float, step_deg: 
     else:
         ks, excess = _coordinate_descent(bw, choices, capacity_gbps)
         exhaustive = False
+    if centre:
+        repeats = [p // round(quantised[j].iter_ms) for j in jobs]
+        ks = _centred(bw, choices, [angles % r == 0 for r in repeats], capacity_gbps, ks, excess)
     demand = sum(np.roll(bw[i], k) for i, k in enumerate(ks))
     return LinkFit(score=1.0 - excess / (angles * capacity_gbps),
                    shifts_ms={j: (k / angles * p) % quantised[j].iter_ms for j, k in zip(jobs, ks, strict=True)},
@@ -148,6 +160,29 @@ def _exhaustive(bw: np.ndarray, choices: list[int], capacity: float) -> tuple[li
     for i, v in zip(order, best, strict=True):
         ks[i] = v
     return ks, best_excess
+
+
+def _centred(bw: np.ndarray, choices: list[int], cyclic: list[bool], capacity: float, ks: list[int],
+             excess: float) -> list[int]:
+    """Each job but the first, in turn, moved to the middle of the adjacent rotations (cyclic when
+    they span its period exactly) whose excess stays within the optimum's (module docstring)."""
+    k, angles = len(choices), bw.shape[1]
+    ks = list(ks)
+    rolled = [_rolled(bw[i], choices[i]) for i in range(k)]
+    tie = _TIE * angles * capacity
+    for i in range(1, k):
+        n = choices[i]
+        rest = sum(rolled[j][ks[j]] for j in range(k) if j != i)
+        ok = _excess(rest[None, :] + rolled[i], capacity) <= excess + tie
+        if ok.all():  # every rotation is optimal: nothing to centre
+            continue
+        lo = hi = ks[i]
+        while (lo > 0 or cyclic[i]) and ok[(lo - 1) % n]:
+            lo -= 1
+        while (hi < n - 1 or cyclic[i]) and ok[(hi + 1) % n]:
+            hi += 1
+        ks[i] = ((lo + hi) // 2) % n
+    return ks
 
 
 def _coordinate_descent(bw: np.ndarray, choices: list[int], capacity: float) -> tuple[list[int], float]:

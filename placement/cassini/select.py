@@ -2,7 +2,7 @@
 (spec §5, Algorithm 2).
 
 Each candidate is every job's profile on each link it crosses under it (a job's demand on a link
-depends on its placement: :func:`sim.profiles.job_profiles`). Its affinity graph (links carrying more
+depends on its placement: :func:`placement.cassini.profiles.job_profiles`). Its affinity graph (links carrying more
 than one job) is built; a candidate whose graph has a loop is discarded (§4.5 [T]); every shared
 link is scored (:func:`placement.cassini.compat.link_score`) and the candidate's score is an
 aggregate of its links' scores (the mean, §5.1; a tail aggregate is allowed by the thesis's
@@ -114,8 +114,9 @@ Candidate = Mapping[str, Mapping[Hashable, Profile]]
 
 def score_candidate(index: int, candidate: Candidate, capacity_gbps: Mapping[Hashable, float],
                     aggregate: str = "mean", step_deg: float = DEFAULT_STEP_DEG, quantum_ms: float = 1.0,
-                    merge: bool = True) -> CandidateScore:
-    """One candidate's score; with ``merge``, links of one class count once (see the module docstring)."""
+                    merge: bool = True, centre: bool = False) -> CandidateScore:
+    """One candidate's score; with ``merge``, links of one class count once (see the module docstring);
+    ``centre``: each link's rotations centred in their optimal range (:func:`link_score`)."""
 
     def profile_of(job: str, link: Hashable) -> Profile:
         return candidate[job][link]
@@ -131,20 +132,23 @@ def score_candidate(index: int, candidate: Candidate, capacity_gbps: Mapping[Has
     jobs_on: dict[Hashable, list[str]] = {}
     for job, link in edges:
         jobs_on.setdefault(link, []).append(job)
-    fits = {link: link_score({j: profile_of(j, link) for j in jobs}, capacity_gbps[link], step_deg, quantum_ms)
+    fits = {link: link_score({j: profile_of(j, link) for j in jobs}, capacity_gbps[link], step_deg, quantum_ms,
+                             centre=centre)
             for link, jobs in jobs_on.items()}
     score = AGGREGATES[aggregate]([f.score for f in fits.values()]) if fits else 1.0
     return CandidateScore(index, score, fits, False, classes)
 
 
 def choose(candidates: Sequence[Candidate], capacity_gbps: Mapping[Hashable, float], aggregate: str = "mean",
-           step_deg: float = DEFAULT_STEP_DEG, quantum_ms: float = 1.0, merge: bool = True) -> CassiniDecision:
+           step_deg: float = DEFAULT_STEP_DEG, quantum_ms: float = 1.0, merge: bool = True,
+           centre: bool = False) -> CassiniDecision:
     """Algorithm 2 over the base scheduler's ``candidates`` (each: job -> link -> its profile there).
 
     Args:
         capacity_gbps: each link's capacity, in the profiles' unit.
         aggregate: a key of :data:`AGGREGATES`.
         merge: links of one class count once before the loop test (False: the thesis as written).
+        centre: centre each link's rotations in their optimal range ([R], :func:`link_score`).
 
     Raises:
         ValueError: no candidate, or an unknown aggregate (the message lists the valid ones).
@@ -154,7 +158,7 @@ def choose(candidates: Sequence[Candidate], capacity_gbps: Mapping[Hashable, flo
     if aggregate not in AGGREGATES:
         raise ValueError(f"cassini: unknown aggregate {aggregate!r}; valid: {', '.join(AGGREGATES)}")
     t0 = time.perf_counter()
-    scored = tuple(score_candidate(i, c, capacity_gbps, aggregate, step_deg, quantum_ms, merge)
+    scored = tuple(score_candidate(i, c, capacity_gbps, aggregate, step_deg, quantum_ms, merge, centre)
                    for i, c in enumerate(candidates))
     kept = [c for c in scored if not c.loop]
     if not kept:

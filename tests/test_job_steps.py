@@ -3,7 +3,7 @@
 import pytest
 
 from jobs.patterns import pattern
-from sim.steps import link_loads, step_bound_s
+from jobs.steps import link_loads, step_bound_s
 from topo import fat_tree
 
 

@@ -4,7 +4,7 @@ Cassini scores jobs on a link from each job's per-iteration demand on it, profil
 (:class:`placement.cassini.profile.Profile`). Here that demand is computed from the job's model on
 its placement, at paper scale, as the replay runtime runs an iteration (:mod:`jobs.agent`): a Down
 phase of the model's compute time, then an Up phase in which the job allreduces its gradient
-buckets one after another at its contention-free bound (:func:`sim.steps.job_bound_s` on the
+buckets one after another at its contention-free bound (:func:`jobs.steps.job_bound_s` on the
 links' paper rates). A directed link the job loads carries its bytes of the iteration over that
 Up phase, so its rate there is ``bytes × 8 / up time`` (§2.4 [REC]: the per-worker demand routed
 onto each link).
@@ -21,8 +21,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from common.units import BITS_PER_BYTE
+from jobs.steps import job_bound_s, job_steps, link_loads
 from placement.cassini.profile import Phase, Profile
-from sim.steps import job_bound_s, job_steps, link_loads
 from topo.routing import EcmpRoutes
 
 Link = tuple[str, str]
@@ -34,7 +34,8 @@ def paper_rates_mbps(g) -> dict[Link, float]:
 
 
 def job_profiles(g, machines_by_rank: Sequence[str], collective: str, bucket_bytes: Sequence[int],
-                 compute_s: float, mtu: int | None = None, routes: EcmpRoutes | None = None) -> dict[Link, Profile]:
+                 compute_s: float, mtu: int | None = None, routes: EcmpRoutes | None = None,
+                 latency_s: float = 0.0) -> dict[Link, Profile]:
     """The job's profile on every directed link it loads (see the module docstring).
 
     Args:
@@ -46,6 +47,8 @@ def job_profiles(g, machines_by_rank: Sequence[str], collective: str, bucket_byt
         mtu: count bytes on the wire at this MTU (None: payload only).
         routes: the graph's kept routes, to profile many jobs with one BFS per destination
             (default: a new one).
+        latency_s: a message's software latency, added once per step with a cross-machine
+            transfer (as the simulators cost it), seconds.
 
     Returns:
         ``(u, v) -> Profile`` (times in ms, rates in Gbit/s); empty for a job that sends nothing
@@ -53,13 +56,17 @@ def job_profiles(g, machines_by_rank: Sequence[str], collective: str, bucket_byt
     """
     path = (routes or EcmpRoutes(g)).path
     loads: dict[Link, int] = defaultdict(int)
+    crossing = 0
     for steps in job_steps(collective, len(machines_by_rank), bucket_bytes):
         for step in steps:
-            for link, nbytes in link_loads(g, machines_by_rank, step, mtu, path).items():
+            step_loads = link_loads(g, machines_by_rank, step, mtu, path)
+            crossing += bool(step_loads)
+            for link, nbytes in step_loads.items():
                 loads[link] += nbytes
     if not loads:
         return {}
-    up_s = job_bound_s(g, paper_rates_mbps(g), machines_by_rank, collective, bucket_bytes, mtu, path)
+    up_s = (job_bound_s(g, paper_rates_mbps(g), machines_by_rank, collective, bucket_bytes, mtu, path)
+            + crossing * latency_s)
     iter_ms = (compute_s + up_s) * 1e3
     return {link: Profile(iter_ms, (Phase(compute_s * 1e3, up_s * 1e3, nbytes * BITS_PER_BYTE / up_s / 1e9),))
             for link, nbytes in sorted(loads.items())}

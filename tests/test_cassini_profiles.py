@@ -1,4 +1,4 @@
-"""Cassini's profiles of a placed job computed from its model (``sim.profiles``): one Down phase of the
+"""Cassini's profiles of a placed job computed from its model (``placement.cassini.profiles``): one Down phase of the
 model's compute, one Up phase at the job's contention-free bound carrying each loaded link's bytes,
 and the per-link score of two such jobs sharing a link."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from jobs.models import get_model
+from jobs.steps import job_bound_s, job_steps, link_loads
 from placement.cassini.compat import link_score
-from sim.profiles import job_profiles, paper_rates_mbps, profiles_from_dict, profiles_to_dict
-from sim.steps import job_bound_s, job_steps, link_loads
+from placement.cassini.profiles import job_profiles, paper_rates_mbps, profiles_from_dict, profiles_to_dict
 from topo import build_topology
 
 

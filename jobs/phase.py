@@ -1,0 +1,116 @@
+"""A job's iteration phase against a common time origin: Cassini's time shift applied, its phase
+error measured every iteration, and the re-alignment when it drifts (``shared/specs/cassini.md`` §5.4).
+
+A time shift says: from the decision's time ``origin_s`` on, the job's iterations start at
+``origin_s + shift_s`` modulo its iteration time ``period_s``. Before each iteration the job asks
+:meth:`PhaseKeeper.wait_s` how long to sleep first:
+
+* the first iteration after the shift waits the one-time delay of §5.4,
+  ``d = (φ − (start mod T)) mod T`` with ``φ = (origin + shift) mod T``;
+* every later one starts when it starts, and its *phase error* ``e`` (its start minus the
+  nearest aligned instant, in ``[−T/2, T/2)``) is recorded;
+* when the last ``window`` iterations all erred by more than the threshold (``max(2 ms, 2% of
+  T)``, §5.3 [REC], over a window of 10), the job drifted: that iteration waits ``(−e) mod T``
+  to start aligned again, and the re-alignment is counted.
+
+A job never waits to fix an error within the threshold, so noise alone does not cost it whole
+periods; one that runs persistently slower or faster than its period is put back in phase once
+per ``window`` iterations at most. Every recorded error is that of the iteration's actual start
+(after any wait): the error a re-alignment leaves is 0.
+
+Pure: no clock of its own. The simulator calls it with its virtual time, a worker with its wall
+clock (every worker of a job on one machine's clock, or clocks synchronised as §5.4 asks), in one
+unit of time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+DRIFT_FLOOR_S = 0.002
+"""The drift threshold's floor, seconds (§5.3 [REC]: 2 ms)."""
+DRIFT_FRACTION = 0.02
+"""The drift threshold's share of the iteration time (§5.3 [REC]: 2%)."""
+DRIFT_WINDOW = 10
+"""Iterations that must all err beyond the threshold before a re-alignment (§5.3 [REC])."""
+
+
+def drift_threshold_s(period_s: float, floor_s: float = DRIFT_FLOOR_S, fraction: float = DRIFT_FRACTION) -> float:
+    """The phase error beyond which an iteration counts as drifted: ``max(floor, fraction x period)``."""
+    return max(floor_s, fraction * period_s)
+
+
+def phase_error_s(start_s: float, aligned_s: float, period_s: float) -> float:
+    """``start_s`` minus the aligned instant nearest it (aligned instants: ``aligned_s`` + k periods),
+    in ``[−period/2, period/2)``."""
+    e = math.fmod(start_s - aligned_s, period_s)
+    if e < 0:
+        e += period_s
+    return e - period_s if e >= period_s / 2 else e
+
+
+@dataclasses.dataclass
+class PhaseKeeper:
+    """One job's time shift, kept (see the module docstring).
+
+    Attributes:
+        origin_s: the shift's time origin (the decision's time).
+        shift_s: the shift, in ``[0, period_s)``.
+        period_s: the iteration time the shift is taken modulo (> 0).
+        threshold_s: the drift threshold (None: :func:`drift_threshold_s` of the period).
+        window: iterations that must all err beyond it before a re-alignment (>= 1).
+        errors_s: the phase error of every iteration started since the first wait, in order.
+        waits_s: every wait asked for (the first one included), in order.
+        realignments: re-alignments after drift.
+    """
+
+    origin_s: float
+    shift_s: float
+    period_s: float
+    threshold_s: float | None = None
+    window: int = DRIFT_WINDOW
+    errors_s: list[float] = dataclasses.field(default_factory=list)
+    waits_s: list[float] = dataclasses.field(default_factory=list)
+    realignments: int = 0
+    _late: int = 0  # consecutive iterations beyond the threshold
+
+    def __post_init__(self):
+        if not (self.period_s > 0 and math.isfinite(self.period_s)):
+            raise ValueError(f"phase: period_s must be finite and > 0, got {self.period_s!r}")
+        if self.window < 1:
+            raise ValueError(f"phase: window must be >= 1, got {self.window}")
+        if self.threshold_s is None:
+            self.threshold_s = drift_threshold_s(self.period_s)
+
+    @property
+    def aligned_s(self) -> float:
+        """An instant at which an aligned iteration starts."""
+        return self.origin_s + self.shift_s
+
+    def wait_s(self, start_s: float) -> float:
+        """How long the iteration that could start at ``start_s`` waits first (module docstring);
+        records its phase error."""
+        e = phase_error_s(start_s, self.aligned_s, self.period_s)
+        if not self.waits_s:
+            wait = (-e) % self.period_s
+        else:
+            self._late = self._late + 1 if abs(e) > self.threshold_s else 0
+            wait = 0.0
+            if self._late >= self.window:
+                wait, self._late = (-e) % self.period_s, 0
+                self.realignments += 1
+        if wait >= self.period_s - 1e-12 * self.period_s:  # on the aligned instant to rounding
+            wait = 0.0
+        self.waits_s.append(wait)
+        self.errors_s.append(phase_error_s(start_s + wait, self.aligned_s, self.period_s))
+        return wait
+
+    def summary(self) -> dict:
+        """JSON form: the shift, the errors' worst and last, the threshold, the re-alignments."""
+        settled = self.errors_s[1:]
+        return {"shift_s": self.shift_s, "period_s": self.period_s, "origin_s": self.origin_s,
+                "threshold_s": self.threshold_s, "first_wait_s": self.waits_s[0] if self.waits_s else None,
+                "iterations": len(self.errors_s), "realignments": self.realignments,
+                "max_abs_error_s": max((abs(e) for e in settled), default=None),
+                "last_error_s": self.errors_s[-1] if self.errors_s else None}

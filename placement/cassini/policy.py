@@ -1,0 +1,164 @@
+"""``cassini,inner=<policy>``: Cassini as a plug-in over another policy's candidates (spec §5, Algorithm 2).
+
+At every decision the inner policy offers up to ``candidates`` placements of the pending jobs that
+it rates equal (:meth:`placement.base.PlacementPolicy.candidates`; ``themis`` offers the
+equal-objective alternatives of §5.1, ``random`` independent draws, a policy with one answer that
+one). Each candidate, with the jobs already running where they run, becomes every job's
+communication profile on every directed link it loads (:func:`placement.cassini.profiles.job_profiles`,
+from its model, at paper scale); :func:`placement.cassini.select.choose` scores the candidates'
+shared links, discards those whose affinity graph has a loop and keeps the best (ties to the inner
+policy's order). Its placements start, and every job of its affinity graph, running or new, gets
+its time shift (:class:`placement.base.TimeShift`: iterations aligned on the decision's time plus
+the shift, modulo the job's quantised iteration time, §5.4), which the back end applies. Every
+decision goes to the run's decision log (§8.6): the pending jobs, each candidate's machines, score,
+per-link scores and loop, the chosen one, the shifts and the solver's time.
+
+Options (spec string keys): ``inner`` (a registered policy name; the default ``themis`` is the
+thesis's Th+Cassini), ``candidates`` (N = 10, §5.3), ``aggregate`` (``mean`` as the thesis, or
+``min``, the tail its footnote allows), ``step_deg`` (5°), ``quantum_ms`` (the iteration-time
+grid, §3.2 [R]), ``merge`` (link classes before the loop test, §4.5 [R]; false is the thesis as
+written), ``centre`` (rotations in the middle of their optimal range rather than at its first
+grid point, [R] :mod:`placement.cassini.compat`; false is the reference's first optimum) and
+``shift`` (false: rank candidates only, no time shifts; for comparing the two parts).
+
+A job's shift is taken modulo its profiled iteration time itself (the circle quantises it for the
+LCM only), so that a job running at its profile keeps its phase. [R] Where the spec is silent: the
+running jobs' profiles are those of the placements this policy
+gave them (a job started by another policy is invisible to it); a decision with no pending job
+placed by any candidate is the inner policy's, unlogged; a job alone on its links gets no shift.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Hashable, Mapping, Sequence
+
+from common.errors import PlacementError
+from jobs.models import get_model
+from placement.base import (
+    ClusterView,
+    JobRequest,
+    Placement,
+    PlacementContext,
+    PlacementDecision,
+    PlacementPolicy,
+    TimeShift,
+    jobs_by_name,
+)
+from placement.cassini.compat import DEFAULT_STEP_DEG
+from placement.cassini.profile import Profile
+from placement.cassini.profiles import job_profiles
+from placement.cassini.select import AGGREGATES, choose
+from topo.routing import EcmpRoutes
+
+Link = tuple[str, str]
+
+
+class CassiniPolicy(PlacementPolicy):
+    """Rank the inner policy's candidates by link compatibility and shift the winner's jobs.
+
+    Args:
+        seed: the inner policy's seed.
+        inner: the registered policy whose candidates are ranked.
+        candidates: how many candidates to ask for (>= 1).
+        aggregate: how link scores make a candidate's (a key of ``select.AGGREGATES``).
+        step_deg: the angle grid, degrees.
+        quantum_ms: the iteration-time grid, ms.
+        merge: merge identical links before the loop test.
+        centre: centre the rotations in their optimal range.
+        shift: give the chosen candidate's jobs their time shifts.
+        context: the run's costing of transfers (headers at its MTU, per-message latency), which the
+            profiles follow so that their iteration times are the back end's.
+
+    Raises:
+        PlacementError: an unknown inner policy or aggregate, ``cassini`` as its own inner
+            policy, or a non-positive count or grid.
+    """
+
+    name = "cassini"
+
+    def __init__(self, seed: int = 0, inner: str = "themis", candidates: int = 10, aggregate: str = "mean",
+                 step_deg: float = DEFAULT_STEP_DEG, quantum_ms: float = 1.0, merge: bool = True, centre: bool = True,
+                 shift: bool = True,
+                 context: PlacementContext = PlacementContext()):
+        super().__init__(seed)
+        from placement import make_policy  # the registry names this class: imported on use
+
+        if inner == self.name:
+            raise PlacementError("cassini: the inner policy cannot be cassini itself")
+        if candidates < 1 or not step_deg > 0 or not quantum_ms > 0:
+            raise PlacementError(f"cassini: candidates, step_deg and quantum_ms must be > 0, got {candidates}, "
+                                 f"{step_deg}, {quantum_ms}")
+        if aggregate not in AGGREGATES:
+            raise PlacementError(f"cassini: unknown aggregate {aggregate!r}; valid: {', '.join(AGGREGATES)}")
+        self.inner = make_policy(inner, seed=seed, context=context)
+        self.context = context
+        self.n_candidates, self.aggregate, self.step_deg = candidates, aggregate, step_deg
+        self.quantum_ms, self.merge, self.centre, self.shift = quantum_ms, merge, centre, shift
+        self.running: dict[str, tuple[JobRequest, Placement]] = {}  # jobs this policy placed, while they run
+        self._profiles: dict[tuple, dict[Link, Profile]] = {}
+        self._routes: tuple[object, EcmpRoutes] | None = None
+
+    def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
+        """The chosen candidate's placements (:meth:`decide` has its shifts and log too)."""
+        return list(self.decide(pending, view).placements)
+
+    def decide(self, pending: Sequence[JobRequest], view: ClusterView) -> PlacementDecision:
+        """Algorithm 2 over the inner policy's candidates (see the module docstring).
+
+        Raises:
+            PlacementError: the view has no topology to route the jobs on.
+        """
+        requests = jobs_by_name(pending)
+        held = view.job_machines()
+        self.running = {j: rp for j, rp in self.running.items() if j in held}
+        t0 = time.perf_counter()
+        options = self.inner.candidates(pending, view, self.n_candidates)
+        if not any(options):
+            return PlacementDecision(tuple(options[0]) if options else ())
+        g = view.graph
+        if g is None:
+            raise PlacementError("cassini: the cluster has no topology to route its jobs on")
+        profiled = [self._profiled(c, requests, g) for c in options]
+        capacity = {(u, v): float(d["bw_mbps"]) / 1000.0 for a, b, d in g.edges(data=True)
+                    for u, v in ((a, b), (b, a))}
+        decision = choose(profiled, capacity, self.aggregate, self.step_deg, self.quantum_ms, self.merge, self.centre)
+        chosen = options[decision.chosen]
+        for p in chosen:
+            self.running[p.job] = (requests[p.job], p)
+        shifts = ()
+        if self.shift:
+            period = {j: next(iter(profiled[decision.chosen][j].values())).iter_ms for j in decision.shifts_ms}
+            shifts = tuple(TimeShift(j, (t % period[j]) / 1e3, period[j] / 1e3)
+                           for j, t in sorted(decision.shifts_ms.items()))
+        log = {"pending": [r.name for r in pending], "inner": self.inner.name,
+               "candidates": [{**score.to_dict(), "placements": {p.job: list(p.machines) for p in option}}
+                              for score, option in zip(decision.candidates, options, strict=True)],
+               "chosen": decision.chosen, "fallback": decision.fallback,
+               "discarded_loops": list(decision.discarded), "shifts": [s.to_dict() for s in shifts],
+               "solver_s": decision.solver_s, "decision_s": time.perf_counter() - t0}
+        return PlacementDecision(tuple(chosen), shifts, log)
+
+    def candidates(self, pending: Sequence[JobRequest], view: ClusterView, k: int) -> list[list[Placement]]:
+        """Cassini's choice, alone: it ranks candidates rather than offering them."""
+        return [self.place(pending, view)]
+
+    def _profiled(self, option: Sequence[Placement], requests: Mapping[str, JobRequest],
+                  g) -> dict[str, dict[Hashable, Profile]]:
+        """Every running job's and every placed job's profile per link, under one candidate."""
+        out = {job: self._profile(req, p, g) for job, (req, p) in self.running.items()}
+        out.update((p.job, self._profile(requests[p.job], p, g)) for p in option)
+        return {job: links for job, links in out.items() if links}
+
+    def _profile(self, req: JobRequest, p: Placement, g) -> dict[Link, Profile]:
+        """The job's profile on each link under placement ``p`` (memoised by model, collective, machines)."""
+        machines = tuple(s.machine for s in p.slots)
+        key = (req.model, req.collective, machines)
+        if key not in self._profiles:
+            if self._routes is None or self._routes[0] is not g:
+                self._routes = (g, EcmpRoutes(g))
+            model = get_model(req.model)
+            self._profiles[key] = job_profiles(g, machines, req.collective, model.bucket_bytes,
+                                               model.compute_time_s, self.context.mtu, self._routes[1],
+                                               self.context.latency_s)
+        return self._profiles[key]
