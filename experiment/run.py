@@ -70,9 +70,10 @@ def config_cluster(cfg, g) -> Cluster:
 
 
 def placement_context(cfg) -> PlacementContext:
-    """What the run tells policies that cost transfers: bytes on the wire at the config's MTU, and
-    the simulator's per-message latency (paper-scale), as the simulator costs them."""
-    return PlacementContext(mtu=cfg.mtu if cfg.simulator.headers else None, latency_s=cfg.simulator.latency_us * 1e-6)
+    """What the run tells policies that cost transfers: bytes on the wire at the config's MTU, the
+    simulator's per-message latency (paper-scale) and the scale, as the simulator costs them."""
+    return PlacementContext(mtu=cfg.mtu if cfg.simulator.headers else None, latency_s=cfg.simulator.latency_us * 1e-6,
+                            scale=cfg.scale)
 
 
 def place_and_run(cfg, g, spec: str, backend: Backend, on_event: Callable[[LoopEvent], None] | None = None,

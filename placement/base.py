@@ -113,10 +113,12 @@ class PlacementContext:
     Attributes:
         mtu: count a transfer's bytes on the wire at this MTU (None: its payload), as the back end does.
         latency_s: the software latency of every cross-machine message, paper-scale seconds.
+        scale: the run's scale factor (bytes and rates divided by it alike; 1: paper scale).
     """
 
     mtu: int | None = None
     latency_s: float = 0.0
+    scale: float = 1.0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,8 +12,9 @@ job of ``w`` workers, with "free" counting GPUs given to earlier jobs of this ca
    goes to one more rack that holds it, the one with the fewest free GPUs among those (best fit).
 2. Within each chosen rack, machines the same way: the fewest machines, the last best fit.
 
-Ranks are grouped rack by rack and machine by machine, in the order chosen, lowest free GPU
-indices first within a machine, so a ring crosses each rack boundary as few times as it can.
+Ranks follow the cluster's machine order (racks are contiguous in it), lowest free GPU indices
+first within a machine, so a ring crosses each rack boundary as few times as it can and two
+candidates on the same GPUs are the same candidate.
 
 Candidates (:meth:`ThemisPolicy.candidates`, §5.1 step 1: "all candidates reach the same
 finish-time fairness; they differ only in which physical servers the workers land on"): the
@@ -101,7 +102,8 @@ class ThemisPolicy(InOrderPolicy):
         for rack, n in per_rack:
             for machine, k in fewest_groups([(m, tentative.n_free(m)) for m in racks[rack]], n, self.rng):
                 slots.extend(tentative.take(machine, k))
-        return slots
+        order = {m.name: i for i, m in enumerate(view.machines)}
+        return sorted(slots, key=lambda s: (order[s.machine], s.gpu))
 
     def candidates(self, pending: Sequence[JobRequest], view: ClusterView, k: int) -> list[list[Placement]]:
         """Up to ``k`` distinct decisions of the 0th's objective (module docstring), the 0th first."""

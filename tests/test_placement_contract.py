@@ -125,3 +125,21 @@ def test_empty_and_full_cluster(policy_name):
     assert policy.place([], cluster.view()) == []
     cluster.set_background({m.name: m.gpus for m in cluster.view().machines})
     assert policy.place([JobRequest("a", "resnet50", 1)], cluster.view()) == []
+
+
+@pytest.mark.parametrize("policy_name,cluster_seed,mix_seed", [(p, c, 0) for p in POLICIES for c in range(3)])
+def test_candidates_are_distinct_valid_decisions_led_by_place(policy_name, cluster_seed, mix_seed):
+    """``candidates(k)``: 1..k distinct decisions, the first place()'s, each placing pending jobs once on
+    free GPUs without sharing one; ``decide()``'s placements are place()'s."""
+    cluster = random_cluster(cluster_seed)
+    view = cluster.view()
+    pending = random_jobs(mix_seed, view.total_free)
+    cands = make_policy(policy_name, seed=5).candidates(pending, view, 4)
+    assert 1 <= len(cands) <= 4
+    assert cands[0] == make_policy(policy_name, seed=5).place(pending, view)
+    assert make_policy(policy_name, seed=5).decide(pending, view).placements == tuple(cands[0])
+    assert len({tuple(c) for c in cands}) == len(cands), "candidates repeat"
+    for cand in cands:
+        slots = [s for p in cand for s in p.slots]
+        assert len(slots) == len(set(slots)) and all(view.owner(s) is None for s in slots)
+        assert len({p.job for p in cand}) == len(cand)

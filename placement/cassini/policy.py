@@ -34,7 +34,7 @@ import time
 from collections.abc import Hashable, Mapping, Sequence
 
 from common.errors import PlacementError
-from jobs.models import get_model
+from jobs.models import get_model, scaled_buckets
 from placement.base import (
     ClusterView,
     JobRequest,
@@ -157,8 +157,8 @@ class CassiniPolicy(PlacementPolicy):
         if key not in self._profiles:
             if self._routes is None or self._routes[0] is not g:
                 self._routes = (g, EcmpRoutes(g))
-            model = get_model(req.model)
-            self._profiles[key] = job_profiles(g, machines, req.collective, model.bucket_bytes,
-                                               model.compute_time_s, self.context.mtu, self._routes[1],
-                                               self.context.latency_s)
+            model, ctx = get_model(req.model), self.context
+            buckets = scaled_buckets(model, ctx.scale) if ctx.scale != 1 else model.bucket_bytes
+            self._profiles[key] = job_profiles(g, machines, req.collective, buckets, model.compute_time_s, ctx.mtu,
+                                               self._routes[1], ctx.latency_s, ctx.scale)
         return self._profiles[key]

@@ -35,7 +35,7 @@ def paper_rates_mbps(g) -> dict[Link, float]:
 
 def job_profiles(g, machines_by_rank: Sequence[str], collective: str, bucket_bytes: Sequence[int],
                  compute_s: float, mtu: int | None = None, routes: EcmpRoutes | None = None,
-                 latency_s: float = 0.0) -> dict[Link, Profile]:
+                 latency_s: float = 0.0, scale: float = 1.0) -> dict[Link, Profile]:
     """The job's profile on every directed link it loads (see the module docstring).
 
     Args:
@@ -49,6 +49,9 @@ def job_profiles(g, machines_by_rank: Sequence[str], collective: str, bucket_byt
             (default: a new one).
         latency_s: a message's software latency, added once per step with a cross-machine
             transfer (as the simulators cost it), seconds.
+        scale: the run's scale factor: ``bucket_bytes`` are at it (``jobs.models.scaled_buckets``)
+            and the links run at their rates over it, so times are a scaled run's to the byte (its
+            headers rounded per segment); rates are reported at paper scale.
 
     Returns:
         ``(u, v) -> Profile`` (times in ms, rates in Gbit/s); empty for a job that sends nothing
@@ -65,10 +68,10 @@ def job_profiles(g, machines_by_rank: Sequence[str], collective: str, bucket_byt
                 loads[link] += nbytes
     if not loads:
         return {}
-    up_s = (job_bound_s(g, paper_rates_mbps(g), machines_by_rank, collective, bucket_bytes, mtu, path)
-            + crossing * latency_s)
+    rates = {link: r / scale for link, r in paper_rates_mbps(g).items()}
+    up_s = job_bound_s(g, rates, machines_by_rank, collective, bucket_bytes, mtu, path) + crossing * latency_s
     iter_ms = (compute_s + up_s) * 1e3
-    return {link: Profile(iter_ms, (Phase(compute_s * 1e3, up_s * 1e3, nbytes * BITS_PER_BYTE / up_s / 1e9),))
+    return {link: Profile(iter_ms, (Phase(compute_s * 1e3, up_s * 1e3, nbytes * scale * BITS_PER_BYTE / up_s / 1e9),))
             for link, nbytes in sorted(loads.items())}
 
 

@@ -97,15 +97,30 @@ class CassiniDecision:
 def link_classes(edges: Iterable[tuple[str, Hashable]], capacity_gbps: Mapping[Hashable, float],
                  profile_of: Callable[[str, Hashable], Profile]) -> dict[Hashable, tuple[Hashable, ...]]:
     """The shared links grouped by what their optimisation sees: the same jobs with the same
-    profiles on the same capacity; each class keyed by its first link (§4.5 [REC])."""
+    profiles on the same capacity; each class keyed by its first link (§4.5 [REC]). Profiles and
+    capacities are compared to :data:`SAME_DIGITS` significant digits: a ring's ranks send chunks
+    that differ by a few bytes where a bucket does not divide evenly, which is the same demand."""
     jobs_on: dict[Hashable, list[str]] = {}
     for job, link in edges:
         jobs_on.setdefault(link, []).append(job)
     classes: dict[tuple, list[Hashable]] = {}
     for link, jobs in jobs_on.items():
-        key = tuple(sorted((j, profile_of(j, link)) for j in jobs)) + (capacity_gbps[link],)
+        key = tuple(sorted((j, _rounded(profile_of(j, link))) for j in jobs)) + (_sig(capacity_gbps[link]),)
         classes.setdefault(key, []).append(link)
     return {links[0]: tuple(links) for links in classes.values()}
+
+
+SAME_DIGITS = 6
+"""Significant digits to which two links' profiles must agree to be one link class."""
+
+
+def _sig(x: float) -> float:
+    return float(f"{x:.{SAME_DIGITS}g}")
+
+
+def _rounded(profile: Profile) -> tuple:
+    """A profile as a link class compares it (:func:`link_classes`)."""
+    return (_sig(profile.iter_ms), tuple((_sig(p.start_ms), _sig(p.dur_ms), _sig(p.gbps)) for p in profile.phases))
 
 
 Candidate = Mapping[str, Mapping[Hashable, Profile]]

@@ -1,0 +1,152 @@
+"""Cassini as a plug-in (``cassini,inner=<policy>``, spec §5 Algorithm 2) and its time shifts applied
+by the step-level simulator (§5.4): the decision and its log, the centred rotations, running jobs in
+later decisions, and two VGG19 jobs on one 2:1 bottleneck interleaving once shifted
+(``experiments/cassini.yaml``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import math
+
+import pytest
+
+from common.errors import PlacementError
+from experiment import config
+from experiment.driver import run_experiment
+from experiment.run import placement_context
+from experiment.simrun import SimulatorExperiment, sim_backend, simulate_policy
+from jobs.models import get_model
+from placement import Cluster, JobRequest, make_policy
+from placement.cassini.compat import link_score
+from placement.cassini.profile import Profile
+from sim.backend import FluidSimBackend
+from topo import build_topology
+
+CASSINI_YAML = "experiments/cassini.yaml"
+
+
+def bottleneck():
+    """experiments/cassini.yaml's fabric: two racks of two single-GPU machines, 25 Gbit/s hosts, 2:1 uplinks."""
+    return build_topology("leaf_spine", n_leaf=2, n_spine=1, hosts_per_leaf=2, oversubscription=2.0,
+                          gpus_per_machine=1, host_bw_mbps=25000)
+
+
+def vgg19_pair():
+    return [JobRequest("vgg19-a", "vgg19", 2), JobRequest("vgg19-b", "vgg19", 2)]
+
+
+def test_centred_rotations_sit_in_the_middle_of_the_feasible_range():
+    """§3.3's VGG16 pair: the reference's first optimum is 113.3 ms (feasible [114, 141] ms, 3.5 ms bins);
+    centred, the shift is the middle of the optimal run, with slack on both sides; the score is the same."""
+    vgg = Profile.of(255, [(141, 114, 45)])
+    first = link_score({"a": vgg, "b": vgg}, 50.0, 5.0)
+    centred = link_score({"a": vgg, "b": vgg}, 50.0, 5.0, centre=True)
+    assert round(first.shifts_ms["b"], 1) == 113.3 and centred.score == first.score == 1.0
+    assert 114 + 5 < centred.shifts_ms["b"] < 141 - 5
+    assert centred.shifts_ms["b"] == pytest.approx((113.3 + 141.7) / 2, abs=3.6)
+
+
+def test_the_decision_shifts_one_of_two_jobs_on_a_shared_bottleneck_and_logs_itself():
+    """spread's one candidate puts each job across the racks; Cassini keeps it (score 1: their Up phases
+    fit side by side) and shifts the second job by half the slack past the first one's Up phase."""
+    g = bottleneck()
+    policy = make_policy("cassini,inner=spread", seed=1)
+    decision = policy.decide(vgg19_pair(), Cluster.from_topology(g).view())
+    assert [p.job for p in decision.placements] == ["vgg19-a", "vgg19-b"]
+    shifts = {s.job: s for s in decision.shifts}
+    model = get_model("vgg19")
+    period = shifts["vgg19-a"].period_s
+    up = period - model.compute_time_s
+    assert shifts["vgg19-a"].shift_s == 0.0 and shifts["vgg19-b"].period_s == period
+    assert up < shifts["vgg19-b"].shift_s < period - up  # no overlap, either way round the circle
+    assert shifts["vgg19-b"].shift_s == pytest.approx(period / 2, abs=0.02)
+    log = decision.log
+    assert log["chosen"] == 0 and log["inner"] == "spread" and log["discarded_loops"] == []
+    (cand,) = log["candidates"]
+    assert cand["score"] == 1.0 and set(cand["placements"]) == {"vgg19-a", "vgg19-b"}
+    assert json.loads(json.dumps(log)) == log  # JSON as it is written to decisions.json
+
+
+def test_the_best_scored_candidate_wins_and_running_jobs_join_later_decisions():
+    """inner=random on a 4-rack leaf-spine: the chosen candidate has the best score of those without a
+    loop; a job placed later is scored with the running one, and the shifts may retime it."""
+    g = build_topology("leaf_spine", n_leaf=4, n_spine=1, hosts_per_leaf=2, oversubscription=2.0,
+                       gpus_per_machine=1, host_bw_mbps=25000)
+    cluster = Cluster.from_topology(g)
+    policy = make_policy("cassini,inner=random,candidates=6", seed=4)
+    first = policy.decide([JobRequest("a", "vgg19", 3)], cluster.view())
+    scores = [c["score"] for c in first.log["candidates"] if not c["loop"]]
+    assert len(first.log["candidates"]) == 6
+    assert first.log["candidates"][first.log["chosen"]]["score"] == max(scores)
+    for p in first.placements:
+        cluster.apply(p)
+    second = policy.decide([JobRequest("b", "vgg19", 3)], cluster.view())
+    assert all(list(c["placements"]) == ["b"] for c in second.log["candidates"])
+    scored_with_a = [c for c in second.log["candidates"]
+                     if any(set(fit["shifts_ms"]) == {"a", "b"} for fit in c["links"].values())]
+    assert scored_with_a, "some candidate puts b on a link of the running a, and scores them together"
+    chosen = second.log["candidates"][second.log["chosen"]]
+    if chosen in scored_with_a:
+        assert {s.job for s in second.shifts} == {"a", "b"}  # the running job is retimed with b
+
+
+def test_shift_false_ranks_without_shifting_and_bad_options_are_refused():
+    g = bottleneck()
+    decision = make_policy("cassini,inner=spread,shift=false").decide(vgg19_pair(), Cluster.from_topology(g).view())
+    assert decision.shifts == () and len(decision.placements) == 2
+    with pytest.raises(PlacementError, match="cannot be cassini"):
+        make_policy("cassini,inner=cassini")
+    with pytest.raises(PlacementError, match="unknown aggregate 'p99'; valid: mean, min"):
+        make_policy("cassini,aggregate=p99")
+    with pytest.raises(PlacementError, match="unknown placement policy 'nope'"):
+        make_policy("cassini,inner=nope")
+    with pytest.raises(PlacementError, match="context is not a spec keyword"):
+        make_policy("cassini,context=1")
+
+
+def cassini_cfg(**over):
+    cfg = config.load(CASSINI_YAML)
+    return dataclasses.replace(cfg, **{"iterations": 12, **over})
+
+
+def test_the_simulator_interleaves_the_shifted_jobs_at_their_bound():
+    """experiments/cassini.yaml, 12 iterations: unshifted (spread), each job's communication takes twice
+    its bound (the uplink halved); shifted (cassini), exactly the bound, the phase of both jobs held
+    within the drift threshold with no re-alignment, and far fewer ECN marks estimated."""
+    cfg = cassini_cfg()
+    g = config.validate(cfg, "sim")
+    shared = simulate_policy(cfg, g, "spread").summary
+    shifted = simulate_policy(cfg, g, "cassini,inner=spread").summary
+    period = make_policy("cassini,inner=spread", context=placement_context(cfg)).decide(
+        vgg19_pair(), Cluster.from_topology(g).view()).shifts[0].period_s
+    bound = period - get_model("vgg19").compute_time_s
+    for j in shifted.jobs:
+        assert j.comm_mean_s == pytest.approx(bound, rel=1e-6)
+        assert j.time_shift_s is not None and j.shift_held and j.realignments == 0
+    for j in shared.jobs:
+        assert j.comm_mean_s == pytest.approx(2 * bound, rel=0.01) and j.time_shift_s is None
+    assert shifted.ecn_marks < shared.ecn_marks / 10
+    assert shared.jct_mean_s / shifted.jct_mean_s > 1.2
+
+
+def test_a_run_writes_the_decision_log_and_the_time_shift_table(tmp_path):
+    cfg = cassini_cfg(results_dir=str(tmp_path), iterations=4)
+    out = io.StringIO()
+    run_experiment(cfg, SimulatorExperiment(), policies=["cassini,inner=spread"], stream=out)
+    (run_dir,) = tmp_path.iterdir()
+    (entry,) = json.loads((run_dir / "cassini_inner=spread" / "decisions.json").read_text())
+    assert entry["time_s"] == 0.0 and entry["shifts_applied"] and entry["started"] == ["vgg19-a", "vgg19-b"]
+    assert [s["job"] for s in entry["log"]["shifts"]] == ["vgg19-a", "vgg19-b"]
+    text = out.getvalue()
+    assert "Time shifts under cassini,inner=spread" in text
+    assert "the phase of 2/2 shifted jobs stayed within the drift threshold" in text
+
+
+def test_the_fluid_engine_says_it_applies_no_shift():
+    cfg = cassini_cfg()
+    g = config.validate(cfg, "sim")
+    backend = sim_backend(dataclasses.replace(cfg, simulator=dataclasses.replace(cfg.simulator, mode="fluid")), g)
+    assert isinstance(backend, FluidSimBackend) and backend.shift(()) is False
+    assert not math.isnan(backend.now_s)
