@@ -9,6 +9,7 @@ optionally followed by keyword arguments for its constructor::
     make_scheduler("tiresias,priority=gittins,thresholds_gpu_s=3600,promote_knob=8")
     make_scheduler("yarn_cs")
     make_scheduler("waves")          # static experiments: one wave at a time
+    make_scheduler("themis,lease_s=600")  # leases auctioned for finish-time fairness
 
 Values are parsed as ``bool`` (``true``/``false``), ``int``, ``float`` (``inf`` included), else
 kept as ``str``. ``seed`` always comes from the experiment, never from the spec. Adding a
@@ -28,6 +29,7 @@ from scheduling.tiresias import (
     SrtfScheduler,
     TiresiasScheduler,
 )
+from scheduling.themis import ThemisScheduler
 from scheduling.waves import WaveScheduler
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "Scheduler",
     "SrsfScheduler",
     "SrtfScheduler",
+    "ThemisScheduler",
     "TiresiasScheduler",
     "WaveScheduler",
     "YarnCsScheduler",
@@ -56,6 +59,7 @@ SCHEDULERS: dict[str, type[Scheduler]] = {
     "gittins": GittinsScheduler,
     "srsf": SrsfScheduler,
     "srtf": SrtfScheduler,
+    "themis": ThemisScheduler,
 }
 
 
