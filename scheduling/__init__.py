@@ -22,6 +22,7 @@ from common import specs
 from common.errors import ConfigError
 from scheduling.base import Decision, JobStatus, PriorityScheduler, Scheduler
 from scheduling.fifo import FifoScheduler, YarnCsScheduler
+from scheduling.themis import ThemisScheduler
 from scheduling.tiresias import (
     GittinsScheduler,
     LasScheduler,
@@ -29,7 +30,6 @@ from scheduling.tiresias import (
     SrtfScheduler,
     TiresiasScheduler,
 )
-from scheduling.themis import ThemisScheduler
 from scheduling.waves import WaveScheduler
 
 __all__ = [
