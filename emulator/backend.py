@@ -56,9 +56,12 @@ from jobs.launcher import (
 )
 from jobs.models import get_model
 from jobs.patterns import INA
+from jobs.phase import PhaseKeeper, drift_threshold_s, write_shift
 from jobs.records import read_records
-from placement.base import Placement
+from placement.base import Placement, TimeShift
 
+SHIFT_FILE = "shift.json"
+"""A running job's time shift, in its run directory, which its workers follow (``jobs.phase``)."""
 POLL_S = 0.05
 """How often a waiting back end polls its jobs' processes."""
 COUNTER_SETTLE_S = 0.2
@@ -200,7 +203,7 @@ class EmulatorBackend(Backend):
             left = job.iterations - self.done_iterations.get(job.name, 0)
             run = RankSettings(self.cfg.scale, left, self.cfg.warmup_iterations, self.cfg.mode, dirs[job.name],
                                timeout_s=self.timeout_s, seed=self.cfg.seed, start_gate=gate,
-                               dilation=self.cfg.dilation)
+                               dilation=self.cfg.dilation, shift_path=os.path.join(dirs[job.name], SHIFT_FILE))
             specs_by_job[job.name] = plan_workers(job, p, get_model(job.model), run,
                                                   Addresses(self.ips, self.net.host_intf), free_tcp_port())
         if self.on_batch is not None:
@@ -257,6 +260,22 @@ class EmulatorBackend(Backend):
                               f"iterations start together")
         self.batches.append(_Batch(index, list(specs_by_job), t_launch, before, ecn_before, conns, startup_s,
                                    stop_progress, open=set(specs_by_job)))
+
+    def shift(self, shifts: Sequence[TimeShift]) -> bool:
+        """Align the running jobs' iterations from now (wall clock, every rank's): each job's shift
+        file gets now as its origin and the shift, period and drift threshold dilated; its workers
+        follow it before every iteration (:class:`jobs.phase.ShiftFollower`), the agents' ranks in
+        replay mode. Torch workers follow none: False when any shifted job runs them."""
+        if not uses_agents(self.cfg):
+            return False
+        origin, d = time.time(), self.cfg.dilation
+        for s in shifts:
+            run = self.running.get(s.job)
+            if run is None:
+                raise JobError(f"cannot shift job {s.job!r}: it is not running")
+            keeper = PhaseKeeper(origin, s.shift_s * d, s.period_s * d, drift_threshold_s(s.period_s) * d)
+            write_shift(os.path.join(run.dir, SHIFT_FILE), keeper)
+        return True
 
     def stop(self, job: str) -> RunEnd:
         run = self.running.get(job)

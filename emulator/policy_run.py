@@ -20,6 +20,7 @@ window of the policy's own waves.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -137,7 +138,11 @@ class PolicyMeasurement:
         starts = start_records(loop, self.batches)
         placements = last_starts(starts)
         rates = dict(net.rates)
-        series = LinkSeries(g, os.path.join(net.run_dir, "port_stats.jsonl"))
+        stats_path = os.path.join(net.run_dir, "port_stats.jsonl")
+        ends = [w.window_s[1] for w in waves if w.window_s]
+        if ends:
+            await_sample_after(stats_path, max(ends))
+        series = LinkSeries(g, stats_path)
         queue_samples = read_queue_samples(self.queue_path)
         marks = counter_series(queue_samples, "marks") if net.options.ecn.measures else None
         windows = [w.window_s for w in waves if w.window_s]
@@ -162,7 +167,37 @@ class PolicyMeasurement:
             port_sampler=PortSamplerStats(ports.samples_taken, cfg.ecn.sample_interval_s,
                                           ports.cost_s / max(1, ports.samples_taken)),
             dir=self.pdir, queue_stats=os.path.basename(self.queue_path), wall_time_s=time.time() - self.t_start,
-            ina=ina_result)
+            ina=ina_result, decisions=tuple(d.to_dict() for d in loop.decisions))
+
+
+SAMPLE_WAIT_S = 3.0
+"""The longest a policy's result waits for the controller's port sample after its last window."""
+
+
+def await_sample_after(path: str, t: float, timeout_s: float = SAMPLE_WAIT_S) -> bool:
+    """Wait until the controller's port samples (``path``, JSON lines with ``t``) reach past wall time
+    ``t``, so the last window's bytes are covered by a sample on either side; False after
+    ``timeout_s`` (the window's bytes are then left out, as without samples)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with open(path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 4096))
+                tail = f.read().decode("utf-8", "replace").splitlines()[1:]  # the first may be cut
+        except OSError:
+            tail = []
+        for line in tail:
+            try:
+                if float(json.loads(line)["t"]) > t:
+                    return True
+            except (ValueError, KeyError, TypeError):
+                continue  # a line being written
+        if time.monotonic() > deadline:
+            return False
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
 
 
 def start_records(loop: LoopResult, batches: list[list[str]]) -> tuple[StartRecord, ...]:

@@ -154,6 +154,7 @@ class PolicyResult:
     wall_time_s: float
     ina: InaResult | None = None  # None: no job of the run uses collective ina
     summary: PolicySummary | None = None
+    decisions: tuple[dict, ...] = ()  # the placer's decisions that timed jobs or logged (decisions.json)
 
     def to_dict(self) -> dict:
         """JSON form (``measurements.json``), without the summary (``summary.json`` holds it)."""

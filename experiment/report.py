@@ -52,6 +52,7 @@ from experiment.measurements import PolicyResult
 from experiment.summary import JobSummary, PolicySummary, all_comparisons, completion_figures
 from experiment.tables import format_table
 from experiment.validation import comparable, pearson_r, validation_stats
+from jobs.phase import phase_figures
 from measure.fidelity import JobVerdict
 
 
@@ -176,6 +177,10 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> PolicySummary:
     for st in result.starts:
         starts_of.setdefault(st.job, []).append(st.start_s)
     verdicts = {v.job: v for v in result.fidelity.jobs}
+    phased: dict[str, list] = {}  # rank 0's records of each job: its time shift as kept
+    for r in records:
+        if r.rank == 0:
+            phased.setdefault(r.job, []).append(r)
     all_comm = []
     for p in result.placements:
         job = p.job
@@ -202,7 +207,8 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> PolicySummary:
             start_s=starts_of[job][0] if starts_of.get(job) else None,
             end_s=spec.arrival_s + result.jct_s[job] if job in result.jct_s else None,
             runs=len(starts_of.get(job, ())),
-            iteration_mean_s=_mean(v.comm_s + v.compute_s for v in its.values())))
+            iteration_mean_s=_mean(v.comm_s + v.compute_s for v in its.values()),
+            **phase_figures(phased.get(job, ()), cfg.dilation)))
     fid, cpu = result.fidelity, result.cpu_measured
     return PolicySummary(
         policy=result.policy,
@@ -297,7 +303,7 @@ SUMMARY_COLUMNS = [
     ("comm_p90_s", "comm p90 s", "{:.3f}"),
     ("busiest_link_utilisation", "busiest link util", "{:.0%}"),
     ("busiest_link", "busiest link", "{}"),
-    ("ecn_marks", "ECN marks", "{}"),
+    ("ecn_marks", "ECN marks", "{:.0f}"),
     ("ecn_marks_busiest_port", "marks busiest port", "{}"),
     ("cpu_mean", "cpu mean", "{:.0%}"),
     ("jobs_checked", "jobs checked", "{}"),

@@ -16,6 +16,10 @@ ways to follow the record (the scheduler's two constructors say how each decides
 * in the recorded batches (a ``waves`` run): each batch, its jobs starting together, once every
   job of the batch before has finished in the simulator, so each wave runs alone on it.
 
+A recorded placer decision that time-shifted jobs (Cassini's, :class:`experiment.loop.PlacerDecision`)
+is replayed with its starts: the simulator aligns the same jobs by the same shifts from the
+moment it starts them (:class:`RecordedPlacements` hands them to the loop).
+
 Times are virtual (paper-scale) seconds. Cost: the loop's (O(events x jobs)) plus the simulator's.
 """
 
@@ -29,7 +33,7 @@ from experiment.loop import LoopResult, Started, run_loop
 from experiment.run import config_cluster, experiment_jobs
 from experiment.simrun import sim_backend
 from jobs.patterns import INA
-from placement.base import ClusterView, GpuSlot, JobRequest, Placement, PlacementPolicy
+from placement.base import ClusterView, GpuSlot, JobRequest, Placement, PlacementDecision, PlacementPolicy, TimeShift
 from scheduling.recorded import RecordedSchedule
 from sim.flowsim import JobEstimate
 
@@ -46,14 +50,28 @@ class RecordedPlacements(PlacementPolicy):
             (None: the record counted GPUs without placing them, which cannot be re-applied).
         start_asked: job name -> index of the recorded start its scheduler asks now
             (:meth:`scheduling.recorded.RecordedSchedule.start_asked`).
+        shifts: per recorded start (same indexing), the time shifts its decision gave (empty: none).
     """
 
     name = "recorded"
 
-    def __init__(self, placements: Sequence[Placement | None], start_asked: Callable[[str], int]):
+    def __init__(self, placements: Sequence[Placement | None], start_asked: Callable[[str], int],
+                 shifts: Sequence[tuple[TimeShift, ...]] = ()):
         super().__init__(seed=0)
         self.placements = tuple(placements)
         self.start_asked = start_asked
+        self.shifts = tuple(shifts)
+
+    def decide(self, pending: Sequence[JobRequest], view: ClusterView) -> PlacementDecision:
+        """:meth:`place`'s placements with the time shifts their recorded decisions gave."""
+        asked = {job.name: self.start_asked(job.name) for job in pending}
+        placed = self.place(pending, view)
+        shifts: dict[str, TimeShift] = {}
+        for p in placed:
+            index = asked[p.job]
+            for s in self.shifts[index] if index < len(self.shifts) else ():
+                shifts[s.job] = s
+        return PlacementDecision(tuple(placed), tuple(shifts.values()))
 
     def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
         """The recorded placement of each pending job whose GPUs are all free; the others wait.
@@ -118,7 +136,12 @@ def simulate_schedule(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seque
         kept = [[st for st in batch if st.job in jobs] for batch in _batch_starts(loop, batches)]
         starts = [st for batch in kept for st in batch]
         scheduler = RecordedSchedule.in_recorded_batches([[st.job for st in batch] for batch in kept])
-    placer = RecordedPlacements([st.placement for st in starts], scheduler.start_asked)
+    shifts_of = {}  # (time, job) of a recorded start -> the shifts its decision gave
+    for d in loop.decisions:
+        for job in d.started:
+            shifts_of[(d.time_s, job)] = d.shifts if d.applied else ()
+    placer = RecordedPlacements([st.placement for st in starts], scheduler.start_asked,
+                                [shifts_of.get((st.time_s, st.job), ()) for st in starts])
     run_loop(list(jobs.values()), scheduler, backend, cluster=config_cluster(cfg, g), policy=placer)
     return {name: backend.estimate(name) for name in jobs if backend.done.get(name)}
 

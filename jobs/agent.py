@@ -75,6 +75,7 @@ from jobs.launcher import (
     write_json_file,
 )
 from jobs.patterns import INA, replay_pattern
+from jobs.phase import ShiftFollower
 from jobs.records import record_iteration
 
 INA_COLLECTIVE = INA
@@ -485,9 +486,13 @@ class _Rank:
                     raise JobError(f"start gate {spec.start_gate} did not open within {spec.timeout_s:.0f} s")
                 time.sleep(0.02)
         sizes = list(spec.bucket_bytes)
+        shift = ShiftFollower(spec.shift_path)
         for it in range(spec.warmup_iterations + spec.iterations):
             if it == spec.warmup_iterations:
                 self.allreduce(barrier_bytes(spec.world))
+            wait = shift.wait_s(time.time())
+            if wait > 0:
+                time.sleep(wait)
             start_time_s, t0 = time.time(), time.perf_counter()
             time.sleep(spec.compute_s)
             t1 = time.perf_counter()
@@ -498,7 +503,8 @@ class _Rank:
                 times.append(time.perf_counter() - s)
             end = time.perf_counter()
             if it >= spec.warmup_iterations:
-                record_iteration(spec, it - spec.warmup_iterations, start_time_s, t1 - t0, end - t0, sizes, times)
+                record_iteration(spec, it - spec.warmup_iterations, start_time_s, t1 - t0, end - t0, sizes, times,
+                                 phase=shift.record())
         self.allreduce(barrier_bytes(spec.world))
 
     def allreduce(self, size: int) -> None:

@@ -145,6 +145,8 @@ class WorkerSpec:
         rank_machines: the machine of every rank, in rank order (the collective ``ina`` sums a
             machine's ranks in memory first).
         ina: for collective ``ina``, this rank's machine's endpoint (:func:`with_ina`).
+        shift_path: the job's time-shift file, followed before every iteration (None: never shifted;
+            :class:`jobs.phase.ShiftFollower`).
     """
 
     job: str
@@ -167,6 +169,7 @@ class WorkerSpec:
     start_gate: str | None = None
     rank_machines: tuple[str, ...] = ()
     ina: InaEndpoint | None = None
+    shift_path: str | None = None
 
     def __post_init__(self):
         where = f"job {self.job!r} rank {self.rank}"
@@ -262,6 +265,8 @@ class RankSettings:
         seed: model/data seed for train mode.
         start_gate: file the workers wait for before their first iteration (see WorkerSpec).
         dilation: time dilation factor D: the emulated compute time is the profile's times D.
+        shift_path: the job's time-shift file its workers follow (:class:`jobs.phase.ShiftFollower`),
+            None: never shifted.
     """
 
     scale: float
@@ -273,6 +278,7 @@ class RankSettings:
     seed: int = 0
     start_gate: str | None = None
     dilation: float = 1.0
+    shift_path: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -333,7 +339,8 @@ def plan_workers(job: JobLike, placement: PlacementLike, profile: ModelProfile, 
             bucket_bytes=tuple(buckets), compute_s=wall_s(profile.compute_time_s, run.dilation),
             iterations=run.iterations, warmup_iterations=run.warmup_iterations, collective=job.collective,
             records_path=str(out_dir / f"{file_stem(job.name, r)}.jsonl"), timeout_s=run.timeout_s, seed=run.seed,
-            start_gate=run.start_gate, rank_machines=tuple(s.machine for s in placement.slots))
+            start_gate=run.start_gate, rank_machines=tuple(s.machine for s in placement.slots),
+            shift_path=run.shift_path)
         for r, slot in enumerate(placement.slots)
     ]
 

@@ -6,7 +6,9 @@ A time shift says: from the decision's time ``origin_s`` on, the job's iteration
 :meth:`PhaseKeeper.wait_s` how long to sleep first:
 
 * the first iteration after the shift waits the one-time delay of §5.4,
-  ``d = (φ − (start mod T)) mod T`` with ``φ = (origin + shift) mod T``;
+  ``d = (φ − (start mod T)) mod T`` with ``φ = (origin + shift) mod T``, except that a start late
+  by no more than the threshold goes at once: the ranks of a job each time their own start, and
+  a rank a hair past the aligned instant must not wait a whole period for the others;
 * every later one starts when it starts, and its *phase error* ``e`` (its start minus the
   nearest aligned instant, in ``[−T/2, T/2)``) is recorded;
 * when the last ``window`` iterations all erred by more than the threshold (``max(2 ms, 2% of
@@ -26,7 +28,9 @@ unit of time.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
 
 DRIFT_FLOOR_S = 0.002
 """The drift threshold's floor, seconds (§5.3 [REC]: 2 ms)."""
@@ -93,7 +97,7 @@ class PhaseKeeper:
         records its phase error."""
         e = phase_error_s(start_s, self.aligned_s, self.period_s)
         if not self.waits_s:
-            wait = (-e) % self.period_s
+            wait = 0.0 if 0 < e <= self.threshold_s else (-e) % self.period_s
         else:
             self._late = self._late + 1 if abs(e) > self.threshold_s else 0
             wait = 0.0
@@ -106,6 +110,18 @@ class PhaseKeeper:
         self.errors_s.append(phase_error_s(start_s + wait, self.aligned_s, self.period_s))
         return wait
 
+    def record(self) -> dict:
+        """The last iteration's entry of its record (:class:`jobs.records.IterationRecord` ``phase``):
+        the shift, the wait and phase error of that iteration, the threshold, the re-alignments so far."""
+        return {"shift_s": self.shift_s, "period_s": self.period_s, "wait_s": self.waits_s[-1],
+                "error_s": self.errors_s[-1], "threshold_s": self.threshold_s, "realignments": self.realignments,
+                "first": len(self.waits_s) == 1}
+
+    def to_dict(self) -> dict:
+        """The shift as a worker reads it from its shift file (:func:`write_shift`)."""
+        return {"origin_s": self.origin_s, "shift_s": self.shift_s, "period_s": self.period_s,
+                "threshold_s": self.threshold_s, "window": self.window}
+
     def summary(self) -> dict:
         """JSON form: the shift, the errors' worst and last, the threshold, the re-alignments."""
         settled = self.errors_s[1:]
@@ -114,3 +130,55 @@ class PhaseKeeper:
                 "iterations": len(self.errors_s), "realignments": self.realignments,
                 "max_abs_error_s": max((abs(e) for e in settled), default=None),
                 "last_error_s": self.errors_s[-1] if self.errors_s else None}
+
+
+def write_shift(path: str, keeper: PhaseKeeper) -> None:
+    """Write a job's shift for its workers to read (:class:`ShiftFollower`), atomically."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(keeper.to_dict(), f)
+    os.replace(tmp, path)
+
+
+class ShiftFollower:
+    """A worker's side of its job's time shift: before each iteration, :meth:`wait_s` reads the
+    job's shift file when it changed (a new shift replaces the last one) and asks its keeper how
+    long to wait; None until a shift exists. Times are the worker's wall clock (``time.time()``),
+    which every worker of an emulated network shares."""
+
+    def __init__(self, path: str | None):
+        self.path, self.keeper, self._stamp = path, None, None
+
+    def wait_s(self, now_s: float) -> float:
+        """The wait before an iteration that could start at ``now_s`` (0 without a shift)."""
+        if self.path is None:
+            return 0.0
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return 0.0
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if stamp != self._stamp:
+            with open(self.path, encoding="utf-8") as f:
+                self.keeper = PhaseKeeper(**json.load(f))
+            self._stamp = stamp
+        return self.keeper.wait_s(now_s)
+
+    def record(self) -> dict | None:
+        """The last iteration's phase entry (None: never shifted)."""
+        return self.keeper.record() if self.keeper is not None and self.keeper.waits_s else None
+
+
+def phase_figures(records, dilation: float = 1.0) -> dict:
+    """A shifted job's figures from its rank's iteration records (:class:`jobs.records.IterationRecord`,
+    each with its ``phase`` entry), in virtual seconds (wall over ``dilation``): its last shift, the
+    largest phase error of its iterations after the first wait, the drift threshold, its
+    re-alignments. Every figure None when no record has a phase (not shifted)."""
+    phased = [r.phase for r in sorted(records, key=lambda r: r.iteration) if r.phase is not None]
+    if not phased:
+        return {"time_shift_s": None, "phase_error_max_s": None, "drift_threshold_s": None, "realignments": None}
+    last = phased[-1]
+    settled = [abs(p["error_s"]) for p in phased if not p["first"]]
+    return {"time_shift_s": last["shift_s"] / dilation,
+            "phase_error_max_s": max(settled) / dilation if settled else None,
+            "drift_threshold_s": last["threshold_s"] / dilation, "realignments": last["realignments"]}

@@ -37,6 +37,9 @@ class IterationRecord:
         loss: training loss (train mode), else None.
         param_checksum: sum of all parameters after the step (train mode; equal on every rank
             when the allreduce is exact), else None.
+        phase: the job's time shift at this iteration (:meth:`jobs.phase.PhaseKeeper.record`: its
+            shift, the wait before the iteration, the phase error of its start, the drift threshold,
+            the re-alignments so far, wall seconds), None when the job is not shifted.
     """
 
     job: str
@@ -54,6 +57,7 @@ class IterationRecord:
     bucket_comm_s: tuple[float, ...] = ()
     loss: float | None = None
     param_checksum: float | None = None
+    phase: dict | None = None
 
     def to_dict(self) -> dict:
         """JSON-serialisable form (tuples become lists)."""
@@ -86,7 +90,8 @@ def append_record(path: str | Path, record: IterationRecord) -> None:
 
 
 def record_iteration(spec, iteration: int, start_time_s: float, compute_s: float, iteration_s: float,
-                     sizes, times, loss: float | None = None, checksum: float | None = None) -> None:
+                     sizes, times, loss: float | None = None, checksum: float | None = None,
+                     phase: dict | None = None) -> None:
     """Append one recorded iteration of the rank described by ``spec`` to its records file.
 
     ``spec`` is a :class:`jobs.launcher.WorkerSpec` (job, rank, world, mode, collective and
@@ -97,7 +102,7 @@ def record_iteration(spec, iteration: int, start_time_s: float, compute_s: float
         job=spec.job, rank=spec.rank, world=spec.world, iteration=iteration, start_time_s=start_time_s,
         compute_s=compute_s, comm_s=sum(times), bytes=sum(sizes), iteration_s=iteration_s,
         mode=spec.mode, collective=spec.collective, bucket_bytes=tuple(sizes), bucket_comm_s=tuple(times),
-        loss=loss, param_checksum=checksum))
+        loss=loss, param_checksum=checksum, phase=phase))
 
 
 def write_records(path: str | Path, records: Iterable[IterationRecord]) -> None:
