@@ -39,6 +39,7 @@ from experiment.report import job_iteration_times, summarise_policy
 from experiment.resimulate import simulate_schedule
 from experiment.results import write_json
 from experiment.run import config_cluster, last_starts, place_and_run
+from experiment.timeline import up_phases
 from measure import fidelity
 from measure.linkstats import LinkSeries, counter_series, read_queue_samples
 from placement.metrics import fragmentation, used_machines
@@ -167,7 +168,8 @@ class PolicyMeasurement:
             port_sampler=PortSamplerStats(ports.samples_taken, cfg.ecn.sample_interval_s,
                                           ports.cost_s / max(1, ports.samples_taken)),
             dir=self.pdir, queue_stats=os.path.basename(self.queue_path), wall_time_s=time.time() - self.t_start,
-            ina=ina_result, decisions=tuple(d.to_dict() for d in loop.decisions))
+            ina=ina_result, decisions=tuple(d.to_dict() for d in loop.decisions),
+            timeline=up_phases(records, cfg.dilation))
 
 
 SAMPLE_WAIT_S = 3.0

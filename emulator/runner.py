@@ -237,7 +237,7 @@ class EmulatorSession(PolicySession):
         measurements go to ``pdir`` as they are taken."""
         result = PolicyMeasurement(self, spec, pdir).run()
         return PolicyRun(result.summary, result, tuple(p.to_dict() for p in result.placements),
-                         tuple(s.to_dict() for s in result.starts), result.decisions)
+                         tuple(s.to_dict() for s in result.starts), result.decisions, result.timeline)
 
 
 def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_dir: str | None = None,

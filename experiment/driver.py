@@ -31,6 +31,7 @@ from common.errors import PlacementError, TestbedError
 from common.specs import safe_name
 from experiment import results
 from experiment.summary import PolicyRun
+from experiment.timeline import write_timeline_csv
 
 Say = Callable[[str], None]
 
@@ -175,11 +176,14 @@ def _run_policies(cfg, g, backend: ExperimentBackend, run_dir: str, caps: dict, 
 
 
 def _write_policy_files(pdir: str, run: PolicyRun) -> None:
-    """``<policy>/placements.json``, ``starts.json``, ``summary.json`` and, for a placer that times
-    jobs or logs its decisions, ``decisions.json``, from every back end alike."""
+    """``<policy>/placements.json``, ``starts.json``, ``summary.json``, ``timeline.csv`` (when
+    iterations were recorded) and, for a placer that times jobs or logs its decisions,
+    ``decisions.json``, from every back end alike."""
     results.write_json(os.path.join(pdir, "placements.json"), list(run.placements))
     if run.decisions:
         results.write_json(os.path.join(pdir, "decisions.json"), list(run.decisions))
+    if run.timeline:
+        write_timeline_csv(os.path.join(pdir, "timeline.csv"), run.timeline)
     results.write_json(os.path.join(pdir, "starts.json"), list(run.starts))
     results.write_json(os.path.join(pdir, "summary.json"), run.summary.to_dict())
 

@@ -155,6 +155,7 @@ class PolicyResult:
     ina: InaResult | None = None  # None: no job of the run uses collective ina
     summary: PolicySummary | None = None
     decisions: tuple[dict, ...] = ()  # the placer's decisions that timed jobs or logged (decisions.json)
+    timeline: tuple = ()  # every job's iterations and Up phases (experiment.timeline.UpPhase)
 
     def to_dict(self) -> dict:
         """JSON form (``measurements.json``), without the summary (``summary.json`` holds it)."""

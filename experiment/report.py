@@ -51,6 +51,7 @@ from experiment.ina_results import InaJobResult, InaResult
 from experiment.measurements import PolicyResult
 from experiment.summary import JobSummary, PolicySummary, all_comparisons, completion_figures
 from experiment.tables import format_table
+from experiment.timeline import plot_timelines
 from experiment.validation import comparable, pearson_r, validation_stats
 from jobs.phase import phase_figures
 from measure.fidelity import JobVerdict
@@ -533,6 +534,7 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
         f.write(text + "\n")
     plots = write_plots(run_dir, summaries)
     plots += write_validation_plot(run_dir, summaries, overall)
+    plots += plot_timelines(run_dir, {spec: r.timeline for spec, r in runs.items()})
     if measured:
         plots += write_queue_report(run_dir, measured)
     print("\n" + text, file=stream)

@@ -24,6 +24,7 @@ from experiment.loop import LoopEvent, LoopResult
 from experiment.measurements import StartRecord
 from experiment.run import batch_starts, config_cluster, experiment_jobs, last_starts, place_and_run
 from experiment.summary import JobSummary, PolicyRun, PolicySummary, completion_figures
+from experiment.timeline import up_phases
 from placement.metrics import fragmentation, used_machines
 from sim.backend import FlowSimBackend, FluidSimBackend
 from sim.flowsim import SimOptions
@@ -116,8 +117,10 @@ class SimulatorSession(PolicySession):
         if any(d.shifts and not d.applied for d in loop.decisions):
             self.say(f"    time shifts not applied: the {cfg.simulator.mode} engine has no iteration phases to align "
                      "(simulator mode: steps has); decisions.json keeps them")
+        records = getattr(backend, "records", {})
         return PolicyRun(summary, None, tuple(s.to_dict() for s in last_starts(starts)),
-                         tuple(s.to_dict() for s in starts), tuple(d.to_dict() for d in loop.decisions))
+                         tuple(s.to_dict() for s in starts), tuple(d.to_dict() for d in loop.decisions),
+                         up_phases(r for recs in records.values() for r in recs))
 
 
 def summarise_simulated(cfg, g, spec: str, jobs, loop: LoopResult, starts: Sequence[StartRecord], backend,

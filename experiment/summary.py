@@ -315,6 +315,8 @@ class PolicyRun:
         starts: the entries of ``<policy>/starts.json``: every start, a preempted job's earlier ones too.
         decisions: the entries of ``<policy>/decisions.json``: the placer's decisions that timed jobs
             or logged themselves (:class:`experiment.loop.PlacerDecision`; Cassini's log, §8.6).
+        timeline: every job's iterations and their Up phases (:class:`experiment.timeline.UpPhase`;
+            ``<policy>/timeline.csv`` and ``timelines.png``), empty where nothing was recorded.
     """
 
     summary: PolicySummary
@@ -322,3 +324,4 @@ class PolicyRun:
     placements: tuple[dict, ...] = ()
     starts: tuple[dict, ...] = ()
     decisions: tuple[dict, ...] = ()
+    timeline: tuple = ()

@@ -140,6 +140,9 @@ def test_a_run_writes_the_decision_log_and_the_time_shift_table(tmp_path):
     assert entry["time_s"] == 0.0 and entry["shifts_applied"] and entry["started"] == ["vgg19-a", "vgg19-b"]
     assert [s["job"] for s in entry["log"]["shifts"]] == ["vgg19-a", "vgg19-b"]
     text = out.getvalue()
+    with open(run_dir / "cassini_inner=spread" / "timeline.csv") as f:
+        assert len(f.readlines()) == 1 + 2 * 4  # the two jobs' four iterations
+    assert (run_dir / "timelines.png").exists()
     assert "Time shifts under cassini,inner=spread" in text
     assert "the phase of 2/2 shifted jobs stayed within the drift threshold" in text
 

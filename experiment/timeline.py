@@ -1,0 +1,110 @@
+"""When each job communicates: the Up phase of every iteration, from either back end's iteration
+records, as a table (``<policy>/timeline.csv``) and a plot (``timelines.png``): how a person sees
+whether jobs sharing links interleave (Cassini, ``shared/specs/cassini.md`` §8.6).
+
+A job's iteration ``i`` is, over its ranks' records of ``i``: its start (the first rank's), the
+start of its Up phase (the first rank's end of compute: the first bucket's transfers begin) and
+its end (the last rank's end of communication). Times are virtual seconds from the policy's first
+recorded iteration (wall times over the dilation on the emulator). Warm-up iterations are not
+recorded, so they are not drawn.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+from collections.abc import Iterable, Mapping, Sequence
+
+MAX_PLOTTED_JOBS = 12
+"""A policy with more jobs gets its ``timeline.csv`` but no panel in ``timelines.png``."""
+PLOTTED_ITERATIONS = 8
+"""The plot's window: this many iterations of the policy's slowest job, from the first."""
+
+
+@dataclasses.dataclass(frozen=True)
+class UpPhase:
+    """One iteration of one job: when it started, communicated and ended (virtual seconds)."""
+
+    job: str
+    iteration: int
+    start_s: float
+    up_start_s: float
+    end_s: float
+
+    def to_row(self) -> list:
+        """Its ``timeline.csv`` row."""
+        return [self.job, self.iteration, self.start_s, self.up_start_s, self.end_s]
+
+
+COLUMNS = ("job", "iteration", "start_s", "up_start_s", "end_s")
+
+
+def up_phases(records: Iterable, dilation: float = 1.0) -> tuple[UpPhase, ...]:
+    """Every job's iterations from rank records with ``job``, ``iteration``, ``compute_s`` and
+    ``comm_s`` and a start (``start_s`` from the simulator, ``start_time_s`` wall clock from the
+    emulator, divided by ``dilation``), in start order, from the earliest start."""
+    spans: dict[tuple[str, int], list[float]] = {}
+    for r in records:
+        start = getattr(r, "start_s", None)
+        scale = 1.0
+        if start is None:
+            start, scale = r.start_time_s, dilation
+        up = start + r.compute_s
+        end = up + r.comm_s
+        key = (r.job, r.iteration)
+        span = spans.get(key)
+        spans[key] = [start / scale, up / scale, end / scale] if span is None else \
+            [min(span[0], start / scale), min(span[1], up / scale), max(span[2], end / scale)]
+    if not spans:
+        return ()
+    origin = min(s[0] for s in spans.values())
+    out = [UpPhase(job, it, s - origin, u - origin, e - origin) for (job, it), (s, u, e) in spans.items()]
+    return tuple(sorted(out, key=lambda p: (p.start_s, p.job)))
+
+
+def write_timeline_csv(path: str, phases: Sequence[UpPhase]) -> None:
+    """``timeline.csv``: one row per job and iteration."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(COLUMNS)
+        for p in phases:
+            w.writerow(p.to_row())
+
+
+def _median(xs: Sequence[float]) -> float:
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def plot_timelines(run_dir: str, timelines: Mapping[str, Sequence[UpPhase]]) -> list[str]:
+    """``timelines.png``: a panel per policy (of at most :data:`MAX_PLOTTED_JOBS` jobs), a row per
+    job, a bar for each Up phase in the first :data:`PLOTTED_ITERATIONS` iterations of its slowest
+    job. Returns the PNG's path, or [] when no policy has a timeline to draw."""
+    drawn = {p: ph for p, ph in timelines.items() if ph and len({x.job for x in ph}) <= MAX_PLOTTED_JOBS}
+    if not drawn:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(drawn), 1, figsize=(10, 1.2 + 0.9 * sum(len({x.job for x in ph}) for ph in
+                                                                         drawn.values()) ** 0.9), squeeze=False)
+    for ax, (policy, phases) in zip(axes[:, 0], drawn.items(), strict=True):
+        jobs = sorted({p.job for p in phases})
+        window = PLOTTED_ITERATIONS * max(_median([p.end_s - p.start_s for p in phases if p.job == j]) for j in jobs)
+        window = max(window, 1e-9)
+        for row, job in enumerate(jobs):
+            bars = [(p.up_start_s, p.end_s - p.up_start_s) for p in phases if p.job == job and p.start_s < window]
+            ax.broken_barh(bars, (row - 0.35, 0.7), color=f"C{row % 10}")
+        ax.set_yticks(range(len(jobs)), jobs)
+        ax.set_xlim(0, window)
+        ax.set_title(f"{policy}: Up phases (communication) per job", fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1, 0].set_xlabel("time from the first recorded iteration (virtual s)")
+    fig.tight_layout()
+    path = os.path.join(run_dir, "timelines.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
