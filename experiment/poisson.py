@@ -13,7 +13,7 @@ same file.
 The file is in Tiresias' layout (``job_id,num_gpu,submit_time,iterations,model_name,duration,
 interval``, :mod:`experiment.traces`), times in whole milliseconds' precision::
 
-    python -m experiment.poisson --out traces/cassini/poisson-24gpu.csv --jobs 40 --gpus-total 24 \\
+    python -m experiment.poisson --out experiments/traces/cassini-poisson-24gpu.csv --jobs 40 --gpus-total 24 \\
         --load 0.9 --seed 1
 """
 

@@ -55,7 +55,7 @@ def test_a_shift_of_one_communication_time_interleaves_them():
     for job in "ab":
         assert comm_of(states[job]) == pytest.approx([COMM_S] * 20)
         assert states[job].phase["realignments"] == 0
-        assert states[job].phase["max_abs_error_s"] == pytest.approx(0.0, abs=1e-9)
+        assert states[job].phase["max_abs_error_s"] == pytest.approx(0.0, abs=1e-5)  # a barrier late: goes at once
     assert states["b"].phase["first_wait_s"] == pytest.approx(0.040, abs=1e-5)  # less its barrier
     assert states["b"].records[0].start_s == pytest.approx(0.040)
 
