@@ -111,7 +111,8 @@ def trial_load() -> None:
         marker.stop()
 
 
-def _multiarch_include() -> list[str]:
+def multiarch_include() -> list[str]:
+    """clang's include flag for this machine's multiarch headers (``asm/types.h`` for BPF programs)."""
     cp = subprocess.run(["gcc", "-print-multiarch"], capture_output=True, text=True) if shutil.which("gcc") else None
     arch = cp.stdout.strip() if cp and cp.returncode == 0 else f"{os.uname().machine}-linux-gnu"
     return [f"-I/usr/include/{arch}"]
@@ -125,7 +126,7 @@ def build(force: bool = False) -> str:
     if why:
         raise EcnUnavailable(f"the BPF ECN marker cannot be built: {why}")
     tmp = OBJECT + ".tmp"
-    cp = subprocess.run(["clang", "-O2", "-g", "-Wall", "-target", "bpf", *_multiarch_include(), "-c", SOURCE,
+    cp = subprocess.run(["clang", "-O2", "-g", "-Wall", "-target", "bpf", *multiarch_include(), "-c", SOURCE,
                          "-o", tmp], capture_output=True, text=True)
     if cp.returncode != 0:
         raise EcnUnavailable(f"the BPF ECN marker did not compile: {cp.stderr.strip()}")

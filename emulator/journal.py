@@ -41,7 +41,7 @@ from emulator.procs import process_start_time, signal_group
 
 RECORDS_DIR = os.environ.get("TESTBED_RECORDS_DIR", "/var/lib/dtnet-testbed/runs")
 KINDS = ("process", "bridge", "link", "mount", "dir", "sysctl", "ovs_other_config", "container", "tree",
-         "image_build")
+         "image_build", "struct_ops")
 STOP_GRACE_S = 2.0
 COMMAND_TIMEOUT_S = 30.0
 REMOTE_KINDS = ("bridge", "link", "sysctl")
@@ -56,7 +56,7 @@ class Change:
     Attributes:
         kind: one of :data:`KINDS`.
         name: the PID (as a string) for ``process``; bridge, interface or path; sysctl key;
-            ``other_config`` key.
+            ``other_config`` key; the name of a registered BPF ``struct_ops`` (a congestion control).
         original: the value before the change (``sysctl``, ``ovs_other_config``; None when
             the key was absent).
         start_time: a ``process``'s start time in clock ticks since boot (``/proc/<pid>/stat``
@@ -248,7 +248,24 @@ def _remove_tree(c: Change) -> str | None:
     return f"{path} could not be removed" if os.path.exists(path) else None
 
 
+def _undo_struct_ops(name: str) -> str | None:
+    """Unregister the BPF struct_ops map ``name`` (a congestion control the run registered), if registered."""
+    def present() -> bool:
+        cp = _run(["bpftool", "-j", "struct_ops", "show"])
+        try:
+            return cp.returncode == 0 and any(m.get("name") == name for m in json.loads(cp.stdout or "[]"))
+        except ValueError:
+            return True
+
+    if not present():
+        return None
+    cp = _run(["bpftool", "struct_ops", "unregister", "name", name])
+    return None if cp.returncode == 0 or not present() else (cp.stderr or cp.stdout).strip()
+
+
 def _undo_one(c: Change) -> str | None:
+    if c.kind == "struct_ops":
+        return _undo_struct_ops(c.name)
     if c.kind == "image_build":
         return _remove_build(c)
     if c.kind == "tree":

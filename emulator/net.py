@@ -87,6 +87,8 @@ class NetOptions:
             to which the controller steers INA packets (:func:`controller.rules.ina_steering`).
         cluster: the servers the network is spread over (:mod:`emulator.cluster`), or None for
             this machine alone.
+        mltcp: for an MLTCP ``congestion_control``, its ``(slope, intercept, idle gap in wall
+            seconds)``: the run registers it (:mod:`emulator.mltcp`); None otherwise.
     """
 
     scale: float = 1.0
@@ -102,6 +104,7 @@ class NetOptions:
     switch_ports: SwitchPorts = SWITCH_PORTS["system"]
     ina_switches: tuple[str, ...] = ()
     cluster: ClusterOptions | None = None
+    mltcp: tuple[float, float, float] | None = None
 
 
 VSWITCHD_PID_FILES = ("/run/openvswitch/ovs-vswitchd.pid", "/var/run/openvswitch/ovs-vswitchd.pid")
@@ -193,6 +196,8 @@ class EmulatedNetwork(StartStop):
 
         setLogLevel("error")
         require_no_leftovers()
+        if self.options.mltcp is not None:
+            self._register_mltcp()
         self.servers.precheck(self.options.congestion_control, self.run_dir)
         self._require_names_free()
         self._vswitchd_pid = vswitchd_pid()
@@ -352,6 +357,20 @@ class EmulatedNetwork(StartStop):
         return out
 
     # -- configuration ---------------------------------------------------------------------
+
+    def _register_mltcp(self) -> None:
+        """Register the MLTCP congestion control for this run (recorded: the run's end unregisters it).
+
+        Raises:
+            EmulationError: in cluster mode (other servers' kernels would lack it), or
+                :class:`emulator.mltcp.MltcpUnavailable` where it cannot run.
+        """
+        from emulator.mltcp import MltcpCongestionControl
+
+        if self.options.cluster is not None:
+            raise EmulationError(f"congestion control {self.options.congestion_control} is registered in this "
+                                 "machine's kernel only; cluster mode cannot use it")
+        MltcpCongestionControl(self.options.congestion_control, *self.options.mltcp, record=self.record).start()
 
     def _allow_congestion_control(self) -> None:
         """Let the hosts pick the configured congestion control (every server's root namespace)."""

@@ -67,9 +67,12 @@ from measure.shaping import frame_bytes
 MODES = ("replay", "train")
 RUNTIMES = ("agent", "torch")
 ROUTING_MODES = ("ecmp", "select")
+MLTCP_CONGESTION_CONTROLS = ("mltcp_reno",)
+"""MLTCP variants the emulator registers as BPF struct_ops for the run (:mod:`emulator.mltcp`)."""
 CONGESTION_CONTROLS = ("reno", "cubic", "dctcp", "bbr", "vegas", "westwood", "htcp", "highspeed", "illinois",
-                       "bic", "scalable", "lp", "veno", "yeah", "hybla", "nv", "cdg")
-"""Linux TCP congestion-control modules (``tcp_<name>.ko``); whether one is loaded is checked at run time."""
+                       "bic", "scalable", "lp", "veno", "yeah", "hybla", "nv", "cdg", *MLTCP_CONGESTION_CONTROLS)
+"""Linux TCP congestion-control modules (``tcp_<name>.ko``), whose presence is checked at run time,
+and the MLTCP variants the run registers itself."""
 ECN_BLIND_CONGESTION_CONTROLS = ("bbr",)  # ignore CE marks (BBRv1)
 
 
@@ -325,6 +328,24 @@ class SimulatorConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class MltcpConfig:
+    """MLTCP's parameters (``shared/specs/cassini.md`` §6.4), used when ``congestion_control`` is an
+    MLTCP variant (:data:`MLTCP_CONGESTION_CONTROLS`).
+
+    Attributes:
+        slope, intercept: ``F(bytes_ratio) = slope × bytes_ratio + intercept`` scales each flow's
+            additive increase; ``intercept > 0`` so that a flow starting its iteration is never starved.
+        idle_gap_ms: a flow that sends again after this long without an ACK starts a new iteration
+            (the idle-gap rule); paper-scale (virtual) ms, dilated on the emulator. Above the RTT and
+            the pauses between a collective's steps, below the compute phase.
+    """
+
+    slope: float = rule_field(Real(0, 1000), 1.0)
+    intercept: float = rule_field(Real(0, 1000, lo_open=True), 1.0)
+    idle_gap_ms: float = rule_field(Real(0, 100_000, lo_open=True), 20.0)
+
+
+@dataclasses.dataclass(frozen=True)
 class ExperimentConfig:
     """A whole experiment.
 
@@ -363,7 +384,8 @@ class ExperimentConfig:
         queue_packets: FIFO limit under each shaped link.
         congestion_control: TCP congestion control in the hosts, one of
             :data:`CONGESTION_CONTROLS`; it must react to ECN (cubic, reno, dctcp, ...; not bbr)
-            unless ECN marking is off.
+            unless ECN marking is off. ``mltcp_reno`` is MLTCP (registered for the run).
+        mltcp: MLTCP's parameters, for ``congestion_control: mltcp_reno``.
         ecn: ECN marking and host ECN settings.
         ina: in-network aggregation for jobs of collective ``ina``.
         container: workers as processes or in Docker containers (emulator only).
@@ -402,6 +424,7 @@ class ExperimentConfig:
     container: ContainerConfig = rule_field(Section(ContainerConfig), factory=ContainerConfig)
     cluster: ClusterConfig = rule_field(Section(ClusterConfig), factory=ClusterConfig)
     simulator: SimulatorConfig = rule_field(Section(SimulatorConfig), factory=SimulatorConfig)
+    mltcp: MltcpConfig = rule_field(Section(MltcpConfig), factory=MltcpConfig)
     stats_interval_s: float = rule_field(Real(0.05, 3600), 0.5)
     job_timeout_s: float = rule_field(Real(1, 10_000_000), 300.0)
     time_limit_s: float = rule_field(Real(0, 10_000_000, lo_open=True), 3600.0)

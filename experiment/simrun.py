@@ -69,7 +69,13 @@ class SimulatorExperiment(ExperimentBackend):
     what = "flow-level simulator"
 
     def prepare(self, cfg, g, say: Say) -> dict:
-        """Nothing to check on the machine; the capabilities say which engine runs."""
+        """Nothing to check on the machine; the capabilities say which engine runs (and, for an MLTCP
+        congestion control, that the engines share links max-min, not as MLTCP does)."""
+        from experiment.config import MLTCP_CONGESTION_CONTROLS
+
+        if cfg.congestion_control in MLTCP_CONGESTION_CONTROLS:
+            say(f"congestion control {cfg.congestion_control}: not modelled by the simulator's engines (links are "
+                "shared max-min); its fluid model for jobs on one link is sim.mltcp")
         return {"engine": cfg.simulator.mode}
 
     def describe(self, cfg, caps: dict, specs: Sequence[str]) -> str:

@@ -69,6 +69,8 @@ def leftovers() -> list[str]:
     if shutil.which("bpftool"):
         progs = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
         found += [f"bpf program {p['id']}" for p in json.loads(progs or "[]") if p.get("name") == "vq_ecn"]
+        ops = subprocess.run(["bpftool", "-j", "struct_ops", "show"], capture_output=True, text=True).stdout
+        found += [f"struct_ops {m['name']}" for m in json.loads(ops or "[]") if m.get("name", "").startswith("mltcp")]
     # Worker containers and unfinished worker image layers (emulator.containers, emulator.worker_image).
     from emulator.containers import LABEL, docker, docker_missing
 

@@ -12,7 +12,8 @@ from sim.flowsim import SimIterationRecord
 
 
 def test_an_iteration_spans_its_ranks_first_start_first_up_and_last_end():
-    recs = [SimIterationRecord("a", 0, 0, 1.0, 0.5, 0.25, (0.25,)), SimIterationRecord("a", 1, 0, 1.1, 0.5, 0.1, (0.1,)),
+    recs = [SimIterationRecord("a", 0, 0, 1.0, 0.5, 0.25, (0.25,)),
+            SimIterationRecord("a", 1, 0, 1.1, 0.5, 0.1, (0.1,)),
             SimIterationRecord("b", 0, 0, 1.2, 0.2, 0.3, (0.3,))]
     (a, b) = up_phases(recs)
     assert (a.job, a.start_s, a.up_start_s, a.end_s) == ("a", 0.0, pytest.approx(0.5), pytest.approx(0.75))
