@@ -140,8 +140,13 @@ class CassiniPolicy(PlacementPolicy):
         return PlacementDecision(tuple(chosen), shifts, log)
 
     def candidates(self, pending: Sequence[JobRequest], view: ClusterView, k: int) -> list[list[Placement]]:
-        """Cassini's choice, alone: it ranks candidates rather than offering them."""
-        return [self.place(pending, view)]
+        """Cassini's choice, alone: it ranks candidates rather than offering them (and a choice it
+        only offers is not one it placed: its running jobs are left as they were)."""
+        running = dict(self.running)
+        try:
+            return [self.place(pending, view)]
+        finally:
+            self.running = running
 
     def _profiled(self, option: Sequence[Placement], requests: Mapping[str, JobRequest],
                   g) -> dict[str, dict[Hashable, Profile]]:
