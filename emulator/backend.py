@@ -56,7 +56,7 @@ from jobs.launcher import (
 )
 from jobs.models import get_model
 from jobs.patterns import INA
-from jobs.phase import PhaseKeeper, drift_threshold_s, write_shift
+from jobs.phase import write_shift
 from jobs.records import read_records
 from placement.base import Placement, TimeShift
 
@@ -178,6 +178,7 @@ class EmulatorBackend(Backend):
         self.waves: list[WaveResult] = []
         self.done_iterations: dict[str, int] = {}
         self.runs_of: dict[str, int] = {}
+        self.drift = cfg.time_shifts.rule()
 
     def _popen(self, machine: str, argv: list[str], env: dict, log_path: str):
         return self.net.popen(machine, argv, env=env, log_path=log_path, cwd=PROJECT_ROOT)
@@ -273,8 +274,7 @@ class EmulatorBackend(Backend):
             run = self.running.get(s.job)
             if run is None:
                 raise JobError(f"cannot shift job {s.job!r}: it is not running")
-            keeper = PhaseKeeper(origin, s.shift_s * d, s.period_s * d, drift_threshold_s(s.period_s) * d)
-            write_shift(os.path.join(run.dir, SHIFT_FILE), keeper)
+            write_shift(os.path.join(run.dir, SHIFT_FILE), self.drift.keeper(origin, s.shift_s, s.period_s, d))
         return True
 
     def stop(self, job: str) -> RunEnd:

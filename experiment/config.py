@@ -328,6 +328,27 @@ class SimulatorConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class TimeShiftConfig:
+    """How a time-shifted job (Cassini's, ``shared/specs/cassini.md`` §5.4) is kept in phase on both
+    back ends (:class:`jobs.phase.PhaseKeeper`): it counts as drifted when ``drift_window``
+    iterations in a row start more than ``max(drift_floor_ms, drift_fraction x its iteration
+    time)`` from their aligned instants (paper-scale ms), and is then re-aligned unless
+    ``realign`` is false (its phase errors are measured either way).
+    """
+
+    drift_floor_ms: float = rule_field(Real(0, 1_000_000), 2.0)
+    drift_fraction: float = rule_field(Real(0, 1), 0.02)
+    drift_window: int = rule_field(Integer(1, 100_000), 10)
+    realign: bool = rule_field(Boolean(), True)
+
+    def rule(self):
+        """The :class:`jobs.phase.DriftRule` of this section."""
+        from jobs.phase import DriftRule
+
+        return DriftRule(self.drift_floor_ms / 1000.0, self.drift_fraction, self.drift_window, self.realign)
+
+
+@dataclasses.dataclass(frozen=True)
 class MltcpConfig:
     """MLTCP's parameters (``shared/specs/cassini.md`` §6.4), used when ``congestion_control`` is an
     MLTCP variant (:data:`MLTCP_CONGESTION_CONTROLS`).
@@ -386,6 +407,7 @@ class ExperimentConfig:
             :data:`CONGESTION_CONTROLS`; it must react to ECN (cubic, reno, dctcp, ...; not bbr)
             unless ECN marking is off. ``mltcp_reno`` is MLTCP (registered for the run).
         mltcp: MLTCP's parameters, for ``congestion_control: mltcp_reno``.
+        time_shifts: how time-shifted jobs are kept in phase (drift threshold, window, re-alignment).
         ecn: ECN marking and host ECN settings.
         ina: in-network aggregation for jobs of collective ``ina``.
         container: workers as processes or in Docker containers (emulator only).
@@ -425,6 +447,7 @@ class ExperimentConfig:
     cluster: ClusterConfig = rule_field(Section(ClusterConfig), factory=ClusterConfig)
     simulator: SimulatorConfig = rule_field(Section(SimulatorConfig), factory=SimulatorConfig)
     mltcp: MltcpConfig = rule_field(Section(MltcpConfig), factory=MltcpConfig)
+    time_shifts: TimeShiftConfig = rule_field(Section(TimeShiftConfig), factory=TimeShiftConfig)
     stats_interval_s: float = rule_field(Real(0.05, 3600), 0.5)
     job_timeout_s: float = rule_field(Real(1, 10_000_000), 300.0)
     time_limit_s: float = rule_field(Real(0, 10_000_000, lo_open=True), 3600.0)

@@ -59,7 +59,7 @@ def sim_backend(cfg, g, bucket_bytes: Mapping[str, Sequence[int]] | None = None)
 
     return ENGINES[cfg.simulator.mode](g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations,
                                        sim_options(cfg, g), bucket_bytes=bucket_bytes,
-                                       ina_switches=ina_switches(cfg, g))
+                                       ina_switches=ina_switches(cfg, g), drift=cfg.time_shifts.rule())
 
 
 class SimulatorExperiment(ExperimentBackend):

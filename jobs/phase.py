@@ -45,6 +45,29 @@ def drift_threshold_s(period_s: float, floor_s: float = DRIFT_FLOOR_S, fraction:
     return max(floor_s, fraction * period_s)
 
 
+@dataclasses.dataclass(frozen=True)
+class DriftRule:
+    """When a shifted job counts as drifted, and whether it is then re-aligned (the config's
+    ``time_shifts`` section; §5.3 [REC] by default).
+
+    Attributes:
+        floor_s, fraction: the threshold ``max(floor_s, fraction x period)``.
+        window: iterations in a row beyond it before a re-alignment.
+        realign: re-align a drifted job (False: only measure its phase errors).
+    """
+
+    floor_s: float = DRIFT_FLOOR_S
+    fraction: float = DRIFT_FRACTION
+    window: int = DRIFT_WINDOW
+    realign: bool = True
+
+    def keeper(self, origin_s: float, shift_s: float, period_s: float, scale: float = 1.0) -> PhaseKeeper:
+        """A keeper of this rule for a shift of ``period_s`` (virtual seconds), its times multiplied by
+        ``scale`` (the dilation, on the emulator's wall clock) but ``origin_s``."""
+        return PhaseKeeper(origin_s, shift_s * scale, period_s * scale,
+                           drift_threshold_s(period_s, self.floor_s, self.fraction) * scale, self.window, self.realign)
+
+
 def phase_error_s(start_s: float, aligned_s: float, period_s: float) -> float:
     """``start_s`` minus the aligned instant nearest it (aligned instants: ``aligned_s`` + k periods),
     in ``[−period/2, period/2)``."""
@@ -64,6 +87,7 @@ class PhaseKeeper:
         period_s: the iteration time the shift is taken modulo (> 0).
         threshold_s: the drift threshold (None: :func:`drift_threshold_s` of the period).
         window: iterations that must all err beyond it before a re-alignment (>= 1).
+        realign: re-align a drifted job (False: measure only).
         errors_s: the phase error of every iteration started since the first wait, in order.
         waits_s: every wait asked for (the first one included), in order.
         realignments: re-alignments after drift.
@@ -74,6 +98,7 @@ class PhaseKeeper:
     period_s: float
     threshold_s: float | None = None
     window: int = DRIFT_WINDOW
+    realign: bool = True
     errors_s: list[float] = dataclasses.field(default_factory=list)
     waits_s: list[float] = dataclasses.field(default_factory=list)
     realignments: int = 0
@@ -101,7 +126,7 @@ class PhaseKeeper:
         else:
             self._late = self._late + 1 if abs(e) > self.threshold_s else 0
             wait = 0.0
-            if self._late >= self.window:
+            if self._late >= self.window and self.realign:
                 wait, self._late = (-e) % self.period_s, 0
                 self.realignments += 1
         if wait >= self.period_s - 1e-12 * self.period_s:  # on the aligned instant to rounding
@@ -120,7 +145,7 @@ class PhaseKeeper:
     def to_dict(self) -> dict:
         """The shift as a worker reads it from its shift file (:func:`write_shift`)."""
         return {"origin_s": self.origin_s, "shift_s": self.shift_s, "period_s": self.period_s,
-                "threshold_s": self.threshold_s, "window": self.window}
+                "threshold_s": self.threshold_s, "window": self.window, "realign": self.realign}
 
     def summary(self) -> dict:
         """JSON form: the shift, the errors' worst and last, the threshold, the re-alignments."""

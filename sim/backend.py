@@ -24,6 +24,7 @@ from common.errors import JobError
 from ina.plan import ps_host_of
 from jobs.models import get_model, scaled_buckets
 from jobs.patterns import INA
+from jobs.phase import DriftRule
 from placement.base import Placement, TimeShift
 from sim.flowsim import FlowEngine, JobEstimate, RunState, SimIterationRecord, SimJob, SimOptions, estimate_of
 from sim.fluid import FluidEngine, FluidRun, estimate_of_runs
@@ -47,8 +48,8 @@ class FlowSimBackend(Backend):
         ina_switches: the switches that may aggregate an INA job whose placement leaves it to the
             run (``ina_switches`` None); its PS runs on the placement's ``ps_host``, else on its
             rank 0's machine (as :func:`ina.plan.ps_host_of` does on the emulator).
-        drift: the time shifts' ``threshold_s`` and ``window`` (:class:`jobs.phase.PhaseKeeper`;
-            default: its own).
+        drift: when a shifted job counts as drifted and whether it is re-aligned
+            (:class:`jobs.phase.DriftRule`; default: the spec's).
     """
 
     name = "sim"
@@ -57,9 +58,9 @@ class FlowSimBackend(Backend):
     def __init__(self, g, rate_mbps: Mapping[Link, float], scale: float, warmup_iterations: int = 0,
                  options: SimOptions = SimOptions(), start_s: float = 0.0,
                  bucket_bytes: Mapping[str, Sequence[int]] | None = None, ina_switches: Sequence[str] = (),
-                 drift: Mapping[str, float] | None = None):
+                 drift: DriftRule = DriftRule()):
         self.engine = self.engine_class(g, rate_mbps, options)
-        self.drift = dict(drift or {})  # the time shifts' drift threshold and window (jobs.phase.PhaseKeeper)
+        self.drift = drift
         self.phases: dict[str, dict] = {}  # each shifted job's time shift as its last run kept it
         self.ina_switches = tuple(ina_switches)
         if start_s > 0:
@@ -102,7 +103,7 @@ class FlowSimBackend(Backend):
     def shift(self, shifts: Sequence[TimeShift]) -> bool:
         """Align the jobs' iterations on now plus their shifts (:meth:`sim.flowsim.FlowEngine.align`)."""
         for s in shifts:
-            self.engine.align(s.job, s.shift_s, s.period_s, **self.drift)
+            self.engine.align(s.job, self.drift.keeper(self.engine.now_s, s.shift_s, s.period_s))
         return True
 
     def advance(self, until_s: float) -> list[RunEnd]:

@@ -690,23 +690,20 @@ class FlowEngine:
             self.dirty.update(flow.links)
         return self._state(job)
 
-    def align(self, name: str, shift_s: float, period_s: float, **keeper) -> None:
-        """Give the running run of job ``name`` a time shift from now: its next iteration, and any
-        later one that drifted, starts at :attr:`now_s` + ``shift_s`` modulo ``period_s``
-        (:class:`jobs.phase.PhaseKeeper`, with ``keeper``'s threshold and window). Every rank of
-        an iteration starts it when the first rank there may (the shift is the job's); its phase
-        errors and waits are in its :class:`RunState`'s ``phase``. A new shift replaces the last.
+    def align(self, name: str, keeper: PhaseKeeper) -> None:
+        """Give the running run of job ``name`` a time shift, kept by ``keeper`` (its origin the
+        shift's time, normally :attr:`now_s`): its next iteration, and any later one that drifted,
+        starts at the keeper's aligned instants (:class:`jobs.phase.PhaseKeeper`). Every rank of an
+        iteration starts it when the first rank there may (the shift is the job's); its phase errors
+        and waits are in its :class:`RunState`'s ``phase``. A new shift replaces the last.
 
         Raises:
-            JobError: no run of ``name`` is running, or a shift outside ``[0, period_s)``.
+            JobError: no run of ``name`` is running.
         """
         job = self._running.get(name)
         if job is None:
             raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
-        try:
-            job.keeper = PhaseKeeper(self._now_s, shift_s, period_s, **keeper)
-        except ValueError as e:
-            raise JobError(f"job {name!r}: {e}") from None
+        job.keeper = keeper
 
     def advance(self, until_s: float) -> list[RunState]:
         """Process every event up to ``until_s`` (seconds, may be ``math.inf``), in time and key

@@ -153,3 +153,14 @@ def test_the_fluid_engine_says_it_applies_no_shift():
     backend = sim_backend(dataclasses.replace(cfg, simulator=dataclasses.replace(cfg.simulator, mode="fluid")), g)
     assert isinstance(backend, FluidSimBackend) and backend.shift(()) is False
     assert not math.isnan(backend.now_s)
+
+
+def test_the_drift_rule_comes_from_the_config():
+    """``time_shifts``: a zero threshold (every start counts as drifted) without re-alignment leaves the
+    shifted jobs unrealigned, the threshold reported as 0."""
+    cfg = cassini_cfg(iterations=6, time_shifts=config.TimeShiftConfig(drift_floor_ms=0.0, drift_fraction=0.0,
+                                                                       drift_window=1, realign=False))
+    summary = simulate_policy(cfg, config.validate(cfg, "sim"), "cassini,inner=spread").summary
+    assert all(j.realignments == 0 and j.drift_threshold_s == 0.0 for j in summary.jobs)
+    loaded = config.from_dict({**config.to_dict(config.load(CASSINI_YAML)), "time_shifts": {"realign": False}})
+    assert loaded.time_shifts.realign is False and loaded.time_shifts.drift_window == 10

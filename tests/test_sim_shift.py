@@ -10,6 +10,7 @@ import math
 import pytest
 
 from common.errors import JobError
+from jobs.phase import DriftRule, PhaseKeeper
 from sim.flowsim import FlowEngine, SimJob
 from topo import fat_tree
 
@@ -49,8 +50,8 @@ def test_a_shift_of_one_communication_time_interleaves_them():
     """b aligned on 0 + 40 ms (a at 0): b's Up phase starts when a's ends; every iteration of both is
     alone-fast, the phase errors nil, and b's first iteration waited its shift."""
     engine = engine_with_two_jobs()
-    engine.align("a", 0.0, PERIOD_S)
-    engine.align("b", 0.040, PERIOD_S)
+    engine.align("a", PhaseKeeper(0.0, 0.0, PERIOD_S))
+    engine.align("b", PhaseKeeper(0.0, 0.040, PERIOD_S))
     states = finish(engine)
     for job in "ab":
         assert comm_of(states[job]) == pytest.approx([COMM_S] * 20)
@@ -64,14 +65,20 @@ def test_a_period_shorter_than_the_jobs_drifts_and_is_realigned_once_per_window(
     """Kept against 76 ms while it iterates in 80: 4 ms late per iteration, past the 2 ms threshold
     from the first, realigned every tenth iteration."""
     engine = engine_with_two_jobs(iterations=25)
-    engine.align("a", 0.0, PERIOD_S - 0.004, window=10)
+    engine.align("a", DriftRule(window=10).keeper(0.0, 0.0, PERIOD_S - 0.004))
     state = finish(engine)["a"]
     assert state.phase["realignments"] == 2 and state.phase["threshold_s"] == pytest.approx(0.002)
+
+
+def test_without_realignment_a_drifting_job_is_measured_only():
+    """``realign: false``: the same drift costs no wait; its phase error grows and is recorded."""
+    engine = engine_with_two_jobs(iterations=25)
+    engine.align("a", DriftRule(realign=False).keeper(0.0, 0.0, PERIOD_S - 0.004))
+    state = finish(engine)["a"]
+    assert state.phase["realignments"] == 0 and state.phase["max_abs_error_s"] > 0.02
 
 
 def test_aligning_a_job_that_does_not_run_fails_with_its_name():
     engine = engine_with_two_jobs()
     with pytest.raises(JobError, match="no running job 'zz'"):
-        engine.align("zz", 0.0, 1.0)
-    with pytest.raises(JobError, match="job 'a': phase: period_s"):
-        engine.align("a", 0.0, -1.0)
+        engine.align("zz", PhaseKeeper(0.0, 0.0, 1.0))
