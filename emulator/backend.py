@@ -56,7 +56,7 @@ from jobs.launcher import (
 )
 from jobs.models import get_model
 from jobs.patterns import INA
-from jobs.phase import write_shift
+from jobs.phase import SHIFT_GUARD_S, write_shift
 from jobs.records import read_records
 from placement.base import Placement, TimeShift
 
@@ -274,7 +274,8 @@ class EmulatorBackend(Backend):
             run = self.running.get(s.job)
             if run is None:
                 raise JobError(f"cannot shift job {s.job!r}: it is not running")
-            write_shift(os.path.join(run.dir, SHIFT_FILE), self.drift.keeper(origin, s.shift_s, s.period_s, d))
+            write_shift(os.path.join(run.dir, SHIFT_FILE), self.drift.keeper(origin, s.shift_s, s.period_s, d),
+                        time.time(), max(SHIFT_GUARD_S, 0.1 * s.period_s * d))
         return True
 
     def stop(self, job: str) -> RunEnd:

@@ -349,6 +349,19 @@ class TimeShiftConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class CassiniConfig:
+    """Cassini's inputs beyond its policy spec (``cassini,inner=...``).
+
+    Attributes:
+        profiles: a ``profiles.json`` of jobs' iteration and Up times measured alone
+            (``python -m experiment.profiles``); a job named there is profiled with its measured
+            times instead of its model's (§2.4). Empty: every job from its model.
+    """
+
+    profiles: str = rule_field(Text(empty=True), "")
+
+
+@dataclasses.dataclass(frozen=True)
 class MltcpConfig:
     """MLTCP's parameters (``shared/specs/cassini.md`` §6.4), used when ``congestion_control`` is an
     MLTCP variant (:data:`MLTCP_CONGESTION_CONTROLS`).
@@ -406,6 +419,7 @@ class ExperimentConfig:
         congestion_control: TCP congestion control in the hosts, one of
             :data:`CONGESTION_CONTROLS`; it must react to ECN (cubic, reno, dctcp, ...; not bbr)
             unless ECN marking is off. ``mltcp_reno`` is MLTCP (registered for the run).
+        cassini: Cassini's measured profiles, for ``cassini`` policies.
         mltcp: MLTCP's parameters, for ``congestion_control: mltcp_reno``.
         time_shifts: how time-shifted jobs are kept in phase (drift threshold, window, re-alignment).
         ecn: ECN marking and host ECN settings.
@@ -446,6 +460,7 @@ class ExperimentConfig:
     container: ContainerConfig = rule_field(Section(ContainerConfig), factory=ContainerConfig)
     cluster: ClusterConfig = rule_field(Section(ClusterConfig), factory=ClusterConfig)
     simulator: SimulatorConfig = rule_field(Section(SimulatorConfig), factory=SimulatorConfig)
+    cassini: CassiniConfig = rule_field(Section(CassiniConfig), factory=CassiniConfig)
     mltcp: MltcpConfig = rule_field(Section(MltcpConfig), factory=MltcpConfig)
     time_shifts: TimeShiftConfig = rule_field(Section(TimeShiftConfig), factory=TimeShiftConfig)
     stats_interval_s: float = rule_field(Real(0.05, 3600), 0.5)
@@ -672,9 +687,21 @@ def validate(cfg: ExperimentConfig, backend: str = "emu"):
         _validate_jobs(cfg, free)
     _validate_policies(cfg)
     _validate_scheduler(cfg)
+    _validate_profiles(cfg)
     for check in checks.last:
         check(cfg)
     return g
+
+
+def _validate_profiles(cfg: ExperimentConfig) -> None:
+    """``cassini.profiles``, when given, reads as measured timings."""
+    if cfg.cassini.profiles:
+        from placement.cassini.profiles import read_timings
+
+        try:
+            read_timings(cfg.cassini.profiles)
+        except ValueError as e:
+            raise ConfigError(f"config.cassini.profiles: {e}") from None
 
 
 def _validate_topology(cfg: ExperimentConfig, shaped: bool = True):

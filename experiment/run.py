@@ -71,9 +71,22 @@ def config_cluster(cfg, g) -> Cluster:
 
 def placement_context(cfg) -> PlacementContext:
     """What the run tells policies that cost transfers: bytes on the wire at the config's MTU, the
-    simulator's per-message latency (paper-scale) and the scale, as the simulator costs them."""
+    simulator's per-message latency (paper-scale) and the scale, as the simulator costs them; and
+    the jobs' measured timings of ``cassini.profiles``.
+
+    Raises:
+        ConfigError: ``cassini.profiles`` cannot be read as measured timings.
+    """
+    timings = {}
+    if cfg.cassini.profiles:
+        from placement.cassini.profiles import read_timings
+
+        try:
+            timings = read_timings(cfg.cassini.profiles)
+        except ValueError as e:
+            raise ConfigError(f"config.cassini.profiles: {e}") from None
     return PlacementContext(mtu=cfg.mtu if cfg.simulator.headers else None, latency_s=cfg.simulator.latency_us * 1e-6,
-                            scale=cfg.scale)
+                            scale=cfg.scale, timings=timings)
 
 
 def place_and_run(cfg, g, spec: str, backend: Backend, on_event: Callable[[LoopEvent], None] | None = None,

@@ -7,8 +7,8 @@ A time shift says: from the decision's time ``origin_s`` on, the job's iteration
 
 * the first iteration after the shift waits the one-time delay of §5.4,
   ``d = (φ − (start mod T)) mod T`` with ``φ = (origin + shift) mod T``, except that a start late
-  by no more than the threshold goes at once: the ranks of a job each time their own start, and
-  a rank a hair past the aligned instant must not wait a whole period for the others;
+  by no more than twice the threshold goes at once: the ranks of a job each time their own start,
+  and a rank a hair past the aligned instant must not wait a whole period for the others;
 * every later one starts when it starts, and its *phase error* ``e`` (its start minus the
   nearest aligned instant, in ``[−T/2, T/2)``) is recorded;
 * when the last ``window`` iterations all erred by more than the threshold (``max(2 ms, 2% of
@@ -122,7 +122,7 @@ class PhaseKeeper:
         records its phase error."""
         e = phase_error_s(start_s, self.aligned_s, self.period_s)
         if not self.waits_s:
-            wait = 0.0 if 0 < e <= self.threshold_s else (-e) % self.period_s
+            wait = 0.0 if 0 < e <= 2 * self.threshold_s else (-e) % self.period_s
         else:
             self._late = self._late + 1 if abs(e) > self.threshold_s else 0
             wait = 0.0
@@ -157,11 +157,16 @@ class PhaseKeeper:
                 "last_error_s": self.errors_s[-1] if self.errors_s else None}
 
 
-def write_shift(path: str, keeper: PhaseKeeper) -> None:
-    """Write a job's shift for its workers to read (:class:`ShiftFollower`), atomically."""
+SHIFT_GUARD_S = 0.05
+"""The least time between writing a shift and the iterations it times (:class:`ShiftFollower`), s."""
+
+
+def write_shift(path: str, keeper: PhaseKeeper, written_s: float, guard_s: float = SHIFT_GUARD_S) -> None:
+    """Write a job's shift for its workers to read (:class:`ShiftFollower`), atomically; it takes
+    effect from the first iteration starting ``guard_s`` after ``written_s`` (wall clock)."""
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(keeper.to_dict(), f)
+        json.dump({**keeper.to_dict(), "written_s": written_s, "guard_s": guard_s}, f)
     os.replace(tmp, path)
 
 
@@ -169,10 +174,16 @@ class ShiftFollower:
     """A worker's side of its job's time shift: before each iteration, :meth:`wait_s` reads the
     job's shift file when it changed (a new shift replaces the last one) and asks its keeper how
     long to wait; None until a shift exists. Times are the worker's wall clock (``time.time()``),
-    which every worker of an emulated network shares."""
+    which every worker of an emulated network shares.
+
+    A shift takes effect from the first iteration that starts ``guard_s`` after the file was
+    written (its ``written_s``): the ranks of a job start an iteration within milliseconds of each
+    other but may see a new file at different iterations, and a rank that applies it one
+    iteration late would time the job by itself."""
 
     def __init__(self, path: str | None):
         self.path, self.keeper, self._stamp = path, None, None
+        self._pending: tuple[float, PhaseKeeper] | None = None  # a shift read, not yet in effect
 
     def wait_s(self, now_s: float) -> float:
         """The wait before an iteration that could start at ``now_s`` (0 without a shift)."""
@@ -185,9 +196,12 @@ class ShiftFollower:
         stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
         if stamp != self._stamp:
             with open(self.path, encoding="utf-8") as f:
-                self.keeper = PhaseKeeper(**json.load(f))
-            self._stamp = stamp
-        return self.keeper.wait_s(now_s)
+                data = json.load(f)
+            effective = float(data.pop("written_s", 0.0)) + float(data.pop("guard_s", 0.0))
+            self._pending, self._stamp = (effective, PhaseKeeper(**data)), stamp
+        if self._pending is not None and now_s >= self._pending[0]:
+            self.keeper, self._pending = self._pending[1], None
+        return self.keeper.wait_s(now_s) if self.keeper is not None else 0.0
 
     def record(self) -> dict | None:
         """The last iteration's phase entry (None: never shifted)."""

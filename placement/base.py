@@ -114,11 +114,17 @@ class PlacementContext:
         mtu: count a transfer's bytes on the wire at this MTU (None: its payload), as the back end does.
         latency_s: the software latency of every cross-machine message, paper-scale seconds.
         scale: the run's scale factor (bytes and rates divided by it alike; 1: paper scale).
+        timings: jobs' iteration and Up times measured alone, ms: job -> ``(iter_ms, up_ms)``
+            (Cassini's profiles take them where given).
     """
 
     mtu: int | None = None
     latency_s: float = 0.0
     scale: float = 1.0
+    timings: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+
+    def __hash__(self) -> int:
+        return hash((self.mtu, self.latency_s, self.scale, tuple(sorted(self.timings.items()))))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -164,3 +164,33 @@ def test_the_drift_rule_comes_from_the_config():
     assert all(j.realignments == 0 and j.drift_threshold_s == 0.0 for j in summary.jobs)
     loaded = config.from_dict({**config.to_dict(config.load(CASSINI_YAML)), "time_shifts": {"realign": False}})
     assert loaded.time_shifts.realign is False and loaded.time_shifts.drift_window == 10
+
+
+def test_measured_timings_replace_the_models_in_the_profiles(tmp_path):
+    """``python -m experiment.profiles`` measures each job's iteration (start to start) and Up phase
+    from a run's timeline; ``cassini.profiles`` makes Cassini profile those jobs with them: the same
+    bytes on each link over the measured Up phase, and the shift taken modulo the measured period."""
+    from experiment.profiles import main as measure
+    from placement.cassini.profiles import measured, read_timings
+
+    cfg = cassini_cfg(results_dir=str(tmp_path), iterations=4)
+    run_experiment(cfg, SimulatorExperiment(), policies=["consolidate"], stream=io.StringIO())
+    (run_dir,) = tmp_path.iterdir()
+    out = tmp_path / "profiles.json"
+    assert measure([str(run_dir), "--policy", "consolidate", "--out", str(out)]) == 0
+    timings = read_timings(str(out))
+    bound_ms = 192.3456
+    assert timings["vgg19-a"] == (pytest.approx(352.0 + bound_ms, abs=0.1), pytest.approx(bound_ms, abs=0.1))
+    prof = Profile.of(500.0, [(300.0, 200.0, 10.0)])
+    (again,) = measured({"l": prof}, 600.0, 250.0).values()
+    assert again == Profile.of(600.0, [(350.0, 250.0, 8.0)])  # 10 Gbit/s x 200 ms = 8 x 250
+    slow = dict(read_timings(str(out)))
+    slow["vgg19-a"] = slow["vgg19-b"] = (600.0, 200.0)
+    out.write_text(json.dumps({"jobs": {j: {"iter_ms": t[0], "up_ms": t[1]} for j, t in slow.items()}}))
+    cfg = cassini_cfg(cassini=config.CassiniConfig(profiles=str(out)))
+    shifts = make_policy("cassini,inner=spread", context=placement_context(cfg)).decide(
+        vgg19_pair(), Cluster.from_topology(config.validate(cfg, "sim")).view()).shifts
+    assert [s.period_s for s in shifts] == [pytest.approx(0.6)] * 2
+    out.write_text("{}")
+    with pytest.raises(config.ConfigError, match="config.cassini.profiles: profiles .*not a profiles.json"):
+        config.validate(cfg, "sim")

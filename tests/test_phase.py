@@ -58,3 +58,18 @@ def test_a_keeper_rejects_a_period_that_is_not_positive():
         PhaseKeeper(0.0, 0.0, 0.0)
     with pytest.raises(ValueError, match="window"):
         PhaseKeeper(0.0, 0.0, 1.0, window=0)
+
+
+def test_a_shift_file_takes_effect_after_its_guard(tmp_path):
+    """A follower reads the job's shift file at every iteration, and applies it from the first iteration
+    starting ``guard_s`` after it was written, so ranks that see it at different iterations agree."""
+    from jobs.phase import ShiftFollower, write_shift
+
+    path = str(tmp_path / "shift.json")
+    follower = ShiftFollower(path)
+    assert follower.wait_s(99.0) == 0.0 and follower.record() is None  # no file yet
+    write_shift(path, PhaseKeeper(origin_s=100.0, shift_s=0.3, period_s=1.0), written_s=100.0, guard_s=0.5)
+    assert follower.wait_s(100.2) == 0.0 and follower.keeper is None  # read, not yet in effect
+    assert follower.wait_s(100.6) == pytest.approx(0.7)  # the first wait: to 101.3
+    assert follower.record()["first"] is True
+    assert ShiftFollower(None).wait_s(5.0) == 0.0

@@ -18,8 +18,10 @@ thesis's Th+Cassini), ``candidates`` (N = 10, §5.3), ``aggregate`` (``mean`` as
 ``min``, the tail its footnote allows), ``step_deg`` (5°), ``quantum_ms`` (the iteration-time
 grid, §3.2 [R]), ``merge`` (link classes before the loop test, §4.5 [R]; false is the thesis as
 written), ``centre`` (rotations in the middle of their optimal range rather than at its first
-grid point, [R] :mod:`placement.cassini.compat`; false is the reference's first optimum) and
-``shift`` (false: rank candidates only, no time shifts; for comparing the two parts).
+grid point, [R] :mod:`placement.cassini.compat`; false is the reference's first optimum),
+and ``shift`` (false: rank candidates only, no time shifts; for comparing the two parts). A job
+whose iteration and Up times were measured alone (the config's ``cassini.profiles``,
+:mod:`experiment.profiles`; ``PlacementContext.timings``) is profiled with those times, §2.4.
 
 A job's shift is taken modulo its profiled iteration time itself (the circle quantises it for the
 LCM only), so that a job running at its profile keeps its phase. [R] Where the spec is silent: the
@@ -47,7 +49,7 @@ from placement.base import (
 )
 from placement.cassini.compat import DEFAULT_STEP_DEG
 from placement.cassini.profile import Profile
-from placement.cassini.profiles import job_profiles
+from placement.cassini.profiles import job_profiles, measured
 from placement.cassini.select import AGGREGATES, choose
 from topo.routing import EcmpRoutes
 
@@ -67,8 +69,9 @@ class CassiniPolicy(PlacementPolicy):
         merge: merge identical links before the loop test.
         centre: centre the rotations in their optimal range.
         shift: give the chosen candidate's jobs their time shifts.
-        context: the run's costing of transfers (headers at its MTU, per-message latency), which the
-            profiles follow so that their iteration times are the back end's.
+        context: the run's costing of transfers (headers at its MTU, per-message latency, scale),
+            which the profiles follow so that their iteration times are the back end's, and the
+            jobs' measured timings.
 
     Raises:
         PlacementError: an unknown inner policy or aggregate, ``cassini`` as its own inner
@@ -79,8 +82,7 @@ class CassiniPolicy(PlacementPolicy):
 
     def __init__(self, seed: int = 0, inner: str = "themis", candidates: int = 10, aggregate: str = "mean",
                  step_deg: float = DEFAULT_STEP_DEG, quantum_ms: float = 1.0, merge: bool = True, centre: bool = True,
-                 shift: bool = True,
-                 context: PlacementContext = PlacementContext()):
+                 shift: bool = True, context: PlacementContext = PlacementContext()):
         super().__init__(seed)
         from placement import make_policy  # the registry names this class: imported on use
 
@@ -158,12 +160,14 @@ class CassiniPolicy(PlacementPolicy):
     def _profile(self, req: JobRequest, p: Placement, g) -> dict[Link, Profile]:
         """The job's profile on each link under placement ``p`` (memoised by model, collective, machines)."""
         machines = tuple(s.machine for s in p.slots)
-        key = (req.model, req.collective, machines)
+        timing = self.context.timings.get(req.name)
+        key = (req.model, req.collective, machines, timing)
         if key not in self._profiles:
             if self._routes is None or self._routes[0] is not g:
                 self._routes = (g, EcmpRoutes(g))
             model, ctx = get_model(req.model), self.context
             buckets = scaled_buckets(model, ctx.scale) if ctx.scale != 1 else model.bucket_bytes
-            self._profiles[key] = job_profiles(g, machines, req.collective, buckets, model.compute_time_s, ctx.mtu,
-                                               self._routes[1], ctx.latency_s, ctx.scale)
+            links = job_profiles(g, machines, req.collective, buckets, model.compute_time_s, ctx.mtu,
+                                 self._routes[1], ctx.latency_s, ctx.scale)
+            self._profiles[key] = measured(links, *timing) if timing and links else links
         return self._profiles[key]

@@ -95,3 +95,42 @@ def profiles_from_dict(data: Mapping) -> dict[str, dict[Link, Profile]]:
                 raise ValueError(f"profiles: job {job!r}: link {name!r} is not written src->dst")
             out[job][(u, v)] = Profile.from_dict(record)
     return out
+
+
+def measured(profiles: Mapping[Link, Profile], iter_ms: float, up_ms: float) -> dict[Link, Profile]:
+    """A job's per-link profiles with its iteration and Up phase timed as measured (§2.4: profiled
+    in isolation): the same bytes on each link, carried over ``up_ms`` at the end of an iteration
+    of ``iter_ms``.
+
+    Raises:
+        ValueError: an Up phase that is not positive or longer than the iteration.
+    """
+    if not 0 < up_ms <= iter_ms:
+        raise ValueError(f"profiles: a measured Up phase must be in (0, iter_ms], got {up_ms} of {iter_ms} ms")
+    out = {}
+    for link, prof in profiles.items():
+        gbit = sum(ph.gbps * ph.dur_ms for ph in prof.phases)  # Gbit/s x ms: the link's bytes, scaled
+        out[link] = Profile(iter_ms, (Phase(iter_ms - up_ms, up_ms, gbit / up_ms),))
+    return out
+
+
+def read_timings(path: str) -> dict[str, tuple[float, float]]:
+    """A ``profiles.json`` of measured timings (:mod:`experiment.profiles`): job -> ``(iter_ms, up_ms)``.
+
+    Raises:
+        ValueError: unreadable, not JSON, or an entry without positive ``iter_ms`` and ``up_ms``.
+    """
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        jobs = data["jobs"]
+        out = {str(job): (float(t["iter_ms"]), float(t["up_ms"])) for job, t in jobs.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"profiles {path}: not a profiles.json of measured timings "
+                         f"({type(e).__name__}: {e})") from None
+    bad = [job for job, (it, up) in out.items() if not 0 < up <= it]
+    if bad:
+        raise ValueError(f"profiles {path}: jobs {bad} need 0 < up_ms <= iter_ms")
+    return out

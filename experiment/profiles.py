@@ -1,0 +1,79 @@
+"""Jobs' iteration and Up-phase times measured in a run, as a ``profiles.json`` Cassini reuses
+(``cassini,profiles=FILE``; ``shared/specs/cassini.md`` §2.4: profiles are taken in isolation).
+
+From ``<run>/<policy>/timeline.csv`` (either back end's; :mod:`experiment.timeline`), for every job:
+its iteration time, the mean interval between the starts of its consecutive iterations, and its
+Up phase, the mean time from its first rank's end of compute to its last rank's end of
+communication, in paper-scale ms. Measure a run in which the jobs ran alone on their links (the
+config's jobs placed apart, e.g. ``-p consolidate``), so the times are those of the jobs
+themselves::
+
+    python -m experiment.profiles RUN_DIR --policy consolidate --out profiles.json
+
+The file: ``{"source": RUN_DIR/POLICY, "jobs": {job: {"iter_ms", "up_ms", "iterations"}}}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import sys
+from collections.abc import Sequence
+
+from common.errors import ConfigError
+
+
+def measured_timings(timeline_csv: str) -> dict[str, dict]:
+    """Every job's measured ``iter_ms``, ``up_ms`` and the iterations behind them (module docstring).
+
+    Raises:
+        ConfigError: the file is missing or malformed, or a job has fewer than two iterations.
+    """
+    try:
+        with open(timeline_csv, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+        spans: dict[str, list[tuple[int, float, float, float]]] = {}
+        for r in rows:
+            spans.setdefault(r["job"], []).append((int(r["iteration"]), float(r["start_s"]), float(r["up_start_s"]),
+                                                   float(r["end_s"])))
+    except (OSError, KeyError, ValueError, TypeError) as e:
+        raise ConfigError(f"profiles: cannot read {timeline_csv} ({type(e).__name__}: {e})") from None
+    out = {}
+    for job, its in sorted(spans.items()):
+        its.sort()
+        gaps = [b[1] - a[1] for a, b in zip(its, its[1:], strict=False) if b[0] == a[0] + 1]
+        if not gaps:
+            raise ConfigError(f"profiles: job {job!r} has fewer than two consecutive iterations in {timeline_csv}")
+        out[job] = {"iter_ms": statistics.fmean(gaps) * 1e3,
+                    "up_ms": statistics.fmean(end - up for _, _, up, end in its) * 1e3, "iterations": len(its)}
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line of the module docstring."""
+    ap = argparse.ArgumentParser(prog="python -m experiment.profiles", description=__doc__.split("\n\n")[0])
+    ap.add_argument("run_dir")
+    ap.add_argument("--policy", required=True, help="the policy whose run measured the jobs alone")
+    ap.add_argument("--out", default="profiles.json")
+    a = ap.parse_args(argv)
+    from common.specs import safe_name
+
+    source = os.path.join(a.run_dir, safe_name(a.policy))
+    try:
+        jobs = measured_timings(os.path.join(source, "timeline.csv"))
+        with open(a.out, "w", encoding="utf-8") as f:
+            json.dump({"source": source, "jobs": jobs}, f, indent=1)
+    except (ConfigError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for job, t in jobs.items():
+        print(f"{job}: iteration {t['iter_ms']:.1f} ms, Up {t['up_ms']:.1f} ms over {t['iterations']} iterations")
+    print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
