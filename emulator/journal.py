@@ -248,24 +248,27 @@ def _remove_tree(c: Change) -> str | None:
     return f"{path} could not be removed" if os.path.exists(path) else None
 
 
-def _undo_struct_ops(name: str) -> str | None:
-    """Unregister the BPF struct_ops map ``name`` (a congestion control the run registered), if registered."""
-    def present() -> bool:
-        cp = _run(["bpftool", "-j", "struct_ops", "show"])
-        try:
-            return cp.returncode == 0 and any(m.get("name") == name for m in json.loads(cp.stdout or "[]"))
-        except ValueError:
-            return True
+def struct_ops_registered(name: str) -> bool:
+    """Whether a BPF struct_ops map ``name`` (a congestion control) is registered in the kernel; True
+    when ``bpftool`` answers something unreadable (an undo then still tries to unregister it)."""
+    cp = _run(["bpftool", "-j", "struct_ops", "show"])
+    try:
+        return cp.returncode == 0 and any(m.get("name") == name for m in json.loads(cp.stdout or "[]"))
+    except ValueError:
+        return True
 
-    if not present():
+
+def unregister_struct_ops(name: str) -> str | None:
+    """Unregister the BPF struct_ops map ``name`` if it is registered; None, or why it could not be."""
+    if not struct_ops_registered(name):
         return None
     cp = _run(["bpftool", "struct_ops", "unregister", "name", name])
-    return None if cp.returncode == 0 or not present() else (cp.stderr or cp.stdout).strip()
+    return None if cp.returncode == 0 or not struct_ops_registered(name) else (cp.stderr or cp.stdout).strip()
 
 
 def _undo_one(c: Change) -> str | None:
     if c.kind == "struct_ops":
-        return _undo_struct_ops(c.name)
+        return unregister_struct_ops(c.name)
     if c.kind == "image_build":
         return _remove_build(c)
     if c.kind == "tree":

@@ -24,6 +24,7 @@ import subprocess
 import sys
 
 from common.errors import EmulationError
+from emulator.journal import Change, struct_ops_registered
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "bpf", "mltcp.bpf.c")
@@ -92,28 +93,9 @@ def _bpftool(*args: str, json_out: bool = False):
     return json.loads(cp.stdout) if json_out else cp.stdout
 
 
-def registered(name: str) -> bool:
-    """Whether a struct_ops map of ``name`` is registered in the kernel."""
-    cp = subprocess.run(["bpftool", "-j", "struct_ops", "show"], capture_output=True, text=True, timeout=30)
-    if cp.returncode != 0:
-        return False
-    try:
-        return any(m.get("name") == name for m in json.loads(cp.stdout or "[]"))
-    except json.JSONDecodeError:
-        return False
-
-
-def unregister(name: str) -> str | None:
-    """Unregister ``name`` if it is registered; None, or why it could not be."""
-    if not registered(name):
-        return None
-    cp = subprocess.run(["bpftool", "struct_ops", "unregister", "name", name], capture_output=True, text=True,
-                        timeout=30)
-    return None if cp.returncode == 0 or not registered(name) else (cp.stderr or cp.stdout).strip()
-
-
 class MltcpCongestionControl:
-    """The run's MLTCP: :meth:`start` registers it and sets its parameters, :meth:`stop` unregisters.
+    """The run's MLTCP: :meth:`start` registers it and sets its parameters; the run journal's record
+    of it unregisters it (:func:`emulator.journal.unregister_struct_ops`).
 
     Args:
         name: the congestion control (a key of :data:`VARIANTS`).
@@ -126,8 +108,6 @@ class MltcpCongestionControl:
         if name not in VARIANTS:
             raise MltcpUnavailable(f"unknown MLTCP variant {name!r}; built: {', '.join(VARIANTS)}")
         self.name, self.slope, self.intercept, self.gap_s, self.record = name, slope, intercept, gap_s, record
-        self.started = False
-        self.change = None
 
     def start(self) -> None:
         """Build if needed, register, and write the parameters.
@@ -137,35 +117,21 @@ class MltcpCongestionControl:
                 ours), or the kernel refuses it.
         """
         obj = build()
-        if registered(self.name):
+        if struct_ops_registered(self.name):
             raise MltcpUnavailable(f"a congestion control {self.name!r} is already registered (not by this run); "
                                    f"`bpftool struct_ops unregister name {self.name}` if it is a leftover")
         if self.record is not None:
-            from emulator.journal import Change
-
-            self.change = self.record.add(Change("struct_ops", self.name, what="MLTCP congestion control"))
+            self.record.add(Change("struct_ops", self.name, what="MLTCP congestion control"))
         try:
             _bpftool("struct_ops", "register", obj)
         except MltcpUnavailable as e:
             raise MltcpUnavailable(f"the kernel did not register {self.name}: {e}") from None
-        self.started = True
         maps = [m for m in _bpftool("map", "show", json_out=True) if m.get("name") == CFG_MAP]
         if not maps:
             raise MltcpUnavailable(f"{self.name} registered but its {CFG_MAP} map was not found")
         value = cfg_bytes(self.slope, self.intercept, self.gap_s)
         _bpftool("map", "update", "id", str(max(m["id"] for m in maps)), "key", "0", "0", "0", "0",
                  "value", *(str(b) for b in value))
-
-    def stop(self) -> None:
-        """Unregister (idempotent); the journal's record of it is dropped once it is gone."""
-        if not self.started:
-            return
-        why = unregister(self.name)
-        if why:
-            raise EmulationError(f"could not unregister {self.name}: {why}")
-        self.started = False
-        if self.record is not None and self.change is not None:
-            self.record.discard(self.change)
 
 
 def main(argv: list[str]) -> int:

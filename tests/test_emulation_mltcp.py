@@ -16,7 +16,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_the_hosts_run_mltcp_and_the_run_unregisters_it(emulation_ok, tmp_path):
-    from emulator.mltcp import missing, registered
+    from emulator.journal import struct_ops_registered as registered
+    from emulator.mltcp import missing
     from emulator.runner import Progress, run_experiment
     from experiment import config
 

@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from emulator.mltcp import MltcpCongestionControl, MltcpUnavailable, cfg_bytes, missing, registered
+from emulator.journal import struct_ops_registered as registered
+from emulator.mltcp import MltcpCongestionControl, MltcpUnavailable, cfg_bytes, missing
 
 
 def test_the_parameters_are_thousandths_and_microseconds():
