@@ -275,7 +275,7 @@ class EmulatorBackend(Backend):
             if run is None:
                 raise JobError(f"cannot shift job {s.job!r}: it is not running")
             write_shift(os.path.join(run.dir, SHIFT_FILE), self.drift.keeper(origin, s.shift_s, s.period_s, d),
-                        time.time(), max(SHIFT_GUARD_S, 0.1 * s.period_s * d))
+                        origin, max(SHIFT_GUARD_S, 0.1 * s.period_s * d))
         return True
 
     def stop(self, job: str) -> RunEnd:

@@ -143,13 +143,12 @@ class PolicyMeasurement:
         placements = last_starts(starts)
         rates = dict(net.rates)
         stats_path = os.path.join(net.run_dir, "port_stats.jsonl")
-        ends = [w.window_s[1] for w in waves if w.window_s]
-        if ends:
-            await_sample_after(stats_path, max(ends))
+        windows = [w.window_s for w in waves if w.window_s]
+        if windows:
+            await_sample_after(stats_path, max(end for _, end in windows))
         series = LinkSeries(g, stats_path)
         queue_samples = read_queue_samples(self.queue_path)
         marks = counter_series(queue_samples, "marks") if net.options.ecn.measures else None
-        windows = [w.window_s for w in waves if w.window_s]
         cpu_measured = self.sampler.summary(windows)
         evidence = job_evidence(cfg, placements, records,
                                 {j: r.ps_host for j, r in ina_result.jobs.items()} if ina_result else None)

@@ -16,7 +16,6 @@ The file: ``{"source": RUN_DIR/POLICY, "jobs": {job: {"iter_ms", "up_ms", "itera
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -24,6 +23,7 @@ import sys
 from collections.abc import Sequence
 
 from common.errors import ConfigError
+from experiment.timeline import UpPhase, read_timeline_csv
 
 
 def measured_timings(timeline_csv: str) -> dict[str, dict]:
@@ -33,22 +33,20 @@ def measured_timings(timeline_csv: str) -> dict[str, dict]:
         ConfigError: the file is missing or malformed, or a job has fewer than two iterations.
     """
     try:
-        with open(timeline_csv, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-        spans: dict[str, list[tuple[int, float, float, float]]] = {}
-        for r in rows:
-            spans.setdefault(r["job"], []).append((int(r["iteration"]), float(r["start_s"]), float(r["up_start_s"]),
-                                                   float(r["end_s"])))
+        phases = read_timeline_csv(timeline_csv)
     except (OSError, KeyError, ValueError, TypeError) as e:
         raise ConfigError(f"profiles: cannot read {timeline_csv} ({type(e).__name__}: {e})") from None
+    spans: dict[str, list[UpPhase]] = {}
+    for ph in phases:
+        spans.setdefault(ph.job, []).append(ph)
     out = {}
     for job, its in sorted(spans.items()):
-        its.sort()
-        gaps = [b[1] - a[1] for a, b in zip(its, its[1:], strict=False) if b[0] == a[0] + 1]
+        its.sort(key=lambda ph: ph.iteration)
+        gaps = [b.start_s - a.start_s for a, b in zip(its, its[1:], strict=False) if b.iteration == a.iteration + 1]
         if not gaps:
             raise ConfigError(f"profiles: job {job!r} has fewer than two consecutive iterations in {timeline_csv}")
         out[job] = {"iter_ms": statistics.fmean(gaps) * 1e3,
-                    "up_ms": statistics.fmean(end - up for _, _, up, end in its) * 1e3, "iterations": len(its)}
+                    "up_ms": statistics.fmean(ph.end_s - ph.up_start_s for ph in its) * 1e3, "iterations": len(its)}
     return out
 
 

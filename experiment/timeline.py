@@ -77,6 +77,17 @@ def _median(xs: Sequence[float]) -> float:
     return xs[len(xs) // 2]
 
 
+def read_timeline_csv(path: str) -> tuple[UpPhase, ...]:
+    """A ``timeline.csv`` read back.
+
+    Raises:
+        OSError: it cannot be read; ValueError, KeyError: a row is malformed.
+    """
+    with open(path, newline="", encoding="utf-8") as f:
+        return tuple(UpPhase(r["job"], int(r["iteration"]), float(r["start_s"]), float(r["up_start_s"]),
+                             float(r["end_s"])) for r in csv.DictReader(f))
+
+
 def plot_timelines(run_dir: str, timelines: Mapping[str, Sequence[UpPhase]]) -> list[str]:
     """``timelines.png``: a panel per policy (of at most :data:`MAX_PLOTTED_JOBS` jobs), a row per
     job, a bar for each Up phase in the first :data:`PLOTTED_ITERATIONS` iterations of its slowest

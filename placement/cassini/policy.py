@@ -5,11 +5,12 @@ it rates equal (:meth:`placement.base.PlacementPolicy.candidates`; ``themis`` of
 equal-objective alternatives of §5.1, ``random`` independent draws, a policy with one answer that
 one). Each candidate, with the jobs already running where they run, becomes every job's
 communication profile on every directed link it loads (:func:`placement.cassini.profiles.job_profiles`,
-from its model, at paper scale); :func:`placement.cassini.select.choose` scores the candidates'
-shared links, discards those whose affinity graph has a loop and keeps the best (ties to the inner
-policy's order). Its placements start, and every job of its affinity graph, running or new, gets
-its time shift (:class:`placement.base.TimeShift`: iterations aligned on the decision's time plus
-the shift, modulo the job's quantised iteration time, §5.4), which the back end applies. Every
+from its model, costed as the run costs transfers: ``PlacementContext``);
+:func:`placement.cassini.select.choose` scores the candidates' shared links, discards those
+whose affinity graph has a loop and keeps the best (ties to the inner policy's order). Its
+placements start, and every job of its affinity graph, running or new, gets its time shift
+(:class:`placement.base.TimeShift`: iterations aligned on the decision's time plus the shift,
+modulo the job's profiled iteration time, §5.4), which the back end applies. Every
 decision goes to the run's decision log (§8.6): the pending jobs, each candidate's machines, score,
 per-link scores and loop, the chosen one, the shifts and the solver's time.
 
@@ -99,7 +100,7 @@ class CassiniPolicy(PlacementPolicy):
         self.quantum_ms, self.merge, self.centre, self.shift = quantum_ms, merge, centre, shift
         self.running: dict[str, tuple[JobRequest, Placement]] = {}  # jobs this policy placed, while they run
         self._profiles: dict[tuple, dict[Link, Profile]] = {}
-        self._routes: tuple[object, EcmpRoutes] | None = None
+        self._fabric: tuple[object, EcmpRoutes, dict[Link, float]] | None = None  # graph, routes, capacities
 
     def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
         """The chosen candidate's placements (:meth:`decide` has its shifts and log too)."""
@@ -122,9 +123,8 @@ class CassiniPolicy(PlacementPolicy):
         if g is None:
             raise PlacementError("cassini: the cluster has no topology to route its jobs on")
         profiled = [self._profiled(c, requests, g) for c in options]
-        capacity = {(u, v): float(d["bw_mbps"]) / 1000.0 for a, b, d in g.edges(data=True)
-                    for u, v in ((a, b), (b, a))}
-        decision = choose(profiled, capacity, self.aggregate, self.step_deg, self.quantum_ms, self.merge, self.centre)
+        decision = choose(profiled, self._fabric_of(g)[2], self.aggregate, self.step_deg, self.quantum_ms,
+                          self.merge, self.centre)
         chosen = options[decision.chosen]
         for p in chosen:
             self.running[p.job] = (requests[p.job], p)
@@ -157,17 +157,23 @@ class CassiniPolicy(PlacementPolicy):
         out.update((p.job, self._profile(requests[p.job], p, g)) for p in option)
         return {job: links for job, links in out.items() if links}
 
+    def _fabric_of(self, g) -> tuple[object, EcmpRoutes, dict[Link, float]]:
+        """The graph's kept routes and every directed link's capacity (Gbit/s), made once per graph."""
+        if self._fabric is None or self._fabric[0] is not g:
+            capacity = {(u, v): float(d["bw_mbps"]) / 1000.0 for a, b, d in g.edges(data=True)
+                        for u, v in ((a, b), (b, a))}
+            self._fabric = (g, EcmpRoutes(g), capacity)
+        return self._fabric
+
     def _profile(self, req: JobRequest, p: Placement, g) -> dict[Link, Profile]:
         """The job's profile on each link under placement ``p`` (memoised by model, collective, machines)."""
         machines = tuple(s.machine for s in p.slots)
         timing = self.context.timings.get(req.name)
         key = (req.model, req.collective, machines, timing)
         if key not in self._profiles:
-            if self._routes is None or self._routes[0] is not g:
-                self._routes = (g, EcmpRoutes(g))
             model, ctx = get_model(req.model), self.context
             buckets = scaled_buckets(model, ctx.scale) if ctx.scale != 1 else model.bucket_bytes
             links = job_profiles(g, machines, req.collective, buckets, model.compute_time_s, ctx.mtu,
-                                 self._routes[1], ctx.latency_s, ctx.scale)
+                                 self._fabric_of(g)[1], ctx.latency_s, ctx.scale)
             self._profiles[key] = measured(links, *timing) if timing and links else links
         return self._profiles[key]

@@ -2,12 +2,12 @@
 
 Cassini scores jobs on a link from each job's per-iteration demand on it, profiled in isolation
 (:class:`placement.cassini.profile.Profile`). Here that demand is computed from the job's model on
-its placement, at paper scale, as the replay runtime runs an iteration (:mod:`jobs.agent`): a Down
-phase of the model's compute time, then an Up phase in which the job allreduces its gradient
-buckets one after another at its contention-free bound (:func:`jobs.steps.job_bound_s` on the
-links' paper rates). A directed link the job loads carries its bytes of the iteration over that
-Up phase, so its rate there is ``bytes × 8 / up time`` (§2.4 [REC]: the per-worker demand routed
-onto each link).
+its placement (costed at the run's scale, headers and latency; rates reported at paper scale), as
+the replay runtime runs an iteration (:mod:`jobs.agent`): a Down phase of the model's compute
+time, then an Up phase in which the job allreduces its gradient buckets one after another at its
+contention-free bound (:func:`jobs.steps.job_bound_s`). A directed link the job loads carries its
+bytes of the iteration over that Up phase, so its rate there is ``bytes × 8 / up time`` (§2.4
+[REC]: the per-worker demand routed onto each link).
 
 [R] §9 #9 and #13: links are directed (a ring's two directions are two links); one Up phase per
 iteration at the link's mean rate over it (the replay runtime's buckets go back to back, so the
@@ -42,7 +42,7 @@ def job_profiles(g, machines_by_rank: Sequence[str], collective: str, bucket_byt
         g: the topology (paper-scale rates).
         machines_by_rank: the machine of each rank.
         collective: ``ring``, ``hd`` or ``gloo``.
-        bucket_bytes: the gradient buckets of one iteration, paper-scale bytes.
+        bucket_bytes: the gradient buckets of one iteration, bytes at ``scale``.
         compute_s: compute time of one iteration, seconds (the model profile's).
         mtu: count bytes on the wire at this MTU (None: payload only).
         routes: the graph's kept routes, to profile many jobs with one BFS per destination
