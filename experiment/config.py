@@ -318,6 +318,9 @@ class SimulatorConfig:
             testbed validates); ``fluid`` advances each job by its iteration rate under the
             water-filled share of its links (:mod:`sim.fluid`: trace scale; no token buckets, no
             ECN estimate), and is what the ``--backend sim`` run of a trace uses.
+        mltcp_step: under an MLTCP congestion control, the ``steps`` engine re-weighs a flow sharing
+            links each time its progress through its iteration's bytes crosses a multiple of this
+            fraction (:class:`sim.mltcp.MltcpFlows`); its shares lag by at most this much.
     """
 
     latency_us: float = rule_field(Real(0, 1_000_000), 0.0)
@@ -325,6 +328,7 @@ class SimulatorConfig:
     token_buckets: bool = rule_field(Boolean(), False)
     ecn: bool = rule_field(Boolean(), False)
     mode: str = rule_field(Name(SIM_MODES), "steps")
+    mltcp_step: float = rule_field(Real(0, 1, lo_open=True), 0.01)
 
 
 @dataclasses.dataclass(frozen=True)

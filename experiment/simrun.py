@@ -28,6 +28,7 @@ from experiment.timeline import up_phases
 from placement.metrics import fragmentation, used_machines
 from sim.backend import FlowSimBackend, FluidSimBackend
 from sim.flowsim import SimOptions
+from sim.mltcp import MltcpFlows, MltcpParams
 
 ENGINES = {"steps": FlowSimBackend, "fluid": FluidSimBackend}
 """``simulator.mode`` -> the simulator back end that runs it."""
@@ -49,7 +50,19 @@ def sim_options(cfg, g) -> SimOptions:
         bursts = {link: burst_bytes(r, cfg.mtu) for link, r in sim_rates_mbps(g, cfg.scale, cfg.dilation).items()}
     pat = scale_bw_mbps(cfg.ina.pat_gbps * 1000.0, cfg.scale) * MEGA / BITS_PER_BYTE
     return SimOptions(mtu=cfg.mtu if cfg.simulator.headers else None, latency_s=cfg.simulator.latency_us * 1e-6,
-                      burst_bytes=bursts, ecn=cfg.simulator.ecn, pat_bytes_s=pat, ina_results=cfg.ina.results)
+                      burst_bytes=bursts, ecn=cfg.simulator.ecn, pat_bytes_s=pat, ina_results=cfg.ina.results,
+                      mltcp=mltcp_flows(cfg))
+
+
+def mltcp_flows(cfg) -> MltcpFlows | None:
+    """MLTCP's shares for the ``steps`` engine when the config's congestion control is an MLTCP variant
+    (every variant is the fluid model of spec §6.4 item 5 (a), shares in proportion to F), else None."""
+    from experiment.config import MLTCP_CONGESTION_CONTROLS
+
+    if cfg.congestion_control not in MLTCP_CONGESTION_CONTROLS:
+        return None
+    return MltcpFlows(MltcpParams(cfg.mltcp.slope, cfg.mltcp.intercept), idle_gap_s=cfg.mltcp.idle_gap_ms * 1e-3,
+                      step=cfg.simulator.mltcp_step)
 
 
 def sim_backend(cfg, g, bucket_bytes: Mapping[str, Sequence[int]] | None = None) -> FlowSimBackend:
@@ -70,12 +83,14 @@ class SimulatorExperiment(ExperimentBackend):
 
     def prepare(self, cfg, g, say: Say) -> dict:
         """Nothing to check on the machine; the capabilities say which engine runs (and, for an MLTCP
-        congestion control, that the engines share links max-min, not as MLTCP does)."""
-        from experiment.config import MLTCP_CONGESTION_CONTROLS
-
-        if cfg.congestion_control in MLTCP_CONGESTION_CONTROLS:
-            say(f"congestion control {cfg.congestion_control}: not modelled by the simulator's engines (links are "
-                "shared max-min); its fluid model for jobs on one link is sim.mltcp")
+        congestion control, how the engine shares links)."""
+        if mltcp_flows(cfg) is not None:
+            if cfg.simulator.mode == "steps":
+                say(f"congestion control {cfg.congestion_control}: links shared in proportion to MLTCP's F "
+                    f"(slope {cfg.mltcp.slope:g}, intercept {cfg.mltcp.intercept:g}; sim.mltcp.MltcpFlows)")
+            else:
+                say(f"congestion control {cfg.congestion_control}: not modelled by the {cfg.simulator.mode} engine "
+                    "(links are shared max-min; simulator mode: steps models it)")
         return {"engine": cfg.simulator.mode}
 
     def describe(self, cfg, caps: dict, specs: Sequence[str]) -> str:

@@ -92,6 +92,21 @@ congestion and how much of their traffic does, not of TCP's reaction to the mark
 with the measured marks per job by rank and correlation, not one to one. Cost: O(C) more per
 reallocation, as the token buckets.
 
+MLTCP ([R], ``SimOptions.mltcp``, :class:`sim.mltcp.MltcpFlows`; off by default: max-min). The
+flows share links by weighted max-min (:func:`sim.maxmin.maxmin_levels`): a flow's rate is its
+weight times the level its links allow, its weight ``F(bytes_ratio) ** gamma`` of its directed
+connection (job run, sender rank, receiver rank), the fluid model of ``shared/specs/cassini.md``
+§6.4 item 5 (a) on a routed fabric. A connection's ``bytes_ratio`` follows the emulator's BPF
+program (:class:`sim.mltcp.MltcpLedger`): bytes delivered since its iteration started, which the
+idle-gap rule decides when a transfer enters the network, over those of its last iteration, learned
+(0 until one is). Weights are taken when a component's rates are recomputed, and again each time a
+flow that shares a link crosses a multiple of ``step`` of its iteration's bytes, so a weight lags
+its flow's progress by at most ``step`` (with gamma 1 and no cap, the ratio of two flows' weights
+on one link does not change while both send, and the shares are exact whatever the step). Slow
+start and the multiplicative decrease are not modelled, as for every flow. Cost: one re-weigh
+event per ``step`` per connection per iteration while it shares a link, each a reallocation of its
+component.
+
 Not modelled: TCP's own dynamics (slow start, losses, queueing), the links' propagation delay
 (``delay_us``; fold it into ``latency_s`` if it matters), the shapers' token buckets unless
 ``burst_bytes`` is given, and CPU contention in the emulator.
@@ -150,7 +165,8 @@ from jobs.agent import barrier_bytes
 from jobs.patterns import INA, replay_pattern
 from jobs.phase import PhaseKeeper
 from sim.ina import RESULTS, InaSpec
-from sim.maxmin import EPS, maxmin_indexed
+from sim.maxmin import EPS, maxmin_indexed, maxmin_levels
+from sim.mltcp import MltcpFlows, MltcpLedger
 from topo.routing import ecmp_path, path_links
 
 Link = tuple[str, str]
@@ -223,6 +239,7 @@ class SimOptions:
         pat_bytes_s: every switch's Peak Aggregation Throughput for INA jobs, bytes/s (fluid
             engine only, :mod:`sim.ina`; ``math.inf``: aggregators never run out).
         ina_results: how INA results reach the workers (:data:`sim.ina.RESULTS`).
+        mltcp: share links as MLTCP does (see *MLTCP* in the module docstring); None: max-min.
     """
 
     mtu: int | None = None
@@ -231,6 +248,7 @@ class SimOptions:
     ecn: bool = False
     pat_bytes_s: float = math.inf
     ina_results: str = "unicast"
+    mltcp: MltcpFlows | None = None
 
     def __post_init__(self):
         if self.mtu is not None and self.mtu <= TCP_IP_HEADER_BYTES:
@@ -451,7 +469,7 @@ def _check_machines(g, spec: SimJob) -> None:
 
 # -- the engine -------------------------------------------------------------------------------
 
-_START, _COMPUTE_END, _FLOW_START, _ALIGNED = 0, 1, 2, 3
+_START, _COMPUTE_END, _FLOW_START, _ALIGNED, _REWEIGH = 0, 1, 2, 3, 4
 """Timer kinds, in the order simultaneous timers are handled (after flow completions)."""
 
 
@@ -486,6 +504,7 @@ class _Flow:
     rate: float = 0.0
     version: int = 0
     mark_t: float = 0.0  # with SimOptions.ecn: the time up to which its bytes are counted
+    weighed: int = 0  # with SimOptions.mltcp: the reallocations that set its weight (stale re-weighs skip)
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -625,6 +644,7 @@ class FlowEngine:
         self.on_link: list[set[tuple]] = [set() for _ in self.link_names]
         self.dirty: set[int] = set()
         self.ready: list[tuple[tuple, int, int]] = []
+        self.mltcp = MltcpLedger(options.mltcp) if options.mltcp is not None else None
         self.events = 0
 
     # -- the interface -----------------------------------------------------------------------
@@ -736,7 +756,7 @@ class FlowEngine:
             for flow in self._completed(now):
                 if self.ecn:
                     self._count_marks(flow, now)
-                self._end_flow(flow)
+                self._end_flow(flow, now)
             while timers and timers[0][0] <= now:
                 _, key, payload = heapq.heappop(timers)
                 if removed and key[1] in removed:
@@ -744,6 +764,10 @@ class FlowEngine:
                 if key[0] == _FLOW_START:
                     if not self._activate(payload, now):
                         self._arrive(payload)
+                elif key[0] == _REWEIGH:
+                    flow, weighed = payload
+                    if self.active.get(flow.key) is flow and flow.weighed == weighed:
+                        self.dirty.update(flow.links)
                 else:
                     job, r = payload
                     self._run(job, r, now)
@@ -975,7 +999,11 @@ class FlowEngine:
     # -- flows -------------------------------------------------------------------------------
     def _activate(self, flow: _Flow, now: float) -> bool:
         """Put ``flow`` into the network after its burst; False if the burst carried it whole."""
+        if self.mltcp is not None:
+            self.mltcp.send(self._conn(flow), now)
         if self.buckets and self._burst(flow, now):
+            if self.mltcp is not None:
+                self.mltcp.deliver(self._conn(flow), flow.size, now)
             return False
         flow.t_ref = flow.mark_t = now
         self.active[flow.key] = flow
@@ -984,7 +1012,9 @@ class FlowEngine:
         self.dirty.update(flow.links)
         return True
 
-    def _end_flow(self, flow: _Flow) -> None:
+    def _end_flow(self, flow: _Flow, now: float) -> None:
+        if self.mltcp is not None:
+            self.mltcp.deliver(self._conn(flow), flow.size, now)
         del self.active[flow.key]
         for link in flow.links:
             self.on_link[link].discard(flow.key)
@@ -1053,7 +1083,10 @@ class FlowEngine:
         if self.ecn:
             for f in flows:
                 self._count_marks(f, now)
-        rates = maxmin_indexed([f.links for f in flows], self.capacity)
+        if self.mltcp is None:
+            rates = maxmin_indexed([f.links for f in flows], self.capacity)
+        else:
+            rates = self._mltcp_rates(flows, now)
         for f, rate in zip(flows, rates, strict=True):
             if rate == f.rate:
                 continue  # same rate, same projected end: its heap entry stands
@@ -1071,6 +1104,28 @@ class FlowEngine:
                     load[link] += f.rate
         if self.ecn:
             self._mark_congested(links, flows)
+
+    # -- MLTCP -------------------------------------------------------------------------------
+    def _conn(self, flow: _Flow) -> tuple:
+        """The directed connection ``flow`` is sent on: its run, sender and receiver."""
+        return (self.jobs[flow.job].order, flow.src, flow.dst)
+
+    def _mltcp_rates(self, flows: list[_Flow], now: float) -> list[float]:
+        """Weighted max-min rates, each flow weighted by its connection's F (``SimOptions.mltcp``), and
+        a re-weigh of every flow that shares its component at its connection's next ratio step."""
+        ledger = self.mltcp
+        done = [f.size - max(0.0, f.remaining - f.rate * (now - f.t_ref)) for f in flows]
+        weights = [ledger.weight(self._conn(f), d) for f, d in zip(flows, done, strict=True)]
+        levels = maxmin_levels([[(link, w) for link in f.links] for f, w in zip(flows, weights, strict=True)],
+                               self.capacity, math.inf)
+        rates = [w * level for w, level in zip(weights, levels, strict=True)]
+        for f, d, rate in zip(flows, done, rates, strict=True):
+            f.weighed += 1
+            if len(flows) > 1:  # a flow alone on its links keeps its rate whatever its weight
+                ahead = ledger.bytes_to_next_step(self._conn(f), d)
+                if rate > 0 and ahead < f.size - d:
+                    self._timer(now + ahead / rate, (_REWEIGH, *f.key), (f, f.weighed))
+        return rates
 
     # -- ECN estimate ------------------------------------------------------------------------
     def _count_marks(self, flow: _Flow, now: float) -> None:

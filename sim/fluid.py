@@ -175,8 +175,8 @@ class FluidEngine:
         g: topology graph; routes are :func:`topo.routing.ecmp_path`.
         rate_mbps: rate of each link in Mbit/s, keyed by either orientation (the ``(u, v)`` entry
             wins for direction u -> v).
-        options: ``mtu`` (bytes on the wire) and ``latency_s`` are modelled; ``burst_bytes`` and
-            ``ecn`` are not (see the module docstring).
+        options: ``mtu`` (bytes on the wire) and ``latency_s`` are modelled; ``burst_bytes``,
+            ``ecn`` and ``mltcp`` are not (see the module docstring).
 
     Attributes:
         events: event batches processed so far.

@@ -99,6 +99,104 @@ class MltcpParams:
 
 
 @dataclasses.dataclass(frozen=True)
+class MltcpFlows:
+    """MLTCP as the step-level engine applies it to every flow of a routed fabric (:mod:`sim.flowsim`),
+    the emulator's per-flow accounting (``emulator/bpf/mltcp.bpf.c``) on weighted max-min shares.
+
+    Each directed connection (a job's sender rank to a receiver rank) learns its bytes per iteration
+    from its last iteration, whose start is the idle-gap rule's (spec §6.4 items 1-2); a flow's share
+    weight is ``params.weight(bytes_ratio)`` (route (a) of §6.4 item 5), re-evaluated whenever the
+    rates change and whenever a sharing flow's ratio crosses a multiple of ``step``.
+
+    Attributes:
+        params: F and gamma.
+        idle_gap_s: a connection that sends again after more than this since its last byte arrived
+            starts a new iteration, seconds of the simulation's time base, > 0.
+        step: resolution of the ratio between re-evaluations, in (0, 1]: a weight lags the flow's
+            progress by at most ``step`` of its iteration's bytes.
+    """
+
+    params: MltcpParams
+    idle_gap_s: float
+    step: float = 0.01
+
+    def __post_init__(self):
+        if not (math.isfinite(self.idle_gap_s) and self.idle_gap_s > 0):
+            raise ConfigError(f"MLTCP idle gap must be finite and > 0 s, got {self.idle_gap_s!r}")
+        if not 0 < self.step <= 1:
+            raise ConfigError(f"MLTCP re-evaluation step must be in (0, 1], got {self.step!r}")
+
+
+@dataclasses.dataclass(slots=True)
+class _Connection:
+    """One sender's iteration accounting, as ``struct mltcp`` of the BPF program keeps it."""
+
+    last_ack_s: float
+    delivered: float = 0.0  # bytes delivered so far
+    iter_start: float = 0.0  # ``delivered`` when its current iteration started
+    iter_bytes: float = 0.0  # bytes of its last complete iteration (0: none yet, F = intercept)
+    iterations: int = 0
+
+
+class MltcpLedger:
+    """Every directed connection's progress through its iteration's bytes, for :class:`MltcpFlows`.
+
+    The emulator's rules (``emulator/bpf/mltcp.bpf.c``), at the level of transfers: a connection is
+    known from its first transfer on (its last ACK then, as at connection set-up); a transfer entering
+    the network more than ``idle_gap_s`` after the connection's last delivery starts a new iteration,
+    whose bytes to come are those of the one that ended, if it carried any (learned, §6.4 item 1);
+    ``bytes_ratio`` is the bytes delivered since the iteration started, the transfer in flight's
+    included, over them, at most 1, and 0 before anything was learned.
+
+    Connections are any hashable keys (the engine's ``(job run, sender, receiver)``).
+    """
+
+    def __init__(self, flows: MltcpFlows):
+        self.flows = flows
+        self.conns: dict = {}
+
+    def send(self, conn, now_s: float) -> None:
+        """A transfer of ``conn`` enters the network at ``now_s`` (the idle-gap rule, §6.4 item 2)."""
+        c = self.conns.get(conn)
+        if c is None:
+            self.conns[conn] = _Connection(last_ack_s=now_s)
+            return
+        if now_s - c.last_ack_s > self.flows.idle_gap_s:
+            if c.delivered > c.iter_start:
+                c.iter_bytes = c.delivered - c.iter_start
+            c.iter_start = c.delivered
+            c.iterations += 1
+
+    def deliver(self, conn, nbytes: float, now_s: float) -> None:
+        """``nbytes`` of ``conn`` have all arrived at ``now_s`` (its last ACK)."""
+        c = self.conns[conn]
+        c.delivered += nbytes
+        c.last_ack_s = now_s
+
+    def ratio(self, conn, in_flight: float = 0.0) -> float:
+        """``bytes_ratio`` of ``conn`` with ``in_flight`` bytes of its current transfer delivered."""
+        c = self.conns[conn]
+        if not c.iter_bytes:
+            return 0.0
+        return min(1.0, (c.delivered + in_flight - c.iter_start) / c.iter_bytes)
+
+    def weight(self, conn, in_flight: float = 0.0) -> float:
+        """The share weight of ``conn``'s transfer, ``F(bytes_ratio) ** gamma``."""
+        return self.flows.params.weight(self.ratio(conn, in_flight))
+
+    def bytes_to_next_step(self, conn, in_flight: float = 0.0) -> float:
+        """Bytes ``conn`` delivers before its ratio next crosses a multiple of ``step`` (``math.inf``
+        once it is 1, or nothing is learned: its weight changes no more in this iteration)."""
+        c = self.conns[conn]
+        ratio = self.ratio(conn, in_flight)
+        if not c.iter_bytes or ratio >= 1.0:
+            return math.inf
+        step = self.flows.step
+        nxt = min(1.0, (math.floor(ratio / step + 1e-9) + 1) * step)
+        return max(0.0, (nxt - ratio) * c.iter_bytes)
+
+
+@dataclasses.dataclass(frozen=True)
 class FluidJob:
     """A job as the fluid model sees it: compute, then send, every iteration (spec §6.3).
 
