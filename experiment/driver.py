@@ -168,22 +168,25 @@ def _run_policies(cfg, g, backend: ExperimentBackend, run_dir: str, caps: dict, 
                     unplaced[spec] = str(e)
                     say(f"    policy {spec} stopped: {e}")
                     continue
-                _write_policy_files(pdir, run)
+                _write_policy_files(pdir, run, g)
     finally:
         if runs or unplaced:
             _report(run_dir, cfg, g, runs, caps, unplaced, say, stream)
     return runs, unplaced
 
 
-def _write_policy_files(pdir: str, run: PolicyRun) -> None:
-    """``<policy>/placements.json``, ``starts.json``, ``summary.json``, ``timeline.csv`` (when
-    iterations were recorded) and, for a placer that times jobs or logs its decisions,
-    ``decisions.json``, from every back end alike."""
+def _write_policy_files(pdir: str, run: PolicyRun, g) -> None:
+    """``<policy>/placements.json``, ``starts.json``, ``summary.json``, ``timeline.csv`` and
+    ``profiles.json`` (when iterations were recorded; :mod:`experiment.profiles`) and, for a placer
+    that times jobs or logs its decisions, ``decisions.json``, from every back end alike."""
+    from experiment.profiles import run_profiles
+
     results.write_json(os.path.join(pdir, "placements.json"), list(run.placements))
     if run.decisions:
         results.write_json(os.path.join(pdir, "decisions.json"), list(run.decisions))
     if run.timeline:
         write_timeline_csv(os.path.join(pdir, "timeline.csv"), run.timeline)
+        results.write_json(os.path.join(pdir, "profiles.json"), run_profiles(g, pdir, run.placements, run.timeline))
     results.write_json(os.path.join(pdir, "starts.json"), list(run.starts))
     results.write_json(os.path.join(pdir, "summary.json"), run.summary.to_dict())
 

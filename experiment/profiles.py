@@ -1,16 +1,22 @@
 """Jobs' iteration and Up-phase times measured in a run, as a ``profiles.json`` Cassini reuses
-(``cassini,profiles=FILE``; ``shared/specs/cassini.md`` §2.4: profiles are taken in isolation).
+(``cassini: {profiles: FILE}``; ``shared/specs/cassini.md`` §2.4: profiles are taken in isolation).
 
-From ``<run>/<policy>/timeline.csv`` (either back end's; :mod:`experiment.timeline`), for every job:
-its iteration time, the mean interval between the starts of its consecutive iterations, and its
-Up phase, the mean time from its first rank's end of compute to its last rank's end of
-communication, in paper-scale ms. Measure a run in which the jobs ran alone on their links (the
-config's jobs placed apart, e.g. ``-p consolidate``), so the times are those of the jobs
-themselves::
+From a policy's iterations (``<run>/<policy>/timeline.csv``, either back end's;
+:mod:`experiment.timeline`), for every job: its iteration time, the mean interval between the
+starts of its consecutive iterations, and its Up phase, the mean time from its first rank's end of
+compute to its last rank's end of communication, in paper-scale ms.
+
+Every run writes ``<policy>/profiles.json`` beside its ``timeline.csv`` (:func:`run_profiles`), and
+says for each job which other jobs ran at the same time on a link of a path between its machines
+(``shared_with``; those paths cover every link its collective uses, so an empty list means it ran
+alone on its links). Profiles are taken in isolation: reuse the file of a policy under which the
+jobs to profile have ``shared_with: []`` (the config's jobs placed apart, e.g. ``-p consolidate``).
+For a run without that file::
 
     python -m experiment.profiles RUN_DIR --policy consolidate --out profiles.json
 
-The file: ``{"source": RUN_DIR/POLICY, "jobs": {job: {"iter_ms", "up_ms", "iterations"}}}``.
+The file: ``{"source": RUN_DIR/POLICY, "jobs": {job: {"iter_ms", "up_ms", "iterations"[,
+"shared_with"]}}}``.
 """
 
 from __future__ import annotations
@@ -20,10 +26,11 @@ import json
 import os
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from common.errors import ConfigError
 from experiment.timeline import UpPhase, read_timeline_csv
+from topo.routing import EcmpRoutes, path_links
 
 
 def measured_timings(timeline_csv: str) -> dict[str, dict]:
@@ -36,6 +43,15 @@ def measured_timings(timeline_csv: str) -> dict[str, dict]:
         phases = read_timeline_csv(timeline_csv)
     except (OSError, KeyError, ValueError, TypeError) as e:
         raise ConfigError(f"profiles: cannot read {timeline_csv} ({type(e).__name__}: {e})") from None
+    out = timings(phases)
+    short = sorted({ph.job for ph in phases} - out.keys())
+    if short:
+        raise ConfigError(f"profiles: job {short[0]!r} has fewer than two consecutive iterations in {timeline_csv}")
+    return out
+
+
+def timings(phases: Iterable[UpPhase]) -> dict[str, dict]:
+    """``iter_ms``, ``up_ms`` and ``iterations`` of every job with two consecutive iterations or more."""
     spans: dict[str, list[UpPhase]] = {}
     for ph in phases:
         spans.setdefault(ph.job, []).append(ph)
@@ -43,11 +59,39 @@ def measured_timings(timeline_csv: str) -> dict[str, dict]:
     for job, its in sorted(spans.items()):
         its.sort(key=lambda ph: ph.iteration)
         gaps = [b.start_s - a.start_s for a, b in zip(its, its[1:], strict=False) if b.iteration == a.iteration + 1]
-        if not gaps:
-            raise ConfigError(f"profiles: job {job!r} has fewer than two consecutive iterations in {timeline_csv}")
-        out[job] = {"iter_ms": statistics.fmean(gaps) * 1e3,
-                    "up_ms": statistics.fmean(ph.end_s - ph.up_start_s for ph in its) * 1e3, "iterations": len(its)}
+        if gaps:
+            out[job] = {"iter_ms": statistics.fmean(gaps) * 1e3, "iterations": len(its),
+                        "up_ms": statistics.fmean(ph.end_s - ph.up_start_s for ph in its) * 1e3}
     return out
+
+
+def shared_with(g, machines_by_job: Mapping[str, Sequence[str]], phases: Iterable[UpPhase]) -> dict[str, list[str]]:
+    """For every job of ``phases``, the other jobs that ran while it ran (their first iteration's start to
+    their last one's end) on a directed link of a path between two of its machines (the controller's
+    routes, :func:`topo.routing.ecmp_path`); jobs without machines count as sharing nothing.
+    O(J**2 M**2 d) for J jobs of M machines and paths of d hops."""
+    span: dict[str, list[float]] = {}
+    for ph in phases:
+        lo, hi = span.get(ph.job, (ph.start_s, ph.end_s))
+        span[ph.job] = [min(lo, ph.start_s), max(hi, ph.end_s)]
+    routes = EcmpRoutes(g)
+    links = {}
+    for job in span:
+        ms = sorted(set(machines_by_job.get(job, ())))
+        links[job] = {link for a in ms for b in ms if a != b for link in path_links(routes.path(a, b))}
+    return {job: sorted(other for other in span if other != job and links[job] & links[other]
+                        and span[other][0] < span[job][1] and span[job][0] < span[other][1])
+            for job in sorted(span)}
+
+
+def run_profiles(g, source: str, placements: Iterable[Mapping], phases: Sequence[UpPhase]) -> dict:
+    """The ``profiles.json`` of one policy's run (module docstring): its jobs' timings from ``phases`` and whom
+    each shared links with, given the run's ``placements.json`` entries (each job where it last started)."""
+    from experiment.measurements import StartRecord
+
+    machines = {(r := StartRecord.from_dict(p)).job: r.machines_by_rank for p in placements}
+    shared = shared_with(g, machines, phases)
+    return {"source": source, "jobs": {job: {**t, "shared_with": shared[job]} for job, t in timings(phases).items()}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

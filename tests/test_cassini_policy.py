@@ -168,17 +168,23 @@ def test_the_drift_rule_comes_from_the_config():
 
 def test_measured_timings_replace_the_models_in_the_profiles(tmp_path):
     """``python -m experiment.profiles`` measures each job's iteration (start to start) and Up phase
-    from a run's timeline; ``cassini.profiles`` makes Cassini profile those jobs with them: the same
+    from a run's timeline, as every run's ``<policy>/profiles.json`` does, which also says whom each job
+    shared links with; ``cassini.profiles`` makes Cassini profile those jobs with them: the same
     bytes on each link over the measured Up phase, and the shift taken modulo the measured period."""
     from experiment.profiles import main as measure
     from placement.cassini.profiles import measured, read_timings
 
     cfg = cassini_cfg(results_dir=str(tmp_path), iterations=4)
-    run_experiment(cfg, SimulatorExperiment(), policies=["consolidate"], stream=io.StringIO())
+    run_experiment(cfg, SimulatorExperiment(), policies=["consolidate", "spread"], stream=io.StringIO())
     (run_dir,) = tmp_path.iterdir()
     out = tmp_path / "profiles.json"
     assert measure([str(run_dir), "--policy", "consolidate", "--out", str(out)]) == 0
     timings = read_timings(str(out))
+    # Every run keeps its own: consolidate placed each job in a rack of its own, spread put them on one uplink.
+    kept = {p: json.loads((run_dir / p / "profiles.json").read_text())["jobs"] for p in ("consolidate", "spread")}
+    assert read_timings(str(run_dir / "consolidate" / "profiles.json")) == timings
+    assert [kept["consolidate"][j]["shared_with"] for j in ("vgg19-a", "vgg19-b")] == [[], []]
+    assert [kept["spread"][j]["shared_with"] for j in ("vgg19-a", "vgg19-b")] == [["vgg19-b"], ["vgg19-a"]]
     bound_ms = 192.3456
     assert timings["vgg19-a"] == (pytest.approx(352.0 + bound_ms, abs=0.1), pytest.approx(bound_ms, abs=0.1))
     prof = Profile.of(500.0, [(300.0, 200.0, 10.0)])
