@@ -264,11 +264,13 @@ class EmulatorBackend(Backend):
 
     def shift(self, shifts: Sequence[TimeShift]) -> bool:
         """Align the running jobs' iterations from now (wall clock, every rank's): each job's shift
-        file gets now as its origin and the shift, period and drift threshold dilated; its workers
-        follow it before every iteration (:class:`jobs.phase.ShiftFollower`), the agents' ranks in
-        replay mode. Torch workers follow none: False when any shifted job runs them."""
-        if not uses_agents(self.cfg):
-            return False
+        file gets now as its origin and the shift, period and drift threshold dilated; every rank
+        follows it before each iteration (:class:`jobs.phase.ShiftFollower`), in either runtime and
+        mode. The file is in the job's run directory, which a worker container has bind-mounted at
+        its own path and every server of a cluster sees at its path (the cluster's precheck refuses
+        one that does not); a rank on another server times the shift by that server's wall clock,
+        so its phase is as good as the servers' clock synchronisation (§5.4 asks for NTP or PTP).
+        Returns True: applied."""
         origin, d = time.time(), self.cfg.dilation
         for s in shifts:
             run = self.running.get(s.job)

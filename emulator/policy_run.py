@@ -87,9 +87,6 @@ class PolicyMeasurement:
         """The policy's run, checked and measured; ``measurements.json`` written, the summary set."""
         loop, backend, link_bytes, ina_result = self.run_loop()
         self.check_health()
-        if any(d.shifts and not d.applied for d in loop.decisions):
-            self.s.progress.say("    time shifts not applied: torch workers follow none (the replay agents do); "
-                                "decisions.json keeps them")
         waves = sorted(backend.waves, key=lambda w: w.index)
         records = [r for w in waves for r in w.records]
         result = self.result(loop, waves, records, link_bytes, ina_result)

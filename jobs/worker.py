@@ -14,10 +14,15 @@ runs ``warmup_iterations + iterations`` iterations in one of two modes:
   job's collective on each gradient bucket, averages it and accumulates the time spent in
   the collective (``comm_s``). ``compute_s`` is the rest of the iteration.
 
-All ranks pass a barrier before the first recorded iteration and another at the end.
-Warm-up iterations are run but not recorded; each recorded iteration appends one JSON line
-to ``records_path`` (:mod:`jobs.records`), which is emptied at start. Exit code 0 on success;
-on any failure one line ``jobs.worker: job J rank R: <error>`` on stderr and exit code 1
+All ranks pass a barrier before the first recorded iteration and another at the end. Before
+every iteration a rank sleeps what its job's time shift asks (the spec's ``shift_path``, read by
+:class:`jobs.phase.ShiftFollower` as in the agent runtime) and records the iteration's phase.
+The follower's guard has every rank apply a new shift at the same iteration, and its first wait
+lets a rank a hair past the aligned instant go at once, so the ranks still meet at each
+collective without one waiting a period for the others. Warm-up iterations are run but not
+recorded; each recorded iteration appends one JSON line to ``records_path`` (:mod:`jobs.records`),
+which is emptied at start. Exit code 0 on success; on any failure one line
+``jobs.worker: job J rank R: <error>`` on stderr and exit code 1
 (set ``JOBS_WORKER_DEBUG=1`` for the traceback too).
 """
 
@@ -42,6 +47,7 @@ from jobs.collectives.ina import InaCollective
 from jobs.launcher import WorkerSpec, ready_path
 from jobs.models import get_model
 from jobs.patterns import INA
+from jobs.phase import ShiftFollower
 from jobs.records import record_iteration
 
 TRAIN_LR = 0.05
@@ -114,14 +120,23 @@ def _uptime_s() -> float:
     return time.monotonic() - _START_MONOTONIC
 
 
+def _start_in_phase(shift: ShiftFollower) -> None:
+    """Sleep what the job's time shift asks before the iteration that could start now."""
+    wait = shift.wait_s(time.time())
+    if wait > 0:
+        time.sleep(wait)
+
+
 def _replay(spec: WorkerSpec, collective: Collective) -> None:
     buffers = [torch.empty(b // 4, dtype=torch.float32) for b in spec.bucket_bytes]
     sizes = list(spec.bucket_bytes)
+    shift = ShiftFollower(spec.shift_path)
     for it in range(spec.warmup_iterations + spec.iterations):
         if it == spec.warmup_iterations:
             dist.barrier()
         for buf in buffers:
             buf.fill_(1.0)
+        _start_in_phase(shift)
         start_time_s, t0 = time.time(), time.perf_counter()
         time.sleep(spec.compute_s)
         t1 = time.perf_counter()
@@ -136,7 +151,8 @@ def _replay(spec: WorkerSpec, collective: Collective) -> None:
                 raise JobError(f"collective {spec.collective!r} gave a wrong sum in bucket {i}: "
                                f"{buf[0].item()} / {buf[-1].item()}, expected {spec.world}")
         if it >= spec.warmup_iterations:
-            record_iteration(spec, it - spec.warmup_iterations, start_time_s, t1 - t0, end - t0, sizes, times)
+            record_iteration(spec, it - spec.warmup_iterations, start_time_s, t1 - t0, end - t0, sizes, times,
+                             phase=shift.record())
 
 
 class _HookState:
@@ -179,10 +195,12 @@ def _train(spec: WorkerSpec, collective: Collective, model_cls) -> None:
     optimizer = torch.optim.SGD(ddp.parameters(), lr=TRAIN_LR)
     loss_fn = torch.nn.CrossEntropyLoss()
     x, y = nets.synthetic_batch(get_model(spec.model).batch_size, seed=spec.seed * 1000 + spec.rank)
+    shift = ShiftFollower(spec.shift_path)
     for it in range(spec.warmup_iterations + spec.iterations):
         if it == spec.warmup_iterations:
             dist.barrier()
         state.reset()
+        _start_in_phase(shift)
         start_time_s, t0 = time.time(), time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(ddp(x), y)
@@ -193,7 +211,8 @@ def _train(spec: WorkerSpec, collective: Collective, model_cls) -> None:
             with torch.no_grad():
                 checksum = float(sum(p.double().sum() for p in model.parameters()))
             record_iteration(spec, it - spec.warmup_iterations, start_time_s, (end - t0) - sum(state.times),
-                    end - t0, state.sizes, state.times, loss=float(loss.item()), checksum=checksum)
+                             end - t0, state.sizes, state.times, loss=float(loss.item()), checksum=checksum,
+                             phase=shift.record())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,11 @@
-"""Emulation test: a 4-worker ring allreduce across one known bottleneck, against its bandwidth bound."""
+"""Emulation tests of the torch runtime's workers: a 4-worker ring allreduce across one known bottleneck,
+against its bandwidth bound; and a job time-shifted by the emulator back end while it runs."""
 
 from __future__ import annotations
 
+import json
 import os
+import time
 
 import pytest
 from conftest import SCALE
@@ -63,3 +66,78 @@ def test_ring_allreduce_meets_bandwidth_bound_and_counters_agree(fabric, tmp_pat
     for link in dict.fromkeys(links):
         assert abs(moved[link] / expected - 1) <= 0.10, (
             f"{link}: {moved[link]} bytes, expected {expected:.0f}; logs in {os.fspath(tmp_path)}")
+
+
+SHIFTED_ITERATIONS = 10
+SHIFTED_DILATION = 10.0
+
+
+def _recorded_starts(path: str) -> list[float]:
+    """The start times recorded so far in a rank's records file (complete lines only)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return []
+    return [json.loads(line)["start_time_s"] for line in text[:text.rfind("\n") + 1].splitlines()]
+
+
+def test_torch_workers_follow_a_shift_given_while_they_run(fabric, tmp_path):
+    """A torch replay job shifted half a period off its own phase while it runs: both ranks apply the shift
+    at the same iteration, whose start waits about half a period and lands on the aligned instant, and
+    every later start stays within the drift threshold, with no re-alignment.
+
+    The shift's period is the job's own iteration time, measured from its first iterations (a shift holds
+    a job in phase only at its real iteration time, as Cassini's profiles give it), and a phase error adds
+    up every iteration's deviation from it. So the job is made steady: both ranks on h1 (an allreduce over
+    the fabric's links varies by about 10 ms from one iteration to the next on a 2-core machine), two small
+    buckets, and GoogLeNet's compute dilated x10 (0.65 s wall; the drift threshold, 2 ms paper-scale, is
+    20 ms)."""
+    from backend.protocol import ExperimentJob
+    from emulator.backend import SHIFT_FILE, EmulatorBackend
+    from emulator.runner import Progress
+    from experiment.config import ExperimentConfig, JobConfig
+    from jobs.phase import phase_error_s, phase_figures
+    from placement.base import GpuSlot, Placement, TimeShift
+
+    d = SHIFTED_DILATION
+    cfg = ExperimentConfig(jobs=(JobConfig("shifted", "googlenet", 2),), iterations=SHIFTED_ITERATIONS,
+                           warmup_iterations=1, scale=SCALE, dilation=d, runtime="torch", job_timeout_s=30)
+    job = ExperimentJob("shifted", 2, model="googlenet", iterations=SHIFTED_ITERATIONS)
+    with open(os.devnull, "w") as quiet:
+        backend = EmulatorBackend(cfg, fabric, str(tmp_path), Progress(quiet))
+        try:
+            backend.start([(job, Placement("shifted", (GpuSlot("h1", 0), GpuSlot("h1", 1))))])
+            run = backend.running["shifted"]
+            deadline = time.monotonic() + 60
+            while len(starts := _recorded_starts(run.workers[0].spec.records_path)) < 5:
+                assert time.monotonic() < deadline, f"5 iterations not recorded in 60 s; logs in {run.dir}"
+                assert backend.advance(backend.now_s + 0.05) == []
+            period_s = (starts[-1] - starts[1]) / (len(starts) - 2)  # wall; the first iteration is slower
+            shift_s = (starts[-1] + period_s / 2 - time.time()) % period_s  # the opposite phase
+            assert backend.shift([TimeShift("shifted", shift_s / d, period_s / d)])
+            while backend.running:
+                backend.advance(float("inf"))
+        finally:
+            backend.close()
+    with open(os.path.join(run.dir, SHIFT_FILE), encoding="utf-8") as f:
+        written = json.load(f)
+    aligned_s, threshold_s = written["origin_s"] + written["shift_s"], written["threshold_s"]
+    assert written["period_s"] == pytest.approx(period_s) and threshold_s == pytest.approx(0.002 * d)
+    evidence = f"shift {written}; logs in {run.dir}"
+    firsts = set()
+    for rank in (0, 1):
+        recs = sorted((r for r in backend.waves[-1].records if r.rank == rank), key=lambda r: r.iteration)
+        assert [r.iteration for r in recs] == list(range(SHIFTED_ITERATIONS)), evidence
+        phased = [r for r in recs if r.phase is not None]
+        first = phased[0]
+        firsts.add(first.iteration)
+        assert 5 <= first.iteration <= SHIFTED_ITERATIONS - 3 and phased == recs[first.iteration:], evidence
+        assert first.phase["first"] and first.phase["shift_s"] == written["shift_s"], (first.phase, evidence)
+        assert abs(first.phase["wait_s"] - period_s / 2) < 0.1 * period_s, (first.phase, evidence)
+        errors = [phase_error_s(r.start_time_s, aligned_s, period_s) for r in phased]
+        assert max(map(abs, errors)) <= threshold_s, (rank, errors, evidence)
+        figures = phase_figures(recs, dilation=d)
+        assert figures["phase_error_max_s"] <= figures["drift_threshold_s"], (figures, evidence)
+        assert figures["realignments"] == 0, (figures, evidence)
+    assert len(firsts) == 1, f"the ranks applied the shift at iterations {sorted(firsts)}; {evidence}"
