@@ -248,22 +248,47 @@ def _remove_tree(c: Change) -> str | None:
     return f"{path} could not be removed" if os.path.exists(path) else None
 
 
+STRUCT_OPS_IN_USE = "BPF_STRUCT_OPS_STATE_INUSE"
+"""A registered struct_ops map's state; an unregistered one lingers (``TOBEFREE``) while a socket still
+holds it."""
+
+
+def struct_ops_in_use(name: str) -> list[tuple[int, dict]] | None:
+    """``(map id, value)`` of every BPF struct_ops map ``name`` (a congestion control) registered in
+    the kernel, from ``bpftool struct_ops dump``; None when ``bpftool`` answers something unreadable."""
+    cp = _run(["bpftool", "-j", "struct_ops", "show"])
+    try:
+        if cp.returncode != 0 or not any(m.get("name") == name for m in json.loads(cp.stdout or "[]")):
+            return []
+        entries = json.loads(_run(["bpftool", "-j", "struct_ops", "dump", "name", name]).stdout)
+        out, map_id = [], None
+        for entry in entries:  # each map's info, then its value
+            if "bpf_map_info" in entry:
+                map_id = entry["bpf_map_info"]["id"]
+                continue
+            value = next(iter(entry.values()))
+            if value["common"]["state"] == STRUCT_OPS_IN_USE:
+                out.append((map_id, value))
+        return out
+    except (ValueError, KeyError, TypeError, StopIteration):
+        return None
+
+
 def struct_ops_registered(name: str) -> bool:
     """Whether a BPF struct_ops map ``name`` (a congestion control) is registered in the kernel; True
     when ``bpftool`` answers something unreadable (an undo then still tries to unregister it)."""
-    cp = _run(["bpftool", "-j", "struct_ops", "show"])
-    try:
-        return cp.returncode == 0 and any(m.get("name") == name for m in json.loads(cp.stdout or "[]"))
-    except ValueError:
-        return True
+    return struct_ops_in_use(name) != []
 
 
 def unregister_struct_ops(name: str) -> str | None:
     """Unregister the BPF struct_ops map ``name`` if it is registered; None, or why it could not be."""
-    if not struct_ops_registered(name):
+    in_use = struct_ops_in_use(name)
+    if in_use == []:
         return None
-    cp = _run(["bpftool", "struct_ops", "unregister", "name", name])
-    return None if cp.returncode == 0 or not struct_ops_registered(name) else (cp.stderr or cp.stdout).strip()
+    targets = [["id", str(map_id)] for map_id, _ in in_use] if in_use else [["name", name]]
+    errors = [(cp.stderr or cp.stdout).strip() for cp in (_run(["bpftool", "struct_ops", "unregister", *t])
+                                                         for t in targets) if cp.returncode != 0]
+    return None if not struct_ops_registered(name) else "; ".join(errors) or "still registered"
 
 
 def _undo_one(c: Change) -> str | None:

@@ -1,47 +1,105 @@
 """MLTCP on the emulator: a TCP congestion control registered as BPF struct_ops for the run.
 
-``congestion_control: mltcp_reno`` in a config makes every emulated host's TCP MLTCP-Reno
-(``emulator/bpf/mltcp.bpf.c``; ``shared/specs/cassini.md`` §6): Reno whose additive increase is
-scaled by ``F = slope × bytes_ratio + intercept``, ``bytes_ratio`` being how far a flow is through
-its iteration's bytes (the last iteration's, learned), iterations told apart by the idle-gap rule.
-The run compiles the program if needed (the set-up does it: ``python -m emulator.mltcp build``,
-with ``vmlinux.h`` from the kernel's BTF), registers it (``bpftool struct_ops register``), which
-adds ``mltcp_reno`` to the kernel's congestion controls, writes the config's parameters to its
+``congestion_control: mltcp_reno`` or ``mltcp_cubic`` in a config makes every emulated host's TCP
+that MLTCP variant (:data:`VARIANTS`; ``shared/specs/cassini.md`` §6): Reno or CUBIC whose window
+growth is scaled by ``F = slope × bytes_ratio + intercept``, ``bytes_ratio`` being how far a flow is
+through its iteration's bytes (the last iteration's, learned), iterations told apart by the
+idle-gap rule. The programs are ``emulator/bpf/mltcp_<variant>.bpf.c``; what they share is
+``emulator/bpf/mltcp_common.h``.
+
+[R] Where F applies in CUBIC (spec §6.4 3., §9 #21; ``mltcp_cubic.bpf.c``'s header has the
+details): every ACKed segment of congestion avoidance counts F times, both toward cwnd's next
+segment (CUBIC's per-ACK increment ``1/cnt`` times F: ``cnt`` divided by F, so cwnd approaches
+its target F times faster) and toward the Reno-friendly estimate W_est (F times CUBIC's alpha).
+CUBIC's decrease to beta = 0.7 with fast convergence, its slow start and undo are kept; HyStart is
+off.
+
+The run compiles the chosen variant if needed (the set-up compiles all: ``python -m emulator.mltcp
+build``, with ``vmlinux.h`` from the kernel's BTF), registers it (``bpftool struct_ops register``),
+which adds it to the kernel's congestion controls, writes the config's parameters to its
 ``mltcp_cfg`` map (the idle gap dilated), and records the registration in the run journal, which
-unregisters it when the run ends, fails or is cleaned after a crash. Where the kernel refuses the
-program, the run stops with one line saying why (:class:`MltcpUnavailable`).
+unregisters it when the run ends, fails or is cleaned after a crash. A registered variant's maps
+are found through its own programs, so two variants registered at once are never confused. Where
+the kernel refuses the program, the run stops with one line saying why (:class:`MltcpUnavailable`).
 
 Only this machine's kernel gets it: cluster mode (hosts on other servers) is refused.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
 import sys
 
 from common.errors import EmulationError
-from emulator.journal import Change, struct_ops_registered
+from emulator.journal import Change, struct_ops_in_use, struct_ops_registered
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.path.join(HERE, "bpf", "mltcp.bpf.c")
-OBJECT = os.path.join(HERE, "bpf", "mltcp.bpf.o")
-VMLINUX_H = os.path.join(HERE, "bpf", "vmlinux.h")
+BPF_DIR = os.path.join(HERE, "bpf")
+COMMON_HEADER = os.path.join(BPF_DIR, "mltcp_common.h")
+VMLINUX_H = os.path.join(BPF_DIR, "vmlinux.h")
 BTF = "/sys/kernel/btf/vmlinux"
-VARIANTS = {"mltcp_reno": "mltcp_reno"}
-"""Congestion-control name -> the struct_ops map the object registers under that name."""
 CFG_MAP = "mltcp_cfg"
+STATS_MAP = "mltcp_stats"
+
+
+@dataclasses.dataclass(frozen=True)
+class MltcpVariant:
+    """One MLTCP congestion control, a BPF struct_ops program.
+
+    Attributes:
+        name: its congestion-control name (``tcp_congestion_ops.name``), what a config's
+            ``congestion_control`` says.
+        source: its C file in ``emulator/bpf/``; the object is beside it (``.bpf.c`` -> ``.bpf.o``).
+        struct_ops: the struct_ops map that registers it (``bpftool struct_ops`` names it so).
+        scales: what F multiplies.
+    """
+
+    name: str
+    source: str
+    struct_ops: str
+    scales: str
+
+    @property
+    def source_path(self) -> str:
+        return os.path.join(BPF_DIR, self.source)
+
+    @property
+    def object_path(self) -> str:
+        return os.path.join(BPF_DIR, self.source[: -len(".c")] + ".o")
+
+
+VARIANTS = {v.name: v for v in (
+    MltcpVariant("mltcp_reno", "mltcp_reno.bpf.c", "mltcp_reno", "Reno's additive increase"),
+    MltcpVariant("mltcp_cubic", "mltcp_cubic.bpf.c", "mltcp_cubic",
+                 "CUBIC's per-ACK increment toward its target and its Reno-friendly estimate's growth"),
+)}
+"""Congestion-control name -> the MLTCP variant (``experiment.config.MLTCP_CONGESTION_CONTROLS``)."""
 
 
 class MltcpUnavailable(EmulationError):
     """MLTCP cannot run on this machine (the message says why)."""
 
 
+def variant(name: str) -> MltcpVariant:
+    """The variant called ``name``.
+
+    Raises:
+        MltcpUnavailable: no such variant (the message lists them).
+    """
+    try:
+        return VARIANTS[name]
+    except KeyError:
+        raise MltcpUnavailable(f"unknown MLTCP variant {name!r}; built: {', '.join(VARIANTS)}") from None
+
+
 def missing() -> str | None:
-    """What building and registering the program needs that this machine lacks, or None."""
+    """What building and registering the programs needs that this machine lacks, or None."""
     for tool, package in (("bpftool", "bpftool"), ("clang", "clang")):
         if shutil.which(tool) is None:
             return f"{tool} is not installed (Debian package {package}; run scripts/setup.sh)"
@@ -52,37 +110,68 @@ def missing() -> str | None:
     return None
 
 
-def build(force: bool = False) -> str:
-    """Compile the program if its object is missing or older than its source; its path.
+def _stale(v: MltcpVariant) -> bool:
+    if not os.path.exists(v.object_path):
+        return True
+    built = os.path.getmtime(v.object_path)
+    return any(os.path.getmtime(p) > built for p in (v.source_path, COMMON_HEADER))
+
+
+def build(v: MltcpVariant, force: bool = False) -> str:
+    """Compile ``v`` if its object is missing or older than its source or the common header; its path.
 
     Raises:
         MltcpUnavailable: a tool is missing or the program does not compile.
     """
-    if not force and os.path.exists(OBJECT) and os.path.getmtime(OBJECT) >= os.path.getmtime(SOURCE):
-        return OBJECT
+    if not force and not _stale(v):
+        return v.object_path
     why = missing()
     if why:
-        raise MltcpUnavailable(f"MLTCP cannot be built: {why}")
+        raise MltcpUnavailable(f"{v.name} cannot be built: {why}")
     with open(VMLINUX_H + ".tmp", "w") as f:
         cp = subprocess.run(["bpftool", "btf", "dump", "file", BTF, "format", "c"], stdout=f, stderr=subprocess.PIPE,
                             text=True, timeout=120)
     if cp.returncode != 0:
-        raise MltcpUnavailable(f"MLTCP cannot be built: bpftool could not dump the kernel's BTF: {cp.stderr.strip()}")
+        raise MltcpUnavailable(f"{v.name} cannot be built: bpftool could not dump the kernel's BTF: "
+                               f"{cp.stderr.strip()}")
     os.replace(VMLINUX_H + ".tmp", VMLINUX_H)
     from emulator.ecn import multiarch_include
 
-    tmp = OBJECT + ".tmp"
-    cp = subprocess.run(["clang", "-O2", "-g", "-Wall", "-target", "bpf", *multiarch_include(),
-                         f"-I{os.path.dirname(VMLINUX_H)}", "-c", SOURCE, "-o", tmp], capture_output=True, text=True)
+    tmp = v.object_path + ".tmp"
+    cp = subprocess.run(["clang", "-O2", "-g", "-Wall", "-target", "bpf", *multiarch_include(), f"-I{BPF_DIR}",
+                         "-c", v.source_path, "-o", tmp], capture_output=True, text=True)
     if cp.returncode != 0:
-        raise MltcpUnavailable(f"MLTCP did not compile: {cp.stderr.strip()[:400]}")
-    os.replace(tmp, OBJECT)
-    return OBJECT
+        raise MltcpUnavailable(f"{v.name} did not compile: {cp.stderr.strip()[:400]}")
+    os.replace(tmp, v.object_path)
+    return v.object_path
 
 
 def cfg_bytes(slope: float, intercept: float, gap_s: float) -> bytes:
     """The ``mltcp_cfg`` map value (``struct mltcp_cfg``): slope and intercept in thousandths, gap in µs."""
     return struct.pack("<IIII", round(slope * 1000), round(intercept * 1000), round(gap_s * 1e6), 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class MltcpStats:
+    """A registered variant's ``mltcp_stats`` counters, over all its flows since registration.
+
+    Attributes:
+        iterations: iterations started (the idle-gap rule fired).
+        ca_acks: ACKs that grew a window in congestion avoidance (each scaled by F).
+        ca_acks_above_intercept: of them, those with F above the intercept (a flow past the start
+            of a learned iteration).
+        f_sum_milli: the sum of F over ``ca_acks``, in thousandths.
+    """
+
+    iterations: int
+    ca_acks: int
+    ca_acks_above_intercept: int
+    f_sum_milli: int
+
+    @property
+    def mean_f(self) -> float | None:
+        """F averaged over the ACKs it scaled; None before any."""
+        return self.f_sum_milli / 1000 / self.ca_acks if self.ca_acks else None
 
 
 def _bpftool(*args: str, json_out: bool = False):
@@ -91,6 +180,54 @@ def _bpftool(*args: str, json_out: bool = False):
     if cp.returncode != 0:
         raise MltcpUnavailable(f"`{' '.join(argv[:5])}` failed: {(cp.stderr or cp.stdout).strip()[:300]}")
     return json.loads(cp.stdout) if json_out else cp.stdout
+
+
+def struct_ops_maps(struct_ops: str) -> dict[str, int]:
+    """Name -> id of the maps the programs of the registered struct_ops ``struct_ops`` use.
+
+    Raises:
+        MltcpUnavailable: it is not registered (once), or ``bpftool`` fails.
+    """
+    in_use = struct_ops_in_use(struct_ops)
+    if not in_use or len(in_use) > 1:
+        raise MltcpUnavailable(f"struct_ops {struct_ops} is registered {'?' if in_use is None else len(in_use)} "
+                               "times, not once")
+    prog_ids = sorted(set(re.findall(r"/prog_id:(\d+)", json.dumps(in_use[0][1]))))
+    map_ids = {m for p in prog_ids for m in _bpftool("prog", "show", "id", p, json_out=True).get("map_ids", [])}
+    return {_bpftool("map", "show", "id", str(m), json_out=True)["name"]: m for m in sorted(map_ids)}
+
+
+def _map_id(v: MltcpVariant, map_name: str) -> int:
+    maps = struct_ops_maps(v.struct_ops)
+    if map_name not in maps:
+        raise MltcpUnavailable(f"{v.name} registered but its {map_name} map was not found (its maps: "
+                               f"{', '.join(maps) or 'none'})")
+    return maps[map_name]
+
+
+def stats(name: str) -> MltcpStats:
+    """The counters of the registered variant ``name``.
+
+    Raises:
+        MltcpUnavailable: unknown or not registered.
+    """
+    return map_stats(_map_id(variant(name), STATS_MAP))
+
+
+def map_stats(map_id: int) -> MltcpStats:
+    """The counters in the ``mltcp_stats`` map ``map_id`` (:func:`struct_ops_maps` finds it).
+
+    Raises:
+        MltcpUnavailable: no such map.
+    """
+    dump = _bpftool("map", "dump", "id", str(map_id), json_out=True)
+    values = {_little_endian(e["key"]): _little_endian(e["value"]) for e in dump}
+    return MltcpStats(*(values.get(i, 0) for i in range(len(dataclasses.fields(MltcpStats)))))
+
+
+def _little_endian(hex_bytes: list[str]) -> int:
+    """A key or value of ``bpftool -j map dump`` (bytes as hex strings) as an integer."""
+    return int.from_bytes(bytes(int(b, 16) for b in hex_bytes), "little")
 
 
 class MltcpCongestionControl:
@@ -102,12 +239,14 @@ class MltcpCongestionControl:
         slope, intercept: F's parameters (intercept > 0, §6.4 4.).
         gap_s: the idle gap that starts a new iteration, wall seconds.
         record: the run journal (an :class:`emulator.journal.RunJournal`), or None.
+
+    Raises:
+        MltcpUnavailable: ``name`` is no variant.
     """
 
     def __init__(self, name: str, slope: float, intercept: float, gap_s: float, record=None):
-        if name not in VARIANTS:
-            raise MltcpUnavailable(f"unknown MLTCP variant {name!r}; built: {', '.join(VARIANTS)}")
-        self.name, self.slope, self.intercept, self.gap_s, self.record = name, slope, intercept, gap_s, record
+        self.variant = variant(name)
+        self.slope, self.intercept, self.gap_s, self.record = slope, intercept, gap_s, record
 
     def start(self) -> None:
         """Build if needed, register, and write the parameters.
@@ -116,34 +255,33 @@ class MltcpCongestionControl:
             MltcpUnavailable: it cannot be built, a variant of that name is already registered (not
                 ours), or the kernel refuses it.
         """
-        obj = build()
-        if struct_ops_registered(self.name):
-            raise MltcpUnavailable(f"a congestion control {self.name!r} is already registered (not by this run); "
-                                   f"`bpftool struct_ops unregister name {self.name}` if it is a leftover")
+        v = self.variant
+        obj = build(v)
+        if struct_ops_registered(v.struct_ops):
+            raise MltcpUnavailable(f"a congestion control {v.name!r} is already registered (not by this run); "
+                                   f"`bpftool struct_ops unregister name {v.struct_ops}` if it is a leftover")
         if self.record is not None:
-            self.record.add(Change("struct_ops", self.name, what="MLTCP congestion control"))
+            self.record.add(Change("struct_ops", v.struct_ops, what=f"MLTCP congestion control {v.name}"))
         try:
             _bpftool("struct_ops", "register", obj)
         except MltcpUnavailable as e:
-            raise MltcpUnavailable(f"the kernel did not register {self.name}: {e}") from None
-        maps = [m for m in _bpftool("map", "show", json_out=True) if m.get("name") == CFG_MAP]
-        if not maps:
-            raise MltcpUnavailable(f"{self.name} registered but its {CFG_MAP} map was not found")
+            raise MltcpUnavailable(f"the kernel did not register {v.name}: {e}") from None
         value = cfg_bytes(self.slope, self.intercept, self.gap_s)
-        _bpftool("map", "update", "id", str(max(m["id"] for m in maps)), "key", "0", "0", "0", "0",
+        _bpftool("map", "update", "id", str(_map_id(v, CFG_MAP)), "key", "0", "0", "0", "0",
                  "value", *(str(b) for b in value))
 
 
 def main(argv: list[str]) -> int:
-    """``python -m emulator.mltcp build``: compile the program where this machine can (never fails
-    the set-up: MLTCP is optional; a run that asks for it says why it cannot)."""
-    if argv[:1] != ["build"]:
-        print("usage: python -m emulator.mltcp build", file=sys.stderr)
+    """``python -m emulator.mltcp build [--force]``: compile every variant where this machine can
+    (never fails the set-up: MLTCP is optional; a run that asks for it says why it cannot)."""
+    if argv[:1] != ["build"] or set(argv[1:]) - {"--force"}:
+        print("usage: python -m emulator.mltcp build [--force]", file=sys.stderr)
         return 2
-    try:
-        print(f"mltcp: {build(force='--force' in argv)}")
-    except MltcpUnavailable as e:
-        print(f"mltcp: not built: {e}")
+    for v in VARIANTS.values():
+        try:
+            print(f"mltcp: {v.name}: {build(v, force='--force' in argv)}")
+        except MltcpUnavailable as e:
+            print(f"mltcp: not built: {e}")
     return 0
 
 

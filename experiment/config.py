@@ -67,8 +67,9 @@ from measure.shaping import frame_bytes
 MODES = ("replay", "train")
 RUNTIMES = ("agent", "torch")
 ROUTING_MODES = ("ecmp", "select")
-MLTCP_CONGESTION_CONTROLS = ("mltcp_reno",)
-"""MLTCP variants the emulator registers as BPF struct_ops for the run (:mod:`emulator.mltcp`)."""
+MLTCP_CONGESTION_CONTROLS = ("mltcp_reno", "mltcp_cubic")
+"""MLTCP variants the emulator registers as BPF struct_ops for the run (:data:`emulator.mltcp.VARIANTS`):
+Reno's additive increase, or CUBIC's window growth, scaled by F (``shared/specs/cassini.md`` §6.4 3.)."""
 CONGESTION_CONTROLS = ("reno", "cubic", "dctcp", "bbr", "vegas", "westwood", "htcp", "highspeed", "illinois",
                        "bic", "scalable", "lp", "veno", "yeah", "hybla", "nv", "cdg", *MLTCP_CONGESTION_CONTROLS)
 """Linux TCP congestion-control modules (``tcp_<name>.ko``), whose presence is checked at run time,
@@ -372,7 +373,8 @@ class MltcpConfig:
 
     Attributes:
         slope, intercept: ``F(bytes_ratio) = slope × bytes_ratio + intercept`` scales each flow's
-            additive increase; ``intercept > 0`` so that a flow starting its iteration is never starved.
+            window growth (Reno's additive increase; CUBIC's per-ACK increment and Reno-friendly
+            estimate); ``intercept > 0`` so that a flow starting its iteration is never starved.
         idle_gap_ms: a flow that sends again after this long without an ACK starts a new iteration
             (the idle-gap rule); paper-scale (virtual) ms, dilated on the emulator. Above the RTT and
             the pauses between a collective's steps, below the compute phase.
@@ -422,9 +424,10 @@ class ExperimentConfig:
         queue_packets: FIFO limit under each shaped link.
         congestion_control: TCP congestion control in the hosts, one of
             :data:`CONGESTION_CONTROLS`; it must react to ECN (cubic, reno, dctcp, ...; not bbr)
-            unless ECN marking is off. ``mltcp_reno`` is MLTCP (registered for the run).
+            unless ECN marking is off. ``mltcp_reno`` and ``mltcp_cubic`` are MLTCP (registered for
+            the run).
         cassini: Cassini's measured profiles, for ``cassini`` policies.
-        mltcp: MLTCP's parameters, for ``congestion_control: mltcp_reno``.
+        mltcp: MLTCP's parameters, for ``congestion_control: mltcp_reno`` or ``mltcp_cubic``.
         time_shifts: how time-shifted jobs are kept in phase (drift threshold, window, re-alignment).
         ecn: ECN marking and host ECN settings.
         ina: in-network aggregation for jobs of collective ``ina``.

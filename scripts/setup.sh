@@ -111,8 +111,8 @@ if [ ! -f "$stamp" ]; then
 fi
 # The BPF ECN marker (emulator/bpf/vq_ecn.bpf.c), compiled when its source changed.
 "$VENV/bin/python" -m emulator.ecn build
-# MLTCP-Reno as BPF struct_ops (emulator/bpf/mltcp.bpf.c, with vmlinux.h from the kernel's BTF),
-# compiled when its source changed; optional: a run asking for it says why it cannot run.
+# MLTCP-Reno and MLTCP-CUBIC as BPF struct_ops (emulator/bpf/mltcp_*.bpf.c, with vmlinux.h from the
+# kernel's BTF), each compiled when its source changed; optional: a run asking for one says why it cannot run.
 "$VENV/bin/python" -m emulator.mltcp build
 # INA's P4 aggregator (ina/p4/aggregator.p4) for bmv2, compiled when its source changed. A prebuilt
 # bmv2/p4c prefix (P4_PREFIX, else /opt/p4) needs Debian's runtime libraries; p4lang's packages

@@ -101,7 +101,7 @@ class MltcpParams:
 @dataclasses.dataclass(frozen=True)
 class MltcpFlows:
     """MLTCP as the step-level engine applies it to every flow of a routed fabric (:mod:`sim.flowsim`),
-    the emulator's per-flow accounting (``emulator/bpf/mltcp.bpf.c``) on weighted max-min shares.
+    the emulator's per-flow accounting (``emulator/bpf/mltcp_common.h``) on weighted max-min shares.
 
     Each directed connection (a job's sender rank to a receiver rank) learns its bytes per iteration
     from its last iteration, whose start is the idle-gap rule's (spec §6.4 items 1-2); a flow's share
@@ -141,7 +141,7 @@ class _Connection:
 class MltcpLedger:
     """Every directed connection's progress through its iteration's bytes, for :class:`MltcpFlows`.
 
-    The emulator's rules (``emulator/bpf/mltcp.bpf.c``), at the level of transfers: a connection is
+    The emulator's rules (``emulator/bpf/mltcp_common.h``), at the level of transfers: a connection is
     known from its first transfer on (its last ACK then, as at connection set-up); a transfer entering
     the network more than ``idle_gap_s`` after the connection's last delivery starts a new iteration,
     whose bytes to come are those of the one that ended, if it carried any (learned, §6.4 item 1);

@@ -69,8 +69,10 @@ def leftovers() -> list[str]:
     if shutil.which("bpftool"):
         progs = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
         found += [f"bpf program {p['id']}" for p in json.loads(progs or "[]") if p.get("name") == "vq_ecn"]
-        ops = subprocess.run(["bpftool", "-j", "struct_ops", "show"], capture_output=True, text=True).stdout
-        found += [f"struct_ops {m['name']}" for m in json.loads(ops or "[]") if m.get("name", "").startswith("mltcp")]
+        from emulator.journal import struct_ops_registered
+        from emulator.mltcp import VARIANTS
+
+        found += [f"struct_ops {v.struct_ops}" for v in VARIANTS.values() if struct_ops_registered(v.struct_ops)]
     # Worker containers and unfinished worker image layers (emulator.containers, emulator.worker_image).
     from emulator.containers import LABEL, docker, docker_missing
 
