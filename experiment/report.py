@@ -42,7 +42,7 @@ import dataclasses
 import math
 import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from common.jsonfile import write_json_atomic
 from common.units import MEGA, virtual_s
@@ -51,7 +51,7 @@ from experiment.ina_results import InaJobResult, InaResult
 from experiment.measurements import PolicyResult
 from experiment.summary import JobSummary, PolicySummary, all_comparisons, completion_figures
 from experiment.tables import format_table
-from experiment.timeline import plot_timelines
+from experiment.timeline import format_marks, mean_marks, plot_timelines
 from experiment.validation import comparable, pearson_r, validation_stats
 from jobs.phase import phase_figures
 from measure.fidelity import JobVerdict
@@ -354,9 +354,12 @@ def _measured_columns(columns, items, value) -> tuple[list, list[str]]:
     return kept, [h for k, h, _ in columns if (k, h, _) not in kept]
 
 
-def summary_tables(summaries: Sequence[PolicySummary], backend: str = "emu") -> str:
+def summary_tables(summaries: Sequence[PolicySummary], backend: str = "emu",
+                   timelines: Mapping[str, Sequence] | None = None) -> str:
     """The terminal report: one row per policy, then one table per policy's jobs (up to
-    :data:`MAX_JOB_TABLE_ROWS` jobs). Columns no policy has a figure for are left out and named."""
+    :data:`MAX_JOB_TABLE_ROWS` jobs). Columns no policy has a figure for are left out and named.
+    ``timelines`` (each policy's :class:`experiment.timeline.UpPhase` s) adds each job's ECN marks
+    per iteration under its job table, where they were measured."""
     columns, missing = _measured_columns(SUMMARY_COLUMNS, summaries, lambda k, s: getattr(s, k))
     rows = [[_fmt(k, f, getattr(s, k)) for k, _, f in columns] for s in summaries]
     what = BACKEND_WHAT.get(backend, backend)
@@ -374,6 +377,7 @@ def summary_tables(summaries: Sequence[PolicySummary], backend: str = "emu") -> 
             jrows = [[_job_cell(k, f, j) for k, _, f in jcols] for j in s.jobs]
             parts += ["", f"Jobs under {s.policy} (times in paper-scale seconds, dilation {s.dilation:g}):",
                       format_table([h for _, h, _ in jcols], jrows)]
+            parts += marks_lines((timelines or {}).get(s.policy, ()))
         for reason in s.fidelity_reasons:
             parts.append(f"  UNTRUSTWORTHY under {s.policy}: {reason}; lighten the emulation (a larger "
                          f"dilation, jumbo frames with mtu: 9000, fewer concurrent workers) or use more cores")
@@ -381,6 +385,16 @@ def summary_tables(summaries: Sequence[PolicySummary], backend: str = "emu") -> 
             parts += ["", *ina_lines(s)]
         parts += shift_lines(s)
     return "\n".join(parts)
+
+
+def marks_lines(phases: Sequence) -> list[str]:
+    """One line: each job's ECN marks per iteration, the mean over its iterations (none when no
+    iteration measured them)."""
+    means = mean_marks(phases)
+    if not means:
+        return []
+    jobs = ", ".join(f"{job} {format_marks(m)}" for job, m in sorted(means.items()))
+    return [f"  ECN marks per iteration (mean; CE packets the job's ranks received, timeline.csv): {jobs}"]
 
 
 def shift_lines(s: PolicySummary) -> list[str]:
@@ -525,7 +539,8 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
         for spec, r in measured.items():
             for row in r.fidelity.links:
                 w.writerow([spec, *("" if getattr(row, c) is None else getattr(row, c) for c in cols)])
-    text = summary_tables(summaries, caps.get("backend", "emu"))
+    timelines = {r.summary.policy: r.timeline for r in runs.values()}
+    text = summary_tables(summaries, caps.get("backend", "emu"), timelines)
     if measured:
         text += "\n\n" + validation_text(summaries, overall)
     for spec, why in unplaced.items():

@@ -42,9 +42,11 @@ The client's counters go to ``ina_path``.
 Files: each rank writes its records to ``spec.records_path`` and, once every connection of
 the machine is up, ``jobs.launcher.ready_path(spec)``; the agent writes the TCP connections
 of each job to ``conns_path`` (for per-job ECN attribution), and at the end the kernel's TCP
-counters of every connection to ``tcp_path`` (what really crossed). Exit code 0 on success; on any
-failure one line ``jobs.agent: machine M: job J rank R: <error>`` on stderr and exit code 1.
-Standard library only (no torch).
+counters of every connection to ``tcp_path`` (what really crossed). Each rank's record of an
+iteration carries the CE-marked packets that reached it over the fabric during the iteration
+(:func:`ce_received`, read on its connections at the iteration's start and end). Exit code 0 on
+success; on any failure one line ``jobs.agent: machine M: job J rank R: <error>`` on stderr and
+exit code 1. Standard library only (no torch).
 """
 
 from __future__ import annotations
@@ -273,6 +275,7 @@ class Agent:
         self.job_index = {j: i for i, j in enumerate(plan.jobs)}
         self.inbox: dict[tuple[str, int, int], queue.Queue] = {}
         self.conns: dict[tuple[str, int, int], socket.socket] = {}
+        self.conn_rank: dict[tuple[str, int, int], int] = {}  # each connection's local rank (exactly one)
         self.readers: list[threading.Thread] = []
         self.error: str | None = None
         self.failed = threading.Event()
@@ -362,6 +365,7 @@ class Agent:
         self.conns[(job, a, b)] = sock
         remote = b if (job, a) in self.local else a
         local = a if remote == b else b
+        self.conn_rank[(job, a, b)] = local
         t = threading.Thread(target=self._read, args=(job, remote, local, sock), daemon=True)
         t.start()
         self.readers.append(t)
@@ -394,6 +398,10 @@ class Agent:
                     f"connection with rank {remote} ({peer}) failed: {type(exc).__name__}: {exc}"))
             return
         inbox.put(_CLOSED)
+
+    def rank_conns(self, job: str, rank: int) -> list[socket.socket]:
+        """The connections whose local end is ``rank`` of ``job`` (a pair of ranks on one machine has none)."""
+        return [sock for key, sock in sorted(self.conns.items()) if key[0] == job and self.conn_rank[key] == rank]
 
     def write_conns(self) -> None:
         """The TCP connections of each job (local ip, port, remote ip, port), for ECN attribution."""
@@ -469,6 +477,7 @@ class _Rank:
         self.sent_seq: dict[int, int] = {}
         self.recv_seq: dict[int, int] = {}
         self.ina = agent.ina_groups.get(spec.job)
+        self.ce_socks = agent.rank_conns(spec.job, spec.rank)
         largest = max([*spec.bucket_bytes, barrier_bytes(spec.world)])
         self.buf = bytearray(HEADER.size + largest) if self.ina is None else bytearray()
         self.steps = {} if self.ina is not None else {
@@ -493,6 +502,7 @@ class _Rank:
             wait = shift.wait_s(time.time())
             if wait > 0:
                 time.sleep(wait)
+            ce_start = ce_counts(self.ce_socks)
             start_time_s, t0 = time.time(), time.perf_counter()
             time.sleep(spec.compute_s)
             t1 = time.perf_counter()
@@ -502,9 +512,10 @@ class _Rank:
                 self.allreduce(size)
                 times.append(time.perf_counter() - s)
             end = time.perf_counter()
+            marks = ce_delta(ce_start, ce_counts(self.ce_socks))
             if it >= spec.warmup_iterations:
                 record_iteration(spec, it - spec.warmup_iterations, start_time_s, t1 - t0, end - t0, sizes, times,
-                                 phase=shift.record())
+                                 phase=shift.record(), ecn_marks=marks)
         self.allreduce(barrier_bytes(spec.world))
 
     def allreduce(self, size: int) -> None:
@@ -593,6 +604,41 @@ TCP_INFO_FIELDS = struct.Struct("=24xI72xI16xQQ")
 """Of Linux's ``struct tcp_info``: ``tcpi_unacked`` (offset 24), ``tcpi_total_retrans`` (100),
 ``tcpi_bytes_acked`` (120) and ``tcpi_bytes_received`` (128)."""
 UNACKED_WAIT_S = 2.0
+
+TCP_INFO_CE = struct.Struct("=5xB242xI")
+"""Of Linux's ``struct tcp_info`` (``include/uapi/linux/tcp.h``): ``tcpi_options`` (offset 5) and
+``tcpi_received_ce`` (offset 248, after ``tcpi_total_rto_time``; added in Linux 6.18, so an older
+kernel's reply is shorter than this)."""
+TCPI_OPT_ECN = 0x08
+"""The bit of ``tcpi_options`` set when the connection negotiated ECN."""
+
+
+def ce_received(raw: bytes) -> int | None:
+    """CE-marked packets a connection has received (``tcpi_received_ce``) from its ``TCP_INFO`` bytes.
+
+    None when the connection did not negotiate ECN or the kernel's reply ends before the field.
+    The receiver's counter is exact (it equals the host's ``IpExtInCEPkts`` over its connections)
+    where the sender's ``tcpi_delivered_ce`` is not: with RFC 3168 ECN the receiver sets ECE on
+    every ACK from a CE packet until the sender's CWR, and the sender counts every packet such an
+    ACK covers (about twice the marks with CUBIC). Counted at the receiving end,
+    each direction of a connection is counted once, by the rank it reaches.
+    """
+    if len(raw) < TCP_INFO_CE.size:
+        return None
+    options, received = TCP_INFO_CE.unpack_from(raw)
+    return received if options & TCPI_OPT_ECN else None
+
+
+def ce_counts(socks: list[socket.socket]) -> tuple[int | None, ...]:
+    """Each connection's :func:`ce_received`, now."""
+    return tuple(ce_received(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_CE.size)) for s in socks)
+
+
+def ce_delta(before: tuple[int | None, ...], after: tuple[int | None, ...]) -> int | None:
+    """CE-marked packets received between two :func:`ce_counts` of the same connections (the
+    kernel's counters are 32-bit and wrap); None when no connection measures them."""
+    deltas = [(a - b) & 0xFFFFFFFF for b, a in zip(before, after, strict=True) if a is not None and b is not None]
+    return sum(deltas) if deltas else None
 
 
 def tcp_counters(sock: socket.socket, wait_s: float = UNACKED_WAIT_S) -> dict[str, int]:

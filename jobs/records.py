@@ -40,6 +40,11 @@ class IterationRecord:
         phase: the job's time shift at this iteration (:meth:`jobs.phase.PhaseKeeper.record`: its
             shift, the wait before the iteration, the phase error of its start, the drift threshold,
             the re-alignments so far, wall seconds), None when the job is not shifted.
+        ecn_marks: CE-marked packets that reached the rank over the fabric during the iteration
+            (:func:`jobs.agent.ce_received`: its TCP connections' received-CE counters, end minus
+            start), None where not measured (no ECN on its connections, no TCP connection, the
+            torch runtime, a kernel before Linux 6.18). Records written before the field existed
+            read back as None.
     """
 
     job: str
@@ -58,6 +63,7 @@ class IterationRecord:
     loss: float | None = None
     param_checksum: float | None = None
     phase: dict | None = None
+    ecn_marks: int | None = None
 
     def to_dict(self) -> dict:
         """JSON-serialisable form (tuples become lists)."""
@@ -91,18 +97,19 @@ def append_record(path: str | Path, record: IterationRecord) -> None:
 
 def record_iteration(spec, iteration: int, start_time_s: float, compute_s: float, iteration_s: float,
                      sizes, times, loss: float | None = None, checksum: float | None = None,
-                     phase: dict | None = None) -> None:
+                     phase: dict | None = None, ecn_marks: int | None = None) -> None:
     """Append one recorded iteration of the rank described by ``spec`` to its records file.
 
     ``spec`` is a :class:`jobs.launcher.WorkerSpec` (job, rank, world, mode, collective and
     ``records_path`` are read); ``sizes`` and ``times`` are the bytes and the seconds of each
-    bucket's allreduce, in order. Shared by both worker runtimes (:mod:`jobs.worker`, :mod:`jobs.agent`).
+    bucket's allreduce, in order; ``ecn_marks`` the CE-marked packets the rank received in the
+    iteration (None: not measured). Shared by both worker runtimes (:mod:`jobs.worker`, :mod:`jobs.agent`).
     """
     append_record(spec.records_path, IterationRecord(
         job=spec.job, rank=spec.rank, world=spec.world, iteration=iteration, start_time_s=start_time_s,
         compute_s=compute_s, comm_s=sum(times), bytes=sum(sizes), iteration_s=iteration_s,
         mode=spec.mode, collective=spec.collective, bucket_bytes=tuple(sizes), bucket_comm_s=tuple(times),
-        loss=loss, param_checksum=checksum, phase=phase))
+        loss=loss, param_checksum=checksum, phase=phase, ecn_marks=ecn_marks))
 
 
 def write_records(path: str | Path, records: Iterable[IterationRecord]) -> None:

@@ -6,6 +6,7 @@ in the emulated hosts, and the kernel's TCP counters of every connection say wha
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import os
@@ -25,10 +26,15 @@ from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET
 from ina.ps import PsJob, PsService
 from jobs.agent import (
     HEADER,
+    TCP_INFO_CE,
+    TCP_INFO_FIELDS,
+    TCPI_OPT_ECN,
     AgentPlan,
     InaEndpoint,
     agent_argv,
     barrier_bytes,
+    ce_delta,
+    ce_received,
     launch_agents,
     plan_agents,
     rank_steps,
@@ -121,13 +127,17 @@ def test_rank_steps_and_remote_pairs():
 def test_wave_runs_every_rank_and_sends_exactly_the_pattern(tmp_path):
     """Three jobs across four loopback machines: every rank records every iteration with the planned
     buckets, and the kernel's TCP counters of every connection equal the pattern's bytes (plus the
-    14-byte message headers) in each direction: nothing more, nothing less crosses between machines."""
+    14-byte message headers) in each direction: nothing more, nothing less crosses between machines.
+    Nothing marks loopback: each iteration's ECN marks are 0, or not measured without ECN."""
     jobs = wave(tmp_path)
     plans = run_wave(tmp_path, jobs)
+    with open("/proc/sys/net/ipv4/tcp_ecn") as f:
+        ecn_requested = f.read().strip() != "2"  # 2, the default: accepted when asked, never asked for
     for job, ss in jobs.items():
         for s in ss:
             recs = read_records(s.records_path)
             assert [r.iteration for r in recs] == list(range(ITERATIONS)), (job, s.rank)
+            assert {r.ecn_marks for r in recs} <= ({0, None} if ecn_requested else {None}), (job, s.rank)
             assert all(r.bucket_bytes == s.bucket_bytes and len(r.bucket_comm_s) == len(s.bucket_bytes)
                        for r in recs)
             assert os.path.exists(ready_path(s))
@@ -241,3 +251,75 @@ def test_an_ina_job_without_an_endpoint_is_refused(tmp_path):
     with pytest.raises(JobError, match="INA job 'ina2' has no INA endpoint on m1"):
         plan_agents({"ina2": specs(tmp_path, "ina2", "ina", ["m0", "m1"], (400,))}, IPS, 1, tmp_path, 30,
                     ina={"ina2": {"m0": InaEndpoint(1, 0, "127.0.0.1")}})
+
+
+class _TcpInfo(ctypes.Structure):
+    """``struct tcp_info`` of Linux 6.18 (``include/uapi/linux/tcp.h``) up to ``tcpi_received_ce``,
+    laid out by the C compiler's rules: an independent derivation of the agent's offsets."""
+
+    _fields_ = [(n, ctypes.c_uint8) for n in ("state", "ca_state", "retransmits", "probes", "backoff", "options",
+                                                "wscale", "flags")] + \
+        [(n, ctypes.c_uint32) for n in ("rto", "ato", "snd_mss", "rcv_mss", "unacked", "sacked", "lost", "retrans",
+                                         "fackets", "last_data_sent", "last_ack_sent", "last_data_recv",
+                                         "last_ack_recv", "pmtu", "rcv_ssthresh", "rtt", "rttvar", "snd_ssthresh",
+                                         "snd_cwnd", "advmss", "reordering", "rcv_rtt", "rcv_space",
+                                         "total_retrans")] + \
+        [(n, ctypes.c_uint64) for n in ("pacing_rate", "max_pacing_rate", "bytes_acked", "bytes_received")] + \
+        [(n, ctypes.c_uint32) for n in ("segs_out", "segs_in", "notsent_bytes", "min_rtt", "data_segs_in",
+                                         "data_segs_out")] + \
+        [(n, ctypes.c_uint64) for n in ("delivery_rate", "busy_time", "rwnd_limited", "sndbuf_limited")] + \
+        [("delivered", ctypes.c_uint32), ("delivered_ce", ctypes.c_uint32), ("bytes_sent", ctypes.c_uint64),
+         ("bytes_retrans", ctypes.c_uint64)] + \
+        [(n, ctypes.c_uint32) for n in ("dsack_dups", "reord_seen", "rcv_ooopack", "snd_wnd", "rcv_wnd", "rehash")] + \
+        [("total_rto", ctypes.c_uint16), ("total_rto_recoveries", ctypes.c_uint16), ("total_rto_time", ctypes.c_uint32),
+         ("received_ce", ctypes.c_uint32)]
+
+
+def test_tcp_info_offsets_are_the_kernel_headers():
+    """The agent reads ``tcpi_options`` at 5 and ``tcpi_received_ce`` at 248 (and its other counters at
+    24, 100, 120, 128), where the C layout of the kernel header's field list puts them."""
+    assert (_TcpInfo.options.offset, _TcpInfo.received_ce.offset) == (5, 248)
+    assert TCP_INFO_CE.size == _TcpInfo.received_ce.offset + 4
+    assert [getattr(_TcpInfo, f).offset for f in ("unacked", "total_retrans", "bytes_acked", "bytes_received")] == \
+        [24, 100, 120, 128] and TCP_INFO_FIELDS.size == 136
+
+
+def test_ce_received_splits_crafted_tcp_info_bytes():
+    """The received-CE counter is read from its offset (not the sender's ``delivered_ce`` beside it) when
+    the connection negotiated ECN; no ECN, or a reply that ends before the field (a kernel before
+    6.18), reads as not measured."""
+    info = _TcpInfo(options=TCPI_OPT_ECN | 0x07, delivered_ce=999, received_ce=4242)
+    raw = bytes(info)[:TCP_INFO_CE.size] + bytes(28)  # the kernel's struct goes on beyond the field
+    assert ce_received(raw) == 4242
+    assert ce_received(raw[:TCP_INFO_CE.size]) == 4242
+    assert ce_received(raw[:TCP_INFO_CE.size - 1]) is None
+    assert ce_received(bytes(_TcpInfo(options=0x07, received_ce=4242))) is None
+
+
+def test_ce_delta_sums_connections_across_the_counters_wrap():
+    """An iteration's marks: the sum over the rank's connections that measure them, modulo 2^32;
+    none measured when no connection does."""
+    assert ce_delta((0xFFFFFFF0, 3, None), (5, 10, None)) == 21 + 7
+    assert ce_delta((None,), (None,)) is None and ce_delta((), ()) is None
+
+
+def test_ce_received_on_a_real_connection_with_ecn():
+    """On a real loopback connection the kernel's reply covers the field: with ECN negotiated (a network
+    namespace with ``tcp_ecn=1``) both ends read an int, 0 as nothing marks loopback traffic."""
+    code = ("import socket, subprocess\n"
+            "open('/proc/sys/net/ipv4/tcp_ecn', 'w').write('1')\n"
+            "subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)\n"
+            "from jobs.agent import TCP_INFO_CE, ce_counts\n"
+            "srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen()\n"
+            "c = socket.create_connection(srv.getsockname()); s, _ = srv.accept()\n"
+            "c.sendall(b'x' * 100000); s.recv(1000)\n"
+            "print(len(c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 512)), *ce_counts([c, s]))\n")
+    try:
+        out = subprocess.run(["unshare", "-rn", sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                             text=True, timeout=30, check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"no network namespace here: {exc}")
+    if int(out[0]) < TCP_INFO_CE.size:
+        assert out[1:] == ["None", "None"]  # a kernel before 6.18 has no received-CE counter
+        pytest.skip(f"the kernel's tcp_info has {out[0]} bytes, tcpi_received_ce needs {TCP_INFO_CE.size}")
+    assert out[1:] == ["0", "0"], out

@@ -148,7 +148,8 @@ def test_threshold_above_the_queue_produces_no_marks(ecn_net):
 
 def test_two_jobs_sharing_a_bottleneck_are_both_marked(ecn_net, tmp_path):
     """Two ring jobs with one worker each on h4 (and the other on h1, h5): both send into h4. Marks are
-    counted on the e2 -> h4 port and attributed to both jobs by their connections."""
+    counted on the e2 -> h4 port and attributed to both jobs by their connections; the ranks' records
+    carry them per iteration."""
     from backend.protocol import ExperimentJob
     from emulator.backend import run_batch
     from emulator.runner import Progress
@@ -176,6 +177,17 @@ def test_two_jobs_sharing_a_bottleneck_are_both_marked(ecn_net, tmp_path):
     # on the aggregation -> e2 link they can share under ECMP: their marks are at most all ports' marks.
     assert ecn["jobs"]["a"]["marks"] + ecn["jobs"]["b"]["marks"] <= on_all
     assert abs(ecn["receiver_ce_total"] - on_all) <= 0.05 * on_all + 2, (ecn["receiver_ce_total"], on_all)
+    # Per iteration, each rank counts the CE packets it received (its connections' tcpi_received_ce).
+    # Every such packet was marked on the job's connections within the wave, whose whole-run count
+    # also has the warm-up iteration, the barriers, the gaps between a rank's iterations and packets
+    # marked then dropped: the recorded iterations' sum is at most the whole-run count. They carry 4
+    # of the 5 iterations' bytes, but the warm-up (both jobs start together) is the most contended,
+    # so the lower bound is looser: 40%.
+    for job in ("a", "b"):
+        recs = [r for r in wave.records if r.job == job]
+        assert len(recs) == 2 * cfg.iterations and all(r.ecn_marks is not None for r in recs), recs
+        per_iteration, total = sum(r.ecn_marks for r in recs), ecn["jobs"][job]["marks"]
+        assert 0.4 * total <= per_iteration <= total, (job, per_iteration, total)
 
 
 def test_marker_detaches_from_interfaces_that_remain(emulation_ok):

@@ -1,0 +1,31 @@
+"""Per-iteration records (``jobs.records``): their JSON-lines form, written and read back."""
+
+from __future__ import annotations
+
+import json
+
+from jobs.records import IterationRecord, read_records, write_records
+
+
+def record(**kw) -> IterationRecord:
+    """A replay rank's record of iteration 0."""
+    return IterationRecord("j", 1, 2, 0, 1000.0, 0.3, 0.6, 100, 0.9, "replay", "ring", (100,), (0.6,), **kw)
+
+
+def test_ecn_marks_round_trip_measured_or_not(tmp_path):
+    """A record's ECN marks (a count, or None: not measured) come back from its file as written."""
+    path = tmp_path / "r.jsonl"
+    recs = [record(ecn_marks=17), record(ecn_marks=0), record()]
+    write_records(path, recs)
+    assert read_records(path) == recs
+    assert [json.loads(line)["ecn_marks"] for line in path.read_text().splitlines()] == [17, 0, None]
+
+
+def test_a_record_written_before_ecn_marks_reads_as_not_measured(tmp_path):
+    """A line without the ``ecn_marks`` key (an older run's) reads back with the marks not measured."""
+    d = record(ecn_marks=5).to_dict()
+    del d["ecn_marks"]
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps(d) + "\n")
+    (rec,) = read_records(path)
+    assert rec.ecn_marks is None and rec == record()
