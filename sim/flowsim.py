@@ -292,6 +292,8 @@ class SimIterationRecord:
         comm_s: sum of ``bucket_comm_s``, seconds.
         bucket_comm_s: time of each bucket's allreduce, seconds, from this rank's start of it
             to its end.
+        ecn_marks: with ``SimOptions.ecn``, the estimated ECN-marked packets this rank received
+            during the iteration (as the agent counts CE packets received), else None.
     """
 
     job: str
@@ -301,6 +303,7 @@ class SimIterationRecord:
     compute_s: float
     comm_s: float
     bucket_comm_s: tuple[float, ...]
+    ecn_marks: float | None = None
 
     @property
     def iteration_s(self) -> float:
@@ -524,6 +527,7 @@ class _RankState:
     measured: int = 0
     finish_s: float | None = None
     aligned: int = -1  # the last iteration whose start it timed against the job's shift
+    marked: float = 0.0  # with SimOptions.ecn: marked bytes it received since its iteration started
 
 
 class _Job:
@@ -904,7 +908,7 @@ class FlowEngine:
                 if not rs.computing:
                     if job.keeper is not None and rs.aligned != op.iteration and self._wait_aligned(job, r, op, now):
                         return
-                    rs.iteration_start_s, rs.bucket_s = now, []
+                    rs.iteration_start_s, rs.bucket_s, rs.marked = now, [], 0.0
                     if spec.compute_s > 0:
                         rs.computing = True
                         self._timer(now + spec.compute_s, (_COMPUTE_END, job.order, r), (job, r))
@@ -922,7 +926,7 @@ class FlowEngine:
                 job.records.append(SimIterationRecord(
                     job=spec.name, rank=r, iteration=op.iteration - spec.warmup_iterations,
                     start_s=rs.iteration_start_s, compute_s=spec.compute_s, comm_s=sum(rs.bucket_s),
-                    bucket_comm_s=tuple(rs.bucket_s)))
+                    bucket_comm_s=tuple(rs.bucket_s), ecn_marks=rs.marked / self.packet_bytes if self.ecn else None))
                 rs.measured += 1
             rs.op, rs.step, rs.op_start_s = rs.op + 1, 0, now
         rs.finish_s = now
@@ -1139,7 +1143,9 @@ class FlowEngine:
                     self.link_marked_bytes[link] += sent
                 # A packet is marked once (a CE packet is not marked again), however many
                 # congested links it crosses: the job counts its bytes once.
-                self.jobs[flow.job].marked_bytes += sent
+                job = self.jobs[flow.job]
+                job.marked_bytes += sent
+                job.ranks[flow.dst].marked += sent  # counted in the receiver's iteration, as the agent does
 
     def _mark_congested(self, links: list[int], flows: list[_Flow]) -> None:
         """Which of the reallocated ``links`` are saturated by two flows or more now."""

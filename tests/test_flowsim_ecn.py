@@ -4,6 +4,8 @@ as marked once."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from common.units import wire_bytes
@@ -86,4 +88,23 @@ def test_estimate_leaves_times_unchanged():
     jobs = [ring2("a", ("h1", "h3")), ring2("b", ("h2", "h3"), iterations=1)]
     plain = simulate(g, host_bottleneck(g), jobs, SimOptions(mtu=MTU))
     marked = simulate(g, host_bottleneck(g), jobs, SimOptions(mtu=MTU, ecn=True))
-    assert plain.records == marked.records and plain.events == marked.events
+    assert all(r.ecn_marks is None for r in plain.records) and all(r.ecn_marks is not None for r in marked.records)
+    assert plain.records == tuple(dataclasses.replace(r, ecn_marks=None) for r in marked.records)
+    assert plain.events == marked.events
+
+
+def test_marks_per_iteration_are_those_each_rank_received_in_it():
+    """Both jobs in step, every packet marked: each measured iteration's marks, summed over a job's ranks,
+    are the packets of its buckets' allreduce (each rank counts those it receives); the warm-up and the
+    barriers make up the rest of the job's whole-run estimate."""
+    g = fat_tree(4)
+    jobs = [ring2("a", ("h1", "h3")), ring2("b", ("h2", "h3"))]
+    result = simulate(g, host_bottleneck(g), jobs, SimOptions(mtu=MTU, ecn=True))
+    per_iteration = sum(wire_bytes(n, MTU) for size in BUCKETS for step in replay_pattern("ring", 2, size)
+                        for _, _, n in step) / (MTU + 14)
+    for job in jobs:
+        recs = [r for r in result.records if r.job == job.name]
+        sums = [sum(r.ecn_marks for r in recs if r.iteration == i) for i in range(job.iterations)]
+        assert sums == pytest.approx([per_iteration] * job.iterations, rel=1e-9)
+        assert [r.ecn_marks for r in recs] == pytest.approx([per_iteration / 2] * len(recs), rel=1e-9)
+        assert sum(sums) < result.job(job.name).ecn_marks
