@@ -25,11 +25,12 @@ import contextlib
 import dataclasses
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from common.errors import PlacementError, TestbedError
 from common.specs import safe_name
 from experiment import results
+from experiment.interleaving import annotate
 from experiment.summary import PolicyRun
 from experiment.timeline import write_timeline_csv
 
@@ -168,17 +169,21 @@ def _run_policies(cfg, g, backend: ExperimentBackend, run_dir: str, caps: dict, 
                     unplaced[spec] = str(e)
                     say(f"    policy {spec} stopped: {e}")
                     continue
-                _write_policy_files(pdir, run, g)
+                if run.timeline:
+                    timeline, shared = annotate(g, run.placements, run.timeline)
+                    runs[spec] = run = dataclasses.replace(run, timeline=timeline)
+                _write_policy_files(pdir, run, shared if run.timeline else {})
     finally:
         if runs or unplaced:
             _report(run_dir, cfg, g, runs, caps, unplaced, say, stream)
     return runs, unplaced
 
 
-def _write_policy_files(pdir: str, run: PolicyRun, g) -> None:
+def _write_policy_files(pdir: str, run: PolicyRun, shared: Mapping[str, Sequence[str]]) -> None:
     """``<policy>/placements.json``, ``starts.json``, ``summary.json``, ``timeline.csv`` and
-    ``profiles.json`` (when iterations were recorded; :mod:`experiment.profiles`) and, for a placer
-    that times jobs or logs its decisions, ``decisions.json``, from every back end alike."""
+    ``profiles.json`` (when iterations were recorded; :mod:`experiment.profiles`, ``shared`` saying who
+    shared links with whom) and, for a placer that times jobs or logs its decisions, ``decisions.json``,
+    from every back end alike."""
     from experiment.profiles import run_profiles
 
     results.write_json(os.path.join(pdir, "placements.json"), list(run.placements))
@@ -186,7 +191,7 @@ def _write_policy_files(pdir: str, run: PolicyRun, g) -> None:
         results.write_json(os.path.join(pdir, "decisions.json"), list(run.decisions))
     if run.timeline:
         write_timeline_csv(os.path.join(pdir, "timeline.csv"), run.timeline)
-        results.write_json(os.path.join(pdir, "profiles.json"), run_profiles(g, pdir, run.placements, run.timeline))
+        results.write_json(os.path.join(pdir, "profiles.json"), run_profiles(pdir, shared, run.timeline))
     results.write_json(os.path.join(pdir, "starts.json"), list(run.starts))
     results.write_json(os.path.join(pdir, "summary.json"), run.summary.to_dict())
 

@@ -8,9 +8,10 @@ compute to its last rank's end of communication, in paper-scale ms.
 
 Every run writes ``<policy>/profiles.json`` beside its ``timeline.csv`` (:func:`run_profiles`), and
 says for each job which other jobs ran at the same time on a link of a path between its machines
-(``shared_with``; those paths cover every link its collective uses, so an empty list means it ran
-alone on its links). Profiles are taken in isolation: reuse the file of a policy under which the
-jobs to profile have ``shared_with: []`` (the config's jobs placed apart, e.g. ``-p consolidate``).
+(``shared_with``, :func:`experiment.interleaving.shared_with`; those paths cover every link its
+collective uses, so an empty list means it ran alone on its links). Profiles are taken in
+isolation: reuse the file of a policy under which the jobs to profile have ``shared_with: []`` (the
+config's jobs placed apart, e.g. ``-p consolidate``).
 For a run without that file::
 
     python -m experiment.profiles RUN_DIR --policy consolidate --out profiles.json
@@ -30,7 +31,6 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from common.errors import ConfigError
 from experiment.timeline import UpPhase, read_timeline_csv
-from topo.routing import EcmpRoutes, path_links
 
 
 def measured_timings(timeline_csv: str) -> dict[str, dict]:
@@ -65,33 +65,11 @@ def timings(phases: Iterable[UpPhase]) -> dict[str, dict]:
     return out
 
 
-def shared_with(g, machines_by_job: Mapping[str, Sequence[str]], phases: Iterable[UpPhase]) -> dict[str, list[str]]:
-    """For every job of ``phases``, the other jobs that ran while it ran (their first iteration's start to
-    their last one's end) on a directed link of a path between two of its machines (the controller's
-    routes, :func:`topo.routing.ecmp_path`); jobs without machines count as sharing nothing.
-    O(J**2 M**2 d) for J jobs of M machines and paths of d hops."""
-    span: dict[str, list[float]] = {}
-    for ph in phases:
-        lo, hi = span.get(ph.job, (ph.start_s, ph.end_s))
-        span[ph.job] = [min(lo, ph.start_s), max(hi, ph.end_s)]
-    routes = EcmpRoutes(g)
-    links = {}
-    for job in span:
-        ms = sorted(set(machines_by_job.get(job, ())))
-        links[job] = {link for a in ms for b in ms if a != b for link in path_links(routes.path(a, b))}
-    return {job: sorted(other for other in span if other != job and links[job] & links[other]
-                        and span[other][0] < span[job][1] and span[job][0] < span[other][1])
-            for job in sorted(span)}
-
-
-def run_profiles(g, source: str, placements: Iterable[Mapping], phases: Sequence[UpPhase]) -> dict:
+def run_profiles(source: str, shared: Mapping[str, Sequence[str]], phases: Sequence[UpPhase]) -> dict:
     """The ``profiles.json`` of one policy's run (module docstring): its jobs' timings from ``phases`` and whom
-    each shared links with, given the run's ``placements.json`` entries (each job where it last started)."""
-    from experiment.measurements import StartRecord
-
-    machines = {(r := StartRecord.from_dict(p)).job: r.machines_by_rank for p in placements}
-    shared = shared_with(g, machines, phases)
-    return {"source": source, "jobs": {job: {**t, "shared_with": shared[job]} for job, t in timings(phases).items()}}
+    each shared links with (:func:`experiment.interleaving.shared_with`)."""
+    return {"source": source,
+            "jobs": {job: {**t, "shared_with": list(shared.get(job, ()))} for job, t in timings(phases).items()}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -48,6 +48,7 @@ from common.jsonfile import write_json_atomic
 from common.units import MEGA, virtual_s
 from experiment.efficiency import distribution_efficiency, jct_lines
 from experiment.ina_results import InaJobResult, InaResult
+from experiment.interleaving import HOLD, OVERLAP_THRESHOLD, interleaving
 from experiment.measurements import PolicyResult
 from experiment.summary import JobSummary, PolicySummary, all_comparisons, completion_figures
 from experiment.tables import format_table
@@ -378,6 +379,7 @@ def summary_tables(summaries: Sequence[PolicySummary], backend: str = "emu",
             parts += ["", f"Jobs under {s.policy} (times in paper-scale seconds, dilation {s.dilation:g}):",
                       format_table([h for _, h, _ in jcols], jrows)]
             parts += marks_lines((timelines or {}).get(s.policy, ()))
+            parts += interleaving_lines(s.policy, (timelines or {}).get(s.policy, ()))
         for reason in s.fidelity_reasons:
             parts.append(f"  UNTRUSTWORTHY under {s.policy}: {reason}; lighten the emulation (a larger "
                          f"dilation, jumbo frames with mtu: 9000, fewer concurrent workers) or use more cores")
@@ -395,6 +397,20 @@ def marks_lines(phases: Sequence) -> list[str]:
         return []
     jobs = ", ".join(f"{job} {format_marks(m)}" for job, m in sorted(means.items()))
     return [f"  ECN marks per iteration (mean; CE packets the job's ranks received, timeline.csv): {jobs}"]
+
+
+def interleaving_lines(policy: str, phases: Sequence) -> list[str]:
+    """The interleaving table of one policy's jobs that shared links (:mod:`experiment.interleaving`):
+    the overlapped part of their Up phases, first, mean and over the last iterations, and from which
+    iteration they interleaved; none when no job shared a link."""
+    found = interleaving(phases)
+    if not found:
+        return []
+    rows = [[i.job, f"{i.overlap[0]:.2f}", f"{i.mean:.2f}", f"{sum(i.overlap[-HOLD:]) / len(i.overlap[-HOLD:]):.2f}",
+             "-" if i.interleaved_from is None else str(i.interleaved_from), str(len(i.overlap))] for i in found]
+    return ["", f"Interleaving under {policy} (the part of each Up phase the jobs sharing its links spend in theirs; "
+                f"interleaved: from the first of {HOLD} iterations in a row at most {OVERLAP_THRESHOLD:.0%}):",
+            format_table(["job", "overlap first", "mean", f"last {HOLD}", "interleaved from", "iterations"], rows)]
 
 
 def shift_lines(s: PolicySummary) -> list[str]:

@@ -30,8 +30,9 @@ PLOTTED_ITERATIONS = 8
 
 @dataclasses.dataclass(frozen=True)
 class UpPhase:
-    """One iteration of one job: when it started, communicated and ended (virtual seconds), and the
-    ECN-marked packets its ranks received in it (None: not measured)."""
+    """One iteration of one job: when it started, communicated and ended (virtual seconds), the
+    ECN-marked packets its ranks received in it (None: not measured) and the part of its Up phase the
+    jobs sharing its links spent in theirs (:mod:`experiment.interleaving`; None: it shares none)."""
 
     job: str
     iteration: int
@@ -39,14 +40,15 @@ class UpPhase:
     up_start_s: float
     end_s: float
     ecn_marks: float | None = None
+    up_overlap: float | None = None
 
     def to_row(self) -> list:
-        """Its ``timeline.csv`` row (an empty ``ecn_marks`` cell: not measured)."""
+        """Its ``timeline.csv`` row (an empty ``ecn_marks`` or ``up_overlap`` cell: none)."""
         return [self.job, self.iteration, self.start_s, self.up_start_s, self.end_s,
-                "" if self.ecn_marks is None else self.ecn_marks]
+                "" if self.ecn_marks is None else self.ecn_marks, "" if self.up_overlap is None else self.up_overlap]
 
 
-COLUMNS = ("job", "iteration", "start_s", "up_start_s", "end_s", "ecn_marks")
+COLUMNS = ("job", "iteration", "start_s", "up_start_s", "end_s", "ecn_marks", "up_overlap")
 
 
 def up_phases(records: Iterable, dilation: float = 1.0) -> tuple[UpPhase, ...]:
@@ -101,14 +103,15 @@ def _marks_cell(cell: str | None) -> float | None:
 
 
 def read_timeline_csv(path: str) -> tuple[UpPhase, ...]:
-    """A ``timeline.csv`` read back (one without the ``ecn_marks`` column reads as not measured).
+    """A ``timeline.csv`` read back (one without the ``ecn_marks`` or ``up_overlap`` column reads as none).
 
     Raises:
         OSError: it cannot be read; ValueError, KeyError: a row is malformed.
     """
     with open(path, newline="", encoding="utf-8") as f:
         return tuple(UpPhase(r["job"], int(r["iteration"]), float(r["start_s"]), float(r["up_start_s"]),
-                             float(r["end_s"]), _marks_cell(r.get("ecn_marks"))) for r in csv.DictReader(f))
+                             float(r["end_s"]), _marks_cell(r.get("ecn_marks")),
+                             float(r["up_overlap"]) if r.get("up_overlap") else None) for r in csv.DictReader(f))
 
 
 def mean_marks(phases: Sequence[UpPhase]) -> dict[str, float]:

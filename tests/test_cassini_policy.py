@@ -17,6 +17,7 @@ from experiment import config
 from experiment.driver import run_experiment
 from experiment.run import placement_context
 from experiment.simrun import SimulatorExperiment, sim_backend, simulate_policy
+from experiment.timeline import read_timeline_csv
 from jobs.models import get_model
 from placement import Cluster, JobRequest, make_policy
 from placement.cassini.compat import link_score
@@ -144,6 +145,9 @@ def test_a_run_writes_the_decision_log_and_the_time_shift_table(tmp_path):
         assert len(f.readlines()) == 1 + 2 * 4  # the two jobs' four iterations
     assert (run_dir / "timelines.png").exists()
     assert "Time shifts under cassini,inner=spread" in text
+    assert "Interleaving under cassini,inner=spread" in text
+    phases = read_timeline_csv(str(run_dir / "cassini_inner=spread" / "timeline.csv"))
+    assert [p.up_overlap for p in phases] == [0.0] * 8  # interleaved from the first iteration
     assert "the phase of 2/2 shifted jobs stayed within the drift threshold" in text
 
 
@@ -185,6 +189,8 @@ def test_measured_timings_replace_the_models_in_the_profiles(tmp_path):
     assert read_timings(str(run_dir / "consolidate" / "profiles.json")) == timings
     assert [kept["consolidate"][j]["shared_with"] for j in ("vgg19-a", "vgg19-b")] == [[], []]
     assert [kept["spread"][j]["shared_with"] for j in ("vgg19-a", "vgg19-b")] == [["vgg19-b"], ["vgg19-a"]]
+    assert {p.up_overlap for p in read_timeline_csv(str(run_dir / "spread" / "timeline.csv"))} == {1.0}
+    assert {p.up_overlap for p in read_timeline_csv(str(run_dir / "consolidate" / "timeline.csv"))} == {None}
     bound_ms = 192.3456
     assert timings["vgg19-a"] == (pytest.approx(352.0 + bound_ms, abs=0.1), pytest.approx(bound_ms, abs=0.1))
     prof = Profile.of(500.0, [(300.0, 200.0, 10.0)])
