@@ -36,9 +36,10 @@ from experiment.ina_results import InaResult
 from experiment.loop import LoopEvent, LoopResult
 from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
 from experiment.report import job_iteration_times, summarise_policy
-from experiment.resimulate import simulate_schedule
+from experiment.resimulate import simulate_schedule, start_offsets
 from experiment.results import write_json
 from experiment.run import config_cluster, last_starts, place_and_run
+from experiment.simrun import mltcp_flows
 from experiment.timeline import up_phases
 from measure import fidelity
 from measure.linkstats import LinkSeries, counter_series, read_queue_samples
@@ -153,8 +154,10 @@ class PolicyMeasurement:
         # The simulator re-drives the run's schedule: its batches one after another where the
         # scheduler runs them so, else every start and preemption at its time.
         in_batches = make_scheduler(cfg.scheduler, seed=cfg.seed).starts_in_batches
+        timeline = up_phases(records, cfg.dilation)
+        delays = start_offsets(timeline, self.batches) if mltcp_flows(cfg) is not None else None
         estimates = simulate_schedule(cfg, g, loop, {e.job: e.bucket_bytes for e in evidence if e.bucket_bytes},
-                                      self.batches if in_batches else None)
+                                      self.batches if in_batches else None, delays)
         link_checks = fidelity.link_checks(queue_samples, rates, windows or None, cfg.mtu, cfg.queue_packets)
         ports = self.ports
         return PolicyResult(
@@ -168,7 +171,7 @@ class PolicyMeasurement:
                                           ports.cost_s / max(1, ports.samples_taken)),
             dir=self.pdir, queue_stats=os.path.basename(self.queue_path), wall_time_s=time.time() - self.t_start,
             ina=ina_result, decisions=tuple(d.to_dict() for d in loop.decisions),
-            timeline=up_phases(records, cfg.dilation))
+            timeline=timeline)
 
 
 SAMPLE_WAIT_S = 3.0

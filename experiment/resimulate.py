@@ -99,7 +99,8 @@ class RecordedPlacements(PlacementPolicy):
 
 
 def simulate_schedule(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Sequence[int]] | None = None,
-                      batches: Sequence[Sequence[str]] | None = None) -> dict[str, JobEstimate]:
+                      batches: Sequence[Sequence[str]] | None = None,
+                      start_delays_s: Mapping[str, float] | None = None) -> dict[str, JobEstimate]:
     """The simulator's estimate of every job of a recorded run, under the run's schedule.
 
     Args:
@@ -113,6 +114,7 @@ def simulate_schedule(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seque
             (a ``waves`` run: the jobs of each start call of the loop, in start order, as the
             emulator's waves or :func:`experiment.run.batches_of` list them): each batch starts once every job
             of the one before has finished in the simulator.
+        start_delays_s: per job, how long after its recorded start it begins (:func:`start_offsets`).
 
     Jobs of collective ``ina`` are simulated at the recorded times by the fluid engine only
     (:mod:`sim.ina`; the step-level one does not model in-network aggregation), and never in batch
@@ -125,7 +127,7 @@ def simulate_schedule(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seque
     Raises:
         JobError: ``batches`` do not list the loop's starts in order.
     """
-    backend = sim_backend(cfg, g, bucket_bytes)
+    backend = sim_backend(cfg, g, bucket_bytes, start_delays_s)
     jobs = _simulated_jobs(cfg, g, loop, bucket_bytes, batched=batches is not None)
     if batches is None:
         starts = [st for st in loop.starts if st.job in jobs]
@@ -144,6 +146,29 @@ def simulate_schedule(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seque
                                 [shifts_of.get((st.time_s, st.job), ()) for st in starts])
     run_loop(list(jobs.values()), scheduler, backend, cluster=config_cluster(cfg, g), policy=placer)
     return {name: backend.estimate(name) for name in jobs if backend.done.get(name)}
+
+
+def start_offsets(phases: Sequence, batches: Sequence[Sequence[str]]) -> dict[str, float]:
+    """Per job of each batch, how much later than the batch's earliest its first recorded iteration began
+    (virtual seconds, from :class:`experiment.timeline.UpPhase` s).
+
+    [R] Jobs started together are, in the simulator, exactly in step; under MLTCP
+    (:class:`sim.mltcp.MltcpFlows`) that is a fixed point that never separates (``shared/specs/cassini.md``
+    §6.3) however strongly F favours the leader, while the emulated jobs begin a few ms apart (each rank
+    passes the start gate at its own moment) and separate from there. So an emulated MLTCP run is
+    re-simulated with each job starting this much after the others, its warm-up run from there; under
+    max-min the lead of a few ms changes little and jobs start together as recorded.
+    """
+    first: dict[str, float] = {}
+    for ph in phases:
+        first[ph.job] = min(first.get(ph.job, ph.start_s), ph.start_s)
+    out = {}
+    for batch in batches:
+        known = [first[j] for j in batch if j in first]
+        for job in batch:
+            if job in first:
+                out[job] = first[job] - min(known)
+    return out
 
 
 def _simulated_jobs(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Sequence[int]] | None,

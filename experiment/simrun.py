@@ -65,14 +65,17 @@ def mltcp_flows(cfg) -> MltcpFlows | None:
                       step=cfg.simulator.mltcp_step)
 
 
-def sim_backend(cfg, g, bucket_bytes: Mapping[str, Sequence[int]] | None = None) -> FlowSimBackend:
+def sim_backend(cfg, g, bucket_bytes: Mapping[str, Sequence[int]] | None = None,
+                start_delays_s: Mapping[str, float] | None = None) -> FlowSimBackend:
     """A fresh simulator back end for config ``cfg`` on topology ``g``: the links' rates at the scale,
-    the config's warm-up and ``simulator`` options (``bucket_bytes``: as :class:`FlowSimBackend`)."""
+    the config's warm-up and ``simulator`` options (``bucket_bytes``, ``start_delays_s``: as
+    :class:`FlowSimBackend`)."""
     from experiment.config import ina_switches
 
     return ENGINES[cfg.simulator.mode](g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations,
                                        sim_options(cfg, g), bucket_bytes=bucket_bytes,
-                                       ina_switches=ina_switches(cfg, g), drift=cfg.time_shifts.rule())
+                                       ina_switches=ina_switches(cfg, g), drift=cfg.time_shifts.rule(),
+                                       start_delays_s=start_delays_s)
 
 
 class SimulatorExperiment(ExperimentBackend):

@@ -50,6 +50,8 @@ class FlowSimBackend(Backend):
             rank 0's machine (as :func:`ina.plan.ps_host_of` does on the emulator).
         drift: when a shifted job counts as drifted and whether it is re-aligned
             (:class:`jobs.phase.DriftRule`; default: the spec's).
+        start_delays_s: per job, how long after its first start its ranks begin, seconds (a recorded
+            run's measured offsets between the jobs it started together, say); none by default.
     """
 
     name = "sim"
@@ -58,8 +60,9 @@ class FlowSimBackend(Backend):
     def __init__(self, g, rate_mbps: Mapping[Link, float], scale: float, warmup_iterations: int = 0,
                  options: SimOptions = SimOptions(), start_s: float = 0.0,
                  bucket_bytes: Mapping[str, Sequence[int]] | None = None, ina_switches: Sequence[str] = (),
-                 drift: DriftRule = DriftRule()):
+                 drift: DriftRule = DriftRule(), start_delays_s: Mapping[str, float] | None = None):
         self.engine = self.engine_class(g, rate_mbps, options)
+        self.start_delays_s = dict(start_delays_s or {})
         self.drift = drift
         self.phases: dict[str, dict] = {}  # each shifted job's time shift as its last run kept it
         self.ina_switches = tuple(ina_switches)
@@ -95,7 +98,8 @@ class FlowSimBackend(Backend):
             self.engine.add(SimJob(name=job.name, machines_by_rank=machines,
                                    collective=job.collective, bucket_bytes=buckets,
                                    compute_s=model.compute_time_s, iterations=job.iterations - done,
-                                   warmup_iterations=self.warmup_iterations, start_s=now, ina=ina))
+                                   warmup_iterations=self.warmup_iterations, ina=ina,
+                                   start_s=now + (self.start_delays_s.get(job.name, 0.0) if not done else 0.0)))
 
     def stop(self, job: str) -> RunEnd:
         return self._end(self.engine.remove(job))
