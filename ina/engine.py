@@ -120,6 +120,8 @@ from ina.protocol import (
 
 MAX_BITS = 32
 """Bits in ``bitmap``: a job's workers plus aggregating leaves."""
+# The flags as plain ints for the PS's per-packet rules: an IntFlag operation builds an enum member.
+_RESULT, _RESEND, _ECN, _OVERFLOW = int(Flag.RESULT), int(Flag.RESEND), int(Flag.ECN), int(Flag.OVERFLOW)
 _FIELD_NAMES = [f.name for f in HEADER_FIELDS]
 _FLAGS_OFFSET = sum(f.bits for f in HEADER_FIELDS[:_FIELD_NAMES.index("flags")]) // 8
 _JOB_OFFSET = sum(f.bits for f in HEADER_FIELDS[:_FIELD_NAMES.index("job_id")]) // 8
@@ -660,7 +662,7 @@ class ParameterServer:
         except MalformedPacket as e:
             n["malformed"][e.reason] += 1
             return [Output(Dest.DROP, reason=f"malformed:{e.reason}")]
-        if h.flags & Flag.RESULT:  # rule 1
+        if h.flags & _RESULT:  # rule 1
             return self._drop("unexpected")
         tree = self._trees.get(h.job_id)
         if tree is None:
@@ -670,7 +672,7 @@ class ParameterServer:
         if done is None and h.seq < self._horizon.get(h.job_id, 0):  # rule 2: forgotten, so late
             return self._drop("late")
         if done is not None:  # rule 2
-            if h.flags & Flag.RESEND:
+            if h.flags & _RESEND:
                 n["resends_answered"] += 1
                 return [Output(Dest.TO_WORKERS, done.packet, "result")]
             return self._drop("late")
@@ -678,12 +680,12 @@ class ParameterServer:
         if covers is None:
             return self._drop("unknown_bits")
         pend = self._pending.setdefault(key, _Pending(h.slot))
-        pend.ecn |= ecn_ce or bool(h.flags & Flag.ECN)
+        pend.ecn |= ecn_ce or bool(h.flags & _ECN)
         if not covers & ~pend.covered:  # rule 4
             return self._drop("duplicates", "duplicate")
-        if h.flags & Flag.OVERFLOW:  # rule 5
+        if h.flags & _OVERFLOW:  # rule 5
             n["resend_requests"] += 1
-            flags = Flag.RESULT | Flag.RESEND | Flag.OVERFLOW
+            flags = _RESULT | _RESEND | _OVERFLOW
             data = self._packet(flags, h.job_id, h.seq, pend.slot, [0] * self.values_per_packet)
             return [Output(Dest.TO_WORKERS, data, "resend_request")]
         kept = [(m, v) for m, v in pend.parts if m & ~covers]  # rule 6
@@ -697,7 +699,7 @@ class ParameterServer:
             return [Output(Dest.DROP, reason="absorbed")]
         sums = tuple(sum(lanes) for lanes in zip(*(v for _, v in pend.parts), strict=True))  # rule 7
         wire = [min(max(s, INT32_MIN), INT32_MAX) for s in sums]
-        flags = Flag.RESULT | (Flag.ECN if pend.ecn else 0) | (Flag.OVERFLOW if list(sums) != wire else 0)
+        flags = _RESULT | (_ECN if pend.ecn else 0) | (_OVERFLOW if list(sums) != wire else 0)
         result = PsResult(h.job_id, h.seq, sums, self._packet(flags, h.job_id, h.seq, pend.slot, wire))
         self._done[key] = result
         del self._pending[key]

@@ -202,7 +202,7 @@ def _packet_struct(count: int) -> struct.Struct:
 
 
 def _check_header(header: InaHeader, n_values: int, values_per_packet: int) -> tuple[int, ...]:
-    fields = dataclasses.astuple(header)
+    fields = tuple(getattr(header, name) for name in FIELD_NAMES)  # astuple's deep copies cost a result 10 µs
     for f, v in zip(HEADER_FIELDS, fields, strict=True):
         if not isinstance(v, int) or not 0 <= v < 1 << f.bits:
             raise InaError(f"INA header field {f.name}={v!r} is not an integer in 0..{(1 << f.bits) - 1}")

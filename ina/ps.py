@@ -55,7 +55,14 @@ KEEP_SEQS = 4096
 """Completed seqs kept per job to answer resends (at least; up to :data:`FORGET_EVERY` more)."""
 FORGET_EVERY = 512
 """Older seqs are forgotten once per this many seqs."""
+RCVBUF_BYTES = 8 << 20
+"""The PS socket's receive buffer: every worker's window of datagrams at once (4 workers x 256 seqs
+take about 1 MB of kernel memory at ~1 KB each; the default 208 KB drops them, and every drop costs
+a worker a resend timeout). Set beyond ``net.core.rmem_max`` where the PS may (``SO_RCVBUFFORCE``,
+root), else up to it."""
+SO_RCVBUFFORCE = 33  # Linux: SO_RCVBUF beyond net.core.rmem_max (root)
 _TOS_SPACE = socket.CMSG_SPACE(1)
+_COLLISION, _RESEND = int(Flag.COLLISION), int(Flag.RESEND)  # plain ints per packet: IntFlag ops are slow
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,6 +178,10 @@ class PsService:
     def __init__(self, sock: socket.socket, jobs: Sequence[PsJob]):
         self.sock = sock
         self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF_BYTES)
+        except PermissionError:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
         self.engine = ParameterServer()
         self.jobs: dict[int, PsJob] = {}
         self.job_counters: dict[int, PsJobCounters] = {}
@@ -244,8 +255,8 @@ class PsService:
         covered = job.tree.expand(fields[_FIELD["bitmap"]]) or 0
         c.received += 1
         c.aggregated += covered & (covered - 1) != 0
-        c.fallback += bool(flags & Flag.COLLISION)
-        c.resend += bool(flags & Flag.RESEND)
+        c.fallback += bool(flags & _COLLISION)
+        c.resend += bool(flags & _RESEND)
         c.completed_seqs += not was_done and self.engine.result(job_id, seq) is not None
 
     def receive(self) -> None:

@@ -81,6 +81,19 @@ def service():
     sock.close()
 
 
+def test_the_ps_socket_holds_every_workers_window_at_once(service):
+    """The PS's receive buffer is RCVBUF_BYTES (the kernel reports twice what was set), or as much as
+    net.core.rmem_max allows a process that may not exceed it: the default 208 KB drops a burst of 4
+    workers' windows on loopback, and each drop costs a worker a resend timeout."""
+    from ina.ps import RCVBUF_BYTES
+
+    with open("/proc/sys/net/core/rmem_max") as f:
+        rmem_max = int(f.read())
+    got = service.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    assert got >= 2 * min(RCVBUF_BYTES, rmem_max)
+    assert got >= 2 * RCVBUF_BYTES or rmem_max < RCVBUF_BYTES
+
+
 def test_a_hosts_packets_outside_the_job_are_dropped_and_counted_not_summed(service):
     """A datagram of job 8 from an address that is none of its machines' is dropped before the PS
     rules: the sum of seq 0 is the two workers' and nobody else's."""
