@@ -14,13 +14,22 @@ on the same 2 cores, as a worker's would be.
 Prints packets/s of each, and its ratio to the in-process engine measured in the same run. The
 veth rows need root; bmv2's a toolchain (P4_PREFIX, /opt/p4 or the PATH).
 
+The end hosts, in the same run: the PS (``python -m ina.ps``) and ``--fan-in`` workers
+(:class:`ina.client.InaClient`, one process each) on loopback addresses (127.0.0.1, and 127.0.0.2
+on), the job's ``--seqs`` seqs allreduced with no switch, so the PS sums every worker's packet as it
+does unaggregated: the packets/s the PS takes in and each worker sends and receives, from the first
+worker's start to the last one's end, their sums checked exact; and the ratio of the slowest end
+host to each aggregator. No root needed.
+
 ``--fabric``: then one job on an emulated leaf-spine (three racks of four machines, one spine,
 10 Gbit/s / scale links, dilation D), replaying a model's scaled DDP buckets with the agent
 runtime, four workers in two racks (h1, h2 under l1; h5, h6 under l2) and, for INA, the PS
 alone in the third rack (h9): its communication time per iteration (virtual seconds) and the
 bytes up each workers' rack uplink, with a ring allreduce (TCP), with INA aggregating at the
 leaves (one engine per leaf, bmv2 where it runs here, else the software engine), and with the
-same INA protocol passed unaggregated to the PS. Ratios are to the ring's in the same run.
+same INA protocol passed unaggregated to the PS; and the bytes into and out of h9, whose one link
+carries the PS's traffic (every aggregate in, one result per worker and seq out). Ratios are to
+the ring's in the same run.
 
     sudo .venv/bin/python bench/ina.py [--seqs 4000] [--fan-in 4] [--window 64 256]
     sudo .venv/bin/python bench/ina.py --fabric [--model vgg16] [--dilation 3] [--iterations 5]
@@ -45,6 +54,23 @@ from ina.rig import SwitchRig  # noqa: E402
 
 JOB = 7
 SLOTS = 4096
+END_HOST_TIMEOUT_S = 300.0
+
+_WORKER = """
+import json, random, sys, time
+from ina.client import InaClient
+from ina.protocol import VALUES_PER_PACKET
+job, bit, seqs, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+rnd = random.Random(bit)
+ints = [rnd.randrange(-1 << 20, 1 << 20) for _ in range(seqs * VALUES_PER_PACKET)]
+with InaClient(job, bit, "127.0.0.1", 1.0, bind=f"127.0.0.{bit + 2}") as client:
+    t0 = time.time()
+    sums = client.allreduce_ints(ints)
+    t1 = time.time()
+with open(out, "w") as f:
+    json.dump({"start": t0, "end": t1, "sums": sums, "sent": client.stats.sent, "resent": client.stats.resent,
+               "timeouts": client.stats.timeouts}, f)
+"""
 
 
 def workload(seqs: int, fan_in: int, seed: int = 1) -> list[bytes]:
@@ -61,6 +87,48 @@ def run_engine(packets: list[bytes], fan_in: int) -> tuple[list[bytes], float]:
     t0 = time.perf_counter()
     outs = [o for p in packets for o in agg.process(p)]
     return [o.data for o in outs if o.dest is not Dest.DROP], time.perf_counter() - t0
+
+
+def end_hosts(seqs: int, fan_in: int) -> dict:
+    """The PS and ``fan_in`` workers on loopback (module docstring): wall seconds from the first worker's
+    start to the last one's end, whether every worker got the exact sums, and the resends."""
+    import json
+    import subprocess
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": repo}
+    with tempfile.TemporaryDirectory(prefix="ina-hosts-") as tmp:
+        cfg, ack = os.path.join(tmp, "ps.json"), os.path.join(tmp, "ack.json")
+        with open(cfg, "w") as f:
+            json.dump({"jobs": [{"job_id": JOB, "root_workers": list(range(fan_in)), "leaves": [],
+                                 "workers": {str(b): f"127.0.0.{b + 2}" for b in range(fan_in)}}]}, f)
+        ps = subprocess.Popen([sys.executable, "-m", "ina.ps", "--config", cfg, "--bind", "127.0.0.1", "--ack", ack],
+                              env=env, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while not os.path.exists(ack):
+                if ps.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the PS did not start: {ps.stderr.read() if ps.poll() is not None else ''}")
+                time.sleep(0.02)
+            outs = [os.path.join(tmp, f"w{b}.json") for b in range(fan_in)]
+            workers = [subprocess.Popen([sys.executable, "-c", _WORKER, str(JOB), str(b), str(seqs), outs[b]], env=env,
+                                        stderr=subprocess.PIPE, text=True) for b in range(fan_in)]
+            for w in workers:
+                if w.wait(timeout=END_HOST_TIMEOUT_S) != 0:
+                    raise RuntimeError(f"a worker failed: {w.stderr.read().strip()}")
+        finally:
+            ps.terminate()
+            ps.wait(timeout=30)
+        results = []
+        for path in outs:
+            with open(path) as f:
+                results.append(json.load(f))
+    rnds = [random.Random(b) for b in range(fan_in)]
+    per_worker = [[r.randrange(-1 << 20, 1 << 20) for _ in range(seqs * VALUES_PER_PACKET)] for r in rnds]
+    want = [sum(col) for col in zip(*per_worker, strict=True)]
+    return {"seconds": max(r["end"] for r in results) - min(r["start"] for r in results),
+            "exact": all(r["sums"] == want for r in results),
+            "resent": sum(r["resent"] for r in results), "timeouts": sum(r["timeouts"] for r in results)}
 
 
 def fabric_rows(args) -> list[list[str]]:
@@ -102,7 +170,8 @@ def fabric_rows(args) -> list[list[str]]:
                 aggregates = sum(st.aggregates for st in stats.values()) if plan else None
                 up = links[("l1", "s1")] + links[("l2", "s1")]
                 rows.append([name, f"{run.comm_mean_s():.3f}", f"{up / 1e6:.2f}",
-                             "-" if aggregates is None else str(aggregates)])
+                             "-" if aggregates is None else str(aggregates),
+                             f"{links[('l3', ps)] / 1e6:.2f} / {links[(ps, 'l3')] / 1e6:.2f}"])
                 print(f"  {name}: {rows[-1][1]} s per iteration, {rows[-1][2]} MB up the workers' uplinks",
                       flush=True)
             engine = fabric.engine
@@ -154,10 +223,26 @@ def main() -> int:
           f"{VALUES_PER_PACKET} int32 lanes per packet")
     print(format_table(["aggregator", "window", "packets", "wall s", "packets/s", "vs engine", "same aggregates"],
                        rows))
+    hosts = end_hosts(args.seqs, args.fan_in)
+    n_in = args.seqs * args.fan_in
+    host_rows = [
+        ["PS (ina.ps), summing every worker's packet", f"{n_in} in, {n_in} out", f"{n_in / hosts['seconds']:,.0f}"],
+        ["each worker (ina.client)", f"{args.seqs} out, {args.seqs} in", f"{args.seqs / hosts['seconds']:,.0f}"]]
+    print(f"INA end hosts on loopback: {args.fan_in} workers and the PS, no switch, {args.seqs} seqs in "
+          f"{hosts['seconds']:.2f} s; sums exact: {'yes' if hosts['exact'] else 'NO'}; "
+          f"{hosts['resent']} resends, {hosts['timeouts']} timeouts")
+    print(format_table(["end host", "packets", "packets/s (packets in)"], host_rows))
+    # The job's packets per second through the end hosts (every worker's packet into the PS) against
+    # each aggregator's: below 1, the end hosts cannot feed that aggregator.
+    hosts_rate = n_in / hosts["seconds"]
+    for r in rows:
+        window = f", window {r[1]}" if r[1] != "-" else ""
+        print(f"  end hosts / {r[0]}{window}: {hosts_rate / float(r[4].replace(',', '')):.2f}")
     if args.fabric and os.geteuid() == 0:
         print(format_table(["one job, 4 workers in 2 racks", "comm s / iteration", "vs ring",
-                            "MB up the workers' uplinks", "vs ring", "aggregates"], fabric_rows(args)))
-    return 0 if all(r[-1] == "yes" for r in rows) else 1
+                            "MB up the workers' uplinks", "vs ring", "aggregates", "MB into / out of h9"],
+                           fabric_rows(args)))
+    return 0 if all(r[-1] == "yes" for r in rows) and hosts["exact"] else 1
 
 
 if __name__ == "__main__":
