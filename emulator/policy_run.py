@@ -32,7 +32,7 @@ from emulator.ina_runs import InaRuns, unused_result
 from emulator.net import link_rates_mbps
 from emulator.queues import PortSampler
 from experiment.config import ExperimentConfig
-from experiment.ina_results import InaResult
+from experiment.ina_results import InaJobResult, InaResult
 from experiment.loop import LoopEvent, LoopResult
 from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
 from experiment.report import job_iteration_times, summarise_policy
@@ -148,8 +148,7 @@ class PolicyMeasurement:
         queue_samples = read_queue_samples(self.queue_path)
         marks = counter_series(queue_samples, "marks") if net.options.ecn.measures else None
         cpu_measured = self.sampler.summary(windows)
-        evidence = job_evidence(cfg, placements, records,
-                                {j: r.ps_host for j, r in ina_result.jobs.items()} if ina_result else None)
+        evidence = job_evidence(cfg, placements, records, ina_result.jobs if ina_result else None)
         verdicts = fidelity.job_verdicts(g, link_rates_mbps(g, cfg.scale), evidence, cfg.mtu)
         # The simulator re-drives the run's schedule: its batches one after another where the
         # scheduler runs them so, else every start and preemption at its time.
@@ -216,10 +215,10 @@ def start_records(loop: LoopResult, batches: list[list[str]]) -> tuple[StartReco
 
 
 def job_evidence(cfg: ExperimentConfig, placements: Sequence[StartRecord], records,
-                 ps_hosts: Mapping[str, str] | None = None) -> list[fidelity.JobEvidence]:
+                 ina_jobs: Mapping[str, InaJobResult] | None = None) -> list[fidelity.JobEvidence]:
     """What the fidelity monitor needs of every placed job: where its ranks ran, the buckets its
     ranks really allreduced (from their records), its communication time in virtual seconds and,
-    for an INA job, its parameter server's machine (``ps_hosts``)."""
+    for an INA job, its parameter server's machine and the switches that aggregated it (``ina_jobs``)."""
     times = job_iteration_times(records, cfg.dilation)
     first = {}
     for r in records:
@@ -236,8 +235,15 @@ def job_evidence(cfg: ExperimentConfig, placements: Sequence[StartRecord], recor
             collective=job.collective, bucket_bytes=tuple(rec.bucket_bytes) if rec else (),
             comm_mean_s=sum(comm) / len(comm) if comm else None,
             complete=len(its) == cfg.iterations and all(v.ranks == job.workers for v in its.values()),
-            ps_host=(ps_hosts or {}).get(job.name)))
+            **_ina_evidence((ina_jobs or {}).get(job.name))))
     return out
+
+
+def _ina_evidence(ina: InaJobResult | None) -> dict:
+    """An INA job's PS machine and aggregating switches, as :class:`measure.fidelity.JobEvidence` fields."""
+    if ina is None:
+        return {}
+    return {"ps_host": ina.ps_host, "ina_switches": (*ina.leaves, *((ina.root,) if ina.root else ()))}
 
 
 def wave_links(w: WaveResult, series: LinkSeries, marks=None) -> WaveLinks:

@@ -50,11 +50,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from common.units import MEGA, TCP_IP_HEADER_BYTES
-from ina.protocol import FRAME_BYTES, VALUES_PER_PACKET
 from jobs.patterns import INA
 from jobs.steps import job_bound_s, job_collisions, job_links, largest_transfer_bytes
 from measure.cpu import CpuSummary
 from measure.shaping import burst_bytes, frame_bytes
+from sim.ina import InaSpec, ina_routes, stream_bytes, streams
 from topo.routing import ecmp_path, path_links
 
 MIN_RATE_RATIO = 0.9
@@ -281,6 +281,7 @@ class JobEvidence:
             :func:`jobs.steps.job_bound_s`); None when nothing was measured.
         complete: whether every rank finished every iteration.
         ps_host: an INA job's parameter server machine (None otherwise).
+        ina_switches: the switches that aggregated an INA job (its leaves and root; empty: none).
     """
 
     job: str
@@ -291,6 +292,7 @@ class JobEvidence:
     comm_mean_s: float | None
     complete: bool
     ps_host: str | None = None
+    ina_switches: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         """JSON-serialisable form."""
@@ -316,8 +318,8 @@ class JobVerdict:
             :data:`LATENCY_BOUND_FRAMES` full packets: its time is software latency, not the
             network), ``local`` (no transfer left its
             machine: bound 0), ``incomplete`` (not measured, or did not finish) or
-            ``not-modelled`` (an INA job: its time is set by the aggregators' and the parameter
-            server's packet processing, which no bound here models; its bound is the wire bound
+            ``not-modelled`` (an INA job: the aggregators' and the parameter server's packet rates,
+            which no bound here models yet, may set its time; its bound is the links' bound
             :func:`ina_bound_s` and its ratio is given, not checked) otherwise.
         bound_s: contention-free bound of one iteration's communication, seconds.
         measured_s: measured mean communication time per iteration, seconds, if any.
@@ -414,32 +416,39 @@ def ina_links(g, machines_by_rank: Sequence[str], ps_host: str | None) -> frozen
     return frozenset(out)
 
 
-def ina_bound_s(rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], ps_host: str,
-                bucket_bytes: Sequence[int]) -> float:
-    """A lower bound on an INA job's communication time per iteration, seconds: every machine but
-    the PS's sends one INA packet per :data:`~ina.protocol.VALUES_PER_PACKET` int32 lanes of each
-    bucket (one lane per 4 bytes) over its own link, and receives as many results back, whatever
-    the switches sum. The slowest such link sets the bound (0: every rank on the PS's machine).
+def ina_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], ps_host: str,
+                bucket_bytes: Sequence[int], switches: Sequence[str] = ()) -> float:
+    """A lower bound on an INA job's communication time per iteration from its links, seconds: each
+    directed link carries some streams of the job (:func:`sim.ina.streams`, the simulator's INA model,
+    with full aggregation at ``switches`` and the PS's results unicast to every machine, as the
+    emulated PS sends them), each stream one INA frame per :data:`~ina.protocol.VALUES_PER_PACKET`
+    int32 lanes of each bucket (one lane per 4 bytes); the slowest link sets the bound (0: every
+    rank on the PS's machine). The PS's own link carries one result per machine and seq out, and
+    one packet per child of the root in, so on a fabric of equal links it is the bottleneck of a
+    job of more than one machine, aggregated or not.
 
-    It leaves out what sets an INA job's time here (the aggregators' and the PS's packet
-    processing, the client's window), so an INA job is not judged against it (status
-    ``not-modelled``): the ratio says how far above its links the INA path ran.
+    It leaves out the aggregators' and the PS's packet processing and the client's window, so an
+    INA job is not judged against it (status ``not-modelled``): the ratio says how far above its
+    links the INA path ran.
 
     Args:
-        rate_mbps: each link's rate, keyed by either orientation (machine links are looked up by
-            the machine's name and its switch's).
+        g: the topology (routes: :func:`topo.routing.ecmp_path`).
+        rate_mbps: each link's rate, keyed by either orientation.
         machines_by_rank: the machine of each rank.
         ps_host: the PS's machine.
         bucket_bytes: the buckets allreduced per iteration, at the rates' scale.
+        switches: the switches that aggregate it (its leaves and root).
     """
-    packets = sum(-(-b // (4 * VALUES_PER_PACKET)) for b in bucket_bytes)
+    if all(m == ps_host for m in machines_by_rank):
+        return 0.0
+    routes = ina_routes(g, machines_by_rank, InaSpec(ps_host, tuple(switches)),
+                        lambda a, b: path_links(ecmp_path(g, a, b)))
+    stream_bits = stream_bytes(bucket_bytes, wire=True) * 8
     worst = 0.0
-    for m in dict.fromkeys(machines_by_rank):
-        if m == ps_host:
-            continue
-        rates = [r for (u, v), r in rate_mbps.items() if m in (u, v)]
-        if rates:
-            worst = max(worst, packets * FRAME_BYTES * 8 / (min(rates) * MEGA))
+    for (u, v), k in streams(routes, frozenset()).items():
+        rate = rate_mbps.get((u, v), rate_mbps.get((v, u)))
+        if rate:
+            worst = max(worst, k * stream_bits / (rate * MEGA))
     return worst
 
 
@@ -475,7 +484,8 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
     for i, e in enumerate(evidence):
         others = dict.fromkeys(evidence[j].job for j in by_wave[e.wave] if j != i and links[i] & links[j])
         if e.collective == INA:
-            bound_s = ina_bound_s(rate_mbps, e.machines_by_rank, e.ps_host, e.bucket_bytes) if e.ps_host else 0.0
+            bound_s = (ina_bound_s(g, rate_mbps, e.machines_by_rank, e.ps_host, e.bucket_bytes, e.ina_switches)
+                       if e.ps_host else 0.0)
             measured = e.comm_mean_s
             out.append(JobVerdict(job=e.job, wave=e.wave, status="incomplete" if measured is None or not e.complete
                                   else "not-modelled", bound_s=bound_s, measured_s=measured,

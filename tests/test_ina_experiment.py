@@ -132,6 +132,8 @@ def test_auto_falls_back_to_the_software_engine_and_no_ina_job_needs_none(monkey
 
 
 def test_ina_jobs_are_not_modelled_by_the_fidelity_bound_but_count_for_contention():
+    """The bound is the job's busiest link: the PS's, which takes in one stream per child of the root
+    and sends one result stream per machine (3 here: h2, h5, h6), aggregated or not."""
     rates = link_rates_mbps(G, 500)
     ina = JobEvidence("a", 0, ("h1", "h2", "h5", "h6"), "ina", (4000,), 0.5, True, ps_host="h1")
     ring = JobEvidence("b", 0, ("h6", "h7"), "ring", (4000,), 0.1, True)
@@ -139,14 +141,28 @@ def test_ina_jobs_are_not_modelled_by_the_fidelity_bound_but_count_for_contentio
     v = {x.job: x for x in job_verdicts(G, rates, [ina, ring, alone], 1500)}
     # one bucket of 4,000 B: 32 packets of 32 lanes, each 14 + 28 + header + 128 bytes on the wire
     wire_s = 32 * (14 + 28 + HEADER_BYTES + 128) * 8 / (rates[("h1", "e1")] * 1e6)
-    assert v["a"].status == "not-modelled" and v["a"].bound_s == pytest.approx(wire_s)
-    assert v["a"].ratio == pytest.approx(0.5 / wire_s) and not v["a"].checked
+    assert v["a"].status == "not-modelled" and v["a"].bound_s == pytest.approx(3 * wire_s)
+    assert v["a"].ratio == pytest.approx(0.5 / (3 * wire_s)) and not v["a"].checked
     assert v["a"].contended_with == ("b",) and v["b"].status == "contended"  # h6's uplink carries both
     assert "a" not in v["c"].contended_with
     incomplete = dataclasses.replace(ina, complete=False)
     assert job_verdicts(G, rates, [incomplete], 1500)[0].status == "incomplete"
-    assert ina_bound_s(rates, ("h1", "h1"), "h1", (4000,)) == 0.0  # every rank on the PS's machine
-    assert ina_bound_s(rates, ("h1", "h2"), "h1", (4000, 1)) == pytest.approx(wire_s * 33 / 32)
+    assert ina_bound_s(G, rates, ("h1", "h1"), "h1", (4000,)) == 0.0  # every rank on the PS's machine
+    assert ina_bound_s(G, rates, ("h1", "h2"), "h1", (4000, 1)) == pytest.approx(wire_s * 33 / 32)
+    # Aggregated at e3 (h5, h6) and at the root e1: one stream into h1, still three results out.
+    aggregated = dataclasses.replace(ina, ina_switches=("e3", "e1"))
+    assert job_verdicts(G, rates, [aggregated], 1500)[0].bound_s == pytest.approx(3 * wire_s)
+
+
+def test_the_ps_alone_in_its_rack_sends_a_result_per_machine_and_takes_in_one_per_root_child():
+    """4 machines in 2 racks, the PS on h9 in a third: unaggregated its link takes in 4 streams and
+    sends 4 results; aggregated at both racks' ToRs it takes in 2 (or 1 where its own ToR sums them),
+    and still sends 4: the unicast results set the bound either way."""
+    rates = link_rates_mbps(G, 500)
+    per_stream = 32 * (14 + 28 + HEADER_BYTES + 128) * 8 / (rates[("h9", "e5")] * 1e6)
+    machines = ("h1", "h2", "h5", "h6")
+    for switches in ((), ("e1", "e3"), ("e1", "e3", "e5")):
+        assert ina_bound_s(G, rates, machines, "h9", (4000,), switches) == pytest.approx(4 * per_stream)
 
 
 def test_ina_links_are_every_machine_to_its_ps_and_back():
