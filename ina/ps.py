@@ -61,6 +61,9 @@ take about 1 MB of kernel memory at ~1 KB each; the default 208 KB drops them, a
 a worker a resend timeout). Set beyond ``net.core.rmem_max`` where the PS may (``SO_RCVBUFFORCE``,
 root), else up to it."""
 SO_RCVBUFFORCE = 33  # Linux: SO_RCVBUF beyond net.core.rmem_max (root)
+DRAIN_BATCH = 256
+"""Datagrams the serve loop takes without waiting once the socket is readable, before it checks
+for a stop or a reload again."""
 _TOS_SPACE = socket.CMSG_SPACE(1)
 _COLLISION, _RESEND = int(Flag.COLLISION), int(Flag.RESEND)  # plain ints per packet: IntFlag ops are slow
 
@@ -259,11 +262,16 @@ class PsService:
         c.resend += bool(flags & _RESEND)
         c.completed_seqs += not was_done and self.engine.result(job_id, seq) is not None
 
-    def receive(self) -> None:
-        """Handle one datagram waiting on the socket."""
-        data, ancdata, _, addr = self.sock.recvmsg(65535, _TOS_SPACE)
+    def receive(self, flags: int = 0) -> bool:
+        """Handle one datagram waiting on the socket (``flags``: ``recvmsg``'s, e.g. ``MSG_DONTWAIT``);
+        False when none was waiting."""
+        try:
+            data, ancdata, _, addr = self.sock.recvmsg(65535, _TOS_SPACE, flags)
+        except BlockingIOError:
+            return False
         tos = next((c[2][0] for c in ancdata if c[0] == socket.IPPROTO_IP and c[1] == socket.IP_TOS and c[2]), 0)
         self.handle(data, tos & 3 == 3, addr[0])
+        return True
 
     def serve(self, stop: list, reload: ConfigReload | None = None, wake: socket.socket | None = None) -> None:
         """Receive until ``stop`` is non-empty, applying ``reload`` whenever it is requested.
@@ -289,8 +297,10 @@ class PsService:
                     wake.recv(4096)
                 except BlockingIOError:
                     pass
-            if sock in ready:
-                self.receive()
+            if sock in ready:  # drain what waits, a batch at most, without a select per datagram
+                for _ in range(DRAIN_BATCH):
+                    if not self.receive(socket.MSG_DONTWAIT) or stop:
+                        break
 
     def stats(self) -> dict:
         """The engine's counters, the datagrams sent (one per worker per result packet) and, under
