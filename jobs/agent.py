@@ -499,9 +499,7 @@ class _Rank:
         for it in range(spec.warmup_iterations + spec.iterations):
             if it == spec.warmup_iterations:
                 self.allreduce(barrier_bytes(spec.world))
-            wait = shift.wait_s(time.time())
-            if wait > 0:
-                time.sleep(wait)
+            shift.start_in_phase()
             ce_start = ce_counts(self.ce_socks)
             start_time_s, t0 = time.time(), time.perf_counter()
             time.sleep(spec.compute_s)

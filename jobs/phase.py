@@ -20,9 +20,10 @@ periods; one that runs persistently slower or faster than its period is put back
 per ``window`` iterations at most. Every recorded error is that of the iteration's actual start
 (after any wait): the error a re-alignment leaves is 0.
 
-Pure: no clock of its own. The simulator calls it with its virtual time, a worker with its wall
-clock (every worker of a job on one machine's clock, or clocks synchronised as §5.4 asks), in one
-unit of time.
+:class:`PhaseKeeper` is pure, with no clock of its own: the simulator calls it with its virtual
+time, a worker with its wall clock (every worker of a job on one machine's clock, or clocks
+synchronised as §5.4 asks), in one unit of time. A worker's :class:`ShiftFollower` reads its job's
+shift file and the wall clock, and sleeps before each iteration (both runtimes alike).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import dataclasses
 import json
 import math
 import os
+import time
 
 DRIFT_FLOOR_S = 0.002
 """The drift threshold's floor, seconds (§5.3 [REC]: 2 ms)."""
@@ -202,6 +204,12 @@ class ShiftFollower:
         if self._pending is not None and now_s >= self._pending[0]:
             self.keeper, self._pending = self._pending[1], None
         return self.keeper.wait_s(now_s) if self.keeper is not None else 0.0
+
+    def start_in_phase(self) -> None:
+        """Sleep, on the wall clock, what the shift asks before the iteration that could start now."""
+        wait = self.wait_s(time.time())
+        if wait > 0:
+            time.sleep(wait)
 
     def record(self) -> dict | None:
         """The last iteration's phase entry (None: never shifted)."""

@@ -120,13 +120,6 @@ def _uptime_s() -> float:
     return time.monotonic() - _START_MONOTONIC
 
 
-def _start_in_phase(shift: ShiftFollower) -> None:
-    """Sleep what the job's time shift asks before the iteration that could start now."""
-    wait = shift.wait_s(time.time())
-    if wait > 0:
-        time.sleep(wait)
-
-
 def _replay(spec: WorkerSpec, collective: Collective) -> None:
     buffers = [torch.empty(b // 4, dtype=torch.float32) for b in spec.bucket_bytes]
     sizes = list(spec.bucket_bytes)
@@ -136,7 +129,7 @@ def _replay(spec: WorkerSpec, collective: Collective) -> None:
             dist.barrier()
         for buf in buffers:
             buf.fill_(1.0)
-        _start_in_phase(shift)
+        shift.start_in_phase()
         start_time_s, t0 = time.time(), time.perf_counter()
         time.sleep(spec.compute_s)
         t1 = time.perf_counter()
@@ -200,7 +193,7 @@ def _train(spec: WorkerSpec, collective: Collective, model_cls) -> None:
         if it == spec.warmup_iterations:
             dist.barrier()
         state.reset()
-        _start_in_phase(shift)
+        shift.start_in_phase()
         start_time_s, t0 = time.time(), time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(ddp(x), y)
