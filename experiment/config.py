@@ -365,6 +365,21 @@ class CassiniConfig:
 
     profiles: str = rule_field(Text(empty=True), "")
 
+    def timings(self) -> dict[str, tuple[float, float]]:
+        """The measured timings of ``profiles``, job -> ``(iter_ms, up_ms)`` (empty without a file).
+
+        Raises:
+            ConfigError: the file cannot be read as measured timings.
+        """
+        if not self.profiles:
+            return {}
+        from placement.cassini.profiles import read_timings
+
+        try:
+            return read_timings(self.profiles)
+        except ValueError as e:
+            raise ConfigError(f"config.cassini.profiles: {e}") from None
+
 
 @dataclasses.dataclass(frozen=True)
 class MltcpConfig:
@@ -694,21 +709,10 @@ def validate(cfg: ExperimentConfig, backend: str = "emu"):
         _validate_jobs(cfg, free)
     _validate_policies(cfg)
     _validate_scheduler(cfg)
-    _validate_profiles(cfg)
+    cfg.cassini.timings()  # the measured profiles, when given, read as such
     for check in checks.last:
         check(cfg)
     return g
-
-
-def _validate_profiles(cfg: ExperimentConfig) -> None:
-    """``cassini.profiles``, when given, reads as measured timings."""
-    if cfg.cassini.profiles:
-        from placement.cassini.profiles import read_timings
-
-        try:
-            read_timings(cfg.cassini.profiles)
-        except ValueError as e:
-            raise ConfigError(f"config.cassini.profiles: {e}") from None
 
 
 def _validate_topology(cfg: ExperimentConfig, shaped: bool = True):

@@ -77,16 +77,8 @@ def placement_context(cfg) -> PlacementContext:
     Raises:
         ConfigError: ``cassini.profiles`` cannot be read as measured timings.
     """
-    timings = {}
-    if cfg.cassini.profiles:
-        from placement.cassini.profiles import read_timings
-
-        try:
-            timings = read_timings(cfg.cassini.profiles)
-        except ValueError as e:
-            raise ConfigError(f"config.cassini.profiles: {e}") from None
     return PlacementContext(mtu=cfg.mtu if cfg.simulator.headers else None, latency_s=cfg.simulator.latency_us * 1e-6,
-                            scale=cfg.scale, timings=timings)
+                            scale=cfg.scale, timings=cfg.cassini.timings())
 
 
 def place_and_run(cfg, g, spec: str, backend: Backend, on_event: Callable[[LoopEvent], None] | None = None,
