@@ -169,10 +169,11 @@ def _run_policies(cfg, g, backend: ExperimentBackend, run_dir: str, caps: dict, 
                     unplaced[spec] = str(e)
                     say(f"    policy {spec} stopped: {e}")
                     continue
+                shared: dict[str, list[str]] = {}
                 if run.timeline:
                     timeline, shared = annotate(g, run.placements, run.timeline)
                     runs[spec] = run = dataclasses.replace(run, timeline=timeline)
-                _write_policy_files(pdir, run, shared if run.timeline else {})
+                _write_policy_files(pdir, run, shared)
     finally:
         if runs or unplaced:
             _report(run_dir, cfg, g, runs, caps, unplaced, say, stream)

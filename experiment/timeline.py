@@ -10,9 +10,10 @@ recorded, so they are not drawn.
 
 Its ECN marks are the sum over its ranks of the CE-marked packets each received during its own
 iteration (:attr:`jobs.records.IterationRecord.ecn_marks`; §7.5 recommends counting CE packets
-received and attributing them to the iteration in which they arrive): how much its traffic queued
-on shared links, iteration by iteration; none where no rank measured them (records without the
-field, such as the simulator's, or a run without ECN).
+received and attributing them to the iteration in which they arrive; the simulator's estimate,
+:attr:`sim.flowsim.SimIterationRecord.ecn_marks`, is counted the same way): how much its traffic
+queued on shared links, iteration by iteration; none where no rank measured them (records without
+the field, a run without ECN or a simulation without its ECN estimate).
 """
 
 from __future__ import annotations
