@@ -406,14 +406,16 @@ def ina_links(g, machines_by_rank: Sequence[str], ps_host: str | None) -> frozen
     """Every directed link an INA job's packets cross: each machine's route to its parameter
     server and back (:func:`topo.routing.ecmp_path`; an aggregator on the way sends on along the
     same route). Empty without a PS host."""
-    out: set[tuple[str, str]] = set()
     if ps_host is None:
         return frozenset()
-    for m in dict.fromkeys(machines_by_rank):
-        if m != ps_host:
-            out.update(path_links(ecmp_path(g, m, ps_host)))
-            out.update(path_links(ecmp_path(g, ps_host, m)))
-    return frozenset(out)
+    routes = _ina_routes(g, machines_by_rank, ps_host)
+    return frozenset(link for links in (*routes.up.values(), *routes.down.values()) for link in links)
+
+
+def _ina_routes(g, machines_by_rank: Sequence[str], ps_host: str, switches: Sequence[str] = ()):
+    """An INA job's routes to and from its PS (:func:`sim.ina.ina_routes` on the controller's paths)."""
+    return ina_routes(g, machines_by_rank, InaSpec(ps_host, tuple(switches)),
+                      lambda a, b: path_links(ecmp_path(g, a, b)))
 
 
 def ina_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], ps_host: str,
@@ -441,8 +443,7 @@ def ina_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Se
     """
     if all(m == ps_host for m in machines_by_rank):
         return 0.0
-    routes = ina_routes(g, machines_by_rank, InaSpec(ps_host, tuple(switches)),
-                        lambda a, b: path_links(ecmp_path(g, a, b)))
+    routes = _ina_routes(g, machines_by_rank, ps_host, switches)
     stream_bits = stream_bytes(bucket_bytes, wire=True) * 8
     worst = 0.0
     for (u, v), k in streams(routes, frozenset()).items():
