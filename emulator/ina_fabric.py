@@ -301,7 +301,7 @@ class InaFabric(StartStop):
             if old_host is not None and old_host != p.ps_host:  # the job's PS moved
                 targets.setdefault(old_host, dict(self._ps[old_host].jobs)).pop(p.job_id)
             current = self._ps[p.ps_host].jobs if p.ps_host in self._ps else {}
-            targets.setdefault(p.ps_host, dict(current))[p.job_id] = PsJob(p.tree, p.addresses)
+            targets.setdefault(p.ps_host, dict(current))[p.job_id] = PsJob(p.tree, p.addresses, p.result_to)
         started: list[PsProcess] = []
         try:
             waits = []
@@ -458,7 +458,7 @@ class InaFabric(StartStop):
         """
         by_host: dict[str, dict[int, PsJob]] = {}
         for p in plans:
-            by_host.setdefault(p.ps_host, {})[p.job_id] = PsJob(p.tree, p.addresses)
+            by_host.setdefault(p.ps_host, {})[p.job_id] = PsJob(p.tree, p.addresses, p.result_to)
         busy = sorted(set(by_host) & set(self._ps))
         if busy:
             raise EmulationError(f"parameter servers already run on {', '.join(busy)}")

@@ -30,7 +30,9 @@ them with one register per value lane plus per-slot registers ``state``, ``key``
    A host outside the job could otherwise claim a worker's bit in a slot, and the worker's own
    packet would then be dropped as a duplicate: a wrong aggregate.
 2. RESULT: if slot ``i`` holds the packet, free it (``released``). Forward the packet
-   unchanged to the workers (multicast; ``results``), whether the job is installed or not.
+   unchanged to the workers (``results``), whether the job is installed or not; where the job's
+   entry lists ``copies`` (results multicast, as ATP's switch multicast), one copy to each of
+   them instead, each addressed to its child (:class:`Copy`).
 3. Job not in the table: forward unchanged towards the PS (``passed``).
 4. From here on the packet is modified: if the IP header's ECN field is CE (``ecn_ce``), set
    the ECN flag.
@@ -101,6 +103,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 from collections.abc import Iterable, Mapping
 
 from ina.protocol import (
@@ -127,6 +130,7 @@ _FLAGS_OFFSET = sum(f.bits for f in HEADER_FIELDS[:_FIELD_NAMES.index("flags")])
 _JOB_OFFSET = sum(f.bits for f in HEADER_FIELDS[:_FIELD_NAMES.index("job_id")]) // 8
 _WRAP = 1 << 32
 _KEPT_FLAGS = Flag.ECN | Flag.OVERFLOW
+_MAC = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")
 
 
 class Role(str, enum.Enum):
@@ -159,6 +163,32 @@ class SlotState(enum.IntEnum):
 
 
 @dataclasses.dataclass(frozen=True)
+class Copy:
+    """One child a switch copies a job's results to (results multicast, rule 2): the copy leaves
+    addressed to it, Ethernet and IPv4 destination rewritten (UDP checksum 0, IPv4 checksum
+    recomputed), and is routed on by that address.
+
+    Attributes:
+        ip: the child's IPv4 address as an integer: a worker machine of this switch's rack, or one
+            machine under a leaf, whose ToR copies the result on to its own rack.
+        mac: the child's Ethernet address, ``xx:xx:xx:xx:xx:xx``.
+    """
+
+    ip: int
+    mac: str
+
+    def __post_init__(self):
+        if not isinstance(self.ip, int) or not 0 <= self.ip <= 0xFFFFFFFF:
+            raise InaError(f"copy address {self.ip!r} must be an IPv4 address as an integer")
+        if not isinstance(self.mac, str) or not _MAC.fullmatch(self.mac):
+            raise InaError(f"copy MAC {self.mac!r} must be 'xx:xx:xx:xx:xx:xx'")
+
+    def to_data(self) -> list:
+        """JSON form: ``[ip, mac]``."""
+        return [self.ip, self.mac]
+
+
+@dataclasses.dataclass(frozen=True)
 class Output:
     """One packet leaving a node, or the record that nothing left.
 
@@ -168,11 +198,14 @@ class Output:
         reason: why, for people and counters: ``absorbed``, ``duplicate``, ``malformed:<why>``,
             ``aggregate``, ``collision``, ``passed``, ``resend``, ``result``, ``resend_request``,
             ``late``, ``unexpected``, ``unknown_job``, ``unknown_bits``, ``overlap``.
+        copies: for a result a switch multicasts, the children it goes to, one copy each (rule 2);
+            empty: the packet leaves as it is addressed.
     """
 
     dest: Dest
     data: bytes = b""
     reason: str = ""
+    copies: tuple[Copy, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,6 +219,9 @@ class JobEntry:
     members: frozenset[int] = frozenset()
     """IPv4 source addresses (as integers) the job's packets may come from: its machines and its
     PS (rule 1b); empty: not checked."""
+    copies: tuple[Copy, ...] = ()
+    """Results multicast: the children each result is copied to here (rule 2); empty: results pass
+    as they are addressed (the PS sends one to every worker)."""
 
 
 def _counted(names: Iterable[str]):
@@ -271,7 +307,7 @@ class Aggregator:
         self._job_out: dict[int, list[int]] = {}
 
     def install(self, job_id: int, fan_in: int, role: Role | str, out_bit: int = 0,
-                members: Iterable[int] = ()) -> None:
+                members: Iterable[int] = (), copies: Iterable[Copy] = ()) -> None:
         """Install (or replace) the table entry of ``job_id``.
 
         Args:
@@ -281,6 +317,8 @@ class Aggregator:
             out_bit: for a leaf, its child bit at the root (0..31), the bitmap of its partials.
             members: IPv4 addresses (integers) the job's packets may come from (rule 1b); none:
                 any source.
+            copies: the children each result is copied to (rule 2, results multicast); none: results
+                pass unchanged.
 
         Raises:
             InaError: any argument out of range, or an unknown role.
@@ -296,7 +334,14 @@ class Aggregator:
         members = frozenset(members)
         if any(not isinstance(a, int) or not 0 <= a <= 0xFFFFFFFF for a in members):
             raise InaError(f"INA job {job_id}: members must be IPv4 addresses as integers")
-        self._jobs[job_id] = JobEntry(fan_in, role, out_bit, members)
+        copies = tuple(copies)
+        if any(not isinstance(c, Copy) for c in copies) or len(set(copies)) != len(copies):
+            raise InaError(f"INA job {job_id}: copies must be distinct Copy records")
+        self._jobs[job_id] = JobEntry(fan_in, role, out_bit, members, copies)
+
+    def install_entry(self, job_id: int, entry: JobEntry) -> None:
+        """:meth:`install` with an entry's fields (checked the same way)."""
+        self.install(job_id, entry.fan_in, entry.role, entry.out_bit, entry.members, entry.copies)
 
     def uninstall(self, job_id: int) -> None:
         """Remove ``job_id``'s entry; its held slots are still freed by their results (rule 2)."""
@@ -377,7 +422,7 @@ class Aggregator:
                 self._free(i)
                 n["released"] += 1
             n["results"] += 1
-            return [Output(Dest.TO_WORKERS, bytes(packet), "result")]
+            return [Output(Dest.TO_WORKERS, bytes(packet), "result", entry.copies if entry is not None else ())]
         if entry is None:  # rule 3
             n["passed"] += 1
             return [Output(Dest.TO_PS, bytes(packet), "passed")]

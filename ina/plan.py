@@ -23,6 +23,16 @@ Resolution (this project's, not a paper's): a switch with a single child would a
 nothing, only hold a slot, so it gets no entry; where the PS's ToR has none, the PS itself
 completes the tree (its rules accept leaves' partials and workers' packets alike).
 
+Results go back one of two ways (:data:`RESULTS`, the config's ``ina.results``):
+
+* ``unicast``: the PS sends every result to every machine of the job.
+* ``multicast`` (ATP's switch multicast, as NetPack models it): each switch with an entry copies
+  a result to its children (:attr:`ina.engine.JobEntry.copies`): a leaf to its rack's machines,
+  the root to the machines at the root (but the PS's own) and to one machine under each leaf,
+  whose leaf copies it on. The PS sends one result into the network per seq, to the root's first
+  child, or, where the root has no entry, one to each of the root's children; a worker on the PS's
+  own machine gets its copy over loopback (:attr:`JobPlan.result_to`).
+
 Complexity: O(machines) per job.
 """
 
@@ -32,8 +42,11 @@ import dataclasses
 import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 
-from ina.engine import MAX_BITS, JobEntry, JobTraffic, JobTree, LeafGroup, Role
+from ina.engine import MAX_BITS, Copy, JobEntry, JobTraffic, JobTree, LeafGroup, Role
 from ina.protocol import InaError
+
+RESULTS = ("unicast", "multicast")
+"""How results reach the workers (module docstring); the simulator models the same two (:data:`sim.ina.RESULTS`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +61,8 @@ class JobPlan:
         addresses: bit -> the machine's IP, where the PS sends results (:class:`ina.ps.PsJob`).
         members: the IPv4 addresses (integers) the job's packets come from: its machines and its
             PS; every switch entry of the job drops packets from any other (engine rule 1b).
+        result_to: the IPs the PS sends each result to, in order: every machine's (unicast), or
+            those the switches' copies do not reach (multicast; module docstring).
     """
 
     tree: JobTree
@@ -56,6 +71,7 @@ class JobPlan:
     ps_host: str
     addresses: Mapping[int, str]
     members: frozenset[int] = frozenset()
+    result_to: tuple[str, ...] = ()
 
     @property
     def job_id(self) -> int:
@@ -170,7 +186,12 @@ def tree_shape(g, machines: Sequence[str], ps_host: str, ina_switches: Iterable[
     return dataclasses.replace(shape, root_aggregates=ps_tor in ina and shape.root_children >= 2)
 
 
-def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches: Iterable[str]) -> JobPlan:
+def _copy(g, machine: str) -> Copy:
+    return Copy(int(ipaddress.IPv4Address(g.nodes[machine]["ip"])), g.nodes[machine]["mac"])
+
+
+def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches: Iterable[str],
+             results: str = "unicast") -> JobPlan:
     """The INA plan of one job (see the module docstring).
 
     Args:
@@ -181,10 +202,14 @@ def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches
         ps_host: the machine of the job's PS (need not host a worker).
         ina_switches: switches that may aggregate the job (a placement's ``ina_switches``);
             each must be a switch of ``g``.
+        results: ``unicast`` or ``multicast`` (:data:`RESULTS`).
 
     Raises:
-        InaError: an unknown machine or switch, no machine, or more bits than the header has.
+        InaError: an unknown machine or switch, no machine, more bits than the header has, or an
+            unknown ``results``.
     """
+    if results not in RESULTS:
+        raise InaError(f"INA job {job_id}: results {results!r} is not one of {', '.join(RESULTS)}")
     shape = tree_shape(g, machines, ps_host, ina_switches, job=f"INA job {job_id}")
     racks, leaf_tors = shape.racks, shape.leaves
     at_root = list(shape.at_root)
@@ -198,14 +223,25 @@ def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches
         workers = tuple(range(nxt + 1, nxt + 1 + len(racks[t])))
         bits.update(zip(racks[t], workers, strict=True))
         leaves.append(LeafGroup(leaf_bit, workers))
-        entries[t] = JobEntry(len(workers), Role.LEAF, leaf_bit)
+        copies = tuple(_copy(g, m) for m in racks[t]) if results == "multicast" else ()
+        entries[t] = JobEntry(len(workers), Role.LEAF, leaf_bit, copies=copies)
         nxt += 1 + len(workers)
     tree = JobTree(job_id, tuple(range(len(at_root))), tuple(leaves))
-    if shape.root_aggregates:
-        entries[shape.ps_tor] = JobEntry(shape.root_children, Role.ROOT)
     addresses = {b: g.nodes[m]["ip"] for m, b in bits.items()}
+    result_to = tuple(addresses[b] for b in sorted(addresses))
+    if results == "multicast":
+        # The root's children: machines at the root but the PS's own (loopback), one machine per leaf.
+        children = [m for m in at_root if m != ps_host] + [racks[t][0] for t in leaf_tors]
+        local = (g.nodes[ps_host]["ip"],) if ps_host in bits else ()
+        if shape.root_aggregates:
+            result_to = (g.nodes[children[0]]["ip"], *local)
+        else:
+            result_to = (*(g.nodes[m]["ip"] for m in children), *local)
+    if shape.root_aggregates:
+        copies = tuple(_copy(g, m) for m in children) if results == "multicast" else ()
+        entries[shape.ps_tor] = JobEntry(shape.root_children, Role.ROOT, copies=copies)
     members = frozenset(int(ipaddress.IPv4Address(g.nodes[m]["ip"])) for m in [*bits, ps_host])
-    return JobPlan(tree, bits, entries, ps_host, addresses, members)
+    return JobPlan(tree, bits, entries, ps_host, addresses, members, result_to)
 
 
 def switch_tables(plans: Iterable[JobPlan]) -> dict[str, dict[int, JobEntry]]:

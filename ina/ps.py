@@ -4,7 +4,8 @@ One PS process per machine serves every job whose PS is on it, on UDP port
 :data:`~ina.protocol.INA_UDP_PORT`. It finishes each seq from whatever reaches it (the root
 switch's aggregates, fall-backs, resends, or every worker's own packet where no switch
 aggregates) and sends the result, from its port, to every worker of the job at the worker's
-address (:func:`~ina.protocol.worker_port` of the job on the worker's machine). The IP header's
+address (:func:`~ina.protocol.worker_port` of the job on the worker's machine), or, where the
+switches multicast results, to the addresses the job's plan names (:attr:`ina.plan.JobPlan.result_to`). The IP header's
 ECN field of each datagram is read (``IP_RECVTOS``) and OR-ed into the seq's result, as a switch
 does with a CE mark.
 
@@ -19,8 +20,9 @@ engine's counters of the PS rules.
 
 Run as ``python -m ina.ps --config ps.json [--stats stats.json] [--bind ADDR] [--ack ack.json]``,
 the config ``{"jobs": [{"job_id": 1, "root_workers": [0, 1], "leaves": [[2, [3, 4]]],
-"workers": {"0": "10.0.0.1", ...}}]}`` (worker bit -> machine IP; a :class:`ina.engine.JobTree`
-plus addresses). On SIGTERM it writes its counters (:meth:`PsService.stats`) to ``--stats`` and
+"workers": {"0": "10.0.0.1", ...}, "result_to": ["10.0.0.2"]}]}`` (worker bit -> machine IP; a
+:class:`ina.engine.JobTree` plus addresses; ``result_to``, optional: where each result goes, every
+worker when absent). On SIGTERM it writes its counters (:meth:`PsService.stats`) to ``--stats`` and
 exits 0.
 
 Jobs start and end while others run: on SIGHUP the PS reads ``--config`` again and serves
@@ -70,10 +72,13 @@ _COLLISION, _RESEND = int(Flag.COLLISION), int(Flag.RESEND)  # plain ints per pa
 
 @dataclasses.dataclass(frozen=True)
 class PsJob:
-    """A job the PS serves: its aggregation tree and each worker bit's machine address."""
+    """A job the PS serves: its aggregation tree, each worker bit's machine address, and the
+    addresses each result is sent to (empty: every worker's; results multicast by the switches:
+    the plan's :attr:`ina.plan.JobPlan.result_to`)."""
 
     tree: JobTree
     workers: Mapping[int, str]
+    result_to: tuple[str, ...] = ()
 
     @property
     def members(self) -> frozenset[str]:
@@ -81,16 +86,17 @@ class PsJob:
         return frozenset(self.workers.values())
 
     def addresses(self) -> list[tuple[str, int]]:
-        """Where the job's results go: every worker machine, at the job's worker port."""
+        """Where the job's results go, at the job's worker port: ``result_to``, else every worker machine."""
         port = worker_port(self.tree.job_id)
-        return [(ip, port) for _, ip in sorted(self.workers.items())]
+        return [(ip, port) for ip in self.result_to or [ip for _, ip in sorted(self.workers.items())]]
 
     def to_dict(self) -> dict:
         """JSON form (an entry of the config's ``jobs``)."""
         t = self.tree
         return {"job_id": t.job_id, "root_workers": list(t.root_workers),
                 "leaves": [[leaf.bit, list(leaf.workers)] for leaf in t.leaves],
-                "workers": {str(b): ip for b, ip in sorted(self.workers.items())}}
+                "workers": {str(b): ip for b, ip in sorted(self.workers.items())},
+                **({"result_to": list(self.result_to)} if self.result_to else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> PsJob:
@@ -103,13 +109,14 @@ class PsJob:
             tree = JobTree(int(d["job_id"]), tuple(int(b) for b in d["root_workers"]),
                            tuple(LeafGroup(int(bit), tuple(int(w) for w in ws)) for bit, ws in d.get("leaves", [])))
             workers = {int(b): str(ip) for b, ip in d["workers"].items()}
+            result_to = tuple(str(ip) for ip in d.get("result_to", ()))
         except (KeyError, TypeError, ValueError) as e:
             raise InaError(f"PS job entry {d!r}: {e}") from None
         bits = [*tree.root_workers, *(b for leaf in tree.leaves for b in leaf.workers)]
         missing = sorted(set(bits) - set(workers))
         if missing:
             raise InaError(f"PS job {tree.job_id}: worker bits {missing} have no address")
-        return cls(tree, workers)
+        return cls(tree, workers, result_to)
 
 
 @dataclasses.dataclass

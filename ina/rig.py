@@ -211,13 +211,15 @@ class SwitchRig(StartStop):
             frame = ina_frame(payload, ecn_ce)
         return self.step_frame(k, frame)
 
-    def step_frame(self, k: int, frame: bytes) -> list[tuple[str, bytes]]:
-        """Send one Ethernet frame into switch ``k``; return the INA payloads that left it (as :meth:`step`)."""
+    def step_frame(self, k: int, frame: bytes, whole: bool = False) -> list[tuple[str, bytes]]:
+        """Send one Ethernet frame into switch ``k``; return the INA payloads that left it (as
+        :meth:`step`), or with ``whole`` the frames."""
         self.ports[k][0].send(frame)
-        return self._collect(k)
+        return self._collect(k, whole)
 
-    def _collect(self, k: int) -> list[tuple[str, bytes]]:
-        """Send a sentinel to each output port of switch ``k``; return the INA frames before them."""
+    def _collect(self, k: int, whole: bool = False) -> list[tuple[str, bytes]]:
+        """Send a sentinel to each output port of switch ``k``; return the INA frames before them
+        (their payloads, or with ``whole`` the frames)."""
         ports = self.ports[k]
         self._seq += 1
         sentinels = {p: mac + HOST_MAC + struct.pack(">HI", SENTINEL_TYPE, self._seq) + bytes(40)
@@ -230,7 +232,7 @@ class SwitchRig(StartStop):
                 data = ina_payload(frame)
                 if data is None:
                     raise P4Error(f"switch {k} sent a non-INA frame out of port {p}: {frame[:64].hex()}")
-                out.append((OUT_PORTS[p], data))
+                out.append((OUT_PORTS[p], frame if whole else data))
         return out
 
     def blast(self, k: int, payloads: list[bytes], window: int = 128) -> tuple[list[tuple[str, bytes]], float]:

@@ -5,21 +5,24 @@ It behaves as ``ina/p4/aggregator.p4`` on bmv2 does, seen from the wire: frames 
 numbered ports (interfaces), UDP to :data:`~ina.protocol.INA_UDP_PORT` goes through the engine's
 switch rules, and what the engine emits leaves towards the PS or the workers by the ``routes``
 (port per direction; none: back out of the port it came in on, one-armed). A rewritten packet
-gets UDP checksum 0; everything else is forwarded unchanged. Other frames are forwarded by
+gets UDP checksum 0; a result copied to a job's children (results multicast) leaves once per
+child, its Ethernet and IPv4 destination the child's (:func:`addressed_to`); everything else is
+forwarded unchanged. Other frames are forwarded by
 destination MAC (``plain``) or dropped and counted (``other``). The counters are the engine's plus
 ``other``, by the same names as the P4 program's ``stats`` register (:data:`ina.p4.switch.STAT_NAMES`).
 
 Run as ``python -m ina.softswitch --control PATH -i 0@eth0 -i 1@eth1 ...``; it is programmed
 over a UNIX stream socket at ``PATH``, one JSON object per line, each answered by one line:
 
-- ``{"op": "configure", "n_slots": 64, "jobs": [[job_id, fan_in, role, out_bit, members], ...],
+- ``{"op": "configure", "n_slots": 64, "jobs": [[job_id, fan_in, role, out_bit, members, copies], ...],
   "routes": {"0": port, "1": port}, "plain": {"02:00:00:00:00:01": port}}`` -> ``{"ok": true}``
   (direction 0: towards the PS, 1: towards the workers);
-- ``{"op": "add_jobs", "jobs": [[job_id, fan_in, role, out_bit, members], ...]}`` -> these jobs' entries
-  installed (an id already installed: its entry replaced); every other entry, the slots and the
-  counters stay. All or nothing: a bad entry installs none;
+- ``{"op": "add_jobs", "jobs": [[job_id, fan_in, role, out_bit, members, copies], ...]}`` -> these jobs'
+  entries installed (an id already installed: its entry replaced); every other entry, the slots and
+  the counters stay. All or nothing: a bad entry installs none;
   (``members``, optional: the IPv4 sources, as integers, the job's packets may come from; empty
-  or absent: any);
+  or absent: any; ``copies``, optional: ``[[ip, mac], ...]``, the children each result is copied
+  to, :class:`ina.engine.Copy`; empty or absent: results pass unchanged);
 - ``{"op": "remove_jobs", "job_ids": [job_id, ...]}`` -> those entries removed (ids not installed
   are ignored); the slots (a removed job's included, freed by their results) and the counters stay;
 - ``{"op": "release_slots"}`` -> every slot free; the table and the counters stay;
@@ -51,7 +54,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from common.errors import TestbedError
-from ina.engine import Aggregator, Dest, JobEntry, JobTraffic, Role
+from ina.engine import Aggregator, Copy, Dest, JobEntry, JobTraffic, Role
 from ina.p4.switch import TO_PS, TO_WORKERS
 from ina.protocol import INA_UDP_PORT, InaError, check_slots
 
@@ -71,25 +74,41 @@ def split_frame(frame: bytes) -> tuple[int, bool] | None:
     return 42, frame[15] & 3 == 3
 
 
-def _checked_entries(rows: Iterable) -> list[tuple[int, int, str, int, tuple[int, ...]]]:
-    """Table rows ``[job_id, fan_in, role, out_bit]`` or ``[..., members]`` (IPv4 sources as
-    integers) of a control message, each checked as :meth:`ina.engine.Aggregator.install` checks
-    it, before any is installed.
+def _checked_entries(rows: Iterable) -> list[tuple[int, JobEntry]]:
+    """Table rows ``[job_id, fan_in, role, out_bit]``, ``[..., members]`` (IPv4 sources as
+    integers) or ``[..., members, copies]`` (``[[ip, mac], ...]``) of a control message, each
+    checked as :meth:`ina.engine.Aggregator.install` checks it, before any is installed.
 
     Raises:
-        InaError: an entry out of range or an unknown role.
-        ValueError, TypeError: a row that is not four or five values.
+        InaError: an entry out of range, an unknown role or a bad copy.
+        ValueError, TypeError: a row that is not four to six values.
     """
     scratch = Aggregator(1)
     out = []
     for row in rows:
         job_id, fan_in, role, out_bit, *rest = row
-        if len(rest) > 1:
-            raise ValueError(f"table row {row!r}: expected [job_id, fan_in, role, out_bit(, members)]")
+        if len(rest) > 2:
+            raise ValueError(f"table row {row!r}: expected [job_id, fan_in, role, out_bit(, members(, copies))]")
         members = tuple(rest[0]) if rest else ()
-        scratch.install(job_id, fan_in, role, out_bit, members)
-        out.append((job_id, fan_in, Role(role).value, out_bit, members))
+        copies = tuple(Copy(ip, mac) for ip, mac in rest[1]) if len(rest) > 1 else ()
+        scratch.install(job_id, fan_in, role, out_bit, members, copies)
+        out.append((job_id, scratch.jobs[job_id]))
     return out
+
+
+def addressed_to(frame: bytes, copy: Copy) -> bytes:
+    """An IPv4/UDP ``frame`` addressed to ``copy``: Ethernet and IPv4 destination rewritten, the
+    IPv4 header checksum recomputed, UDP checksum 0 (none)."""
+    out = bytearray(frame)
+    out[0:6] = bytes.fromhex(copy.mac.replace(":", ""))
+    out[30:34] = copy.ip.to_bytes(4, "big")
+    out[24:26] = b"\0\0"
+    total = sum(struct.unpack_from(">10H", out, 14))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    out[24:26] = (~total & 0xFFFF).to_bytes(2, "big")
+    out[40:42] = b"\0\0"
+    return bytes(out)
 
 
 def _job_ids(msg: dict) -> list[int]:
@@ -130,8 +149,8 @@ class SoftSwitch:
     def configure(self, msg: dict) -> None:
         """Install a new engine with ``n_slots`` and ``jobs``, and the routes (see the module docstring)."""
         engine = Aggregator(check_slots(msg["n_slots"]))
-        for job_id, fan_in, role, out_bit, members in _checked_entries(msg.get("jobs", [])):
-            engine.install(job_id, fan_in, role, out_bit, members)
+        for job_id, entry in _checked_entries(msg.get("jobs", [])):
+            engine.install_entry(job_id, entry)
         self.engine = engine
         self.routes = {int(d): int(p) for d, p in msg.get("routes", {}).items()}
         self.plain = {bytes.fromhex(mac.replace(":", "")): int(p) for mac, p in msg.get("plain", {}).items()}
@@ -145,8 +164,8 @@ class SoftSwitch:
             KeyError: no ``jobs``.
             InaError, ValueError, TypeError: a bad entry (then none is installed).
         """
-        for job_id, fan_in, role, out_bit, members in _checked_entries(msg["jobs"]):
-            self.engine.install(job_id, fan_in, role, out_bit, members)
+        for job_id, entry in _checked_entries(msg["jobs"]):
+            self.engine.install_entry(job_id, entry)
 
     def remove_jobs(self, msg: dict) -> None:
         """Remove the entries of ``msg["job_ids"]`` (ids not installed are ignored); the slots and
@@ -167,7 +186,7 @@ class SoftSwitch:
         """Every slot free and every counter 0; the table entries stay."""
         engine = Aggregator(self.engine.n_slots)
         for job_id, e in self.engine.jobs.items():
-            engine.install(job_id, e.fan_in, e.role, e.out_bit, e.members)
+            engine.install_entry(job_id, e)
         self.engine, self.other = engine, 0
 
     def counters(self) -> dict[str, int]:
@@ -204,7 +223,10 @@ class SoftSwitch:
             if o.dest is Dest.DROP:
                 continue
             out_port = self.routes.get(TO_WORKERS if o.dest is Dest.TO_WORKERS else TO_PS, port)
-            if o.data == payload:
+            if o.copies:  # a result multicast: the packet is unchanged, its address is each child's
+                for c in o.copies:
+                    self.socks[out_port].send(addressed_to(frame, c))
+            elif o.data == payload:
                 self.socks[out_port].send(frame)
             else:  # rewritten: same length, UDP checksum 0
                 self.socks[out_port].send(frame[:40] + b"\0\0" + o.data + frame[start + len(payload):])
@@ -418,8 +440,10 @@ class SoftAggregator:
 
 
 def _rows(jobs: Mapping[int, JobEntry]) -> list[list]:
-    """Table entries as the control protocol's rows ``[job_id, fan_in, role, out_bit, members]``, by job id."""
-    return [[j, e.fan_in, Role(e.role).value, e.out_bit, sorted(e.members)] for j, e in sorted(jobs.items())]
+    """Table entries as the control protocol's rows ``[job_id, fan_in, role, out_bit, members, copies]``,
+    by job id."""
+    return [[j, e.fan_in, Role(e.role).value, e.out_bit, sorted(e.members), [c.to_data() for c in e.copies]]
+            for j, e in sorted(jobs.items())]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -228,3 +228,51 @@ def test_a_jobs_packets_from_a_host_outside_it_are_dropped_and_counted(rig):
     assert [decode(f)[1] for _, f in out] == [(3,) * VALUES_PER_PACKET]
     assert rig.step_frame(0, ina_frame(data_packet(2, 0, 1 << 0, [1] * VALUES_PER_PACKET), src_ip="10.0.0.9")) == []
     assert rig.stats(0).foreign == 1 and rig.stats(0).claims == 2
+
+
+def _ip(a: str) -> int:
+    import ipaddress
+
+    return int(ipaddress.IPv4Address(a))
+
+
+def test_a_result_is_copied_to_each_child_of_its_job_addressed_to_it(rig):
+    """Results multicast: job 1's entry lists three children; the result that frees its slot leaves
+    once per child, the Ethernet and IPv4 destination the child's, the IPv4 checksum valid, UDP
+    checksum 0, everything else (sources, ports, payload) as it came; job 2, without copies, gets
+    its result through unchanged. Replaced by an entry with two children the job's results go to
+    those two; removed, they pass unchanged (each engine's groups and copies undone)."""
+    import dataclasses
+
+    from ina.engine import Copy
+    from ina.protocol import WORKER_PORT_BASE, encode
+    from ina.rig import _checksum, ina_frame
+
+    children = tuple(Copy(_ip(f"10.0.0.{i}"), f"00:00:00:00:00:{i:02x}") for i in (5, 6, 7))
+    rig.configure(0, 64, {1: JobEntry(2, Role.ROOT, copies=children), 2: JobEntry(2, Role.ROOT)})
+
+    def result_of(job_id: int, seq: int) -> bytes:
+        h, _ = decode(data_packet(job_id, seq, 1, [0] * VALUES_PER_PACKET))
+        return encode(dataclasses.replace(h, flags=int(Flag.RESULT), bitmap=0), [7] * VALUES_PER_PACKET)
+
+    def results_out(job_id: int, seq: int) -> list[bytes]:
+        frame = ina_frame(result_of(job_id, seq), src_port=INA_UDP_PORT, dst_port=WORKER_PORT_BASE + job_id)
+        out = rig.step_frame(0, frame, whole=True)
+        assert {d for d, _ in out} <= {"to_workers"}, out
+        for f in (f for _, f in out):
+            assert f[6:14] == frame[6:14] and f[26:30] == frame[26:30] and f[34:38] == frame[34:38]
+            assert f[42:] == frame[42:] and _checksum(f[14:34]) == 0, f.hex()
+            assert f[40:42] == (b"\0\0" if f[30:34] != frame[30:34] else frame[40:42])
+        return sorted(f for _, f in out)
+
+    assert rig.step(0, data_packet(1, 0, 1, [1] * VALUES_PER_PACKET)) == []  # claims the slot
+    out = results_out(1, 0)
+    assert [(f[0:6].hex(":"), int.from_bytes(f[30:34], "big")) for f in out] == [(c.mac, c.ip) for c in children]
+    assert rig.stats(0).released == 1 and rig.stats(0).results == 1
+    assert rig.job_traffic(0, [1])[1] == JobTraffic(0, 1)
+    assert [f[30:34] for f in results_out(2, 0)] == [bytes([10, 0, 0, 2])]
+
+    rig.switches[0].add_jobs({1: JobEntry(2, Role.ROOT, copies=children[1:])})
+    assert [int.from_bytes(f[30:34], "big") for f in results_out(1, 1)] == [c.ip for c in children[1:]]
+    rig.switches[0].remove_jobs([1])
+    assert [f[30:34] for f in results_out(1, 2)] == [bytes([10, 0, 0, 2])]

@@ -12,7 +12,8 @@
  * Tables (programmed by ina/p4/switch.py through simple_switch_CLI):
  *   ina_config  keyless; default action set_slots(mask): slots in use = mask + 1, a power of two
  *               up to INA_SLOTS (the registers' size, fixed at compile time).
- *   ina_job     job_id -> set_job(fan_in, is_leaf, out_bit, check_members): the per-job entry (rule 3).
+ *   ina_job     job_id -> set_job(fan_in, is_leaf, out_bit, check_members, group): the per-job entry
+ *               (rule 3); group, where not 0, the multicast group its results are copied to (rule 2).
  *   ina_member  (job_id, IPv4 source) -> NoAction: the hosts an installed job's packets may come
  *               from (its machines and its PS); with check_members, any other source is dropped
  *               and counted under ST_FOREIGN (rule 1b).
@@ -21,6 +22,9 @@
  *               for an aggregator attached one-armed to its ToR).
  *   plain       Ethernet destination -> to_port(port): non-INA traffic; unmatched: dropped and
  *               counted under ST_OTHER.
+ *   ina_copy    (egress) replica id -> set_copy(ip, mac): a result's copy addressed to one child of
+ *               its job (results multicast, rule 2): each node of a job's multicast group has its
+ *               own replica id; the copy's IPv4 checksum is recomputed, its UDP checksum set to 0.
  *
  * Counters: register `stats`, indexed by the ST_* constants below (ina.engine.AggregatorStats'
  * fields in order, then the malformed reasons of ina.protocol.MALFORMED_REASONS, then ST_OTHER);
@@ -152,6 +156,8 @@ struct metadata_t {
     bit<1> check_members;
     bit<1> go;   /* 1: the packet leaves through ina_out; 0: dropped (absorbed, duplicate, malformed) */
     bit<1> dir;
+    bit<16> group;  /* the job's results multicast group; 0: none */
+    bit<1> copied;  /* a result's copy addressed to a child (egress) */
 }
 
 parser InaParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
@@ -230,17 +236,19 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         default_action = set_slots(0);
     }
 
-    action set_job(bit<8> fan_in, bit<1> is_leaf, bit<8> out_bit, bit<1> check_members) {
+    action set_job(bit<8> fan_in, bit<1> is_leaf, bit<8> out_bit, bit<1> check_members, bit<16> group) {
         meta.installed = 1;
         meta.fan_in = fan_in;
         meta.is_leaf = is_leaf;
         meta.out_bit = out_bit;
         meta.check_members = check_members;
+        meta.group = group;
     }
 
     action not_installed() {
         meta.installed = 0;
         meta.check_members = 0;
+        meta.group = 0;
     }
 
     table ina_job {
@@ -338,7 +346,8 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                     /* Rule 1b: an installed job's packet from a host outside it. */
                     count(ST_FOREIGN);
                 } else if (hdr.ina.flags & F_RESULT != 0) {
-                    /* Rule 2: a result frees the slot holding its (job, seq), goes to the workers. */
+                    /* Rule 2: a result frees the slot holding its (job, seq), goes to the workers
+                       (copied to the job's children where it has a multicast group). */
                     if (holds) {
                         slot_state.write(i, FREE);
                         count(ST_RELEASED);
@@ -445,7 +454,12 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 } else {
                     job_to_workers.count((bit<32>)hdr.ina.job_id);
                 }
-                ina_out.apply();
+                if (meta.dir == TO_WORKERS && meta.group != 0) {
+                    standard_metadata.mcast_grp = meta.group;
+                    hdr.udp.checksum = 0;
+                } else {
+                    ina_out.apply();
+                }
             } else {
                 drop();
             }
@@ -454,11 +468,34 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
 }
 
 control InaEgress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
-    apply { }
+    action set_copy(bit<32> ip, bit<48> mac) {
+        hdr.ipv4.dst = ip;
+        hdr.ethernet.dst = mac;
+        meta.copied = 1;
+    }
+
+    table ina_copy {
+        key = { standard_metadata.egress_rid: exact; }
+        actions = { set_copy; NoAction; }
+        default_action = NoAction();
+        size = 4096;
+    }
+
+    apply {
+        if (standard_metadata.egress_rid != 0) {
+            ina_copy.apply();
+        }
+    }
 }
 
 control InaComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
-    apply { }
+    apply {
+        update_checksum(hdr.ipv4.isValid() && meta.copied == 1,
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn, hdr.ipv4.total_len,
+              hdr.ipv4.identification, hdr.ipv4.frag_flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+              hdr.ipv4.protocol, hdr.ipv4.src, hdr.ipv4.dst },
+            hdr.ipv4.checksum, HashAlgorithm.csum16);
+    }
 }
 
 control InaDeparser(packet_out packet, in headers_t hdr) {

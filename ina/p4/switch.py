@@ -17,10 +17,17 @@ entry handles bmv2 gave them (``table_add`` prints ``Entry has been added with h
 and the ``stats`` register are never touched. After a CLI session that failed part-way the
 handles are unknown and only :meth:`Bmv2Aggregator.configure` (which clears the table) is
 accepted until it succeeds.
+
+A job whose entry lists ``copies`` (results multicast, :class:`ina.engine.Copy`) gets a multicast
+group of its own (``mc_mgrp_create``), one node per copy on the port towards the workers, each
+with its own replica id (``mc_node_create``: bmv2 replicates a packet once per node, several
+nodes on one port included), and per replica id an ``ina_copy`` entry that addresses the copy
+(egress); its ``set_job`` entry names the group. Removing or replacing the job undoes all four.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -47,6 +54,20 @@ _COUNTER_READ = re.compile(r"(job_to_ps|job_to_workers)\[(\d+)\]=\s*\(\d+ bytes,
 """A ``counter_read`` answer: ``job_to_ps[3]= (380 bytes, 2 packets)``."""
 _READY_S = 15.0
 _ADDED = re.compile(r"Entry has been added with handle (\d+)")
+_NODE = re.compile(r"node was created with handle (\d+)")
+MAX_GROUP = 0xFFFF
+"""Multicast group ids and replica ids are 16 bits; 0 means none."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Group:
+    """A job's results multicast group on one switch: its id, its nodes' handles and replica ids,
+    and the handles of its ``ina_copy`` entries (one per node, same order)."""
+
+    group: int
+    nodes: tuple[int, ...]
+    rids: tuple[int, ...]
+    copies: tuple[int, ...]
 
 
 def added_handles(cli_output: str, expected: int) -> list[int]:
@@ -66,10 +87,27 @@ def added_handles(cli_output: str, expected: int) -> list[int]:
     return handles
 
 
-def _job_args(job_id: int, e: JobEntry) -> str:
-    """The ``set_job`` action's parameters of an entry, checked as the software engine checks them."""
-    Aggregator(1).install(job_id, e.fan_in, e.role, e.out_bit, e.members)  # raises InaError on a bad entry
-    return f"{e.fan_in} {int(Role(e.role) is Role.LEAF)} {e.out_bit} {int(bool(e.members))}"
+def _job_args(job_id: int, e: JobEntry, group: int = 0) -> str:
+    """The ``set_job`` action's parameters of an entry, checked as the software engine checks them
+    (``group``: its results multicast group, 0 for none)."""
+    Aggregator(1).install_entry(job_id, e)  # raises InaError on a bad entry
+    return f"{e.fan_in} {int(Role(e.role) is Role.LEAF)} {e.out_bit} {int(bool(e.members))} {group}"
+
+
+def _smallest_free(used: Iterable[int], n: int) -> list[int]:
+    """The ``n`` smallest ids in 1..:data:`MAX_GROUP` not in ``used``.
+
+    Raises:
+        P4Error: fewer than ``n`` are free.
+    """
+    taken, out, i = set(used), [], 1
+    while len(out) < n and i <= MAX_GROUP:
+        if i not in taken:
+            out.append(i)
+        i += 1
+    if len(out) < n:
+        raise P4Error(f"no {n} free multicast ids left on the switch")
+    return out
 
 
 def _member_adds(job_id: int, e: JobEntry) -> list[str]:
@@ -110,6 +148,8 @@ class Bmv2Aggregator:
         self._handles: dict[int, int] | None = {}
         self._members: dict[int, list[int]] = {}  # job id -> handles of its ina_member entries
         """``ina_job`` entry handle by job id; None after a failed update (see the module docstring)."""
+        self._groups: dict[int, _Group] = {}  # job id -> its results multicast group
+        self._copy_port: int | None = None  # where a group's copies leave (configure)
 
     def _ns(self, cmd: list[str]) -> list[str]:
         return ["ip", "netns", "exec", self.netns, *cmd] if self.netns else cmd
@@ -205,11 +245,20 @@ class Bmv2Aggregator:
         """
         check_slots(n_slots)
         job_ids = sorted(jobs)
+        for j in job_ids:
+            _job_args(j, jobs[j])  # every entry checked before anything is sent
+        self._handles = None
+        stale, self._groups = list(self._groups.values()), {}
+        self._destroy_groups(stale)
+        self.cli(["table_clear ina_copy"])
+        self._copy_port = (routes or {}).get(TO_WORKERS, next(iter(self.ports)) if len(self.ports) == 1 else None)
+        self._groups = self._create_groups(jobs)
+        groups = {j: g.group for j, g in self._groups.items()}
         cmds = [f"table_set_default ina_config set_slots {n_slots - 1}", "table_clear ina_job",
                 "table_clear ina_member", "table_clear ina_out", "table_clear plain"]
         adds = []  # what each table_add of the session adds: (job id, True for its ina_job entry)
         for j in job_ids:
-            cmds.append(f"table_add ina_job set_job {j} => {_job_args(j, jobs[j])}")
+            cmds.append(f"table_add ina_job set_job {j} => {_job_args(j, jobs[j], groups.get(j, 0))}")
             adds.append((j, True))
             members = _member_adds(j, jobs[j])
             cmds += members
@@ -218,10 +267,55 @@ class Bmv2Aggregator:
             cmds.append(f"table_add ina_out to_port {direction} => {port}")
         for mac, port in sorted((plain or {}).items()):
             cmds.append(f"table_add plain to_port {mac} => {port}")
-        self._handles = None
         handles = added_handles(self.cli(cmds), sum(c.startswith("table_add ") for c in cmds))
         self._handles, self._members = {}, {}
         self._record(adds, handles)  # the jobs' adds come first
+
+    def _create_groups(self, jobs: Mapping[int, JobEntry]) -> dict[int, _Group]:
+        """A results multicast group for each job of ``jobs`` with copies (see the module
+        docstring), its ids distinct from the groups recorded, in two CLI sessions (nodes and
+        ``ina_copy`` entries, then their association); job id -> its group (not recorded).
+
+        Raises:
+            P4Error: copies with no port towards the workers, no free ids, or the CLI refused.
+        """
+        wanted = {j: e.copies for j, e in sorted(jobs.items()) if e.copies}
+        if not wanted:
+            return {}
+        if self._copy_port is None:
+            raise P4Error(f"results multicast needs the port towards the workers (routes[{TO_WORKERS}]) on a "
+                          f"switch with ports {sorted(self.ports)}")
+        groups = _smallest_free((g.group for g in self._groups.values()), len(wanted))
+        rids = iter(_smallest_free((r for g in self._groups.values() for r in g.rids),
+                                   sum(len(c) for c in wanted.values())))
+        layout = {j: (g, [next(rids) for _ in copies]) for (j, copies), g in zip(wanted.items(), groups, strict=True)}
+        cmds = []
+        for j, (g, rs) in layout.items():
+            cmds.append(f"mc_mgrp_create {g}")
+            for r, c in zip(rs, wanted[j], strict=True):
+                cmds += [f"mc_node_create {r} {self._copy_port}", f"table_add ina_copy set_copy {r} => {c.ip} {c.mac}"]
+        out = self.cli(cmds)
+        n = sum(len(rs) for _, rs in layout.values())
+        nodes, entries = [int(h) for h in _NODE.findall(out)], added_handles(out, n)
+        if len(nodes) != n:
+            raise P4Error(f"simple_switch_CLI printed {len(nodes)} node handles for {n} mc_node_create: {out[-1000:]}")
+        nodes_it, entries_it = iter(nodes), iter(entries)
+        made = {j: _Group(g, tuple(next(nodes_it) for _ in rs), tuple(rs), tuple(next(entries_it) for _ in rs))
+                for j, (g, rs) in layout.items()}
+        self.cli([f"mc_node_associate {g.group} {h}" for g in made.values() for h in g.nodes])
+        return made
+
+    def _destroy_groups(self, groups: Iterable[_Group]) -> None:
+        """Undo :meth:`_create_groups` for these groups.
+
+        Raises:
+            P4Error: the CLI refused.
+        """
+        cmds = [c for g in groups for c in (
+            *(f"mc_node_dissociate {g.group} {h}" for h in g.nodes), *(f"mc_node_destroy {h}" for h in g.nodes),
+            *(f"table_delete ina_copy {h}" for h in g.copies), f"mc_mgrp_destroy {g.group}")]
+        if cmds:
+            self.cli(cmds)
 
     def _record(self, adds: Sequence[tuple[int, bool]], handles: Sequence[int]) -> None:
         for (job_id, is_job), handle in zip(adds, handles, strict=False):
@@ -236,17 +330,18 @@ class Bmv2Aggregator:
                           f"failed update; configure() it again")
         return self._handles
 
-    def _update(self, cmds: list[str], adds: Sequence[tuple[int, bool]], removed: Sequence[int]) -> None:
+    def _update(self, cmds: list[str], adds: Sequence[tuple[int, bool]], changed: Sequence[int],
+                deleted: bool) -> None:
         """Run a session of ``ina_job``/``ina_member`` commands; record the handles of ``adds`` (one
-        per ``table_add``, in order) after forgetting those of the ``removed`` jobs' members (and,
-        for jobs not added again, their ``ina_job`` entry)."""
+        per ``table_add``, in order) after forgetting those of the ``changed`` jobs' members (and,
+        where the session ``deleted`` their ``ina_job`` entries, those entries'; a modified entry
+        keeps its handle)."""
         handles = self._known_handles()
         self._handles = None  # unknown until the whole session has gone through
         new = added_handles(self.cli(cmds), len(adds))
-        readded = {j for j, is_job in adds if is_job}
-        for job_id in removed:
+        for job_id in changed:
             self._members.pop(job_id, None)
-            if job_id not in readded:
+            if deleted:
                 handles.pop(job_id, None)
         self._handles = handles
         self._record(adds, new)
@@ -261,9 +356,14 @@ class Bmv2Aggregator:
             P4Error: the CLI refused a command, or the handles are unknown (see the module docstring).
         """
         handles = self._known_handles()
+        for job_id, e in jobs.items():
+            _job_args(job_id, e)  # every entry checked before anything is sent
+        made = self._create_groups(jobs)
+        stale = [self._groups.pop(j) for j in jobs if j in self._groups]  # destroyed once no entry names them
+        self._groups.update(made)
         cmds, adds, replaced = [], [], []
         for job_id, e in sorted(jobs.items()):
-            args = _job_args(job_id, e)
+            args = _job_args(job_id, e, made[job_id].group if job_id in made else 0)
             if job_id in handles:
                 cmds.append(f"table_modify ina_job set_job {handles[job_id]} => {args}")
                 cmds += [f"table_delete ina_member {h}" for h in self._members.get(job_id, [])]
@@ -275,7 +375,8 @@ class Bmv2Aggregator:
             cmds += members
             adds += [(job_id, False)] * len(members)
         if cmds:
-            self._update(cmds, adds, replaced)
+            self._update(cmds, adds, replaced, deleted=False)
+        self._destroy_groups(stale)
 
     def remove_jobs(self, job_ids: Iterable[int]) -> None:
         """Delete these jobs' ``ina_job`` and ``ina_member`` entries by handle (ids not installed
@@ -289,7 +390,8 @@ class Bmv2Aggregator:
         cmds = [c for j in removed for c in (f"table_delete ina_job {handles[j]}",
                                              *(f"table_delete ina_member {h}" for h in self._members.get(j, [])))]
         if cmds:
-            self._update(cmds, (), removed)
+            self._update(cmds, (), removed, deleted=True)
+        self._destroy_groups([self._groups.pop(j) for j in removed if j in self._groups])
 
     def release_slots(self) -> None:
         """Every slot free (the slot registers reset); the tables and the ``stats`` register stay."""
