@@ -28,8 +28,9 @@ alone in the third rack (h9): its communication time per iteration (virtual seco
 bytes up each workers' rack uplink, with a ring allreduce (TCP), with INA aggregating at the
 leaves (one engine per leaf, bmv2 where it runs here, else the software engine), and with the
 same INA protocol passed unaggregated to the PS; and the bytes into and out of h9, whose one link
-carries the PS's traffic (every aggregate in, one result per worker and seq out). Ratios are to
-the ring's in the same run.
+carries the PS's traffic (every aggregate in, one result per worker and seq out, or, with results
+multicast, one per seq, which l3 copies to l1 and l2 and they to their workers). Ratios are to the
+ring's in the same run.
 
     sudo .venv/bin/python bench/ina.py [--seqs 4000] [--fan-in 4] [--window 64 256]
     sudo .venv/bin/python bench/ina.py --fabric [--model vgg16] [--dilation 3] [--iterations 5]
@@ -149,12 +150,14 @@ def fabric_rows(args) -> list[list[str]]:
     with tempfile.TemporaryDirectory(prefix="ina-bench-") as tmp:
         opts = NetOptions(scale=args.scale, dilation=args.dilation, ina_switches=("l1", "l2", "l3"))
         with EmulatedNetwork(g, tmp, opts) as net, InaFabric(net) as fabric:
-            for name, collective, ina_switches in (("ring allreduce (TCP)", "ring", None),
-                                                   ("INA, aggregated at l1 and l2", "ina", ("l1", "l2", "l3")),
-                                                   ("INA protocol, unaggregated (PS only)", "ina", ())):
+            for name, collective, ina_switches, results in (
+                    ("ring allreduce (TCP)", "ring", None, None),
+                    ("INA, aggregated at l1 and l2", "ina", ("l1", "l2", "l3"), "unicast"),
+                    ("INA, aggregated, results multicast", "ina", ("l1", "l2", "l3"), "multicast"),
+                    ("INA protocol, unaggregated (PS only)", "ina", (), "unicast")):
                 plan = started = None
                 if collective == "ina":
-                    plan = plan_job(g, len(rows) + 1, workers, ps, ina_switches)
+                    plan = plan_job(g, len(rows) + 1, workers, ps, ina_switches, results)
                     fabric.install([plan], 4096)
                     started = fabric.start_ps([plan], os.path.join(tmp, f"ps{len(rows)}"))
                 before = net.switch_counters()

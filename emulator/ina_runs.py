@@ -110,10 +110,14 @@ class InaRuns:
         slots: slots in use at every aggregator.
         switches: the INA switches (those with an aggregator).
         out_dir: the policy's directory; the parameter servers' files go to ``out_dir/ina``.
+        results: how results reach the workers (:data:`ina.plan.RESULTS`: the PS unicasts them,
+            or the switches copy them to their children).
     """
 
-    def __init__(self, g, fabric: InaFabric, slots: int, switches: tuple[str, ...], out_dir: str):
+    def __init__(self, g, fabric: InaFabric, slots: int, switches: tuple[str, ...], out_dir: str,
+                 results: str = "unicast"):
         self.g, self.fabric, self.slots, self.switches = g, fabric, slots, tuple(switches)
+        self.results = results
         self.ps_dir = os.path.join(out_dir, "ina")
         self.next_id = 1
         self.running: dict[str, JobPlan] = {}
@@ -139,7 +143,7 @@ class InaRuns:
         job_id = self.next_id
         self.next_id += 1
         try:
-            plan = plan_job(self.g, job_id, machines, ps_host, allowed)
+            plan = plan_job(self.g, job_id, machines, ps_host, allowed, self.results)
         except TestbedError as e:
             raise EmulationError(f"job {job.name!r} cannot run over INA: {e}") from None
         self.fabric.add_jobs([plan], self.ps_dir)

@@ -101,7 +101,7 @@ class PolicyMeasurement:
         s, cfg = self.s, self.cfg
         ina_runs = None
         if s.ina is not None and s.ina.fabric is not None:
-            ina_runs = InaRuns(s.g, s.ina.fabric, cfg.ina.slots, s.ina.switches, self.pdir)
+            ina_runs = InaRuns(s.g, s.ina.fabric, cfg.ina.slots, s.ina.switches, self.pdir, cfg.ina.results)
             ina_runs.begin()
         backend = EmulatorBackend(cfg, s.net, self.pdir, s.progress, on_batch=self.on_batch, ina=ina_runs,
                                   spawn=s.spawn)
@@ -235,15 +235,17 @@ def job_evidence(cfg: ExperimentConfig, placements: Sequence[StartRecord], recor
             collective=job.collective, bucket_bytes=tuple(rec.bucket_bytes) if rec else (),
             comm_mean_s=sum(comm) / len(comm) if comm else None,
             complete=len(its) == cfg.iterations and all(v.ranks == job.workers for v in its.values()),
-            **_ina_evidence((ina_jobs or {}).get(job.name))))
+            **_ina_evidence((ina_jobs or {}).get(job.name), cfg.ina.results)))
     return out
 
 
-def _ina_evidence(ina: InaJobResult | None) -> dict:
-    """An INA job's PS machine and aggregating switches, as :class:`measure.fidelity.JobEvidence` fields."""
+def _ina_evidence(ina: InaJobResult | None, results: str) -> dict:
+    """An INA job's PS machine, aggregating switches and results mode, as
+    :class:`measure.fidelity.JobEvidence` fields."""
     if ina is None:
         return {}
-    return {"ps_host": ina.ps_host, "ina_switches": (*ina.leaves, *((ina.root,) if ina.root else ()))}
+    return {"ps_host": ina.ps_host, "ina_switches": (*ina.leaves, *((ina.root,) if ina.root else ())),
+            "ina_results": results}
 
 
 def wave_links(w: WaveResult, series: LinkSeries, marks=None) -> WaveLinks:

@@ -240,9 +240,10 @@ class InaConfig:
         pat_gbps: the simulator's Peak Aggregation Throughput of every INA switch, paper-scale
             Gbit/s (NetPack spec §1.6: its memory as a rate; 0: it sums nothing). The default is
             the NetPack simulator's 1 Tb/s (§5.3). The emulator's aggregators sum what they can.
-        results: how results reach the workers: ``unicast`` (the emulated PS sends each machine
-            its own) or ``multicast`` (ATP's switch multicast, as NetPack models it: results
-            retrace the gradients' streams; simulator only). :mod:`sim.ina` models both.
+        results: how results reach the workers: ``unicast`` (the PS sends each machine its own) or
+            ``multicast`` (ATP's switch multicast, as NetPack models it: the PS sends one result per
+            seq and the aggregating switches copy it to their children, :mod:`ina.plan`). Both back
+            ends run both (:mod:`sim.ina` models them).
     """
 
     use: str = rule_field(Name(INA_USE), "required")
@@ -669,10 +670,6 @@ def _afxdp_mtu(cfg: ExperimentConfig) -> None:
              f"at most {AFXDP_MAX_MTU} with switch_ports: afxdp; use switch_ports: auto or system")
 
 
-def _ina_results_unicast(cfg: ExperimentConfig, who: str) -> None:
-    if cfg.ina.results != "unicast":
-        fail("config.ina.results", cfg.ina.results, "is modelled by the simulator only (the emulated parameter "
-             "server unicasts results)", "unicast, or run it with --backend sim")
 
 
 def _ina_needs_fluid(cfg: ExperimentConfig, who: str) -> None:
@@ -829,7 +826,7 @@ def _set_pat(cfg: ExperimentConfig, g) -> None:
 
 
 def _validate_ina(cfg: ExperimentConfig, g, checks: BackendChecks) -> None:
-    """INA jobs run on the emulator (either mode, either runtime; results unicast) and on the
+    """INA jobs run on the emulator (either mode, either runtime, either results) and on the
     simulator's fluid engine (:mod:`sim.ina`), with a power-of-two slot pool on ToRs of the topology."""
     from jobs.patterns import INA
 
@@ -1000,10 +997,10 @@ CHECKS: dict[str, BackendChecks] = {
         "emu", shaped=True, fields=(_validate_ecn, _afxdp_mtu),
         topology=(_validate_cluster, _validate_threshold_delay, _validate_marking_ramp,
                   lambda cfg, _g: _emulator_runs_no_trace(cfg)),
-        ina=(_ina_results_unicast,), last=(_validate_time_limit,), describe=_describe_emulated),
+        last=(_validate_time_limit,), describe=_describe_emulated),
     "sim": BackendChecks("sim", shaped=False, ina=(_ina_needs_fluid,), describe=_describe_simulated),
 }
 """Back end name -> what it checks of a config beyond the common checks (:func:`validate`): the
-emulator its shaping, ECN thresholds against its queues, AF_XDP frame sizes, cluster mode, unicast
-INA results and the wall-time limit, and it runs no trace; the simulator models INA in its fluid
+emulator its shaping, ECN thresholds against its queues, AF_XDP frame sizes, cluster mode and the
+wall-time limit, and it runs no trace; the simulator models INA in its fluid
 engine only."""

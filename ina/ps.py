@@ -143,8 +143,10 @@ class PsJobCounters:
     resend: int = 0
     """Of those, the ones with RESEND set (a worker's retransmission)."""
     results: int = 0
-    """Datagrams the PS sent to the job's workers: one per worker machine per RESULT packet (a
-    completion, an answer to a resend, or a resend request). Summed over jobs: ``datagrams_sent``."""
+    """Datagrams the PS sent to the job's workers: one per address of :meth:`PsJob.addresses` (every
+    worker machine, or with results multicast those the switches' copies do not reach) per RESULT
+    packet (a completion, an answer to a resend, or a resend request). Summed over jobs:
+    ``datagrams_sent``."""
     completed_seqs: int = 0
     """Seqs the PS completed (rule 7; answers to resends of completed seqs not counted again)."""
     foreign: int = 0

@@ -282,6 +282,7 @@ class JobEvidence:
         complete: whether every rank finished every iteration.
         ps_host: an INA job's parameter server machine (None otherwise).
         ina_switches: the switches that aggregated an INA job (its leaves and root; empty: none).
+        ina_results: how an INA job's results came back (:data:`sim.ina.RESULTS`).
     """
 
     job: str
@@ -293,6 +294,7 @@ class JobEvidence:
     complete: bool
     ps_host: str | None = None
     ina_switches: tuple[str, ...] = ()
+    ina_results: str = "unicast"
 
     def to_dict(self) -> dict:
         """JSON-serialisable form."""
@@ -419,15 +421,16 @@ def _ina_routes(g, machines_by_rank: Sequence[str], ps_host: str, switches: Sequ
 
 
 def ina_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], ps_host: str,
-                bucket_bytes: Sequence[int], switches: Sequence[str] = ()) -> float:
+                bucket_bytes: Sequence[int], switches: Sequence[str] = (), results: str = "unicast") -> float:
     """A lower bound on an INA job's communication time per iteration from its links, seconds: each
     directed link carries some streams of the job (:func:`sim.ina.streams`, the simulator's INA model,
-    with full aggregation at ``switches`` and the PS's results unicast to every machine, as the
-    emulated PS sends them), each stream one INA frame per :data:`~ina.protocol.VALUES_PER_PACKET`
-    int32 lanes of each bucket (one lane per 4 bytes); the slowest link sets the bound (0: every
-    rank on the PS's machine). The PS's own link carries one result per machine and seq out, and
-    one packet per child of the root in, so on a fabric of equal links it is the bottleneck of a
-    job of more than one machine, aggregated or not.
+    with full aggregation at ``switches`` and the results as they came back: ``unicast`` from the
+    PS to every machine, or ``multicast``, copied by the switches), each stream one INA frame per
+    :data:`~ina.protocol.VALUES_PER_PACKET` int32 lanes of each bucket (one lane per 4 bytes); the
+    slowest link sets the bound (0: every rank on the PS's machine). With results unicast the PS's
+    own link carries one result per machine and seq out, and one packet per child of the root in,
+    so on a fabric of equal links it is the bottleneck of a job of more than one machine,
+    aggregated or not; multicast, one per child of the root each way.
 
     It leaves out the aggregators' and the PS's packet processing and the client's window, so an
     INA job is not judged against it (status ``not-modelled``): the ratio says how far above its
@@ -440,13 +443,14 @@ def ina_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Se
         ps_host: the PS's machine.
         bucket_bytes: the buckets allreduced per iteration, at the rates' scale.
         switches: the switches that aggregate it (its leaves and root).
+        results: ``unicast`` or ``multicast`` (:data:`sim.ina.RESULTS`).
     """
     if all(m == ps_host for m in machines_by_rank):
         return 0.0
     routes = _ina_routes(g, machines_by_rank, ps_host, switches)
     stream_bits = stream_bytes(bucket_bytes, wire=True) * 8
     worst = 0.0
-    for (u, v), k in streams(routes, frozenset()).items():
+    for (u, v), k in streams(routes, frozenset(), results).items():
         rate = rate_mbps.get((u, v), rate_mbps.get((v, u)))
         if rate:
             worst = max(worst, k * stream_bits / (rate * MEGA))
@@ -485,7 +489,8 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
     for i, e in enumerate(evidence):
         others = dict.fromkeys(evidence[j].job for j in by_wave[e.wave] if j != i and links[i] & links[j])
         if e.collective == INA:
-            bound_s = (ina_bound_s(g, rate_mbps, e.machines_by_rank, e.ps_host, e.bucket_bytes, e.ina_switches)
+            bound_s = (ina_bound_s(g, rate_mbps, e.machines_by_rank, e.ps_host, e.bucket_bytes, e.ina_switches,
+                                   e.ina_results)
                        if e.ps_host else 0.0)
             measured = e.comm_mean_s
             out.append(JobVerdict(job=e.job, wave=e.wave, status="incomplete" if measured is None or not e.complete

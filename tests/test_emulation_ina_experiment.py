@@ -2,7 +2,9 @@
 
 Two INA jobs (the second arriving while the first runs, so it is installed beside it) and a
 ring job on a two-rack leaf-spine, under the fifo scheduler and the consolidate policy, on each
-engine (bmv2 skipped, naming why, where no P4 toolchain runs here). The results must say which
+engine (bmv2 skipped, naming why, where no P4 toolchain runs here), results unicast by the PS on
+bmv2 and multicast by the switches on the software engine (each engine copies results on the
+wire in ``test_ina_p4.py``). The results must say which
 engine ran, every INA job must finish (the agents check every lane of every aggregate against
 the world size, so a wrong sum fails the run), each job's packets must have been summed in its
 ToRs (several worker packets per packet reaching the PS), the per-job uplink bytes the
@@ -22,8 +24,8 @@ from conftest import SCALE, leftovers
 pytestmark = pytest.mark.emulation
 
 
-@pytest.mark.parametrize("engine", ["bmv2", "software"])
-def test_an_experiment_runs_ina_jobs_and_reports_them(emulation_ok, tmp_path, engine):
+@pytest.mark.parametrize(("engine", "results"), [("bmv2", "unicast"), ("software", "multicast")])
+def test_an_experiment_runs_ina_jobs_and_reports_them(emulation_ok, tmp_path, engine, results):
     from emulator.runner import Progress, run_experiment
     from experiment import config
     from ina.p4.build import engine_available
@@ -38,7 +40,8 @@ def test_an_experiment_runs_ina_jobs_and_reports_them(emulation_ok, tmp_path, en
                  {"name": "b", "model": "resnet50", "workers": 3, "collective": "ina", "arrival_s": 0.5},
                  {"name": "c", "model": "resnet50", "workers": 2, "collective": "ring", "arrival_s": 1.0}],
         "scheduler": "fifo", "policies": ["consolidate"], "iterations": 3, "warmup_iterations": 1,
-        "ecn": {"marking": "optional"}, "ina": {"engine": engine, "slots": 256}, "results_dir": str(tmp_path)})
+        "ecn": {"marking": "optional"}, "ina": {"engine": engine, "slots": 256, "results": results},
+        "results_dir": str(tmp_path)})
     with open(os.devnull, "w") as quiet:
         run_dir = run_experiment(cfg, Progress(quiet))
     with open(os.path.join(run_dir, "capabilities.json")) as f:
@@ -55,11 +58,16 @@ def test_an_experiment_runs_ina_jobs_and_reports_them(emulation_ok, tmp_path, en
     # uplink, l1 sums that and h2-h5, h1 reaches its PS over loopback: 2 packets reach the PS per 7
     # sent; b on h8-h10 under l2 with its PS on h8 sends 3 for 2. Resends and fall-backs add a few.
     assert [x[0] for s in m["starts"] if s["job"] == "a" for x in s["slots"]] == [f"h{i}" for i in range(1, 8)]
+    # Results multicast: a's root l1 copies each result to h2-h5 and h6, and l2 to h6-h7, so the PS
+    # sends one into the network (to h2) and one over loopback (to h1); b's root l2 copies to h9-h10.
     for name, machines, ideal in (("a", 7, 3.5), ("b", 3, 1.5)):
         job = ina["jobs"][name]
         assert job["ps"]["aggregated"] > 0 and job["packets_per_ps_packet"] > 0.8 * ideal, (name, job)
-        # one machine per worker here: each client completes every seq the PS completes
+        # one machine per worker here: each client completes every seq the PS completes, exactly once
         assert job["client"]["results"] > 0 and job["ps"]["completed_seqs"] * machines == job["client"]["results"]
+        per_result = 2 if results == "multicast" else machines  # datagrams the PS sends per result
+        ps = job["ps"]
+        assert ps["completed_seqs"] * per_result <= ps["results"] <= (ps["completed_seqs"] + ps["resend"]) * per_result
     assert ina["jobs"]["a"]["root"] == "l1" and ina["jobs"]["a"]["leaves"] == ["l2"]
     # Uplinks: only a's h6-h7 send towards a PS in another rack, through l2 which sums them: half
     # their packets go up (a few more with resends and fall-backs), and the l2 -> s1 port carried

@@ -88,14 +88,17 @@ def test_trace_jobs_ask_for_ina_on_the_fluid_engine():
         validate(from_dict({"trace": {"file": "x.csv", "collective": "ina"}}), backend="sim")
 
 
-def test_multicast_results_are_the_simulators_only():
-    with pytest.raises(ConfigError, match=r"config\.ina\.results: 'multicast' is modelled by the simulator only"):
-        validate(cfg(ina={"results": "multicast"}))
+def test_multicast_results_run_on_both_back_ends():
+    validate(cfg(ina={"results": "multicast"}))
     validate(cfg(ina={"results": "multicast"}, simulator={"mode": "fluid"}), backend="sim")
+    with pytest.raises(ConfigError, match=r"config\.ina\.results"):
+        validate(cfg(ina={"results": "broadcast"}))
 
 
-def test_the_configs_results_modes_are_the_simulators():
-    assert INA_RESULTS == RESULTS
+def test_the_configs_results_modes_are_the_simulators_and_the_plans():
+    from ina.plan import RESULTS as PLANNED
+
+    assert INA_RESULTS == RESULTS == PLANNED
 
 
 def no_p4_anywhere(monkeypatch, tmp_path):
@@ -163,6 +166,12 @@ def test_the_ps_alone_in_its_rack_sends_a_result_per_machine_and_takes_in_one_pe
     machines = ("h1", "h2", "h5", "h6")
     for switches in ((), ("e1", "e3"), ("e1", "e3", "e5")):
         assert ina_bound_s(G, rates, machines, "h9", (4000,), switches) == pytest.approx(4 * per_stream)
+    # Results multicast: the PS's link carries as many out as in; with e5 summing, one each way, and
+    # the busiest links are then the racks' own (one stream each way per machine).
+    assert ina_bound_s(G, rates, machines, "h9", (4000,), ("e1", "e3"), "multicast") == pytest.approx(2 * per_stream)
+    assert ina_bound_s(G, rates, machines, "h9", (4000,), ("e1", "e3", "e5"), "multicast") == \
+        pytest.approx(per_stream)
+    assert ina_bound_s(G, rates, machines, "h9", (4000,), (), "multicast") == pytest.approx(4 * per_stream)
 
 
 def test_ina_links_are_every_machine_to_its_ps_and_back():

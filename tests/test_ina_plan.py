@@ -172,3 +172,60 @@ def test_engine_resolution_names_the_engine_and_refuses_unknown_ones():
     if available != "bmv2":
         with pytest.raises(EmulationError, match="cannot run here"):
             resolve_engine("bmv2")
+
+
+def _delivered(g, p, ps: str) -> tuple[list[str], int]:
+    """Where one result of plan ``p`` ends up when results are multicast: the PS sends one packet to
+    each of ``p.result_to``; a packet addressed to machine m passes the root (the PS's ToR) and
+    then m's ToR, and every switch with an entry of the job copies it to the entry's children
+    (engine rule 2). Returns the machines reached (with repeats) and the packets the PS sent into
+    the network."""
+    by_ip = {g.nodes[m]["ip"]: m for m in g.nodes if g.nodes[m].get("role") == "machine"}
+    switches = {s: Aggregator(64) for s in p.entries}
+    for s, entry in p.entries.items():
+        switches[s].install_entry(p.job_id, entry)
+    packet = data_packet(p.job_id, 0, 0, [0] * 32, flags=1)  # a RESULT
+    reached, sent = [], 0
+
+    def travel(m: str, hops: list[str]) -> None:
+        for i, hop in enumerate(hops):
+            if hop in switches:
+                (out,) = switches[hop].process(packet)
+                if out.copies:
+                    for c in out.copies:
+                        child = by_ip[str(ipaddress.IPv4Address(c.ip))]
+                        travel(child, [t for t in [tor_of(g, child)] if t not in hops[:i + 1]])
+                    return
+        reached.append(m)
+
+    for ip in p.result_to:
+        m = by_ip[ip]
+        if m == ps:
+            reached.append(m)  # loopback
+            continue
+        sent += 1
+        travel(m, list(dict.fromkeys([tor_of(g, ps), tor_of(g, m)])))
+    return reached, sent
+
+
+def test_multicast_results_reach_every_machine_once_with_one_result_from_the_ps(ls):
+    """Results multicast: the root copies to its machines and one machine per leaf, each leaf to its
+    rack; the PS sends one result into the network where the root aggregates (else one per root
+    child), and every machine of the job gets exactly one, for random placements on three racks."""
+    p = plan_job(ls, 3, ["h1", "h2", "h11", "h12", "h13", "h7", "h6"], "h6", ["l1", "l2", "l3"], "multicast")
+    ip = {m: int(ipaddress.IPv4Address(ls.nodes[m]["ip"])) for m in ls.nodes if m.startswith("h")}
+    assert [c.ip for c in p.entries["l2"].copies] == [ip["h7"], ip["h1"], ip["h11"]]
+    assert [c.ip for c in p.entries["l1"].copies] == [ip["h1"], ip["h2"]]
+    assert p.result_to == (ls.nodes["h7"]["ip"], ls.nodes["h6"]["ip"])
+    assert plan_job(ls, 3, ["h1", "h2", "h7"], "h6", ["l1", "l2"]).entries["l1"].copies == ()  # unicast
+    rnd = random.Random(11)
+    for trial in range(60):
+        machines = rnd.sample([f"h{i}" for i in range(1, 16)], rnd.randint(1, 9))
+        ps = rnd.choice([f"h{i}" for i in range(1, 16)])
+        ina = [s for s in ("l1", "l2", "l3") if rnd.random() < 0.7]
+        p = plan_job(ls, trial, machines, ps, ina, "multicast")
+        reached, sent = _delivered(ls, p, ps)
+        assert sorted(reached) == sorted(set(machines)), (machines, ps, ina, p.entries, p.result_to)
+        assert sent == 1 if tor_of(ls, ps) in p.entries else sent <= len(set(machines)), (machines, ps, ina)
+    with pytest.raises(InaError, match="results 'broadcast'"):
+        plan_job(ls, 1, ["h1"], "h2", [], "broadcast")
