@@ -47,6 +47,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from experiment.config import InaConfig  # noqa: E402
 from experiment.report import format_table  # noqa: E402
 from ina.engine import Aggregator, Dest, JobEntry, Role  # noqa: E402
 from ina.p4 import build  # noqa: E402
@@ -55,16 +56,16 @@ from ina.rig import SwitchRig  # noqa: E402
 
 JOB = 7
 SLOTS = 4096
+DEFAULT_VALUES_PER_PACKET = InaConfig().values_per_packet
 END_HOST_TIMEOUT_S = 300.0
 
 _WORKER = """
 import json, random, sys, time
 from ina.client import InaClient
-from ina.protocol import VALUES_PER_PACKET
-job, bit, seqs, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+job, bit, seqs, out, lanes = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 rnd = random.Random(bit)
-ints = [rnd.randrange(-1 << 20, 1 << 20) for _ in range(seqs * VALUES_PER_PACKET)]
-with InaClient(job, bit, "127.0.0.1", 1.0, bind=f"127.0.0.{bit + 2}") as client:
+ints = [rnd.randrange(-1 << 20, 1 << 20) for _ in range(seqs * lanes)]
+with InaClient(job, bit, "127.0.0.1", 1.0, bind=f"127.0.0.{bit + 2}", values_per_packet=lanes) as client:
     t0 = time.time()
     sums = client.allreduce_ints(ints)
     t1 = time.time()
@@ -74,23 +75,23 @@ with open(out, "w") as f:
 """
 
 
-def workload(seqs: int, fan_in: int, seed: int = 1) -> list[bytes]:
-    """Every worker's packet of every seq, seq by seq."""
+def workload(seqs: int, fan_in: int, lanes: int, seed: int = 1) -> list[bytes]:
+    """Every worker's packet of every seq, seq by seq, ``lanes`` values each."""
     rnd = random.Random(seed)
-    return [data_packet(JOB, seq, 1 << w, [rnd.randrange(-1 << 20, 1 << 20) for _ in range(VALUES_PER_PACKET)])
+    return [data_packet(JOB, seq, 1 << w, [rnd.randrange(-1 << 20, 1 << 20) for _ in range(lanes)])
             for seq in range(seqs) for w in range(fan_in)]
 
 
-def run_engine(packets: list[bytes], fan_in: int) -> tuple[list[bytes], float]:
+def run_engine(packets: list[bytes], fan_in: int, lanes: int) -> tuple[list[bytes], float]:
     """The engine's aggregates and its wall seconds."""
-    agg = Aggregator(SLOTS)
+    agg = Aggregator(SLOTS, lanes)
     agg.install(JOB, fan_in, Role.LEAF, out_bit=0)
     t0 = time.perf_counter()
     outs = [o for p in packets for o in agg.process(p)]
     return [o.data for o in outs if o.dest is not Dest.DROP], time.perf_counter() - t0
 
 
-def end_hosts(seqs: int, fan_in: int) -> dict:
+def end_hosts(seqs: int, fan_in: int, lanes: int) -> dict:
     """The PS and ``fan_in`` workers on loopback (module docstring): wall seconds from the first worker's
     start to the last one's end, whether every worker got the exact sums, and the resends."""
     import json
@@ -103,8 +104,8 @@ def end_hosts(seqs: int, fan_in: int) -> dict:
         with open(cfg, "w") as f:
             json.dump({"jobs": [{"job_id": JOB, "root_workers": list(range(fan_in)), "leaves": [],
                                  "workers": {str(b): f"127.0.0.{b + 2}" for b in range(fan_in)}}]}, f)
-        ps = subprocess.Popen([sys.executable, "-m", "ina.ps", "--config", cfg, "--bind", "127.0.0.1", "--ack", ack],
-                              env=env, stderr=subprocess.PIPE, text=True)
+        ps = subprocess.Popen([sys.executable, "-m", "ina.ps", "--config", cfg, "--bind", "127.0.0.1", "--ack", ack,
+                               "--values-per-packet", str(lanes)], env=env, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 30
             while not os.path.exists(ack):
@@ -112,7 +113,8 @@ def end_hosts(seqs: int, fan_in: int) -> dict:
                     raise RuntimeError(f"the PS did not start: {ps.stderr.read() if ps.poll() is not None else ''}")
                 time.sleep(0.02)
             outs = [os.path.join(tmp, f"w{b}.json") for b in range(fan_in)]
-            workers = [subprocess.Popen([sys.executable, "-c", _WORKER, str(JOB), str(b), str(seqs), outs[b]], env=env,
+            argv = [sys.executable, "-c", _WORKER, str(JOB)]
+            workers = [subprocess.Popen([*argv, str(b), str(seqs), outs[b], str(lanes)], env=env,
                                         stderr=subprocess.PIPE, text=True) for b in range(fan_in)]
             for w in workers:
                 if w.wait(timeout=END_HOST_TIMEOUT_S) != 0:
@@ -125,7 +127,7 @@ def end_hosts(seqs: int, fan_in: int) -> dict:
             with open(path) as f:
                 results.append(json.load(f))
     rnds = [random.Random(b) for b in range(fan_in)]
-    per_worker = [[r.randrange(-1 << 20, 1 << 20) for _ in range(seqs * VALUES_PER_PACKET)] for r in rnds]
+    per_worker = [[r.randrange(-1 << 20, 1 << 20) for _ in range(seqs * lanes)] for r in rnds]
     want = [sum(col) for col in zip(*per_worker, strict=True)]
     return {"seconds": max(r["end"] for r in results) - min(r["start"] for r in results),
             "exact": all(r["sums"] == want for r in results),
@@ -143,13 +145,15 @@ def fabric_rows(args) -> list[list[str]]:
 
     g = leaf_spine(3, 1, 4)
     workers, ps = ["h1", "h2", "h5", "h6"], "h9"
+    lanes = args.fabric_values_per_packet
     buckets = tuple(scaled_buckets(get_model(args.model), args.scale))
     print(f"fabric: leaf-spine 3 x 4 machines, 10 Gbit/s / {args.scale:g}, dilation {args.dilation:g}; "
-          f"{args.model} buckets: {len(buckets)}, {sum(buckets) / 1e6:.2f} MB per iteration (scaled)", flush=True)
+          f"{args.model} buckets: {len(buckets)}, {sum(buckets) / 1e6:.2f} MB per iteration (scaled); INA packets of "
+          f"{lanes} values", flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="ina-bench-") as tmp:
         opts = NetOptions(scale=args.scale, dilation=args.dilation, ina_switches=("l1", "l2", "l3"))
-        with EmulatedNetwork(g, tmp, opts) as net, InaFabric(net) as fabric:
+        with EmulatedNetwork(g, tmp, opts) as net, InaFabric(net, values_per_packet=lanes) as fabric:
             for name, collective, ina_switches, results in (
                     ("ring allreduce (TCP)", "ring", None, None),
                     ("INA, aggregated at l1 and l2", "ina", ("l1", "l2", "l3"), "unicast"),
@@ -157,7 +161,7 @@ def fabric_rows(args) -> list[list[str]]:
                     ("INA protocol, unaggregated (PS only)", "ina", (), "unicast")):
                 plan = started = None
                 if collective == "ina":
-                    plan = plan_job(g, len(rows) + 1, workers, ps, ina_switches, results)
+                    plan = plan_job(g, len(rows) + 1, workers, ps, ina_switches, results, lanes)
                     fabric.install([plan], 4096)
                     started = fabric.start_ps([plan], os.path.join(tmp, f"ps{len(rows)}"))
                 before = net.switch_counters()
@@ -186,66 +190,89 @@ def fabric_rows(args) -> list[list[str]]:
     return rows
 
 
+def packet_rates(args, lanes: int, tc, why: str | None) -> tuple[list[list[str]], bool]:
+    """One row per aggregator and window at ``lanes`` values per packet (the module docstring's
+    workload, ``args.seqs`` values per worker cut into packets of ``lanes``), and whether every
+    aggregator emitted the engine's aggregates."""
+    seqs = max(1, args.seqs * VALUES_PER_PACKET // lanes)
+    packets = workload(seqs, args.fan_in, lanes)
+    want, engine_s = run_engine(packets, args.fan_in, lanes)
+    assert len(want) == seqs, f"engine emitted {len(want)} aggregates for {seqs} seqs"
+    engine_rate = len(packets) / engine_s
+
+    def row(name: str, window: str, seconds: float, same: bool) -> list[str]:
+        rate = len(packets) / seconds
+        return [str(lanes), name, window, f"{len(packets)}", f"{seconds:.2f}", f"{rate:,.0f}",
+                f"{rate * lanes / 1e6:.2f}", f"{rate / engine_rate:.2f}", "yes" if same else "NO"]
+
+    rows = [row("software engine (ina.engine, in process)", "-", engine_s, True)]
+    for engine in ("software", "bmv2"):
+        if os.geteuid() != 0 or (engine == "bmv2" and why):
+            continue
+        program = build.compile_program(tc, lanes=lanes) if engine == "bmv2" else None
+        with tempfile.TemporaryDirectory() as tmp, \
+                SwitchRig(1, tmp, engine, tc, program, values_per_packet=lanes) as rig:
+            for window in args.window:
+                rig.configure(0, SLOTS, {JOB: JobEntry(args.fan_in, Role.LEAF, 0)})
+                out, seconds = rig.blast(0, packets, window)
+                same = [data for dest, data in out if dest == "to_ps"] == want and len(out) == len(want)
+                name = f"bmv2 simple_switch ({tc.origin})" if engine == "bmv2" else "software aggregator process"
+                rows.append(row(f"{name}, on veths", str(window), seconds, same))
+    return rows, all(r[-1] == "yes" for r in rows)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seqs", type=int, default=4000)
+    ap.add_argument("--seqs", type=int, default=4000, help=f"seqs per worker at {VALUES_PER_PACKET} values per packet "
+                    "(the same values at any other count)")
     ap.add_argument("--fan-in", type=int, default=4)
     ap.add_argument("--window", type=int, nargs="+", default=[64, 256])
+    ap.add_argument("--values-per-packet", type=int, nargs="+", default=[32, 64, 128, 256],
+                    help="values per packet to measure the aggregators and end hosts at")
     ap.add_argument("--fabric", action="store_true", help="also one job with and without INA on an emulated fabric")
+    ap.add_argument("--fabric-values-per-packet", type=int, default=DEFAULT_VALUES_PER_PACKET,
+                    help="the fabric job's values per packet (default: the config's)")
     ap.add_argument("--model", default="vgg16")
     ap.add_argument("--scale", type=float, default=500.0)
     ap.add_argument("--dilation", type=float, default=3.0)
     ap.add_argument("--iterations", type=int, default=5)
     args = ap.parse_args()
-    packets = workload(args.seqs, args.fan_in)
-    want, engine_s = run_engine(packets, args.fan_in)
-    assert len(want) == args.seqs, f"engine emitted {len(want)} aggregates for {args.seqs} seqs"
-    engine_rate = len(packets) / engine_s
-    rows = [["software engine (ina.engine, in process)", "-", f"{len(packets)}", f"{engine_s:.2f}",
-             f"{engine_rate:,.0f}", "1.00", "yes"]]
     if os.geteuid() != 0:
         print("the aggregators on veths not measured: needs root")
     tc, why = build.find_toolchain()
     why = why if tc is None else build.runs(tc)
     if why:
         print(f"bmv2 not measured: {why}")
-    for engine in ("software", "bmv2"):
-        if os.geteuid() != 0 or (engine == "bmv2" and why):
-            continue
-        program = build.compile_program(tc) if engine == "bmv2" else None
-        with tempfile.TemporaryDirectory() as tmp, SwitchRig(1, tmp, engine, tc, program) as rig:
-            for window in args.window:
-                rig.configure(0, SLOTS, {JOB: JobEntry(args.fan_in, Role.LEAF, 0)})
-                out, seconds = rig.blast(0, packets, window)
-                same = [data for dest, data in out if dest == "to_ps"] == want and len(out) == len(want)
-                rate = len(packets) / seconds
-                name = f"bmv2 simple_switch ({tc.origin})" if engine == "bmv2" else "software aggregator process"
-                rows.append([f"{name}, on veths", str(window), f"{len(packets)}", f"{seconds:.2f}",
-                             f"{rate:,.0f}", f"{rate / engine_rate:.2f}", "yes" if same else "NO"])
-    print(f"INA aggregator packet rate: one job, fan-in {args.fan_in}, {args.seqs} seqs, "
-          f"{VALUES_PER_PACKET} int32 lanes per packet")
-    print(format_table(["aggregator", "window", "packets", "wall s", "packets/s", "vs engine", "same aggregates"],
-                       rows))
-    hosts = end_hosts(args.seqs, args.fan_in)
-    n_in = args.seqs * args.fan_in
-    host_rows = [
-        ["PS (ina.ps), summing every worker's packet", f"{n_in} in, {n_in} out", f"{n_in / hosts['seconds']:,.0f}"],
-        ["each worker (ina.client)", f"{args.seqs} out, {args.seqs} in", f"{args.seqs / hosts['seconds']:,.0f}"]]
-    print(f"INA end hosts on loopback: {args.fan_in} workers and the PS, no switch, {args.seqs} seqs in "
-          f"{hosts['seconds']:.2f} s; sums exact: {'yes' if hosts['exact'] else 'NO'}; "
-          f"{hosts['resent']} resends, {hosts['timeouts']} timeouts")
-    print(format_table(["end host", "packets", "packets/s (packets in)"], host_rows))
-    # The job's packets per second through the end hosts (every worker's packet into the PS) against
-    # each aggregator's: below 1, the end hosts cannot feed that aggregator.
-    hosts_rate = n_in / hosts["seconds"]
-    for r in rows:
-        window = f", window {r[1]}" if r[1] != "-" else ""
-        print(f"  end hosts / {r[0]}{window}: {hosts_rate / float(r[4].replace(',', '')):.2f}")
+    rows, hosts_rows, ratios, ok = [], [], [], True
+    for lanes in args.values_per_packet:
+        lane_rows, same = packet_rates(args, lanes, tc, why)
+        rows += lane_rows
+        seqs = max(1, args.seqs * VALUES_PER_PACKET // lanes)
+        hosts = end_hosts(seqs, args.fan_in, lanes)
+        ok = ok and same and hosts["exact"]
+        n_in = seqs * args.fan_in
+        hosts_rate = n_in / hosts["seconds"]
+        hosts_rows.append([str(lanes), f"{seqs} x {args.fan_in}", f"{hosts['seconds']:.2f}", f"{hosts_rate:,.0f}",
+                           f"{hosts_rate * lanes / 1e6:.2f}", f"{seqs / hosts['seconds']:,.0f}",
+                           "yes" if hosts["exact"] else "NO", str(hosts["resent"])])
+        # The job's packets per second through the end hosts (every worker's packet into the PS) against
+        # each aggregator's: below 1, the end hosts cannot feed that aggregator.
+        ratios += [[str(lanes), r[1], r[2], f"{hosts_rate / float(r[5].replace(',', '')):.2f}"] for r in lane_rows]
+        print(f"  {lanes} values per packet measured", flush=True)
+    print(f"INA aggregator packet rate: one job, fan-in {args.fan_in}, {args.seqs * VALUES_PER_PACKET} values "
+          f"per worker")
+    print(format_table(["values/packet", "aggregator", "window", "packets", "wall s", "packets/s", "M values/s",
+                        "vs engine", "same aggregates"], rows))
+    print(f"INA end hosts on loopback: {args.fan_in} workers (ina.client) and the PS (ina.ps), no switch, the PS "
+          f"summing every worker's packet")
+    print(format_table(["values/packet", "seqs x workers", "wall s", "packets/s into the PS", "M values/s",
+                        "packets/s per worker", "sums exact", "resends"], hosts_rows))
+    print(format_table(["values/packet", "aggregator", "window", "end hosts / aggregator (packets/s)"], ratios))
     if args.fabric and os.geteuid() == 0:
         print(format_table(["one job, 4 workers in 2 racks", "comm s / iteration", "vs ring",
                             "MB up the workers' uplinks", "vs ring", "aggregates", "MB into / out of h9"],
                            fabric_rows(args)))
-    return 0 if all(r[-1] == "yes" for r in rows) and hosts["exact"] else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ from ina.engine import AggregatorStats, JobTraffic
 from ina.p4.build import DEFAULT_SLOTS, compile_program, engine_available, find_toolchain
 from ina.p4.switch import Bmv2Aggregator, aggregator_stats
 from ina.plan import JobPlan, switch_tables
-from ina.protocol import check_slots
+from ina.protocol import VALUES_PER_PACKET, check_slots, check_values_per_packet
 from ina.ps import PsJob
 from ina.softswitch import SoftAggregator
 
@@ -61,15 +61,15 @@ class Bmv2Engine:
 
     name = "bmv2"
 
-    def prepare(self, slots: int):
-        """The toolchain and the program compiled with ``slots`` slots.
+    def prepare(self, slots: int, values_per_packet: int):
+        """The toolchain and the program compiled with ``slots`` slots and ``values_per_packet`` lanes.
 
         Raises:
             EmulationError: the program did not compile.
         """
         toolchain, _ = find_toolchain()
         try:
-            return toolchain, compile_program(toolchain, slots)
+            return toolchain, compile_program(toolchain, slots, lanes=values_per_packet)
         except TestbedError as e:
             raise EmulationError(str(e)) from None
 
@@ -89,13 +89,13 @@ class SoftwareEngine:
 
     name = "software"
 
-    def prepare(self, slots: int):
-        """Nothing to compile."""
-        return None
+    def prepare(self, slots: int, values_per_packet: int):
+        """Nothing to compile: the lanes go to each process."""
+        return values_per_packet
 
     def aggregator(self, prepared, ports: dict[int, str], index: int, log_dir: str, switch: str, log: str):
         """One switch's aggregator process (not started)."""
-        return SoftAggregator(ports, os.path.join(log_dir, f"{switch}.sock"), log)
+        return SoftAggregator(ports, os.path.join(log_dir, f"{switch}.sock"), log, values_per_packet=prepared)
 
     def check_slots(self, n_slots: int, slots: int) -> None:
         """Any number of slots runs."""
@@ -126,7 +126,8 @@ def endpoints(net, plan: JobPlan) -> dict:
     from jobs.launcher import InaEndpoint
 
     ps_addr = net.g.nodes[plan.ps_host]["ip"]
-    return {m: InaEndpoint(plan.job_id, bit, ps_addr, net.g.nodes[m]["ip"]) for m, bit in plan.bits.items()}
+    return {m: InaEndpoint(plan.job_id, bit, ps_addr, net.g.nodes[m]["ip"], plan.values_per_packet)
+            for m, bit in plan.bits.items()}
 
 
 @dataclasses.dataclass
@@ -184,15 +185,21 @@ class InaFabric(StartStop):
         net: a started :class:`emulator.net.EmulatedNetwork` with ``ina_switches``.
         engine: ``auto``, ``bmv2`` or ``software`` (:func:`resolve_engine`).
         slots: register size of the bmv2 program's slot pool (a run uses up to this many).
+        values_per_packet: int32 lanes per packet of every aggregator, PS and job on it.
     """
 
-    def __init__(self, net, engine: str = "auto", slots: int = DEFAULT_SLOTS):
+    def __init__(self, net, engine: str = "auto", slots: int = DEFAULT_SLOTS,
+                 values_per_packet: int = VALUES_PER_PACKET):
         if not net.ina_ports:
             raise EmulationError("the network has no INA switches (NetOptions.ina_switches)")
         self.net = net
         self.engine, self.engine_why = resolve_engine(engine)
         self._engine = INA_ENGINES[self.engine]
         self.slots = check_slots(slots)
+        try:
+            self.values_per_packet = check_values_per_packet(values_per_packet)
+        except TestbedError as e:
+            raise EmulationError(str(e)) from None
         self.log_dir = os.path.join(net.run_dir, "ina")
         self.switches: dict[str, Bmv2Aggregator | SoftAggregator] = {}
         self._changes = {}
@@ -208,7 +215,7 @@ class InaFabric(StartStop):
             EmulationError: the program did not compile or an engine did not start (its log named).
         """
         os.makedirs(self.log_dir, exist_ok=True)
-        prepared = self._engine.prepare(self.slots)
+        prepared = self._engine.prepare(self.slots, self.values_per_packet)
         for k, s in enumerate(sorted(self.net.ina_ports)):
             log = os.path.join(self.log_dir, f"{s}.log")
             sw = self._engine.aggregator(prepared, {0: self.net.ina_peer(s)}, k, self.log_dir, s, log)
@@ -254,6 +261,10 @@ class InaFabric(StartStop):
             tables = switch_tables(plans)
         except TestbedError as e:
             raise EmulationError(f"INA plans: {e}") from None
+        other = sorted({p.values_per_packet for p in plans} - {self.values_per_packet})
+        if other:
+            raise EmulationError(f"INA plans of {other} values per packet on aggregators built for "
+                                 f"{self.values_per_packet}")
         missing = sorted(set(tables) - set(self.switches))
         if missing:
             raise EmulationError(f"INA plans use {', '.join(missing)}, which have no aggregator in this network")
@@ -363,8 +374,8 @@ class InaFabric(StartStop):
                 os.remove(old)
         _write_ps_config(config, jobs)
         env = {"PYTHONPATH": PROJECT_ROOT, "PATH": os.environ.get("PATH", "")}
-        argv = [sys.executable, "-m", "ina.ps", "--config", config, "--stats", stats,
-                "--bind", self.net.g.nodes[host]["ip"], "--ack", ack]
+        argv = [sys.executable, "-m", "ina.ps", "--config", config, "--stats", stats, "--bind",
+                self.net.g.nodes[host]["ip"], "--ack", ack, "--values-per-packet", str(self.values_per_packet)]
         proc = self.net.popen(host, argv, env=env, cwd=PROJECT_ROOT, log_path=log)
         ps = PsProcess(host, proc, config, stats, ack, log, dict(jobs))
         self._ps[host] = ps

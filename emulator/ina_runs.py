@@ -112,6 +112,8 @@ class InaRuns:
         out_dir: the policy's directory; the parameter servers' files go to ``out_dir/ina``.
         results: how results reach the workers (:data:`ina.plan.RESULTS`: the PS unicasts them,
             or the switches copy them to their children).
+
+    Every job's packets carry the fabric's values per packet (:attr:`InaFabric.values_per_packet`).
     """
 
     def __init__(self, g, fabric: InaFabric, slots: int, switches: tuple[str, ...], out_dir: str,
@@ -143,7 +145,7 @@ class InaRuns:
         job_id = self.next_id
         self.next_id += 1
         try:
-            plan = plan_job(self.g, job_id, machines, ps_host, allowed, self.results)
+            plan = plan_job(self.g, job_id, machines, ps_host, allowed, self.results, self.fabric.values_per_packet)
         except TestbedError as e:
             raise EmulationError(f"job {job.name!r} cannot run over INA: {e}") from None
         self.fabric.add_jobs([plan], self.ps_dir)
@@ -195,7 +197,7 @@ class InaRuns:
                 _add(ps, by_id.get(job_id, {}))
             jobs[name] = InaJobResult(name, tuple(runs.job_ids), runs.ps_host, runs.leaves, runs.root,
                                       dict(runs.client), ps, dict(runs.uplink), dict(runs.uplink_unaggregated),
-                                      runs.uplink_complete)
+                                      runs.uplink_complete, self.fabric.values_per_packet)
         return InaResult(True, engine, why, self.slots, self.switches, self.fabric.counters(),
                          {h: {k: v for k, v in s.items() if k != "jobs"} for h, s in ps_stats.items()}, jobs)
 

@@ -245,7 +245,7 @@ def _ina_evidence(ina: InaJobResult | None, results: str) -> dict:
     if ina is None:
         return {}
     return {"ps_host": ina.ps_host, "ina_switches": (*ina.leaves, *((ina.root,) if ina.root else ())),
-            "ina_results": results}
+            "ina_results": results, "ina_values_per_packet": ina.values_per_packet}
 
 
 def wave_links(w: WaveResult, series: LinkSeries, marks=None) -> WaveLinks:

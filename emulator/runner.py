@@ -217,9 +217,11 @@ class EmulatorExperiment(ExperimentBackend):
             net = stack.enter_context(EmulatedNetwork(g, run_dir, net_options(
                 cfg, self.marker, self.ports, ina.switches if ina else ())))
             if ina is not None and ina.engine is not None:
-                ina.fabric = stack.enter_context(InaFabric(net, ina.engine))
+                ina.fabric = stack.enter_context(InaFabric(net, ina.engine,
+                                                           values_per_packet=cfg.ina.values_per_packet))
                 say(f"INA: {ina.engine} aggregators on {len(ina.switches)} switches ({', '.join(ina.switches)}), "
-                    f"{cfg.ina.slots} slots each")
+                    f"{cfg.ina.slots} slots each, {cfg.ina.values_per_packet} values per packet, "
+                    f"results {cfg.ina.results}")
             say(f"network up: {len(net.hosts)} machines, {len(net.switch_intfs)} switch ports, "
                 f"{net.controller.status().get('rules', '?')} rules ({cfg.routing}), ECN: {self.ecn[0]}; "
                 f"every policy runs on it in turn")

@@ -217,6 +217,7 @@ INA_USE = ("required", "optional")
 INA_ENGINES = ("auto", "bmv2", "software")
 INA_RESULTS = ("unicast", "multicast")  # sim.ina.RESULTS (checked by a test)
 INA_MAX_SLOTS = 4096  # ina.p4.build.DEFAULT_SLOTS, the bmv2 program's register size (checked by a test)
+INA_MAX_VALUES_PER_PACKET = 363  # ina.protocol.MAX_VALUES_PER_PACKET (checked by a test)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,6 +245,10 @@ class InaConfig:
             ``multicast`` (ATP's switch multicast, as NetPack models it: the PS sends one result per
             seq and the aggregating switches copy it to their children, :mod:`ina.plan`). Both back
             ends run both (:mod:`sim.ina` models them).
+        values_per_packet: int32 values each INA packet carries (1 to 363, a 1,500-byte MTU): the
+            workers cut their buckets into packets of this many, every aggregator is built for it
+            (the bmv2 program compiled with as many value registers per slot) and the wire carries
+            a 62-byte header per packet.
     """
 
     use: str = rule_field(Name(INA_USE), "required")
@@ -252,6 +257,7 @@ class InaConfig:
     switches: tuple = rule_field(ListOf(Name(), 0, 65_534, "switch names"), ())
     pat_gbps: float = rule_field(Real(0, 10**9), 1000.0)
     results: str = rule_field(Name(INA_RESULTS), "unicast")
+    values_per_packet: int = rule_field(Integer(1, INA_MAX_VALUES_PER_PACKET), 256)
 
 
 CONTAINER_ENGINES = ("none", "docker")
@@ -847,6 +853,11 @@ def _validate_ina(cfg: ExperimentConfig, g, checks: BackendChecks) -> None:
                  f"ToRs: {', '.join(sorted(tors)[:6])}{' ...' if len(tors) > 6 else ''}")
     if len(set(cfg.ina.switches)) != len(cfg.ina.switches):
         raise ConfigError("config.ina.switches: a switch is listed twice")
+    ip_bytes = 20 + 8 + 20 + 4 * cfg.ina.values_per_packet  # IPv4, UDP, the INA header, the values
+    if ip_bytes > cfg.mtu:
+        fail("config.ina.values_per_packet", cfg.ina.values_per_packet,
+             f"makes {ip_bytes}-byte IP packets, above config.mtu {cfg.mtu}",
+             f"at most {(cfg.mtu - 48) // 4} values per packet, or a larger mtu")
 
 
 def _validate_policies(cfg: ExperimentConfig) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from ina.protocol import FRAME_BYTES
+from ina.protocol import VALUES_PER_PACKET, frame_bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +33,7 @@ class InaJobResult:
             have carried with no switch summing them (a parameter server without INA).
         uplink_complete: every worker's client counters were read in every run (a preempted
             agent writes none); when False the unaggregated figure is short and no ratio is given.
+        values_per_packet: int32 values each of its packets carried.
     """
 
     job: str
@@ -45,16 +46,17 @@ class InaJobResult:
     uplink: Mapping[str, int] = dataclasses.field(default_factory=dict)
     uplink_unaggregated: Mapping[str, int] = dataclasses.field(default_factory=dict)
     uplink_complete: bool = True
+    values_per_packet: int = VALUES_PER_PACKET
 
     @property
     def uplink_bytes(self) -> int:
-        """Bytes of its INA packets up its racks' uplinks (frames of :data:`ina.protocol.FRAME_BYTES`)."""
-        return sum(self.uplink.values()) * FRAME_BYTES
+        """Bytes of its INA packets up its racks' uplinks (frames of :func:`ina.protocol.frame_bytes`)."""
+        return sum(self.uplink.values()) * frame_bytes(self.values_per_packet)
 
     @property
     def uplink_bytes_unaggregated(self) -> int:
         """Bytes its workers' packets would have carried up the same uplinks unaggregated."""
-        return sum(self.uplink_unaggregated.values()) * FRAME_BYTES
+        return sum(self.uplink_unaggregated.values()) * frame_bytes(self.values_per_packet)
 
     @property
     def uplink_fraction(self) -> float | None:
@@ -79,6 +81,7 @@ class InaJobResult:
     def to_dict(self) -> dict:
         """JSON form (an entry of ``measurements.json``'s ``ina.jobs``)."""
         return {"job_ids": list(self.job_ids), "ps_host": self.ps_host, "leaves": list(self.leaves),
+                "values_per_packet": self.values_per_packet,
                 "root": self.root, "client": dict(self.client), "ps": dict(self.ps),
                 "packets_per_ps_packet": self.packets_per_ps_packet, "fallback_fraction": self.fallback_fraction,
                 "uplink_packets": dict(self.uplink), "uplink_packets_unaggregated": dict(self.uplink_unaggregated),

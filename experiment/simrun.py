@@ -51,6 +51,7 @@ def sim_options(cfg, g) -> SimOptions:
     pat = scale_bw_mbps(cfg.ina.pat_gbps * 1000.0, cfg.scale) * MEGA / BITS_PER_BYTE
     return SimOptions(mtu=cfg.mtu if cfg.simulator.headers else None, latency_s=cfg.simulator.latency_us * 1e-6,
                       burst_bytes=bursts, ecn=cfg.simulator.ecn, pat_bytes_s=pat, ina_results=cfg.ina.results,
+                      ina_values_per_packet=cfg.ina.values_per_packet,
                       mltcp=mltcp_flows(cfg))
 
 

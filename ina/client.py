@@ -1,8 +1,9 @@
 """The worker side of INA: an allreduce over the aggregation protocol, and a PyTorch DDP hook.
 
 :class:`InaClient` sums a vector of floats with the job's other workers: it scales them to int32
-(:func:`ina.protocol.to_fixed`), cuts them into packets of :data:`~ina.protocol.VALUES_PER_PACKET`
-lanes with consecutive sequence numbers (seq ``k`` of every worker is the same slice), sends
+(:func:`ina.protocol.to_fixed`), cuts them into packets of ``values_per_packet`` (default
+:data:`~ina.protocol.VALUES_PER_PACKET`) lanes with consecutive sequence numbers (seq ``k`` of
+every worker is the same slice), sends
 them to the job's parameter server through the switches, and collects the results the PS sends back
 to its port (:func:`ina.protocol.worker_port`). Sending is windowed (ATP §3.4's congestion control,
 :class:`AimdWindow`): a seq is sent only within ``window`` seqs of the oldest one without a result
@@ -39,6 +40,7 @@ from ina.protocol import (
     Flag,
     InaError,
     MalformedPacket,
+    check_values_per_packet,
     data_packet,
     decode,
     from_fixed,
@@ -164,11 +166,14 @@ class InaClient:
         bind: local IP to receive results on (port :func:`ina.protocol.worker_port`).
         window: the sending window (default: 16 growing to 256).
         ps_port: the PS's UDP port.
+        values_per_packet: int32 lanes per packet, as every switch and the PS of the job expect.
     """
 
     def __init__(self, job_id: int, bit: int, ps_address: str, scale: float, bind: str = "0.0.0.0",
-                 window: AimdWindow | None = None, ps_port: int = INA_UDP_PORT):
+                 window: AimdWindow | None = None, ps_port: int = INA_UDP_PORT,
+                 values_per_packet: int = VALUES_PER_PACKET):
         self.job_id, self.bit, self.scale = job_id, bit, scale
+        self.lanes = check_values_per_packet(values_per_packet)
         self.ps = (ps_address, ps_port)
         self.window = window or AimdWindow()
         self.rto = RtoEstimator()
@@ -200,7 +205,7 @@ class InaClient:
 
     def allreduce_ints(self, ints: Sequence[int]) -> list[int]:
         """The exact int sums (int32 each) of ``ints`` over the job's workers; see :meth:`allreduce`."""
-        lanes = VALUES_PER_PACKET
+        lanes = self.lanes
         n = math.ceil(len(ints) / lanes)
         base = self.next_seq
         self.next_seq += n
@@ -258,7 +263,7 @@ class InaClient:
             raise InaError(f"INA job {self.job_id}: seq {seq} got no result after {MAX_RESENDS} resends "
                            f"(PS {self.ps[0]}:{self.ps[1]})")
         k = seq - base
-        self._send(seq, padded[k * VALUES_PER_PACKET:(k + 1) * VALUES_PER_PACKET], Flag.RESEND)
+        self._send(seq, padded[k * self.lanes:(k + 1) * self.lanes], Flag.RESEND)
         self.stats.resent += 1
         sent_at.pop(seq, None)  # Karn: no RTT sample from a resent seq
         deadline[seq] = time.monotonic() + self.rto.rto
@@ -271,7 +276,7 @@ class InaClient:
             self.stats.foreign += 1
             return -1
         try:
-            h, values = decode(data)
+            h, values = decode(data, self.lanes)
         except MalformedPacket:
             self.stats.ignored += 1
             return -1

@@ -43,7 +43,7 @@ import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 
 from ina.engine import MAX_BITS, Copy, JobEntry, JobTraffic, JobTree, LeafGroup, Role
-from ina.protocol import InaError
+from ina.protocol import VALUES_PER_PACKET, InaError, check_values_per_packet
 
 RESULTS = ("unicast", "multicast")
 """How results reach the workers (module docstring); the simulator models the same two (:data:`sim.ina.RESULTS`)."""
@@ -63,6 +63,7 @@ class JobPlan:
             PS; every switch entry of the job drops packets from any other (engine rule 1b).
         result_to: the IPs the PS sends each result to, in order: every machine's (unicast), or
             those the switches' copies do not reach (multicast; module docstring).
+        values_per_packet: int32 lanes per packet of the job (its workers', switches' and PS's).
     """
 
     tree: JobTree
@@ -72,6 +73,7 @@ class JobPlan:
     addresses: Mapping[int, str]
     members: frozenset[int] = frozenset()
     result_to: tuple[str, ...] = ()
+    values_per_packet: int = VALUES_PER_PACKET
 
     @property
     def job_id(self) -> int:
@@ -191,7 +193,7 @@ def _copy(g, machine: str) -> Copy:
 
 
 def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches: Iterable[str],
-             results: str = "unicast") -> JobPlan:
+             results: str = "unicast", values_per_packet: int = VALUES_PER_PACKET) -> JobPlan:
     """The INA plan of one job (see the module docstring).
 
     Args:
@@ -203,6 +205,7 @@ def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches
         ina_switches: switches that may aggregate the job (a placement's ``ina_switches``);
             each must be a switch of ``g``.
         results: ``unicast`` or ``multicast`` (:data:`RESULTS`).
+        values_per_packet: int32 lanes per packet (:func:`ina.protocol.check_values_per_packet`).
 
     Raises:
         InaError: an unknown machine or switch, no machine, more bits than the header has, or an
@@ -210,6 +213,7 @@ def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches
     """
     if results not in RESULTS:
         raise InaError(f"INA job {job_id}: results {results!r} is not one of {', '.join(RESULTS)}")
+    check_values_per_packet(values_per_packet)
     shape = tree_shape(g, machines, ps_host, ina_switches, job=f"INA job {job_id}")
     racks, leaf_tors = shape.racks, shape.leaves
     at_root = list(shape.at_root)
@@ -241,7 +245,7 @@ def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches
         copies = tuple(_copy(g, m) for m in children) if results == "multicast" else ()
         entries[shape.ps_tor] = JobEntry(shape.root_children, Role.ROOT, copies=copies)
     members = frozenset(int(ipaddress.IPv4Address(g.nodes[m]["ip"])) for m in [*bits, ps_host])
-    return JobPlan(tree, bits, entries, ps_host, addresses, members, result_to)
+    return JobPlan(tree, bits, entries, ps_host, addresses, members, result_to, values_per_packet)
 
 
 def switch_tables(plans: Iterable[JobPlan]) -> dict[str, dict[int, JobEntry]]:

@@ -21,7 +21,7 @@ fan_in        8  informational: contributions expected at the current level (the
                  switch takes the authoritative fan-in from its per-job table)
 reserved      8  0
 slot         16  aggregator index chosen by the end host, :func:`slot_of`
-count        16  values that follow; :data:`VALUES_PER_PACKET` (32)
+count        16  values that follow: the job's values per packet (default :data:`VALUES_PER_PACKET`)
 pad          16  0; pads the header to 20 bytes, so the values are 32-bit aligned
 =========  ====  ==================================================================
 
@@ -36,7 +36,7 @@ same things in the same order, so the same reason counter counts each packet), a
 1. ``truncated``: shorter than the header;
 2. ``bad_version``: ``version != 1``;
 3. ``reserved_bits``: a reserved flag bit, ``reserved`` or ``pad`` not 0;
-4. ``bad_count``: ``count != VALUES_PER_PACKET``;
+4. ``bad_count``: ``count`` is not the values per packet the node was built for;
 5. ``truncated``: shorter than the header plus ``count`` values;
 6. ``trailing_bytes``: longer than that.
 
@@ -72,7 +72,10 @@ WORKER_PORT_BASE = 20000
 (:func:`worker_port`): one INA endpoint per machine and job."""
 VERSION = 1
 VALUES_PER_PACKET = 32
-"""int32 values per packet: one register per value lane in the P4 program."""
+"""int32 values per packet of the stored test vectors (:mod:`ina.vectors`) and of every function's
+default: one register per value lane in the P4 program. A job's may be any count in
+1..:data:`MAX_VALUES_PER_PACKET` (the config's ``ina.values_per_packet``), every node it crosses
+built for that count (:func:`check_values_per_packet`)."""
 VALUE_BYTES = 4
 SLOT_SPACE = 1 << 16
 """The slot numbers a 16-bit ``slot`` field can carry; hosts hash into all of them."""
@@ -144,6 +147,26 @@ PACKET_BYTES = HEADER_BYTES + VALUES_PER_PACKET * VALUE_BYTES
 FRAME_BYTES = 14 + 20 + 8 + PACKET_BYTES
 """Bytes of a data or result packet's Ethernet frame, as a port or shaper counts it: Ethernet,
 IPv4 (no options) and UDP headers, then :data:`PACKET_BYTES`: 190."""
+MAX_VALUES_PER_PACKET = (1500 - 20 - 8 - HEADER_BYTES) // VALUE_BYTES
+"""The most values a packet carries in an IPv4 packet of 1,500 bytes (no fragments): 363."""
+
+
+def check_values_per_packet(n: int) -> int:
+    """Return ``n`` if it is an integer in 1..:data:`MAX_VALUES_PER_PACKET`, else raise InaError."""
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_VALUES_PER_PACKET:
+        raise InaError(f"values per packet {n!r} must be an integer in 1..{MAX_VALUES_PER_PACKET} "
+                       f"(a packet fits a 1,500-byte IPv4 MTU)")
+    return n
+
+
+def packet_bytes(values_per_packet: int = VALUES_PER_PACKET) -> int:
+    """Bytes of a packet's UDP payload: the header and ``values_per_packet`` int32s."""
+    return HEADER_BYTES + values_per_packet * VALUE_BYTES
+
+
+def frame_bytes(values_per_packet: int = VALUES_PER_PACKET) -> int:
+    """Bytes of a packet's Ethernet frame (:data:`FRAME_BYTES` at the default)."""
+    return 14 + 20 + 8 + packet_bytes(values_per_packet)
 
 _I = {name: i for i, name in enumerate(FIELD_NAMES)}
 _FLAGS, _VERSION, _RESERVED, _PAD, _COUNT = _I["flags"], _I["version"], _I["reserved"], _I["pad"], _I["count"]
@@ -309,20 +332,20 @@ def data_packet(job_id: int, seq: int, bitmap: int, values: Sequence[int], *, fl
                 fan_in: int = 0, slot: int | None = None, n_slots: int = SLOT_SPACE) -> bytes:
     """A worker's packet, packed in one struct call: the fast path of the worker side.
 
-    ``slot`` defaults to :func:`slot_of` ``(job_id, seq, n_slots)``; ``values`` must be
-    :data:`VALUES_PER_PACKET` int32s.
+    ``slot`` defaults to :func:`slot_of` ``(job_id, seq, n_slots)``; ``values`` are 1 to
+    :data:`MAX_VALUES_PER_PACKET` int32s (``count`` is their number).
 
     Raises:
         InaError: a field or value out of range, reserved flag bits, or the wrong number of values.
     """
     if slot is None:
         slot = slot_of(job_id, seq, n_slots)
-    if len(values) != VALUES_PER_PACKET or flags & RESERVED_FLAGS:
-        raise InaError(f"a data packet carries {VALUES_PER_PACKET} values and no reserved flags; "
-                       f"got {len(values)} values, flags=0x{flags:02x}")
+    n = len(values)
+    if not 1 <= n <= MAX_VALUES_PER_PACKET or flags & RESERVED_FLAGS:
+        raise InaError(f"a data packet carries 1..{MAX_VALUES_PER_PACKET} values and no reserved flags; "
+                       f"got {n} values, flags=0x{flags:02x}")
     try:
-        return _packet_struct(VALUES_PER_PACKET).pack(VERSION, flags, job_id, seq, bitmap, fan_in, 0, slot,
-                                                      VALUES_PER_PACKET, 0, *values)
+        return _packet_struct(n).pack(VERSION, flags, job_id, seq, bitmap, fan_in, 0, slot, n, 0, *values)
     except struct.error as e:
         raise InaError(f"cannot pack INA packet job_id={job_id!r} seq={seq!r} bitmap={bitmap!r} "
                        f"fan_in={fan_in!r} slot={slot!r}: {e}; {_bad_value(values)}") from None

@@ -18,7 +18,8 @@ Each job's datagrams are counted as they arrive and leave (:class:`PsJobCounters
 aggregated in the network, fallen back, resent, results sent, seqs completed), beside the
 engine's counters of the PS rules.
 
-Run as ``python -m ina.ps --config ps.json [--stats stats.json] [--bind ADDR] [--ack ack.json]``,
+Run as ``python -m ina.ps --config ps.json [--stats stats.json] [--bind ADDR] [--ack ack.json]
+[--values-per-packet N]``,
 the config ``{"jobs": [{"job_id": 1, "root_workers": [0, 1], "leaves": [[2, [3, 4]]],
 "workers": {"0": "10.0.0.1", ...}, "result_to": ["10.0.0.2"]}]}`` (worker bit -> machine IP; a
 :class:`ina.engine.JobTree` plus addresses; ``result_to``, optional: where each result goes, every
@@ -51,7 +52,17 @@ from typing import TextIO
 from common.errors import TestbedError
 from common.jsonfile import write_json_atomic
 from ina.engine import Dest, JobTree, LeafGroup, ParameterServer
-from ina.protocol import FIELD_NAMES, HEADER, HEADER_BYTES, INA_UDP_PORT, Flag, InaError, worker_port
+from ina.protocol import (
+    FIELD_NAMES,
+    HEADER,
+    HEADER_BYTES,
+    INA_UDP_PORT,
+    VALUES_PER_PACKET,
+    Flag,
+    InaError,
+    check_values_per_packet,
+    worker_port,
+)
 
 KEEP_SEQS = 4096
 """Completed seqs kept per job to answer resends (at least; up to :data:`FORGET_EVERY` more)."""
@@ -187,14 +198,14 @@ class PsService:
         InaError: two jobs share an id.
     """
 
-    def __init__(self, sock: socket.socket, jobs: Sequence[PsJob]):
+    def __init__(self, sock: socket.socket, jobs: Sequence[PsJob], values_per_packet: int = VALUES_PER_PACKET):
         self.sock = sock
         self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
         try:
             self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF_BYTES)
         except PermissionError:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
-        self.engine = ParameterServer()
+        self.engine = ParameterServer(check_values_per_packet(values_per_packet))
         self.jobs: dict[int, PsJob] = {}
         self.job_counters: dict[int, PsJobCounters] = {}
         self.sent = 0
@@ -396,8 +407,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--stats")
     ap.add_argument("--bind", default="0.0.0.0")
     ap.add_argument("--ack", help="file acknowledging each load of the config: {generation, jobs}")
+    ap.add_argument("--values-per-packet", type=int, default=VALUES_PER_PACKET,
+                    help=f"int32 lanes per packet, as the workers and switches use (default {VALUES_PER_PACKET})")
     args = ap.parse_args(argv)
     try:
+        check_values_per_packet(args.values_per_packet)
         jobs = load_jobs(args.config)
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.bind((args.bind, INA_UDP_PORT))
@@ -413,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
     signal.signal(signal.SIGHUP, lambda *_: reload.requested.append(1))
-    service = PsService(sock, jobs)
+    service = PsService(sock, jobs, args.values_per_packet)
     try:
         reload.acknowledge(service)  # after the handlers: whoever reads the ack may signal at once
     except OSError as e:

@@ -18,6 +18,7 @@ veths with it), also after a failure. The test vectors (:mod:`ina.vectors`), the
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import os
 import select
 import socket
@@ -31,7 +32,7 @@ from common.lifecycle import StartStop
 from ina.engine import JobEntry
 from ina.p4.build import ENGINES, P4Error, Toolchain
 from ina.p4.switch import TO_PS, TO_WORKERS, Bmv2Aggregator, aggregator_stats
-from ina.protocol import INA_UDP_PORT, WORKER_PORT_BASE, Flag
+from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET, WORKER_PORT_BASE, Flag
 from ina.softswitch import SoftAggregator
 
 ETH_P_ALL = 0x0003
@@ -45,6 +46,7 @@ OUT_PORTS = {1: "to_ps", 2: "to_workers"}
 _IP = struct.Struct(">BBHHHBBH4s4s")
 _UDP = struct.Struct(">HHHH")
 _WAIT_S = 5.0
+_RIGS = itertools.count()
 OFFLOADS_OFF = ("rx", "off", "tx", "off", "sg", "off", "tso", "off", "gso", "off", "gro", "off")
 """Off on both ends of every veth: with them on, bmv2 loses about half of a burst of over 32 frames."""
 
@@ -127,15 +129,17 @@ class SwitchRig(StartStop):
         engine: ``bmv2`` or ``software``.
         toolchain, program: the P4 tools and the compiled aggregator (``bmv2`` only).
         thrift_base: the first bmv2 switch's runtime CLI port (the next ones follow).
+        values_per_packet: the software engine's lanes per packet (bmv2's ``program`` is compiled for its own).
     """
 
     def __init__(self, n: int, log_dir: str, engine: str = "bmv2", toolchain: Toolchain | None = None,
-                 program: str | None = None, thrift_base: int = 22090):
+                 program: str | None = None, thrift_base: int = 22090, values_per_packet: int = VALUES_PER_PACKET):
         if engine not in ENGINES or (engine == "bmv2" and (toolchain is None or program is None)):
             raise TestbedError(f"rig engine {engine!r}: valid: {', '.join(ENGINES)} (bmv2 needs a toolchain and "
                                f"a program)")
         self.engine, self.toolchain, self.program, self.n, self.log_dir = engine, toolchain, program, n, log_dir
-        tag = f"{os.getpid() % 100000}"
+        self.values_per_packet = values_per_packet
+        tag = f"{os.getpid() % 100000}{next(_RIGS) % 10}"  # two rigs of one process apart
         self.netns = f"dtina{tag}"
         self.names = [[(f"ia{tag}{k}{p}", f"ib{tag}{k}{p}") for p in range(3)] for k in range(n)]
         self.thrift_base = thrift_base
@@ -176,7 +180,8 @@ class SwitchRig(StartStop):
                 sw = Bmv2Aggregator(self.toolchain, self.program, ports, self.thrift_base + k, 90 + k, log,
                                     netns=self.netns)
             else:
-                sw = SoftAggregator(ports, os.path.join(self.log_dir, f"switch{k}.sock"), log, netns=self.netns)
+                sw = SoftAggregator(ports, os.path.join(self.log_dir, f"switch{k}.sock"), log, netns=self.netns,
+                                    values_per_packet=self.values_per_packet)
             self.switches.append(sw)
             sw.start()
 

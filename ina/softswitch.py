@@ -15,8 +15,9 @@ Run as ``python -m ina.softswitch --control PATH -i 0@eth0 -i 1@eth1 ...``; it i
 over a UNIX stream socket at ``PATH``, one JSON object per line, each answered by one line:
 
 - ``{"op": "configure", "n_slots": 64, "jobs": [[job_id, fan_in, role, out_bit, members, copies], ...],
-  "routes": {"0": port, "1": port}, "plain": {"02:00:00:00:00:01": port}}`` -> ``{"ok": true}``
-  (direction 0: towards the PS, 1: towards the workers);
+  "routes": {"0": port, "1": port}, "plain": {"02:00:00:00:00:01": port}, "values_per_packet": 32}``
+  -> ``{"ok": true}`` (direction 0: towards the PS, 1: towards the workers; ``values_per_packet``,
+  optional: lanes per packet, :data:`~ina.protocol.VALUES_PER_PACKET` when absent);
 - ``{"op": "add_jobs", "jobs": [[job_id, fan_in, role, out_bit, members, copies], ...]}`` -> these jobs'
   entries installed (an id already installed: its entry replaced); every other entry, the slots and
   the counters stay. All or nothing: a bad entry installs none;
@@ -56,7 +57,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from common.errors import TestbedError
 from ina.engine import Aggregator, Copy, Dest, JobEntry, JobTraffic, Role
 from ina.p4.switch import TO_PS, TO_WORKERS
-from ina.protocol import INA_UDP_PORT, InaError, check_slots
+from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET, InaError, check_slots, check_values_per_packet
 
 ETH_P_ALL = 0x0003
 SO_RCVBUFFORCE = 33  # Linux: SO_RCVBUF beyond net.core.rmem_max (root)
@@ -148,7 +149,8 @@ class SoftSwitch:
 
     def configure(self, msg: dict) -> None:
         """Install a new engine with ``n_slots`` and ``jobs``, and the routes (see the module docstring)."""
-        engine = Aggregator(check_slots(msg["n_slots"]))
+        engine = Aggregator(check_slots(msg["n_slots"]), check_values_per_packet(msg.get("values_per_packet",
+                                                                                          VALUES_PER_PACKET)))
         for job_id, entry in _checked_entries(msg.get("jobs", [])):
             engine.install_entry(job_id, entry)
         self.engine = engine
@@ -184,7 +186,7 @@ class SoftSwitch:
 
     def reset(self) -> None:
         """Every slot free and every counter 0; the table entries stay."""
-        engine = Aggregator(self.engine.n_slots)
+        engine = Aggregator(self.engine.n_slots, self.engine.values_per_packet)
         for job_id, e in self.engine.jobs.items():
             engine.install_entry(job_id, e)
         self.engine, self.other = engine, 0
@@ -304,10 +306,13 @@ class SoftAggregator:
         control_path: its UNIX control socket.
         log_path: its standard output and error.
         netns: network namespace to run in (None: this one).
+        values_per_packet: int32 lanes per packet it aggregates (as bmv2's program is compiled for).
     """
 
-    def __init__(self, ports: Mapping[int, str], control_path: str, log_path: str, netns: str | None = None):
+    def __init__(self, ports: Mapping[int, str], control_path: str, log_path: str, netns: str | None = None,
+                 values_per_packet: int = VALUES_PER_PACKET):
         self.ports, self.control_path, self.log_path, self.netns = dict(ports), control_path, log_path, netns
+        self.values_per_packet = check_values_per_packet(values_per_packet)
         self.proc: subprocess.Popen | None = None
 
     def start(self, on_spawn=None) -> None:
@@ -391,7 +396,8 @@ class SoftAggregator:
                   plain: Mapping[str, int] | None = None) -> None:
         """As :meth:`ina.p4.switch.Bmv2Aggregator.configure` (counters restart at 0)."""
         self.request({"op": "configure", "n_slots": n_slots, "jobs": _rows(jobs),
-                      "routes": {str(d): p for d, p in (routes or {}).items()}, "plain": dict(plain or {})})
+                      "routes": {str(d): p for d, p in (routes or {}).items()}, "plain": dict(plain or {}),
+                      "values_per_packet": self.values_per_packet})
 
     def add_jobs(self, jobs: Mapping[int, JobEntry]) -> None:
         """As :meth:`ina.p4.switch.Bmv2Aggregator.add_jobs`: these jobs' entries installed (an id

@@ -567,7 +567,8 @@ class _InaGroup:
     def __init__(self, endpoint: InaEndpoint, addr: str, local_ranks: list[int], world: int, timeout_s: float):
         from ina.client import InaClient
 
-        self.client = InaClient(endpoint.job_id, endpoint.bit, endpoint.ps_addr, scale=1.0, bind=addr)
+        self.client = InaClient(endpoint.job_id, endpoint.bit, endpoint.ps_addr, scale=1.0, bind=addr,
+                                values_per_packet=endpoint.values_per_packet)
         self.leader, self.n_local, self.world = min(local_ranks), len(local_ranks), world
         self.barrier = threading.Barrier(len(local_ranks), timeout=timeout_s)
         self.failure: str | None = None

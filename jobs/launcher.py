@@ -35,6 +35,7 @@ from typing import Protocol
 
 from common.errors import JobError
 from common.units import wall_s
+from ina.protocol import VALUES_PER_PACKET
 from jobs.models import TRAINABLE_MODELS, ModelProfile, scaled_buckets
 from jobs.patterns import JOB_COLLECTIVES
 
@@ -92,21 +93,25 @@ class InaEndpoint:
         bit: this machine's bit in the job's aggregation tree.
         ps_addr: IP address of the job's parameter server.
         addr: the machine's address, the client's to bind (``0.0.0.0``: any of the machine's).
+        values_per_packet: int32 lanes per packet (:class:`ina.client.InaClient`).
     """
 
     job_id: int
     bit: int
     ps_addr: str
     addr: str = "0.0.0.0"
+    values_per_packet: int = VALUES_PER_PACKET
 
     def to_dict(self) -> dict:
         """JSON-serialisable form."""
-        return {"job_id": self.job_id, "bit": self.bit, "ps_addr": self.ps_addr, "addr": self.addr}
+        return {"job_id": self.job_id, "bit": self.bit, "ps_addr": self.ps_addr, "addr": self.addr,
+                "values_per_packet": self.values_per_packet}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "InaEndpoint":
         """Inverse of :meth:`to_dict`."""
-        return cls(int(d["job_id"]), int(d["bit"]), str(d["ps_addr"]), str(d.get("addr", "0.0.0.0")))
+        return cls(int(d["job_id"]), int(d["bit"]), str(d["ps_addr"]), str(d.get("addr", "0.0.0.0")),
+                   int(d.get("values_per_packet", VALUES_PER_PACKET)))
 
 
 def ina_counters_path(out_dir: str | Path, machine: str) -> str:

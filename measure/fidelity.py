@@ -50,6 +50,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from common.units import MEGA, TCP_IP_HEADER_BYTES
+from ina.protocol import VALUES_PER_PACKET
 from jobs.patterns import INA
 from jobs.steps import job_bound_s, job_collisions, job_links, largest_transfer_bytes
 from measure.cpu import CpuSummary
@@ -283,6 +284,7 @@ class JobEvidence:
         ps_host: an INA job's parameter server machine (None otherwise).
         ina_switches: the switches that aggregated an INA job (its leaves and root; empty: none).
         ina_results: how an INA job's results came back (:data:`sim.ina.RESULTS`).
+        ina_values_per_packet: int32 values per packet of an INA job.
     """
 
     job: str
@@ -295,6 +297,7 @@ class JobEvidence:
     ps_host: str | None = None
     ina_switches: tuple[str, ...] = ()
     ina_results: str = "unicast"
+    ina_values_per_packet: int = VALUES_PER_PACKET
 
     def to_dict(self) -> dict:
         """JSON-serialisable form."""
@@ -421,12 +424,13 @@ def _ina_routes(g, machines_by_rank: Sequence[str], ps_host: str, switches: Sequ
 
 
 def ina_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], ps_host: str,
-                bucket_bytes: Sequence[int], switches: Sequence[str] = (), results: str = "unicast") -> float:
+                bucket_bytes: Sequence[int], switches: Sequence[str] = (), results: str = "unicast",
+                values_per_packet: int = VALUES_PER_PACKET) -> float:
     """A lower bound on an INA job's communication time per iteration from its links, seconds: each
     directed link carries some streams of the job (:func:`sim.ina.streams`, the simulator's INA model,
     with full aggregation at ``switches`` and the results as they came back: ``unicast`` from the
     PS to every machine, or ``multicast``, copied by the switches), each stream one INA frame per
-    :data:`~ina.protocol.VALUES_PER_PACKET` int32 lanes of each bucket (one lane per 4 bytes); the
+    ``values_per_packet`` int32 lanes of each bucket (one lane per 4 bytes); the
     slowest link sets the bound (0: every rank on the PS's machine). With results unicast the PS's
     own link carries one result per machine and seq out, and one packet per child of the root in,
     so on a fabric of equal links it is the bottleneck of a job of more than one machine,
@@ -444,11 +448,12 @@ def ina_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Se
         bucket_bytes: the buckets allreduced per iteration, at the rates' scale.
         switches: the switches that aggregate it (its leaves and root).
         results: ``unicast`` or ``multicast`` (:data:`sim.ina.RESULTS`).
+        values_per_packet: int32 values per packet (each frame's headers counted).
     """
     if all(m == ps_host for m in machines_by_rank):
         return 0.0
     routes = _ina_routes(g, machines_by_rank, ps_host, switches)
-    stream_bits = stream_bytes(bucket_bytes, wire=True) * 8
+    stream_bits = stream_bytes(bucket_bytes, wire=True, values_per_packet=values_per_packet) * 8
     worst = 0.0
     for (u, v), k in streams(routes, frozenset(), results).items():
         rate = rate_mbps.get((u, v), rate_mbps.get((v, u)))
@@ -490,7 +495,7 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
         others = dict.fromkeys(evidence[j].job for j in by_wave[e.wave] if j != i and links[i] & links[j])
         if e.collective == INA:
             bound_s = (ina_bound_s(g, rate_mbps, e.machines_by_rank, e.ps_host, e.bucket_bytes, e.ina_switches,
-                                   e.ina_results)
+                                   e.ina_results, e.ina_values_per_packet)
                        if e.ps_host else 0.0)
             measured = e.comm_mean_s
             out.append(JobVerdict(job=e.job, wave=e.wave, status="incomplete" if measured is None or not e.complete

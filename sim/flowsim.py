@@ -161,6 +161,7 @@ from collections.abc import Mapping, Sequence
 
 from common.errors import JobError, TopologyError
 from common.units import ETHERNET_HEADER_BYTES, TCP_IP_HEADER_BYTES, mbps_to_bytes_per_s, wire_bytes
+from ina.protocol import VALUES_PER_PACKET
 from jobs.agent import barrier_bytes
 from jobs.patterns import INA, replay_pattern
 from jobs.phase import PhaseKeeper
@@ -239,6 +240,7 @@ class SimOptions:
         pat_bytes_s: every switch's Peak Aggregation Throughput for INA jobs, bytes/s (fluid
             engine only, :mod:`sim.ina`; ``math.inf``: aggregators never run out).
         ina_results: how INA results reach the workers (:data:`sim.ina.RESULTS`).
+        ina_values_per_packet: int32 values per INA packet (its frames' header share on the wire).
         mltcp: share links as MLTCP does (see *MLTCP* in the module docstring); None: max-min.
     """
 
@@ -248,6 +250,7 @@ class SimOptions:
     ecn: bool = False
     pat_bytes_s: float = math.inf
     ina_results: str = "unicast"
+    ina_values_per_packet: int = VALUES_PER_PACKET
     mltcp: MltcpFlows | None = None
 
     def __post_init__(self):

@@ -388,7 +388,8 @@ class FluidEngine:
         if not full:
             return 0.0, 0.0, ()
         per_stream = min(self.capacity[i] / k for i, k in full.items())  # bytes/s, alone
-        bound = stream_bytes(spec.bucket_bytes, wire=self.options.mtu is not None) / per_stream
+        bound = stream_bytes(spec.bucket_bytes, wire=self.options.mtu is not None,
+                             values_per_packet=self.options.ina_values_per_packet) / per_stream
         aggregator, unit = self.aggregator_names, self._unit_rate
 
         @functools.lru_cache(maxsize=None)

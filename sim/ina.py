@@ -2,8 +2,8 @@
 
 An INA job (collective ``ina``) runs as the emulator runs it (:mod:`ina.plan`,
 :mod:`jobs.collectives.ina`): a machine's ranks sum locally first, then each of its machines but
-the PS's own streams its gradient to the job's parameter server, one INA packet per 32 values
-(:data:`ina.protocol.FRAME_BYTES` on the wire with ``mtu``, the payload without), and the ToRs
+the PS's own streams its gradient to the job's parameter server, one INA packet per its values
+per packet (:func:`ina.protocol.frame_bytes` on the wire with ``mtu``, the payload without), and the ToRs
 of the job's tree sum the streams they see (:func:`ina.plan.tree_shape`: a leaf is an INA ToR
 with two machines or more that is not the PS's, the root is the PS's ToR where it has two
 children or more). Each directed link then carries some number of *streams*, each at the job's
@@ -36,7 +36,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 
 from common.errors import JobError
 from ina.plan import TreeShape, tree_shape
-from ina.protocol import FRAME_BYTES, VALUE_BYTES, VALUES_PER_PACKET, InaError
+from ina.protocol import VALUE_BYTES, VALUES_PER_PACKET, InaError, frame_bytes
 
 RESULTS = ("unicast", "multicast")
 """How results come back to the workers (see the module docstring)."""
@@ -58,13 +58,13 @@ class InaSpec:
     switches: tuple[str, ...] = ()
 
 
-def stream_bytes(bucket_bytes: Sequence[int], wire: bool) -> int:
-    """Bytes of one machine's stream per iteration: every bucket in INA packets, as frames on
-    the wire (``wire``) or as their values."""
+def stream_bytes(bucket_bytes: Sequence[int], wire: bool, values_per_packet: int = VALUES_PER_PACKET) -> int:
+    """Bytes of one machine's stream per iteration: every bucket in INA packets of
+    ``values_per_packet`` values, as frames on the wire (``wire``) or as their values."""
     if not wire:
         return sum(bucket_bytes)
-    per_packet = VALUES_PER_PACKET * VALUE_BYTES
-    return sum(math.ceil(b / per_packet) * FRAME_BYTES for b in bucket_bytes)
+    per_packet = values_per_packet * VALUE_BYTES
+    return sum(math.ceil(b / per_packet) * frame_bytes(values_per_packet) for b in bucket_bytes)
 
 
 @dataclasses.dataclass(frozen=True)

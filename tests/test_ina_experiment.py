@@ -53,6 +53,10 @@ def test_the_example_ina_experiment_is_valid():
 
 def test_slot_limit_is_the_bmv2_programs_register_size():
     assert INA_MAX_SLOTS == DEFAULT_SLOTS
+    from experiment.config import INA_MAX_VALUES_PER_PACKET
+    from ina.protocol import MAX_VALUES_PER_PACKET
+
+    assert INA_MAX_VALUES_PER_PACKET == MAX_VALUES_PER_PACKET
 
 
 @pytest.mark.parametrize("over, pattern", [
@@ -93,6 +97,15 @@ def test_multicast_results_run_on_both_back_ends():
     validate(cfg(ina={"results": "multicast"}, simulator={"mode": "fluid"}), backend="sim")
     with pytest.raises(ConfigError, match=r"config\.ina\.results"):
         validate(cfg(ina={"results": "broadcast"}))
+
+
+def test_values_per_packet_must_fit_the_mtu():
+    validate(cfg(ina={"values_per_packet": 256}))
+    with pytest.raises(ConfigError, match=r"config\.ina\.values_per_packet: 256 makes 1072-byte IP packets, above "
+                                          r"config\.mtu 1000.*at most 238 values per packet"):
+        validate(cfg(ina={"values_per_packet": 256}, mtu=1000))
+    with pytest.raises(ConfigError, match=r"config\.ina\.values_per_packet"):
+        validate(cfg(ina={"values_per_packet": 364}))
 
 
 def test_the_configs_results_modes_are_the_simulators_and_the_plans():

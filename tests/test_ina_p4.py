@@ -47,8 +47,11 @@ def _consts() -> dict[str, int]:
 def test_program_constants_are_the_protocols():
     c = _consts()
     assert c["INA_UDP_PORT"] == INA_UDP_PORT
-    assert c["HEADER_BYTES"] == HEADER_BYTES and c["PAYLOAD_BYTES"] == PACKET_BYTES
+    assert c["HEADER_BYTES"] == HEADER_BYTES and HEADER_BYTES + VALUES_PER_PACKET * 4 == PACKET_BYTES
+    assert "const bit<16> PAYLOAD_BYTES = HEADER_BYTES + LANES * 4;" in SOURCE
     assert re.search(rf"#define LANES {VALUES_PER_PACKET}\b", SOURCE)
+    default = re.search(r"#else\n(#define FOR_LANES\(X\).*?)\n#endif", SOURCE, re.S).group(1)
+    assert default.replace("\\", " ").split() == build.lanes_macro(VALUES_PER_PACKET).split()
     assert {name: c[f"F_{name}"] for name in Flag.__members__} == {n: int(f) for n, f in Flag.__members__.items()}
     assert c["F_RESERVED"] == 0xC0 and c["F_KEPT"] == Flag.ECN | Flag.OVERFLOW
 
@@ -154,6 +157,44 @@ def test_switch_replays_the_vector(rig, name):
         assert {j: (t.to_ps, t.to_workers) for j, t in got.items()} == {
             j: (forwarded[node][j, Dest.TO_PS.value], forwarded[node][j, Dest.TO_WORKERS.value]) for j in jobs}, \
             f"{name}: per-job packets of {node}"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_switch_replays_the_vectors_at_256_values_per_packet(engine, tmp_path):
+    """Values per packet is the program's parameter: built for 256 lanes (bmv2 compiled with 256
+    value registers per slot, the software process told so), each engine replays every vector
+    generated at 256 lanes (:func:`ina.vectors.generate`) byte for byte with the engine's counters,
+    and drops a packet of the stored 32 lanes as ``bad_count``. (What it leaves behind is checked with
+    the module's rigs, when they stop.)"""
+    from ina.vectors import generate
+
+    if os.geteuid() != 0 or shutil.which("ethtool") is None:
+        pytest.skip("needs root (veths, network namespaces) and ethtool")
+    lanes, vectors = 256, generate(256)
+    n = max(len(v["switches"]) for v in vectors.values())
+    if engine == "bmv2":
+        why = _bmv2_missing()
+        if why:
+            pytest.skip(f"bmv2: {why}")
+        tc, _ = build.find_toolchain()
+        rig = SwitchRig(n, str(tmp_path), "bmv2", tc, build.compile_program(tc, lanes=lanes), thrift_base=22190)
+    else:
+        rig = SwitchRig(n, str(tmp_path), "software", values_per_packet=lanes)
+    with rig:
+        for name, v in sorted(vectors.items()):
+            index = {node: k for k, node in enumerate(sorted(v["switches"]))}
+            for node, k in index.items():
+                rig.configure(k, v["switches"][node]["n_slots"], _entries(v["switches"][node]["jobs"]))
+            packets = {p: bytes.fromhex(h) for p, h in v["packets"].items()}
+            for i, (node, ecn_ce, packet, outputs) in enumerate(v["steps"]):
+                if node in index:
+                    want = [(dest, packets[p]) for dest, _, p in outputs if dest != Dest.DROP.value]
+                    assert rig.step(index[node], packets[packet], ecn_ce) == want, f"{name} step {i} at {node}"
+            for node, k in index.items():
+                assert nonzero_stats(rig.stats(k)) == v["stats"].get(node, {}), f"{name}: counters of {node}"
+        rig.configure(0, 64, {1: JobEntry(2, Role.ROOT)})
+        assert rig.step(0, data_packet(1, 0, 1, [1] * VALUES_PER_PACKET)) == []
+        assert rig.stats(0).malformed["bad_count"] == 1 and rig.stats(0).claims == 0
 
 
 def _mutations(rnd: random.Random, valid: list[bytes]) -> list[bytes]:

@@ -132,6 +132,19 @@ def test_scapy_layer_is_derived_from_the_table():
     assert FLAG_NAMES[:6] == ["RESULT", "COLLISION", "RESEND", "ECN", "OVERFLOW", "PARTIAL"]
 
 
+@pytest.mark.parametrize("n", [1, 32, 256, 363])
+def test_scapy_layer_carries_any_values_per_packet(n):
+    """Built without a count, the layer counts its values; its bytes are the codec's at any values per
+    packet, and it dissects them back."""
+    from ina.scapy_layer import Ina
+
+    values = [(-1) ** k * k for k in range(n)]
+    wire = data_packet(3, 9, 1 << 2, values, slot=5)
+    built = Ina(job_id=3, seq=9, bitmap=1 << 2, slot=5, values=values)
+    assert bytes(built) == wire
+    assert Ina(wire).count == n and Ina(wire).values == values
+
+
 def _patched(offset: int, byte: int) -> bytes:
     b = bytearray(GOLDEN_DATA)
     b[offset] = byte
@@ -180,9 +193,15 @@ def test_encode_rejects_what_decode_would(header, values, match):
 
 
 def test_data_packet_rejects_bad_input():
-    """The fast path checks the value count, reserved flags and ranges too."""
-    with pytest.raises(InaError, match="32 values"):
-        data_packet(1, 1, 1, [0] * 31)
+    """The fast path checks the value count (1 to 363, a 1,500-byte MTU), reserved flags and ranges
+    too; any count in range is the packet's ``count``."""
+    for n in (0, 364):
+        with pytest.raises(InaError, match="1..363 values"):
+            data_packet(1, 1, 1, [0] * n)
+    for n in (1, 31, 256, 363):
+        h, values = decode(data_packet(1, 1, 1, list(range(n))), n)
+        assert h.count == n and values == tuple(range(n))
+    assert len(data_packet(1, 1, 1, [0] * 363)) + 20 + 8 == 1500
     with pytest.raises(InaError, match="flags=0x80"):
         data_packet(1, 1, 1, [0] * 32, flags=0x80)
     with pytest.raises(InaError, match="lane 3"):

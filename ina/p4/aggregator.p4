@@ -39,12 +39,17 @@
 #ifndef INA_SLOTS
 #define INA_SLOTS 4096
 #endif
+/* Value lanes per packet (ina.protocol.VALUES_PER_PACKET unless compiled for another count:
+   ina/p4/build.py passes -DLANES=n -DLANES_FILE and an include directory whose ina_lanes.p4
+   defines FOR_LANES over lanes 0..n-1). */
+#ifndef LANES
 #define LANES 32
+#endif
 
 const bit<16> INA_UDP_PORT = 18766;
 const bit<16> UDP_BYTES = 8;
 const bit<16> HEADER_BYTES = 20;
-const bit<16> PAYLOAD_BYTES = 148;  /* HEADER_BYTES + LANES * 4 */
+const bit<16> PAYLOAD_BYTES = HEADER_BYTES + LANES * 4;
 
 /* Flag bits (ina.protocol.Flag). */
 const bit<8> F_RESULT = 0x01;
@@ -130,8 +135,12 @@ header ina_t {
     bit<16> pad;
 }
 
+#ifdef LANES_FILE
+#include "ina_lanes.p4"
+#else
 #define FOR_LANES(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) \
     X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23) X(24) X(25) X(26) X(27) X(28) X(29) X(30) X(31)
+#endif
 
 #define DECLARE_LANE(k) bit<32> v##k;
 header ina_values_t {

@@ -29,6 +29,7 @@ import subprocess
 import sys
 
 from common.errors import TestbedError
+from ina.protocol import VALUES_PER_PACKET, check_values_per_packet
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAM = os.path.join(HERE, "aggregator.p4")
@@ -174,18 +175,27 @@ def _compiler_version(tc: Toolchain) -> str:
     return p.stdout.strip()
 
 
+def lanes_macro(lanes: int) -> str:
+    """The program's ``FOR_LANES`` for ``lanes`` value lanes (the preprocessor has no loop)."""
+    return "#define FOR_LANES(X) " + " ".join(f"X({k})" for k in range(lanes)) + "\n"
+
+
 def compile_program(tc: Toolchain, slots: int = DEFAULT_SLOTS, source: str = PROGRAM,
-                    out_dir: str = BUILD_DIR) -> str:
-    """The bmv2 JSON of ``source`` with ``slots`` slot registers, compiled unless up to date.
+                    out_dir: str = BUILD_DIR, lanes: int = VALUES_PER_PACKET) -> str:
+    """The bmv2 JSON of ``source`` with ``slots`` slot registers and ``lanes`` values per packet,
+    compiled unless up to date.
 
     Raises:
+        InaError: ``lanes`` out of range.
         P4Error: the compiler failed (its message included).
     """
+    check_values_per_packet(lanes)
     with open(source, "rb") as f:
         text = f.read()
-    stamp_of = hashlib.sha256(text + f"|{slots}|{_compiler_version(tc)}".encode()).hexdigest()
+    stamp_of = hashlib.sha256(text + f"|{slots}|{lanes}|{_compiler_version(tc)}".encode()).hexdigest()
     base = os.path.splitext(os.path.basename(source))[0]
-    out = os.path.join(out_dir, f"{base}-{slots}.json")
+    out = os.path.join(out_dir, f"{base}-{slots}.json" if lanes == VALUES_PER_PACKET
+                       else f"{base}-{slots}-{lanes}lanes.json")
     stamp = out + ".sha256"
     if os.path.isfile(out) and os.path.isfile(stamp):
         with open(stamp) as f:
@@ -194,6 +204,12 @@ def compile_program(tc: Toolchain, slots: int = DEFAULT_SLOTS, source: str = PRO
     os.makedirs(out_dir, exist_ok=True)
     tmp = out + ".tmp"
     cmd = [tc.p4c, f"-DINA_SLOTS={slots}", "-o", tmp, source]
+    if lanes != VALUES_PER_PACKET:
+        include = os.path.join(out_dir, f"lanes-{lanes}")
+        os.makedirs(include, exist_ok=True)
+        with open(os.path.join(include, "ina_lanes.p4"), "w") as f:
+            f.write(lanes_macro(lanes))
+        cmd[2:2] = [f"-DLANES={lanes}", "-DLANES_FILE", "-I", include]
     if tc.include:
         cmd[1:1] = ["-I", tc.include]
     p = subprocess.run(cmd, capture_output=True, text=True, env=tc.env(), timeout=600)

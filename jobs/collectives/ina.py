@@ -69,7 +69,8 @@ class InaCollective:
             group = dist.new_group(ranks) if len(ranks) > 1 else None
             if m == spec.machine:
                 self.group, self.leader = group, ranks[0]
-        self.client = InaClient(spec.ina.job_id, spec.ina.bit, spec.ina.ps_addr, SCALE, bind=spec.ina.addr) \
+        self.client = InaClient(spec.ina.job_id, spec.ina.bit, spec.ina.ps_addr, SCALE, bind=spec.ina.addr,
+                                values_per_packet=spec.ina.values_per_packet) \
             if spec.rank == self.leader else None
 
     def __call__(self, tensor: torch.Tensor) -> None:
