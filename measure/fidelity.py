@@ -86,8 +86,7 @@ MIN_JOB_RATIO = 0.95
 """An uncontended job measured more than 5% below its contention-free bound ran faster than its
 links allow: the bound (placement, routing, rates, traffic pattern) or the measurement is wrong."""
 
-JOB_STATUSES = ("ok", "slow", "fast", "contended", "collides", "latency-bound", "local", "incomplete",
-                "not-modelled")
+JOB_STATUSES = ("ok", "slow", "fast", "contended", "collides", "latency-bound", "local", "incomplete")
 """Every :attr:`JobVerdict.status`; the first three are the jobs checked against their bound."""
 CHECKED_STATUSES = frozenset({"ok", "slow", "fast"})
 FAILED_STATUSES = frozenset({"slow", "fast"})
@@ -322,10 +321,9 @@ class JobVerdict:
             whatever the dilation), ``latency-bound`` (no transfer reaches
             :data:`LATENCY_BOUND_FRAMES` full packets: its time is software latency, not the
             network), ``local`` (no transfer left its
-            machine: bound 0), ``incomplete`` (not measured, or did not finish) or
-            ``not-modelled`` (an INA job: the aggregators' and the parameter server's packet rates,
-            which no bound here models yet, may set its time; its bound is the links' bound
-            :func:`ina_bound_s` and its ratio is given, not checked) otherwise.
+            machine: bound 0) or ``incomplete`` (not measured, or did not finish) otherwise. An
+            INA job is judged the same way against :func:`ina_bound_s` (latency-bound when no
+            bucket fills :data:`LATENCY_BOUND_FRAMES` of its packets).
         bound_s: contention-free bound of one iteration's communication, seconds.
         measured_s: measured mean communication time per iteration, seconds, if any.
         ratio: ``measured_s / bound_s`` when both exist and the bound is positive (also given,
@@ -436,9 +434,11 @@ def ina_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Se
     so on a fabric of equal links it is the bottleneck of a job of more than one machine,
     aggregated or not; multicast, one per child of the root each way.
 
-    It leaves out the aggregators' and the PS's packet processing and the client's window, so an
-    INA job is not judged against it (status ``not-modelled``): the ratio says how far above its
-    links the INA path ran.
+    The aggregators and the PS are taken to keep up with the links, as ATP's and NetPack's switches
+    (of a Peak Aggregation Throughput far above a port's) and servers do: an INA job is judged
+    against this bound as a ring job is against its own, and one above :data:`MAX_JOB_RATIO` of it
+    was slowed by the emulated end hosts or aggregators (their packets per second), not by its
+    links.
 
     Args:
         g: the topology (routes: :func:`topo.routing.ecmp_path`).
@@ -497,11 +497,9 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
             bound_s = (ina_bound_s(g, rate_mbps, e.machines_by_rank, e.ps_host, e.bucket_bytes, e.ina_switches,
                                    e.ina_results, e.ina_values_per_packet)
                        if e.ps_host else 0.0)
-            measured = e.comm_mean_s
-            out.append(JobVerdict(job=e.job, wave=e.wave, status="incomplete" if measured is None or not e.complete
-                                  else "not-modelled", bound_s=bound_s, measured_s=measured,
-                                  ratio=measured / bound_s if measured is not None and bound_s > 0 else None,
-                                  contended_with=tuple(others)))
+            packet_bytes = e.ina_values_per_packet * 4
+            out.append(job_verdict(e, bound_s, tuple(others),
+                                   latency_bound=max(e.bucket_bytes, default=0) < LATENCY_BOUND_FRAMES * packet_bytes))
             continue
         bound_s = job_bound_s(g, rate_mbps, e.machines_by_rank, e.collective, e.bucket_bytes, mtu)
         collisions = job_collisions(g, e.machines_by_rank, e.collective, e.bucket_bytes)

@@ -147,9 +147,11 @@ def test_auto_falls_back_to_the_software_engine_and_no_ina_job_needs_none(monkey
         (None, "no job uses collective ina")
 
 
-def test_ina_jobs_are_not_modelled_by_the_fidelity_bound_but_count_for_contention():
+def test_ina_jobs_are_judged_against_their_links_bound_and_count_for_contention():
     """The bound is the job's busiest link: the PS's, which takes in one stream per child of the root
-    and sends one result stream per machine (3 here: h2, h5, h6), aggregated or not."""
+    and sends one result stream per machine (3 here: h2, h5, h6), aggregated or not. An INA job is
+    judged against it as a ring job is against its own: contended where it shares a link, else ok
+    up to 1.10x of it, slow above (with the reason), latency-bound when no bucket fills 10 packets."""
     rates = link_rates_mbps(G, 500)
     ina = JobEvidence("a", 0, ("h1", "h2", "h5", "h6"), "ina", (4000,), 0.5, True, ps_host="h1")
     ring = JobEvidence("b", 0, ("h6", "h7"), "ring", (4000,), 0.1, True)
@@ -157,10 +159,15 @@ def test_ina_jobs_are_not_modelled_by_the_fidelity_bound_but_count_for_contentio
     v = {x.job: x for x in job_verdicts(G, rates, [ina, ring, alone], 1500)}
     # one bucket of 4,000 B: 32 packets of 32 lanes, each 14 + 28 + header + 128 bytes on the wire
     wire_s = 32 * (14 + 28 + HEADER_BYTES + 128) * 8 / (rates[("h1", "e1")] * 1e6)
-    assert v["a"].status == "not-modelled" and v["a"].bound_s == pytest.approx(3 * wire_s)
+    assert v["a"].status == "contended" and v["a"].bound_s == pytest.approx(3 * wire_s)
     assert v["a"].ratio == pytest.approx(0.5 / (3 * wire_s)) and not v["a"].checked
     assert v["a"].contended_with == ("b",) and v["b"].status == "contended"  # h6's uplink carries both
     assert "a" not in v["c"].contended_with
+    for measured, status in ((1.05, "ok"), (1.2, "slow"), (0.9, "fast")):
+        (alone,) = job_verdicts(G, rates, [dataclasses.replace(ina, comm_mean_s=measured * 3 * wire_s)], 1500)
+        assert alone.status == status and alone.checked and (status != "slow" or "1.200x" in alone.reason)
+    small = dataclasses.replace(ina, bucket_bytes=(9 * 32 * 4,), comm_mean_s=1.0)
+    assert job_verdicts(G, rates, [small], 1500)[0].status == "latency-bound"
     incomplete = dataclasses.replace(ina, complete=False)
     assert job_verdicts(G, rates, [incomplete], 1500)[0].status == "incomplete"
     assert ina_bound_s(G, rates, ("h1", "h1"), "h1", (4000,)) == 0.0  # every rank on the PS's machine
