@@ -30,7 +30,8 @@ leaves (one engine per leaf, bmv2 where it runs here, else the software engine),
 same INA protocol passed unaggregated to the PS; and the bytes into and out of h9, whose one link
 carries the PS's traffic (every aggregate in, one result per worker and seq out, or, with results
 multicast, one per seq, which l3 copies to l1 and l2 and they to their workers). Ratios are to the
-ring's in the same run.
+ring's in the same run; each row also gets its contention-free bound from its links and its fidelity
+verdict (:func:`measure.fidelity.job_verdicts`, as a run judges it: ok within 1.10x of the bound).
 
     sudo .venv/bin/python bench/ina.py [--seqs 4000] [--fan-in 4] [--window 64 256]
     sudo .venv/bin/python bench/ina.py --fabric [--model vgg16] [--dilation 3] [--iterations 5]
@@ -141,6 +142,8 @@ def fabric_rows(args) -> list[list[str]]:
     from emulator.one_job import OneJob, run_job
     from ina.plan import plan_job
     from jobs.models import get_model, scaled_buckets
+    from measure.fidelity import JobEvidence, job_verdicts
+    from measure.shaping import link_rates_mbps
     from topo import leaf_spine
 
     g = leaf_spine(3, 1, 4)
@@ -176,9 +179,14 @@ def fabric_rows(args) -> list[list[str]]:
                 stats = fabric.stats()
                 aggregates = sum(st.aggregates for st in stats.values()) if plan else None
                 up = links[("l1", "s1")] + links[("l2", "s1")]
+                evidence = JobEvidence(name, 0, tuple(workers), collective, buckets, run.comm_mean_s(), True,
+                                       ps_host=ps if plan else None, ina_switches=tuple(plan.entries) if plan else (),
+                                       ina_results=results or "unicast", ina_values_per_packet=lanes)
+                (verdict,) = job_verdicts(g, link_rates_mbps(g, args.scale), [evidence], 1500)
                 rows.append([name, f"{run.comm_mean_s():.3f}", f"{up / 1e6:.2f}",
                              "-" if aggregates is None else str(aggregates),
-                             f"{links[('l3', ps)] / 1e6:.2f} / {links[(ps, 'l3')] / 1e6:.2f}"])
+                             f"{links[('l3', ps)] / 1e6:.2f} / {links[(ps, 'l3')] / 1e6:.2f}",
+                             f"{verdict.bound_s:.3f}", f"{verdict.ratio:.2f} {verdict.status}"])
                 print(f"  {name}: {rows[-1][1]} s per iteration, {rows[-1][2]} MB up the workers' uplinks",
                       flush=True)
             engine = fabric.engine
@@ -270,8 +278,8 @@ def main() -> int:
     print(format_table(["values/packet", "aggregator", "window", "end hosts / aggregator (packets/s)"], ratios))
     if args.fabric and os.geteuid() == 0:
         print(format_table(["one job, 4 workers in 2 racks", "comm s / iteration", "vs ring",
-                            "MB up the workers' uplinks", "vs ring", "aggregates", "MB into / out of h9"],
-                           fabric_rows(args)))
+                            "MB up the workers' uplinks", "vs ring", "aggregates", "MB into / out of h9",
+                            "bound s", "vs bound, verdict"], fabric_rows(args)))
     return 0 if ok else 1
 
 
