@@ -11,6 +11,11 @@ in on (``ina_out`` empty: one-armed), back to its switch, which routes it on.
 It also runs the jobs' parameter servers: one ``python -m ina.ps`` per PS machine, serving
 every job whose PS is there.
 
+Before the engines start it takes one engine's packet rate on this machine (:func:`engine_rate`:
+measured on veths once per engine, values per packet and program, then read back) and sets it
+against what each INA switch's links can bring it (:class:`EngineCapacity`): whether the
+aggregators keep up with their links, and the dilation that would where they may not.
+
 Two ways to use it. A fixed set of jobs: :meth:`InaFabric.install` programs every aggregator
 (everything reset), :meth:`InaFabric.start_ps` starts their parameter servers and
 :meth:`InaFabric.stop_ps` stops them, returning their counters. An online schedule, jobs
@@ -30,6 +35,7 @@ spawned (so ``run_testbed.py clean`` stops them after a crash) and stopped by :m
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import signal
@@ -42,18 +48,114 @@ from common.errors import EmulationError, TestbedError
 from common.jsonfile import write_json_atomic
 from common.lifecycle import StartStop
 from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
-from emulator.journal import process_change
+from emulator.journal import Change, process_change
 from emulator.procs import stop_process
 from ina.engine import AggregatorStats, JobTraffic
-from ina.p4.build import DEFAULT_SLOTS, compile_program, engine_available, find_toolchain
+from ina.p4.build import BUILD_DIR, DEFAULT_SLOTS, compile_program, engine_available, find_toolchain
 from ina.p4.switch import Bmv2Aggregator, aggregator_stats
-from ina.plan import JobPlan, switch_tables
+from ina.plan import JobPlan, aggregator_demand_pps, carrying_dilation, switch_tables
 from ina.protocol import VALUES_PER_PACKET, check_slots, check_values_per_packet
 from ina.ps import PsJob
+from ina.rig import packet_rate
 from ina.softswitch import SoftAggregator
 
 PS_READY_S = 20.0
 """How long a parameter server may take to acknowledge a config (its first after binding its port)."""
+RATES_FILE = os.path.join(BUILD_DIR, "engine-rates.json")
+"""Each engine's measured packet rate on this machine, by engine, values per packet and program
+(:func:`engine_rate`); beside the compiled programs, which are this machine's too."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineCapacity:
+    """Whether the aggregators keep up with their switches' links (:meth:`InaFabric.capacity`).
+
+    Attributes:
+        engine_pps: packets per second one aggregator of the fabric's engine takes here
+            (:func:`ina.rig.packet_rate`, at the fabric's values per packet).
+        source: ``measured now`` or when it was measured (:data:`RATES_FILE`).
+        demand_pps: per INA switch, the most INA packets per second its links can bring it
+            (:func:`ina.plan.aggregator_demand_pps`, at the run's scale and dilation).
+        dilation: the run's.
+        carrying_dilation: the least dilation at which every aggregator keeps up (None: it does).
+    """
+
+    engine_pps: float
+    source: str
+    demand_pps: Mapping[str, float]
+    dilation: float
+    carrying_dilation: float | None
+
+    @property
+    def keeps_up(self) -> bool:
+        """Every aggregator takes what its switch's links can bring it."""
+        return self.carrying_dilation is None
+
+    def line(self, engine: str, values_per_packet: int) -> str:
+        """One line for people: the rate, the busiest switch, and what to do where it falls short."""
+        busiest = max(self.demand_pps, key=self.demand_pps.get)
+        head = (f"INA: a {engine} aggregator takes {self.engine_pps:,.0f} packets/s of {values_per_packet} values "
+                f"here ({self.source}); {busiest}'s links can bring {self.demand_pps[busiest]:,.0f}/s at dilation "
+                f"{self.dilation:g}")
+        if self.keeps_up:
+            return head + ": the aggregators keep up with their links"
+        return (head + f": its aggregator may not keep up, and INA jobs through it may be judged slow; dilation "
+                       f"{self.carrying_dilation:g} carries it")
+
+    def to_dict(self) -> dict:
+        """JSON form (``measurements.json``'s ``ina.capacity``)."""
+        return {"engine_pps": self.engine_pps, "source": self.source, "demand_pps": dict(self.demand_pps),
+                "dilation": self.dilation, "carrying_dilation": self.carrying_dilation, "keeps_up": self.keeps_up}
+
+
+def _rate_key(engine: str, values_per_packet: int, prepared) -> str:
+    """What a measured rate holds for: the engine, its values per packet, and its code (bmv2: the
+    compiled program's stamp; software: the engine's and its process's source)."""
+    if engine == "bmv2":
+        _, program = prepared
+        with open(program + ".sha256") as f:
+            stamp = f.read().strip()
+    else:
+        digest = hashlib.sha256()
+        for module in ("engine.py", "softswitch.py"):
+            with open(os.path.join(PROJECT_ROOT, "ina", module), "rb") as f:
+                digest.update(f.read())
+        stamp = digest.hexdigest()
+    return f"{engine}/{values_per_packet}/{stamp[:16]}/{os.cpu_count()}cpu"
+
+
+def engine_rate(engine: str, values_per_packet: int, prepared, log_dir: str, record, path: str = RATES_FILE
+                ) -> tuple[float, str]:
+    """Packets per second an aggregator of ``engine`` takes on this machine, and where the figure is
+    from: read from ``path`` where this engine, values per packet and code were measured, else
+    measured now (:func:`ina.rig.packet_rate`, its namespace, veths and processes told to
+    ``record(kind, name)`` first) and written there.
+
+    Raises:
+        EmulationError: the measurement failed.
+    """
+    key = _rate_key(engine, values_per_packet, prepared)
+    try:
+        with open(path) as f:
+            known = json.load(f)
+        if isinstance(known, dict) and isinstance(known.get(key), dict):
+            return float(known[key]["packets_per_s"]), f"measured {known[key]['measured']}"
+    except (OSError, ValueError, TypeError, KeyError):
+        known = {}
+    toolchain, program = prepared if engine == "bmv2" else (None, None)
+    try:
+        pps = packet_rate(engine, values_per_packet, os.path.join(log_dir, "rate"), toolchain, program,
+                          record=record, thrift_port=free_tcp_port())
+    except TestbedError as e:
+        raise EmulationError(f"measuring the {engine} aggregator's packet rate: {e}") from None
+    known = known if isinstance(known, dict) else {}
+    known[key] = {"packets_per_s": pps, "measured": time.strftime("%Y-%m-%d %H:%M")}
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_json_atomic(path, known)
+    except OSError:
+        pass  # measured again next time
+    return pps, "measured now"
 
 
 class Bmv2Engine:
@@ -207,15 +309,19 @@ class InaFabric(StartStop):
         """The jobs whose entries the aggregators hold, by id."""
         self._ps: dict[str, PsProcess] = {}
         """The parameter servers running (:meth:`start_ps`, :meth:`add_jobs`), by machine."""
+        self.capacity: EngineCapacity | None = None
+        """Whether the aggregators keep up with their switches' links (set by :meth:`start`)."""
 
     def start(self) -> None:
-        """Start one engine per INA switch on its aggregator port's peer.
+        """Start one engine per INA switch on its aggregator port's peer, having measured (or read)
+        the engine's packet rate here against what the switches' links can bring (:attr:`capacity`).
 
         Raises:
             EmulationError: the program did not compile or an engine did not start (its log named).
         """
         os.makedirs(self.log_dir, exist_ok=True)
         prepared = self._engine.prepare(self.slots, self.values_per_packet)
+        self.capacity = self._capacity(prepared)
         for k, s in enumerate(sorted(self.net.ina_ports)):
             log = os.path.join(self.log_dir, f"{s}.log")
             sw = self._engine.aggregator(prepared, {0: self.net.ina_peer(s)}, k, self.log_dir, s, log)
@@ -228,6 +334,20 @@ class InaFabric(StartStop):
                 sw.start(on_spawn=spawned)
             except TestbedError as e:
                 raise EmulationError(f"the INA aggregator of {s} did not start: {e} (log: {log})") from None
+
+    def _capacity(self, prepared) -> EngineCapacity:
+        """The engine's packet rate here (:func:`engine_rate`, what a measurement makes recorded in
+        the network's record) against what each INA switch's links can bring it."""
+
+        def record(kind: str, name: str) -> None:
+            what = "INA aggregator rate measurement"
+            self.net.record.add(process_change(int(name), what) if kind == "process" else Change(kind, name, what=what))
+
+        pps, source = engine_rate(self.engine, self.values_per_packet, prepared, self.log_dir, record)
+        demand = {s: aggregator_demand_pps(self.net.g, s, self.net.rates, self.values_per_packet)
+                  for s in sorted(self.net.ina_ports)}
+        dilation = self.net.options.dilation
+        return EngineCapacity(pps, source, demand, dilation, carrying_dilation(max(demand.values()), pps, dilation))
 
     def install(self, plans: Iterable[JobPlan], n_slots: int) -> None:
         """Program every aggregator with the jobs' entries (:func:`ina.plan.switch_tables`) and

@@ -198,8 +198,10 @@ class InaRuns:
             jobs[name] = InaJobResult(name, tuple(runs.job_ids), runs.ps_host, runs.leaves, runs.root,
                                       dict(runs.client), ps, dict(runs.uplink), dict(runs.uplink_unaggregated),
                                       runs.uplink_complete, self.fabric.values_per_packet)
+        capacity = self.fabric.capacity.to_dict() if self.fabric.capacity is not None else None
         return InaResult(True, engine, why, self.slots, self.switches, self.fabric.counters(),
-                         {h: {k: v for k, v in s.items() if k != "jobs"} for h, s in ps_stats.items()}, jobs)
+                         {h: {k: v for k, v in s.items() if k != "jobs"} for h, s in ps_stats.items()}, jobs,
+                         capacity)
 
 
 def unused_result(why: str, slots: int) -> InaResult:

@@ -41,7 +41,7 @@ from emulator.procs import process_start_time, signal_group
 
 RECORDS_DIR = os.environ.get("TESTBED_RECORDS_DIR", "/var/lib/dtnet-testbed/runs")
 KINDS = ("process", "bridge", "link", "mount", "dir", "sysctl", "ovs_other_config", "container", "tree",
-         "image_build", "struct_ops")
+         "image_build", "struct_ops", "netns")
 STOP_GRACE_S = 2.0
 COMMAND_TIMEOUT_S = 30.0
 REMOTE_KINDS = ("bridge", "link", "sysctl")
@@ -56,7 +56,8 @@ class Change:
     Attributes:
         kind: one of :data:`KINDS`.
         name: the PID (as a string) for ``process``; bridge, interface or path; sysctl key;
-            ``other_config`` key; the name of a registered BPF ``struct_ops`` (a congestion control).
+            ``other_config`` key; the name of a registered BPF ``struct_ops`` (a congestion control); a network
+            namespace's name (``netns``).
         original: the value before the change (``sysctl``, ``ovs_other_config``; None when
             the key was absent).
         start_time: a ``process``'s start time in clock ticks since boot (``/proc/<pid>/stat``
@@ -303,6 +304,11 @@ def _undo_one(c: Change) -> str | None:
             return None
         cp = _run(["ip", "link", "del", c.name])
         return None if cp.returncode == 0 or not os.path.exists(f"/sys/class/net/{c.name}") else cp.stderr.strip()
+    if c.kind == "netns":  # its interfaces go with it (a veth's peer outside too)
+        if not os.path.exists(f"/run/netns/{c.name}"):
+            return None
+        cp = _run(["ip", "netns", "delete", c.name])
+        return None if cp.returncode == 0 or not os.path.exists(f"/run/netns/{c.name}") else cp.stderr.strip()
     if c.kind == "mount":
         if _mounted(c.name):
             cp = _run(["umount", c.name])

@@ -222,6 +222,7 @@ class EmulatorExperiment(ExperimentBackend):
                 say(f"INA: {ina.engine} aggregators on {len(ina.switches)} switches ({', '.join(ina.switches)}), "
                     f"{cfg.ina.slots} slots each, {cfg.ina.values_per_packet} values per packet, "
                     f"results {cfg.ina.results}")
+                say(ina.fabric.capacity.line(ina.engine, cfg.ina.values_per_packet))
             say(f"network up: {len(net.hosts)} machines, {len(net.switch_intfs)} switch ports, "
                 f"{net.controller.status().get('rules', '?')} rules ({cfg.routing}), ECN: {self.ecn[0]}; "
                 f"every policy runs on it in turn")

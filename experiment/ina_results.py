@@ -103,6 +103,8 @@ class InaResult:
         aggregators: each aggregator's counters over the policy (:class:`ina.engine.AggregatorStats`).
         parameter_servers: each PS machine's counters over the policy (all its jobs).
         jobs: every INA job's result.
+        capacity: whether the aggregators keep up with their switches' links
+            (:meth:`emulator.ina_fabric.EngineCapacity.to_dict`); None when not used.
     """
 
     used: bool
@@ -113,10 +115,12 @@ class InaResult:
     aggregators: Mapping[str, Mapping[str, int]]
     parameter_servers: Mapping[str, Mapping]
     jobs: Mapping[str, InaJobResult]
+    capacity: Mapping | None = None
 
     def to_dict(self) -> dict:
         """JSON form (``measurements.json``'s ``ina``)."""
         return {"used": self.used, "engine": self.engine, "why": self.why, "slots": self.slots,
+                "capacity": dict(self.capacity) if self.capacity is not None else None,
                 "switches": list(self.switches), "aggregators": {s: dict(c) for s, c in self.aggregators.items()},
                 "parameter_servers": {h: dict(c) for h, c in self.parameter_servers.items()},
                 "jobs": {j: r.to_dict() for j, r in self.jobs.items()}}

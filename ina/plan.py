@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from ina.engine import MAX_BITS, Copy, JobEntry, JobTraffic, JobTree, LeafGroup, Role
-from ina.protocol import VALUES_PER_PACKET, InaError, check_values_per_packet
+from ina.protocol import VALUES_PER_PACKET, InaError, check_values_per_packet, frame_bytes
 
 RESULTS = ("unicast", "multicast")
 """How results reach the workers (module docstring); the simulator models the same two (:data:`sim.ina.RESULTS`)."""
@@ -264,3 +265,28 @@ def switch_tables(plans: Iterable[JobPlan]) -> dict[str, dict[int, JobEntry]]:
         for s, entry in p.entries.items():
             out.setdefault(s, {})[p.job_id] = dataclasses.replace(entry, members=p.members)
     return out
+
+
+def aggregator_demand_pps(g, switch: str, rate_mbps: Mapping[tuple[str, str], float],
+                          values_per_packet: int = VALUES_PER_PACKET) -> float:
+    """The most INA packets per second ``switch``'s aggregator may be sent: everything its links
+    can bring into the switch (every INA packet crossing an INA switch passes its aggregator, and
+    could all be INA), in frames of ``values_per_packet`` values.
+
+    Args:
+        g: the topology.
+        switch: an INA switch of ``g``.
+        rate_mbps: each link's rate as emulated (wall clock: paper rate / (scale x dilation)),
+            keyed by either orientation.
+        values_per_packet: the fabric's.
+    """
+    mbps = sum(rate_mbps.get((u, switch), rate_mbps.get((switch, u), 0.0)) for u in g.neighbors(switch))
+    return mbps * 1e6 / 8 / frame_bytes(values_per_packet)
+
+
+def carrying_dilation(demand_pps: float, engine_pps: float, dilation: float) -> float | None:
+    """The least dilation (to 0.1) at which an aggregator taking ``engine_pps`` keeps up with a
+    switch sent ``demand_pps`` at ``dilation`` (rates fall as 1 / dilation); None when it keeps up."""
+    if demand_pps <= engine_pps:
+        return None
+    return math.ceil(dilation * demand_pps / engine_pps * 10) / 10

@@ -25,14 +25,14 @@ import socket
 import struct
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from common.errors import TestbedError
 from common.lifecycle import StartStop
-from ina.engine import JobEntry
+from ina.engine import JobEntry, Role
 from ina.p4.build import ENGINES, P4Error, Toolchain
 from ina.p4.switch import TO_PS, TO_WORKERS, Bmv2Aggregator, aggregator_stats
-from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET, WORKER_PORT_BASE, Flag
+from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET, WORKER_PORT_BASE, Flag, data_packet
 from ina.softswitch import SoftAggregator
 
 ETH_P_ALL = 0x0003
@@ -130,15 +130,20 @@ class SwitchRig(StartStop):
         toolchain, program: the P4 tools and the compiled aggregator (``bmv2`` only).
         thrift_base: the first bmv2 switch's runtime CLI port (the next ones follow).
         values_per_packet: the software engine's lanes per packet (bmv2's ``program`` is compiled for its own).
+        record: told ``(kind, name)`` of everything it makes before making it or as soon as it
+            exists (``netns``, a veth ``link`` by its end outside, a switch ``process`` by PID),
+            so that a caller's record can undo it after a crash.
     """
 
     def __init__(self, n: int, log_dir: str, engine: str = "bmv2", toolchain: Toolchain | None = None,
-                 program: str | None = None, thrift_base: int = 22090, values_per_packet: int = VALUES_PER_PACKET):
+                 program: str | None = None, thrift_base: int = 22090, values_per_packet: int = VALUES_PER_PACKET,
+                 record: Callable[[str, str], None] | None = None):
         if engine not in ENGINES or (engine == "bmv2" and (toolchain is None or program is None)):
             raise TestbedError(f"rig engine {engine!r}: valid: {', '.join(ENGINES)} (bmv2 needs a toolchain and "
                                f"a program)")
         self.engine, self.toolchain, self.program, self.n, self.log_dir = engine, toolchain, program, n, log_dir
         self.values_per_packet = values_per_packet
+        self.record = record or (lambda kind, name: None)
         tag = f"{os.getpid() % 100000}{next(_RIGS) % 10}"  # two rigs of one process apart
         self.netns = f"dtina{tag}"
         self.names = [[(f"ia{tag}{k}{p}", f"ib{tag}{k}{p}") for p in range(3)] for k in range(n)]
@@ -155,11 +160,13 @@ class SwitchRig(StartStop):
             raise TestbedError(f"{' '.join(cmd)}: {p.stderr.strip()}")
 
     def start(self) -> None:
+        self.record("netns", self.netns)
         self._ip("netns", "add", self.netns)
         self._made_ns = True
         self._ip("link", "set", "lo", "up", ns=True)
         for k in range(self.n):
             for host, sw in self.names[k]:
+                self.record("link", host)
                 self._ip("link", "add", host, "type", "veth", "peer", "name", sw)
                 self._ip("link", "set", sw, "netns", self.netns)
                 with open(f"/proc/sys/net/ipv6/conf/{host}/disable_ipv6", "w") as f:
@@ -183,7 +190,7 @@ class SwitchRig(StartStop):
                 sw = SoftAggregator(ports, os.path.join(self.log_dir, f"switch{k}.sock"), log, netns=self.netns,
                                     values_per_packet=self.values_per_packet)
             self.switches.append(sw)
-            sw.start()
+            sw.start(on_spawn=lambda pid: self.record("process", str(pid)))
 
     def configure(self, k: int, n_slots: int, jobs: Mapping[int, JobEntry]) -> None:
         """Free every slot, zero the counters, and program switch ``k``'s tables."""
@@ -272,3 +279,27 @@ class SwitchRig(StartStop):
             for host, _ in pairs:
                 if os.path.exists(f"/sys/class/net/{host}"):
                     subprocess.run(["ip", "link", "del", host], capture_output=True)
+
+
+def packet_rate(engine: str, values_per_packet: int, log_dir: str, toolchain: Toolchain | None = None,
+                program: str | None = None, packets: int = 2000, fan_in: int = 4, window: int = 256,
+                record: Callable[[str, str], None] | None = None, thrift_port: int = 22090) -> float:
+    """Packets per second one aggregator of ``engine`` takes on this machine: ``packets`` packets of
+    ``values_per_packet`` values, one job of fan-in ``fan_in`` summed at a leaf, seq by seq (a slot
+    freed by its aggregate before the next seq wants it), sent from a raw socket on a veth
+    ``window`` at a time, as ``bench/ina.py`` measures it (``record``: as :class:`SwitchRig`'s;
+    ``thrift_port``: bmv2's runtime CLI port).
+
+    Raises:
+        TestbedError: the rig or the engine did not start, or the engine lost packets.
+    """
+    job, seqs = 1, max(1, packets // fan_in)
+    payloads = [data_packet(job, seq, 1 << w, [seq + w] * values_per_packet) for seq in range(seqs)
+                for w in range(fan_in)]
+    with SwitchRig(1, log_dir, engine, toolchain, program, thrift_base=thrift_port, values_per_packet=values_per_packet,
+                   record=record) as rig:
+        rig.configure(0, 4096, {job: JobEntry(fan_in, Role.LEAF, 0)})
+        out, seconds = rig.blast(0, payloads, window)
+    if sum(1 for dest, _ in out if dest == "to_ps") != seqs:
+        raise TestbedError(f"the {engine} aggregator sent {len(out)} aggregates for {seqs} seqs")
+    return len(payloads) / seconds

@@ -51,6 +51,9 @@ def test_an_experiment_runs_ina_jobs_and_reports_them(emulation_ok, tmp_path, en
         m = json.load(f)
     ina = m["ina"]
     assert ina["used"] and ina["engine"] == engine and ina["slots"] == 256 and ina["switches"] == ["l1", "l2"]
+    cap = ina["capacity"]  # the engine's packet rate here against what each ToR's links can bring it
+    assert cap["engine_pps"] > 0 and set(cap["demand_pps"]) == {"l1", "l2"} and cap["dilation"] == 2
+    assert cap["keeps_up"] == (cap["carrying_dilation"] is None) and (cap["keeps_up"] or cap["carrying_dilation"] > 2)
     starts = {s["job"]: s["start_s"] for s in m["starts"]}
     assert starts["b"] > starts["a"]  # b was installed while a ran
     assert set(ina["jobs"]) == {"a", "b"}

@@ -295,3 +295,18 @@ def test_ina_not_used_is_said_in_the_table():
     s = summarise_policy(CFG, G, r, records())
     assert ina_lines(s) == ["INA under p: not used (no bmv2; INA jobs ran the ring allreduce)"]
     assert s.ina_packets_per_ps_packet is None
+
+
+def test_the_capacity_line_says_whether_the_aggregators_keep_up_and_what_dilation_would():
+    from emulator.ina_fabric import EngineCapacity
+
+    ok = EngineCapacity(5000.0, "measured now", {"l1": 3000.0, "l2": 4000.0}, 3.0, None)
+    assert ok.keeps_up and ok.line("bmv2", 256) == (
+        "INA: a bmv2 aggregator takes 5,000 packets/s of 256 values here (measured now); l2's links can bring "
+        "4,000/s at dilation 3: the aggregators keep up with their links")
+    short = EngineCapacity(5000.0, "measured 2026-11-26 08:00", {"l1": 12000.0}, 3.0, 7.2)
+    assert not short.keeps_up and short.line("bmv2", 256).endswith(
+        "its aggregator may not keep up, and INA jobs through it may be judged slow; dilation 7.2 carries it")
+    assert short.to_dict() == {"engine_pps": 5000.0, "source": "measured 2026-11-26 08:00",
+                               "demand_pps": {"l1": 12000.0}, "dilation": 3.0, "carrying_dilation": 7.2,
+                               "keeps_up": False}

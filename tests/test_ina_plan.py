@@ -229,3 +229,16 @@ def test_multicast_results_reach_every_machine_once_with_one_result_from_the_ps(
         assert sent == 1 if tor_of(ls, ps) in p.entries else sent <= len(set(machines)), (machines, ps, ina)
     with pytest.raises(InaError, match="results 'broadcast'"):
         plan_job(ls, 1, ["h1"], "h2", [], "broadcast")
+
+
+def test_an_aggregators_demand_is_what_its_switchs_links_can_bring(ls):
+    """l1 has five machines and two spines: at 8 Mbit/s a link, 56 Mbit/s of 1,086-byte frames (256
+    values) is 6,446 packets/s; an engine of 5,000 packets/s keeps up from dilation 3 x 6,446 / 5,000
+    = 3.9 (to 0.1, up), and one of 7,000 at 3 already."""
+    from ina.plan import aggregator_demand_pps, carrying_dilation
+
+    rates = {(u, v): 8.0 for u, v in ls.edges}
+    pps = aggregator_demand_pps(ls, "l1", rates, 256)
+    assert pps == pytest.approx(56e6 / 8 / 1086)
+    assert carrying_dilation(pps, 5000.0, 3.0) == pytest.approx(3.9)
+    assert carrying_dilation(pps, 7000.0, 3.0) is None

@@ -216,3 +216,21 @@ def test_process_start_time_is_stable_and_none_for_the_gone():
         p.kill()
         p.wait()
     assert process_start_time(p.pid) is None
+
+
+def test_a_recorded_network_namespace_goes_with_its_interfaces(tmp_path):
+    """A ``netns`` change (an INA aggregator's rate measurement makes one, :func:`ina.rig.packet_rate`):
+    undone, the namespace is deleted and with it a veth whose other end is outside; one never made
+    is skipped."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces)")
+    name, outside = f"jtest{os.getpid() % 100000}", f"jt{os.getpid() % 100000}a"
+    rec = RunJournal("test", str(tmp_path))
+    rec.add(Change("netns", name))
+    rec.add(Change("netns", f"{name}x"))  # recorded, never made
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    subprocess.run(["ip", "link", "add", outside, "type", "veth", "peer", "name", f"{outside}b", "netns", name],
+                   check=True)
+    assert os.path.exists(f"/run/netns/{name}") and os.path.exists(f"/sys/class/net/{outside}")
+    assert rec.unwind() == []
+    assert not os.path.exists(f"/run/netns/{name}") and not os.path.exists(f"/sys/class/net/{outside}")
