@@ -16,12 +16,12 @@ pytestmark = pytest.mark.emulation
 def test_default_experiment_runs_every_policy_and_cleans_up(emulation_ok, tmp_path):
     """`run_testbed.py` on the default experiment runs every policy (every registered one but the NetPack
     paper's baselines), every job completes, the results directory holds the promised files, no controller
-    logged an exception and nothing is left running. It runs 4 measured iterations of each job instead of
+    logged an exception and nothing is left running. It runs 2 measured iterations of each job instead of
     the default 10 (the suite's time budget): everything else is the default."""
     from experiment.config import ExperimentConfig, load, policy_specs
     from measure.fidelity import JOB_STATUSES as FIDELITY_STATUSES
 
-    cp = subprocess.run([sys.executable, os.path.join(ROOT, "run_testbed.py"), "--iterations", "4",
+    cp = subprocess.run([sys.executable, os.path.join(ROOT, "run_testbed.py"), "--iterations", "2",
                          "--results", str(tmp_path)],
                         cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
