@@ -360,7 +360,7 @@ class JobVerdict:
 
 
 def job_verdict(evidence: JobEvidence, bound_s: float, contended_with: tuple[str, ...] = (),
-                collisions: int = 0, latency_bound: bool = False) -> JobVerdict:
+                collisions: int = 0, latency_bound: bool = False, fast_below_s: float | None = None) -> JobVerdict:
     """The verdict on one job given its bound and the jobs it shared links with.
 
     Precedence: ``incomplete`` (nothing trustworthy to compare), then ``local`` (a zero bound
@@ -375,6 +375,8 @@ def job_verdict(evidence: JobEvidence, bound_s: float, contended_with: tuple[str
             (:func:`jobs.steps.job_collisions`).
         latency_bound: no cross-machine transfer of the job reaches :data:`LATENCY_BOUND_FRAMES`
             full packets.
+        fast_below_s: measured below this, the job is ``fast`` (None: :data:`MIN_JOB_RATIO` x
+            ``bound_s``; an INA job's leaves out the shapers' burst credit, :func:`job_verdicts`).
     """
     e, measured = evidence, evidence.comm_mean_s
     ratio = measured / bound_s if measured is not None and bound_s > 0 else None
@@ -394,7 +396,7 @@ def job_verdict(evidence: JobEvidence, bound_s: float, contended_with: tuple[str
         reason = (f"job {e.job!r} (wave {e.wave}) communicated for {measured:.4g} s per iteration, "
                   f"{ratio:.3f}x its contention-free bound of {bound_s:.4g} s, above the {MAX_JOB_RATIO:.2f} "
                   f"limit: the emulator, not the modelled network, slowed it")
-    elif ratio < MIN_JOB_RATIO:
+    elif measured < (MIN_JOB_RATIO * bound_s if fast_below_s is None else fast_below_s):
         status = "fast"
         reason = (f"job {e.job!r} (wave {e.wave}) communicated for {measured:.4g} s per iteration, "
                   f"{ratio:.3f}x its contention-free bound of {bound_s:.4g} s, below the {MIN_JOB_RATIO:.2f} "
@@ -450,16 +452,23 @@ def ina_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Se
         results: ``unicast`` or ``multicast`` (:data:`sim.ina.RESULTS`).
         values_per_packet: int32 values per packet (each frame's headers counted).
     """
+    return _ina_busiest(g, rate_mbps, machines_by_rank, ps_host, bucket_bytes, switches, results,
+                        values_per_packet)[0]
+
+
+def _ina_busiest(g, rate_mbps, machines_by_rank, ps_host, bucket_bytes, switches, results,
+                 values_per_packet) -> tuple[float, float | None]:
+    """:func:`ina_bound_s` and the rate of the link that sets it (None: no link)."""
     if all(m == ps_host for m in machines_by_rank):
-        return 0.0
+        return 0.0, None
     routes = _ina_routes(g, machines_by_rank, ps_host, switches)
     stream_bits = stream_bytes(bucket_bytes, wire=True, values_per_packet=values_per_packet) * 8
-    worst = 0.0
+    worst, worst_rate = 0.0, None
     for (u, v), k in streams(routes, frozenset(), results).items():
         rate = rate_mbps.get((u, v), rate_mbps.get((v, u)))
-        if rate:
-            worst = max(worst, k * stream_bits / (rate * MEGA))
-    return worst
+        if rate and k * stream_bits / (rate * MEGA) > worst:
+            worst, worst_rate = k * stream_bits / (rate * MEGA), rate
+    return worst, worst_rate
 
 
 def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobEvidence],
@@ -494,12 +503,16 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
     for i, e in enumerate(evidence):
         others = dict.fromkeys(evidence[j].job for j in by_wave[e.wave] if j != i and links[i] & links[j])
         if e.collective == INA:
-            bound_s = (ina_bound_s(g, rate_mbps, e.machines_by_rank, e.ps_host, e.bucket_bytes, e.ina_switches,
-                                   e.ina_results, e.ina_values_per_packet)
-                       if e.ps_host else 0.0)
+            bound_s, rate = (_ina_busiest(g, rate_mbps, e.machines_by_rank, e.ps_host, e.bucket_bytes, e.ina_switches,
+                                          e.ina_results, e.ina_values_per_packet)
+                             if e.ps_host else (0.0, None))
+            # Its UDP packets leave in a burst whenever the busiest link's token bucket has refilled
+            # (between buckets; TCP restarts slowly after idle): up to one bucket's depth per bucket early.
+            credit_s = len(e.bucket_bytes) * burst_bytes(rate, mtu or 1500) * 8 / (rate * MEGA) if rate else 0.0
             packet_bytes = e.ina_values_per_packet * 4
             out.append(job_verdict(e, bound_s, tuple(others),
-                                   latency_bound=max(e.bucket_bytes, default=0) < LATENCY_BOUND_FRAMES * packet_bytes))
+                                   latency_bound=max(e.bucket_bytes, default=0) < LATENCY_BOUND_FRAMES * packet_bytes,
+                                   fast_below_s=MIN_JOB_RATIO * max(0.0, bound_s - credit_s)))
             continue
         bound_s = job_bound_s(g, rate_mbps, e.machines_by_rank, e.collective, e.bucket_bytes, mtu)
         collisions = job_collisions(g, e.machines_by_rank, e.collective, e.bucket_bytes)

@@ -88,7 +88,8 @@ def test_an_experiment_runs_ina_jobs_and_reports_them(emulation_ok, tmp_path, en
     for name in ("a", "b"):
         v = verdicts[name]
         assert v["bound_s"] > 0 and v["ratio"] == pytest.approx(v["measured_s"] / v["bound_s"]), v
-        assert v["contended_with"] == [] and v["status"] == ("slow" if v["ratio"] > 1.10 else "ok"), v
+        assert v["contended_with"] == [] and v["status"] in ("ok", "slow"), v
+        assert (v["status"] == "slow") == (v["ratio"] > 1.10), v
     assert set(m["estimates"]) == {"c"}  # the simulator does not model INA jobs
     rows = list(csv.DictReader(open(os.path.join(run_dir, "ina.csv"))))
     assert [(r["policy"], r["job"], r["engine"]) for r in rows] == [("consolidate", "a", engine),
