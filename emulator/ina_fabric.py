@@ -108,33 +108,18 @@ class EngineCapacity:
                 "dilation": self.dilation, "carrying_dilation": self.carrying_dilation, "keeps_up": self.keeps_up}
 
 
-def _rate_key(engine: str, values_per_packet: int, prepared) -> str:
-    """What a measured rate holds for: the engine, its values per packet, and its code (bmv2: the
-    compiled program's stamp; software: the engine's and its process's source)."""
-    if engine == "bmv2":
-        _, program = prepared
-        with open(program + ".sha256") as f:
-            stamp = f.read().strip()
-    else:
-        digest = hashlib.sha256()
-        for module in ("engine.py", "softswitch.py"):
-            with open(os.path.join(PROJECT_ROOT, "ina", module), "rb") as f:
-                digest.update(f.read())
-        stamp = digest.hexdigest()
-    return f"{engine}/{values_per_packet}/{stamp[:16]}/{os.cpu_count()}cpu"
-
-
-def engine_rate(engine: str, values_per_packet: int, prepared, log_dir: str, record, path: str = RATES_FILE
+def engine_rate(engine, values_per_packet: int, prepared, log_dir: str, record, path: str = RATES_FILE
                 ) -> tuple[float, str]:
-    """Packets per second an aggregator of ``engine`` takes on this machine, and where the figure is
-    from: read from ``path`` where this engine, values per packet and code were measured, else
-    measured now (:func:`ina.rig.packet_rate`, its namespace, veths and processes told to
+    """Packets per second an aggregator of ``engine`` (:data:`INA_ENGINES`' object, with what its
+    ``prepare`` gave) takes on this machine, and where the figure is from: read from ``path`` where
+    this engine, values per packet and code (its ``code_stamp``) were measured, else measured now
+    (its ``packet_rate``: :func:`ina.rig.packet_rate`, its namespace, veths and processes told to
     ``record(kind, name)`` first) and written there.
 
     Raises:
         EmulationError: the measurement failed.
     """
-    key = _rate_key(engine, values_per_packet, prepared)
+    key = f"{engine.name}/{values_per_packet}/{engine.code_stamp(prepared)[:16]}/{os.cpu_count()}cpu"
     try:
         with open(path) as f:
             known = json.load(f)
@@ -142,12 +127,10 @@ def engine_rate(engine: str, values_per_packet: int, prepared, log_dir: str, rec
             return float(known[key]["packets_per_s"]), f"measured {known[key]['measured']}"
     except (OSError, ValueError, TypeError, KeyError):
         known = {}
-    toolchain, program = prepared if engine == "bmv2" else (None, None)
     try:
-        pps = packet_rate(engine, values_per_packet, os.path.join(log_dir, "rate"), toolchain, program,
-                          record=record, thrift_port=free_tcp_port())
+        pps = engine.packet_rate(prepared, values_per_packet, os.path.join(log_dir, "rate"), record)
     except TestbedError as e:
-        raise EmulationError(f"measuring the {engine} aggregator's packet rate: {e}") from None
+        raise EmulationError(f"measuring the {engine.name} aggregator's packet rate: {e}") from None
     known = known if isinstance(known, dict) else {}
     known[key] = {"packets_per_s": pps, "measured": time.strftime("%Y-%m-%d %H:%M")}
     try:
@@ -185,6 +168,18 @@ class Bmv2Engine:
         if n_slots > slots:
             raise EmulationError(f"{n_slots} INA slots asked for; the bmv2 program has {slots}")
 
+    def code_stamp(self, prepared) -> str:
+        """What a measured packet rate holds for: the compiled program's stamp."""
+        _, program = prepared
+        with open(program + ".sha256") as f:
+            return f.read().strip()
+
+    def packet_rate(self, prepared, values_per_packet: int, log_dir: str, record) -> float:
+        """One aggregator's packets per second here (:func:`ina.rig.packet_rate`)."""
+        toolchain, program = prepared
+        return packet_rate(self.name, values_per_packet, log_dir, toolchain, program, record=record,
+                           thrift_port=free_tcp_port())
+
 
 class SoftwareEngine:
     """The software engine (:mod:`ina.softswitch`): the same rules, any number of slots."""
@@ -201,6 +196,18 @@ class SoftwareEngine:
 
     def check_slots(self, n_slots: int, slots: int) -> None:
         """Any number of slots runs."""
+
+    def code_stamp(self, prepared) -> str:
+        """What a measured packet rate holds for: the engine's and its process's source."""
+        digest = hashlib.sha256()
+        for module in ("engine.py", "softswitch.py"):
+            with open(os.path.join(PROJECT_ROOT, "ina", module), "rb") as f:
+                digest.update(f.read())
+        return digest.hexdigest()
+
+    def packet_rate(self, prepared, values_per_packet: int, log_dir: str, record) -> float:
+        """One aggregator's packets per second here (:func:`ina.rig.packet_rate`)."""
+        return packet_rate(self.name, values_per_packet, log_dir, record=record)
 
 
 INA_ENGINES = {"bmv2": Bmv2Engine(), "software": SoftwareEngine()}
@@ -343,7 +350,7 @@ class InaFabric(StartStop):
             what = "INA aggregator rate measurement"
             self.net.record.add(process_change(int(name), what) if kind == "process" else Change(kind, name, what=what))
 
-        pps, source = engine_rate(self.engine, self.values_per_packet, prepared, self.log_dir, record)
+        pps, source = engine_rate(self._engine, self.values_per_packet, prepared, self.log_dir, record)
         demand = {s: aggregator_demand_pps(self.net.g, s, self.net.rates, self.values_per_packet)
                   for s in sorted(self.net.ina_ports)}
         dilation = self.net.options.dilation
