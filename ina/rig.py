@@ -33,10 +33,9 @@ from ina.engine import JobEntry, Role
 from ina.p4.build import ENGINES, P4Error, Toolchain
 from ina.p4.switch import TO_PS, TO_WORKERS, Bmv2Aggregator, aggregator_stats
 from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET, WORKER_PORT_BASE, Flag, data_packet
-from ina.softswitch import SoftAggregator
+from ina.softswitch import SO_RCVBUFFORCE, SoftAggregator, ipv4_checksum
 
 ETH_P_ALL = 0x0003
-SO_RCVBUFFORCE = 33  # Linux: SO_RCVBUF beyond net.core.rmem_max (root)
 ETH_P_IP = 0x0800
 SENTINEL_TYPE = 0x88B5  # IEEE local experimental EtherType
 HOST_MAC = bytes.fromhex("020000000001")
@@ -51,13 +50,6 @@ OFFLOADS_OFF = ("rx", "off", "tx", "off", "sg", "off", "tso", "off", "gso", "off
 """Off on both ends of every veth: with them on, bmv2 loses about half of a burst of over 32 frames."""
 
 
-def _checksum(header: bytes) -> int:
-    s = sum(struct.unpack(f">{len(header) // 2}H", header))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
-
-
 SRC_IP = "10.0.0.1"
 """The IPv4 source of :func:`ina_frame` unless told otherwise."""
 
@@ -69,7 +61,7 @@ def ina_frame(payload: bytes, ecn_ce: bool = False, src_port: int = 40000, dst_p
     udp_len = _UDP.size + len(payload)
     ip = bytearray(_IP.pack(0x45, 3 if ecn_ce else 0, 20 + udp_len, 1, 0, 64, 17, 0,
                             ipaddress.IPv4Address(src_ip).packed, bytes([10, 0, 0, 2])))
-    ip[10:12] = struct.pack(">H", _checksum(bytes(ip)))
+    ip[10:12] = struct.pack(">H", ipv4_checksum(bytes(ip)))
     return SWITCH_MAC + HOST_MAC + struct.pack(">H", ETH_P_IP) + bytes(ip) + _UDP.pack(
         src_port, dst_port, udp_len, 0) + payload
 

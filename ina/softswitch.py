@@ -97,6 +97,15 @@ def _checked_entries(rows: Iterable) -> list[tuple[int, JobEntry]]:
     return out
 
 
+def ipv4_checksum(header: bytes) -> int:
+    """The Internet checksum of an IPv4 header (RFC 1071): with its checksum field 0, the value to
+    put there; with the field filled in, 0 when the header is intact."""
+    s = sum(struct.unpack(f">{len(header) // 2}H", header))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
 def addressed_to(frame: bytes, copy: Copy) -> bytes:
     """An IPv4/UDP ``frame`` addressed to ``copy``: Ethernet and IPv4 destination rewritten, the
     IPv4 header checksum recomputed, UDP checksum 0 (none)."""
@@ -104,10 +113,7 @@ def addressed_to(frame: bytes, copy: Copy) -> bytes:
     out[0:6] = bytes.fromhex(copy.mac.replace(":", ""))
     out[30:34] = copy.ip.to_bytes(4, "big")
     out[24:26] = b"\0\0"
-    total = sum(struct.unpack_from(">10H", out, 14))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    out[24:26] = (~total & 0xFFFF).to_bytes(2, "big")
+    out[24:26] = ipv4_checksum(bytes(out[14:34])).to_bytes(2, "big")
     out[40:42] = b"\0\0"
     return bytes(out)
 

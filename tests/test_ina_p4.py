@@ -287,7 +287,8 @@ def test_a_result_is_copied_to_each_child_of_its_job_addressed_to_it(rig):
 
     from ina.engine import Copy
     from ina.protocol import WORKER_PORT_BASE, encode
-    from ina.rig import _checksum, ina_frame
+    from ina.rig import ina_frame
+    from ina.softswitch import ipv4_checksum
 
     children = tuple(Copy(_ip(f"10.0.0.{i}"), f"00:00:00:00:00:{i:02x}") for i in (5, 6, 7))
     rig.configure(0, 64, {1: JobEntry(2, Role.ROOT, copies=children), 2: JobEntry(2, Role.ROOT)})
@@ -302,7 +303,7 @@ def test_a_result_is_copied_to_each_child_of_its_job_addressed_to_it(rig):
         assert {d for d, _ in out} <= {"to_workers"}, out
         for f in (f for _, f in out):
             assert f[6:14] == frame[6:14] and f[26:30] == frame[26:30] and f[34:38] == frame[34:38]
-            assert f[42:] == frame[42:] and _checksum(f[14:34]) == 0, f.hex()
+            assert f[42:] == frame[42:] and ipv4_checksum(f[14:34]) == 0, f.hex()
             assert f[40:42] == (b"\0\0" if f[30:34] != frame[30:34] else frame[40:42])
         return sorted(f for _, f in out)
 
