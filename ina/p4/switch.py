@@ -87,10 +87,20 @@ def added_handles(cli_output: str, expected: int) -> list[int]:
     return handles
 
 
-def _job_args(job_id: int, e: JobEntry, group: int = 0) -> str:
-    """The ``set_job`` action's parameters of an entry, checked as the software engine checks them
-    (``group``: its results multicast group, 0 for none)."""
-    Aggregator(1).install_entry(job_id, e)  # raises InaError on a bad entry
+def _check_entries(jobs: Mapping[int, JobEntry]) -> None:
+    """Check every entry as the software engine checks it, before anything is sent to the switch.
+
+    Raises:
+        InaError: a bad entry.
+    """
+    scratch = Aggregator(1)
+    for job_id, e in jobs.items():
+        scratch.install_entry(job_id, e)
+
+
+def _job_args(e: JobEntry, group: int = 0) -> str:
+    """The ``set_job`` action's parameters of a checked entry (``group``: its results multicast
+    group, 0 for none)."""
     return f"{e.fan_in} {int(Role(e.role) is Role.LEAF)} {e.out_bit} {int(bool(e.members))} {group}"
 
 
@@ -245,8 +255,7 @@ class Bmv2Aggregator:
         """
         check_slots(n_slots)
         job_ids = sorted(jobs)
-        for j in job_ids:
-            _job_args(j, jobs[j])  # every entry checked before anything is sent
+        _check_entries(jobs)
         self._handles = None
         stale, self._groups = list(self._groups.values()), {}
         self._destroy_groups(stale)
@@ -258,7 +267,7 @@ class Bmv2Aggregator:
                 "table_clear ina_member", "table_clear ina_out", "table_clear plain"]
         adds = []  # what each table_add of the session adds: (job id, True for its ina_job entry)
         for j in job_ids:
-            cmds.append(f"table_add ina_job set_job {j} => {_job_args(j, jobs[j], groups.get(j, 0))}")
+            cmds.append(f"table_add ina_job set_job {j} => {_job_args(jobs[j], groups.get(j, 0))}")
             adds.append((j, True))
             members = _member_adds(j, jobs[j])
             cmds += members
@@ -356,14 +365,13 @@ class Bmv2Aggregator:
             P4Error: the CLI refused a command, or the handles are unknown (see the module docstring).
         """
         handles = self._known_handles()
-        for job_id, e in jobs.items():
-            _job_args(job_id, e)  # every entry checked before anything is sent
+        _check_entries(jobs)
         made = self._create_groups(jobs)
         stale = [self._groups.pop(j) for j in jobs if j in self._groups]  # destroyed once no entry names them
         self._groups.update(made)
         cmds, adds, replaced = [], [], []
         for job_id, e in sorted(jobs.items()):
-            args = _job_args(job_id, e, made[job_id].group if job_id in made else 0)
+            args = _job_args(e, made[job_id].group if job_id in made else 0)
             if job_id in handles:
                 cmds.append(f"table_modify ina_job set_job {handles[job_id]} => {args}")
                 cmds += [f"table_delete ina_member {h}" for h in self._members.get(job_id, [])]
