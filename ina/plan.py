@@ -215,6 +215,7 @@ def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches
     if results not in RESULTS:
         raise InaError(f"INA job {job_id}: results {results!r} is not one of {', '.join(RESULTS)}")
     check_values_per_packet(values_per_packet)
+    multicast = results == "multicast"
     shape = tree_shape(g, machines, ps_host, ina_switches, job=f"INA job {job_id}")
     racks, leaf_tors = shape.racks, shape.leaves
     at_root = list(shape.at_root)
@@ -228,22 +229,19 @@ def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches
         workers = tuple(range(nxt + 1, nxt + 1 + len(racks[t])))
         bits.update(zip(racks[t], workers, strict=True))
         leaves.append(LeafGroup(leaf_bit, workers))
-        copies = tuple(_copy(g, m) for m in racks[t]) if results == "multicast" else ()
+        copies = tuple(_copy(g, m) for m in racks[t]) if multicast else ()
         entries[t] = JobEntry(len(workers), Role.LEAF, leaf_bit, copies=copies)
         nxt += 1 + len(workers)
     tree = JobTree(job_id, tuple(range(len(at_root))), tuple(leaves))
     addresses = {b: g.nodes[m]["ip"] for m, b in bits.items()}
+    # The root's children: machines at the root but the PS's own (loopback), one machine per leaf.
+    children = [m for m in at_root if m != ps_host] + [racks[t][0] for t in leaf_tors]
     result_to = tuple(addresses[b] for b in sorted(addresses))
-    if results == "multicast":
-        # The root's children: machines at the root but the PS's own (loopback), one machine per leaf.
-        children = [m for m in at_root if m != ps_host] + [racks[t][0] for t in leaf_tors]
+    if multicast:  # the root copies to its children where it has an entry; else the PS sends each one
         local = (g.nodes[ps_host]["ip"],) if ps_host in bits else ()
-        if shape.root_aggregates:
-            result_to = (g.nodes[children[0]]["ip"], *local)
-        else:
-            result_to = (*(g.nodes[m]["ip"] for m in children), *local)
+        result_to = (*(g.nodes[m]["ip"] for m in (children[:1] if shape.root_aggregates else children)), *local)
     if shape.root_aggregates:
-        copies = tuple(_copy(g, m) for m in children) if results == "multicast" else ()
+        copies = tuple(_copy(g, m) for m in children) if multicast else ()
         entries[shape.ps_tor] = JobEntry(shape.root_children, Role.ROOT, copies=copies)
     members = frozenset(int(ipaddress.IPv4Address(g.nodes[m]["ip"])) for m in [*bits, ps_host])
     return JobPlan(tree, bits, entries, ps_host, addresses, members, result_to, values_per_packet)
