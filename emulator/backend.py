@@ -37,6 +37,7 @@ from emulator import flows
 from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
 from emulator.ina_runs import InaRuns
 from emulator.net import EmulatedNetwork
+from emulator.pacing import PaceFeed
 from experiment.config import ExperimentConfig
 from jobs.agent import launch_agents, plan_agents, read_conns
 from jobs.launcher import (
@@ -55,6 +56,7 @@ from jobs.launcher import (
     with_ina,
 )
 from jobs.models import get_model
+from jobs.pace import Paces
 from jobs.patterns import INA
 from jobs.phase import SHIFT_GUARD_S, write_shift
 from jobs.records import read_records
@@ -179,6 +181,7 @@ class EmulatorBackend(Backend):
         self.done_iterations: dict[str, int] = {}
         self.runs_of: dict[str, int] = {}
         self.drift = cfg.time_shifts.rule()
+        self.paces, self.feeds = Paces(), []  # each shifted job's decision line, fed from its records
 
     def _popen(self, machine: str, argv: list[str], env: dict, log_path: str):
         return self.net.popen(machine, argv, env=env, log_path=log_path, cwd=PROJECT_ROOT)
@@ -273,11 +276,19 @@ class EmulatorBackend(Backend):
         Returns True: applied."""
         origin, d = time.time(), self.cfg.dilation
         for s in shifts:
-            run = self.running.get(s.job)
-            if run is None:
+            if s.job not in self.running:
                 raise JobError(f"cannot shift job {s.job!r}: it is not running")
-            write_shift(os.path.join(run.dir, SHIFT_FILE), self.drift.keeper(origin, s.shift_s, s.period_s, d),
-                        origin, max(SHIFT_GUARD_S, 0.1 * s.period_s * d))
+        keepers, pace = self.drift.keepers(origin, shifts, d, at_once=False)
+        self.paces.join(pace, keepers)
+        guard = max([SHIFT_GUARD_S] + [0.1 * s.period_s * d for s in shifts])
+        files = {}
+        for job, keeper in keepers.items():
+            run = self.running[job]
+            rank0 = min(run.workers, key=lambda w: w.spec.rank).spec
+            files[job] = (os.path.join(run.dir, SHIFT_FILE), rank0.records_path)
+            write_shift(files[job][0], keeper, origin, guard)
+        if pace is not None:
+            self.feeds = [f for f in self.feeds if f.pace.members] + [PaceFeed(pace, keepers, files, guard)]
         return True
 
     def stop(self, job: str) -> RunEnd:
@@ -301,6 +312,8 @@ class EmulatorBackend(Backend):
             if self.now_s >= until_s or (not self.running and until_s == float("inf")):
                 return []
             self._check_timeouts()
+            for feed in self.feeds:
+                feed.poll()
             time.sleep(POLL_S)
 
     def close(self) -> None:
@@ -350,6 +363,7 @@ class EmulatorBackend(Backend):
     def _end(self, run: _Run, finished: bool) -> RunEnd:
         """Collect ``run``'s records; close its batch if it was the batch's last job."""
         del self.running[run.job.name]
+        self.paces.leave(run.job.name)
         records = []
         for spec in {w.spec.records_path: w.spec for w in run.workers}.values():
             if os.path.exists(spec.records_path):

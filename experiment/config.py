@@ -345,19 +345,26 @@ class TimeShiftConfig:
     back ends (:class:`jobs.phase.PhaseKeeper`): it counts as drifted when ``drift_window``
     iterations in a row start more than ``max(drift_floor_ms, drift_fraction x its iteration
     time)`` from their aligned instants (paper-scale ms), and is then re-aligned unless
-    ``realign`` is false (its phase errors are measured either way).
+    ``realign`` is false (its phase errors are measured either way). With ``pace`` (the default)
+    a decision's jobs keep one common line that runs at its slowest job's pace and follows its
+    latest one (:mod:`jobs.pace`): an early job waits at once, a late one sets the line back, and
+    the line restretches when the slowest pace changes by more than ``pace_tolerance``; without
+    it each job keeps the wall clock alone and waits for its next instant after a window of drift.
     """
 
     drift_floor_ms: float = rule_field(Real(0, 1_000_000), 2.0)
     drift_fraction: float = rule_field(Real(0, 1), 0.02)
     drift_window: int = rule_field(Integer(1, 100_000), 10)
     realign: bool = rule_field(Boolean(), True)
+    pace: bool = rule_field(Boolean(), True)
+    pace_tolerance: float = rule_field(Real(0, 1), 0.005)
 
     def rule(self):
         """The :class:`jobs.phase.DriftRule` of this section."""
         from jobs.phase import DriftRule
 
-        return DriftRule(self.drift_floor_ms / 1000.0, self.drift_fraction, self.drift_window, self.realign)
+        return DriftRule(self.drift_floor_ms / 1000.0, self.drift_fraction, self.drift_window, self.realign,
+                         self.pace, self.pace_tolerance)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -59,7 +59,9 @@ class JobSummary:
         phase_error_max_s: the largest phase error of its iterations after the shift's first wait
             (:class:`jobs.phase.PhaseKeeper`; None: not shifted or not measured).
         drift_threshold_s: the phase error beyond which it counts as drifted.
-        realignments: its re-alignments after drift.
+        realignments: its re-alignments after drift (on a paced line: its waits when early).
+        pace_stretch: the last pace of the line it kept, wall over profiled time (1: the wall
+            clock; :mod:`jobs.pace`).
     """
 
     job: str
@@ -92,6 +94,7 @@ class JobSummary:
     phase_error_max_s: float | None = None
     drift_threshold_s: float | None = None
     realignments: int | None = None
+    pace_stretch: float | None = None
 
     def to_dict(self) -> dict:
         """JSON form: an entry of ``summary.json``'s ``jobs`` object (every field but ``job``)."""
@@ -107,6 +110,7 @@ class JobSummary:
             "iteration_mean_s": self.iteration_mean_s, "duration_s": self.duration_s,
             "time_shift_s": self.time_shift_s, "phase_error_max_s": self.phase_error_max_s,
             "drift_threshold_s": self.drift_threshold_s, "realignments": self.realignments,
+            "pace_stretch": self.pace_stretch,
         }
 
     @property

@@ -23,6 +23,7 @@ from backend.protocol import Backend, ExperimentJob, RunEnd
 from common.errors import JobError
 from ina.plan import ps_host_of
 from jobs.models import get_model, scaled_buckets
+from jobs.pace import Paces
 from jobs.patterns import INA
 from jobs.phase import DriftRule
 from placement.base import Placement, TimeShift
@@ -63,7 +64,7 @@ class FlowSimBackend(Backend):
                  drift: DriftRule = DriftRule(), start_delays_s: Mapping[str, float] | None = None):
         self.engine = self.engine_class(g, rate_mbps, options)
         self.start_delays_s = dict(start_delays_s or {})
-        self.drift = drift
+        self.drift, self.paces = drift, Paces()
         self.phases: dict[str, dict] = {}  # each shifted job's time shift as its last run kept it
         self.ina_switches = tuple(ina_switches)
         if start_s > 0:
@@ -106,8 +107,10 @@ class FlowSimBackend(Backend):
 
     def shift(self, shifts: Sequence[TimeShift]) -> bool:
         """Align the jobs' iterations on now plus their shifts (:meth:`sim.flowsim.FlowEngine.align`)."""
-        for s in shifts:
-            self.engine.align(s.job, self.drift.keeper(self.engine.now_s, s.shift_s, s.period_s))
+        keepers, pace = self.drift.keepers(self.engine.now_s, shifts)
+        self.paces.join(pace, keepers)
+        for job, keeper in keepers.items():
+            self.engine.align(job, keeper)
         return True
 
     def advance(self, until_s: float) -> list[RunEnd]:
@@ -121,6 +124,7 @@ class FlowSimBackend(Backend):
         return estimate_of(job, recs, end, marks)
 
     def _end(self, state: RunState) -> RunEnd:
+        self.paces.leave(state.job)
         offset = self._offset[state.job]
         kept = [dataclasses.replace(r, iteration=r.iteration + offset) for r in state.records
                 if r.iteration < state.iterations_done]

@@ -102,13 +102,14 @@ def test_torch_workers_follow_a_shift_given_while_they_run(fabric, tmp_path):
     from backend.protocol import ExperimentJob
     from emulator.backend import SHIFT_FILE, EmulatorBackend
     from emulator.runner import Progress
-    from experiment.config import ExperimentConfig, JobConfig
+    from experiment.config import ExperimentConfig, JobConfig, TimeShiftConfig
     from jobs.phase import phase_error_s, phase_figures
     from placement.base import GpuSlot, Placement, TimeShift
 
     d = SHIFTED_DILATION
     cfg = ExperimentConfig(jobs=(JobConfig("shifted", "googlenet", 2),), iterations=SHIFTED_ITERATIONS,
-                           warmup_iterations=1, scale=SCALE, dilation=d, runtime="torch", job_timeout_s=30)
+                           warmup_iterations=1, scale=SCALE, dilation=d, runtime="torch", job_timeout_s=30,
+                           time_shifts=TimeShiftConfig(pace=False))  # the wall clock's instants, unmoved
     job = ExperimentJob("shifted", 2, model="googlenet", iterations=SHIFTED_ITERATIONS)
     with open(os.devnull, "w") as quiet:
         backend = EmulatorBackend(cfg, fabric, str(tmp_path), Progress(quiet))

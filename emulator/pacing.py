@@ -1,0 +1,85 @@
+"""One decision's paced line on the emulator (:mod:`jobs.pace`): the back end follows each shifted
+job's rank 0 through its records file as it grows, tells the decision's :class:`jobs.pace.Pace`
+every recorded start (the start, less the wait its keeper asked), and rewrites every job's shift
+file when the line moved. A rank's keeper sees a file with its own shift as a moved line, whose
+changes take effect a guard after they were written (:class:`jobs.phase.ShiftFollower`).
+
+Records reach the file when their iteration ends, so the line follows a late job one iteration
+after it was late; its ranks, which never wait when late, are on the line again from there.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from jobs.pace import Pace
+from jobs.phase import PhaseKeeper, write_shift
+
+KEEP_PERIODS = 4
+"""Periods of a line's past kept in a rewritten shift file."""
+
+
+class PaceFeed:
+    """A decision's pace, fed from its jobs' records.
+
+    Attributes:
+        pace: the decision's pace; its line is its keepers' line.
+        keepers: job -> the keeper written to its shift file.
+        files: job -> (its shift file, its rank 0's records file).
+        guard_s: how long after a rewrite a change takes effect, wall seconds.
+    """
+
+    def __init__(self, pace: Pace, keepers: dict[str, PhaseKeeper], files: dict[str, tuple[str, str]],
+                 guard_s: float):
+        self.pace, self.keepers, self.files, self.guard_s = pace, keepers, files, guard_s
+        self._read: dict[str, int] = {}  # bytes of each records file consumed
+        self._origin = next(iter(keepers.values())).origin_s
+
+    def poll(self, now_s: float | None = None) -> bool:
+        """Read the new records of the jobs still on the line; rewrite the shift files if the line
+        moved. Returns True when it did."""
+        now_s = time.time() if now_s is None else now_s
+        moved = False
+        for job in [j for j in self.files if j in self.pace.members]:
+            for phase, start in self._new_starts(job):
+                if phase["first"]:
+                    self.pace.started(job, start)
+                    continue
+                moved |= self.pace.observe(job, start - phase["wait_s"], now_s + self.guard_s)
+                self.pace.started(job, start)
+        if moved:
+            self.write(now_s)
+        return moved
+
+    def write(self, now_s: float) -> None:
+        """Every job's shift file with the line as it is (its older past dropped)."""
+        longest = max(k.period_s for k in self.keepers.values()) * self.pace.line.stretch(now_s)
+        line = self.pace.line.since(now_s - KEEP_PERIODS * longest)
+        for job, keeper in self.keepers.items():
+            if job in self.pace.members:
+                shift_path = self.files[job][0]
+                kept = PhaseKeeper(keeper.origin_s, keeper.shift_s, keeper.period_s, keeper.threshold_s,
+                                   keeper.window, keeper.realign, line=line, follow=keeper.follow)
+                write_shift(shift_path, kept, now_s, self.guard_s)
+
+    def _new_starts(self, job: str):
+        """(phase entry, start) of every record of ``job``'s rank 0 under this decision's shift
+        appended since the last read, in order."""
+        path = self.files[job][1]
+        try:
+            with open(path, "rb") as f:
+                f.seek(self._read.get(job, 0))
+                data = f.read()
+        except FileNotFoundError:
+            return
+        complete = data[:data.rfind(b"\n") + 1]
+        self._read[job] = self._read.get(job, 0) + len(complete)
+        for line in complete.splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue  # a torn line of a rank killed mid-write: its job's end reports it
+            phase = rec.get("phase")
+            if phase is not None and phase.get("origin_s") == self._origin:
+                yield phase, float(rec["start_time_s"])
