@@ -283,10 +283,8 @@ class EmulatorBackend(Backend):
         guard = max([SHIFT_GUARD_S] + [0.1 * s.period_s * d for s in shifts])
         files = {}
         for job, keeper in keepers.items():
-            run = self.running[job]
-            rank0 = min(run.workers, key=lambda w: w.spec.rank).spec
-            files[job] = (os.path.join(run.dir, SHIFT_FILE), rank0.records_path)
-            write_shift(files[job][0], keeper, origin, guard)
+            files[job] = os.path.join(self.running[job].dir, SHIFT_FILE)
+            write_shift(files[job], keeper, origin, guard)
         if pace is not None:
             self.feeds = [f for f in self.feeds if f.pace.members] + [PaceFeed(pace, keepers, files, guard)]
         return True

@@ -1,11 +1,10 @@
 """One decision's paced line on the emulator (:mod:`jobs.pace`): the back end follows each shifted
-job's rank 0 through its records file as it grows, tells the decision's :class:`jobs.pace.Pace`
-every recorded start (the start, less the wait its keeper asked), and rewrites every job's shift
-file when the line moved. A rank's keeper sees a file with its own shift as a moved line, whose
-changes take effect a guard after they were written (:class:`jobs.phase.ShiftFollower`).
-
-Records reach the file when their iteration ends, so the line follows a late job one iteration
-after it was late; its ranks, which never wait when late, are on the line again from there.
+job's starts as its rank 0 announces them (:func:`jobs.phase.starts_path`, appended as each
+iteration starts), tells the decision's :class:`jobs.pace.Pace` every start (less the wait its
+keeper asked), and rewrites every job's shift file when the line moved. A rank's keeper sees a
+file with its own shift as a moved line, whose changes take effect a guard after they were
+written (:class:`jobs.phase.ShiftFollower`): the line comes to a job late by half its threshold
+before its next iteration, unless that starts within a poll and a guard.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import json
 import time
 
 from jobs.pace import Pace
-from jobs.phase import PhaseKeeper, write_shift
+from jobs.phase import PhaseKeeper, starts_path, write_shift
 
 KEEP_PERIODS = 4
 """Periods of a line's past kept in a rewritten shift file."""
@@ -26,12 +25,11 @@ class PaceFeed:
     Attributes:
         pace: the decision's pace; its line is its keepers' line.
         keepers: job -> the keeper written to its shift file.
-        files: job -> (its shift file, its rank 0's records file).
+        files: job -> its shift file (its starts beside it).
         guard_s: how long after a rewrite a change takes effect, wall seconds.
     """
 
-    def __init__(self, pace: Pace, keepers: dict[str, PhaseKeeper], files: dict[str, tuple[str, str]],
-                 guard_s: float):
+    def __init__(self, pace: Pace, keepers: dict[str, PhaseKeeper], files: dict[str, str], guard_s: float):
         self.pace, self.keepers, self.files, self.guard_s = pace, keepers, files, guard_s
         self._read: dict[str, int] = {}  # bytes of each records file consumed
         self._origin = next(iter(keepers.values())).origin_s
@@ -58,15 +56,14 @@ class PaceFeed:
         line = self.pace.line.since(now_s - KEEP_PERIODS * longest)
         for job, keeper in self.keepers.items():
             if job in self.pace.members:
-                shift_path = self.files[job][0]
                 kept = PhaseKeeper(keeper.origin_s, keeper.shift_s, keeper.period_s, keeper.threshold_s,
                                    keeper.window, keeper.realign, line=line, follow=keeper.follow)
-                write_shift(shift_path, kept, now_s, self.guard_s)
+                write_shift(self.files[job], kept, now_s, self.guard_s)
 
     def _new_starts(self, job: str):
-        """(phase entry, start) of every record of ``job``'s rank 0 under this decision's shift
-        appended since the last read, in order."""
-        path = self.files[job][1]
+        """(phase entry, start) of every start ``job``'s rank 0 announced under this decision's
+        shift since the last read, in order."""
+        path = starts_path(self.files[job])
         try:
             with open(path, "rb") as f:
                 f.seek(self._read.get(job, 0))
@@ -79,7 +76,7 @@ class PaceFeed:
             try:
                 rec = json.loads(line)
             except ValueError:
-                continue  # a torn line of a rank killed mid-write: its job's end reports it
+                continue  # a torn line of a rank killed mid-write: its records report the iteration
             phase = rec.get("phase")
             if phase is not None and phase.get("origin_s") == self._origin:
                 yield phase, float(rec["start_time_s"])

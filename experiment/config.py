@@ -347,9 +347,10 @@ class TimeShiftConfig:
     time)`` from their aligned instants (paper-scale ms), and is then re-aligned unless
     ``realign`` is false (its phase errors are measured either way). With ``pace`` (the default)
     a decision's jobs keep one common line that runs at its slowest job's pace and follows its
-    latest one (:mod:`jobs.pace`): an early job waits at once, a late one sets the line back, and
-    the line restretches when the slowest pace changes by more than ``pace_tolerance``; without
-    it each job keeps the wall clock alone and waits for its next instant after a window of drift.
+    latest one (:mod:`jobs.pace`): an early job waits at once, one late by half the threshold sets
+    the line back, and the line restretches when the slowest pace changes by more than
+    ``pace_tolerance``; without it each job keeps the wall clock alone and waits for its next
+    instant after a window of drift.
     """
 
     drift_floor_ms: float = rule_field(Real(0, 1_000_000), 2.0)
@@ -357,7 +358,7 @@ class TimeShiftConfig:
     drift_window: int = rule_field(Integer(1, 100_000), 10)
     realign: bool = rule_field(Boolean(), True)
     pace: bool = rule_field(Boolean(), True)
-    pace_tolerance: float = rule_field(Real(0, 1), 0.005)
+    pace_tolerance: float = rule_field(Real(0, 1), 0.001)
 
     def rule(self):
         """The :class:`jobs.phase.DriftRule` of this section."""

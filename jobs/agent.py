@@ -495,7 +495,7 @@ class _Rank:
                     raise JobError(f"start gate {spec.start_gate} did not open within {spec.timeout_s:.0f} s")
                 time.sleep(0.02)
         sizes = list(spec.bucket_bytes)
-        shift = ShiftFollower(spec.shift_path)
+        shift = ShiftFollower(spec.shift_path, announce=spec.rank == 0)
         for it in range(spec.warmup_iterations + spec.iterations):
             if it == spec.warmup_iterations:
                 self.allreduce(barrier_bytes(spec.world))

@@ -16,8 +16,8 @@ be set back; :class:`Pace` moves it:
   the jobs' natural periods (start to start, less any wait) over their profiled ones, the median
   of each job's last ``window`` iterations; it changes when that differs by more than
   ``tolerance``;
-* **offset**: a job that starts later than the line's instant by more than its drift threshold
-  sets the whole line back by its error, so it is on the line again and every other job finds
+* **offset**: a job that starts later than the line's instant by more than half its drift
+  threshold (``LEAD``) sets the whole line back by its error, so it is on the line again and every other job finds
   itself early by as much, and waits that (:class:`jobs.phase.PhaseKeeper` with ``follow``).
 
 No job then waits more than the lateness of another, never most of a period, and the jobs keep
@@ -33,8 +33,12 @@ import dataclasses
 import statistics
 from collections import deque
 
-PACE_TOLERANCE = 0.005
+PACE_TOLERANCE = 0.001
 """Relative change of the slowest job's pace that restretches the line."""
+LEAD = 0.5
+"""A job late by more than this part of its drift threshold sets the line back: on the emulator the
+line comes to it an iteration or two later, and the lateness that accumulates meanwhile stays
+within the threshold."""
 PACE_SAMPLES = 3
 """Natural periods a job needs before its pace counts."""
 
@@ -167,7 +171,7 @@ class Pace:
                 self.restretches.append((at_s, s))
                 changed = True
         e = self.error_s(job, start_s)
-        if e > m.threshold_s and start_s >= self._settled_s:
+        if e > LEAD * m.threshold_s and start_s >= self._settled_s:
             back = e / self.line.stretch(start_s)
             self.line.change(at_s, back_s=back)
             self.moves.append((job, at_s, e))

@@ -41,7 +41,7 @@ import math
 import os
 import time
 
-from jobs.pace import Line, Member, Pace
+from jobs.pace import PACE_TOLERANCE, Line, Member, Pace
 
 DRIFT_FLOOR_S = 0.002
 """The drift threshold's floor, seconds (§5.3 [REC]: 2 ms)."""
@@ -76,7 +76,7 @@ class DriftRule:
     window: int = DRIFT_WINDOW
     realign: bool = True
     pace: bool = True
-    tolerance: float = 0.005
+    tolerance: float = PACE_TOLERANCE
 
     @property
     def paced(self) -> bool:
@@ -241,6 +241,12 @@ def write_shift(path: str, keeper: PhaseKeeper, written_s: float, guard_s: float
     os.replace(tmp, path)
 
 
+def starts_path(shift_path: str) -> str:
+    """Where a job's announcing rank appends each iteration's start under its shift, beside the
+    job's shift file (:class:`ShiftFollower`)."""
+    return shift_path + ".starts"
+
+
 class ShiftFollower:
     """A worker's side of its job's time shift: before each iteration, :meth:`wait_s` reads the
     job's shift file when it changed (a new shift replaces the last one) and asks its keeper how
@@ -252,10 +258,15 @@ class ShiftFollower:
     other but may see a new file at different iterations, and a rank that applies it one
     iteration late would time the job by itself. A file with the same shift and a moved line
     (:mod:`jobs.pace`) only replaces the line: its changes take effect a guard after they were
-    written, so every rank has read them first."""
+    written, so every rank has read them first.
 
-    def __init__(self, path: str | None):
+    The follower of one rank of a job (``announce``, rank 0) appends every start under a shift,
+    as soon as it starts, to :func:`starts_path` (a JSON line as a record's: ``start_time_s`` and
+    ``phase``), so the line can come to a late job before its next iteration."""
+
+    def __init__(self, path: str | None, announce: bool = False):
         self.path, self.keeper, self._stamp = path, None, None
+        self.announce = announce and path is not None
         self._pending: tuple[float, PhaseKeeper] | None = None  # a shift read, not yet in effect
 
     def wait_s(self, now_s: float) -> float:
@@ -283,9 +294,14 @@ class ShiftFollower:
 
     def start_in_phase(self) -> None:
         """Sleep, on the wall clock, what the shift asks before the iteration that could start now."""
-        wait = self.wait_s(time.time())
+        now = time.time()
+        wait = self.wait_s(now)
         if wait > 0:
             time.sleep(wait)
+        if self.announce and self.keeper is not None and self.keeper.waits_s:
+            line = json.dumps({"start_time_s": now + wait, "phase": self.keeper.record()}) + "\n"
+            with open(starts_path(self.path), "a", encoding="utf-8") as f:
+                f.write(line)
 
     def record(self) -> dict | None:
         """The last iteration's phase entry (None: never shifted)."""

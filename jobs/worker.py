@@ -123,7 +123,7 @@ def _uptime_s() -> float:
 def _replay(spec: WorkerSpec, collective: Collective) -> None:
     buffers = [torch.empty(b // 4, dtype=torch.float32) for b in spec.bucket_bytes]
     sizes = list(spec.bucket_bytes)
-    shift = ShiftFollower(spec.shift_path)
+    shift = ShiftFollower(spec.shift_path, announce=spec.rank == 0)
     for it in range(spec.warmup_iterations + spec.iterations):
         if it == spec.warmup_iterations:
             dist.barrier()
@@ -188,7 +188,7 @@ def _train(spec: WorkerSpec, collective: Collective, model_cls) -> None:
     optimizer = torch.optim.SGD(ddp.parameters(), lr=TRAIN_LR)
     loss_fn = torch.nn.CrossEntropyLoss()
     x, y = nets.synthetic_batch(get_model(spec.model).batch_size, seed=spec.seed * 1000 + spec.rank)
-    shift = ShiftFollower(spec.shift_path)
+    shift = ShiftFollower(spec.shift_path, announce=spec.rank == 0)
     for it in range(spec.warmup_iterations + spec.iterations):
         if it == spec.warmup_iterations:
             dist.barrier()

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
 from emulator.pacing import PaceFeed
 from jobs.pace import Line, Member, Pace, Paces
-from jobs.phase import DriftRule, PhaseKeeper, ShiftFollower, write_shift
+from jobs.phase import DriftRule, PhaseKeeper, ShiftFollower, starts_path, write_shift
 from placement.base import TimeShift
 
 
@@ -124,29 +125,43 @@ def test_a_follower_takes_a_moved_line_and_keeps_its_history(tmp_path):
     assert f.wait_s(105.0) == pytest.approx(0.3) and f.keeper.origin_s == 105.0  # a new decision
 
 
-def test_the_emulators_feed_moves_the_line_from_rank_0s_records_and_rewrites_every_shift_file(tmp_path):
+def test_the_emulators_feed_moves_the_line_from_rank_0s_starts_and_rewrites_every_shift_file(tmp_path):
     keepers, pace = DriftRule().keepers(1000.0, [TimeShift("a", 0.0, 1.0), TimeShift("b", 0.5, 1.0)],
                                         at_once=False)
     assert keepers["a"].pace is None  # the ranks' keepers do not hold it: the feed does
-    files = {j: (str(tmp_path / f"{j}.shift.json"), str(tmp_path / f"{j}.records")) for j in "ab"}
+    files = {j: str(tmp_path / f"{j}.shift.json") for j in "ab"}
     feed = PaceFeed(pace, keepers, files, guard_s=0.5)
 
-    def record(job, start, wait, first=False, origin=1000.0):
+    def announce(job, start, wait, first=False, origin=1000.0):
         entry = {"start_time_s": start, "phase": {"origin_s": origin, "wait_s": wait, "first": first}}
-        with open(files[job][1], "a", encoding="utf-8") as f:
+        with open(starts_path(files[job]), "a", encoding="utf-8") as f:
             f.write(json.dumps(entry) + "\n")
 
-    record("a", 999.0, 0.0, origin=990.0)  # an older decision's shift: not this line's
-    record("a", 1000.0, 0.0, first=True)
-    record("a", 1001.0, 0.0)
-    assert not feed.poll(now_s=1001.9) and not os.path.exists(files["a"][0])
-    record("a", 1002.1, 0.0)  # late by 100 ms
-    with open(files["a"][1], "a", encoding="utf-8") as f:
+    announce("a", 999.0, 0.0, origin=990.0)  # an older decision's shift: not this line's
+    announce("a", 1000.0, 0.0, first=True)
+    announce("a", 1001.0, 0.0)
+    assert not feed.poll(now_s=1001.1) and not os.path.exists(files["a"])
+    announce("a", 1002.1, 0.0)  # late by 100 ms, beyond half the 20 ms threshold
+    with open(starts_path(files["a"]), "a", encoding="utf-8") as f:
         f.write('{"start_time_s": 10')  # a line still being written: read next time
-    assert feed.poll(now_s=1003.0)
-    assert pace.moves == [("a", 1003.5, pytest.approx(0.1))]
+    assert feed.poll(now_s=1002.2)
+    assert pace.moves == [("a", 1002.7, pytest.approx(0.1))]
     for job in "ab":
-        written = json.load(open(files[job][0], encoding="utf-8"))
-        assert Line(written["line"]) == pace.line.since(1003.0 - 4 * 1.0)
+        written = json.load(open(files[job], encoding="utf-8"))
+        assert Line(written["line"]) == pace.line.since(1002.2 - 4 * 1.0)
         assert written["origin_s"] == 1000.0 and written["shift_s"] == keepers[job].shift_s
-    assert not feed.poll(now_s=1003.1)  # nothing new
+    assert not feed.poll(now_s=1002.3)  # nothing new
+
+
+def test_rank_0s_follower_announces_each_start_under_a_shift(tmp_path):
+    path = str(tmp_path / "shift.json")
+    origin = time.time() - 1.0  # a 1,000 s period begun 1 s ago: late by 1 s, within twice 20 s, goes at once
+    write_shift(path, PhaseKeeper(origin, 0.0, 1000.0), written_s=origin, guard_s=0.0)
+    quiet, loud = ShiftFollower(path), ShiftFollower(path, announce=True)
+    for f in (quiet, loud):
+        f.start_in_phase()
+        assert f.keeper.waits_s == [0.0]
+    (line,) = open(starts_path(path), encoding="utf-8").read().splitlines()
+    entry = json.loads(line)
+    assert entry["phase"] == loud.record() and entry["phase"]["first"]
+    assert abs(entry["start_time_s"] - time.time()) < 60
