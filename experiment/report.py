@@ -415,22 +415,23 @@ def interleaving_lines(policy: str, phases: Sequence) -> list[str]:
 
 def shift_lines(s: PolicySummary) -> list[str]:
     """The time-shift table of one policy (none when no job was shifted): each shifted job's shift,
-    its largest phase error after the first wait against the drift threshold, its re-alignments, the
-    pace of its line (wall over profiled time)."""
+    its largest phase error after the first wait against the drift threshold and the iterations
+    beyond it, its re-alignments, the pace of its line (wall over profiled time)."""
     shifted = [j for j in s.jobs if j.time_shift_s is not None]
     if not shifted:
         return []
     rows = [[j.job, f"{j.time_shift_s * 1e3:.1f}", _fmt("", "{:.2f}", None if j.phase_error_max_s is None
                                                         else j.phase_error_max_s * 1e3),
              _fmt("", "{:.1f}", None if j.drift_threshold_s is None else j.drift_threshold_s * 1e3),
-             _fmt("", "{}", j.realignments), _fmt("", "{:.3f}", j.pace_stretch),
+             _fmt("", "{}", j.phase_errors_beyond), _fmt("", "{}", j.realignments), _fmt("", "{:.3f}", j.pace_stretch),
              {True: "yes", False: "NO", None: "-"}[j.shift_held]]
             for j in shifted]
     held = [j.shift_held for j in shifted if j.shift_held is not None]
     verdict = (f"  the phase of {sum(held)}/{len(held)} shifted jobs stayed within the drift threshold "
                "after the first wait" if held else "  phase errors not measured by this back end")
     return ["", f"Time shifts under {s.policy} (ms; phase error: an iteration's start against its aligned instant):",
-            format_table(["job", "shift", "max |phase error|", "threshold", "re-alignments", "pace", "held"], rows),
+            format_table(["job", "shift", "max |phase error|", "threshold", "iterations beyond", "re-alignments",
+                          "pace", "held"], rows),
             verdict]
 
 
@@ -491,8 +492,8 @@ JOB_CSV_COLUMNS = (
     "policy", "job", "model", "workers", "collective", "arrival_s", "start_s", "end_s", "jct_s", "runs", "wave",
     "iterations_recorded", "complete", "comm_mean_s", "comm_p99_s", "compute_mean_s", "iteration_mean_s",
     "ecn_marks", "duration_s", "bound_s", "bound_ratio", "fidelity", "estimate_s", "estimate_error",
-    "estimate_ecn_marks", "machines", "contended_with", "time_shift_s", "phase_error_max_s", "drift_threshold_s",
-    "realignments", "pace_stretch")
+    "estimate_ecn_marks", "machines", "contended_with", "time_shift_s", "phase_error_max_s", "phase_errors_beyond",
+    "drift_threshold_s", "realignments", "pace_stretch")
 """``jobs.csv``: a row per policy and job, from either back end (empty: not measured by that back end)."""
 
 BACKEND_WHAT = {"emu": "emulated, measured", "sim": "flow-level simulator, estimated"}

@@ -174,6 +174,7 @@ def summarise_simulated(cfg, g, spec: str, jobs, loop: LoopResult, starts: Seque
             jct_s=loop.jct_s[j.name], arrival_s=j.arrival_s, start_s=first_start[j.name],
             end_s=runs_of[j.name][-1].end_s, runs=len(runs_of[j.name]), iteration_mean_s=est.iteration_mean_s,
             duration_s=j.duration_s, time_shift_s=phase.get("shift_s"), phase_error_max_s=phase.get("max_abs_error_s"),
+            phase_errors_beyond=phase.get("beyond"),
             drift_threshold_s=phase.get("threshold_s"), realignments=phase.get("realignments"),
             pace_stretch=phase.get("stretch")))
     measured = [(j.comm_mean_s, j.iterations_recorded) for j in per_job if j.comm_mean_s is not None]

@@ -58,6 +58,7 @@ class JobSummary:
             shifted, or not by this back end).
         phase_error_max_s: the largest phase error of its iterations after the shift's first wait
             (:class:`jobs.phase.PhaseKeeper`; None: not shifted or not measured).
+        phase_errors_beyond: how many of those iterations erred beyond the drift threshold.
         drift_threshold_s: the phase error beyond which it counts as drifted.
         realignments: its re-alignments after drift (on a paced line: its waits when early).
         pace_stretch: the last pace of the line it kept, wall over profiled time (1: the wall
@@ -92,6 +93,7 @@ class JobSummary:
     duration_s: float | None = None
     time_shift_s: float | None = None
     phase_error_max_s: float | None = None
+    phase_errors_beyond: int | None = None
     drift_threshold_s: float | None = None
     realignments: int | None = None
     pace_stretch: float | None = None
@@ -109,6 +111,7 @@ class JobSummary:
             "start_s": self.start_s, "end_s": self.end_s, "runs": self.runs,
             "iteration_mean_s": self.iteration_mean_s, "duration_s": self.duration_s,
             "time_shift_s": self.time_shift_s, "phase_error_max_s": self.phase_error_max_s,
+            "phase_errors_beyond": self.phase_errors_beyond,
             "drift_threshold_s": self.drift_threshold_s, "realignments": self.realignments,
             "pace_stretch": self.pace_stretch,
         }

@@ -224,6 +224,7 @@ class PhaseKeeper:
                 "threshold_s": self.threshold_s, "first_wait_s": self.waits_s[0] if self.waits_s else None,
                 "iterations": len(self.errors_s), "realignments": self.realignments,
                 "max_abs_error_s": max((abs(e) for e in settled), default=None),
+                "beyond": sum(abs(e) > self.threshold_s for e in settled),
                 "last_error_s": self.errors_s[-1] if self.errors_s else None,
                 "stretch": self.line.pieces[-1][2]}
 
@@ -311,15 +312,17 @@ class ShiftFollower:
 def phase_figures(records, dilation: float = 1.0) -> dict:
     """A shifted job's figures from its rank's iteration records (:class:`jobs.records.IterationRecord`,
     each with its ``phase`` entry), in virtual seconds (wall over ``dilation``): its last shift, the
-    largest phase error of its iterations after the first wait, the drift threshold, its
-    re-alignments, its line's last pace. Every figure None when no record has a phase (not shifted)."""
+    largest phase error of its iterations after the first wait and how many erred beyond their
+    drift threshold, the threshold, its re-alignments, its line's last pace. Every figure None when
+    no record has a phase (not shifted)."""
     phased = [r.phase for r in sorted(records, key=lambda r: r.iteration) if r.phase is not None]
     if not phased:
-        return {"time_shift_s": None, "phase_error_max_s": None, "drift_threshold_s": None, "realignments": None,
-                "pace_stretch": None}
+        return {"time_shift_s": None, "phase_error_max_s": None, "phase_errors_beyond": None,
+                "drift_threshold_s": None, "realignments": None, "pace_stretch": None}
     last = phased[-1]
-    settled = [abs(p["error_s"]) for p in phased if not p["first"]]
+    settled = [p for p in phased if not p["first"]]
     return {"time_shift_s": last["shift_s"] / dilation,
-            "phase_error_max_s": max(settled) / dilation if settled else None,
+            "phase_error_max_s": max(abs(p["error_s"]) for p in settled) / dilation if settled else None,
+            "phase_errors_beyond": sum(abs(p["error_s"]) > p["threshold_s"] for p in settled) if settled else None,
             "drift_threshold_s": last["threshold_s"] / dilation, "realignments": last["realignments"],
             "pace_stretch": last.get("stretch", 1.0)}

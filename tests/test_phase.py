@@ -73,3 +73,25 @@ def test_a_shift_file_takes_effect_after_its_guard(tmp_path):
     assert follower.wait_s(100.6) == pytest.approx(0.7)  # the first wait: to 101.3
     assert follower.record()["first"] is True
     assert ShiftFollower(None).wait_s(5.0) == 0.0
+
+
+def test_a_shifted_jobs_figures_count_the_iterations_beyond_the_threshold():
+    """From a rank's records (dilated x2): the first wait's iteration is not counted; of the others one erred
+    beyond its 40 ms (wall) threshold."""
+    from types import SimpleNamespace
+
+    from jobs.phase import phase_figures
+
+    def rec(i, error, first=False):
+        return SimpleNamespace(iteration=i, phase={"shift_s": 0.2, "error_s": error, "threshold_s": 0.04,
+                                                   "realignments": 0, "first": first, "stretch": 1.01})
+
+    records = [rec(2, 0.03), rec(0, 0.5, first=True), rec(1, -0.05), rec(3, 0.01)]
+    figures = phase_figures(records, dilation=2.0)
+    assert figures["phase_errors_beyond"] == 1 and figures["phase_error_max_s"] == pytest.approx(0.025)
+    assert figures["pace_stretch"] == 1.01 and figures["time_shift_s"] == pytest.approx(0.1)
+    assert phase_figures([SimpleNamespace(iteration=0, phase=None)])["phase_errors_beyond"] is None
+    k = PhaseKeeper(0.0, 0.0, 1.0, threshold_s=0.02, window=100)
+    for t in (0.0, 1.01, 2.03, 3.05):
+        k.wait_s(t)
+    assert k.summary()["beyond"] == 2 and k.summary()["stretch"] == 1.0
