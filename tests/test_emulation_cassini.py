@@ -4,7 +4,8 @@ Two VGG19-like jobs whose rings share a 2:1 bottleneck, placed by ``spread`` and
 Cassini: the replay agents follow each job's shift file, so the two jobs' Up phases interleave.
 Each job's communication then stays near its contention-free bound (together they would take
 about twice it), the bottleneck's queue stays under the ECN threshold, the report keeps each
-job's shift and phase, and the decision log and timeline are written.
+job's shift and phase, rank 0 announces each start for the back end that paces the decision's
+line, and the decision log and timeline are written.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ def test_cassinis_shift_interleaves_two_jobs_on_a_shared_bottleneck(emulation_ok
         assert j["complete"] and j["bound_s"] is not None, (name, j)
         assert j["comm_mean_s"] < 1.3 * j["bound_s"], (name, j["comm_mean_s"], j["bound_s"])
         assert j["phase_error_max_s"] is not None and j["realignments"] is not None, j
+        assert j["pace_stretch"] is not None and j["phase_errors_beyond"] is not None, j
+        # the decision's paced line: rank 0 announced each start under the shift, and the shift file
+        # every rank follows carries the line the back end moves
+        shift = json.load(open(os.path.join(pdir, "jobs", name, "shift.json")))
+        starts = [json.loads(line) for line in open(os.path.join(pdir, "jobs", name, "shift.json.starts"))]
+        assert shift["follow"] and shift["line"], shift
+        assert len(starts) >= 6 and {e["phase"]["origin_s"] for e in starts} == {shift["origin_s"]}, starts
     (decision,) = json.load(open(os.path.join(pdir, "decisions.json")))
     assert decision["shifts_applied"] and decision["log"]["chosen"] == 0
     with open(os.path.join(pdir, "timeline.csv")) as f:
