@@ -28,6 +28,7 @@ communication hook: every gradient bucket is summed over INA and divided by the 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import select
 import socket
@@ -205,11 +206,30 @@ class InaClient:
 
     def allreduce_ints(self, ints: Sequence[int]) -> list[int]:
         """The exact int sums (int32 each) of ``ints`` over the job's workers; see :meth:`allreduce`."""
+        return self.allreduce_stream([ints])[0][0]
+
+    def allreduce_stream(self, vectors: Sequence[Sequence[int]]) -> list[tuple[list[int], float]]:
+        """The exact int sums of several vectors, sent as one stream: the vectors' packets take
+        consecutive seqs (each vector's last packet padded), and the window slides over all of
+        them, so a vector's packets go while the last results of the one before are still on their
+        way (as SwitchML's and ATP's workers stream tensor after tensor through their slots); every
+        worker of the job streams the same vectors' lengths in the same order. Returns, per vector,
+        its sums and the ``time.monotonic()`` at which its last result arrived.
+
+        Raises:
+            InaError: a seq resent :data:`MAX_RESENDS` times without a result.
+        """
         lanes = self.lanes
-        n = math.ceil(len(ints) / lanes)
+        counts = [math.ceil(len(v) / lanes) for v in vectors]
+        n = sum(counts)
         base = self.next_seq
         self.next_seq += n
-        padded = list(ints) + [0] * (n * lanes - len(ints))
+        padded: list[int] = []
+        for v, k in zip(vectors, counts, strict=True):
+            padded += list(v) + [0] * (k * lanes - len(v))
+        ends = list(itertools.accumulate(counts))  # offset one past each vector's last seq
+        finished = [0.0] * len(vectors)
+        vec = 0  # the first vector not yet complete
         out: list[list[int] | None] = [None] * n
         sent_at: dict[int, float] = {}  # seq -> first send time, for seqs sent once
         deadline: dict[int, float] = {}
@@ -220,6 +240,9 @@ class InaClient:
             now = time.monotonic()
             while lo < nxt and out[lo] is not None:
                 lo += 1
+            while vec < len(vectors) and lo >= ends[vec]:
+                finished[vec] = now
+                vec += 1
             # The window is a range from the oldest unanswered seq, as TCP's: a worker never runs
             # more than a window ahead of a seq it still needs, so the PS, which keeps the last
             # ina.ps.KEEP_SEQS results to answer resends, still holds that seq's result.
@@ -251,7 +274,14 @@ class InaClient:
                 self.window.on_loss(seq, base + nxt)
                 self.rto.backoff()
                 self._resend(seq, padded, base, deadline, resends, sent_at)
-        return [v for chunk in out for v in chunk][:len(ints)]
+        now = time.monotonic()
+        for i in range(vec, len(vectors)):
+            finished[i] = now
+        results, start = [], 0
+        for v, end, t in zip(vectors, ends, finished, strict=True):
+            results.append(([x for chunk in out[start:end] for x in chunk][:len(v)], t))
+            start = end
+        return results
 
     def _send(self, seq: int, values: Sequence[int], flags: int) -> None:
         self.sock.sendto(data_packet(self.job_id, seq, 1 << self.bit, values, flags=flags), self.ps)

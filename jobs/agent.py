@@ -34,7 +34,10 @@ pattern), so a broken exchange fails loudly instead of producing timings.
 ranks of a machine reduce in memory (free, as above), and one :class:`ina.client.InaClient` per
 machine and job sends the machine's sum, as int32 lanes of the bucket's size (one lane per 4
 bytes), to the job's parameter server through the fabric's aggregators, and waits for the
-result (:mod:`ina.client`: windowed, AIMD on ECN, timeouts and resends). Every machine
+result (:mod:`ina.client`: windowed, AIMD on ECN, timeouts and resends). An iteration's buckets
+go as one stream, each bucket's packets following the last one's without waiting for its last
+results (:meth:`ina.client.InaClient.allreduce_stream`, as SwitchML's and ATP's workers stream
+tensors through their slots); a bucket's time runs to its last result. Every machine
 contributes its number of local ranks in every lane, so each lane of the result must equal the
 job's world size: a wrong aggregate fails loudly. No TCP connection is opened for such a job.
 The client's counters go to ``ina_path``.
@@ -52,6 +55,7 @@ exit code 1. Standard library only (no torch).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import queue
@@ -504,17 +508,26 @@ class _Rank:
             start_time_s, t0 = time.time(), time.perf_counter()
             time.sleep(spec.compute_s)
             t1 = time.perf_counter()
-            times = []
-            for size in sizes:
-                s = time.perf_counter()
-                self.allreduce(size)
-                times.append(time.perf_counter() - s)
+            times = self.allreduce_buckets(sizes)
             end = time.perf_counter()
             marks = ce_delta(ce_start, ce_counts(self.ce_socks))
             if it >= spec.warmup_iterations:
                 record_iteration(spec, it - spec.warmup_iterations, start_time_s, t1 - t0, end - t0, sizes, times,
                                  phase=shift.record(), ecn_marks=marks)
         self.allreduce(barrier_bytes(spec.world))
+
+    def allreduce_buckets(self, sizes: list[int]) -> list[float]:
+        """An iteration's allreduces, one per bucket of ``sizes`` bytes, in order; each one's time,
+        from the end of the one before (the first: from now). A ring's buckets go one after
+        another; an INA job's machine streams them all at once (:meth:`_InaGroup.allreduce_stream`)."""
+        if self.ina is not None:
+            return self.ina.allreduce_stream(self.spec.rank, sizes)
+        times = []
+        for size in sizes:
+            s = time.perf_counter()
+            self.allreduce(size)
+            times.append(time.perf_counter() - s)
+        return times
 
     def allreduce(self, size: int) -> None:
         """Every step of one allreduce of ``size`` bytes: send, then wait for every reception
@@ -558,10 +571,10 @@ class _Rank:
 class _InaGroup:
     """The ranks of one INA job on this machine: reduced in memory, summed over INA by one client.
 
-    Each allreduce: every local rank arrives (its gradients are in the machine's sum); the
-    lowest local rank sends the sum, ``ceil(size / 4)`` int32 lanes each holding the number of
-    local ranks, through the client and checks every lane of the result is the job's world
-    size; every local rank leaves with the result.
+    Each allreduce (or stream of them, an iteration's buckets): every local rank arrives (its
+    gradients are in the machine's sum); the lowest local rank sends the sum, ``ceil(size / 4)``
+    int32 lanes each holding the number of local ranks, through the client and checks every lane
+    of the result is the job's world size; every local rank leaves with the result.
     """
 
     def __init__(self, endpoint: InaEndpoint, addr: str, local_ranks: list[int], world: int, timeout_s: float):
@@ -572,6 +585,7 @@ class _InaGroup:
         self.leader, self.n_local, self.world = min(local_ranks), len(local_ranks), world
         self.barrier = threading.Barrier(len(local_ranks), timeout=timeout_s)
         self.failure: str | None = None
+        self.times: list[float] = []  # the leader's last stream: each allreduce's time
 
     def allreduce(self, rank: int, size: int) -> None:
         """One allreduce of ``size`` bytes as local rank ``rank`` (see the class docstring).
@@ -580,21 +594,32 @@ class _InaGroup:
             JobError: a wrong aggregate, or the INA exchange failed.
             _Failure: another rank failed meanwhile.
         """
+        self.allreduce_stream(rank, [size])
+
+    def allreduce_stream(self, rank: int, sizes: list[int]) -> list[float]:
+        """Allreduces of ``sizes`` bytes each, streamed by the client as one
+        (:meth:`ina.client.InaClient.allreduce_stream`), as local rank ``rank``: each one's time
+        from the end of the one before (the first: from the last local rank's arrival). Raises as
+        :meth:`allreduce`."""
         try:
             self.barrier.wait()
             if rank == self.leader:
-                lanes = max(1, -(-size // 4))
                 try:
-                    out = self.client.allreduce_ints([self.n_local] * lanes)
-                    wrong = [i for i, v in enumerate(out) if v != self.world]
-                    if wrong:
-                        raise JobError(f"lane {wrong[0]} summed to {out[wrong[0]]}, expected the world size "
-                                       f"{self.world} ({len(wrong)} lanes wrong)")
+                    start = time.monotonic()
+                    got = self.client.allreduce_stream([[self.n_local] * max(1, -(-size // 4)) for size in sizes])
+                    for size, (out, _) in zip(sizes, got, strict=True):
+                        wrong = [i for i, v in enumerate(out) if v != self.world]
+                        if wrong:
+                            raise JobError(f"lane {wrong[0]} of a bucket of {size} B summed to {out[wrong[0]]}, "
+                                           f"expected the world size {self.world} ({len(wrong)} lanes wrong)")
+                    ends = [start] + [t for _, t in got]
+                    self.times = [b - a for a, b in itertools.pairwise(ends)]
                 except Exception as exc:  # noqa: BLE001 - reported by name; the barrier lets the others go
-                    self.failure = f"INA allreduce of {size} B: {type(exc).__name__}: {exc}"
+                    self.failure = f"INA allreduce of {sum(sizes)} B: {type(exc).__name__}: {exc}"
                     self.barrier.abort()
                     raise JobError(self.failure) from None
             self.barrier.wait()
+            return list(self.times)
         except threading.BrokenBarrierError:
             raise _Failure(self.failure or "another rank of the machine failed during an INA allreduce") from None
 

@@ -351,3 +351,35 @@ def test_a_hole_never_outruns_the_ps_memory_under_loss(monkeypatch):
     st = ps.service.engine.stats
     assert st.results == 400 and st.late == 0 and st.resends_answered > 0
     assert all(c.stats.fast_resends > 0 for c in clients)
+
+
+def test_a_stream_of_vectors_takes_consecutive_seqs_and_sums_each_exactly():
+    """Three workers stream three vectors of 70, 1 and 300 ints (3, 1 and 10 packets of 32 lanes, each
+    vector's last one padded) as one: each vector's sums are exact, the seqs run on from one vector to
+    the next (14 in all, each completed once by the PS), and each vector's last result comes no later
+    than the next one's."""
+    sizes = [70, 1, 300]
+    workers = 3
+    rnd = random.Random(5)
+    inputs = [[[rnd.randint(-1000, 1000) for _ in range(n)] for n in sizes] for _ in range(workers)]
+    clients = [InaClient(7, b, PS_IP, SCALE, bind=_worker_ip(b), values_per_packet=32) for b in range(workers)]
+    got: list = [None] * workers
+
+    def run(b):
+        got[b] = clients[b].allreduce_stream(inputs[b])
+
+    with Ps([_job(7, workers)]) as ps:
+        threads = [threading.Thread(target=run, args=(b,)) for b in range(workers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    for c in clients:
+        c.close()
+    for b in range(workers):
+        sums = [out for out, _ in got[b]]
+        assert sums == [[sum(inputs[w][i][j] for w in range(workers)) for j in range(n)] for i, n in enumerate(sizes)]
+        times = [t for _, t in got[b]]
+        assert times == sorted(times)
+        assert clients[b].next_seq == 14 and clients[b].stats.results == 14
+    assert ps.service.engine.stats.results == 14
