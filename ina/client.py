@@ -37,13 +37,16 @@ from collections.abc import Sequence
 
 from ina.protocol import (
     INA_UDP_PORT,
+    TOS_SPACE,
     VALUES_PER_PACKET,
     Flag,
     InaError,
     MalformedPacket,
+    ce_of,
     check_values_per_packet,
     data_packet,
     decode,
+    ecn_capable,
     from_fixed,
     to_fixed,
     worker_port,
@@ -180,7 +183,7 @@ class InaClient:
         self.rto = RtoEstimator()
         self.stats = ClientStats()
         self.next_seq = 0
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock = ecn_capable(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         self.sock.bind((bind, worker_port(job_id)))
 
@@ -301,7 +304,7 @@ class InaClient:
     def _receive(self, base: int, n: int, out: list, padded: list[int], sent_at: dict, deadline: dict,
                  resends: dict, next_seq: int) -> int:
         """Handle one datagram; the offset of the seq it completed, or -1."""
-        data, addr = self.sock.recvfrom(65535)
+        data, ancdata, _, addr = self.sock.recvmsg(65535, TOS_SPACE)
         if addr != self.ps:
             self.stats.foreign += 1
             return -1
@@ -323,7 +326,7 @@ class InaClient:
         self.rto.progress()
         deadline.pop(h.seq, None)
         out[k] = list(values)
-        ecn = bool(h.flags & Flag.ECN)
+        ecn = bool(h.flags & Flag.ECN) or ce_of(ancdata)  # marked on the way there, or back
         self.stats.results += 1
         self.stats.ecn_results += ecn
         if h.flags & Flag.OVERFLOW:

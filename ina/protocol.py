@@ -58,6 +58,7 @@ import dataclasses
 import enum
 import functools
 import math
+import socket
 import struct
 import zlib
 from collections.abc import Sequence
@@ -149,6 +150,30 @@ FRAME_BYTES = 14 + 20 + 8 + PACKET_BYTES
 IPv4 (no options) and UDP headers, then :data:`PACKET_BYTES`: 190."""
 MAX_VALUES_PER_PACKET = (1500 - 20 - 8 - HEADER_BYTES) // VALUE_BYTES
 """The most values a packet carries in an IPv4 packet of 1,500 bytes (no fragments): 363."""
+
+
+ECT0 = 0x02
+"""The IP ECN field every INA datagram is sent with (ECN-capable transport, RFC 3168): queues that
+mark ECN (the emulator's marker, a DCTCP-style switch) mark it CE instead of leaving it to grow,
+and the CE reaches the sender's window as the result's ECN flag (ATP §3.4)."""
+
+
+def ecn_capable(sock: socket.socket) -> socket.socket:
+    """``sock`` set to send ECT(0) (:data:`ECT0`) and to receive each datagram's ECN field
+    (``IP_RECVTOS``, read by :func:`ce_of`)."""
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECT0)
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+    return sock
+
+
+TOS_SPACE = socket.CMSG_SPACE(1)
+"""``recvmsg``'s ancillary buffer for a datagram's TOS byte."""
+
+
+def ce_of(ancdata) -> bool:
+    """Whether ``recvmsg``'s ancillary data says the datagram arrived marked CE."""
+    tos = next((c[2][0] for c in ancdata if c[0] == socket.IPPROTO_IP and c[1] == socket.IP_TOS and c[2]), 0)
+    return tos & 3 == 3
 
 
 def check_values_per_packet(n: int) -> int:

@@ -57,10 +57,13 @@ from ina.protocol import (
     HEADER,
     HEADER_BYTES,
     INA_UDP_PORT,
+    TOS_SPACE,
     VALUES_PER_PACKET,
     Flag,
     InaError,
+    ce_of,
     check_values_per_packet,
+    ecn_capable,
     worker_port,
 )
 
@@ -77,7 +80,6 @@ SO_RCVBUFFORCE = 33  # Linux: SO_RCVBUF beyond net.core.rmem_max (root)
 DRAIN_BATCH = 256
 """Datagrams the serve loop takes without waiting once the socket is readable, before it checks
 for a stop or a reload again."""
-_TOS_SPACE = socket.CMSG_SPACE(1)
 _COLLISION, _RESEND = int(Flag.COLLISION), int(Flag.RESEND)  # plain ints per packet: IntFlag ops are slow
 
 
@@ -199,8 +201,7 @@ class PsService:
     """
 
     def __init__(self, sock: socket.socket, jobs: Sequence[PsJob], values_per_packet: int = VALUES_PER_PACKET):
-        self.sock = sock
-        self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+        self.sock = ecn_capable(sock)
         try:
             self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF_BYTES)
         except PermissionError:
@@ -286,11 +287,10 @@ class PsService:
         """Handle one datagram waiting on the socket (``flags``: ``recvmsg``'s, e.g. ``MSG_DONTWAIT``);
         False when none was waiting."""
         try:
-            data, ancdata, _, addr = self.sock.recvmsg(65535, _TOS_SPACE, flags)
+            data, ancdata, _, addr = self.sock.recvmsg(65535, TOS_SPACE, flags)
         except BlockingIOError:
             return False
-        tos = next((c[2][0] for c in ancdata if c[0] == socket.IPPROTO_IP and c[1] == socket.IP_TOS and c[2]), 0)
-        self.handle(data, tos & 3 == 3, addr[0])
+        self.handle(data, ce_of(ancdata), addr[0])
         return True
 
     def serve(self, stop: list, reload: ConfigReload | None = None, wake: socket.socket | None = None) -> None:

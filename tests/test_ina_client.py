@@ -383,3 +383,30 @@ def test_a_stream_of_vectors_takes_consecutive_seqs_and_sums_each_exactly():
         assert times == sorted(times)
         assert clients[b].next_seq == 14 and clients[b].stats.results == 14
     assert ps.service.engine.stats.results == 14
+
+
+def test_a_worker_sends_ect_and_a_result_marked_on_its_way_back_shrinks_its_window():
+    """Every datagram a client sends is ECN-capable (ECT(0)), so a marking queue marks it instead of
+    letting it queue; a result that arrives CE-marked (its flag clear: marked after the PS) counts as ECN."""
+    from ina.protocol import ECT0, TOS_SPACE, Flag, data_packet
+
+    ps = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    ps.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+    ps.bind((PS_IP, INA_UDP_PORT))
+    client = InaClient(4, 0, PS_IP, SCALE, bind=_worker_ip(0), values_per_packet=32)
+    got: list = []
+    t = threading.Thread(target=lambda: got.append(client.allreduce_ints([5] * 32)))
+    t.start()
+    try:
+        ps.settimeout(10)
+        data, ancdata, _, addr = ps.recvmsg(65535, TOS_SPACE)
+        tos = next(c[2][0] for c in ancdata if c[1] == socket.IP_TOS)
+        assert tos & 3 == ECT0
+        ps.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 3)  # CE, as a queue on the way back marks it
+        ps.sendto(data_packet(4, 0, 1, [5] * 32, flags=Flag.RESULT), addr)
+        t.join(10)
+    finally:
+        ps.close()
+        client.close()
+    assert got == [[5] * 32]
+    assert client.stats.ecn_results == 1 and client.window.cwnd == 8.0
