@@ -67,6 +67,13 @@ MAX_RESENDS = 50
 class AimdWindow:
     """Seqs in flight: additive increase per window of results, multiplicative decrease on ECN or loss.
 
+    After an idle time (no allreduce for longer than the retransmission timeout: a job's compute
+    phase), the window restarts from ``initial`` and grows by one seq per result (slow start) up
+    to the threshold it remembers, three quarters of the window it had (:meth:`restart`, TCP's
+    restart after idle, RFC 5681 §4.1 and RFC 2861): a worker does not send a whole grown window
+    at once into queues that drained while it computed, which would hold its first results
+    longer than its timeout estimate and time them out.
+
     Args:
         initial: starting window (packets).
         maximum: the window never grows beyond this.
@@ -76,8 +83,15 @@ class AimdWindow:
         if not 1 <= initial <= maximum:
             raise InaError(f"window {initial}..{maximum}: need 1 <= initial <= maximum")
         self.cwnd = float(initial)
-        self.maximum = maximum
+        self.initial, self.maximum = initial, maximum
+        self.ssthresh = float(initial)  # below it the window grows by one per result
         self._recover = -1  # no decrease again until results of seqs sent after the last one
+
+    def restart(self) -> None:
+        """The worker was idle longer than its timeout: remember 3/4 of the window, start again
+        from the initial one (see the class docstring)."""
+        self.ssthresh = max(self.ssthresh, 0.75 * self.cwnd)
+        self.cwnd = min(self.cwnd, float(self.initial))
 
     @property
     def size(self) -> int:
@@ -89,7 +103,8 @@ class AimdWindow:
         if ecn:
             self._decrease(seq, next_seq)
         else:
-            self.cwnd = min(float(self.maximum), self.cwnd + 1.0 / self.cwnd)
+            step = 1.0 if self.cwnd < self.ssthresh else 1.0 / self.cwnd
+            self.cwnd = min(float(self.maximum), self.cwnd + step)
 
     def on_loss(self, seq: int, next_seq: int) -> None:
         """``seq`` timed out."""
@@ -97,7 +112,7 @@ class AimdWindow:
 
     def _decrease(self, seq: int, next_seq: int) -> None:
         if seq > self._recover:
-            self.cwnd = max(1.0, self.cwnd / 2)
+            self.cwnd = self.ssthresh = max(1.0, self.cwnd / 2)
             self._recover = next_seq - 1
 
 
@@ -183,6 +198,7 @@ class InaClient:
         self.rto = RtoEstimator()
         self.stats = ClientStats()
         self.next_seq = 0
+        self.last_s = -math.inf  # when the last allreduce ended
         self.sock = ecn_capable(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         self.sock.bind((bind, worker_port(job_id)))
@@ -222,6 +238,8 @@ class InaClient:
         Raises:
             InaError: a seq resent :data:`MAX_RESENDS` times without a result.
         """
+        if time.monotonic() - self.last_s > self.rto.rto:
+            self.window.restart()
         lanes = self.lanes
         counts = [math.ceil(len(v) / lanes) for v in vectors]
         n = sum(counts)
@@ -277,7 +295,7 @@ class InaClient:
                 self.window.on_loss(seq, base + nxt)
                 self.rto.backoff()
                 self._resend(seq, padded, base, deadline, resends, sent_at)
-        now = time.monotonic()
+        now = self.last_s = time.monotonic()
         for i in range(vec, len(vectors)):
             finished[i] = now
         results, start = [], 0

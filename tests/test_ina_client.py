@@ -203,6 +203,30 @@ def test_window_grows_by_one_per_window_and_halves_once_per_window():
         AimdWindow(initial=0)
 
 
+def test_after_an_idle_time_the_window_restarts_and_grows_by_one_per_result_to_three_quarters():
+    """RFC 5681 4.1's restart after idle: a window grown to 40 restarts at 4 and slow-starts (+1 per result)
+    to 30, then grows additively; a window below the initial one stays."""
+    w = AimdWindow(initial=4, maximum=64)
+    w.cwnd = 40.0
+    w.restart()
+    assert w.cwnd == 4 and w.ssthresh == 30
+    for seq in range(26):
+        w.on_result(seq, ecn=False, next_seq=100)
+    assert w.cwnd == 30
+    w.on_result(26, ecn=False, next_seq=100)
+    assert w.cwnd == pytest.approx(30 + 1 / 30)
+    w.cwnd = 2.0
+    w.restart()
+    assert w.cwnd == 2.0 and w.ssthresh == 30
+
+
+def test_a_client_idle_longer_than_its_timeout_restarts_its_window():
+    inputs = _inputs(2, 32 * 10)
+    with Ps([_job(9, 2)]):
+        _, clients = _allreduce_all(9, inputs, setup=lambda b, c: setattr(c.window, "cwnd", 50.0))
+    assert all(c.window.ssthresh == 37.5 for c in clients)  # each restarted once, from 50
+
+
 def test_a_hole_is_resent_after_three_later_results_without_waiting_for_the_timeout():
     """One data packet of seq 2 lost at the PS, with the first timeout far away (1 s): the worker
     resends seq 2 after the results of 3 later seqs (fast resend), long before its timeout."""
