@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -68,7 +69,9 @@ RATES_FILE = os.path.join(BUILD_DIR, "engine-rates.json")
 
 @dataclasses.dataclass(frozen=True)
 class EngineCapacity:
-    """Whether the aggregators keep up with their switches' links (:meth:`InaFabric.capacity`).
+    """Whether the aggregators carry what the experiment declares (:meth:`InaFabric.capacity`): each
+    switch's aggregator must take its declared Peak Aggregation Throughput (``ina.pat_gbps``,
+    mapped as links are), or, where that is more than its links can bring it, what they bring.
 
     Attributes:
         engine_pps: packets per second one aggregator of the fabric's engine takes here
@@ -76,36 +79,60 @@ class EngineCapacity:
         source: ``measured now`` or when it was measured (:data:`RATES_FILE`).
         demand_pps: per INA switch, the most INA packets per second its links can bring it
             (:func:`ina.plan.aggregator_demand_pps`, at the run's scale and dilation).
+        pat_pps: the declared PAT in packets per second at the run's scale and dilation
+            (:func:`ina.plan.pat_pps`; inf: none declared).
         dilation: the run's.
-        carrying_dilation: the least dilation at which every aggregator keeps up (None: it does).
     """
 
     engine_pps: float
     source: str
     demand_pps: Mapping[str, float]
+    pat_pps: float
     dilation: float
-    carrying_dilation: float | None
+
+    @property
+    def needed_pps(self) -> dict[str, float]:
+        """Per INA switch, what its aggregator must take: its PAT, or less where its links bring less."""
+        return {s: min(d, self.pat_pps) for s, d in self.demand_pps.items()}
+
+    @property
+    def carrying_dilation(self) -> float | None:
+        """The least dilation at which every aggregator carries what it must (None: it does now)."""
+        return carrying_dilation(max(self.needed_pps.values()), self.engine_pps, self.dilation)
 
     @property
     def keeps_up(self) -> bool:
-        """Every aggregator takes what its switch's links can bring it."""
+        """Every aggregator takes what it must."""
         return self.carrying_dilation is None
 
+    @property
+    def refuses(self) -> bool:
+        """The engine cannot carry a declared PAT (a run that requires INA stops)."""
+        return math.isfinite(self.pat_pps) and not self.keeps_up
+
     def line(self, engine: str, values_per_packet: int) -> str:
-        """One line for people: the rate, the busiest switch, and what to do where it falls short."""
-        busiest = max(self.demand_pps, key=self.demand_pps.get)
+        """One line for people: the rate, what the busiest switch must take and why, and what to do
+        where the engine falls short."""
+        needed = self.needed_pps
+        busiest = max(needed, key=needed.get)
+        why = ("its links can bring" if self.demand_pps[busiest] <= self.pat_pps
+               else f"ina.pat_gbps declares, as {self.pat_pps:,.0f} packets/s of wall time")
         head = (f"INA: a {engine} aggregator takes {self.engine_pps:,.0f} packets/s of {values_per_packet} values "
-                f"here ({self.source}); {busiest}'s links can bring {self.demand_pps[busiest]:,.0f}/s at dilation "
+                f"here ({self.source}); {busiest} must take {needed[busiest]:,.0f}/s ({why}) at dilation "
                 f"{self.dilation:g}")
         if self.keeps_up:
-            return head + ": the aggregators keep up with their links"
+            return head + ": the aggregators carry it"
+        if self.refuses:
+            return (head + f": it cannot carry the declared PAT; dilation {self.carrying_dilation:g} would, or "
+                           f"declare a lower ina.pat_gbps")
         return (head + f": its aggregator may not keep up, and INA jobs through it may be judged slow; dilation "
                        f"{self.carrying_dilation:g} carries it")
 
     def to_dict(self) -> dict:
         """JSON form (``measurements.json``'s ``ina.capacity``)."""
         return {"engine_pps": self.engine_pps, "source": self.source, "demand_pps": dict(self.demand_pps),
-                "dilation": self.dilation, "carrying_dilation": self.carrying_dilation, "keeps_up": self.keeps_up}
+                "pat_pps": self.pat_pps if math.isfinite(self.pat_pps) else None, "dilation": self.dilation,
+                "carrying_dilation": self.carrying_dilation, "keeps_up": self.keeps_up}
 
 
 def engine_rate(engine, values_per_packet: int, prepared, log_dir: str, record, path: str = RATES_FILE
@@ -295,10 +322,12 @@ class InaFabric(StartStop):
         engine: ``auto``, ``bmv2`` or ``software`` (:func:`resolve_engine`).
         slots: register size of the bmv2 program's slot pool (a run uses up to this many).
         values_per_packet: int32 lanes per packet of every aggregator, PS and job on it.
+        pat_pps: the declared PAT of every aggregator, packets/s of wall time (:func:`ina.plan.pat_pps`;
+            inf: none declared).
     """
 
     def __init__(self, net, engine: str = "auto", slots: int = DEFAULT_SLOTS,
-                 values_per_packet: int = VALUES_PER_PACKET):
+                 values_per_packet: int = VALUES_PER_PACKET, pat_pps: float = math.inf):
         if not net.ina_ports:
             raise EmulationError("the network has no INA switches (NetOptions.ina_switches)")
         self.net = net
@@ -316,8 +345,9 @@ class InaFabric(StartStop):
         """The jobs whose entries the aggregators hold, by id."""
         self._ps: dict[str, PsProcess] = {}
         """The parameter servers running (:meth:`start_ps`, :meth:`add_jobs`), by machine."""
+        self.pat_pps = pat_pps
         self.capacity: EngineCapacity | None = None
-        """Whether the aggregators keep up with their switches' links (set by :meth:`start`)."""
+        """Whether the aggregators carry what they must (set by :meth:`start`)."""
 
     def start(self) -> None:
         """Start one engine per INA switch on its aggregator port's peer, having measured (or read)
@@ -344,7 +374,7 @@ class InaFabric(StartStop):
 
     def _capacity(self, prepared) -> EngineCapacity:
         """The engine's packet rate here (:func:`engine_rate`, what a measurement makes recorded in
-        the network's record) against what each INA switch's links can bring it."""
+        the network's record) against what each INA switch must take (:class:`EngineCapacity`)."""
 
         def record(kind: str, name: str) -> None:
             what = "INA aggregator rate measurement"
@@ -353,8 +383,7 @@ class InaFabric(StartStop):
         pps, source = engine_rate(self._engine, self.values_per_packet, prepared, self.log_dir, record)
         demand = {s: aggregator_demand_pps(self.net.g, s, self.net.rates, self.values_per_packet)
                   for s in sorted(self.net.ina_ports)}
-        dilation = self.net.options.dilation
-        return EngineCapacity(pps, source, demand, dilation, carrying_dilation(max(demand.values()), pps, dilation))
+        return EngineCapacity(pps, source, demand, self.pat_pps, self.net.options.dilation)
 
     def install(self, plans: Iterable[JobPlan], n_slots: int) -> None:
         """Program every aggregator with the jobs' entries (:func:`ina.plan.switch_tables`) and

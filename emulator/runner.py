@@ -25,6 +25,7 @@ its own waves). One policy's run, step by step:
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import threading
@@ -48,6 +49,7 @@ from experiment import driver
 from experiment.config import MLTCP_CONGESTION_CONTROLS, ExperimentConfig, ina_jobs, ina_switches
 from experiment.driver import ExperimentBackend, PolicySession
 from experiment.summary import PolicyRun
+from ina.plan import pat_pps
 from jobs.launcher import ExecFn, ready_path
 from measure.marking import marking_params
 
@@ -217,12 +219,17 @@ class EmulatorExperiment(ExperimentBackend):
             net = stack.enter_context(EmulatedNetwork(g, run_dir, net_options(
                 cfg, self.marker, self.ports, ina.switches if ina else ())))
             if ina is not None and ina.engine is not None:
-                ina.fabric = stack.enter_context(InaFabric(net, ina.engine,
-                                                           values_per_packet=cfg.ina.values_per_packet))
+                ina.fabric = stack.enter_context(InaFabric(
+                    net, ina.engine, values_per_packet=cfg.ina.values_per_packet,
+                    pat_pps=math.inf if cfg.ina.pat_gbps is None
+                    else pat_pps(cfg.ina.pat_gbps, cfg.scale, cfg.dilation, cfg.ina.values_per_packet)))
                 say(f"INA: {ina.engine} aggregators on {len(ina.switches)} switches ({', '.join(ina.switches)}), "
                     f"{cfg.ina.slots} slots each, {cfg.ina.values_per_packet} values per packet, "
                     f"results {cfg.ina.results}")
-                say(ina.fabric.capacity.line(ina.engine, cfg.ina.values_per_packet))
+                capacity = ina.fabric.capacity.line(ina.engine, cfg.ina.values_per_packet)
+                if ina.fabric.capacity.refuses and cfg.ina.use == "required":
+                    raise EmulationError(capacity)
+                say(capacity)
             say(f"network up: {len(net.hosts)} machines, {len(net.switch_intfs)} switch ports, "
                 f"{net.controller.status().get('rules', '?')} rules ({cfg.routing}), ECN: {self.ecn[0]}; "
                 f"every policy runs on it in turn")

@@ -50,6 +50,7 @@ from experiment.config_rules import (
     ListOf,
     MapOf,
     Name,
+    OrNone,
     PolicySpec,
     Real,
     Scalar,
@@ -238,9 +239,14 @@ class InaConfig:
         slots: aggregator slots in use at every switch: a power of two up to the bmv2
             program's registers (:data:`INA_MAX_SLOTS`).
         switches: the INA-capable switches; empty: every ToR (a switch with machines).
-        pat_gbps: the simulator's Peak Aggregation Throughput of every INA switch, paper-scale
-            Gbit/s (NetPack spec §1.6: its memory as a rate; 0: it sums nothing). The default is
-            the NetPack simulator's 1 Tb/s (§5.3). The emulator's aggregators sum what they can.
+        pat_gbps: the Peak Aggregation Throughput of every INA switch, paper-scale Gbit/s of INA
+            frames (NetPack spec §1.6: its memory as a rate; 0: it sums nothing). The simulator
+            models it, 1 Tb/s when not given (the NetPack simulator's, §5.3; :attr:`model_pat_gbps`).
+            On the emulator a declared PAT is a requirement: mapped as links are (divided by the
+            scale and the dilation), each aggregator must take it, or what its links can bring
+            where that is less, and a run whose engine cannot is refused in one line naming the
+            dilation that would carry it (``use: optional``: said, and run); not given, the
+            aggregators sum what they can.
         results: how results reach the workers: ``unicast`` (the PS sends each machine its own) or
             ``multicast`` (ATP's switch multicast, as NetPack models it: the PS sends one result per
             seq and the aggregating switches copy it to their children, :mod:`ina.plan`). Both back
@@ -255,9 +261,17 @@ class InaConfig:
     engine: str = rule_field(Name(INA_ENGINES), "auto")
     slots: int = rule_field(Integer(1, INA_MAX_SLOTS), 1024)
     switches: tuple = rule_field(ListOf(Name(), 0, 65_534, "switch names"), ())
-    pat_gbps: float = rule_field(Real(0, 10**9), 1000.0)
+    pat_gbps: float | None = rule_field(OrNone(Real(0, 10**9), "the simulator's 1 Tb/s; the emulator's engine"),
+                                        None)
     results: str = rule_field(Name(INA_RESULTS), "unicast")
     values_per_packet: int = rule_field(Integer(1, INA_MAX_VALUES_PER_PACKET), 256)
+
+    @property
+    def model_pat_gbps(self) -> float:
+        """The PAT the simulator and the network-aware policies model: the declared one, else 1 Tb/s."""
+        from placement.netpack.network import DEFAULT_PAT_GBPS
+
+        return DEFAULT_PAT_GBPS if self.pat_gbps is None else self.pat_gbps
 
 
 CONTAINER_ENGINES = ("none", "docker")
@@ -836,7 +850,7 @@ def _set_pat(cfg: ExperimentConfig, g) -> None:
     from placement.netpack.network import PAT_ATTRIBUTE
 
     for s in ina_switches(cfg, g):
-        g.nodes[s][PAT_ATTRIBUTE] = float(cfg.ina.pat_gbps)
+        g.nodes[s][PAT_ATTRIBUTE] = float(cfg.ina.model_pat_gbps)
 
 
 def _validate_ina(cfg: ExperimentConfig, g, checks: BackendChecks) -> None:

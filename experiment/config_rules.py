@@ -117,6 +117,27 @@ class Real:
 
 
 @dataclasses.dataclass(frozen=True)
+class OrNone:
+    """``None`` (not given), or a value ``rule`` accepts."""
+
+    rule: object
+    meaning: str = "not given"
+
+    def describe(self) -> str:
+        return f"{self.rule.describe()}, or null ({self.meaning})"
+
+    def __call__(self, value, where: str):
+        if value is None:
+            return None
+        try:
+            return self.rule(value, where)
+        except ConfigError as e:  # the same message, naming null among what is valid
+            inner = f"({self.rule.describe()})"
+            text = str(e)
+            raise ConfigError(text[:-len(inner)] + f"({self.describe()})" if text.endswith(inner) else text) from None
+
+
+@dataclasses.dataclass(frozen=True)
 class Name:
     """A string matching ``pattern``, and one of ``choices`` when given (a collection, or a function
     returning one so that a registry is imported only when checked)."""

@@ -48,7 +48,7 @@ def sim_options(cfg, g) -> SimOptions:
     bursts = None
     if cfg.simulator.token_buckets:  # each shaper's depth at its shaped (dilated) rate, as the emulator sets it
         bursts = {link: burst_bytes(r, cfg.mtu) for link, r in sim_rates_mbps(g, cfg.scale, cfg.dilation).items()}
-    pat = scale_bw_mbps(cfg.ina.pat_gbps * 1000.0, cfg.scale) * MEGA / BITS_PER_BYTE
+    pat = scale_bw_mbps(cfg.ina.model_pat_gbps * 1000.0, cfg.scale) * MEGA / BITS_PER_BYTE
     return SimOptions(mtu=cfg.mtu if cfg.simulator.headers else None, latency_s=cfg.simulator.latency_us * 1e-6,
                       burst_bytes=bursts, ecn=cfg.simulator.ecn, pat_bytes_s=pat, ina_results=cfg.ina.results,
                       ina_values_per_packet=cfg.ina.values_per_packet,

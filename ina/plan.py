@@ -282,6 +282,13 @@ def aggregator_demand_pps(g, switch: str, rate_mbps: Mapping[tuple[str, str], fl
     return mbps * 1e6 / 8 / frame_bytes(values_per_packet)
 
 
+def pat_pps(pat_gbps: float, scale: float, dilation: float, values_per_packet: int = VALUES_PER_PACKET) -> float:
+    """An aggregator's declared Peak Aggregation Throughput (``ina.pat_gbps``, paper-scale Gbit/s
+    of INA frames, as the simulator counts it) as INA packets per second of wall time on the
+    emulator, mapped as links are: divided by the scale and the dilation."""
+    return pat_gbps * 1e9 / (scale * dilation) / 8 / frame_bytes(values_per_packet)
+
+
 def carrying_dilation(demand_pps: float, engine_pps: float, dilation: float) -> float | None:
     """The least dilation (to 0.1) at which an aggregator taking ``engine_pps`` keeps up with a
     switch sent ``demand_pps`` at ``dilation`` (rates fall as 1 / dilation); None when it keeps up."""

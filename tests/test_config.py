@@ -693,3 +693,16 @@ def test_a_cluster_config_validates_round_trips_and_is_ignored_by_the_simulator(
     path.write_text(json.dumps(config.to_dict(cfg)))
     assert config.load(str(path)) == cfg and cfg.cluster.servers == ("h2", "10.1.2.3")
     config.validate(config.from_dict(base(cluster={"servers": ["h2"]})), backend="sim")
+
+
+def test_ina_pat_is_declared_or_not_and_the_models_take_1_tbps_when_not():
+    from experiment import config
+
+    base = {"jobs": [{"name": "a", "model": "resnet50", "workers": 2, "collective": "ina"}]}
+    assert config.from_dict(base).ina.pat_gbps is None
+    assert config.from_dict(base).ina.model_pat_gbps == 1000.0
+    assert config.from_dict({**base, "ina": {"pat_gbps": 14}}).ina.model_pat_gbps == 14.0
+    assert config.from_dict({**base, "ina": {"pat_gbps": None}}).ina.pat_gbps is None
+    with pytest.raises(ConfigError, match=r"config.ina.pat_gbps: 'fast' is not a number \(a finite number in "
+                                          r"\[0, 1000000000\], or null"):
+        config.validate(config.from_dict({**base, "ina": {"pat_gbps": "fast"}}))

@@ -208,6 +208,33 @@ def test_ina_optional_where_its_engine_cannot_run_runs_the_ring_and_says_so(emul
     assert not leftovers(), f"run left behind: {leftovers()}"
 
 
+def test_a_declared_pat_the_engine_cannot_carry_refuses_the_run_in_one_line(emulation_ok, tmp_path):
+    """``ina.pat_gbps`` declares far more than the software engine takes here at this scale and dilation
+    (and the links could bring more still): the run stops with one line naming the engine's rate, what
+    the switch must take and the dilation that would carry it, exit 2, and leaves nothing behind."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    path = tmp_path / "pat.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "ina-pat", "scale": 1, "dilation": 1,
+        "topology": {"kind": "leaf_spine", "n_leaf": 1, "n_spine": 1, "hosts_per_leaf": 3, "gpus_per_machine": 1,
+                     "host_bw_mbps": 1000},
+        "jobs": [{"name": "a", "model": "resnet50", "workers": 3, "collective": "ina"}],
+        "policies": ["consolidate"], "iterations": 2, "warmup_iterations": 1, "ecn": {"marking": "optional"},
+        "ina": {"engine": "software", "pat_gbps": 2}, "results_dir": str(tmp_path / "results")}))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cp = subprocess.run([sys.executable, os.path.join(root, "run_testbed.py"), "run", "-c", str(path)],
+                        capture_output=True, text=True, timeout=300, cwd=root)
+    errors = [line for line in cp.stderr.splitlines() if line.startswith("error:")]
+    assert cp.returncode == 2 and len(errors) == 1, (cp.returncode, cp.stderr[-2000:])
+    assert "cannot carry the declared PAT; dilation" in errors[0] and "ina.pat_gbps declares" in errors[0], errors
+    assert "Traceback" not in cp.stderr
+    assert not leftovers(), f"run left behind: {leftovers()}"
+
+
 def test_a_parameter_server_that_dies_mid_run_stops_the_run_naming_it(emulation_ok, tmp_path):
     """The PS of a running INA job is killed (by the PID the run recorded for it): the run stops
     with an error naming the parameter server and its log, not a worker's timeout, and leaves

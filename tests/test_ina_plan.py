@@ -242,3 +242,11 @@ def test_an_aggregators_demand_is_what_its_switchs_links_can_bring(ls):
     assert pps == pytest.approx(56e6 / 8 / 1086)
     assert carrying_dilation(pps, 5000.0, 3.0) == pytest.approx(3.9)
     assert carrying_dilation(pps, 7000.0, 3.0) is None
+
+
+def test_a_declared_pat_maps_to_packets_per_second_of_wall_time_as_links_do():
+    """14 Gbit/s of 1,086-byte frames at scale 500 and dilation 3: 14e9 / 1,500 / 8,688 = 1,074 packets/s."""
+    from ina.plan import pat_pps
+
+    assert pat_pps(14, 500, 3, 256) == pytest.approx(14e9 / 1500 / (1086 * 8))
+    assert pat_pps(0, 500, 3, 256) == 0.0
