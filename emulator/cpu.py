@@ -17,8 +17,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Mapping
 
-from measure.cpu import CpuSummary, summarise
+from measure.cpu import CpuSummary, percentile95, summarise
 
 OVS_PIDFILE = "/var/run/openvswitch/ovs-vswitchd.pid"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -60,12 +61,16 @@ def thread_ticks(pid: int) -> dict[int, int]:
 
 
 class CpuSampler:
-    """Samples machine and switch-thread CPU utilisation every ``interval_s`` in a background thread."""
+    """Samples machine and switch-thread CPU utilisation every ``interval_s`` in a background thread,
+    and the busiest thread of each process ``watch()`` names then (name -> pid; INA's aggregators
+    and parameter servers, which come and go)."""
 
-    def __init__(self, interval_s: float = 0.5):
+    def __init__(self, interval_s: float = 0.5, watch: Callable[[], Mapping[str, int]] | None = None):
         self.interval_s = interval_s
+        self.watch = watch
         self.samples: list[tuple[float, float]] = []  # (wall time s, machine utilisation 0..1)
         self.switch_samples: list[tuple[float, float]] = []  # (wall time s, busiest ovs-vswitchd thread 0..1)
+        self.process_samples: dict[str, list[tuple[float, float]]] = {}  # name -> (wall time s, busiest thread)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -82,21 +87,32 @@ class CpuSampler:
             self._thread.join(timeout=2 * self.interval_s + 1)
             self._thread = None
 
+    def _watched(self) -> dict[str, int]:
+        try:
+            return dict(self.watch()) if self.watch is not None else {}
+        except RuntimeError:  # its processes changed while listed: next time
+            return {}
+
     def _loop(self) -> None:
         pid = ovs_pid()
         total0, idle0 = _read_cpu()
         ticks0, t0 = (thread_ticks(pid) if pid else {}), time.monotonic()
+        watched0 = {name: (p, thread_ticks(p)) for name, p in self._watched().items()}
         while not self._stop.wait(self.interval_s):
             total1, idle1 = _read_cpu()
             ticks1, t1 = (thread_ticks(pid) if pid else {}), time.monotonic()
+            watched1 = {name: (p, thread_ticks(p)) for name, p in self._watched().items()}
             dt = total1 - total0
             now = time.time()
             if dt > 0:
                 self.samples.append((now, 1.0 - (idle1 - idle0) / dt))
             if ticks1 and t1 > t0:
-                busiest = max(ticks1[t] - ticks0.get(t, ticks1[t]) for t in ticks1)
-                self.switch_samples.append((now, min(1.0, busiest / CLK_TCK / (t1 - t0))))
-            total0, idle0, ticks0, t0 = total1, idle1, ticks1, t1
+                self.switch_samples.append((now, _busiest(ticks0, ticks1, t1 - t0)))
+            for name, (p, ticks) in watched1.items():
+                before = watched0.get(name)
+                if ticks and before is not None and before[0] == p and t1 > t0:
+                    self.process_samples.setdefault(name, []).append((now, _busiest(before[1], ticks, t1 - t0)))
+            total0, idle0, ticks0, t0, watched0 = total1, idle1, ticks1, t1, watched1
 
     def summary(self, windows: list[tuple[float, float]] | None = None) -> CpuSummary:
         """Mean, 95th percentile and peak machine utilisation, the busiest switch thread's 95th
@@ -111,3 +127,18 @@ class CpuSampler:
 
         return summarise([x for t, x in self.samples if inside(t)],
                          [x for t, x in self.switch_samples if inside(t)])
+
+    def process_p95(self, windows: list[tuple[float, float]] | None = None) -> dict[str, float]:
+        """Each watched process's busiest thread: the 95th percentile of its share of one core over
+        the samples inside ``windows`` (all: None); processes without such a sample left out."""
+        out = {}
+        for name, samples in sorted(self.process_samples.items()):
+            inside = [x for t, x in samples if windows is None or any(a <= t <= b for a, b in windows)]
+            if inside:
+                out[name] = percentile95(inside)
+        return out
+
+
+def _busiest(before: Mapping[int, int], after: Mapping[int, int], dt_s: float) -> float:
+    """The busiest thread's share of one core between two :func:`thread_ticks` readings ``dt_s`` apart."""
+    return min(1.0, max(after[t] - before.get(t, after[t]) for t in after) / CLK_TCK / dt_s)

@@ -372,6 +372,13 @@ class InaFabric(StartStop):
             except TestbedError as e:
                 raise EmulationError(f"the INA aggregator of {s} did not start: {e} (log: {log})") from None
 
+    def processes(self) -> dict[str, int]:
+        """The PID of every INA process running now by name: each aggregator (``bmv2 l1``) and
+        each parameter server (``PS h1``)."""
+        out = {f"{self.engine} {s}": sw.proc.pid for s, sw in list(self.switches.items()) if sw.proc is not None}
+        out.update({f"PS {h}": ps.proc.pid for h, ps in list(self._ps.items())})
+        return out
+
     def _capacity(self, prepared) -> EngineCapacity:
         """The engine's packet rate here (:func:`engine_rate`, what a measurement makes recorded in
         the network's record) against what each INA switch must take (:class:`EngineCapacity`)."""

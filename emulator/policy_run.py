@@ -20,6 +20,7 @@ window of the policy's own waves.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -62,7 +63,8 @@ class PolicyMeasurement:
         self.cfg: ExperimentConfig = session.cfg
         os.makedirs(pdir, exist_ok=True)
         self.t_start = time.time()
-        self.sampler = CpuSampler()
+        fabric = session.ina.fabric if session.ina is not None else None
+        self.sampler = CpuSampler(watch=fabric.processes if fabric is not None else None)
         self.queue_path = os.path.join(pdir, "queue_stats.jsonl")
         net = session.net
         self.ports = PortSampler(self.queue_path, net.port_links(), net.marker, self.cfg.ecn.sample_interval_s,
@@ -148,6 +150,8 @@ class PolicyMeasurement:
         queue_samples = read_queue_samples(self.queue_path)
         marks = counter_series(queue_samples, "marks") if net.options.ecn.measures else None
         cpu_measured = self.sampler.summary(windows)
+        if ina_result is not None and ina_result.used:
+            ina_result = dataclasses.replace(ina_result, cpu=self.sampler.process_p95(windows or None))
         evidence = job_evidence(cfg, placements, records, ina_result.jobs if ina_result else None)
         verdicts = fidelity.job_verdicts(g, link_rates_mbps(g, cfg.scale), evidence, cfg.mtu)
         # The simulator re-drives the run's schedule: its batches one after another where the

@@ -105,6 +105,9 @@ class InaResult:
         jobs: every INA job's result.
         capacity: whether the aggregators keep up with their switches' links
             (:meth:`emulator.ina_fabric.EngineCapacity.to_dict`); None when not used.
+        cpu: each INA process (an aggregator, a PS) by name: its busiest thread's 95th percentile
+            share of one core while the iterations were measured (a process near 1 held its jobs
+            back, not their links); empty where none was sampled.
     """
 
     used: bool
@@ -116,6 +119,7 @@ class InaResult:
     parameter_servers: Mapping[str, Mapping]
     jobs: Mapping[str, InaJobResult]
     capacity: Mapping | None = None
+    cpu: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """JSON form (``measurements.json``'s ``ina``)."""
@@ -123,4 +127,4 @@ class InaResult:
                 "capacity": dict(self.capacity) if self.capacity is not None else None,
                 "switches": list(self.switches), "aggregators": {s: dict(c) for s, c in self.aggregators.items()},
                 "parameter_servers": {h: dict(c) for h, c in self.parameter_servers.items()},
-                "jobs": {j: r.to_dict() for j, r in self.jobs.items()}}
+                "jobs": {j: r.to_dict() for j, r in self.jobs.items()}, "cpu": dict(self.cpu)}

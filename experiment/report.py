@@ -476,7 +476,9 @@ def ina_lines(s: PolicySummary) -> list[str]:
             f"  aggregators: {totals['contributions']} packets summed, {totals['aggregates']} aggregates sent on, "
             f"{totals['collisions']} collisions, {totals['duplicates']} duplicates, {malformed} malformed dropped",
             "  uplink MB: its packets up its racks' uplinks towards its PS, as the ToRs' aggregators counted them; "
-            "unaggr.: the same workers' packets unsummed"]
+            "unaggr.: the same workers' packets unsummed",
+            *(["  INA processes' busiest thread, 95th percentile of one core while measured: "
+               + ", ".join(f"{name} {share:.0%}" for name, share in ina.cpu.items())] if ina.cpu else [])]
 
 
 SUMMARY_CSV_COLUMNS = (

@@ -15,7 +15,8 @@ import dataclasses
 SATURATED_FRACTION = 0.95
 
 
-def _p95(values: list[float]) -> float:
+def percentile95(values: list[float]) -> float:
+    """The 95th percentile of ``values`` (the sorted value at index ``int(0.95 n)``)."""
     v = sorted(values)
     return v[min(len(v) - 1, int(0.95 * len(v)))]
 
@@ -44,7 +45,7 @@ def summarise(machine: list[float], switch_thread: list[float]) -> CpuSummary:
     u = sorted(machine)
     if not u:
         return CpuSummary()
-    p95 = _p95(u)
-    sw95 = _p95(switch_thread) if switch_thread else None
+    p95 = percentile95(u)
+    sw95 = percentile95(switch_thread) if switch_thread else None
     return CpuSummary(len(u), sum(u) / len(u), p95, u[-1], sw95,
                       p95 >= SATURATED_FRACTION or (sw95 is not None and sw95 >= SATURATED_FRACTION))

@@ -279,6 +279,11 @@ def test_the_report_has_an_ina_table_csv_and_plot_panel(tmp_path):
                      "packets_per_ps_packet": "2.0", "fallback_fraction": "0.1", "uplink_bytes": "19000",
                      "uplink_bytes_unaggregated": "76000", "uplink_fraction": "0.25"}]
     assert "ina.csv" in out.getvalue()
+    assert "INA processes" not in lines  # none sampled
+    s = dataclasses.replace(s, ina=dataclasses.replace(s.ina, cpu={"PS h1": 0.97, "bmv2 e1": 0.354}))
+    assert ina_lines(s)[-1] == ("  INA processes' busiest thread, 95th percentile of one core while measured: "
+                                "PS h1 97%, bmv2 e1 35%")
+    assert s.ina.to_dict()["cpu"] == {"PS h1": 0.97, "bmv2 e1": 0.354}
     from PIL import Image
 
     assert Image.open(tmp_path / "policies.png").size[0] > Image.open(tmp_path / "policies.png").size[1] * 5

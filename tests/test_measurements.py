@@ -78,3 +78,33 @@ def test_cpu_summary_without_samples_has_no_figures():
 
 def test_port_sampler_stats_json():
     assert PortSamplerStats(40, 0.25, 0.002).to_dict() == {"samples": 40, "interval_s": 0.25, "mean_cost_s": 0.002}
+
+
+def test_the_sampler_follows_the_busiest_thread_of_each_watched_process():
+    """A process spinning on one core and one sleeping, watched by name: the spinning one's busiest thread is
+    near a whole core, the sleeping one's near none; a name that stops being listed keeps its samples."""
+    import subprocess
+    import sys
+    import time
+
+    from emulator.cpu import CpuSampler
+
+    spin = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass"])
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)"])
+    watched = {"spin": spin.pid, "idle": idle.pid}
+    sampler = CpuSampler(interval_s=0.2, watch=lambda: dict(watched))
+    try:
+        sampler.start()
+        time.sleep(1.5)
+        watched.pop("idle")
+        time.sleep(0.5)
+    finally:
+        sampler.stop()
+        spin.kill()
+        idle.kill()
+        spin.wait()
+        idle.wait()
+    shares = sampler.process_p95()
+    assert set(shares) == {"spin", "idle"}
+    assert shares["spin"] > 0.5 and shares["idle"] < 0.1, shares
+    assert sampler.process_p95([(0.0, 1.0)]) == {}  # no sample inside that window
