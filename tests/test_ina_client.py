@@ -58,21 +58,18 @@ def _job(job_id: int, workers: int) -> PsJob:
     return PsJob(tree, {b: _worker_ip(b) for b in range(workers)})
 
 
-def _allreduce_all(job_id: int, inputs: list[list[float]], setup=None) -> tuple[list[list[float]], list]:
-    """Every worker's allreduce of its input, on threads; their results and clients."""
-    clients = [InaClient(job_id, b, PS_IP, SCALE, bind=_worker_ip(b)) for b in range(len(inputs))]
-    results: list = [None] * len(inputs)
+def _run_workers(clients: list[InaClient], work) -> list:
+    """``work(bit, client)`` of every client on its own thread; their results, the clients closed after."""
+    results: list = [None] * len(clients)
     errors: list = []
 
     def run(b):
         try:
-            if setup:
-                setup(b, clients[b])
-            results[b] = clients[b].allreduce(inputs[b])
+            results[b] = work(b, clients[b])
         except Exception as e:  # reported below, with the worker
             errors.append((b, e))
 
-    threads = [threading.Thread(target=run, args=(b,)) for b in range(len(inputs))]
+    threads = [threading.Thread(target=run, args=(b,)) for b in range(len(clients))]
     for t in threads:
         t.start()
     for t in threads:
@@ -80,7 +77,19 @@ def _allreduce_all(job_id: int, inputs: list[list[float]], setup=None) -> tuple[
     for c in clients:
         c.close()
     assert not errors, errors
-    return results, clients
+    return results
+
+
+def _allreduce_all(job_id: int, inputs: list[list[float]], setup=None) -> tuple[list[list[float]], list]:
+    """Every worker's allreduce of its input, on threads; their results and clients."""
+    clients = [InaClient(job_id, b, PS_IP, SCALE, bind=_worker_ip(b)) for b in range(len(inputs))]
+
+    def work(b, client):
+        if setup:
+            setup(b, client)
+        return client.allreduce(inputs[b])
+
+    return _run_workers(clients, work), clients
 
 
 def _inputs(workers: int, n: int, seed: int = 3) -> list[list[float]]:
@@ -387,19 +396,8 @@ def test_a_stream_of_vectors_takes_consecutive_seqs_and_sums_each_exactly():
     rnd = random.Random(5)
     inputs = [[[rnd.randint(-1000, 1000) for _ in range(n)] for n in sizes] for _ in range(workers)]
     clients = [InaClient(7, b, PS_IP, SCALE, bind=_worker_ip(b), values_per_packet=32) for b in range(workers)]
-    got: list = [None] * workers
-
-    def run(b):
-        got[b] = clients[b].allreduce_stream(inputs[b])
-
     with Ps([_job(7, workers)]) as ps:
-        threads = [threading.Thread(target=run, args=(b,)) for b in range(workers)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-    for c in clients:
-        c.close()
+        got = _run_workers(clients, lambda b, client: client.allreduce_stream(inputs[b]))
     for b in range(workers):
         sums = [out for out, _ in got[b]]
         assert sums == [[sum(inputs[w][i][j] for w in range(workers)) for j in range(n)] for i, n in enumerate(sizes)]
