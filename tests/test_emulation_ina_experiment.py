@@ -221,10 +221,10 @@ def test_a_declared_pat_the_engine_cannot_carry_refuses_the_run_in_one_line(emul
     path.write_text(yaml.safe_dump({
         "name": "ina-pat", "scale": 1, "dilation": 1,
         "topology": {"kind": "leaf_spine", "n_leaf": 1, "n_spine": 1, "hosts_per_leaf": 3, "gpus_per_machine": 1,
-                     "host_bw_mbps": 1000},
+                     "host_bw_mbps": 300},
         "jobs": [{"name": "a", "model": "resnet50", "workers": 3, "collective": "ina"}],
         "policies": ["consolidate"], "iterations": 2, "warmup_iterations": 1, "ecn": {"marking": "optional"},
-        "ina": {"engine": "software", "pat_gbps": 2}, "results_dir": str(tmp_path / "results")}))
+        "ina": {"engine": "software", "pat_gbps": 1}, "results_dir": str(tmp_path / "results")}))
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cp = subprocess.run([sys.executable, os.path.join(root, "run_testbed.py"), "run", "-c", str(path)],
                         capture_output=True, text=True, timeout=300, cwd=root)
