@@ -23,15 +23,16 @@ host to each aggregator. No root needed.
 
 ``--fabric``: then one job on an emulated leaf-spine (three racks of four machines, one spine,
 10 Gbit/s / scale links, dilation D), replaying a model's scaled DDP buckets with the agent
-runtime, four workers in two racks (h1, h2 under l1; h5, h6 under l2) and, for INA, the PS
-alone in the third rack (h9): its communication time per iteration (virtual seconds) and the
+runtime, four workers in two racks (h1, h2 under l1; h5, h6 under l2), then in one (h1-h4 under
+l1), and, for INA, the PS alone in the third rack (h9): its communication time per iteration (virtual seconds) and the
 bytes up each workers' rack uplink, with a ring allreduce (TCP), with INA aggregating at the
 leaves (one engine per leaf, bmv2 where it runs here, else the software engine), and with the
 same INA protocol passed unaggregated to the PS; and the bytes into and out of h9, whose one link
 carries the PS's traffic (every aggregate in, one result per worker and seq out, or, with results
 multicast, one per seq, which l3 copies to l1 and l2 and they to their workers). Ratios are to the
 ring's in the same run; each row also gets its contention-free bound from its links and its fidelity
-verdict (:func:`measure.fidelity.job_verdicts`, as a run judges it: ok within 1.10x of the bound).
+verdict (:func:`measure.fidelity.job_verdicts`, as a run judges it: ok within 1.10x of the bound)
+and the simulator's estimate of the same job (its fluid engine).
 
     sudo .venv/bin/python bench/ina.py [--seqs 4000] [--fan-in 4] [--window 64 256]
     sudo .venv/bin/python bench/ina.py --fabric [--model vgg16] [--dilation 3] [--iterations 5]
@@ -135,8 +136,33 @@ def end_hosts(seqs: int, fan_in: int, lanes: int) -> dict:
             "resent": sum(r["resent"] for r in results), "timeouts": sum(r["timeouts"] for r in results)}
 
 
+PLACEMENTS = (("two racks", ("h1", "h2", "h5", "h6")), ("one rack", ("h1", "h2", "h3", "h4")))
+"""The fabric job's workers: two under l1 and two under l2, or all four under l1 (a rack-local job,
+whose one uplink INA relieves most)."""
+WAYS = (("ring allreduce (TCP)", "ring", None, None),
+        ("INA, results unicast", "ina", ("l1", "l2", "l3"), "unicast"),
+        ("INA, results multicast", "ina", ("l1", "l2", "l3"), "multicast"),
+        ("INA protocol, unaggregated (PS only)", "ina", (), "unicast"))
+"""Each way of running the job: name, collective, the switches that aggregate, how results come back."""
+
+
+def simulated_comm_s(g, rates, workers, collective, buckets, ps, switches, results, lanes) -> float:
+    """The simulator's estimate of the job's communication time per iteration (its fluid engine,
+    frames' headers counted, the same PAT-free aggregators and results mode)."""
+    from sim.flowsim import SimJob, SimOptions
+    from sim.fluid import FluidEngine
+    from sim.ina import InaSpec
+
+    engine = FluidEngine(g, rates, SimOptions(mtu=1500, ina_results=results or "unicast",
+                                              ina_values_per_packet=lanes))
+    ina = InaSpec(ps, tuple(switches)) if collective == "ina" else None
+    engine.add(SimJob("job", tuple(workers), collective, buckets, 0.05, 3, ina=ina))
+    (run,) = engine.advance(float("inf"))
+    return run.estimate.comm_mean_s
+
+
 def fabric_rows(args) -> list[list[str]]:
-    """One row per way of running the job (see the module docstring) on one network."""
+    """One row per placement and way of running the job (see the module docstring) on one network."""
     from emulator.ina_fabric import InaFabric, endpoints
     from emulator.net import EmulatedNetwork, NetOptions
     from emulator.one_job import OneJob, run_job
@@ -147,7 +173,8 @@ def fabric_rows(args) -> list[list[str]]:
     from topo import leaf_spine
 
     g = leaf_spine(3, 1, 4)
-    workers, ps = ["h1", "h2", "h5", "h6"], "h9"
+    ps = "h9"
+    rates = link_rates_mbps(g, args.scale)
     lanes = args.fabric_values_per_packet
     buckets = tuple(scaled_buckets(get_model(args.model), args.scale))
     print(f"fabric: leaf-spine 3 x 4 machines, 10 Gbit/s / {args.scale:g}, dilation {args.dilation:g}; "
@@ -157,43 +184,43 @@ def fabric_rows(args) -> list[list[str]]:
     with tempfile.TemporaryDirectory(prefix="ina-bench-") as tmp:
         opts = NetOptions(scale=args.scale, dilation=args.dilation, ina_switches=("l1", "l2", "l3"))
         with EmulatedNetwork(g, tmp, opts) as net, InaFabric(net, values_per_packet=lanes) as fabric:
-            for name, collective, ina_switches, results in (
-                    ("ring allreduce (TCP)", "ring", None, None),
-                    ("INA, aggregated at l1 and l2", "ina", ("l1", "l2", "l3"), "unicast"),
-                    ("INA, aggregated, results multicast", "ina", ("l1", "l2", "l3"), "multicast"),
-                    ("INA protocol, unaggregated (PS only)", "ina", (), "unicast")):
-                plan = started = None
-                if collective == "ina":
-                    plan = plan_job(g, len(rows) + 1, workers, ps, ina_switches, results, lanes)
-                    fabric.install([plan], 4096)
-                    started = fabric.start_ps([plan], os.path.join(tmp, f"ps{len(rows)}"))
-                before = net.switch_counters()
-                try:
-                    run = run_job(net, tmp, OneJob(
-                        f"job{len(rows)}", tuple(workers), collective, buckets, iterations=args.iterations,
-                        compute_s=0.05, timeout_s=1800, ina_endpoints=endpoints(net, plan) if plan else None))
-                finally:
-                    if started:
-                        fabric.stop_ps(started)
-                links = net.link_bytes(before, net.switch_counters())
-                stats = fabric.stats()
-                aggregates = sum(st.aggregates for st in stats.values()) if plan else None
-                up = links[("l1", "s1")] + links[("l2", "s1")]
-                evidence = JobEvidence(name, 0, tuple(workers), collective, buckets, run.comm_mean_s(), True,
-                                       ps_host=ps if plan else None, ina_switches=tuple(plan.entries) if plan else (),
-                                       ina_results=results or "unicast", ina_values_per_packet=lanes)
-                (verdict,) = job_verdicts(g, link_rates_mbps(g, args.scale), [evidence], 1500)
-                rows.append([name, f"{run.comm_mean_s():.3f}", f"{up / 1e6:.2f}",
-                             "-" if aggregates is None else str(aggregates),
-                             f"{links[('l3', ps)] / 1e6:.2f} / {links[(ps, 'l3')] / 1e6:.2f}",
-                             f"{verdict.bound_s:.3f}", f"{verdict.ratio:.2f} {verdict.status}"])
-                print(f"  {name}: {rows[-1][1]} s per iteration, {rows[-1][2]} MB up the workers' uplinks",
-                      flush=True)
+            for where, workers in PLACEMENTS:
+                first = len(rows)
+                for name, collective, ina_switches, results in WAYS:
+                    plan = started = None
+                    if collective == "ina":
+                        plan = plan_job(g, len(rows) + 1, workers, ps, ina_switches, results, lanes)
+                        fabric.install([plan], 4096)
+                        started = fabric.start_ps([plan], os.path.join(tmp, f"ps{len(rows)}"))
+                    before = net.switch_counters()
+                    try:
+                        run = run_job(net, tmp, OneJob(
+                            f"job{len(rows)}", tuple(workers), collective, buckets, iterations=args.iterations,
+                            compute_s=0.05, timeout_s=1800, ina_endpoints=endpoints(net, plan) if plan else None))
+                    finally:
+                        if started:
+                            fabric.stop_ps(started)
+                    links = net.link_bytes(before, net.switch_counters())
+                    stats = fabric.stats()
+                    aggregates = sum(st.aggregates for st in stats.values()) if plan else None
+                    up = links[("l1", "s1")] + links[("l2", "s1")]
+                    switches = tuple(plan.entries) if plan else ()
+                    evidence = JobEvidence(name, 0, tuple(workers), collective, buckets, run.comm_mean_s(), True,
+                                           ps_host=ps if plan else None, ina_switches=switches,
+                                           ina_results=results or "unicast", ina_values_per_packet=lanes)
+                    (verdict,) = job_verdicts(g, rates, [evidence], 1500)
+                    sim_s = simulated_comm_s(g, rates, workers, collective, buckets, ps, switches, results, lanes)
+                    rows.append([where, name, f"{run.comm_mean_s():.3f}", f"{up / 1e6:.2f}",
+                                 "-" if aggregates is None else str(aggregates),
+                                 f"{links[('l3', ps)] / 1e6:.2f} / {links[(ps, 'l3')] / 1e6:.2f}",
+                                 f"{verdict.bound_s:.3f}", f"{verdict.ratio:.2f} {verdict.status}", f"{sim_s:.3f}"])
+                    print(f"  {where}, {name}: {rows[-1][2]} s per iteration, {rows[-1][3]} MB up the workers' "
+                          f"uplinks", flush=True)
+                ring_s, ring_up = float(rows[first][2]), float(rows[first][3])
+                for r in rows[first:]:
+                    r.insert(3, f"{float(r[2]) / ring_s:.2f}")
+                    r.insert(5, f"{float(r[4]) / ring_up:.2f}" if ring_up else "-")
             engine = fabric.engine
-    ring_s, ring_up = float(rows[0][1]), float(rows[0][2])
-    for r in rows:
-        r.insert(2, f"{float(r[1]) / ring_s:.2f}")
-        r.insert(4, f"{float(r[3]) / ring_up:.2f}")
     print(f"(INA engine: {engine})")
     return rows
 
@@ -277,9 +304,9 @@ def main() -> int:
                         "packets/s per worker", "sums exact", "resends"], hosts_rows))
     print(format_table(["values/packet", "aggregator", "window", "end hosts / aggregator (packets/s)"], ratios))
     if args.fabric and os.geteuid() == 0:
-        print(format_table(["one job, 4 workers in 2 racks", "comm s / iteration", "vs ring",
-                            "MB up the workers' uplinks", "vs ring", "aggregates", "MB into / out of h9",
-                            "bound s", "vs bound, verdict"], fabric_rows(args)))
+        print(format_table(["4 workers in", "run", "comm s / iteration", "vs ring", "MB up the workers' uplinks",
+                            "vs ring", "aggregates", "MB into / out of h9", "bound s", "vs bound, verdict",
+                            "simulator s"], fabric_rows(args)))
     return 0 if ok else 1
 
 
