@@ -166,6 +166,9 @@ def ecn_capable(sock: socket.socket) -> socket.socket:
     return sock
 
 
+SO_RCVBUFFORCE = 33
+"""Linux's ``SO_RCVBUF`` beyond ``net.core.rmem_max`` (root only): the INA processes' receive buffers."""
+
 TOS_SPACE = socket.CMSG_SPACE(1)
 """``recvmsg``'s ancillary buffer for a datagram's TOS byte."""
 

@@ -57,6 +57,7 @@ from ina.protocol import (
     HEADER,
     HEADER_BYTES,
     INA_UDP_PORT,
+    SO_RCVBUFFORCE,
     TOS_SPACE,
     VALUES_PER_PACKET,
     Flag,
@@ -76,7 +77,6 @@ RCVBUF_BYTES = 8 << 20
 take about 1 MB of kernel memory at ~1 KB each; the default 208 KB drops them, and every drop costs
 a worker a resend timeout). Set beyond ``net.core.rmem_max`` where the PS may (``SO_RCVBUFFORCE``,
 root), else up to it."""
-SO_RCVBUFFORCE = 33  # Linux: SO_RCVBUF beyond net.core.rmem_max (root)
 DRAIN_BATCH = 256
 """Datagrams the serve loop takes without waiting once the socket is readable, before it checks
 for a stop or a reload again."""

@@ -32,8 +32,8 @@ from common.lifecycle import StartStop
 from ina.engine import JobEntry, Role
 from ina.p4.build import ENGINES, P4Error, Toolchain
 from ina.p4.switch import TO_PS, TO_WORKERS, Bmv2Aggregator, aggregator_stats
-from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET, WORKER_PORT_BASE, Flag, data_packet
-from ina.softswitch import SO_RCVBUFFORCE, SoftAggregator, ipv4_checksum
+from ina.protocol import INA_UDP_PORT, SO_RCVBUFFORCE, VALUES_PER_PACKET, WORKER_PORT_BASE, Flag, data_packet
+from ina.softswitch import SoftAggregator, ipv4_checksum
 
 ETH_P_ALL = 0x0003
 ETH_P_IP = 0x0800

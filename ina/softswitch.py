@@ -57,10 +57,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from common.errors import TestbedError
 from ina.engine import Aggregator, Copy, Dest, JobEntry, JobTraffic, Role
 from ina.p4.switch import TO_PS, TO_WORKERS
-from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET, InaError, check_slots, check_values_per_packet
+from ina.protocol import (
+    INA_UDP_PORT,
+    SO_RCVBUFFORCE,
+    VALUES_PER_PACKET,
+    InaError,
+    check_slots,
+    check_values_per_packet,
+)
 
 ETH_P_ALL = 0x0003
-SO_RCVBUFFORCE = 33  # Linux: SO_RCVBUF beyond net.core.rmem_max (root)
 _READY_S = 15.0
 
 
