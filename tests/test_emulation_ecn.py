@@ -180,14 +180,16 @@ def test_two_jobs_sharing_a_bottleneck_are_both_marked(ecn_net, tmp_path):
     # Per iteration, each rank counts the CE packets it received (its connections' tcpi_received_ce).
     # Every such packet was marked on the job's connections within the wave, whose whole-run count
     # also has the warm-up iteration, the barriers, the gaps between a rank's iterations and packets
-    # marked then dropped: the recorded iterations' sum is at most the whole-run count. They carry 4
-    # of the 5 iterations' bytes, but the warm-up (both jobs start together) is the most contended,
-    # so the lower bound is looser: 40%.
+    # marked then dropped: the recorded iterations' sum is at most the whole-run count. No share of it
+    # can be promised from below: marks fall where the two jobs' transfers overlap, most in the
+    # warm-up (both jobs start together), and the recorded iterations drift apart by as much as a
+    # loaded machine makes them (30% of a job's marks in one run, most above 40%). That the sum over
+    # all connections is the marker's count is checked above (receiver_ce_total).
     for job in ("a", "b"):
         recs = [r for r in wave.records if r.job == job]
         assert len(recs) == 2 * cfg.iterations and all(r.ecn_marks is not None for r in recs), recs
         per_iteration, total = sum(r.ecn_marks for r in recs), ecn["jobs"][job]["marks"]
-        assert 0.4 * total <= per_iteration <= total, (job, per_iteration, total)
+        assert 0 < per_iteration <= total, (job, per_iteration, total)
 
 
 def test_marker_detaches_from_interfaces_that_remain(emulation_ok):
