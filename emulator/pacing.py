@@ -9,6 +9,7 @@ before its next iteration, unless that starts within a poll and a guard.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -20,7 +21,7 @@ KEEP_PERIODS = 4
 
 
 class PaceFeed:
-    """A decision's pace, fed from its jobs' records.
+    """A decision's pace, fed from its jobs' announced starts.
 
     Attributes:
         pace: the decision's pace; its line is its keepers' line.
@@ -31,11 +32,11 @@ class PaceFeed:
 
     def __init__(self, pace: Pace, keepers: dict[str, PhaseKeeper], files: dict[str, str], guard_s: float):
         self.pace, self.keepers, self.files, self.guard_s = pace, keepers, files, guard_s
-        self._read: dict[str, int] = {}  # bytes of each records file consumed
+        self._read: dict[str, int] = {}  # bytes of each job's starts file consumed
         self._origin = next(iter(keepers.values())).origin_s
 
     def poll(self, now_s: float | None = None) -> bool:
-        """Read the new records of the jobs still on the line; rewrite the shift files if the line
+        """Read the new starts of the jobs still on the line; rewrite the shift files if the line
         moved. Returns True when it did."""
         now_s = time.time() if now_s is None else now_s
         moved = False
@@ -56,9 +57,7 @@ class PaceFeed:
         line = self.pace.line.since(now_s - KEEP_PERIODS * longest)
         for job, keeper in self.keepers.items():
             if job in self.pace.members:
-                kept = PhaseKeeper(keeper.origin_s, keeper.shift_s, keeper.period_s, keeper.threshold_s,
-                                   keeper.window, keeper.realign, line=line, follow=keeper.follow)
-                write_shift(self.files[job], kept, now_s, self.guard_s)
+                write_shift(self.files[job], dataclasses.replace(keeper, line=line), now_s, self.guard_s)
 
     def _new_starts(self, job: str):
         """(phase entry, start) of every start ``job``'s rank 0 announced under this decision's

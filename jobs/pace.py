@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import math
 import statistics
 from collections import deque
 
@@ -44,8 +45,11 @@ PACE_SAMPLES = 3
 
 
 def wrapped(x: float, period: float) -> float:
-    """``x`` modulo ``period`` in ``[-period/2, period/2)``."""
-    e = x % period
+    """``x`` modulo ``period`` in ``[-period/2, period/2)`` (a phase error: the one wrapping of both
+    the line's and :func:`jobs.phase.phase_error_s`)."""
+    e = math.fmod(x, period)
+    if e < 0:
+        e += period
     return e - period if e >= period / 2 else e
 
 
@@ -163,7 +167,7 @@ class Pace:
         ratios = self._ratios.setdefault(job, deque(maxlen=self.window))
         ratios.append((start_s - last) / m.period_s)
         changed = False
-        paces = [statistics.median(r) for j, r in self._ratios.items() if len(r) >= PACE_SAMPLES and j in self.members]
+        paces = [statistics.median(r) for r in self._ratios.values() if len(r) >= PACE_SAMPLES]
         if paces:
             s, now = max(paces), self.line.stretch(at_s)
             if abs(s - now) > self.tolerance * now:
@@ -184,11 +188,6 @@ class Pace:
         """``job`` started an iteration at ``start_s`` (after its wait)."""
         if job in self.members:
             self._last[job] = start_s
-
-    def summary(self) -> dict:
-        """JSON form: the line's last stretch, its offset changes and restretches."""
-        return {"stretch": self.line.pieces[-1][2], "moves": len(self.moves), "restretches": len(self.restretches),
-                "set_back_s": sum(e for _, _, e in self.moves)}
 
 
 class Paces:

@@ -41,7 +41,7 @@ import math
 import os
 import time
 
-from jobs.pace import PACE_TOLERANCE, Line, Member, Pace
+from jobs.pace import PACE_TOLERANCE, Line, Member, Pace, wrapped
 
 DRIFT_FLOOR_S = 0.002
 """The drift threshold's floor, seconds (§5.3 [REC]: 2 ms)."""
@@ -112,10 +112,7 @@ class DriftRule:
 def phase_error_s(start_s: float, aligned_s: float, period_s: float) -> float:
     """``start_s`` minus the aligned instant nearest it (aligned instants: ``aligned_s`` + k periods),
     in ``[−period/2, period/2)``."""
-    e = math.fmod(start_s - aligned_s, period_s)
-    if e < 0:
-        e += period_s
-    return e - period_s if e >= period_s / 2 else e
+    return wrapped(start_s - aligned_s, period_s)
 
 
 @dataclasses.dataclass
