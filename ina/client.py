@@ -9,11 +9,12 @@ to its port (:func:`ina.protocol.worker_port`). Sending is windowed (ATP §3.4's
 :class:`AimdWindow`): a seq is sent only within ``window`` seqs of the oldest one without a result
 (a range, as TCP's window: a hole never lets the worker run further ahead); each result without ECN
 grows the window by one packet per window's worth of results, a result carrying ECN (a CE mark seen
-on any contribution, OR-ed by switches and the PS) halves it, at most once per window of packets;
-the oldest seq without a result is resent once :data:`DUPTHRESH` results of later seqs have come
-(TCP's fast retransmit: its packet or another worker's was lost), halving the window; a seq whose
-result does not come within the retransmission timeout (RFC 6298's estimator over the results'
-round-trip times) is resent with RESEND and halves the window. A resend request from the PS (its
+on any contribution, OR-ed by switches and the PS) halves it, at most once per window of packets.
+A seq is taken for lost, resent and the window halved, once a seq sent after it has its result
+and a round trip has passed (RFC 8985's RACK: holes found while results flow, lost resends
+included); when no result of any seq comes for a retransmission timeout (RFC 6298's estimator
+over the results' round-trip times, its timer restarted by every result), the seqs sent a
+timeout ago are resent with RESEND and the window halves. A resend request from the PS (its
 switch sum overflowed) is answered with a RESEND of that seq at once.
 
 The result is the exact sum the PS computed (saturated to int32 with OVERFLOW when even that
@@ -53,12 +54,9 @@ from ina.protocol import (
 )
 
 MIN_RTO_S = 0.2
-"""As Linux TCP's: an emulated port's queue alone holds tens of milliseconds, so a smaller floor
-times out seqs that are only queued (each halving the window); losses are mostly recovered by
-fast resend (:data:`DUPTHRESH`) before the timeout."""
-DUPTHRESH = 3
-"""Results of later seqs after which the oldest seq without a result is resent (TCP's fast
-retransmit): its packet, or another worker's of that seq, was lost."""
+"""As Linux TCP's. Losses are mostly found by RACK (:meth:`InaClient._lost`) before the timeout,
+and the timer restarts with every result, so seqs that are only queued (an emulated port's queue
+holds tens to hundreds of milliseconds at scaled rates) are not resent while results flow."""
 MAX_RTO_S = 2.0
 MAX_RESENDS = 50
 """Resends of one seq before the allreduce gives up (the PS or the network is gone)."""
@@ -158,7 +156,7 @@ class ClientStats:
     """Of which resends (timeouts and resend requests)."""
     timeouts: int = 0
     fast_resends: int = 0
-    """Resends of the oldest unanswered seq after :data:`DUPTHRESH` later results."""
+    """Resends of seqs taken for lost before the timeout (a seq sent later had its result: RACK)."""
     resend_requests: int = 0
     results: int = 0
     """Seqs completed."""
@@ -172,6 +170,13 @@ class ClientStats:
     """Datagrams that were not a result of this allreduce (malformed, another job, stale seqs)."""
     foreign: int = 0
     """Datagrams not from the PS's address and port: ignored unread (nobody else may answer)."""
+    spurious_timeouts: int = 0
+    """Timeouts whose seq's result came sooner after the resend than any round trip measured:
+    the result of the first send, which was only late (a lower bound: RFC 4015's detection by
+    timing, without timestamps)."""
+    rtt_min_s: float = 0.0
+    rtt_max_s: float = 0.0
+    """The shortest and longest round trip measured (seqs sent once)."""
 
 
 class InaClient:
@@ -242,21 +247,17 @@ class InaClient:
             self.window.restart()
         lanes = self.lanes
         counts = [math.ceil(len(v) / lanes) for v in vectors]
-        n = sum(counts)
-        base = self.next_seq
-        self.next_seq += n
         padded: list[int] = []
         for v, k in zip(vectors, counts, strict=True):
             padded += list(v) + [0] * (k * lanes - len(v))
+        st = _Stream(self.next_seq, sum(counts), padded)
+        self.next_seq += st.n
+        n = st.n
         ends = list(itertools.accumulate(counts))  # offset one past each vector's last seq
         finished = [0.0] * len(vectors)
         vec = 0  # the first vector not yet complete
-        out: list[list[int] | None] = [None] * n
-        sent_at: dict[int, float] = {}  # seq -> first send time, for seqs sent once
-        deadline: dict[int, float] = {}
-        resends: dict[int, int] = {}
+        out = st.out
         nxt, done, lo = 0, 0, 0  # lo: the oldest seq (offset) without a result
-        overtaken, fast = 0, -1  # results of later seqs since lo was last sent; the last fast-resent offset
         while done < n:
             now = time.monotonic()
             while lo < nxt and out[lo] is not None:
@@ -268,33 +269,34 @@ class InaClient:
             # more than a window ahead of a seq it still needs, so the PS, which keeps the last
             # ina.ps.KEEP_SEQS results to answer resends, still holds that seq's result.
             while nxt < n and nxt - lo < self.window.size:
-                seq = base + nxt
-                self._send(seq, padded[nxt * lanes:(nxt + 1) * lanes], 0)
-                sent_at[seq] = now
-                deadline[seq] = now + self.rto.rto
+                seq = st.base + nxt
+                self._send(seq, st.values(nxt, lanes), 0)
+                st.sent_at[seq] = st.flight[seq] = now
                 nxt += 1
-            wait = max(0.0, min(deadline.values()) - now) if deadline else self.rto.rto
-            if select.select([self.sock], [], [], wait)[0]:
-                k = self._receive(base, n, out, padded, sent_at, deadline, resends, base + nxt)
-                if k < 0:
-                    continue
-                done += 1
-                if k == lo:
-                    overtaken = 0
-                elif k > lo and out[lo] is None and fast != lo:
-                    overtaken += 1
-                    if overtaken >= DUPTHRESH:  # a hole at lo: resend it once, as TCP's fast retransmit
-                        fast, overtaken = lo, 0
-                        self.stats.fast_resends += 1
-                        self.window.on_loss(base + lo, base + nxt)
-                        self._resend(base + lo, padded, base, deadline, resends, sent_at)
+            st.next_seq = st.base + nxt
+            lost, next_loss = self._lost(st, now)
+            if lost:
+                self.window.on_loss(lost[0], st.next_seq)
+                for seq in lost:
+                    self.stats.fast_resends += 1
+                    self._resend(st, seq)
+                continue
+            timeout = self._timeout_at(st)
+            if select.select([self.sock], [], [], max(0.0, min(timeout, next_loss) - now))[0]:
+                done += self._receive(st) >= 0
                 continue
             now = time.monotonic()
-            for seq in [s for s, t in deadline.items() if t <= now]:
+            if now < self._timeout_at(st):
+                continue
+            # Nothing came for a timeout: every seq sent a timeout ago or more goes again, the
+            # window halves and the timeout doubles (RFC 6298 5.4-5.6, once per expiry).
+            expired = [seq for seq, t in st.flight.items() if t + self.rto.rto <= now]
+            self.window.on_loss(expired[0], st.next_seq)
+            self.rto.backoff()
+            for seq in expired:
                 self.stats.timeouts += 1
-                self.window.on_loss(seq, base + nxt)
-                self.rto.backoff()
-                self._resend(seq, padded, base, deadline, resends, sent_at)
+                self._resend(st, seq)
+                st.timed_out[seq] = time.monotonic()
         now = self.last_s = time.monotonic()
         for i in range(vec, len(vectors)):
             finished[i] = now
@@ -304,23 +306,54 @@ class InaClient:
             start = end
         return results
 
+    def _lost(self, st: _Stream, now: float) -> tuple[list[int], float]:
+        """The seqs in flight taken for lost, and when the next one would be (RFC 8985's RACK):
+        a seq is lost once a seq sent after it has its result and a round trip (the latest
+        result's) and a reordering window (a quarter of the shortest round trip) have passed
+        since it was sent. It finds holes while results flow, one or many, resends lost again
+        included, without waiting for a timeout.
+
+        Only seqs sent once move RACK's clock: a seq's result comes once every worker's packet of
+        it has reached the aggregator, and every worker sends its seqs in order, so a result of a
+        seq this worker sent once and later than another means that the other's packets arrived
+        too (or were lost). A resent seq's result says nothing of the kind: it may answer the
+        first send, or complete on another worker's packet sent much later."""
+        if not st.flight or st.rack_rtt is None:
+            return [], math.inf
+        horizon = st.rack_rtt + self.stats.rtt_min_s / 4
+        lost = []
+        for seq, t in st.flight.items():
+            if t >= st.rack_sent:
+                break
+            if now < t + horizon:
+                return lost, t + horizon
+            lost.append(seq)
+        return lost, math.inf
+
+    def _timeout_at(self, st: _Stream) -> float:
+        """When the retransmission timer expires: a timeout after the oldest send in flight and
+        after the last result of any seq, so that a timer is restarted by every result (RFC 6298
+        5.3): while results flow, seqs only queued behind the window are not resent."""
+        if not st.flight:
+            return math.inf
+        return max(next(iter(st.flight.values())), st.last_result) + self.rto.rto
+
     def _send(self, seq: int, values: Sequence[int], flags: int) -> None:
         self.sock.sendto(data_packet(self.job_id, seq, 1 << self.bit, values, flags=flags), self.ps)
         self.stats.sent += 1
 
-    def _resend(self, seq: int, padded: list[int], base: int, deadline: dict, resends: dict, sent_at: dict) -> None:
-        resends[seq] = resends.get(seq, 0) + 1
-        if resends[seq] > MAX_RESENDS:
+    def _resend(self, st: _Stream, seq: int) -> None:
+        st.resends[seq] = st.resends.get(seq, 0) + 1
+        if st.resends[seq] > MAX_RESENDS:
             raise InaError(f"INA job {self.job_id}: seq {seq} got no result after {MAX_RESENDS} resends "
                            f"(PS {self.ps[0]}:{self.ps[1]})")
-        k = seq - base
-        self._send(seq, padded[k * self.lanes:(k + 1) * self.lanes], Flag.RESEND)
+        self._send(seq, st.values(seq - st.base, self.lanes), Flag.RESEND)
         self.stats.resent += 1
-        sent_at.pop(seq, None)  # Karn: no RTT sample from a resent seq
-        deadline[seq] = time.monotonic() + self.rto.rto
+        st.sent_at.pop(seq, None)  # Karn: no RTT sample from a resent seq
+        st.flight.pop(seq, None)
+        st.flight[seq] = time.monotonic()  # last in send order
 
-    def _receive(self, base: int, n: int, out: list, padded: list[int], sent_at: dict, deadline: dict,
-                 resends: dict, next_seq: int) -> int:
+    def _receive(self, st: _Stream) -> int:
         """Handle one datagram; the offset of the seq it completed, or -1."""
         data, ancdata, _, addr = self.sock.recvmsg(65535, TOS_SPACE)
         if addr != self.ps:
@@ -331,27 +364,71 @@ class InaClient:
         except MalformedPacket:
             self.stats.ignored += 1
             return -1
-        k = h.seq - base
-        if not h.flags & Flag.RESULT or h.job_id != self.job_id or not 0 <= k < n or out[k] is not None:
+        k = h.seq - st.base
+        if not h.flags & Flag.RESULT or h.job_id != self.job_id or not 0 <= k < st.n or st.out[k] is not None:
             self.stats.ignored += 1
             return -1
         if h.flags & Flag.RESEND:  # the PS asks for exact values: a switch sum overflowed
             self.stats.resend_requests += 1
-            self._resend(h.seq, padded, base, deadline, resends, sent_at)
+            self._resend(st, h.seq)
             return -1
-        if h.seq in sent_at:
-            self.rto.sample(time.monotonic() - sent_at.pop(h.seq))
+        now = time.monotonic()
+        st.flight.pop(h.seq, None)
+        if h.seq in st.sent_at:
+            sent = st.sent_at.pop(h.seq)
+            rtt = now - sent
+            self.rto.sample(rtt)
+            self.stats.rtt_min_s = min(self.stats.rtt_min_s or rtt, rtt)
+            self.stats.rtt_max_s = max(self.stats.rtt_max_s, rtt)
+            if sent >= st.rack_sent:
+                st.rack_sent, st.rack_rtt = sent, rtt
+        elif h.seq in st.timed_out and now - st.timed_out[h.seq] < self.stats.rtt_min_s:
+            self.stats.spurious_timeouts += 1
         self.rto.progress()
-        deadline.pop(h.seq, None)
-        out[k] = list(values)
+        st.last_result = now
+        st.out[k] = list(values)
         ecn = bool(h.flags & Flag.ECN) or ce_of(ancdata)  # marked on the way there, or back
         self.stats.results += 1
         self.stats.ecn_results += ecn
         if h.flags & Flag.OVERFLOW:
             self.stats.overflow_results += 1
             self.stats.saturated_lanes += sum(1 for v in values if v in (-(1 << 31), (1 << 31) - 1))
-        self.window.on_result(h.seq, ecn, next_seq)
+        self.window.on_result(h.seq, ecn, st.next_seq)
         return k
+
+
+@dataclasses.dataclass
+class _Stream:
+    """One :meth:`InaClient.allreduce_stream`'s seqs: ``n`` from ``base``, their values (``padded``,
+    one packet's lanes per seq), the results so far (``out``, by offset), and per seq in flight
+    its first send time (``sent_at``, seqs sent once: Karn), its last (``flight``), its resends,
+    and when a timeout last resent it (``timed_out``)."""
+
+    base: int
+    n: int
+    padded: list[int]
+    out: list = dataclasses.field(default_factory=list)
+    sent_at: dict[int, float] = dataclasses.field(default_factory=dict)
+    flight: dict[int, float] = dataclasses.field(default_factory=dict)
+    """Seqs without a result, by their last send time, in the order sent (a resend goes last)."""
+    resends: dict[int, int] = dataclasses.field(default_factory=dict)
+    timed_out: dict[int, float] = dataclasses.field(default_factory=dict)
+    next_seq: int = 0
+    """The next seq to be sent."""
+    last_result: float = -math.inf
+    """When the last result of this stream arrived."""
+    rack_sent: float = -math.inf
+    rack_rtt: float | None = None
+    """The latest send time of a seq with a result, and its round trip (RFC 8985's RACK.xmit_ts
+    and RACK.rtt)."""
+
+    def __post_init__(self):
+        self.out = [None] * self.n
+        self.next_seq = self.base
+
+    def values(self, k: int, lanes: int) -> list[int]:
+        """The lanes of the seq at offset ``k``."""
+        return self.padded[k * lanes:(k + 1) * lanes]
 
 
 def ddp_hook(client: InaClient, world_size: int):
