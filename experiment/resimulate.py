@@ -116,10 +116,10 @@ def simulate_schedule(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seque
             of the one before has finished in the simulator.
         start_delays_s: per job, how long after its recorded start it begins (:func:`start_offsets`).
 
-    Jobs of collective ``ina`` are simulated at the recorded times by the fluid engine only
-    (:mod:`sim.ina`; the step-level one does not model in-network aggregation), and never in batch
-    mode; a job left out is simulated nowhere, and the jobs beside it run without its traffic. The
-    engine is the config's ``simulator.mode`` in both modes.
+    Jobs of collective ``ina`` are simulated by the fluid engine only (:mod:`sim.ina`; the
+    step-level one does not model in-network aggregation); a job left out is simulated nowhere, and
+    the jobs beside it run without its traffic. The engine is the config's ``simulator.mode`` in
+    both modes.
 
     Returns:
         The estimate of every job that completed an iteration in the simulator, by name.
@@ -174,13 +174,13 @@ def start_offsets(phases: Sequence, batches: Sequence[Sequence[str]]) -> dict[st
 def _simulated_jobs(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Sequence[int]] | None,
                     batched: bool) -> dict[str, ExperimentJob]:
     """The config's jobs the simulator runs, by name: those the record started, less the left-out
-    ones (INA jobs outside the fluid engine or in batch mode; in batch mode, jobs without buckets)."""
+    ones (INA jobs outside the fluid engine; in batch mode, jobs without buckets)."""
     started = {st.job for st in loop.starts}
     out = {}
     for j in experiment_jobs(cfg, g):
         if j.name not in started:
             continue
-        if j.collective == INA and (batched or cfg.simulator.mode != "fluid"):
+        if j.collective == INA and cfg.simulator.mode != "fluid":
             continue
         if batched and bucket_bytes is not None and not bucket_bytes.get(j.name):
             continue
