@@ -22,7 +22,8 @@ worker's start to the last one's end, their sums checked exact; and the ratio of
 host to each aggregator. No root needed.
 
 ``--fabric``: then one job on an emulated leaf-spine (three racks of four machines, one spine,
-10 Gbit/s / scale links, dilation D), replaying a model's scaled DDP buckets with the agent
+10 Gbit/s / scale machine links, each leaf's uplink carrying two machines' rate: 2:1
+oversubscribed, dilation D), replaying a model's scaled DDP buckets with the agent
 runtime, four workers in two racks (h1, h2 under l1; h5, h6 under l2), then in one (h1-h4 under
 l1), and, for INA, the PS alone in the third rack (h9): its communication time per iteration (virtual seconds) and the
 bytes up each workers' rack uplink, with a ring allreduce (TCP), with INA aggregating at the
@@ -172,12 +173,12 @@ def fabric_rows(args) -> list[list[str]]:
     from measure.shaping import link_rates_mbps
     from topo import leaf_spine
 
-    g = leaf_spine(3, 1, 4)
+    g = leaf_spine(3, 1, 4, oversubscription=2)
     ps = "h9"
     rates = link_rates_mbps(g, args.scale)
     lanes = args.fabric_values_per_packet
     buckets = tuple(scaled_buckets(get_model(args.model), args.scale))
-    print(f"fabric: leaf-spine 3 x 4 machines, 10 Gbit/s / {args.scale:g}, dilation {args.dilation:g}; "
+    print(f"fabric: leaf-spine 3 x 4 machines, 2:1, 10 Gbit/s / {args.scale:g}, dilation {args.dilation:g}; "
           f"{args.model} buckets: {len(buckets)}, {sum(buckets) / 1e6:.2f} MB per iteration (scaled); INA packets of "
           f"{lanes} values", flush=True)
     rows = []
