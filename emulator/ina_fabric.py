@@ -54,7 +54,7 @@ from emulator.procs import stop_process
 from ina.engine import AggregatorStats, JobTraffic
 from ina.p4.build import BUILD_DIR, DEFAULT_SLOTS, compile_program, engine_available, find_toolchain
 from ina.p4.switch import Bmv2Aggregator, aggregator_stats
-from ina.plan import JobPlan, aggregator_demand_pps, carrying_dilation, switch_tables
+from ina.plan import JobPlan, aggregator_demand_pps, carrying_dilation, pat_burst, switch_tables
 from ina.protocol import VALUES_PER_PACKET, check_slots, check_values_per_packet
 from ina.ps import PsJob
 from ina.rig import packet_rate
@@ -121,7 +121,9 @@ class EngineCapacity:
                 f"here ({self.source}); {busiest} must take {needed[busiest]:,.0f}/s ({why}) at dilation "
                 f"{self.dilation:g}")
         if self.keeps_up:
-            return head + ": the aggregators carry it"
+            metered = (f", each metered at the declared PAT ({self.pat_pps:,.0f} claims/s: seqs beyond it pass "
+                       f"unaggregated)" if math.isfinite(self.pat_pps) else "")
+            return head + ": the aggregators carry it" + metered
         if self.refuses:
             return (head + f": it cannot carry the declared PAT; dilation {self.carrying_dilation:g} would, or "
                            f"declare a lower ina.pat_gbps")
@@ -352,6 +354,9 @@ class InaFabric(StartStop):
     def start(self) -> None:
         """Start one engine per INA switch on its aggregator port's peer, having measured (or read)
         the engine's packet rate here against what the switches' links can bring (:attr:`capacity`).
+        With a declared PAT every engine's claims are metered at it (:func:`ina.plan.pat_burst`
+        deep; rule 8a of :mod:`ina.engine`): seqs beyond it pass unaggregated, as the simulator has
+        what a ToR's PAT cannot take pass it.
 
         Raises:
             EmulationError: the program did not compile or an engine did not start (its log named).
@@ -369,6 +374,8 @@ class InaFabric(StartStop):
 
             try:
                 sw.start(on_spawn=spawned)
+                if math.isfinite(self.pat_pps):
+                    sw.set_pat(self.pat_pps, pat_burst(self.pat_pps, self.values_per_packet))
             except TestbedError as e:
                 raise EmulationError(f"the INA aggregator of {s} did not start: {e} (log: {log})") from None
 

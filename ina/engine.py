@@ -40,6 +40,12 @@ them with one register per value lane plus per-slot registers ``state``, ``key``
 6. COLLISION already set (it fell back at a lower switch): forward to the PS (``passed``).
 7. ``bitmap`` not exactly one bit (``bitmap == 0 or bitmap & (bitmap - 1) != 0``): drop; count
    ``malformed["bad_bitmap"]`` (every contribution a switch sees is one child's).
+8a. Slot free and the switch's PAT meter (:class:`PatMeter`, set with :meth:`Aggregator.set_pat`;
+   none: never) has no token for a claim: hold the slot ``BYPASS`` for the packet's ``(job,
+   seq)`` (``key``, ``bitmap = 0``), set COLLISION and forward the packet to the PS unaggregated (``over_pat``,
+   ``collisions``); the seq's later packets here fall back by rule 11 until its result frees the
+   slot (rule 2). Seqs beyond the PAT pass unaggregated, as the simulator's INA model spills
+   what a ToR's PAT cannot take (:mod:`sim.fluid`).
 8. Slot free: claim it, ``state = AGGREGATING``, ``key``, ``values = packet values``,
    ``bitmap = packet bitmap``, ``count = 1``, ``flags = packet flags & (ECN | OVERFLOW)``
    (``claims``, ``contributions``); go to rule 12.
@@ -160,6 +166,40 @@ class SlotState(enum.IntEnum):
     AGGREGATING = 1
     COMPLETE = 2
     """A root's slot whose aggregate has gone to the PS, held until the result."""
+    BYPASS = 3
+    """Refused by the PAT meter (rule 8a): the seq's packets fall back until its result."""
+
+
+class PatMeter:
+    """A switch's Peak Aggregation Throughput as a token bucket of claims (rule 8a): ``rate_pps``
+    tokens per second up to ``burst``, one taken by each claim; a claim finding less than one is
+    refused. The P4 program's ``pat`` meter with equal committed and peak rates and bursts
+    (RFC 2698's two-rate three-color marker reduces to this bucket).
+
+    Args:
+        rate_pps: claims per second (> 0).
+        burst: the bucket's depth in claims (>= 1).
+        clock: seconds, monotonic (injected by tests).
+    """
+
+    def __init__(self, rate_pps: float, burst: int, clock=None):
+        if not rate_pps > 0 or not burst >= 1:
+            raise InaError(f"PAT meter: need rate > 0 and burst >= 1, got {rate_pps!r} and {burst!r}")
+        import time
+
+        self.rate_pps, self.burst = float(rate_pps), int(burst)
+        self.clock = clock or time.monotonic
+        self._tokens, self._t = float(burst), self.clock()
+
+    def take(self) -> bool:
+        """Whether a claim may go now (its token taken)."""
+        now = self.clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._t) * self.rate_pps)
+        self._t = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,6 +296,8 @@ class AggregatorStats:
     """Aggregates emitted with OVERFLOW (12)."""
     foreign: int = 0
     """Dropped: an installed job's packet from a host not among its members (1b)."""
+    over_pat: int = 0
+    """Claims the PAT meter refused: fell back, counted in ``collisions`` too (8a)."""
     malformed: Mapping[str, int] = dataclasses.field(default_factory=lambda: _counted(MALFORMED_REASONS))
     """Dropped as malformed, per reason of :data:`ina.protocol.MALFORMED_REASONS` (1, 7)."""
 
@@ -305,6 +347,11 @@ class Aggregator:
         self._values: list[list[int]] = [[] for _ in range(n_slots)]
         self._n = dataclasses.asdict(AggregatorStats())
         self._job_out: dict[int, list[int]] = {}
+        self.pat: PatMeter | None = None
+
+    def set_pat(self, meter: PatMeter | None) -> None:
+        """Meter claims with ``meter`` (rule 8a); None: never refuse one."""
+        self.pat = meter
 
     def install(self, job_id: int, fan_in: int, role: Role | str, out_bit: int = 0,
                 members: Iterable[int] = (), copies: Iterable[Copy] = ()) -> None:
@@ -437,6 +484,13 @@ class Aggregator:
         if bitmap == 0 or bitmap & (bitmap - 1):  # rule 7
             n["malformed"]["bad_bitmap"] += 1
             return [Output(Dest.DROP, reason="malformed:bad_bitmap")]
+        if state == SlotState.FREE and self.pat is not None and not self.pat.take():  # rule 8a
+            self._state[i] = SlotState.BYPASS
+            self._key[i] = key
+            self._bitmap[i] = 0  # so that the seq's later packets are no duplicates (rule 9)
+            n["over_pat"] += 1
+            n["collisions"] += 1
+            return self._forward(packet, flags | Flag.COLLISION, "over_pat")
         if state == SlotState.FREE:  # rule 8
             self._state[i] = SlotState.AGGREGATING
             self._key[i] = key

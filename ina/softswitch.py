@@ -31,6 +31,9 @@ over a UNIX stream socket at ``PATH``, one JSON object per line, each answered b
 - ``{"op": "counters"}`` -> ``{"ok": true, "counters": {name: value}}``;
 - ``{"op": "job_traffic", "job_ids": [job_id, ...]}`` -> ``{"ok": true, "jobs": [[job_id, to_ps,
   to_workers], ...]}``: each job's packets forwarded by direction (the P4 program's per-job counters);
+- ``{"op": "set_pat", "rate_pps": 1074.0, "burst": 4}`` -> claims metered at the switch's PAT
+  (:class:`ina.engine.PatMeter`, rule 8a; ``rate_pps`` null: unmetered), kept across configure
+  and reset (the P4 program's ``pat`` meter);
 - anything else -> ``{"ok": false, "error": "..."}``.
 
 These are the operations an online schedule needs: jobs start and end while others run, so a
@@ -55,7 +58,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from common.errors import TestbedError
-from ina.engine import Aggregator, Copy, Dest, JobEntry, JobTraffic, Role
+from ina.engine import Aggregator, Copy, Dest, JobEntry, JobTraffic, PatMeter, Role
 from ina.p4.switch import TO_PS, TO_WORKERS
 from ina.protocol import (
     INA_UDP_PORT,
@@ -155,6 +158,7 @@ class SoftSwitch:
             self.socks[port] = s
         self.by_fd = {s.fileno(): p for p, s in self.socks.items()}
         self.engine = Aggregator(64)
+        self.pat: PatMeter | None = None
         self.routes: dict[int, int] = {}
         self.plain: dict[bytes, int] = {}
         self.other = 0
@@ -165,6 +169,7 @@ class SoftSwitch:
                                                                                           VALUES_PER_PACKET)))
         for job_id, entry in _checked_entries(msg.get("jobs", [])):
             engine.install_entry(job_id, entry)
+        engine.set_pat(self.pat)
         self.engine = engine
         self.routes = {int(d): int(p) for d, p in msg.get("routes", {}).items()}
         self.plain = {bytes.fromhex(mac.replace(":", "")): int(p) for mac, p in msg.get("plain", {}).items()}
@@ -201,7 +206,21 @@ class SoftSwitch:
         engine = Aggregator(self.engine.n_slots, self.engine.values_per_packet)
         for job_id, e in self.engine.jobs.items():
             engine.install_entry(job_id, e)
+        engine.set_pat(self.pat)
         self.engine, self.other = engine, 0
+
+    def set_pat(self, msg: dict) -> None:
+        """Meter claims at ``msg["rate_pps"]`` per second, ``msg["burst"]`` deep (rule 8a of
+        :mod:`ina.engine`; a null rate: unmetered), kept across configure and reset as the P4
+        program's meter is.
+
+        Raises:
+            KeyError: no ``rate_pps``.
+            InaError: a rate or burst out of range.
+        """
+        rate = msg["rate_pps"]
+        self.pat = None if rate is None else PatMeter(float(rate), int(msg.get("burst", 1)))
+        self.engine.set_pat(self.pat)
 
     def counters(self) -> dict[str, int]:
         """The engine's counters and ``other``, by the P4 register's names."""
@@ -295,7 +314,8 @@ class SoftSwitch:
         """Control op -> its handler: the request in, extra answer fields (or None) out."""
         return {"configure": self.configure, "add_jobs": self.add_jobs, "remove_jobs": self.remove_jobs,
                 "release_slots": lambda _: self.release_slots(), "reset": lambda _: self.reset(),
-                "counters": lambda _: {"counters": self.counters()}, "job_traffic": self.job_traffic}
+                "counters": lambda _: {"counters": self.counters()}, "job_traffic": self.job_traffic,
+                "set_pat": self.set_pat}
 
     def _answer(self, line: bytes) -> dict:
         """The answer to one control line (see the module docstring); never raises on its content."""
@@ -431,6 +451,14 @@ class SoftAggregator:
         job_ids = sorted(set(job_ids))
         if job_ids:
             self.request({"op": "remove_jobs", "job_ids": job_ids})
+
+    def set_pat(self, rate_pps: float | None, burst: int = 1) -> None:
+        """As :meth:`ina.p4.switch.Bmv2Aggregator.set_pat`.
+
+        Raises:
+            TestbedError: the aggregator refused.
+        """
+        self.request({"op": "set_pat", "rate_pps": rate_pps, "burst": burst})
 
     def release_slots(self) -> None:
         """Every slot free; the table entries and the counters stay.

@@ -12,6 +12,7 @@ from ina.engine import (
     JobTree,
     LeafGroup,
     ParameterServer,
+    PatMeter,
     Role,
     SlotState,
 )
@@ -130,6 +131,48 @@ def test_leaf_frees_at_once_root_holds_until_result():
     (res,) = result.process(pkt(1, 9, 1))
     assert root.process(res.data)[0].dest is Dest.TO_WORKERS
     assert root.occupied() == {} and root.stats.released == 1
+
+
+def test_the_pat_meter_is_a_token_bucket_of_claims():
+    """Ten claims a second, two deep: two at once, the third refused; half a token later still refused;
+    a whole one later one more; after a long idle time never more than the depth."""
+    t = [0.0]
+    meter = PatMeter(10.0, 2, clock=lambda: t[0])
+    assert [meter.take() for _ in range(3)] == [True, True, False]
+    t[0] = 0.05
+    assert not meter.take()
+    t[0] = 0.1
+    assert [meter.take(), meter.take()] == [True, False]
+    t[0] = 100.0
+    assert [meter.take() for _ in range(3)] == [True, True, False]
+    with pytest.raises(InaError):
+        PatMeter(0.0, 1)
+
+
+def test_a_seq_beyond_the_pat_passes_unaggregated_until_its_result():
+    """Rule 8a. With one claim's token, seq 1 aggregates; seq 2's first packet finds none: it falls
+    back (COLLISION, to the PS) and holds its slot BYPASS, so seq 2's second packet falls back too,
+    though the meter has refilled by then; seq 2's result frees the slot, and seq 3 claims it."""
+    t = [0.0]
+    leaf = Aggregator(1)
+    leaf.install(1, 2, "leaf", out_bit=5)
+    leaf.set_pat(PatMeter(1.0, 1, clock=lambda: t[0]))
+    leaf.process(pkt(1, 1, 0))
+    assert leaf.process(pkt(1, 1, 1))[0].reason == "aggregate"
+    (out,) = leaf.process(pkt(1, 2, 0))
+    assert (out.dest, out.reason) == (Dest.TO_PS, "over_pat") and decode(out.data)[0].has(Flag.COLLISION)
+    assert leaf.occupied() == {0: (1, 2, SlotState.BYPASS)}
+    t[0] = 5.0
+    assert leaf.process(pkt(1, 2, 1))[0].reason == "collision"
+    ps = ParameterServer()
+    ps.install(JobTree(1, (0, 1)))
+    ps.process(out.data)
+    (res,) = ps.process(pkt(1, 2, 1, flags=Flag.COLLISION))
+    assert leaf.process(res.data)[0].dest is Dest.TO_WORKERS and leaf.occupied() == {}
+    leaf.process(pkt(1, 3, 0))
+    assert leaf.process(pkt(1, 3, 1))[0].reason == "aggregate"
+    st = leaf.stats
+    assert (st.claims, st.over_pat, st.collisions, st.aggregates, st.released) == (2, 1, 2, 2, 1)
 
 
 def test_result_of_uninstalled_job_goes_to_workers():

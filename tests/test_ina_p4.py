@@ -159,6 +159,30 @@ def test_switch_replays_the_vector(rig, name):
             f"{name}: per-job packets of {node}"
 
 
+def test_claims_beyond_the_pat_meter_fall_back(rig):
+    """Rule 8a on the engine itself: the PAT meter set to one claim per 10 s, 4 deep; the first
+    packets of 12 seqs (fan-in 2, so none completes; each its own slot): 4 claim and are absorbed,
+    8 fall back to the PS with COLLISION, counted ``over_pat``; a second packet of a refused seq
+    falls back too. Unmetered again, every seq claims."""
+    sw = rig.switches[0]
+    rig.configure(0, 64, {3: JobEntry(2, Role.LEAF, 1)})
+    try:
+        sw.set_pat(0.1, 4)
+        outs = [rig.step(0, data_packet(3, seq, 1, [seq] * VALUES_PER_PACKET, slot=seq)) for seq in range(12)]
+        refused = [seq for seq, out in enumerate(outs) if out]
+        assert len(refused) == 8 and refused == list(range(4, 12))
+        assert all(d == Dest.TO_PS.value and decode(p)[0].has(Flag.COLLISION) for out in outs for d, p in out)
+        ((dest, p),) = rig.step(0, data_packet(3, 11, 2, [1] * VALUES_PER_PACKET, slot=11))
+        assert dest == Dest.TO_PS.value and decode(p)[0].has(Flag.COLLISION)
+        st = rig.stats(0)
+        assert (st.claims, st.over_pat, st.collisions) == (4, 8, 9)
+    finally:
+        sw.set_pat(None)
+    rig.configure(0, 64, {3: JobEntry(2, Role.LEAF, 1)})
+    assert not any(rig.step(0, data_packet(3, seq, 1, [seq] * VALUES_PER_PACKET, slot=seq)) for seq in range(12))
+    assert (rig.stats(0).claims, rig.stats(0).over_pat) == (12, 0)
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_switch_replays_the_vectors_at_256_values_per_packet(engine, tmp_path):
     """Values per packet is the program's parameter: built for 256 lanes (bmv2 compiled with 256

@@ -26,6 +26,10 @@
  *               its job (results multicast, rule 2): each node of a job's multicast group has its
  *               own replica id; the copy's IPv4 checksum is recomputed, its UDP checksum set to 0.
  *
+ * Meter `pat` (packets, one cell): the switch's Peak Aggregation Throughput as claims per second
+ *   (rule 8a), set with meter_set_rates (rates per microsecond, bursts in packets); never set, it
+ *   never refuses.
+ *
  * Counters: register `stats`, indexed by the ST_* constants below (ina.engine.AggregatorStats'
  * fields in order, then the malformed reasons of ina.protocol.MALFORMED_REASONS, then ST_OTHER);
  * tests/test_ina_p4.py checks the numbering against the Python side. Counters `job_to_ps` and
@@ -65,6 +69,7 @@ const bit<8> F_KEPT = 0x18;  /* ECN | OVERFLOW: what a slot keeps of its contrib
 const bit<8> FREE = 0;
 const bit<8> AGGREGATING = 1;
 const bit<8> COMPLETE = 2;
+const bit<8> BYPASS = 3;
 
 /* Counter indexes of the stats register. */
 const bit<32> ST_PACKETS = 0;
@@ -79,14 +84,15 @@ const bit<32> ST_COLLISIONS = 8;
 const bit<32> ST_AGGREGATES = 9;
 const bit<32> ST_OVERFLOWS = 10;
 const bit<32> ST_FOREIGN = 11;
-const bit<32> ST_MALFORMED_TRUNCATED = 12;
-const bit<32> ST_MALFORMED_BAD_VERSION = 13;
-const bit<32> ST_MALFORMED_RESERVED_BITS = 14;
-const bit<32> ST_MALFORMED_BAD_COUNT = 15;
-const bit<32> ST_MALFORMED_TRAILING_BYTES = 16;
-const bit<32> ST_MALFORMED_BAD_BITMAP = 17;
-const bit<32> ST_OTHER = 18;
-#define N_STATS 19
+const bit<32> ST_OVER_PAT = 12;
+const bit<32> ST_MALFORMED_TRUNCATED = 13;
+const bit<32> ST_MALFORMED_BAD_VERSION = 14;
+const bit<32> ST_MALFORMED_RESERVED_BITS = 15;
+const bit<32> ST_MALFORMED_BAD_COUNT = 16;
+const bit<32> ST_MALFORMED_TRAILING_BYTES = 17;
+const bit<32> ST_MALFORMED_BAD_BITMAP = 18;
+const bit<32> ST_OTHER = 19;
+#define N_STATS 20
 
 /* Directions of ina_out. */
 const bit<1> TO_PS = 0;
@@ -225,6 +231,9 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     register<bit<32>>(INA_SLOTS * LANES) slot_values;  /* lane k of slot i at i * LANES + k */
     counter(65536, CounterType.packets) job_to_ps;
     counter(65536, CounterType.packets) job_to_workers;
+    /* The switch's Peak Aggregation Throughput, in claims per second (rule 8): a packets meter
+       whose rates the control plane sets (meter_set_rates pat 0); never set, every claim is green. */
+    meter(32w1, MeterType.packets) pat;
 
     action count(bit<32> index) {
         bit<64> c;
@@ -393,7 +402,21 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                         slot_flags.read(held_flags, i);
                         bit<32> base = i * LANES;
                         bool contributed = false;
+                        bit<2> color = 0;
                         if (state == FREE) {
+                            pat.execute_meter<bit<2>>(0, color);
+                        }
+                        if (state == FREE && color != 0) {
+                            /* Rule 8a: beyond the PAT: the slot is held BYPASS for this (job, seq),
+                               whose packets fall back (rule 11) until its result frees it. */
+                            slot_state.write(i, BYPASS);
+                            slot_key.write(i, key);
+                            slot_bitmap.write(i, 0);
+                            hdr.ina.flags = hdr.ina.flags | F_COLLISION;
+                            count(ST_OVER_PAT);
+                            count(ST_COLLISIONS);
+                            forward_rewritten(TO_PS);
+                        } else if (state == FREE) {
                             /* Rule 8: claim the slot with this packet's values. */
 #define CLAIM_LANE(k) slot_values.write(base + k, hdr.values.v##k);
                             FOR_LANES(CLAIM_LANE)

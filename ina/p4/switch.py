@@ -55,6 +55,8 @@ _COUNTER_READ = re.compile(r"(job_to_ps|job_to_workers)\[(\d+)\]=\s*\(\d+ bytes,
 _READY_S = 15.0
 _ADDED = re.compile(r"Entry has been added with handle (\d+)")
 _NODE = re.compile(r"node was created with handle (\d+)")
+UNMETERED_PER_US, UNMETERED_BURST = 1000.0, 1_000_000
+"""The ``pat`` meter's rates (per microsecond) and bursts when no PAT is set: 10^9 claims/s."""
 MAX_GROUP = 0xFFFF
 """Multicast group ids and replica ids are 16 bits; 0 means none."""
 
@@ -400,6 +402,20 @@ class Bmv2Aggregator:
         if cmds:
             self._update(cmds, (), removed, deleted=True)
         self._destroy_groups([self._groups.pop(j) for j in removed if j in self._groups])
+
+    def set_pat(self, rate_pps: float | None, burst: int = 1) -> None:
+        """Meter claims at the switch's Peak Aggregation Throughput: ``rate_pps`` claims per second,
+        ``burst`` deep (the program's ``pat`` meter, committed and peak rates alike; rule 8a of
+        :mod:`ina.engine`). None: unmetered (a rate no claim stream reaches: bmv2 keeps a meter's
+        rates once set).
+
+        Raises:
+            P4Error: a rate or burst out of range, or the CLI refused.
+        """
+        if rate_pps is not None and (not rate_pps > 0 or not burst >= 1):
+            raise P4Error(f"PAT meter: need rate > 0 and burst >= 1, got {rate_pps!r} and {burst!r}")
+        per_us, depth = (UNMETERED_PER_US, UNMETERED_BURST) if rate_pps is None else (rate_pps / 1e6, int(burst))
+        self.cli([f"meter_set_rates pat 0 {per_us:.9f}:{depth} {per_us:.9f}:{depth}"])
 
     def release_slots(self) -> None:
         """Every slot free (the slot registers reset); the tables and the ``stats`` register stay."""
