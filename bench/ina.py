@@ -23,7 +23,8 @@ host to each aggregator. No root needed.
 
 ``--fabric``: then one job on an emulated leaf-spine (three racks of four machines, one spine,
 10 Gbit/s / scale machine links, each leaf's uplink carrying two machines' rate: 2:1
-oversubscribed, dilation D), replaying a model's scaled DDP buckets with the agent
+oversubscribed, dilation D; the ECN marker and switch port kind an experiment's defaults would
+choose here), replaying a model's scaled DDP buckets with the agent
 runtime, four workers in two racks (h1, h2 under l1; h5, h6 under l2), then in one (h1-h4 under
 l1), and, for INA, the PS alone in the third rack (h9): its communication time per iteration (virtual seconds) and the
 bytes up each workers' rack uplink, with a ring allreduce (TCP), with INA aggregating at the
@@ -48,7 +49,8 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
 from experiment.config import InaConfig  # noqa: E402
 from experiment.report import format_table  # noqa: E402
@@ -162,10 +164,25 @@ def simulated_comm_s(g, rates, workers, collective, buckets, ps, switches, resul
     return run.estimate.comm_mean_s
 
 
+def run_options(g, scale: float, dilation: float, ina_switches: tuple[str, ...]):
+    """The network an experiment with the default settings would build here (its ECN marker and
+    switch port kind chosen as a run chooses them, :class:`emulator.runner.EmulatorExperiment`),
+    at ``scale`` and ``dilation``, with aggregator ports on ``ina_switches``."""
+    import dataclasses
+
+    from emulator.runner import EmulatorExperiment, net_options
+    from experiment.config import load
+
+    cfg = dataclasses.replace(load(os.path.join(ROOT, "experiments", "default.yaml")), scale=scale, dilation=dilation)
+    experiment = EmulatorExperiment()
+    experiment.prepare(cfg, g, print)
+    return net_options(cfg, experiment.marker, experiment.ports, ina_switches)
+
+
 def fabric_rows(args) -> list[list[str]]:
     """One row per placement and way of running the job (see the module docstring) on one network."""
     from emulator.ina_fabric import InaFabric, endpoints
-    from emulator.net import EmulatedNetwork, NetOptions
+    from emulator.net import EmulatedNetwork
     from emulator.one_job import OneJob, run_job
     from ina.plan import plan_job
     from jobs.models import get_model, scaled_buckets
@@ -183,7 +200,9 @@ def fabric_rows(args) -> list[list[str]]:
           f"{lanes} values", flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="ina-bench-") as tmp:
-        opts = NetOptions(scale=args.scale, dilation=args.dilation, ina_switches=("l1", "l2", "l3"))
+        opts = run_options(g, args.scale, args.dilation, ("l1", "l2", "l3"))
+        print(f"  switch ports {opts.switch_ports.name}, ECN {opts.ecn.name} (as an experiment's defaults choose here)",
+              flush=True)
         with EmulatedNetwork(g, tmp, opts) as net, InaFabric(net, values_per_packet=lanes) as fabric:
             for where, workers in PLACEMENTS:
                 first = len(rows)

@@ -58,6 +58,9 @@ MIN_RTO_S = 0.2
 and the timer restarts with every result, so seqs that are only queued (an emulated port's queue
 holds tens to hundreds of milliseconds at scaled rates) are not resent while results flow."""
 MAX_RTO_S = 2.0
+REORDER_RESET = 16
+"""Loss recoveries without a spurious resend after which RACK's reordering window is back at its
+smallest (RFC 8985 6.2)."""
 MAX_RESENDS = 50
 """Resends of one seq before the allreduce gives up (the PS or the network is gone)."""
 
@@ -174,6 +177,9 @@ class ClientStats:
     """Timeouts whose seq's result came sooner after the resend than any round trip measured:
     the result of the first send, which was only late (a lower bound: RFC 4015's detection by
     timing, without timestamps)."""
+    spurious_fast_resends: int = 0
+    """Resends taken for lost by RACK whose result came sooner after the resend than any round
+    trip (a lower bound, as ``spurious_timeouts``); each widens the reordering window."""
     rtt_min_s: float = 0.0
     rtt_max_s: float = 0.0
     """The shortest and longest round trip measured (seqs sent once)."""
@@ -204,8 +210,11 @@ class InaClient:
         self.stats = ClientStats()
         self.next_seq = 0
         self.last_s = -math.inf  # when the last allreduce ended
+        self.reorder_mult = 1  # RACK's reordering window, in quarters of the shortest round trip
+        self._recoveries = 0  # loss recoveries since the multiplier last changed
         self.sock = ecn_capable(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 10)
         self.sock.bind((bind, worker_port(job_id)))
 
     def close(self) -> None:
@@ -277,9 +286,13 @@ class InaClient:
             lost, next_loss = self._lost(st, now)
             if lost:
                 self.window.on_loss(lost[0], st.next_seq)
+                self._recoveries += 1
+                if self._recoveries >= REORDER_RESET:
+                    self.reorder_mult, self._recoveries = 1, 0
                 for seq in lost:
                     self.stats.fast_resends += 1
                     self._resend(st, seq)
+                    st.fast_resent[seq] = time.monotonic()
                 continue
             timeout = self._timeout_at(st)
             if select.select([self.sock], [], [], max(0.0, min(timeout, next_loss) - now))[0]:
@@ -309,9 +322,12 @@ class InaClient:
     def _lost(self, st: _Stream, now: float) -> tuple[list[int], float]:
         """The seqs in flight taken for lost, and when the next one would be (RFC 8985's RACK):
         a seq is lost once a seq sent after it has its result and a round trip (the latest
-        result's) and a reordering window (a quarter of the shortest round trip) have passed
-        since it was sent. It finds holes while results flow, one or many, resends lost again
-        included, without waiting for a timeout.
+        result's) and a reordering window have passed since it was sent. It finds holes while
+        results flow, one or many, resends lost again included, without waiting for a timeout.
+        The window is RFC 8985's: a quarter of the shortest round trip times
+        :attr:`reorder_mult`, at most the smoothed round trip; the multiplier grows by one with
+        each resend found spurious (its seq's result came sooner after the resend than any round
+        trip: the first send's, only late) and is back at 1 after 16 recoveries without one.
 
         Only seqs sent once move RACK's clock: a seq's result comes once every worker's packet of
         it has reached the aggregator, and every worker sends its seqs in order, so a result of a
@@ -320,7 +336,8 @@ class InaClient:
         first send, or complete on another worker's packet sent much later."""
         if not st.flight or st.rack_rtt is None:
             return [], math.inf
-        horizon = st.rack_rtt + self.stats.rtt_min_s / 4
+        reorder = min(self.reorder_mult * self.stats.rtt_min_s / 4, self.rto.srtt or math.inf)
+        horizon = st.rack_rtt + reorder
         lost = []
         for seq, t in st.flight.items():
             if t >= st.rack_sent:
@@ -384,6 +401,9 @@ class InaClient:
                 st.rack_sent, st.rack_rtt = sent, rtt
         elif h.seq in st.timed_out and now - st.timed_out[h.seq] < self.stats.rtt_min_s:
             self.stats.spurious_timeouts += 1
+        elif h.seq in st.fast_resent and now - st.fast_resent[h.seq] < self.stats.rtt_min_s:
+            self.stats.spurious_fast_resends += 1
+            self.reorder_mult, self._recoveries = self.reorder_mult + 1, 0
         self.rto.progress()
         st.last_result = now
         st.out[k] = list(values)
@@ -402,7 +422,7 @@ class _Stream:
     """One :meth:`InaClient.allreduce_stream`'s seqs: ``n`` from ``base``, their values (``padded``,
     one packet's lanes per seq), the results so far (``out``, by offset), and per seq in flight
     its first send time (``sent_at``, seqs sent once: Karn), its last (``flight``), its resends,
-    and when a timeout last resent it (``timed_out``)."""
+    and when a timeout or RACK last resent it (``timed_out``, ``fast_resent``)."""
 
     base: int
     n: int
@@ -413,6 +433,7 @@ class _Stream:
     """Seqs without a result, by their last send time, in the order sent (a resend goes last)."""
     resends: dict[int, int] = dataclasses.field(default_factory=dict)
     timed_out: dict[int, float] = dataclasses.field(default_factory=dict)
+    fast_resent: dict[int, float] = dataclasses.field(default_factory=dict)
     next_seq: int = 0
     """The next seq to be sent."""
     last_result: float = -math.inf

@@ -260,6 +260,90 @@ def test_a_hole_is_resent_after_three_later_results_without_waiting_for_the_time
     assert elapsed < 0.9
 
 
+class SlowLink:
+    """The PS's socket behind a link that sends one datagram per ``period_s``, in order: what it is
+    given waits in a queue, as results wait in the PS's host queue on the emulator."""
+
+    def __init__(self, real: socket.socket, period_s: float):
+        self.real, self.period_s = real, period_s
+        self.queue: list = []
+        self.cv = threading.Condition()
+        self.stopped = False
+        self.thread = threading.Thread(target=self._send, daemon=True)
+        self.thread.start()
+
+    def sendto(self, data, addr):
+        with self.cv:
+            self.queue.append((data, addr))
+            self.cv.notify()
+
+    def _send(self):
+        while True:
+            with self.cv:
+                self.cv.wait_for(lambda: self.queue or self.stopped)
+                if self.stopped:
+                    return
+                data, addr = self.queue.pop(0)
+            self.real.sendto(data, addr)
+            time.sleep(self.period_s)
+
+    def close(self):
+        with self.cv:
+            self.stopped = True
+            self.cv.notify()
+        self.thread.join(5)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def test_results_queued_longer_than_the_timeout_are_not_resent_while_results_flow():
+    """The PS's link sends 200 results a second and the worker keeps 64 seqs in flight: each result
+    waits behind most of a window, up to 0.3 s, longer than the 0.2 s floor of the timeout. The timer
+    restarts with every result (RFC 6298 5.3), so no seq times out and none is resent."""
+    inputs = _inputs(1, 32 * 300)
+    with Ps([_job(14, 1)]) as ps:
+        link = SlowLink(ps.service.sock, 0.005)
+        ps.service.sock = link
+        try:
+            client = InaClient(14, 0, PS_IP, SCALE, bind=_worker_ip(0), window=AimdWindow(64, 64))
+            result = client.allreduce(inputs[0])
+            client.close()
+        finally:
+            link.close()
+    _check_sums(inputs, [result])
+    st = client.stats
+    assert st.rtt_max_s > MIN_RTO_S, "results were queued longer than the timeout's floor"
+    assert (st.timeouts, st.fast_resends, st.resent) == (0, 0, 0)
+
+
+def test_several_holes_are_resent_as_later_results_come_without_a_timeout(monkeypatch):
+    """RACK: seqs 5 and 9 lost on the way to the PS, the timeout's floor raised to 5 s: each hole is
+    resent once a seq sent after it has its result and a round trip has passed, two resends while
+    results flow, and no timeout."""
+    import ina.client
+
+    monkeypatch.setattr(ina.client, "MIN_RTO_S", 5.0)
+    lost = []
+
+    def drop(data: bytes) -> bool:
+        seq = int.from_bytes(data[4:8], "big")
+        if seq in (5, 9) and seq not in lost:
+            lost.append(seq)
+            return True
+        return False
+
+    inputs = _inputs(1, 32 * 200)
+    with Ps([_job(15, 1)], drop=drop):
+        client = InaClient(15, 0, PS_IP, SCALE, bind=_worker_ip(0), window=AimdWindow(16, 16))
+        client.rto.rto = client.rto._computed = 5.0
+        result = client.allreduce(inputs[0])
+        client.close()
+    _check_sums(inputs, [result])
+    assert lost == [5, 9]
+    assert (client.stats.fast_resends, client.stats.timeouts) == (2, 0)
+
+
 def test_rto_follows_rfc6298():
     """The retransmission timeout follows RFC 6298 (SRTT, RTTVAR, backoff), clamped to MIN_RTO_S; any
     result ends a backoff."""
