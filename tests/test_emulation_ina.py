@@ -241,6 +241,35 @@ def test_two_jobs_on_a_tiny_slot_pool_collide_fall_back_and_both_sum_exactly(ina
     assert ps["h6"]["results"] == 2 * 48 * ROUNDS, evidence
 
 
+@pytest.mark.parametrize("engine", ["bmv2", "software"])
+def test_a_declared_pat_meters_the_claims_and_the_rest_pass_unaggregated(ina_net, engine):
+    """A fabric whose PAT is declared at 40 claims per second (``InaFabric(pat_pps=...)``, as a run
+    maps ``ina.pat_gbps``): h1-h4 under l1 (PS h6) stream 48 seqs a round, far faster than that, so
+    l1 refuses most claims (``over_pat``), at most the meter's rate over the job's time and its depth
+    claim, the refused seqs reach the PS unaggregated, and every worker's sums are exact."""
+    import time
+
+    from emulator.ina_fabric import InaFabric
+    from ina.p4.build import engine_available
+    from ina.plan import pat_burst, plan_job
+
+    available, why = engine_available()
+    if engine == "bmv2" and available != "bmv2":
+        pytest.skip(f"bmv2: {why}")
+    rate = 40.0
+    with InaFabric(ina_net, engine, pat_pps=rate) as fabric:
+        plan = plan_job(ina_net.g, 9, ["h1", "h2", "h3", "h4"], "h6", ["l1", "l2"])
+        t0 = time.monotonic()
+        outs, ps, _ = _run_jobs(ina_net, fabric, [plan], 1024, "pat")
+        elapsed = time.monotonic() - t0
+        stats = fabric.stats()["l1"]
+    _check_sums(plan, outs)
+    evidence = f"engine {engine}; l1 {stats}; PS {ps['h6']}; {elapsed:.1f} s"
+    assert stats.over_pat > 0 and stats.claims + stats.over_pat >= 48 * ROUNDS, evidence
+    assert stats.claims <= rate * elapsed + pat_burst(rate), evidence
+    assert stats.aggregates <= stats.claims and ps["h6"]["results"] == 48 * ROUNDS, evidence
+
+
 def test_hosts_outside_a_job_cannot_add_to_its_sums(ina_fabric):
     """Before h1-h3's job (PS h6, l1 their leaf) starts, h4 (under l1, not in the job) and h7 (under
     l2, which has no entry for the job) each send a contribution for seq 0 claiming h1's bit: l1
