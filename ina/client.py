@@ -214,7 +214,6 @@ class InaClient:
         self._recoveries = 0  # loss recoveries since the multiplier last changed
         self.sock = ecn_capable(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 10)
         self.sock.bind((bind, worker_port(job_id)))
 
     def close(self) -> None:
