@@ -53,7 +53,7 @@ from experiment.measurements import PolicyResult
 from experiment.summary import JobSummary, PolicySummary, all_comparisons, completion_figures
 from experiment.tables import format_table
 from experiment.timeline import format_marks, mean_marks, plot_timelines
-from experiment.validation import comparable, pearson_r, validation_stats
+from experiment.validation import comparable, pearson_r, stats_by_class, validation_stats
 from jobs.phase import phase_figures
 from measure.fidelity import JobVerdict
 
@@ -537,7 +537,9 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
     write_json_atomic(os.path.join(run_dir, "summary.json"),
                       {"name": cfg.name, "backend": caps.get("backend"), "scale": cfg.scale,
                        "dilation": cfg.dilation, "capabilities": caps, "policies": [s.to_dict() for s in summaries],
-                       "unplaced": unplaced, "validation": overall.to_dict()})
+                       "unplaced": unplaced, "validation": overall.to_dict(),
+                       "validation_by_class": {cls: st.to_dict()
+                                               for cls, st in stats_by_class(all_comparisons(summaries)).items()}})
     write_summary_csvs(run_dir, summaries)
     if any(s.ina is not None for s in summaries):
         with open(os.path.join(run_dir, "ina.csv"), "w", newline="") as f:
@@ -678,6 +680,8 @@ def validation_text(summaries: Sequence[PolicySummary], overall) -> str:
     for s in summaries:
         lines.append(f"  {s.policy:<12} {s.validation.line()}")
     lines.append(f"  {'all':<12} {overall.line()}")
+    for cls, st in stats_by_class(all_comparisons(summaries)).items():
+        lines.append(f"    {cls:<14} {st.line()}")
     marks = [(j.ecn_marks, j.estimate_ecn_marks) for s in summaries for j in s.jobs
              if j.ecn_marks is not None and j.estimate_ecn_marks is not None]
     if marks:

@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
 from experiment.ina_results import InaResult
-from experiment.validation import Comparison, ValidationStats, comparable, validation_stats
+from experiment.validation import Comparison, ValidationStats, comparable, job_class, validation_stats
 from measure.fidelity import LinkCheck
 
 
@@ -127,7 +127,7 @@ class JobSummary:
 
 def job_comparisons(policy: str, jobs: Iterable[JobSummary]) -> list[Comparison]:
     """Measured against estimated communication time of every comparable job of one policy."""
-    return [Comparison(policy, j.job, j.comm_mean_s, j.estimate_s) for j in jobs
+    return [Comparison(policy, j.job, j.comm_mean_s, j.estimate_s, job_class(j.fidelity)) for j in jobs
             if comparable(j.comm_mean_s, j.estimate_s)]
 
 

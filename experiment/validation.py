@@ -10,6 +10,12 @@ measured``.
 
 A job whose estimate is 0 (no transfer leaves its machines: nothing for a network model to
 estimate) or that has no measurement is not compared. Pure: no I/O.
+
+Where the emulator judged the job (its fidelity verdict), the comparison carries the job's class
+(:func:`job_class`): ``uncontended`` (checked against its contention-free bound), ``contended``
+(it shared a link with another job, or two of its own transfers shared one) or ``latency-bound``
+(no transfer fills a few packets); :func:`stats_by_class` summarises each, so a user sees where a
+simulator can be used.
 """
 
 from __future__ import annotations
@@ -17,6 +23,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+
+from measure.fidelity import CHECKED_STATUSES
+
+VALIDATION_CLASSES = ("uncontended", "contended", "latency-bound")
+"""The classes of jobs the validation reports apart (:func:`job_class`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +45,8 @@ class Comparison:
     job: str
     measured_s: float
     estimated_s: float
+    job_class: str | None = None
+    """One of :data:`VALIDATION_CLASSES` (None: no verdict, as on the simulator)."""
 
     @property
     def rel_error(self) -> float:
@@ -106,6 +119,29 @@ def comparable(measured_s: float | None, estimated_s: float | None) -> bool:
     positive (0 means no network traffic to estimate)."""
     return (measured_s is not None and estimated_s is not None and math.isfinite(measured_s)
             and math.isfinite(estimated_s) and measured_s > 0 and estimated_s > 0)
+
+
+def job_class(status: str | None) -> str | None:
+    """The validation class of a job with fidelity verdict ``status``
+    (:data:`measure.fidelity.JOB_STATUSES`): ``uncontended`` for a job checked against its bound,
+    ``contended`` for one that shared links (``contended``, ``collides``), ``latency-bound``; None
+    for the rest (``local``, ``incomplete``, no verdict)."""
+    if status in CHECKED_STATUSES:
+        return "uncontended"
+    if status in ("contended", "collides"):
+        return "contended"
+    return "latency-bound" if status == "latency-bound" else None
+
+
+def stats_by_class(comparisons: Sequence[Comparison]) -> dict[str, ValidationStats]:
+    """:func:`validation_stats` of each :data:`VALIDATION_CLASSES` class that has comparisons, in
+    that order."""
+    out = {}
+    for cls in VALIDATION_CLASSES:
+        group = [c for c in comparisons if c.job_class == cls]
+        if group:
+            out[cls] = validation_stats(group)
+    return out
 
 
 def validation_stats(comparisons: Sequence[Comparison]) -> ValidationStats:

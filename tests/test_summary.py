@@ -101,7 +101,7 @@ def test_policy_summary_json_is_the_summary_json_layout():
         "validation": {"n": 1, "pearson_r": None, "median_abs_rel_error": pytest.approx(1 / 3),
                        "p90_abs_rel_error": pytest.approx(1 / 3),
                        "worst": {"policy": "p", "job": "a", "measured_s": pytest.approx(0.1875), "estimated_s": 0.25,
-                                 "rel_error": pytest.approx(1 / 3)}},
+                                 "rel_error": pytest.approx(1 / 3), "job_class": "uncontended"}},
         "distribution_efficiency": pytest.approx(2 * 0.055 / 6.5),  # 2 iterations of 0.055 s compute, JCT 6.5 s
         "backend": "emu", "comm_p90_s": pytest.approx(0.1875), "jct_p90_s": 6.5, "makespan_s": 6.5,
         "jct_over_duration_mean": None,
@@ -153,4 +153,9 @@ def test_run_report_files_are_written_from_the_records(tmp_path):
     assert (got["fidelity"], got["bound_ratio"], got["estimate_s"], got["ecn_marks"]) == ("ok", "1.04", "0.25", "5")
     assert got["complete"] == "True" and got["iterations_recorded"] == "2" and got["jct_s"] == "6.5"
     assert "Policy titan could not place every job: placed none" in out.getvalue()
-    assert "p            r -, median |error| 33.3%" in (tmp_path / "report.txt").read_text()
+    report = (tmp_path / "report.txt").read_text()
+    assert "p            r -, median |error| 33.3%" in report
+    # job a was checked against its bound (ok): the simulator's error on uncontended jobs, on a line of its own
+    assert "    uncontended    r -, median |error| 33.3%, p90 33.3% over 1 job" in report
+    assert written["validation_by_class"]["uncontended"]["n"] == 1 and set(written["validation_by_class"]) == {
+        "uncontended"}

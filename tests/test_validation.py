@@ -7,7 +7,16 @@ import math
 
 import pytest
 
-from experiment.validation import Comparison, comparable, pearson_r, validation_stats
+from experiment.validation import (
+    VALIDATION_CLASSES,
+    Comparison,
+    comparable,
+    job_class,
+    pearson_r,
+    stats_by_class,
+    validation_stats,
+)
+from measure.fidelity import JOB_STATUSES
 
 
 def test_pearson_r_of_hand_computed_points():
@@ -41,6 +50,32 @@ def test_jobs_without_a_network_estimate_or_a_measurement_are_not_compared():
     for measured, estimated in ((0.002, 0.0), (None, 1.0), (1.0, None), (0.0, 1.0), (math.nan, 1.0),
                                 (1.0, math.inf)):
         assert not comparable(measured, estimated), (measured, estimated)
+
+
+def test_every_verdict_has_its_class():
+    """Jobs checked against their bound are uncontended, jobs that shared links contended (an ECMP collision
+    of its own transfers too), latency-bound apart; local, incomplete and no verdict have none."""
+    want = {"ok": "uncontended", "slow": "uncontended", "fast": "uncontended", "contended": "contended",
+            "collides": "contended", "latency-bound": "latency-bound", "local": None, "incomplete": None}
+    assert set(want) == set(JOB_STATUSES)
+    assert {st: job_class(st) for st in JOB_STATUSES} == want and job_class(None) is None
+    assert set(want.values()) - {None} == set(VALIDATION_CLASSES)
+
+
+def test_stats_by_class_summarise_each_class_alone():
+    """Two uncontended jobs off by +10% and -10%, two contended off by -40% and -50%, one latency-bound off
+    by +500% and one without a class: each class its own median, the one without a class in none."""
+    cs = [Comparison("p", "a", 1.0, 1.1, "uncontended"), Comparison("p", "b", 2.0, 1.8, "uncontended"),
+          Comparison("p", "c", 1.0, 0.6, "contended"), Comparison("q", "d", 2.0, 1.0, "contended"),
+          Comparison("q", "e", 0.001, 0.006, "latency-bound"), Comparison("q", "f", 1.0, 3.0)]
+    by = stats_by_class(cs)
+    assert list(by) == ["uncontended", "contended", "latency-bound"]
+    assert [by[k].n for k in by] == [2, 2, 1]
+    assert by["uncontended"].median_abs_rel_error == pytest.approx(0.10)
+    assert by["contended"].median_abs_rel_error == pytest.approx(0.45)
+    assert by["latency-bound"].worst.job == "e" and by["latency-bound"].median_abs_rel_error == pytest.approx(5.0)
+    assert stats_by_class([Comparison("p", "f", 1.0, 3.0)]) == {}
+    assert cs[0].to_dict()["job_class"] == "uncontended"
 
 
 def test_no_comparisons():
