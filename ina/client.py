@@ -118,7 +118,9 @@ class AimdWindow:
 
 
 class RtoEstimator:
-    """RFC 6298's retransmission timeout from round-trip samples, within [MIN_RTO_S, MAX_RTO_S].
+    """RFC 6298's retransmission timeout from round-trip samples, within [MIN_RTO_S, MAX_RTO_S],
+    1 s before the first sample (RFC 6298 2.1: a job's workers start a moment apart, and a worker's
+    first seqs wait for the last one's).
 
     One difference, for a datagram protocol whose window already does congestion control
     (:class:`AimdWindow`): the doubling of a timeout (:meth:`backoff`) lasts until the next result
@@ -126,7 +128,7 @@ class RtoEstimator:
     stops the window from sliding, would be waited on for up to :data:`MAX_RTO_S` per resend.
     """
 
-    def __init__(self, initial_s: float = 0.2):
+    def __init__(self, initial_s: float = 1.0):
         self.srtt: float | None = None
         self.rttvar = 0.0
         self.rto = self._computed = initial_s

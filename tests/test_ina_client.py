@@ -348,6 +348,7 @@ def test_rto_follows_rfc6298():
     """The retransmission timeout follows RFC 6298 (SRTT, RTTVAR, backoff), clamped to MIN_RTO_S; any
     result ends a backoff."""
     r = RtoEstimator()
+    assert r.rto == 1.0  # before any sample (RFC 6298 2.1)
     r.sample(0.1)
     assert (r.srtt, r.rttvar, r.rto) == (0.1, 0.05, pytest.approx(0.3))
     r.sample(0.2)
