@@ -54,11 +54,12 @@ from emulator.procs import stop_process
 from ina.engine import AggregatorStats, JobTraffic
 from ina.p4.build import BUILD_DIR, DEFAULT_SLOTS, compile_program, engine_available, find_toolchain
 from ina.p4.switch import Bmv2Aggregator, aggregator_stats
-from ina.plan import JobPlan, aggregator_demand_pps, carrying_dilation, pat_burst, switch_tables
-from ina.protocol import VALUES_PER_PACKET, check_slots, check_values_per_packet
+from ina.plan import JobPlan, aggregator_demand_pps, carrying_dilation, switch_tables
+from ina.protocol import VALUES_PER_PACKET, check_slots, check_values_per_packet, frame_bytes
 from ina.ps import PsJob
 from ina.rig import packet_rate
 from ina.softswitch import SoftAggregator
+from measure.shaping import burst_bytes
 
 PS_READY_S = 20.0
 """How long a parameter server may take to acknowledge a config (its first after binding its port)."""
@@ -135,6 +136,14 @@ class EngineCapacity:
         return {"engine_pps": self.engine_pps, "source": self.source, "demand_pps": dict(self.demand_pps),
                 "pat_pps": self.pat_pps if math.isfinite(self.pat_pps) else None, "dilation": self.dilation,
                 "carrying_dilation": self.carrying_dilation, "keeps_up": self.keeps_up}
+
+
+def pat_burst(pat_pps: float, values_per_packet: int, mtu: int) -> int:
+    """The depth, in claims, of the meter that holds an aggregator to ``pat_pps`` (rule 8a of
+    :mod:`ina.engine`): the token bucket of a link shaped at that rate in frames of
+    ``values_per_packet`` (:func:`measure.shaping.burst_bytes`), in whole frames."""
+    frame = frame_bytes(values_per_packet)
+    return math.ceil(burst_bytes(pat_pps * frame * 8 / 1e6, mtu) / frame)
 
 
 def engine_rate(engine, values_per_packet: int, prepared, log_dir: str, record, path: str = RATES_FILE
@@ -354,7 +363,7 @@ class InaFabric(StartStop):
     def start(self) -> None:
         """Start one engine per INA switch on its aggregator port's peer, having measured (or read)
         the engine's packet rate here against what the switches' links can bring (:attr:`capacity`).
-        With a declared PAT every engine's claims are metered at it (:func:`ina.plan.pat_burst`
+        With a declared PAT every engine's claims are metered at it (:func:`pat_burst`
         deep; rule 8a of :mod:`ina.engine`): seqs beyond it pass unaggregated, as the simulator has
         what a ToR's PAT cannot take pass it.
 
@@ -375,7 +384,7 @@ class InaFabric(StartStop):
             try:
                 sw.start(on_spawn=spawned)
                 if math.isfinite(self.pat_pps):
-                    sw.set_pat(self.pat_pps, pat_burst(self.pat_pps, self.values_per_packet))
+                    sw.set_pat(self.pat_pps, pat_burst(self.pat_pps, self.values_per_packet, self.net.options.mtu))
             except TestbedError as e:
                 raise EmulationError(f"the INA aggregator of {s} did not start: {e} (log: {log})") from None
 

@@ -534,12 +534,12 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
     summaries = [r.summary for r in runs.values()]
     measured = {spec: r.measurements for spec, r in runs.items() if r.measurements is not None}
     overall = validation_stats(all_comparisons(summaries))
+    by_class = stats_by_class(all_comparisons(summaries))
     write_json_atomic(os.path.join(run_dir, "summary.json"),
                       {"name": cfg.name, "backend": caps.get("backend"), "scale": cfg.scale,
                        "dilation": cfg.dilation, "capabilities": caps, "policies": [s.to_dict() for s in summaries],
                        "unplaced": unplaced, "validation": overall.to_dict(),
-                       "validation_by_class": {cls: st.to_dict()
-                                               for cls, st in stats_by_class(all_comparisons(summaries)).items()}})
+                       "validation_by_class": {cls: st.to_dict() for cls, st in by_class.items()}})
     write_summary_csvs(run_dir, summaries)
     if any(s.ina is not None for s in summaries):
         with open(os.path.join(run_dir, "ina.csv"), "w", newline="") as f:
@@ -566,7 +566,7 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
     timelines = {r.summary.policy: r.timeline for r in runs.values()}
     text = summary_tables(summaries, caps.get("backend", "emu"), timelines)
     if measured:
-        text += "\n\n" + validation_text(summaries, overall)
+        text += "\n\n" + validation_text(summaries, overall, by_class)
     for spec, why in unplaced.items():
         text += f"\n\nPolicy {spec} could not place every job: {why}"
     with open(os.path.join(run_dir, "report.txt"), "w") as f:
@@ -673,14 +673,15 @@ def _plot_ina(ax, summaries: Sequence[PolicySummary]) -> None:
     ax.set_ylabel("INA: worker packets per packet at the PS")
 
 
-def validation_text(summaries: Sequence[PolicySummary], overall) -> str:
-    """The simulator-against-measurement lines: every policy's, then all jobs together."""
+def validation_text(summaries: Sequence[PolicySummary], overall, by_class) -> str:
+    """The simulator-against-measurement lines: every policy's, then all jobs together (``overall``)
+    and each class of job (``by_class``, :func:`experiment.validation.stats_by_class`)."""
     lines = ["Flow-level simulator against the measurements (per-job communication time per iteration, "
              "same placements; experiment.validation):"]
     for s in summaries:
         lines.append(f"  {s.policy:<12} {s.validation.line()}")
     lines.append(f"  {'all':<12} {overall.line()}")
-    for cls, st in stats_by_class(all_comparisons(summaries)).items():
+    for cls, st in by_class.items():
         lines.append(f"    {cls:<14} {st.line()}")
     marks = [(j.ecn_marks, j.estimate_ecn_marks) for s in summaries for j in s.jobs
              if j.ecn_marks is not None and j.estimate_ecn_marks is not None]

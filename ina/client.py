@@ -428,14 +428,14 @@ class _Stream:
     base: int
     n: int
     padded: list[int]
-    out: list = dataclasses.field(default_factory=list)
+    out: list = dataclasses.field(init=False)
     sent_at: dict[int, float] = dataclasses.field(default_factory=dict)
     flight: dict[int, float] = dataclasses.field(default_factory=dict)
     """Seqs without a result, by their last send time, in the order sent (a resend goes last)."""
     resends: dict[int, int] = dataclasses.field(default_factory=dict)
     timed_out: dict[int, float] = dataclasses.field(default_factory=dict)
     fast_resent: dict[int, float] = dataclasses.field(default_factory=dict)
-    next_seq: int = 0
+    next_seq: int = dataclasses.field(init=False)
     """The next seq to be sent."""
     last_result: float = -math.inf
     """When the last result of this stream arrived."""

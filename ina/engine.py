@@ -110,6 +110,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
+import time
 from collections.abc import Iterable, Mapping
 
 from ina.protocol import (
@@ -185,8 +186,6 @@ class PatMeter:
     def __init__(self, rate_pps: float, burst: int, clock=None):
         if not rate_pps > 0 or not burst >= 1:
             raise InaError(f"PAT meter: need rate > 0 and burst >= 1, got {rate_pps!r} and {burst!r}")
-        import time
-
         self.rate_pps, self.burst = float(rate_pps), int(burst)
         self.clock = clock or time.monotonic
         self._tokens, self._t = float(burst), self.clock()

@@ -289,14 +289,6 @@ def pat_pps(pat_gbps: float, scale: float, dilation: float, values_per_packet: i
     return pat_gbps * 1e9 / (scale * dilation) / 8 / frame_bytes(values_per_packet)
 
 
-def pat_burst(pat_pps: float, values_per_packet: int = VALUES_PER_PACKET) -> int:
-    """The depth, in claims, of the meter that holds an aggregator to ``pat_pps`` (rule 8a of
-    :mod:`ina.engine`): what a link shaped at that rate in frames lets through at once
-    (:func:`measure.shaping.burst_bytes`: 15,000 bytes, two frames or 1 ms, whichever is most)."""
-    frame = frame_bytes(values_per_packet)
-    return max(2, math.ceil(15000 / frame), math.ceil(pat_pps / 1000))
-
-
 def carrying_dilation(demand_pps: float, engine_pps: float, dilation: float) -> float | None:
     """The least dilation (to 0.1) at which an aggregator taking ``engine_pps`` keeps up with a
     switch sent ``demand_pps`` at ``dilation`` (rates fall as 1 / dilation); None when it keeps up."""
