@@ -194,6 +194,11 @@ class PhaseKeeper:
             self.pace.started(self.job, start_s + wait)
         return wait
 
+    def started_at(self, t: float) -> None:
+        """The iteration :meth:`wait_s` last timed really started at ``t`` (a sleep overshoots its
+        wait): its recorded phase error is ``t``'s."""
+        self.errors_s[-1] = self.error_s(t)
+
     def record(self) -> dict:
         """The last iteration's entry of its record (:class:`jobs.records.IterationRecord` ``phase``):
         the shift and its origin, the wait and phase error of that iteration, the threshold, the
@@ -290,16 +295,21 @@ class ShiftFollower:
             self.keeper, self._pending = self._pending[1], None
         return self.keeper.wait_s(now_s) if self.keeper is not None else 0.0
 
-    def start_in_phase(self) -> None:
-        """Sleep, on the wall clock, what the shift asks before the iteration that could start now."""
+    def start_in_phase(self) -> float:
+        """Sleep, on the wall clock, what the shift asks before the iteration that could start now;
+        the instant it starts (after the sleep, whose overshoot its phase error counts)."""
         now = time.time()
         wait = self.wait_s(now)
         if wait > 0:
             time.sleep(wait)
-        if self.announce and self.keeper is not None and self.keeper.waits_s:
-            line = json.dumps({"start_time_s": now + wait, "phase": self.keeper.record()}) + "\n"
-            with open(starts_path(self.path), "a", encoding="utf-8") as f:
-                f.write(line)
+            now = time.time()
+        if self.keeper is not None and self.keeper.waits_s:
+            self.keeper.started_at(now)
+            if self.announce:
+                line = json.dumps({"start_time_s": now, "phase": self.keeper.record()}) + "\n"
+                with open(starts_path(self.path), "a", encoding="utf-8") as f:
+                    f.write(line)
+        return now
 
     def record(self) -> dict | None:
         """The last iteration's phase entry (None: never shifted)."""

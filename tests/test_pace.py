@@ -165,3 +165,14 @@ def test_rank_0s_follower_announces_each_start_under_a_shift(tmp_path):
     entry = json.loads(line)
     assert entry["phase"] == loud.record() and entry["phase"]["first"]
     assert abs(entry["start_time_s"] - time.time()) < 60
+
+
+def test_a_followers_start_is_the_instant_after_its_sleep_and_its_error_is_that_instants(tmp_path):
+    path = str(tmp_path / "shift.json")
+    origin = time.time() - 0.95  # a 1 s period begun 0.95 s ago: early by 0.05 s, waits to its instant
+    write_shift(path, PhaseKeeper(origin, 0.0, 1.0), written_s=origin, guard_s=0.0)
+    f = ShiftFollower(path)
+    start = f.start_in_phase()
+    (wait,) = f.keeper.waits_s
+    assert wait > 0 and start >= origin + 1.0  # slept until the aligned instant, or beyond it
+    assert f.record()["error_s"] == f.keeper.error_s(start) >= 0.0  # the overshoot, not the plan's 0
