@@ -275,7 +275,8 @@ def _job_fidelity(j: JobSummary) -> str:
     if status == "collides":
         return "own flows collide (ECMP)"
     if status == "latency-bound":
-        return "latency-bound (small transfers)"
+        shared = "; shares links with " + ",".join(j.contended_with) if j.contended_with else ""
+        return f"latency-bound (small transfers{shared})"
     return status or "-"
 
 

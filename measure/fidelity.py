@@ -364,8 +364,10 @@ def job_verdict(evidence: JobEvidence, bound_s: float, contended_with: tuple[str
     """The verdict on one job given its bound and the jobs it shared links with.
 
     Precedence: ``incomplete`` (nothing trustworthy to compare), then ``local`` (a zero bound
-    cannot be compared with), then ``contended``, then ``collides``, then ``latency-bound``,
-    then the ratio check.
+    cannot be compared with), then ``latency-bound`` (its time is not a network measurement, shared
+    links or not: each transfer crosses in a burst or waits behind another job's queue, and either
+    way its software latency dominates), then ``contended`` (the jobs it shared links with are
+    kept in both cases), then ``collides``, then the ratio check.
 
     Args:
         evidence: the job's measurement.
@@ -385,12 +387,12 @@ def job_verdict(evidence: JobEvidence, bound_s: float, contended_with: tuple[str
         status = "incomplete"
     elif bound_s <= 0:
         status = "local"
+    elif latency_bound:
+        status = "latency-bound"
     elif contended_with:
         status = "contended"
     elif collisions:
         status = "collides"
-    elif latency_bound:
-        status = "latency-bound"
     elif ratio > MAX_JOB_RATIO:
         status = "slow"
         reason = (f"job {e.job!r} (wave {e.wave}) communicated for {measured:.4g} s per iteration, "

@@ -154,7 +154,7 @@ def test_ina_jobs_are_judged_against_their_links_bound_and_count_for_contention(
     up to 1.10x of it, slow above (with the reason), latency-bound when no bucket fills 10 packets."""
     rates = link_rates_mbps(G, 500)
     ina = JobEvidence("a", 0, ("h1", "h2", "h5", "h6"), "ina", (4000,), 0.5, True, ps_host="h1")
-    ring = JobEvidence("b", 0, ("h6", "h7"), "ring", (4000,), 0.1, True)
+    ring = JobEvidence("b", 0, ("h6", "h7"), "ring", (400_000,), 0.1, True)  # 200 kB steps: not latency-bound
     alone = JobEvidence("c", 0, ("h15", "h16"), "ring", (4000,), 0.1, True)
     v = {x.job: x for x in job_verdicts(G, rates, [ina, ring, alone], 1500)}
     # one bucket of 4,000 B: 32 packets of 32 lanes, each 14 + 28 + header + 128 bytes on the wire

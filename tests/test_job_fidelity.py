@@ -169,6 +169,15 @@ def test_job_of_small_transfers_is_latency_bound_not_checked():
     assert v.status == "slow"
 
 
+def test_a_latency_bound_job_sharing_links_is_latency_bound_and_keeps_whom_it_shared_with():
+    """Its time is software latency whether or not another job's queue is on its path: the class the
+    validation reports it in is latency-bound, and the job it met is still named."""
+    small, large = job_verdicts(G, RATES, [ev("small", PODS, 0.001, buckets=(57_000,)),
+                                           ev("large", PODS, 9.0, buckets=(58_000,))], mtu=1500)
+    assert (small.status, small.contended_with) == ("latency-bound", ("large",))
+    assert (large.status, large.contended_with) == ("contended", ("small",))
+
+
 def test_ecmp_collision_within_a_job_is_not_checked():
     """HD over h1, h2, h1, h3 puts two of its own flows on h1's links: 'collides', not checked."""
     (v,) = job_verdicts(G, RATES, [ev("a", ("h1", "h2", "h1", "h3"), 99.0, collective="hd")], mtu=1500)
