@@ -46,6 +46,7 @@ from collections.abc import Mapping, Sequence
 
 from common.jsonfile import write_json_atomic
 from common.units import MEGA, virtual_s
+from experiment.breakdown import BucketComparison, compare_buckets, error_split
 from experiment.efficiency import distribution_efficiency, jct_lines
 from experiment.ina_results import InaJobResult, InaResult
 from experiment.interleaving import HOLD, OVERLAP_THRESHOLD, interleaving
@@ -53,8 +54,9 @@ from experiment.measurements import PolicyResult
 from experiment.summary import JobSummary, PolicySummary, all_comparisons, completion_figures
 from experiment.tables import format_table
 from experiment.timeline import format_marks, mean_marks, plot_timelines
-from experiment.validation import comparable, pearson_r, stats_by_class, validation_stats
+from experiment.validation import comparable, job_class, pearson_r, stats_by_class, validation_stats
 from jobs.phase import phase_figures
+from jobs.records import bucket_times_s
 from measure.fidelity import JobVerdict
 
 
@@ -184,6 +186,9 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> PolicySummary:
         if r.rank == 0:
             phased.setdefault(r.job, []).append(r)
     all_comm = []
+    measured_buckets = bucket_times_s(records, cfg.dilation)
+    recorded_bytes = {r.job: r.bucket_bytes for r in records}
+    buckets: list[BucketComparison] = []
     for p in result.placements:
         job = p.job
         its = times.get(job, {})
@@ -192,6 +197,10 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> PolicySummary:
         spec = next(j for j in cfg.jobs if j.name == job)
         verdict, estimate = verdicts.get(job), result.estimates.get(job)
         estimate_s = estimate.comm_mean_s if estimate else None
+        if estimate is not None and job in recorded_bytes:
+            buckets += compare_buckets(result.policy, job, job_class(verdict.status if verdict else None),
+                                       p.machines_by_rank, spec.collective, recorded_bytes[job],
+                                       measured_buckets.get(job), estimate.bucket_comm_s, cfg.mtu, cfg.scale)
         per_job.append(JobSummary(
             job=job, model=spec.model, workers=spec.workers, collective=spec.collective, wave=p.wave,
             machines=tuple(sorted(set(p.machines_by_rank), key=lambda m: g.nodes[m]["index"])),
@@ -255,6 +264,7 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> PolicySummary:
         distribution_efficiency=distribution_efficiency(
             (cfg.iterations, j.compute_mean_s, j.jct_s) for j in per_job),
         backend="emu",
+        buckets=tuple(buckets),
         **completion_figures(per_job),
     )
 
@@ -536,12 +546,17 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
     measured = {spec: r.measurements for spec, r in runs.items() if r.measurements is not None}
     overall = validation_stats(all_comparisons(summaries))
     by_class = stats_by_class(all_comparisons(summaries))
+    buckets = [b for s in summaries for b in s.buckets]
+    split = error_split(buckets)
     write_json_atomic(os.path.join(run_dir, "summary.json"),
                       {"name": cfg.name, "backend": caps.get("backend"), "scale": cfg.scale,
                        "dilation": cfg.dilation, "capabilities": caps, "policies": [s.to_dict() for s in summaries],
                        "unplaced": unplaced, "validation": overall.to_dict(),
-                       "validation_by_class": {cls: st.to_dict() for cls, st in by_class.items()}})
+                       "validation_by_class": {cls: st.to_dict() for cls, st in by_class.items()},
+                       "validation_by_bucket": {cls or "unclassed": sp.to_dict() for cls, sp in split.items()}})
     write_summary_csvs(run_dir, summaries)
+    if buckets:
+        write_buckets_csv(os.path.join(run_dir, "buckets.csv"), buckets)
     if any(s.ina is not None for s in summaries):
         with open(os.path.join(run_dir, "ina.csv"), "w", newline="") as f:
             w = csv.writer(f)
@@ -567,7 +582,7 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
     timelines = {r.summary.policy: r.timeline for r in runs.values()}
     text = summary_tables(summaries, caps.get("backend", "emu"), timelines)
     if measured:
-        text += "\n\n" + validation_text(summaries, overall, by_class)
+        text += "\n\n" + validation_text(summaries, overall, by_class, split)
     for spec, why in unplaced.items():
         text += f"\n\nPolicy {spec} could not place every job: {why}"
     with open(os.path.join(run_dir, "report.txt"), "w") as f:
@@ -580,6 +595,7 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
     print("\n" + text, file=stream)
     files = ["summary.json", "summary.csv", "jobs.csv", "link_bytes.csv", "link_checks.csv", "report.txt"]
     files += ["queues.csv"] if measured else []
+    files += ["buckets.csv"] if buckets else []
     files += ["ina.csv"] if any(s.ina is not None for s in summaries) else []
     print(f"\nresults: {run_dir} ({', '.join(files + [os.path.basename(p) for p in plots])})", file=stream,
           flush=True)
@@ -674,16 +690,31 @@ def _plot_ina(ax, summaries: Sequence[PolicySummary]) -> None:
     ax.set_ylabel("INA: worker packets per packet at the PS")
 
 
-def validation_text(summaries: Sequence[PolicySummary], overall, by_class) -> str:
+def write_buckets_csv(path: str, buckets: Sequence[BucketComparison]) -> None:
+    """``buckets.csv``: a row per policy, job and bucket, measured against the simulator's estimate."""
+    cols = list(buckets[0].to_dict())
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        for b in buckets:
+            row = b.to_dict()
+            w.writerow(["" if row[c] is None else row[c] for c in cols])
+
+
+def validation_text(summaries: Sequence[PolicySummary], overall, by_class, split=None) -> str:
     """The simulator-against-measurement lines: every policy's, then all jobs together (``overall``)
-    and each class of job (``by_class``, :func:`experiment.validation.stats_by_class`)."""
+    and each class of job (``by_class``, :func:`experiment.validation.stats_by_class`), with where its
+    error lies bucket by bucket (``split``, :func:`experiment.breakdown.error_split`)."""
     lines = ["Flow-level simulator against the measurements (per-job communication time per iteration, "
              "same placements; experiment.validation):"]
     for s in summaries:
         lines.append(f"  {s.policy:<12} {s.validation.line()}")
     lines.append(f"  {'all':<12} {overall.line()}")
+    split = split or {}
     for cls, st in by_class.items():
         lines.append(f"    {cls:<14} {st.line()}")
+        if cls in split:
+            lines.append(f"    {'':<14} by bucket: {split[cls].line()}")
     marks = [(j.ecn_marks, j.estimate_ecn_marks) for s in summaries for j in s.jobs
              if j.ecn_marks is not None and j.estimate_ecn_marks is not None]
     if marks:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
+from experiment.breakdown import BucketComparison
 from experiment.ina_results import InaResult
 from experiment.validation import Comparison, ValidationStats, comparable, job_class, validation_stats
 from measure.fidelity import LinkCheck
@@ -226,6 +227,9 @@ class PolicySummary:
     jct_p90_s: float | None = None
     makespan_s: float | None = None
     jct_over_duration_mean: float | None = None
+    buckets: tuple[BucketComparison, ...] = ()
+    """Every job's buckets, measured against the simulator's estimate (:mod:`experiment.breakdown`;
+    empty where either side has no per-bucket times)."""
 
     def job(self, name: str) -> JobSummary:
         """The summary of job ``name``.
@@ -272,6 +276,7 @@ class PolicySummary:
             "comm_p90_s": self.comm_p90_s, "jct_p90_s": self.jct_p90_s, "makespan_s": self.makespan_s,
             "jct_over_duration_mean": self.jct_over_duration_mean,
             "jobs": {j.job: j.to_dict() for j in self.jobs},
+            "buckets": [b.to_dict() for b in self.buckets],
             **({"ina": self.ina.to_dict()} if self.ina is not None else {}),
         }
 

@@ -137,3 +137,25 @@ def read_job_records(paths: Iterable[str | Path]) -> list[IterationRecord]:
     """Read several record files (e.g. one per rank), sorted by ``(job, iteration, rank)``."""
     recs = [r for p in paths for r in read_records(p)]
     return sorted(recs, key=lambda r: (r.job, r.iteration, r.rank))
+
+
+def bucket_times_s(records: Iterable, dilation: float = 1.0) -> dict[str, tuple[float, ...]]:
+    """Per job, the time of each bucket's allreduce: per iteration the slowest rank's time of that
+    bucket, then the mean over iterations, in virtual seconds (wall over ``dilation``); the measured
+    and the simulated records (:class:`IterationRecord`, :class:`sim.flowsim.SimIterationRecord`)
+    aggregate alike, as their communication times do. A job whose records differ in their number of
+    buckets is left out (a resumed run of other buckets: no bucket to pair)."""
+    slowest: dict[str, dict[int, list[float]]] = {}
+    counts: dict[str, set[int]] = {}
+    for r in records:
+        counts.setdefault(r.job, set()).add(len(r.bucket_comm_s))
+        it = slowest.setdefault(r.job, {}).setdefault(r.iteration, [0.0] * len(r.bucket_comm_s))
+        if len(it) == len(r.bucket_comm_s):
+            it[:] = [max(a, b / dilation) for a, b in zip(it, r.bucket_comm_s, strict=True)]
+    out = {}
+    for job, its in slowest.items():
+        if len(counts[job]) != 1 or not its:
+            continue
+        (n,) = counts[job]
+        out[job] = tuple(sum(its[i][b] for i in sorted(its)) / len(its) for b in range(n))
+    return out

@@ -165,6 +165,7 @@ from ina.protocol import VALUES_PER_PACKET
 from jobs.agent import barrier_bytes
 from jobs.patterns import INA, replay_pattern
 from jobs.phase import PhaseKeeper
+from jobs.records import bucket_times_s
 from sim.ina import RESULTS, InaSpec
 from sim.maxmin import EPS, maxmin_indexed, maxmin_levels
 from sim.mltcp import MltcpFlows, MltcpLedger
@@ -335,6 +336,9 @@ class JobEstimate:
         ecn_marks: estimated ECN-marked packets of the job's whole run, warm-up and barriers
             included (as the emulator counts them from the start gate); None unless
             ``SimOptions.ecn``.
+        bucket_comm_s: each bucket's allreduce time, aggregated as the communication time is
+            (:func:`jobs.records.bucket_times_s`), so the error can be placed bucket by bucket;
+            None from an engine that does not follow buckets (:mod:`sim.fluid`).
     """
 
     job: str
@@ -344,6 +348,7 @@ class JobEstimate:
     finish_s: float
     iterations: int
     ecn_marks: float | None = None
+    bucket_comm_s: tuple[float, ...] | None = None
 
     def to_dict(self) -> dict:
         """JSON-serialisable form."""
@@ -1176,4 +1181,5 @@ def estimate_of(job: str, records: Sequence[SimIterationRecord], finish_s: float
         return JobEstimate(job, None, None, None, finish_s, 0, ecn_marks)
     comm_mean = sum(comm[i] for i in sorted(comm)) / len(comm)
     compute_mean = sum(compute[i] for i in sorted(compute)) / len(compute)
-    return JobEstimate(job, comm_mean, compute_mean, compute_mean + comm_mean, finish_s, len(comm), ecn_marks)
+    return JobEstimate(job, comm_mean, compute_mean, compute_mean + comm_mean, finish_s, len(comm), ecn_marks,
+                       bucket_times_s(rec for rec in records if rec.job == job).get(job))

@@ -50,7 +50,8 @@ def result() -> PolicyResult:
         waves=(wave,), jct_s={"a": 6.5}, preemptions=0, link_bytes={("h1", "e1"): 5000, ("e1", "h2"): 5000},
         link_rate_mbps={("h1", "e1"): 20.0, ("h2", "e1"): 20.0}, cpu=CPU, cpu_measured=CPU,
         ecn=EcnSetup("bpf", "marker loaded", hosts), fidelity=assess(CPU, [LINK], [verdict]),
-        estimates={"a": JobEstimate("a", 0.25, 0.05, 0.3, 9.0, 2, 4.0)}, scale=500.0, dilation=2.0,
+        estimates={"a": JobEstimate("a", 0.25, 0.05, 0.3, 9.0, 2, 4.0, bucket_comm_s=(0.25,))},
+        scale=500.0, dilation=2.0,
         port_sampler=PortSamplerStats(40, 0.25, 0.001), dir="", queue_stats="", wall_time_s=12.0)
 
 
@@ -106,6 +107,10 @@ def test_policy_summary_json_is_the_summary_json_layout():
         "backend": "emu", "comm_p90_s": pytest.approx(0.1875), "jct_p90_s": 6.5, "makespan_s": 6.5,
         "jct_over_duration_mean": None,
         "jobs": {"a": s.job("a").to_dict()},
+        # its one bucket, 2 kB per step on the wire (under 10 packets): small; 4,000 B at scale 500
+        "buckets": [{"policy": "p", "job": "a", "job_class": "uncontended", "bucket": 0, "bytes": 2_000_000,
+                     "kind": "small", "measured_s": pytest.approx(0.1875), "estimated_s": 0.25,
+                     "error_s": pytest.approx(0.0625)}],
     }
     assert got == expected
     assert list(got) == list(expected)
