@@ -140,22 +140,24 @@ def read_job_records(paths: Iterable[str | Path]) -> list[IterationRecord]:
 
 
 def bucket_times_s(records: Iterable, dilation: float = 1.0) -> dict[str, tuple[float, ...]]:
-    """Per job, the time of each bucket's allreduce: per iteration the slowest rank's time of that
-    bucket, then the mean over iterations, in virtual seconds (wall over ``dilation``); the measured
-    and the simulated records (:class:`IterationRecord`, :class:`sim.flowsim.SimIterationRecord`)
-    aggregate alike, as their communication times do. A job whose records differ in their number of
-    buckets is left out (a resumed run of other buckets: no bucket to pair)."""
-    slowest: dict[str, dict[int, list[float]]] = {}
+    """Per job, the time of each bucket's allreduce as the job's communication time counts it: per
+    iteration the bucket times of its slowest rank (the one whose ``comm_s`` is the iteration's, the
+    first such rank on a tie), then the mean over iterations, in virtual seconds (wall over
+    ``dilation``); they sum to the job's mean communication time. The measured and the simulated
+    records (:class:`IterationRecord`, :class:`sim.flowsim.SimIterationRecord`) aggregate alike. A
+    job whose records differ in their number of buckets is left out (nothing to pair)."""
+    slowest: dict[str, dict[int, tuple[float, int, tuple[float, ...]]]] = {}
     counts: dict[str, set[int]] = {}
     for r in records:
         counts.setdefault(r.job, set()).add(len(r.bucket_comm_s))
-        it = slowest.setdefault(r.job, {}).setdefault(r.iteration, [0.0] * len(r.bucket_comm_s))
-        if len(it) == len(r.bucket_comm_s):
-            it[:] = [max(a, b / dilation) for a, b in zip(it, r.bucket_comm_s, strict=True)]
+        its = slowest.setdefault(r.job, {})
+        held = its.get(r.iteration)
+        if held is None or (r.comm_s, -r.rank) > held[:2]:
+            its[r.iteration] = (r.comm_s, -r.rank, tuple(r.bucket_comm_s))
     out = {}
     for job, its in slowest.items():
-        if len(counts[job]) != 1 or not its:
+        if len(counts[job]) != 1:
             continue
         (n,) = counts[job]
-        out[job] = tuple(sum(its[i][b] for i in sorted(its)) / len(its) for b in range(n))
+        out[job] = tuple(sum(its[i][2][b] for i in its) / dilation / len(its) for b in range(n))
     return out

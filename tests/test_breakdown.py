@@ -22,13 +22,16 @@ def rec(job, rank, it, times, sizes=None):
                            collective="ring", bucket_bytes=tuple(sizes), bucket_comm_s=tuple(times))
 
 
-def test_a_buckets_time_is_the_slowest_ranks_per_iteration_then_the_mean():
-    """Bucket 0's slowest rank is rank 1 in iteration 0 and rank 0 in iteration 1: (3 + 5) / 2; dilation 2
-    halves; a job with records of different bucket counts has no buckets to pair."""
-    records = [rec("a", 0, 0, (1.0, 4.0)), rec("a", 1, 0, (3.0, 2.0)), rec("a", 0, 1, (5.0, 1.0)),
+def test_a_buckets_time_is_the_slowest_ranks_then_the_mean_and_they_sum_to_the_communication_time():
+    """The slowest rank is rank 0 in iteration 0 (5 s against 5 s: the first on a tie) and in iteration 1
+    (6 s): buckets (1 + 5) / 2 and (4 + 1) / 2, not each bucket's slowest rank (a rank done early with one
+    bucket waits longer in the next); dilation 2 halves; a job with records of different bucket counts has
+    no buckets to pair."""
+    records = [rec("a", 1, 0, (3.0, 2.0)), rec("a", 0, 0, (1.0, 4.0)), rec("a", 0, 1, (5.0, 1.0)),
                rec("a", 1, 1, (2.0, 2.0)), rec("b", 0, 0, (1.0,)), rec("b", 1, 0, (1.0, 1.0))]
-    assert bucket_times_s(records) == {"a": (4.0, 3.0)}
-    assert bucket_times_s(records, dilation=2.0) == {"a": (2.0, 1.5)}
+    assert bucket_times_s(records) == {"a": (3.0, 2.5)}
+    assert sum(bucket_times_s(records)["a"]) == (5.0 + 6.0) / 2
+    assert bucket_times_s(records, dilation=2.0) == {"a": (1.5, 1.25)}
 
 
 def test_the_simulators_buckets_add_up_to_its_communication_time_alone():
