@@ -7,6 +7,9 @@
     python run_testbed.py check experiments/x.yaml      # validate a config, no root needed
     python run_testbed.py --backend sim -c experiments/trace.yaml   # a cluster trace on the simulator
     python run_testbed.py validate RUN_DIR --estimates my_sim.csv   # your simulator against a run
+    python run_testbed.py validate RUN_DIR --simulator latency_us=60,token_buckets=true
+                                                        # the run re-simulated with other options, against it
+    python run_testbed.py calibrate RUN_DIR             # the simulator's per-message latency, fitted to a run
     python run_testbed.py sweep -c experiments/x.yaml --vary topology.oversubscription=1,2,4,8,20 --seeds 1-10
                                                         # one parameter x seeds on the simulator, no root
                                                         # (--backend emu: on the emulator, as root)
@@ -112,14 +115,63 @@ def cmd_clean(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    """Compare anyone's per-job estimates (a CSV) with a run's measurements; no root needed."""
-    from experiment.estimates import compare_estimates, read_estimates, report_lines, write_estimates_report
+    """Compare anyone's per-job estimates (a CSV), or the run re-simulated with other simulator options,
+    with a run's measurements; no root needed."""
+    from common.specs import safe_name
+    from experiment.estimates import (
+        compare_estimates,
+        parse_estimates,
+        read_estimates,
+        report_lines,
+        write_estimates_report,
+    )
+    from experiment.revalidate import options_name, parse_simulator_options, read_recorded_run
 
-    report = compare_estimates(args.run_dir, read_estimates(args.estimates))
+    if (args.estimates is None) == (args.simulator is None):
+        print("error: give one of --estimates FILE.csv or --simulator KEY=VALUE,...", file=sys.stderr)
+        return 2
+    name = None
+    if args.estimates is not None:
+        estimates = read_estimates(args.estimates)
+    else:
+        options = parse_simulator_options(args.simulator)
+        text = read_recorded_run(args.run_dir).estimates_csv(options)
+        estimates = parse_estimates(text, f"simulator {options_name(options)}")
+        name = safe_name("sim-" + options_name(options))
+        csv_path = os.path.join(args.run_dir, f"estimates-{name}.csv")
+        with open(csv_path, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"re-simulated with simulator {options_name(options)}: {csv_path}")
+    report = compare_estimates(args.run_dir, estimates)
     print("\n".join(report_lines(report)))
-    written = write_estimates_report(report, args.run_dir)
+    written = write_estimates_report(report, args.run_dir, name)
     if written:
         print(f"written: {', '.join(written)}")
+    return 0
+
+
+def cmd_calibrate(args) -> int:
+    """Fit the simulator's per-message latency to a run's uncontended jobs; no root needed."""
+    from common.jsonfile import write_json_atomic
+    from experiment.revalidate import CALIBRATED_CLASS, calibrate_latency, read_recorded_run
+
+    run = read_recorded_run(args.run_dir)
+    print(f"fitting simulator.latency_us to the {CALIBRATED_CLASS} jobs of {args.run_dir} (the step-level simulator "
+          f"re-run on the recorded schedule, about 20 times)...", flush=True)
+    c = calibrate_latency(run)
+    print(f"latency_us: {c.latency_us:g} (paper-scale µs per message at dilation {run.cfg.dilation:g}; "
+          f"{c.wall_us:g} µs of wall time)")
+    print(f"  {CALIBRATED_CLASS:<13} configured ({run.cfg.simulator.latency_us:g} µs): {c.before.line()}")
+    print(f"  {CALIBRATED_CLASS:<13} fitted: {c.after.line()}")
+    for cls, after in c.by_class_after.items():
+        if cls != CALIBRATED_CLASS:
+            before = c.by_class_before.get(cls)
+            print(f"  {cls:<13} {before.line() if before else '-'} -> {after.line()}")
+    path = os.path.join(args.run_dir, "calibration.json")
+    write_json_atomic(path, {**c.to_dict(), "dilation": run.cfg.dilation}, indent=1)
+    print(f"written: {path}")
+    print(f"use it: simulator: {{latency_us: {c.latency_us:g}}} in a config run at dilation {run.cfg.dilation:g} "
+          f"(at dilation D: {c.wall_us:g} / D)")
     return 0
 
 
@@ -187,7 +239,13 @@ def main(argv=None) -> int:
     validate = sub.add_parser("validate", help="compare your simulator's per-job estimates (CSV) with a run's "
                                                "measurements (no root needed)")
     validate.add_argument("run_dir", help="a run's results directory (results/<timestamp>-<name>)")
-    validate.add_argument("--estimates", required=True, help="CSV: job, comm_s and/or iteration_s[, policy]")
+    validate.add_argument("--estimates", help="CSV: job, comm_s and/or iteration_s[, policy]")
+    validate.add_argument("--simulator", metavar="KEY=VALUE,...",
+                          help="instead: re-simulate the run's schedule with its config's simulator section changed "
+                               "so (e.g. latency_us=60,token_buckets=true) and compare that")
+    calibrate = sub.add_parser("calibrate", help="fit the simulator's per-message latency to a run's uncontended "
+                                                 "jobs (no root needed)")
+    calibrate.add_argument("run_dir", help="an emulated run's results directory (results/<timestamp>-<name>)")
     sweep = sub.add_parser("sweep", help="vary one config field over values and seeds and compare the policies' "
                                           "normalised JCT (on the simulator, no root; or --backend emu)")
     sweep.add_argument("-c", "--config", default=DEFAULT_CONFIG, help="experiment YAML (default: %(default)s)")
@@ -209,14 +267,14 @@ def main(argv=None) -> int:
                        help="sim: the flow-level simulator (no root); emu: the emulated network, one point after "
                             "another (root); default: %(default)s")
     sweep.add_argument("--results", help="results base directory (default: the config's results_dir)")
-    if not argv or argv[0] not in ("run", "check", "clean", "validate", "sweep", "-h", "--help"):
+    if not argv or argv[0] not in ("run", "check", "clean", "validate", "calibrate", "sweep", "-h", "--help"):
         argv = ["run", *argv]
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
     try:
         return {"run": cmd_run, "check": cmd_check, "clean": cmd_clean, "validate": cmd_validate,
-                "sweep": cmd_sweep}[args.command](args)
+                "calibrate": cmd_calibrate, "sweep": cmd_sweep}[args.command](args)
     except TestbedError as e:
         if type(e).__name__ == "PolicyIncomplete":
             print(f"incomplete: {_one_line(e)}", file=sys.stderr)

@@ -64,7 +64,7 @@ from common.files import UnreadableFile, read_regular_file
 from common.jsonfile import write_json_atomic
 from common.specs import safe_name
 from experiment.export import read_run_json
-from experiment.validation import Comparison, ValidationStats, validation_stats
+from experiment.validation import Comparison, ValidationStats, job_class, stats_by_class, validation_stats
 
 MAX_FILE_BYTES = 16 << 20
 EXAMPLES_PER_REASON = 3
@@ -244,6 +244,8 @@ class MeasuredJob:
         comm_mean_s: mean communication time per iteration (``summary.json``'s ``comm_mean_s``).
         compute_mean_s: mean compute time per iteration.
         jct_s: job completion time (None: the run did not record it).
+        job_class: its validation class by its fidelity verdict (:func:`experiment.validation.job_class`;
+            None: no verdict, as on the simulator).
     """
 
     policy: str
@@ -252,6 +254,7 @@ class MeasuredJob:
     comm_mean_s: float | None
     compute_mean_s: float | None
     jct_s: float | None = None
+    job_class: str | None = None
 
     @property
     def local(self) -> bool:
@@ -314,8 +317,10 @@ def run_measurements(summary: dict) -> RunMeasurements:
         for job, j in s["jobs"].items():
             j = j if isinstance(j, dict) else {}
             machines = j.get("machines") if isinstance(j.get("machines"), list) else []
+            fidelity = j.get("fidelity") if isinstance(j.get("fidelity"), str) else None
             jobs.append(MeasuredJob(s["policy"], job, tuple(machines), _time_or_none(j.get("comm_mean_s")),
-                                    _time_or_none(j.get("compute_mean_s")), _time_or_none(j.get("jct_s"))))
+                                    _time_or_none(j.get("compute_mean_s")), _time_or_none(j.get("jct_s")),
+                                    job_class(fidelity)))
     unplaced = summary.get("unplaced") if isinstance(summary.get("unplaced"), dict) else {}
     return RunMeasurements(str(summary.get("name", "")), tuple(specs), tuple(jobs), tuple(unplaced))
 
@@ -373,7 +378,8 @@ class MetricResult:
         """JSON-serialisable form."""
         return {"metric": self.metric, "column": self.column, "measured": METRIC_LABELS[self.metric],
                 "comparisons": [c.to_dict() for c in self.comparisons],
-                "per_policy": {p: s.to_dict() for p, s in self.per_policy}, "overall": self.overall.to_dict()}
+                "per_policy": {p: s.to_dict() for p, s in self.per_policy}, "overall": self.overall.to_dict(),
+                "by_class": {c: s.to_dict() for c, s in stats_by_class(self.comparisons).items()}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -527,7 +533,7 @@ def compare(estimates: EstimatesFile, run: RunMeasurements) -> EstimatesReport:
             if not _positive(value):
                 issues.add("not_measured", row.line, f"{column} of {row.job} under {policy}")
                 continue
-            found[metric].append(Comparison(policy, row.job, value, estimate))
+            found[metric].append(Comparison(policy, row.job, value, estimate, measured.job_class))
     results = tuple(MetricResult(m, tuple(cs), tuple((p, validation_stats([c for c in cs if c.policy == p]))
                                                      for p in run.policies), validation_stats(cs))
                     for m, cs in found.items())
@@ -580,6 +586,8 @@ def report_lines(report: EstimatesReport) -> list[str]:
         for policy, stats in m.per_policy:
             lines.append(f"  {label} {policy:<14} {stats.line()}")
         lines.append(f"  {label} {'all':<14} {m.overall.line()}")
+        for cls, stats in stats_by_class(m.comparisons).items():
+            lines.append(f"  {label}   {cls:<13} {stats.line()}")
         w = m.overall.worst
         if w is not None:
             lines.append(f"  {label} worst: {w.job} under {w.policy}: measured {w.measured_s:.4g} s, estimated "

@@ -1,0 +1,256 @@
+"""A recorded run re-simulated with other simulator options, to validate them against its measurements.
+
+An emulated run estimates every job with the simulator options of its config (``simulator:``).
+``run_testbed.py validate RUN_DIR --simulator latency_us=60,token_buckets=true`` asks what other
+options would have estimated: the run's own schedule (its batches or its start times, its
+placements, its jobs' recorded buckets) is re-driven through the simulator
+(:func:`experiment.resimulate.simulate_schedule`, the function the run itself used) with the
+options changed, and the estimates are compared with the measurements as any user's are
+(:mod:`experiment.estimates`): per policy, overall, per class of job. Nothing is re-measured: no
+root, seconds of CPU. With no option changed it gives the run's own estimates back.
+
+What cannot be re-driven from the files is refused with one message: a run with preemptions (the
+ends of preempted runs are not written), with time-shift decisions (Cassini's), or whose
+simulator needs the measured start offsets (MLTCP congestion controls).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import math
+import os
+
+from common.errors import ConfigError
+from common.specs import safe_name
+from experiment.config import from_dict, to_dict
+from experiment.config_rules import check_fields
+from experiment.estimates import EstimatesError, EstimatesReport, compare, parse_estimates, run_measurements
+from experiment.export import read_run
+from experiment.loop import LoopResult, Started
+from experiment.resimulate import simulate_schedule
+from experiment.simrun import mltcp_flows
+from experiment.validation import Comparison, ValidationStats, stats_by_class, validation_stats
+from placement.base import Placement
+from scheduling import make_scheduler
+
+
+def parse_simulator_options(text: str) -> dict:
+    """``key=value,key=value`` of the config's ``simulator`` section (values as YAML scalars:
+    numbers, true/false, names); the config validates them.
+
+    Raises:
+        ConfigError: an item without ``=`` or a key given twice.
+    """
+    out: dict = {}
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            raise ConfigError(f"--simulator: {item!r} is not key=value (e.g. latency_us=60,token_buckets=true)")
+        if key in out:
+            raise ConfigError(f"--simulator: {key} given twice")
+        out[key] = _scalar(value)
+    if not out:
+        raise ConfigError("--simulator: no option given (e.g. latency_us=60,token_buckets=true)")
+    return out
+
+
+def _scalar(value: str):
+    low = value.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedRun:
+    """What re-simulating a run needs of its files, read once (:func:`read_recorded_run`).
+
+    Attributes:
+        run_dir: the run's directory.
+        cfg: its config.
+        g: its topology.
+        summary: its ``summary.json``.
+        schedules: per policy, in the run's order: its starts (a :class:`LoopResult`), its batches
+            (None: not a batch scheduler) and its jobs' recorded buckets.
+    """
+
+    run_dir: str
+    cfg: object
+    g: object
+    summary: dict
+    schedules: tuple[tuple[str, LoopResult, list[list[str]] | None, dict], ...]
+
+    def estimates_csv(self, options: dict) -> str:
+        """Every policy's jobs re-simulated with the config's ``simulator`` section updated by
+        ``options``, as an estimates CSV (``policy, job, comm_s, iteration_s``).
+
+        Raises:
+            ConfigError: an option is unknown or out of range (the config's message).
+        """
+        data = to_dict(self.cfg)
+        data["simulator"] = {**data.get("simulator", {}), **options}
+        cfg = check_fields(from_dict(data))
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(["policy", "job", "comm_s", "iteration_s"])
+        for policy, loop, batches, buckets in self.schedules:
+            estimates = simulate_schedule(cfg, self.g, loop, buckets, batches)
+            for job in sorted(estimates):
+                e = estimates[job]
+                if e.comm_mean_s is not None:
+                    w.writerow([policy, job, repr(e.comm_mean_s), repr(e.iteration_mean_s)])
+        return out.getvalue()
+
+    def compare(self, options: dict) -> EstimatesReport:
+        """:meth:`estimates_csv` with ``options`` compared with the run's measurements."""
+        text = self.estimates_csv(options)
+        return compare(parse_estimates(text, f"simulator {options_name(options)}"), run_measurements(self.summary))
+
+
+def read_recorded_run(run_dir: str) -> RecordedRun:
+    """The run in ``run_dir``, ready to re-simulate.
+
+    Raises:
+        EstimatesError: the run cannot be re-driven from its files (see the module docstring).
+        experiment.export.ResultsError: a results file is missing or malformed.
+    """
+    cfg, g, summary, files = read_run(run_dir)
+    if mltcp_flows(cfg) is not None:
+        raise EstimatesError(f"{run_dir}: its hosts ran an MLTCP congestion control, whose re-simulation needs "
+                             "the measured start offsets of its jobs; compare its own estimates (jobs.csv)")
+    in_batches = make_scheduler(cfg.scheduler, seed=cfg.seed).starts_in_batches
+    schedules = []
+    for s in summary.get("policies") or []:
+        policy = s["policy"]
+        if s.get("preemptions"):
+            raise EstimatesError(f"{run_dir}: policy {policy} preempted jobs {s['preemptions']} time(s); the ends of "
+                                 "preempted runs are not in its files, so its schedule cannot be re-driven")
+        if os.path.exists(os.path.join(run_dir, safe_name(policy), "decisions.json")):
+            raise EstimatesError(f"{run_dir}: policy {policy} time-shifted jobs (decisions.json); its shifts are "
+                                 "not re-driven from the files")
+        pf = files[policy]
+        starts = tuple(Started(float(p["start_s"]), p["job"], Placement.from_dict(p)) for p in pf.placements)
+        batches = None
+        if in_batches:
+            waves: dict[int, list[str]] = {}
+            for p in pf.placements:
+                waves.setdefault(int(p.get("wave", 0)), []).append(p["job"])
+            batches = [waves[k] for k in sorted(waves)]
+        schedules.append((policy, LoopResult(jct_s={}, segments=(), preemptions=0, starts=starts), batches,
+                          dict(pf.recorded_buckets)))
+    return RecordedRun(run_dir, cfg, g, summary, tuple(schedules))
+
+
+def options_name(options: dict) -> str:
+    """``latency_us=60,token_buckets=true``: the options as given, for names and messages."""
+    return ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in options.items())
+
+
+CALIBRATED_CLASS = "uncontended"
+"""The jobs a latency is fitted on: those alone on their links, whose estimate is bytes over rates
+plus latency, nothing of how links are shared."""
+
+MAX_LATENCY_US = 5000.0
+"""The largest per-message latency :func:`calibrate_latency` considers, paper-scale microseconds."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LatencyCalibration:
+    """A per-message latency fitted to a run's uncontended jobs (:func:`calibrate_latency`).
+
+    Attributes:
+        latency_us: the fitted ``simulator.latency_us``, paper-scale microseconds (0.1 µs resolution).
+        wall_us: the same in wall microseconds (times the run's dilation): what the machine spent.
+        jobs: uncontended jobs fitted on.
+        before: the run's configured options' validation of those jobs.
+        after: the fitted latency's.
+        by_class_before, by_class_after: every class's validation with the configured options and
+            with the fitted latency (:func:`experiment.validation.stats_by_class`), so a user sees what
+            the latency does to the jobs it was not fitted on.
+        evaluations: re-simulations made.
+    """
+
+    latency_us: float
+    wall_us: float
+    jobs: int
+    before: ValidationStats
+    after: ValidationStats
+    by_class_before: dict
+    by_class_after: dict
+    evaluations: int
+
+    def to_dict(self) -> dict:
+        """JSON form (``calibration.json``)."""
+        return {"simulator": {"latency_us": self.latency_us}, "wall_us": self.wall_us, "jobs": self.jobs,
+                "fitted_on": CALIBRATED_CLASS, "before": self.before.to_dict(), "after": self.after.to_dict(),
+                "by_class_before": {c: s.to_dict() for c, s in self.by_class_before.items()},
+                "by_class_after": {c: s.to_dict() for c, s in self.by_class_after.items()},
+                "evaluations": self.evaluations}
+
+
+def calibrate_latency(run: RecordedRun, tolerance_us: float = 1.0) -> LatencyCalibration:
+    """The ``simulator.latency_us`` that makes the step-level simulator's estimates of the run's
+    uncontended jobs closest to their measurements: the least sum of squared relative errors of their
+    communication times, by golden-section search over [0, :data:`MAX_LATENCY_US`] (each estimate
+    grows with the latency, so the sum is unimodal) to ``tolerance_us``. The run's other simulator
+    options are kept.
+
+    Raises:
+        EstimatesError: the run has no uncontended job measured (nothing to fit on), or its simulator
+            is not the step-level one (the fluid engine's latency is per step too, but its validation
+            is not what a latency is fitted on).
+    """
+    if run.cfg.simulator.mode != "steps":
+        raise EstimatesError(f"{run.run_dir}: its simulator ran in {run.cfg.simulator.mode!r} mode; a latency is "
+                             "fitted on the step-level engine (simulator.mode: steps)")
+    evaluations = 0
+    memo: dict[float, EstimatesReport] = {}
+
+    def report(latency_us: float) -> EstimatesReport:
+        nonlocal evaluations
+        key = round(latency_us, 1)
+        if key not in memo:
+            evaluations += 1
+            memo[key] = run.compare({"latency_us": key})
+        return memo[key]
+
+    def fitted(r: EstimatesReport) -> list[Comparison]:
+        comm = r.metric("comm")
+        return [c for c in (comm.comparisons if comm else ()) if c.job_class == CALIBRATED_CLASS]
+
+    def cost(latency_us: float) -> float:
+        return sum(c.rel_error ** 2 for c in fitted(report(latency_us)))
+
+    configured = run.compare({})
+    if not fitted(configured):
+        raise EstimatesError(f"{run.run_dir}: no uncontended job was measured (every job shared links, ran on one "
+                             "machine or was latency-bound); calibrate on a run with jobs alone on their links, "
+                             "such as the default experiment's")
+    lo, hi = 0.0, MAX_LATENCY_US
+    ratio = (math.sqrt(5) - 1) / 2
+    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    while hi - lo > tolerance_us:
+        if cost(a) <= cost(b):
+            hi, b = b, a
+            a = hi - ratio * (hi - lo)
+        else:
+            lo, a = a, b
+            b = lo + ratio * (hi - lo)
+    best = min((lo, hi, 0.0), key=cost)
+    after = report(best)
+    comm_before, comm_after = configured.metric("comm"), after.metric("comm")
+    return LatencyCalibration(
+        latency_us=round(best, 1), wall_us=round(best * run.cfg.dilation, 1), jobs=len(fitted(after)),
+        before=validation_stats(fitted(configured)), after=validation_stats(fitted(after)),
+        by_class_before=stats_by_class(comm_before.comparisons), by_class_after=stats_by_class(comm_after.comparisons),
+        evaluations=evaluations)
