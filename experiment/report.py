@@ -197,7 +197,7 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> PolicySummary:
         spec = next(j for j in cfg.jobs if j.name == job)
         verdict, estimate = verdicts.get(job), result.estimates.get(job)
         estimate_s = estimate.comm_mean_s if estimate else None
-        if estimate is not None and job in recorded_bytes:
+        if comparable(_mean(comm), estimate_s) and job in recorded_bytes:  # the jobs the validation compares
             buckets += compare_buckets(result.policy, job, job_class(verdict.status if verdict else None),
                                        p.machines_by_rank, spec.collective, recorded_bytes[job],
                                        measured_buckets.get(job), estimate.bucket_comm_s, cfg.mtu, cfg.scale)
