@@ -589,6 +589,7 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
         f.write(text + "\n")
     plots = write_plots(run_dir, summaries)
     plots += write_validation_plot(run_dir, summaries, overall)
+    plots += write_buckets_plot(run_dir, buckets)
     plots += plot_timelines(run_dir, {spec: r.timeline for spec, r in runs.items()})
     if measured:
         plots += write_queue_report(run_dir, measured)
@@ -756,6 +757,44 @@ def write_validation_plot(run_dir: str, summaries: Sequence[PolicySummary], over
     ax.legend(fontsize=8)
     fig.tight_layout()
     path = os.path.join(run_dir, "validation.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def write_buckets_plot(run_dir: str, buckets: Sequence[BucketComparison]) -> list[str]:
+    """``buckets.png``: estimated against measured time of every bucket of the compared jobs, one panel
+    per class of job, small and large buckets apart (:mod:`experiment.breakdown`), log-log with the line
+    of perfect agreement: where the estimates part from the measurements. Returns the paths written."""
+    classes = list(dict.fromkeys(b.job_class for b in buckets if b.measured_s > 0 and b.estimated_s > 0))
+    if not classes:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(classes), figsize=(4.6 * len(classes), 4.6), squeeze=False)
+    for ax, cls in zip(axes[0], classes, strict=True):
+        shown = [b for b in buckets if b.job_class == cls and b.measured_s > 0 and b.estimated_s > 0]
+        for kind, colour in (("small", "C1"), ("large", "C0")):
+            bs = [b for b in shown if b.kind == kind]
+            if bs:
+                ax.scatter([b.measured_s for b in bs], [b.estimated_s for b in bs], s=14, color=colour, alpha=0.7,
+                           label=f"{kind} buckets ({len(bs)})")
+        lo = min(min(b.measured_s, b.estimated_s) for b in shown) / 1.5
+        hi = max(max(b.measured_s, b.estimated_s) for b in shown) * 1.5
+        ax.plot([lo, hi], [lo, hi], color="0.5", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_title(f"{cls or 'no verdict'}: {len({(b.policy, b.job) for b in shown})} jobs", fontsize=9)
+        ax.set_xlabel("measured per bucket (s, paper scale)")
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel("simulator estimate per bucket (s)")
+    fig.tight_layout()
+    path = os.path.join(run_dir, "buckets.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [path]

@@ -29,7 +29,7 @@ def test_default_experiment_runs_every_policy_and_cleans_up(emulation_ok, tmp_pa
     (run_dir,) = [os.path.join(tmp_path, d) for d in os.listdir(tmp_path)]
     for name in ("config.json", "capabilities.json", "topology.json", "summary.json", "summary.csv", "jobs.csv",
                  "link_bytes.csv", "link_checks.csv", "report.txt", "policies.png", "queues.csv", "queues.png",
-                 "validation.png", "status.json"):
+                 "validation.png", "buckets.csv", "buckets.png", "status.json"):
         assert os.path.getsize(os.path.join(run_dir, name)) > 0, name
     with open(os.path.join(run_dir, "summary.json")) as f:
         summary = json.load(f)
@@ -58,6 +58,14 @@ def test_default_experiment_runs_every_policy_and_cleans_up(emulation_ok, tmp_pa
             assert j["estimate_s"] is not None and (j["estimate_s"] > 0) == (j["fidelity"] != "local"), j
             if j["fidelity"] in ("ok", "slow", "fast"):
                 assert j["estimate_s"] >= 0.99 * j["bound_s"], j
+        # each compared job's buckets, measured and estimated, add up to its two times
+        for job, j in s["jobs"].items():
+            mine = [b for b in s["buckets"] if b["job"] == job]
+            if j["estimate_error"] is not None:
+                assert sum(b["measured_s"] for b in mine) == pytest.approx(j["comm_mean_s"], rel=1e-9), job
+                assert sum(b["estimated_s"] for b in mine) == pytest.approx(j["estimate_s"], rel=1e-9), job
+            else:
+                assert not mine, job
                 assert j["estimate_error"] == pytest.approx(j["estimate_s"] / j["comm_mean_s"] - 1)
         assert s["validation"]["n"] == sum(j["estimate_error"] is not None for j in s["jobs"].values())
         assert s["jobs_checked"] == sum(j["fidelity"] in ("ok", "slow", "fast") for j in s["jobs"].values())
