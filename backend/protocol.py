@@ -37,6 +37,8 @@ class ExperimentJob:
         iterations: work as measured training iterations (the network back ends run these).
         duration_s: work as running time on its GPUs, seconds (the ``durations`` back end, and
             oracle schedulers' remaining service); None when only the network decides it.
+        machines: the machine of each rank when the config pins the job (``jobs[].machines``); empty: not
+            pinned.
     """
 
     name: str
@@ -46,6 +48,7 @@ class ExperimentJob:
     collective: str = "ring"
     iterations: int | None = None
     duration_s: float | None = None
+    machines: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.workers < 1:
@@ -61,7 +64,8 @@ class ExperimentJob:
 
     def request(self) -> JobRequest:
         """The job as a placer sees it."""
-        return JobRequest(self.name, self.model, self.workers, self.collective, arrival_s=self.arrival_s)
+        return JobRequest(self.name, self.model, self.workers, self.collective, arrival_s=self.arrival_s,
+                          machines=self.machines)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -124,6 +124,8 @@ class JobConfig:
     submitted at ``arrival_s`` (paper-scale seconds from the start of the policy's run).
 
     ``name`` names the job's worker output files, hence :data:`~experiment.config_rules.NAME_RE`.
+    ``machines`` pins it: the machine of each rank, in rank order (a machine named twice hosts two
+    ranks), for the ``pinned`` policy (:mod:`placement.pinned`); other policies ignore it.
     """
 
     name: str = rule_field(Name())
@@ -131,6 +133,7 @@ class JobConfig:
     workers: int = rule_field(Integer(1, 100_000))
     collective: str = rule_field(Name(_collectives), "ring")
     arrival_s: float = rule_field(Real(0, 10**9), 0.0)
+    machines: tuple = rule_field(ListOf(Name(), 0, 100_000, "machine names, one per rank"), factory=tuple)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -731,7 +734,7 @@ def validate(cfg: ExperimentConfig, backend: str = "emu"):
     if cfg.trace.file:
         _validate_trace(cfg, free)
     else:
-        _validate_jobs(cfg, free)
+        _validate_jobs(cfg, free, g)
     _validate_policies(cfg)
     _validate_scheduler(cfg)
     cfg.cassini.timings()  # the measured profiles, when given, read as such
@@ -809,7 +812,22 @@ def _validate_trace(cfg: ExperimentConfig, free: int) -> None:
                           f"{t.span_s:g} s fits the cluster's {free} free GPUs")
 
 
-def _validate_jobs(cfg: ExperimentConfig, free: int) -> None:
+def _validate_pins(where: str, job: JobConfig, g) -> None:
+    """A pinned job names one machine of the topology per rank, no machine more times than it has GPUs."""
+    if not job.machines:
+        return
+    if len(job.machines) != job.workers:
+        fail(where, list(job.machines), f"names {len(job.machines)} machine(s) for {job.workers} workers",
+             "one machine per rank, in rank order")
+    for m in dict.fromkeys(job.machines):
+        if m not in g or g.nodes[m].get("role") != "machine":
+            fail(where, m, "is not a machine of the topology", "the topology's machine names (h1, h2, ...)")
+        if job.machines.count(m) > g.nodes[m]["gpus"]:
+            fail(where, m, f"hosts {job.machines.count(m)} ranks but has {g.nodes[m]['gpus']} GPUs",
+                 "at most one rank per GPU")
+
+
+def _validate_jobs(cfg: ExperimentConfig, free: int, g) -> None:
     if not cfg.jobs:
         raise ConfigError("config.jobs: 0 jobs given (a list of 1 to 1000 jobs, or a trace: section)")
     names = set()
@@ -821,6 +839,7 @@ def _validate_jobs(cfg: ExperimentConfig, free: int) -> None:
         if j.workers > free:
             raise ConfigError(f"config.jobs: job {j.name!r} needs {j.workers} GPUs but the cluster has only "
                               f"{free} free (after background load); it can never be placed")
+        _validate_pins(f"{where}.machines", j, g)
         if cfg.mode == "train" and j.model != "small_cnn":
             raise ConfigError(f"config.jobs: job {j.name!r}: mode 'train' trains only model 'small_cnn', "
                               f"not {j.model!r}; use mode 'replay' for profiled models")

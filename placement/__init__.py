@@ -48,6 +48,7 @@ from placement.netpack.baselines import (
     TetrisPolicy,
 )
 from placement.netpack.policy import NetPackPolicy
+from placement.pinned import PinnedPolicy
 from placement.random_policy import RandomPolicy
 from placement.spread import SpreadPolicy
 from placement.themis import ThemisPolicy
@@ -62,6 +63,7 @@ __all__ = [
     "ClusterView",
     "CombPolicy",
     "ConsolidatePolicy",
+    "PinnedPolicy",
     "FlowBalancePolicy",
     "GpuBalancePolicy",
     "GpuSlot",
@@ -102,6 +104,7 @@ POLICIES: dict[str, type[PlacementPolicy]] = {
     "comb": CombPolicy,
     "themis": ThemisPolicy,
     "cassini": CassiniPolicy,
+    "pinned": PinnedPolicy,
 }
 
 

@@ -40,6 +40,8 @@ class JobRequest:
         workers: number of workers, one GPU each.
         collective: allreduce algorithm name (see ``jobs.collectives``).
         arrival_s: arrival time in seconds (0 for a static experiment).
+        machines: the machine of each rank, when the experiment pins the job (the ``pinned``
+            policy places it there, :mod:`placement.pinned`); empty: not pinned.
     """
 
     name: str
@@ -47,6 +49,7 @@ class JobRequest:
     workers: int
     collective: str = "ring"
     arrival_s: float = 0.0
+    machines: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.workers < 1:

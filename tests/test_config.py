@@ -26,7 +26,7 @@ def base(**over):
 def test_default_experiment_is_valid():
     """experiments/default.yaml loads, validates, uses every policy but the NetPack paper's baselines
     (experiments/netpack.yaml runs those) and Cassini with its Themis-like base (experiments/cassini.yaml
-    runs those), and 4-6 jobs of 2-8 workers."""
+    runs those) and pinned placement (experiments/validation_pairs.yaml runs it), and 4-6 jobs of 2-8 workers."""
     cfg = config.load(DEFAULT)
     g = config.validate(cfg)
     assert g.graph["kind"] == "fat_tree" and g.graph["params"]["k"] == 4
@@ -34,7 +34,7 @@ def test_default_experiment_is_valid():
     from placement.netpack.baselines import BaselinePolicy
     baselines = {name for name, cls in POLICIES.items() if issubclass(cls, BaselinePolicy)}
     assert len(baselines) == 6
-    assert set(config.policy_specs(cfg)) == set(POLICIES) - baselines - {"cassini", "themis"}
+    assert set(config.policy_specs(cfg)) == set(POLICIES) - baselines - {"cassini", "themis", "pinned"}
     assert 4 <= len(cfg.jobs) <= 6 and all(2 <= j.workers <= 8 for j in cfg.jobs)
     assert any(v > 0 for v in cfg.background.values())
 
@@ -620,7 +620,8 @@ def test_overrides_applied_with_replace_are_validated():
     ("jobs: [{name: a, model: resnet50, workers: 2, colective: ring}]\n",
      r"^config.jobs\[0\]: unknown key 'colective' \(did you mean 'collective'\?\)"),
     ("ecn: [1]\n", r"^config.ecn: \[1\] is not a mapping \(keys: marking, method, "),
-    ("jobs: [5]\n", r"^config.jobs\[0\]: 5 is not a mapping \(keys: name, model, workers, collective, arrival_s\)"),
+    ("jobs: [5]\n",
+     r"^config.jobs\[0\]: 5 is not a mapping \(keys: name, model, workers, collective, arrival_s, machines\)"),
     ("jobs: {name: a}\n", r"^config.jobs: \{'name': 'a'\} is not a list \(a list of 0 to 1000 jobs\)"),
     ("jobs: [{model: resnet50, workers: 2}]\n", r"^config.jobs\[0\]: missing required key 'name'"),
     ("background: [h1]\n", r"^config.background: \['h1'\] is not a mapping"),
