@@ -64,6 +64,7 @@ from experiment.config_rules import (
 from measure.marking import MARKING, METHODS
 from measure.ports import AFXDP_MAX_MTU, PORT_TYPES
 from measure.shaping import frame_bytes
+from topo.schema import EMULATOR_LIMITS, SIMULATOR_LIMITS, SizeLimits
 
 MODES = ("replay", "train")
 RUNTIMES = ("agent", "torch")
@@ -678,6 +679,7 @@ class BackendChecks:
         ina: checks of a config with INA jobs (``who`` names them), before the common ones.
         last: checks after every common one (the wall time of the whole run).
         describe: what ``run_testbed.py check`` adds about a valid config on this back end.
+        limits: the largest topology it takes (:class:`topo.schema.SizeLimits`).
     """
 
     name: str
@@ -687,6 +689,7 @@ class BackendChecks:
     ina: tuple[Callable[[ExperimentConfig, str], None], ...] = ()
     last: tuple[Callable[[ExperimentConfig], None], ...] = ()
     describe: Callable[[ExperimentConfig, Any], str] = lambda cfg, g: ""
+    limits: SizeLimits = EMULATOR_LIMITS
 
 
 def _emulator_runs_no_trace(cfg: ExperimentConfig) -> None:
@@ -711,8 +714,8 @@ def _ina_needs_fluid(cfg: ExperimentConfig, who: str) -> None:
 
 def validate(cfg: ExperimentConfig, backend: str = "emu"):
     """Check every field (:func:`check_fields`), then what needs several fields, the registries and
-    the topology, and what the back end checks of its own (:data:`CHECKS`); everything a run would
-    reject for the configuration alone is rejected here.
+    the topology (within the back end's size limits), and what the back end checks of its own
+    (:data:`CHECKS`); everything a run would reject for the configuration alone is rejected here.
 
     Returns:
         The topology graph the configuration describes.
@@ -726,7 +729,7 @@ def validate(cfg: ExperimentConfig, backend: str = "emu"):
     cfg = check_fields(cfg)
     for check in checks.fields:
         check(cfg)
-    g, free = _validate_topology(cfg, checks.shaped)
+    g, free = _validate_topology(cfg, checks.shaped, checks.limits)
     for check in checks.topology:
         check(cfg, g)
     _validate_ina(cfg, g, checks)
@@ -743,14 +746,14 @@ def validate(cfg: ExperimentConfig, backend: str = "emu"):
     return g
 
 
-def _validate_topology(cfg: ExperimentConfig, shaped: bool = True):
+def _validate_topology(cfg: ExperimentConfig, shaped: bool = True, limits: SizeLimits = EMULATOR_LIMITS):
     """Build the topology and its cluster with the background load; returns the graph and the free GPUs."""
     from measure.shaping import link_rates_mbps
     from placement.base import Cluster
     from topo import build_topology, machines
 
     try:
-        g = build_topology(cfg.topology.kind, **cfg.topology.params)
+        g = build_topology(cfg.topology.kind, limits=limits, **cfg.topology.params)
         if shaped:
             link_rates_mbps(g, cfg.scale, cfg.dilation)
     except TestbedError as e:
@@ -1050,9 +1053,10 @@ CHECKS: dict[str, BackendChecks] = {
         topology=(_validate_cluster, _validate_threshold_delay, _validate_marking_ramp,
                   lambda cfg, _g: _emulator_runs_no_trace(cfg)),
         last=(_validate_time_limit,), describe=_describe_emulated),
-    "sim": BackendChecks("sim", shaped=False, ina=(_ina_needs_fluid,), describe=_describe_simulated),
+    "sim": BackendChecks("sim", shaped=False, ina=(_ina_needs_fluid,), describe=_describe_simulated,
+                         limits=SIMULATOR_LIMITS),
 }
 """Back end name -> what it checks of a config beyond the common checks (:func:`validate`): the
 emulator its shaping, ECN thresholds against its queues, AF_XDP frame sizes, cluster mode and the
 wall-time limit, and it runs no trace; the simulator models INA in its fluid
-engine only."""
+engine only, and holds paper-scale fabrics (NetPack's 10,000 servers: its size limits)."""

@@ -33,6 +33,7 @@ from experiment import results
 from experiment.interleaving import annotate
 from experiment.summary import PolicyRun
 from experiment.timeline import write_timeline_csv
+from topo.schema import SizeLimits
 
 Say = Callable[[str], None]
 
@@ -59,6 +60,14 @@ class ExperimentBackend(abc.ABC):
     name: str = ""
     what: str = ""
     concurrent_runs: bool = True
+
+    @property
+    def size_limits(self) -> SizeLimits:
+        """The largest topology this back end takes (its config checks',
+        :data:`experiment.config.CHECKS`)."""
+        from experiment.config import CHECKS
+
+        return CHECKS[self.name].limits
 
     def check(self, cfg):
         """Validate ``cfg`` for this back end without touching the machine; returns the topology.
@@ -133,7 +142,7 @@ def execute(cfg, backend: ExperimentBackend, say: Say | None = None, run_dir: st
     try:
         results.write_json(os.path.join(run_dir, "config.json"), to_dict(cfg))
         results.write_json(os.path.join(run_dir, "capabilities.json"), caps)
-        write_topology_json(g, os.path.join(run_dir, "topology.json"))
+        write_topology_json(g, os.path.join(run_dir, "topology.json"), backend.size_limits)
         say(f"run {run_dir}: {backend.describe(cfg, caps, specs)}")
         runs, unplaced = _run_policies(cfg, g, backend, run_dir, caps, specs, say, stream)
     except KeyboardInterrupt:

@@ -116,7 +116,7 @@ from jobs.patterns import INA, replay_pattern
 from jobs.records import IterationRecord
 from topo.io import read_topology_json
 from topo.routing import EcmpRoutes, equal_cost_paths
-from topo.schema import natural_key
+from topo.schema import SIMULATOR_LIMITS, natural_key
 
 FORMAT = "experiment"
 FORMAT_VERSION = 1
@@ -540,7 +540,8 @@ def read_run(run_dir: str) -> tuple[ExperimentConfig, nx.Graph, dict, dict[str, 
     if not os.path.isfile(cfg_path):
         raise ResultsError(f"{cfg_path} does not exist; is {run_dir} a run directory (results/<time>-<name>/)?")
     cfg = load(cfg_path)
-    g = read_topology_json(os.path.join(run_dir, "topology.json"))
+    # Either back end's run: its topology within the larger limits, the simulator's.
+    g = read_topology_json(os.path.join(run_dir, "topology.json"), SIMULATOR_LIMITS)
     summary = read_run_json(os.path.join(run_dir, "summary.json"), "run summary")
     if not isinstance(summary, dict) or not isinstance(summary.get("policies", []), list):
         raise ResultsError(f"{run_dir}/summary.json: expected an object with a 'policies' list")

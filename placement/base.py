@@ -233,6 +233,16 @@ class ClusterView:
         return self._c._total_free
 
     @property
+    def machines_in_use(self) -> int:
+        """Machines with at least one GPU in use (background work included). O(1)."""
+        return self._c._in_use
+
+    @property
+    def partly_used_machines(self) -> int:
+        """Machines with some GPU in use and some GPU free. O(1)."""
+        return self._c._partial
+
+    @property
     def graph(self):
         """The topology graph (networkx), or None when the cluster was built without one."""
         return self._c.graph
@@ -259,6 +269,7 @@ class Cluster:
         self._index = {m.name: i for i, m in enumerate(self._machines)}
         self._n_free = {m.name: m.gpus for m in self._machines}
         self._total_free = sum(self._n_free.values())
+        self._in_use = self._partial = 0  # machines with a GPU in use; of them, those with one free
         self._jobs: dict[str, dict[str, int]] = {}  # owner -> machine -> GPUs it holds there
         self.graph = graph
 
@@ -281,6 +292,7 @@ class Cluster:
         c = Cluster(self._machines, graph=self.graph)
         c._owner = {k: list(v) for k, v in self._owner.items()}
         c._n_free, c._total_free = dict(self._n_free), self._total_free
+        c._in_use, c._partial = self._in_use, self._partial
         c._jobs = {j: dict(ms) for j, ms in self._jobs.items()}
         return c
 
@@ -296,6 +308,13 @@ class Cluster:
                 held[machine] = held.get(machine, 0) + 1
         free = sum(1 for o in owners if o is None)
         self._total_free += free - self._n_free[machine]
+        self._set_free(machine, free)
+
+    def _set_free(self, machine: str, free: int) -> None:
+        """Set ``machine``'s free GPU count, keeping the counts of machines in use and partly used."""
+        gpus, old = self._by_name[machine].gpus, self._n_free[machine]
+        self._in_use += (free < gpus) - (old < gpus)
+        self._partial += (0 < free < gpus) - (0 < old < gpus)
         self._n_free[machine] = free
 
     def snapshot(self) -> dict[str, tuple]:
@@ -325,10 +344,13 @@ class Cluster:
                 raise PlacementError(f"job {placement.job}: GPU {s} is not free")
             seen.add(s)
         held = self._jobs.setdefault(placement.job, {})
+        taken: dict[str, int] = {}
         for s in placement.slots:
             self._owner[s.machine][s.gpu] = placement.job
-            self._n_free[s.machine] -= 1
-            held[s.machine] = held.get(s.machine, 0) + 1
+            taken[s.machine] = taken.get(s.machine, 0) + 1
+        for machine, n in taken.items():
+            self._set_free(machine, self._n_free[machine] - n)
+            held[machine] = held.get(machine, 0) + n
         self._total_free -= len(placement.slots)
 
     def release(self, job: str) -> None:
@@ -338,7 +360,7 @@ class Cluster:
             for i, o in enumerate(owners):
                 if o == job:
                     owners[i] = None
-            self._n_free[machine] += n
+            self._set_free(machine, self._n_free[machine] + n)
             self._total_free += n
 
 

@@ -33,13 +33,13 @@ def cross_machine_pairs(placement: Placement) -> int:
 
 
 def used_machines(view: ClusterView) -> int:
-    """Machines with at least one GPU in use."""
-    return sum(1 for m in view.machines if not view.is_idle(m.name))
+    """Machines with at least one GPU in use. O(1): the cluster keeps the count."""
+    return view.machines_in_use
 
 
 def fragmentation(view: ClusterView) -> int:
-    """Partially used machines: some GPU in use and some GPU free."""
-    return sum(1 for m in view.machines if 0 < view.n_free(m.name) < m.gpus)
+    """Partially used machines: some GPU in use and some GPU free. O(1): the cluster keeps the count."""
+    return view.partly_used_machines
 
 
 def cross_machine_traffic_bytes(placement: Placement, steps) -> int:

@@ -18,7 +18,9 @@ simulator (``shared/specs/netpack.md`` §5.3, [Ours]):
   §2.3, without aggregation), and the job's communication then takes ``bound / x`` (latency
   unchanged);
 * the levels are recomputed at every event (a start, a completion, a removal) and are constant
-  in between, so a job's progress is linear between events and its completion time exact.
+  in between, so a job's progress is linear between events and its completion time exact. An
+  event changes the levels of the jobs coupled to its own through shared links and aggregators
+  only (the water-filling of separate groups is separate), so those alone are filled again.
 * an INA job (collective ``ina``: its machines stream to its parameter server, the ToRs of its
   tree sum them, :mod:`sim.ina`) loads its links with *streams* and each summing ToR's Peak
   Aggregation Throughput (``SimOptions.pat_bytes_s``) with its per-worker rate; where a ToR's PAT
@@ -43,24 +45,32 @@ Modelling decisions ([R]):
 * [R] A removed run keeps the measured iterations it completed; its partial iteration is lost,
   as in :mod:`sim.flowsim`.
 
-Cost per event: O(I log L) for the water-filling (I = sum of the running jobs' link counts),
-plus, once per run added, the bound and the link loads of one iteration of its collective
-(memoised per placement, collective and buckets). Jobs whose ranks share one machine load no
-link and cost O(1).
+Cost per event: O(log R) to find it among the R running jobs, plus O(I log I) for the
+water-filling of the jobs it couples (I = their link counts: the group of jobs that share links or
+aggregators with the jobs starting or ending, directly or through others; every running job when
+they are all coupled). Once per run added: the bound and the link loads of one iteration of its
+collective, memoised per placement, collective and buckets, and per bucket for every placement of
+the same shape (the same ranks per machine, routes of the same links up to their names, the same
+rates), so jobs of one shape in different places cost the routing of their rank pairs only. Jobs
+whose ranks share one machine load no link and cost O(1). A job's progress is brought up to date
+when its level changes, so the jobs an event leaves alone cost it nothing.
 
-Determinism: no randomness; runs are keyed by ``(name, run number)`` and links numbered in sorted
-order, so the result does not depend on the order of additions at one instant.
+Determinism: no randomness; runs are keyed by ``(name, run number)``, links numbered in sorted
+order and coupled jobs filled in name order, so the result does not depend on the order of
+additions at one instant. Estimates equal those of a water-filling of every running job at every
+event up to floating-point rounding (progress is summed over fewer, longer intervals; tested).
 
 Times and bytes are in the time base of the inputs, as for :func:`sim.flowsim.simulate`.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import heapq
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from common.errors import JobError, TopologyError
 from common.units import BITS_PER_BYTE, MEGA, wire_bytes
@@ -71,6 +81,12 @@ from sim.maxmin import EPS, AggregatedDemand, aggregated_fraction, fill_levels
 from topo.routing import EcmpRoutes, path_links
 
 Link = tuple[str, str]
+
+MEMO_BUCKET_SHAPES = 4096
+"""Bucket costs kept per shape (:meth:`FluidEngine._bucket_cost`), least recently used dropped first."""
+
+MEMO_PATTERNS = 256
+"""Collective patterns kept (a 64-rank ring's is 8,064 transfers), least recently used dropped first."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +148,8 @@ class _Run:
     compute_s: float = 0.0
     started: bool = False
     spilled: dict[int, float] = dataclasses.field(default_factory=dict)  # aggregator id -> level it ran out at
+    resources: tuple[int, ...] = ()  # links and aggregators (after the links) its demand may load
+    version: int = 0  # bumped at every level change: older entries of the engine's finish heap are stale
 
     @property
     def comm_iter_s(self) -> float:
@@ -201,8 +219,13 @@ class FluidEngine:
         self._runs: dict[str, int] = {}
         self._pending: list[tuple[float, tuple[str, int]]] = []  # (start_s, key) of runs not started
         self._live: dict[str, _Run] = {}  # name -> its run neither finished nor removed
+        self._ends: list[tuple[float, tuple[str, int], int]] = []  # (finish time, key, version) of started runs
+        self._users: dict[int, dict[str, None]] = {}  # resource -> the started runs whose demand may load it
+        self._freed: list[int] = []  # resources of runs removed since the last fill
+        self._patterns: collections.OrderedDict = collections.OrderedDict()  # (collective, p, size) -> steps
+        self._pairs: dict[tuple[str, int, int], tuple[tuple[int, int], ...]] = {}  # the same -> rank pairs
+        self._shapes: collections.OrderedDict = collections.OrderedDict()  # bucket shape -> its cost
         self._now_s = 0.0
-        self._dirty = False
         self.events = 0
 
     @property
@@ -229,7 +252,8 @@ class FluidEngine:
         bound, latency, demand = self._cost(spec)
         key = (spec.name, self._runs.get(spec.name, 0))
         self._runs[spec.name] = key[1] + 1
-        run = _Run(key, spec, spec.warmup_iterations + spec.iterations, bound, latency, demand, at_s=spec.start_s)
+        run = _Run(key, spec, spec.warmup_iterations + spec.iterations, bound, latency, demand, at_s=spec.start_s,
+                   resources=self._resources(demand))
         self._live[spec.name] = run
         heapq.heappush(self._pending, (spec.start_s, key))
 
@@ -244,7 +268,8 @@ class FluidEngine:
             raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
         run.move_to(self._now_s)
         if run.started:
-            self._dirty = True
+            self._leave(run)
+            self._freed.extend(run.resources)
         else:
             run.at_s = self._now_s
         return run.state(finished=False)
@@ -262,37 +287,38 @@ class FluidEngine:
         """
         if not until_s >= self._now_s:
             raise JobError(f"cannot advance to {until_s!r} s: the simulation's clock is at now_s = {self._now_s!r}")
-        if self._dirty:
-            self._reallocate(self._now_s)
+        if self._freed:
+            self._reallocate(self._now_s, [])
         while True:
             while self._pending and not self._is_live(self._pending[0][1]):
                 heapq.heappop(self._pending)
             next_start = self._pending[0][0] if self._pending else math.inf
-            running = [r for r in self._live.values() if r.started]
-            next_end = min((r.finish_time() for r in running), default=math.inf)
+            next_end = self._next_end()
             now = min(next_start, next_end)
             if now == math.inf or now > until_s:
                 break
             self.events += 1
             limit = now + EPS * max(1.0, abs(now))
-            finished = [r for r in running if r.finish_time() <= limit]
-            for run in running:
+            finished = []
+            while self._next_end() <= limit:
+                run = self._live.pop(heapq.heappop(self._ends)[1][0])
                 run.move_to(now)
-            for run in finished:
                 run.done = float(run.total)
-                del self._live[run.spec.name]
+                self._leave(run)
+                self._freed.extend(run.resources)
+                finished.append(run)
+            started = []
             while self._pending and self._pending[0][0] <= now:
                 _, key = heapq.heappop(self._pending)
                 if self._is_live(key):
                     run = self._live[key[0]]
                     run.started, run.at_s = True, now
-            self._reallocate(now)
+                    started.append(run)
+            self._reallocate(now, started)
             self._now_s = now
             if finished:
                 return [run.state(finished=True) for run in sorted(finished, key=lambda r: r.key)]
         if until_s != math.inf:
-            for run in self._live.values():
-                run.move_to(until_s)
             self._now_s = until_s
         return []
 
@@ -336,11 +362,58 @@ class FluidEngine:
         run = self._live.get(key[0])
         return run is not None and run.key == key
 
+    def _next_end(self) -> float:
+        """The earliest finish time of a started run (``math.inf``: none), stale heap entries dropped."""
+        ends = self._ends
+        while ends:
+            end_s, key, version = ends[0]
+            run = self._live.get(key[0])
+            if run is not None and run.key == key and run.version == version:
+                return end_s
+            heapq.heappop(ends)
+        return math.inf
+
+    def _resources(self, demand) -> tuple[int, ...]:
+        """The links (ids) and aggregators (ids after the links) a run's demand may ever load, sorted.
+        An INA job's spilled ToRs pass each machine's stream up its own route where a summing ToR
+        passes its first machine's (:func:`sim.ina.streams`), so its links under any spilled set are
+        among those of none and of every aggregator spilled."""
+        if not isinstance(demand, AggregatedDemand):
+            return tuple(i for i, _ in demand)
+        every = frozenset(a for a, _ in demand.aggregators)
+        links = {i for i, _ in demand.links(frozenset())} | {i for i, _ in demand.links(every)}
+        return tuple(sorted(links)) + tuple(sorted(len(self.capacity) + a for a in every))
+
+    def _leave(self, run: _Run) -> None:
+        """Take the ended run out of the resources' users."""
+        for r in run.resources:
+            users = self._users[r]
+            users.pop(run.spec.name, None)
+            if not users:
+                del self._users[r]
+
+    def _coupled(self, seeds: Sequence[int]) -> list[_Run]:
+        """The started runs that share resources with ``seeds``, directly or through other runs, by name."""
+        seen = set(seeds)
+        stack = list(seen)
+        names: set[str] = set()
+        live, users = self._live, self._users
+        while stack:
+            for name in users.get(stack.pop(), ()):
+                if name not in names:
+                    names.add(name)
+                    for r in live[name].resources:
+                        if r not in seen:
+                            seen.add(r)
+                            stack.append(r)
+        return [live[name] for name in sorted(names)]
+
     def _cost(self, spec: SimJob) -> tuple[float, float, tuple[tuple[int, float], ...]]:
         """(bandwidth bound, latency, per-link demand at full speed) of one iteration of ``spec``.
 
         The bound is :func:`jobs.steps.job_bound_s`'s (the chained bound, bucket after bucket),
-        computed here over memoised routes and once per distinct bucket size."""
+        computed here over memoised routes and once per distinct bucket size and shape
+        (:meth:`_bucket_cost`)."""
         memo = (spec.machines_by_rank, spec.collective, spec.bucket_bytes, spec.ina)
         if memo in self._costs:
             return self._costs[memo]
@@ -350,7 +423,7 @@ class FluidEngine:
             cost = self._ina_cost(spec)
         elif len(set(machines)) == 1:  # every transfer in memory
             for size in set(spec.bucket_bytes):
-                replay_pattern(spec.collective, p, size)  # rejects what the pattern rejects
+                self._pattern(spec.collective, p, size)  # rejects what the pattern rejects
             cost = (0.0, 0.0, ())
         else:
             per_size = {size: self._bucket_cost(spec, size) for size in sorted(set(spec.bucket_bytes))}
@@ -403,29 +476,58 @@ class FluidEngine:
 
     def _bucket_cost(self, spec: SimJob, size: int) -> tuple[float, int, dict[int, float]]:
         """One allreduce of ``size`` bytes: its chained bound (:func:`jobs.steps.chained_bound_s`), the
-        steps with a cross-machine transfer, and the bytes on each link."""
-        machines, mtu = spec.machines_by_rank, self.options.mtu
-        done = [0.0] * len(machines)
+        steps with a cross-machine transfer, and the bytes on each link.
+
+        These depend on the placement through its *shape* only: which ranks share a machine, which
+        links (up to their ids) each rank pair's route crosses, and those links' rates. Machines
+        and links are numbered by first appearance (ranks in order, then the pairs' routes), and
+        the cost of a shape, in those numbers, is kept for the next placement of that shape."""
+        machines = spec.machines_by_rank
+        machine_no: dict[str, int] = {}
+        ranks = tuple(machine_no.setdefault(m, len(machine_no)) for m in machines)
+        link_no: dict[int, int] = {}
+        routes = {}
+        for src, dst in self._rank_pairs(spec.collective, len(machines), size):
+            if ranks[src] != ranks[dst]:
+                routes[src, dst] = tuple(link_no.setdefault(i, len(link_no))
+                                         for i in self._route(spec.name, machines[src], machines[dst]))
+        links = list(link_no)
+        shape = (spec.collective, size, ranks, tuple(routes.values()), tuple(self.capacity[i] for i in links))
+        cost = self._shapes.get(shape)
+        if cost is None:
+            cost = self._shapes[shape] = self._shape_cost(spec.collective, size, ranks, routes, shape[-1])
+            if len(self._shapes) > MEMO_BUCKET_SHAPES:
+                self._shapes.popitem(last=False)
+        else:
+            self._shapes.move_to_end(shape)
+        bound, crossing, loads = cost
+        return bound, crossing, {links[n]: nbytes for n, nbytes in loads.items()}
+
+    def _shape_cost(self, collective: str, size: int, ranks: tuple[int, ...], routes: Mapping[tuple[int, int], tuple],
+                    capacity: Sequence[float]) -> tuple[float, int, dict[int, float]]:
+        """:meth:`_bucket_cost` of a shape: ``ranks`` the machine number of each rank, ``routes`` the
+        link numbers of each cross-machine rank pair's route, ``capacity`` each link number's rate."""
+        mtu = self.options.mtu
+        done = [0.0] * len(ranks)
         total: dict[int, float] = {}
         crossing = 0
-        for step in replay_pattern(spec.collective, len(machines), size):
+        for step in self._pattern(collective, len(ranks), size):
             step_loads: dict[int, float] = {}
-            routes = []
+            paths = []
             for src, dst, nbytes in step:
-                a, b = machines[src], machines[dst]
-                if a == b or nbytes == 0:
-                    routes.append(())
+                if ranks[src] == ranks[dst] or nbytes == 0:
+                    paths.append(())
                     continue
-                path = self._route(spec.name, a, b)
-                routes.append(path)
+                path = routes[src, dst]
+                paths.append(path)
                 cost = wire_bytes(nbytes, mtu) if mtu else nbytes
                 for i in path:
                     step_loads[i] = step_loads.get(i, 0.0) + cost
             if step_loads:
                 crossing += 1
             finished = list(done)
-            for (src, dst, _), path in zip(step, routes, strict=True):
-                length = max((step_loads[i] / self.capacity[i] for i in path), default=0.0)
+            for (src, dst, _), path in zip(step, paths, strict=True):
+                length = max((step_loads[i] / capacity[i] for i in path), default=0.0)
                 end = done[src] + length
                 finished[src] = max(finished[src], end)
                 finished[dst] = max(finished[dst], end)
@@ -433,6 +535,27 @@ class FluidEngine:
             for i, nbytes in step_loads.items():
                 total[i] = total.get(i, 0.0) + nbytes
         return max(done, default=0.0), crossing, total
+
+    def _pattern(self, collective: str, p: int, size: int) -> list:
+        """:func:`jobs.patterns.replay_pattern`, the most recently used kept."""
+        key = (collective, p, size)
+        steps = self._patterns.get(key)
+        if steps is None:
+            steps = self._patterns[key] = replay_pattern(collective, p, size)
+            if len(self._patterns) > MEMO_PATTERNS:
+                self._patterns.popitem(last=False)
+        else:
+            self._patterns.move_to_end(key)
+        return steps
+
+    def _rank_pairs(self, collective: str, p: int, size: int) -> tuple[tuple[int, int], ...]:
+        """The ``(src, dst)`` rank pairs that some transfer of the pattern joins, sorted (kept)."""
+        key = (collective, p, size)
+        pairs = self._pairs.get(key)
+        if pairs is None:
+            pairs = self._pairs[key] = tuple(sorted({(src, dst) for step in self._pattern(collective, p, size)
+                                                     for src, dst, nbytes in step if nbytes}))
+        return pairs
 
     def _route(self, job: str, a: str, b: str) -> tuple[int, ...]:
         """The link ids of the ECMP route from machine ``a`` to ``b`` (memoised)."""
@@ -446,13 +569,33 @@ class FluidEngine:
             self._paths[(a, b)] = path
         return path
 
-    def _reallocate(self, now: float) -> None:
-        """Recompute every started run's level (progress must be at ``now`` already)."""
-        self._dirty = False
-        loaded = [run for _, run in sorted(self._live.items()) if run.started and run.demand]
+    def _reallocate(self, now: float, started: Sequence[_Run]) -> None:
+        """Fill again the levels of the runs coupled to the runs just ``started`` and to the resources
+        of those that ended (:attr:`_freed`); the others keep theirs. A run whose level changes is
+        brought to ``now`` first, and its finish time queued again."""
+        seeds = self._freed
+        self._freed = []
+        for run in started:
+            if run.demand:
+                for r in run.resources:
+                    self._users.setdefault(r, {})[run.spec.name] = None
+                seeds.extend(run.resources)
+            else:  # loads nothing: at full speed from now on
+                run.version += 1
+                heapq.heappush(self._ends, (run.finish_time(), run.key, run.version))
+        if not seeds:
+            return
+        loaded = self._coupled(seeds)
         fill = fill_levels([run.demand for run in loaded], self.capacity, self._pat)
         for run, level, spilled in zip(loaded, fill.levels, fill.spilled, strict=True):
             if isinstance(run.demand, AggregatedDemand):  # a rate in the INA unit: relative to its own cap
                 alone = run.demand.cap or 1.0
                 level, spilled = level / alone, {a: at / alone for a, at in spilled.items()}
-            run.level, run.spilled = max(level, 1e-12), spilled
+            level = max(level, 1e-12)
+            run.spilled = spilled
+            if level == run.level and run.version:  # unchanged (and queued): its finish time holds
+                continue
+            run.move_to(now)
+            run.level = level
+            run.version += 1
+            heapq.heappush(self._ends, (run.finish_time(), run.key, run.version))

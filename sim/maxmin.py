@@ -239,7 +239,8 @@ def fill_levels(demands: Sequence[Pairs | AggregatedDemand], capacity: Sequence[
     left over the unfrozen jobs' weight), refreshed lazily as in :func:`maxmin_indexed`; a share
     can also drop (a spill adds weight), so every increase of a resource's weight pushes its new
     share. Levels only rise, so a share below the level reached is taken at that level. Each job
-    spills at most once per aggregator: O(I log R) for I = the jobs' pairs over every phase.
+    spills at most once per aggregator: O(I log R) for I = the jobs' pairs over every phase,
+    however many links and aggregators there are (capacities are looked up, not copied).
 
     Args:
         demands: for each job, its pairs (link id, weight) or an :class:`AggregatedDemand`.
@@ -248,16 +249,22 @@ def fill_levels(demands: Sequence[Pairs | AggregatedDemand], capacity: Sequence[
         cap_level: the highest level, > 0.
     """
     n_links = len(capacity)
-    cap = [*capacity, *aggregator_capacity]
-    n_shared = len(cap)  # links and aggregators; each capped job's own resource follows
+    n_shared = n_links + len(aggregator_capacity)  # links and aggregators; each capped job's own resource follows
+    caps: list[float] = []  # of those own resources
+
+    def cap(r: int) -> float:  # looked up, not copied: a fill may touch few of many links
+        if r < n_links:
+            return capacity[r]
+        return aggregator_capacity[r - n_links] if r < n_shared else caps[r - n_shared]
+
     weights: list[dict[int, float]] = []
     spilled: list[dict[int, float]] = [{} for _ in demands]
     private: dict[int, int] = {}  # job -> the resource holding it at its own cap (weight 1)
     for j, d in enumerate(demands):
         if isinstance(d, AggregatedDemand):
             if d.cap is not None and d.cap < cap_level:
-                private[j] = len(cap)
-                cap.append(max(0.0, d.cap))
+                private[j] = n_shared + len(caps)
+                caps.append(max(0.0, d.cap))
             weights.append(_weights(d, frozenset(), n_links, private.get(j)))
         else:
             weights.append(dict(d))
@@ -271,7 +278,7 @@ def fill_levels(demands: Sequence[Pairs | AggregatedDemand], capacity: Sequence[
             weight_left[r] = weight_left.get(r, 0.0) + x
             count[r] = count.get(r, 0) + 1
     for r in users:
-        left[r] = cap[r]
+        left[r] = cap(r)
     heap = [(left[r] / weight_left[r], r) for r in sorted(users)]
     heapq.heapify(heap)
     levels = [cap_level] * len(demands)
@@ -305,7 +312,7 @@ def fill_levels(demands: Sequence[Pairs | AggregatedDemand], capacity: Sequence[
                     if not dw:
                         continue
                     if hop not in users:
-                        users[hop], left[hop], weight_left[hop], count[hop] = {}, cap[hop], 0.0, 0
+                        users[hop], left[hop], weight_left[hop], count[hop] = {}, cap(hop), 0.0, 0
                     users[hop][j] = None
                     left[hop] += dw * level
                     weight_left[hop] += dw

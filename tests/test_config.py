@@ -549,9 +549,10 @@ def test_topology_builder_type_error_is_a_config_error():
 
 @pytest.mark.parametrize("topology, pattern", [
     ({"kind": "leaf_spine", "n_leaf": 2, "n_spine": 2000, "hosts_per_leaf": 2},
-     r"^config.topology: leaf_spine n_leaf=2, n_spine=2000, hosts_per_leaf=2 is too large: 2002 switches; "
-     r"a topology has at most 4096 machines, 1024 switches and 16384 links$"),
-    ({"kind": "fat_tree", "k": 26}, r"^config.topology: fat_tree k=26 is too large: 4394 machines; "),
+     r"^config.topology: leaf_spine n_leaf=2, n_spine=2000, hosts_per_leaf=2 is too large: 2,002 switches; "
+     r"the emulator holds at most 4,096 machines, 1,024 switches and 16,384 links "
+     r"\(the simulator holds up to 16,384 machines, 4,096 switches and 65,536 links\)$"),
+    ({"kind": "fat_tree", "k": 26}, r"^config.topology: fat_tree k=26 is too large: 4,394 machines; "),
     ({"kind": "fat_tree", "k": 4, "gpus_per_machine": 65},
      r"^config.topology: gpus_per_machine must be an integer in 1..64, got 65$"),
 ])

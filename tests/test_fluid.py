@@ -3,7 +3,11 @@
 middle, preemption, local jobs; agreement with the step-level engine where both are exact (a job
 alone); misuse fails with the offending value."""
 
+import dataclasses
+import json
 import math
+import os
+import random
 
 import pytest
 
@@ -12,8 +16,9 @@ from jobs.steps import job_bound_s
 from sim.backend import FluidSimBackend
 from sim.flowsim import SimJob, SimOptions, simulate
 from sim.fluid import FluidEngine
+from sim.ina import InaSpec
 from sim.maxmin import maxmin_levels
-from topo import fat_tree
+from topo import fat_tree, leaf_spine, machines
 
 B_MBPS = 100.0
 SIZE = 400_000  # a 2-rank ring moves SIZE bytes each way per iteration: SIZE / B alone
@@ -205,3 +210,67 @@ def test_latency_is_added_per_step_with_a_cross_machine_transfer(g):
     eng.add(SimJob("a", ("h1", "h5"), "ring", (SIZE,), 0.0, 2))
     (run,) = run_to_end(eng).values()
     assert run.estimate.comm_mean_s == pytest.approx(ALONE_S + 2e-3)
+
+
+# -- contention: the engine against a water-filling of every running job at every event -----------
+
+REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "fluid_contention.json")
+
+
+def contended_scenario():
+    """40 jobs on an oversubscribed leaf-spine, arriving every 10 ms on average: rings, halving-doubling,
+    gloo and INA jobs (PAT short of the links), spread or on neighbouring machines, with warm-ups and
+    latency; three of them preempted and restarted with their remaining iterations."""
+    g = leaf_spine(4, 2, 4, oversubscription=2, gpus_per_machine=2, host_bw_mbps=1000)
+    rates = {(u, v): d["bw_mbps"] for u, v, d in g.edges(data=True)}
+    hosts = machines(g)
+    rng = random.Random(7)
+    jobs, t = [], 0.0
+    for i in range(40):
+        t += rng.expovariate(1 / 0.01)
+        workers = rng.choice((2, 4, 6, 8))
+        collective = rng.choice(("ring", "hd", "gloo", "ina"))
+        if rng.random() < 0.6:
+            placed = rng.sample(hosts, min(len(hosts), max(1, workers // 2)))
+        else:
+            first = rng.randrange(len(hosts) - 3)
+            placed = hosts[first:first + max(1, workers // 2)]
+        ranks = tuple(placed[r * len(placed) // workers] for r in range(workers))
+        ina = None
+        if collective == "ina":  # its PS on rank 0's machine, up to two of its racks aggregating
+            ina = InaSpec(ranks[0], tuple(sorted({g.nodes[m]["rack"] for m in ranks}))[:rng.randint(0, 2)])
+        buckets = tuple(rng.choice((40_000, 120_000, 4_000, 800_000)) for _ in range(rng.randint(1, 4)))
+        jobs.append(SimJob(f"j{i:02d}", ranks, collective, buckets, rng.choice((0.0, 0.002, 0.01)), rng.randint(3, 40),
+                           rng.choice((0, 1)), start_s=t, ina=ina))
+    engine = FluidEngine(g, rates, SimOptions(mtu=1500, latency_s=2e-5, pat_bytes_s=40e6, ina_results="multicast"))
+    for j in jobs:
+        engine.add(j)
+    record = []
+    for at, name in ((0.05, "j03"), (0.08, "j10"), (0.12, "j21")):
+        while done := engine.advance(at):
+            record.extend(("finished", dataclasses.asdict(r)) for r in done)
+        if name in engine.running():
+            run = engine.remove(name)
+            record.append(("removed", dataclasses.asdict(run)))
+            spec = next(j for j in jobs if j.name == name)
+            engine.add(dataclasses.replace(spec, iterations=spec.iterations - run.iterations_done, warmup_iterations=0,
+                                           start_s=engine.now_s))
+        record.append(("levels", engine.levels()))
+    while done := engine.advance(math.inf):
+        record.extend(("finished", dataclasses.asdict(r)) for r in done)
+    return engine.events, record
+
+
+def test_contended_runs_equal_a_water_filling_of_every_job_at_every_event():
+    """Filling only the jobs an event couples, and bringing a job's progress up to date only when
+    its level changes, gives the runs and levels of a water-filling of every running job at every
+    event (saved in tests/data/fluid_contention.json), up to floating-point rounding."""
+    with open(REFERENCE, encoding="utf-8") as f:
+        expected = json.load(f)
+    events, record = contended_scenario()
+    assert events == expected["events"]
+    assert [kind for kind, _ in record] == [kind for kind, _ in expected["record"]]
+    for (_, got), (_, want) in zip(record, expected["record"], strict=True):
+        assert got.keys() == want.keys()
+        for key, value in want.items():
+            assert got[key] == (pytest.approx(value, rel=1e-9, abs=1e-15) if isinstance(value, float) else value), key

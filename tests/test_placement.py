@@ -310,6 +310,33 @@ def test_malformed_specs_rejected(spec, message):
 
 
 # --- metrics -----------------------------------------------------------------------------
+def test_kept_machine_counts_equal_a_scan_through_applies_releases_and_copies():
+    """The machines in use and partly used, kept by the cluster as GPUs are taken and freed (background
+    work, placements, releases, copies), equal a count over every machine at each step."""
+    rng = random.Random(5)
+    cluster = make_cluster([(f"m{i}", rng.choice((1, 2, 4)), 0, f"r{i // 3}") for i in range(12)])
+    cluster.set_background({"m0": 1, "m4": 2})
+
+    def scanned(view):
+        return (sum(1 for m in view.machines if not view.is_idle(m.name)),
+                sum(1 for m in view.machines if 0 < view.n_free(m.name) < m.gpus))
+
+    placed = []
+    for step in range(60):
+        view = cluster.view()
+        free = [GpuSlot(m.name, g) for m in view.machines for g in view.free_gpus(m.name)]
+        if free and (not placed or rng.random() < 0.6):
+            job = f"j{step}"
+            cluster.apply(Placement(job, tuple(rng.sample(free, rng.randint(1, min(5, len(free)))))))
+            placed.append(job)
+        elif placed:
+            cluster.release(placed.pop(rng.randrange(len(placed))))
+        if step % 10 == 9:
+            cluster = cluster.copy()
+        view = cluster.view()
+        assert (used_machines(view), fragmentation(view)) == scanned(view)
+
+
 
 def test_metrics_on_small_example():
     """Machine counts, idle machines consumed, cross-machine pairs and fragmentation are exact."""

@@ -11,6 +11,7 @@ import pytest
 from common.errors import TopologyError
 from topo import fat_tree, leaf_spine, machines, natural_key, switches
 from topo.routing import (
+    EcmpRoutes,
     ecmp_path,
     equal_cost_paths,
     next_hops,
@@ -19,6 +20,7 @@ from topo.routing import (
     route_table,
     stable_hash,
 )
+from topo.schema import assign_ports, machine_ip, machine_mac
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -205,3 +207,43 @@ def test_route_table_k8_size():
     table = route_table(g)
     assert len(table) == 128 * 127
     assert {len(p) for p in table.values()} == {3, 5, 7}
+
+
+def irregular_topology() -> nx.Graph:
+    """Eight switches wired unevenly (a tree plus chords: unequal path counts and lengths), with
+    machines on six of them, two on some."""
+    g = nx.Graph(name="irregular", kind="file", params={})
+    wiring = [(1, 2), (1, 3), (2, 4), (3, 4), (4, 5), (2, 6), (6, 7), (5, 7), (7, 8), (3, 8), (1, 5)]
+    for i in range(1, 9):
+        g.add_node(f"s{i}", role="switch", tier="edge", dpid=i, pod="p0")
+    g.add_edges_from(((f"s{a}", f"s{b}") for a, b in wiring), bw_mbps=100.0, delay_us=0.0)
+    for i, rack in enumerate((1, 1, 3, 5, 6, 8, 8, 4), start=1):
+        g.add_node(f"h{i}", role="machine", gpus=1, index=i, rack=f"s{rack}", pod="p0", ip=machine_ip(i),
+                   mac=machine_mac(i))
+        g.add_edge(f"h{i}", f"s{rack}", bw_mbps=100.0, delay_us=0.0)
+    assign_ports(g)
+    return g
+
+
+@pytest.mark.parametrize("g", [fat_tree(6), leaf_spine(5, 3, 3), irregular_topology()],
+                         ids=["fat_tree_k6", "leaf_spine", "irregular"])
+def test_kept_routes_share_a_racks_dag_and_equal_ecmp_path(g):
+    """EcmpRoutes (one BFS per destination rack, over the switches) gives ecmp_path's path for every
+    pair of nodes, machines and switches alike."""
+    routes = EcmpRoutes(g)
+    nodes = sorted(g, key=natural_key)
+    assert all(routes.path(a, b) == ecmp_path(g, a, b) for a in nodes for b in nodes)
+
+
+def test_kept_routes_name_unknown_and_unreachable_nodes():
+    """EcmpRoutes fails as ecmp_path does: an unknown node, or no path, named in a TopologyError."""
+    g = irregular_topology()
+    routes = EcmpRoutes(g)
+    with pytest.raises(TopologyError, match="unknown node 'h99'"):
+        routes.path("h1", "h99")
+    with pytest.raises(TopologyError, match="unknown node 'x1'"):
+        routes.path("x1", "h1")
+    g.remove_edge("s3", "s8")
+    g.remove_edge("s7", "s8")
+    with pytest.raises(TopologyError, match="no path from 'h1' to 'h6'"):
+        EcmpRoutes(g).path("h1", "h6")

@@ -47,6 +47,31 @@ def test_the_registry_names_the_user_facing_back_ends():
         backend_class("durations")
 
 
+def test_each_back_end_holds_topologies_up_to_its_own_size_limits():
+    """The simulator's back end takes the simulator's size limits (paper-scale fabrics); the emulator's
+    keeps the emulator's: its config checks' (experiment.config.CHECKS), which validate() applies."""
+    from experiment.config import CHECKS
+    from topo.schema import EMULATOR_LIMITS, SIMULATOR_LIMITS
+
+    assert CHECKS["emu"].limits is EMULATOR_LIMITS and CHECKS["sim"].limits is SIMULATOR_LIMITS
+    assert make_backend("sim").size_limits is SIMULATOR_LIMITS
+
+
+def test_the_simulator_checks_a_paper_scale_fabric_the_emulator_refuses():
+    """A config of NetPack's 10,000 servers (625 racks of 16) checks on the simulator's back end; the
+    emulator's refuses it, naming both back ends' limits."""
+    from common.errors import ConfigError
+
+    cfg = dataclasses.replace(small_cfg(), background={}, topology=TopologyConfig(
+        "leaf_spine", {"n_leaf": 625, "n_spine": 4, "hosts_per_leaf": 16, "gpus_per_machine": 2}))
+    g = make_backend("sim").check(cfg)
+    assert sum(1 for _, role in g.nodes(data="role") if role == "machine") == 10_000
+    with pytest.raises(ConfigError, match=r"^config.topology: leaf_spine n_leaf=625, n_spine=4, hosts_per_leaf=16 is "
+                                          r"too large: 10,000 machines; the emulator holds at most 4,096 "
+                                          r"machines, 1,024 switches and 16,384 links \(the simulator holds up to "):
+        validate(cfg, backend="emu")
+
+
 def test_job_figures_are_the_simulators(tmp_path):
     """Each job's simulated times, start, end, JCT and batch, as exact values of the small config."""
     run = policy_run(tmp_path)

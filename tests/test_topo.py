@@ -23,7 +23,7 @@ from topo import (
     write_topology_json,
 )
 from topo.io import MAX_FILE_BYTES
-from topo.schema import MAX_LINKS, MAX_MACHINES, MAX_SWITCHES, assign_ports, machine_ip, machine_mac
+from topo.schema import EMULATOR_LIMITS, SIMULATOR_LIMITS, assign_ports, machine_ip, machine_mac
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -201,12 +201,16 @@ def test_leaf_spine_rejects_bad_arguments(kwargs, arg):
 
 @pytest.mark.parametrize("builder, kwargs, pattern", [
     (leaf_spine, {"n_leaf": 2, "n_spine": 10_000_000, "hosts_per_leaf": 4},
-     r"^leaf_spine n_leaf=2, n_spine=10000000, hosts_per_leaf=4 is too large: 10000002 switches, 20000008 links; "
-     r"a topology has at most 4096 machines, 1024 switches and 16384 links$"),
-    (leaf_spine, {"n_leaf": 10**9, "n_spine": 1, "hosts_per_leaf": 1}, r"1000000000 machines, 1000000001 switches"),
-    (leaf_spine, {"n_leaf": 128, "n_spine": 128, "hosts_per_leaf": 32}, r"is too large: 20480 links;"),
-    (fat_tree, {"k": 26}, r"^fat_tree k=26 is too large: 4394 machines; a topology has at most 4096 machines"),
-    (fat_tree, {"k": 10**12}, rf"^fat_tree k={10**12} is too large: {10**36 // 4} machines, {10**24 * 5 // 4} "),
+     r"^leaf_spine n_leaf=2, n_spine=10000000, hosts_per_leaf=4 is too large: 10,000,002 switches, 20,000,008 links; "
+     r"the emulator holds at most 4,096 machines, 1,024 switches and 16,384 links$"),
+    (leaf_spine, {"n_leaf": 10**9, "n_spine": 1, "hosts_per_leaf": 1},
+     r"1,000,000,000 machines, 1,000,000,001 switches"),
+    (leaf_spine, {"n_leaf": 128, "n_spine": 128, "hosts_per_leaf": 32}, r"is too large: 20,480 links;"),
+    (fat_tree, {"k": 26}, r"^fat_tree k=26 is too large: 4,394 machines; the emulator holds at most 4,096 machines"),
+    (fat_tree, {"k": 10**12}, rf"^fat_tree k={10**12} is too large: {10**36 // 4:,} machines, {10**24 * 5 // 4:,} "),
+    (fat_tree, {"k": 42, "limits": SIMULATOR_LIMITS},
+     r"^fat_tree k=42 is too large: 18,522 machines; the simulator holds at most 16,384 machines, 4,096 switches "
+     r"and 65,536 links$"),
 ])
 def test_builders_reject_oversized_topologies_before_building(monkeypatch, builder, kwargs, pattern):
     """A topology over the size limits is a TopologyError naming the counts and limits, raised from the
@@ -221,9 +225,42 @@ def test_builders_reject_oversized_topologies_before_building(monkeypatch, build
 
 def test_largest_fat_tree_within_the_limits_builds():
     """k = 24 (3456 machines, 720 switches, 10368 links) is within the limits; they are the documented ones."""
-    assert (MAX_MACHINES, MAX_SWITCHES, MAX_LINKS) == (4096, 1024, 16384)
+    limits = (EMULATOR_LIMITS.machines, EMULATOR_LIMITS.switches, EMULATOR_LIMITS.links)
+    assert limits == (4096, 1024, 16384)
     g = fat_tree(24)
     assert len(machines(g)) == 3456 and len(switches(g)) == 720 and g.number_of_edges() == 10368
+
+
+def test_sixteen_thousand_machines_build_with_the_simulators_limits_only():
+    """A 16,384-machine leaf-spine builds within the simulator's limits (names, addresses and dpids hold
+    at that size), and the emulator's refuse it naming both back ends' limits."""
+    kwargs = {"n_leaf": 1024, "n_spine": 16, "hosts_per_leaf": 16}
+    g = build_topology("leaf_spine", limits=SIMULATOR_LIMITS, **kwargs)
+    hosts = machines(g)
+    assert len(hosts) == SIMULATOR_LIMITS.machines == 16384
+    assert hosts[-1] == "h16384" and g.nodes["h16384"]["ip"] == "10.0.64.0"
+    assert g.nodes["h16384"]["mac"] == "00:00:00:00:40:00" and g.nodes["l1024"]["dpid"] == 0x1_0000 + 1024
+    with pytest.raises(TopologyError, match=r"^leaf_spine n_leaf=1024, n_spine=16, hosts_per_leaf=16 is too large: "
+                                            r"16,384 machines, 1,040 switches, 32,768 links; the emulator holds at "
+                                            r"most 4,096 machines, 1,024 switches and 16,384 links \(the simulator "
+                                            r"holds up to 16,384 machines, 4,096 switches and 65,536 links\)$"):
+        build_topology("leaf_spine", **kwargs)
+
+
+def test_largest_fat_tree_within_the_simulators_limits_builds():
+    """k = 40 (16,000 machines, 2,000 switches, 48,000 links), the largest fat-tree within the simulator's
+    limits, builds and validates with them."""
+    g = fat_tree(40, limits=SIMULATOR_LIMITS)
+    assert len(machines(g)) == 16000 and len(switches(g)) == 2000 and g.number_of_edges() == 48000
+    with pytest.raises(TopologyError, match=r"^the topology is too large: 16,000 machines, 2,000 switches, 48,000 "
+                                            r"links; the emulator holds at most"):
+        validate_topology(g)
+
+
+def test_limits_are_not_a_builder_parameter_of_a_config():
+    """A config's topology parameter named limits (a scalar) is an unknown parameter, never the back end's limits."""
+    with pytest.raises(TopologyError, match=r"^unknown parameter\(s\) 'limits' for topology 'fat_tree'; valid: k, "):
+        build_topology("fat_tree", k=4, limits=100000)
 
 
 @pytest.mark.parametrize("builder, kwargs", [(fat_tree, {"k": 4}), (leaf_spine, {"n_leaf": 1, "n_spine": 1,
@@ -238,8 +275,8 @@ def test_gpus_per_machine_is_bounded(builder, kwargs):
 def test_validate_rejects_oversized_graph():
     """validate_topology holds any graph, hand-built or loaded, to the same size limits."""
     g = tiny_topology()
-    g.add_nodes_from((f"s{i}", {"role": "switch"}) for i in range(2, MAX_SWITCHES + 2))
-    with pytest.raises(TopologyError, match=r"^the topology is too large: 1025 switches; a topology has at most"):
+    g.add_nodes_from((f"s{i}", {"role": "switch"}) for i in range(2, EMULATOR_LIMITS.switches + 2))
+    with pytest.raises(TopologyError, match=r"^the topology is too large: 1,025 switches; the emulator holds at most"):
         validate_topology(g)
 
 
@@ -558,7 +595,7 @@ def test_json_read_refuses_a_file_over_the_size_limit(tmp_path):
     (b"[" * 100_000 + b"]" * 100_000, r"not usable JSON: RecursionError: maximum recursion depth exceeded"),
     (b'{"nodes": [' + b"9" * 5000 + b'], "links": []}', r"not usable JSON: ValueError: Exceeds the limit"),
     (json.dumps({"nodes": [{"id": f"h{i}", "role": "machine"} for i in range(5000)], "links": []}).encode(),
-     r"the topology is too large: 5000 machines; a topology has at most 4096 machines"),
+     r"the topology is too large: 5,000 machines; the emulator holds at most 4,096 machines"),
 ])
 def test_json_read_malformed_content_is_one_line_error(tmp_path, content, pattern):
     """Non-UTF-8 bytes, nesting deeper than the stack, a 5000-digit number or too many nodes are one-line

@@ -6,8 +6,10 @@ A topology is built by a registered builder function and follows the schema in
     g = build_topology("fat_tree", k=4)
     g = build_topology("leaf_spine", n_leaf=4, n_spine=2, hosts_per_leaf=4, oversubscription=2.0)
     g = build_topology("file", path="results/run/topology.json")
+    g = build_topology("leaf_spine", n_leaf=625, n_spine=16, hosts_per_leaf=16, limits=SIMULATOR_LIMITS)
 
-Adding a topology is one new module with a builder function plus one line in
+Every builder takes the back end's size limits (:class:`topo.schema.SizeLimits`), the emulator's
+by default. Adding a topology is one new module with a builder function plus one line in
 :data:`TOPOLOGIES`. Routing over a topology lives in :mod:`topo.routing`; the file format in
 :mod:`topo.io`.
 """
@@ -31,7 +33,15 @@ from topo.routing import (
     route_table,
     stable_hash,
 )
-from topo.schema import machines, natural_key, switches, validate_topology
+from topo.schema import (
+    EMULATOR_LIMITS,
+    SIMULATOR_LIMITS,
+    SizeLimits,
+    machines,
+    natural_key,
+    switches,
+    validate_topology,
+)
 
 #: Builders by name; each takes keyword parameters and returns a validated graph.
 TOPOLOGIES = {
@@ -41,8 +51,9 @@ TOPOLOGIES = {
 }
 
 
-def build_topology(kind: str, **params) -> nx.Graph:
-    """Build the topology registered as ``kind`` with keyword ``params``.
+def build_topology(kind: str, /, limits: SizeLimits = EMULATOR_LIMITS, **params) -> nx.Graph:
+    """Build the topology registered as ``kind`` with keyword ``params``, within ``limits`` (the
+    back end's; not a builder parameter a config can set).
 
     Raises:
         TopologyError: ``kind`` is unknown (the message lists the valid ones), a parameter is not
@@ -53,21 +64,25 @@ def build_topology(kind: str, **params) -> nx.Graph:
         raise TopologyError(unknown_name("topology", kind, TOPOLOGIES))
     builder = TOPOLOGIES[kind]
     signature = inspect.signature(builder)
-    valid = list(signature.parameters)
-    bad = [p for p in params if p not in signature.parameters]
+    valid = [p for p in signature.parameters if p != "limits"]
+    bad = [p for p in params if p not in valid]
+    if not isinstance(limits, SizeLimits):  # a config's parameter named "limits" (a scalar) lands here
+        bad.insert(0, "limits")
     if bad:
         raise TopologyError(f"unknown parameter(s) {', '.join(map(repr, bad))} for topology {kind!r}; "
                             f"valid: {', '.join(valid)}")
-    missing = [p for p, spec in signature.parameters.items()
-               if spec.default is inspect.Parameter.empty and p not in params]
+    missing = [p for p in valid if signature.parameters[p].default is inspect.Parameter.empty and p not in params]
     if missing:
         raise TopologyError(f"topology {kind!r} needs parameter(s) {', '.join(map(repr, missing))}; "
                             f"valid: {', '.join(valid)}")
-    return builder(**params)
+    return builder(**params, limits=limits)
 
 
 __all__ = [
+    "EMULATOR_LIMITS",
+    "SIMULATOR_LIMITS",
     "TOPOLOGIES",
+    "SizeLimits",
     "build_topology",
     "ecmp_path",
     "equal_cost_paths",

@@ -25,7 +25,9 @@ import networkx as nx
 
 from common.errors import TopologyError
 from topo.schema import (
+    EMULATOR_LIMITS,
     MAX_GPUS_PER_MACHINE,
+    SizeLimits,
     assign_ports,
     check_number,
     check_positive_int,
@@ -39,7 +41,7 @@ DPID_TIER_BASE = {"edge": 0x1_0000, "agg": 0x2_0000, "core": 0x3_0000}
 
 
 def fat_tree(k: int, gpus_per_machine: int = 4, bw_mbps: float = 10000.0, delay_us: float = 0.0,
-             name: str | None = None) -> nx.Graph:
+             name: str | None = None, limits: SizeLimits = EMULATOR_LIMITS) -> nx.Graph:
     """Build a k-ary fat-tree cluster.
 
     Args:
@@ -48,18 +50,20 @@ def fat_tree(k: int, gpus_per_machine: int = 4, bw_mbps: float = 10000.0, delay_
         bw_mbps: paper-scale rate of every link, Mbit/s (> 0).
         delay_us: one-way delay of every link, microseconds (>= 0).
         name: graph name; defaults to ``"fat_tree_k{k}"``.
+        limits: the largest topology the back end takes (:class:`topo.schema.SizeLimits`).
 
     Returns:
         A validated topology (see :mod:`topo.schema`) with ``kind="fat_tree"``.
 
     Raises:
-        TopologyError: ``k`` is not an even integer >= 2, the tree would be larger than
-            :func:`topo.schema.check_size` allows (k <= 24), or another argument is out of range.
+        TopologyError: ``k`` is not an even integer >= 2, the tree would be larger than ``limits``
+            allow (k <= 24 on the emulator, k <= 40 on the simulator), or another argument is out of
+            range.
     """
     if not isinstance(k, int) or isinstance(k, bool) or k < 2 or k % 2:
         raise TopologyError(f"fat-tree k must be an even integer >= 2 (k/2 hosts, uplinks and downlinks "
                             f"per switch), got k={k!r}")
-    check_size(f"fat_tree k={k}", k**3 // 4, 5 * k**2 // 4, 3 * k**3 // 4)
+    check_size(f"fat_tree k={k}", k**3 // 4, 5 * k**2 // 4, 3 * k**3 // 4, limits)
     check_positive_int("gpus_per_machine", gpus_per_machine, maximum=MAX_GPUS_PER_MACHINE)
     check_number("bw_mbps", bw_mbps, minimum=0.0, strict=True)
     check_number("delay_us", delay_us, minimum=0.0, strict=False)
@@ -101,6 +105,6 @@ def fat_tree(k: int, gpus_per_machine: int = 4, bw_mbps: float = 10000.0, delay_
                 g.add_edge(f"a{pod * half + j + 1}", f"c{j * half + m + 1}", **link)
 
     assign_ports(g)
-    validate_topology(g)
+    validate_topology(g, limits)
     return g
 

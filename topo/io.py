@@ -9,7 +9,7 @@ insertion order under ``"nodes"`` (each ``{"id": name, ...attributes}``), links 
 
 Reading trusts the file no more than a configuration: only a regular file of at most
 :data:`MAX_FILE_BYTES` is read (a FIFO would block, ``/dev/zero`` never end), and its node and
-link counts are checked against the schema's size limits before a graph is built.
+link counts are checked against the back end's size limits before a graph is built.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ import networkx as nx
 
 from common.errors import TopologyError
 from common.files import UnreadableFile, read_regular_file
-from topo.schema import check_size, validate_topology
+from topo.schema import EMULATOR_LIMITS, SizeLimits, check_size, validate_topology
 
-MAX_FILE_BYTES = 16 << 20  # a topology at the schema's size limits takes about 3 MiB
+MAX_FILE_BYTES = 16 << 20  # a topology at the simulator's size limits takes about 12 MiB, the emulator's 3 MiB
 
 
-def write_topology_json(g: nx.Graph, path: str | os.PathLike) -> None:
-    """Validate ``g`` and write it to ``path`` atomically.
+def write_topology_json(g: nx.Graph, path: str | os.PathLike, limits: SizeLimits = EMULATOR_LIMITS) -> None:
+    """Validate ``g`` (within ``limits``, the back end's) and write it to ``path`` atomically.
 
     The JSON goes to a temporary file in the same directory, which then replaces ``path``
     (``os.replace``), so a reader never sees a half-written file.
@@ -36,7 +36,7 @@ def write_topology_json(g: nx.Graph, path: str | os.PathLike) -> None:
     Raises:
         TopologyError: ``g`` is invalid, or the file cannot be written (the message names the path).
     """
-    validate_topology(g)
+    validate_topology(g, limits)
     path = os.fspath(path)
     data = nx.node_link_data(g, edges="links")
     directory = os.path.dirname(os.path.abspath(path))
@@ -56,13 +56,17 @@ def write_topology_json(g: nx.Graph, path: str | os.PathLike) -> None:
         raise TopologyError(f"cannot write topology file {path}: {exc}") from exc
 
 
-def read_topology_json(path: str | os.PathLike) -> nx.Graph:
+def read_topology_json(path: str | os.PathLike, limits: SizeLimits = EMULATOR_LIMITS) -> nx.Graph:
     """Load and validate a topology written by :func:`write_topology_json` (or by hand).
+
+    Args:
+        path: the file.
+        limits: the largest topology the back end takes (:class:`topo.schema.SizeLimits`).
 
     Raises:
         TopologyError: the file is unreadable, not a regular file, larger than
-            :data:`MAX_FILE_BYTES`, not UTF-8 JSON, not node-link data, larger than the schema
-            allows, or breaks the schema; the message is one line and names the path.
+            :data:`MAX_FILE_BYTES`, not UTF-8 JSON, not node-link data, larger than ``limits``
+            allow, or breaks the schema; the message is one line and names the path.
     """
     path = os.fspath(path)
     text = _read_text(path)
@@ -80,7 +84,7 @@ def read_topology_json(path: str | os.PathLike) -> nx.Graph:
     links = data["links"] if isinstance(data.get("links"), list) else []
     n_machines = sum(1 for n in nodes if isinstance(n, dict) and n.get("role") == "machine")
     try:
-        check_size("the topology", n_machines, len(nodes) - n_machines, len(links))
+        check_size("the topology", n_machines, len(nodes) - n_machines, len(links), limits)
     except TopologyError as exc:
         raise TopologyError(f"topology file {path}: {exc}") from None
     try:
@@ -90,7 +94,7 @@ def read_topology_json(path: str | os.PathLike) -> nx.Graph:
         raise TopologyError(f"topology file {path}: not networkx node-link data ({type(exc).__name__}: "
                             f"{exc})") from exc
     try:
-        validate_topology(g)
+        validate_topology(g, limits)
     except TopologyError as exc:
         raise TopologyError(f"topology file {path}: {exc}") from exc
     return g

@@ -15,7 +15,9 @@ from __future__ import annotations
 import networkx as nx
 
 from topo.schema import (
+    EMULATOR_LIMITS,
     MAX_GPUS_PER_MACHINE,
+    SizeLimits,
     assign_ports,
     check_number,
     check_positive_int,
@@ -31,7 +33,7 @@ POD = "p0"
 
 def leaf_spine(n_leaf: int, n_spine: int, hosts_per_leaf: int, oversubscription: float = 1.0,
                gpus_per_machine: int = 4, host_bw_mbps: float = 10000.0, delay_us: float = 0.0,
-               name: str | None = None) -> nx.Graph:
+               name: str | None = None, limits: SizeLimits = EMULATOR_LIMITS) -> nx.Graph:
     """Build a leaf-spine cluster.
 
     Args:
@@ -43,19 +45,20 @@ def leaf_spine(n_leaf: int, n_spine: int, hosts_per_leaf: int, oversubscription:
         host_bw_mbps: paper-scale rate of each machine's link, Mbit/s (> 0).
         delay_us: one-way delay of every link, microseconds (>= 0).
         name: graph name; defaults to ``"leaf_spine_{n_leaf}x{n_spine}x{hosts_per_leaf}_os{ratio}"``.
+        limits: the largest topology the back end takes (:class:`topo.schema.SizeLimits`).
 
     Returns:
         A validated topology (see :mod:`topo.schema`) with ``kind="leaf_spine"``.
 
     Raises:
-        TopologyError: an argument is out of range, or the fabric would be larger than
-            :func:`topo.schema.check_size` allows.
+        TopologyError: an argument is out of range, or the fabric would be larger than ``limits``
+            allow.
     """
     for arg, value in (("n_leaf", n_leaf), ("n_spine", n_spine), ("hosts_per_leaf", hosts_per_leaf)):
         check_positive_int(arg, value)
     n_machines = n_leaf * hosts_per_leaf
     check_size(f"leaf_spine n_leaf={n_leaf}, n_spine={n_spine}, hosts_per_leaf={hosts_per_leaf}",
-               n_machines, n_leaf + n_spine, n_machines + n_leaf * n_spine)
+               n_machines, n_leaf + n_spine, n_machines + n_leaf * n_spine, limits)
     check_positive_int("gpus_per_machine", gpus_per_machine, maximum=MAX_GPUS_PER_MACHINE)
     check_number("oversubscription", oversubscription, minimum=0.0, strict=True)
     check_number("host_bw_mbps", host_bw_mbps, minimum=0.0, strict=True)
@@ -86,5 +89,5 @@ def leaf_spine(n_leaf: int, n_spine: int, hosts_per_leaf: int, oversubscription:
             g.add_edge(f"l{leaf}", f"s{spine}", bw_mbps=float(uplink_bw_mbps), delay_us=float(delay_us))
 
     assign_ports(g)
-    validate_topology(g)
+    validate_topology(g, limits)
     return g

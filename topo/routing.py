@@ -15,7 +15,8 @@ Direction: ``(src, dst)`` and ``(dst, src)`` are hashed separately, so a flow an
 take different paths, as in a real ECMP fabric hashing each direction's headers.
 
 Complexity: one breadth-first search from ``dst`` (O(V + E)) serves every source; picking a path
-then costs O(path length * degree). :func:`route_table` does one BFS per machine.
+then costs O(path length * degree). :class:`EcmpRoutes` (and :func:`route_table`) share one BFS,
+over the switches only, among the machines of a rack.
 """
 
 from __future__ import annotations
@@ -51,24 +52,48 @@ def port_towards(g: nx.Graph, node: str, neighbour: str) -> int:
 
 
 class _MinHopDag:
-    """All minimum-hop paths towards one destination, as a DAG of next hops with path counts."""
+    """All minimum-hop paths towards one destination, as a DAG of next hops with path counts.
 
-    def __init__(self, g: nx.Graph, dst: str, order: dict[str, list[str]] | None = None):
+    ``adjacency`` (each node's neighbours in natural order) may leave out machines with their one
+    link: such a machine is never inside a minimum-hop path, only at its ends (:class:`EcmpRoutes`).
+    Path counts are computed on demand, for the nodes on the way from the sources asked about.
+    """
+
+    def __init__(self, g: nx.Graph, dst: str, adjacency: dict[str, list[str]] | None = None):
         _check_node(g, dst)
         self.g = g
         self.dst = dst
-        self.dist = nx.single_source_shortest_path_length(g, dst)
-        self._order = order
-        self.count: dict[str, int] = {dst: 1}
-        for node in sorted(self.dist, key=self.dist.__getitem__):
-            if node != dst:
-                self.count[node] = sum(self.count[n] for n in self.next_hops(node))
+        self._adjacency = adjacency
+        self.dist = nx.single_source_shortest_path_length(g, dst) if adjacency is None else _hops(adjacency, dst)
+        self._count: dict[str, int] = {dst: 1}
+        self._next: dict[str, list[str]] = {}
 
     def next_hops(self, node: str) -> list[str]:
         """Neighbours of ``node`` one hop closer to ``dst``, in natural order."""
-        nbrs = self._order[node] if self._order is not None else sorted(self.g[node], key=natural_key)
-        closer = self.dist[node] - 1
-        return [n for n in nbrs if self.dist.get(n) == closer]
+        hops = self._next.get(node)
+        if hops is None:
+            nbrs = self._adjacency[node] if self._adjacency is not None else sorted(self.g[node], key=natural_key)
+            closer = self.dist[node] - 1
+            hops = self._next[node] = [n for n in nbrs if self.dist.get(n) == closer]
+        return hops
+
+    def count(self, node: str) -> int:
+        """The number of minimum-hop paths from ``node`` (which reaches ``dst``) to ``dst``."""
+        count = self._count
+        stack = [node]
+        while stack:  # post-order over the DAG below node, without recursion (a long chain is deep)
+            top = stack[-1]
+            if top in count:
+                stack.pop()
+                continue
+            hops = self.next_hops(top)
+            missing = [n for n in hops if n not in count]
+            if missing:
+                stack.extend(missing)
+            else:
+                count[top] = sum(count[n] for n in hops)
+                stack.pop()
+        return count[node]
 
     def require_path_from(self, src: str) -> None:
         """Raise :class:`TopologyError` unless ``src`` exists and reaches ``dst``."""
@@ -86,23 +111,41 @@ class _MinHopDag:
     def path(self, src: str, i: int) -> tuple[str, ...]:
         """Path number ``i`` (0-based) of :meth:`all_paths`, found without listing the others."""
         self.require_path_from(src)
-        if not 0 <= i < self.count[src]:
+        if not 0 <= i < self.count(src):
             raise IndexError(i)
         path = [src]
         node = src
         while node != self.dst:
             for nbr in self.next_hops(node):
-                if i < self.count[nbr]:
+                below = self.count(nbr)
+                if i < below:
                     node = nbr
                     break
-                i -= self.count[nbr]
+                i -= below
             path.append(node)
         return tuple(path)
 
     def ecmp(self, src: str) -> tuple[str, ...]:
         """The deterministic-ECMP path from ``src``: number ``stable_hash(src, dst) % count``."""
         self.require_path_from(src)
-        return self.path(src, stable_hash(src, self.dst) % self.count[src])
+        return self.path(src, stable_hash(src, self.dst) % self.count(src))
+
+
+def _hops(adjacency: dict[str, list[str]], start: str) -> dict[str, int]:
+    """Hop counts from ``start`` over ``adjacency``, breadth first."""
+    dist = {start: 0}
+    frontier = [start]
+    hops = 0
+    while frontier:
+        hops += 1
+        ahead = []
+        for node in frontier:
+            for nbr in adjacency[node]:
+                if nbr not in dist:
+                    dist[nbr] = hops
+                    ahead.append(nbr)
+        frontier = ahead
+    return dist
 
 
 def _check_node(g: nx.Graph, node: str) -> None:
@@ -132,15 +175,28 @@ def ecmp_path(g: nx.Graph, src: str, dst: str) -> tuple[str, ...]:
 
 
 class EcmpRoutes:
-    """:func:`ecmp_path` for many pairs of one graph: one BFS per destination, kept.
+    """:func:`ecmp_path` for many pairs of one graph: one BFS per destination rack, kept.
 
     For callers that route many pairs (a simulator placing thousands of jobs); the paths are
-    :func:`ecmp_path`'s. The graph must not change while this object is in use.
+    :func:`ecmp_path`'s. A machine (one link, to its rack) is only ever at the end of a path,
+    so the machines of a rack share the rack's DAG: the path from ``a`` to machine ``b`` is
+    ``a``, the rack DAG's path number ``stable_hash(a, b) % count`` from ``a``'s rack, then ``b``
+    (the choice ``b``'s own DAG makes: its counts and next hops are the rack's). The BFS's cross
+    switches only. The graph must not change while this object is in use.
+
+    Complexity: O(S + E_s) per destination rack (S switches, E_s links between them), then
+    O(path length * degree) per pair: O(R * (S + E_s)) for R racks, where one BFS of the whole
+    graph per destination machine would cost O(M * (M + S + E)) for M machines.
     """
 
     def __init__(self, g: nx.Graph):
         self.g = g
-        self._order = {n: sorted(g[n], key=natural_key) for n in g}
+        order = {n: sorted(g[n], key=natural_key) for n in g}
+        self._rack = {n: nbrs[0] for n, nbrs in order.items()
+                      if len(nbrs) == 1 and g.nodes[n].get("role") == "machine"
+                      and g.nodes[nbrs[0]].get("role") == "switch"}
+        self._adjacency = {n: [x for x in nbrs if x not in self._rack] for n, nbrs in order.items()
+                           if n not in self._rack}
         self._dags: dict[str, _MinHopDag] = {}
 
     def path(self, src: str, dst: str) -> tuple[str, ...]:
@@ -149,27 +205,30 @@ class EcmpRoutes:
         Raises:
             TopologyError: a node is unknown or ``dst`` is unreachable.
         """
-        dag = self._dags.get(dst)
+        _check_node(self.g, dst)
+        _check_node(self.g, src)
+        if src == dst:
+            return (src,)
+        head, tail = self._rack.get(src), self._rack.get(dst)
+        first, last = head or src, tail or dst
+        dag = self._dags.get(last)
         if dag is None:
-            dag = self._dags[dst] = _MinHopDag(self.g, dst, self._order)
-        return dag.ecmp(src)
+            dag = self._dags[last] = _MinHopDag(self.g, last, self._adjacency)
+        if first not in dag.dist:
+            raise TopologyError(f"no path from {src!r} to {dst!r}")
+        middle = dag.path(first, stable_hash(src, dst) % dag.count(first))
+        return (*((src,) if head else ()), *middle, *((dst,) if tail else ()))
 
 
 def route_table(g: nx.Graph) -> dict[tuple[str, str], tuple[str, ...]]:
     """The ECMP path (as :func:`ecmp_path`) of every ordered pair of distinct machines.
 
-    One BFS per destination machine; a k=8 fat-tree (128 machines, 16256 pairs) takes a fraction
-    of a second.
+    One BFS per destination rack (:class:`EcmpRoutes`); a k=8 fat-tree (128 machines, 16256
+    pairs) takes a fraction of a second.
     """
-    order = {n: sorted(g[n], key=natural_key) for n in g}
+    routes = EcmpRoutes(g)
     hosts = machines(g)
-    table: dict[tuple[str, str], tuple[str, ...]] = {}
-    for dst in hosts:
-        dag = _MinHopDag(g, dst, order)
-        for src in hosts:
-            if src != dst:
-                table[(src, dst)] = dag.ecmp(src)
-    return table
+    return {(src, dst): routes.path(src, dst) for dst in hosts for src in hosts if src != dst}
 
 
 def next_hops(g: nx.Graph, node: str, dst: str) -> tuple[str, ...]:

@@ -44,13 +44,15 @@ Names: letters and digits only (no ``-`` or ``_``), starting with a letter, at m
 :data:`MAX_NAME_LEN` characters, and short enough that ``<name>-eth<max port>`` fits Linux's
 15-character interface-name limit.
 
-The graph is connected and has at least one machine, and at most :data:`MAX_MACHINES` machines,
-:data:`MAX_SWITCHES` switches and :data:`MAX_LINKS` links (:func:`check_size`; builders check
-these from their parameters before they build anything).
+The graph is connected and has at least one machine. Its size is bounded by the back end that
+takes it (:class:`SizeLimits`: :data:`EMULATOR_LIMITS`, the default everywhere, or
+:data:`SIMULATOR_LIMITS`); builders check the counts from their parameters before they build
+anything (:func:`check_size`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import math
 import re
@@ -80,14 +82,46 @@ IFNAMSIZ_CHARS = 15  # Linux interface names: 16 bytes including the terminating
 MAX_DPID = 2**64 - 1
 MAX_MACHINE_INDEX = 65534  # two bytes in ip/mac; 10.0.255.255 would be the /16 broadcast
 
-# Sizes bound the work of building, validating, routing and placing on a graph: a slip such as
-# n_spine: 10000000 would otherwise build for minutes and exhaust memory. They leave room above the
-# papers' simulated clusters (a k = 16 fat-tree: 1024 machines, 320 switches, 3072 links; the
-# largest fat-tree within them is k = 24) and far above what one host can emulate.
-MAX_MACHINES = 4096
-MAX_SWITCHES = 1024
-MAX_LINKS = 16384
 MAX_GPUS_PER_MACHINE = 64  # the cluster model keeps one slot per GPU
+
+@dataclasses.dataclass(frozen=True)
+class SizeLimits:
+    """The largest topology a back end takes.
+
+    Sizes bound the work of building, validating, routing and placing on a graph: a slip such as
+    ``n_spine: 10000000`` would otherwise build for minutes and exhaust memory. Each back end has
+    its own (:data:`EMULATOR_LIMITS`, :data:`SIMULATOR_LIMITS`), chosen once with the back end.
+
+    Attributes:
+        holder: what takes topologies this large, for messages (``"the emulator"``).
+        machines: most machines.
+        switches: most switches.
+        links: most links.
+    """
+
+    holder: str
+    machines: int
+    switches: int
+    links: int
+
+    def describe(self) -> str:
+        """``"4,096 machines, 1,024 switches and 16,384 links"``."""
+        return f"{self.machines:,} machines, {self.switches:,} switches and {self.links:,} links"
+
+
+EMULATOR_LIMITS = SizeLimits("the emulator", machines=4096, switches=1024, links=16384)
+"""Far above what one host can emulate, with room above the papers' emulated and simulated
+clusters of the emulator's era (a k = 16 fat-tree: 1,024 machines, 320 switches, 3,072 links);
+the largest fat-tree within them is k = 24. The default of every builder and loader."""
+
+SIMULATOR_LIMITS = SizeLimits("the simulator", machines=16384, switches=4096, links=65536)
+"""Four times the emulator's in each count: NetPack's 10,000-server cluster (625 racks of 16
+machines), a k = 40 fat-tree (16,000 machines, 2,000 switches, 48,000 links; k = 42 would have
+18,522 machines) and a leaf-spine of 1,024 racks of 16 machines with up to 48 spines fit."""
+
+SIZE_LIMITS = (EMULATOR_LIMITS, SIMULATOR_LIMITS)
+"""Every back end's limits, smallest first: a refusal says which other back end holds the topology."""
+
 
 _NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _DIGITS_RE = re.compile(r"(\d+)")
@@ -175,8 +209,9 @@ def check_positive_int(arg: str, value, maximum: int | None = None) -> None:
         raise TopologyError(f"{arg} must be an integer >= 1, got {value!r}")
 
 
-def check_size(what: str, n_machines: int, n_switches: int, n_links: int) -> None:
-    """Raise :class:`TopologyError` when a topology of these counts is larger than the schema allows.
+def check_size(what: str, n_machines: int, n_switches: int, n_links: int,
+               limits: SizeLimits = EMULATOR_LIMITS) -> None:
+    """Raise :class:`TopologyError` when a topology of these counts is larger than ``limits`` allow.
 
     Builders call it with counts computed from their parameters, before they build anything.
 
@@ -185,13 +220,23 @@ def check_size(what: str, n_machines: int, n_switches: int, n_links: int) -> Non
         n_machines: its machines.
         n_switches: its switches.
         n_links: its links.
+        limits: the back end's limits.
     """
-    over = [f"{n} {noun}" for n, noun, limit in ((n_machines, "machines", MAX_MACHINES),
-                                                 (n_switches, "switches", MAX_SWITCHES),
-                                                 (n_links, "links", MAX_LINKS)) if n > limit]
-    if over:
-        raise TopologyError(f"{what} is too large: {', '.join(over)}; a topology has at most {MAX_MACHINES} "
-                            f"machines, {MAX_SWITCHES} switches and {MAX_LINKS} links")
+    counts = (n_machines, n_switches, n_links)
+    over = [f"{n:,} {noun}" for n, noun, limit in zip(counts, ("machines", "switches", "links"),
+                                                      (limits.machines, limits.switches, limits.links),
+                                                      strict=True) if n > limit]
+    if not over:
+        return
+    msg = f"{what} is too large: {', '.join(over)}; {limits.holder} holds at most {limits.describe()}"
+    larger = [other for other in SIZE_LIMITS if other != limits and _within(counts, other)]
+    if larger:
+        msg += f" ({larger[0].holder} holds up to {larger[0].describe()})"
+    raise TopologyError(msg)
+
+
+def _within(counts: tuple[int, int, int], limits: SizeLimits) -> bool:
+    return all(n <= limit for n, limit in zip(counts, (limits.machines, limits.switches, limits.links), strict=True))
 
 
 def check_number(arg: str, value, minimum: float, strict: bool) -> None:
@@ -327,13 +372,14 @@ def _check_switch_ports(g: nx.Graph, node, problems: list[str]) -> None:
                             "characters; use a shorter name")
 
 
-def validate_topology(g: nx.Graph) -> None:
+def validate_topology(g: nx.Graph, limits: SizeLimits = EMULATOR_LIMITS) -> None:
     """Check ``g`` against the schema in this module's docstring.
 
     All problems are collected and reported together (the first few, if there are many).
 
     Args:
         g: the graph to check.
+        limits: the largest topology allowed (the back end's).
 
     Raises:
         TopologyError: the graph breaks the schema; the message names each offending node or link
@@ -344,7 +390,7 @@ def validate_topology(g: nx.Graph) -> None:
     if not isinstance(g, nx.Graph) or g.is_directed() or g.is_multigraph():
         raise TopologyError(f"a topology must be an undirected networkx.Graph, got {type(g).__name__}")
     n_machines = sum(1 for _, role in g.nodes(data="role") if role == "machine")
-    check_size("the topology", n_machines, len(g) - n_machines, g.number_of_edges())
+    check_size("the topology", n_machines, len(g) - n_machines, g.number_of_edges(), limits)
     problems: list[str] = []
     _check_graph_attrs(g, problems)
     for node, data in g.nodes(data=True):

@@ -115,6 +115,8 @@ def fill(order: Iterable[str], demand: int, tentative: Tentative) -> list[GpuSlo
     _check_room(order, demand, tentative)
     slots: list[GpuSlot] = []
     for machine in order:
+        if len(slots) == demand:  # the rest of a large cluster's order has nothing to give
+            break
         take = min(demand - len(slots), tentative.n_free(machine))
         if take > 0:
             slots += tentative.take(machine, take)
@@ -151,7 +153,11 @@ def deal(order: Sequence[str], demand: int, tentative: Tentative) -> list[GpuSlo
 
 def _check_room(order: Sequence[str], demand: int, tentative: Tentative) -> None:
     """Raise unless the machines of ``order`` have ``demand`` free GPUs between them."""
-    room = sum(tentative.n_free(m) for m in order)
+    room = 0
+    for m in order:  # summed until it is enough: the whole order only when it is not
+        if room >= demand:
+            return
+        room += tentative.n_free(m)
     if room < demand:
         raise PlacementError(f"{demand} GPUs asked for, {room} free on {', '.join(order) or 'no machine'}")
 
