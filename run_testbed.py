@@ -118,13 +118,7 @@ def cmd_validate(args) -> int:
     """Compare anyone's per-job estimates (a CSV), or the run re-simulated with other simulator options,
     with a run's measurements; no root needed."""
     from common.specs import safe_name
-    from experiment.estimates import (
-        compare_estimates,
-        parse_estimates,
-        read_estimates,
-        report_lines,
-        write_estimates_report,
-    )
+    from experiment.estimates import compare_estimates, read_estimates, report_lines, write_estimates_report
     from experiment.revalidate import options_name, parse_simulator_options, read_recorded_run
 
     if (args.estimates is None) == (args.simulator is None):
@@ -135,8 +129,7 @@ def cmd_validate(args) -> int:
         estimates = read_estimates(args.estimates)
     else:
         options = parse_simulator_options(args.simulator)
-        text = read_recorded_run(args.run_dir).estimates_csv(options)
-        estimates = parse_estimates(text, f"simulator {options_name(options)}")
+        text, estimates = read_recorded_run(args.run_dir).estimates(options)
         name = safe_name("sim-" + options_name(options))
         csv_path = os.path.join(args.run_dir, f"estimates-{name}.csv")
         with open(csv_path, "w", encoding="utf-8") as f:
@@ -168,7 +161,7 @@ def cmd_calibrate(args) -> int:
             before = c.by_class_before.get(cls)
             print(f"  {cls:<13} {before.line() if before else '-'} -> {after.line()}")
     path = os.path.join(args.run_dir, "calibration.json")
-    write_json_atomic(path, {**c.to_dict(), "dilation": run.cfg.dilation}, indent=1)
+    write_json_atomic(path, c.to_dict(), indent=1)
     print(f"written: {path}")
     print(f"use it: simulator: {{latency_us: {c.latency_us:g}}} in a config run at dilation {run.cfg.dilation:g} "
           f"(at dilation D: {c.wall_us:g} / D)")

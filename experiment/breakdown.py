@@ -17,9 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
-from common.units import TCP_IP_HEADER_BYTES
-from jobs.steps import largest_transfer_bytes
-from measure.fidelity import LATENCY_BOUND_FRAMES
+from measure.fidelity import few_packets
 
 BUCKET_KINDS = ("small", "large")
 """A bucket is ``small`` when its largest transfer between machines fills fewer than
@@ -63,8 +61,7 @@ class BucketComparison:
 def bucket_kind(machines_by_rank: Sequence[str], collective: str, nbytes: int, mtu: int | None) -> str:
     """``small`` or ``large`` (:data:`BUCKET_KINDS`) for one bucket of ``nbytes`` of a job placed on
     ``machines_by_rank``, with the fidelity check's packet size (payload of an ``mtu`` packet)."""
-    largest = largest_transfer_bytes(machines_by_rank, collective, (nbytes,))
-    return "small" if largest < LATENCY_BOUND_FRAMES * ((mtu or 1500) - TCP_IP_HEADER_BYTES) else "large"
+    return "small" if few_packets(machines_by_rank, collective, (nbytes,), mtu) else "large"
 
 
 def compare_buckets(policy: str, job: str, job_class: str | None, machines_by_rank: Sequence[str], collective: str,
@@ -119,12 +116,14 @@ class ErrorSplit:
 
 def error_split(comparisons: Iterable[BucketComparison]) -> dict[str | None, ErrorSplit]:
     """Per job class (in order of first appearance), the error summed by bucket kind."""
-    jobs: dict[str | None, set[tuple[str, str]]] = {}
-    sums: dict[str | None, dict[str, list[float]]] = {}
+    by_class: dict[str | None, list[BucketComparison]] = {}
     for c in comparisons:
-        jobs.setdefault(c.job_class, set()).add((c.policy, c.job))
-        m, e, a = sums.setdefault(c.job_class, {}).setdefault(c.kind, [0.0, 0.0, 0.0])
-        sums[c.job_class][c.kind] = [m + c.measured_s, e + c.error_s, a + abs(c.error_s)]
-    return {cls: ErrorSplit(len(jobs[cls]), {k: v[0] for k, v in by.items()}, {k: v[1] for k, v in by.items()},
-                            {k: v[2] for k, v in by.items()})
-            for cls, by in sums.items()}
+        by_class.setdefault(c.job_class, []).append(c)
+    out = {}
+    for cls, cs in by_class.items():
+        kinds = {k: [c for c in cs if c.kind == k] for k in dict.fromkeys(c.kind for c in cs)}
+        out[cls] = ErrorSplit(len({(c.policy, c.job) for c in cs}),
+                              {k: sum(c.measured_s for c in v) for k, v in kinds.items()},
+                              {k: sum(c.error_s for c in v) for k, v in kinds.items()},
+                              {k: sum(abs(c.error_s) for c in v) for k, v in kinds.items()})
+    return out

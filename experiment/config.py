@@ -750,7 +750,7 @@ def _validate_topology(cfg: ExperimentConfig, shaped: bool = True, limits: SizeL
     """Build the topology and its cluster with the background load; returns the graph and the free GPUs."""
     from measure.shaping import link_rates_mbps
     from placement.base import Cluster
-    from topo import build_topology, machines
+    from topo import build_topology
 
     try:
         g = build_topology(cfg.topology.kind, limits=limits, **cfg.topology.params)
@@ -760,17 +760,24 @@ def _validate_topology(cfg: ExperimentConfig, shaped: bool = True, limits: SizeL
         raise ConfigError(f"config.topology: {e}") from None
     except (TypeError, ValueError) as e:  # a parameter of the right shape but not what the builder can use
         raise ConfigError(f"config.topology: {cfg.topology.kind} cannot use its parameters: {str(e)[:200]}") from None
-    names = machines(g)
     for m, busy in cfg.background.items():
-        if m not in g or g.nodes[m].get("role") != "machine":
-            fail("config.background", m, "is not a machine of the topology",
-                 f"machines: {', '.join(names[:3])} ... {names[-1]}" if len(names) > 4 else ", ".join(names))
+        _check_machine("config.background", m, g)
         if busy > g.nodes[m]["gpus"]:
             fail(f"config.background.{m}", busy, "is more GPUs than the machine has",
                  f"an integer in [0, {g.nodes[m]['gpus']}]")
     cluster = Cluster.from_topology(g)
     cluster.set_background(cfg.background)
     return g, cluster.view().total_free
+
+
+def _check_machine(where: str, m: str, g) -> None:
+    """``m`` is a machine of topology ``g``, else a ConfigError at ``where`` listing some of them."""
+    from topo import machines
+
+    if m not in g or g.nodes[m].get("role") != "machine":
+        names = machines(g)
+        fail(where, m, "is not a machine of the topology",
+             f"machines: {', '.join(names[:3])} ... {names[-1]}" if len(names) > 4 else ", ".join(names))
 
 
 def _validate_cluster(cfg: ExperimentConfig, g) -> None:
@@ -823,8 +830,7 @@ def _validate_pins(where: str, job: JobConfig, g) -> None:
         fail(where, list(job.machines), f"names {len(job.machines)} machine(s) for {job.workers} workers",
              "one machine per rank, in rank order")
     for m in dict.fromkeys(job.machines):
-        if m not in g or g.nodes[m].get("role") != "machine":
-            fail(where, m, "is not a machine of the topology", "the topology's machine names (h1, h2, ...)")
+        _check_machine(where, m, g)
         if job.machines.count(m) > g.nodes[m]["gpus"]:
             fail(where, m, f"hosts {job.machines.count(m)} ranks but has {g.nodes[m]['gpus']} GPUs",
                  "at most one rank per GPU")

@@ -544,8 +544,8 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
     unplaced = unplaced or {}
     summaries = [r.summary for r in runs.values()]
     measured = {spec: r.measurements for spec, r in runs.items() if r.measurements is not None}
-    overall = validation_stats(all_comparisons(summaries))
-    by_class = stats_by_class(all_comparisons(summaries))
+    comparisons = all_comparisons(summaries)
+    overall, by_class = validation_stats(comparisons), stats_by_class(comparisons)
     buckets = [b for s in summaries for b in s.buckets]
     split = error_split(buckets)
     write_json_atomic(os.path.join(run_dir, "summary.json"),
@@ -702,7 +702,7 @@ def write_buckets_csv(path: str, buckets: Sequence[BucketComparison]) -> None:
             w.writerow(["" if row[c] is None else row[c] for c in cols])
 
 
-def validation_text(summaries: Sequence[PolicySummary], overall, by_class, split=None) -> str:
+def validation_text(summaries: Sequence[PolicySummary], overall, by_class, split) -> str:
     """The simulator-against-measurement lines: every policy's, then all jobs together (``overall``)
     and each class of job (``by_class``, :func:`experiment.validation.stats_by_class`), with where its
     error lies bucket by bucket (``split``, :func:`experiment.breakdown.error_split`)."""
@@ -711,7 +711,6 @@ def validation_text(summaries: Sequence[PolicySummary], overall, by_class, split
     for s in summaries:
         lines.append(f"  {s.policy:<12} {s.validation.line()}")
     lines.append(f"  {'all':<12} {overall.line()}")
-    split = split or {}
     for cls, st in by_class.items():
         lines.append(f"    {cls:<14} {st.line()}")
         if cls in split:

@@ -23,10 +23,17 @@ import math
 import os
 
 from common.errors import ConfigError
-from common.specs import safe_name
+from common.specs import parse_value, safe_name
 from experiment.config import from_dict, to_dict
 from experiment.config_rules import check_fields
-from experiment.estimates import EstimatesError, EstimatesReport, compare, parse_estimates, run_measurements
+from experiment.estimates import (
+    EstimatesError,
+    EstimatesFile,
+    EstimatesReport,
+    compare,
+    parse_estimates,
+    run_measurements,
+)
 from experiment.export import read_run
 from experiment.loop import LoopResult, Started
 from experiment.resimulate import simulate_schedule
@@ -53,22 +60,10 @@ def parse_simulator_options(text: str) -> dict:
             raise ConfigError(f"--simulator: {item!r} is not key=value (e.g. latency_us=60,token_buckets=true)")
         if key in out:
             raise ConfigError(f"--simulator: {key} given twice")
-        out[key] = _scalar(value)
+        out[key] = parse_value(value)
     if not out:
         raise ConfigError("--simulator: no option given (e.g. latency_us=60,token_buckets=true)")
     return out
-
-
-def _scalar(value: str):
-    low = value.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for kind in (int, float):
-        try:
-            return kind(value)
-        except ValueError:
-            pass
-    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,9 +85,9 @@ class RecordedRun:
     summary: dict
     schedules: tuple[tuple[str, LoopResult, list[list[str]] | None, dict], ...]
 
-    def estimates_csv(self, options: dict) -> str:
+    def estimates(self, options: dict) -> tuple[str, EstimatesFile]:
         """Every policy's jobs re-simulated with the config's ``simulator`` section updated by
-        ``options``, as an estimates CSV (``policy, job, comm_s, iteration_s``).
+        ``options``: an estimates CSV (``policy, job, comm_s, iteration_s``) and the file it reads as.
 
         Raises:
             ConfigError: an option is unknown or out of range (the config's message).
@@ -109,12 +104,12 @@ class RecordedRun:
                 e = estimates[job]
                 if e.comm_mean_s is not None:
                     w.writerow([policy, job, repr(e.comm_mean_s), repr(e.iteration_mean_s)])
-        return out.getvalue()
+        text = out.getvalue()
+        return text, parse_estimates(text, f"simulator {options_name(options)}")
 
     def compare(self, options: dict) -> EstimatesReport:
-        """:meth:`estimates_csv` with ``options`` compared with the run's measurements."""
-        text = self.estimates_csv(options)
-        return compare(parse_estimates(text, f"simulator {options_name(options)}"), run_measurements(self.summary))
+        """:meth:`estimates` with ``options`` compared with the run's measurements."""
+        return compare(self.estimates(options)[1], run_measurements(self.summary))
 
 
 def read_recorded_run(run_dir: str) -> RecordedRun:
@@ -170,7 +165,7 @@ class LatencyCalibration:
 
     Attributes:
         latency_us: the fitted ``simulator.latency_us``, paper-scale microseconds (0.1 µs resolution).
-        wall_us: the same in wall microseconds (times the run's dilation): what the machine spent.
+        dilation: the run's time dilation (:attr:`wall_us` is the latency in wall time).
         jobs: uncontended jobs fitted on.
         before: the run's configured options' validation of those jobs.
         after: the fitted latency's.
@@ -181,7 +176,7 @@ class LatencyCalibration:
     """
 
     latency_us: float
-    wall_us: float
+    dilation: float
     jobs: int
     before: ValidationStats
     after: ValidationStats
@@ -189,9 +184,15 @@ class LatencyCalibration:
     by_class_after: dict
     evaluations: int
 
+    @property
+    def wall_us(self) -> float:
+        """The latency in wall microseconds (times the dilation): what the machine spent per message."""
+        return round(self.latency_us * self.dilation, 1)
+
     def to_dict(self) -> dict:
         """JSON form (``calibration.json``)."""
-        return {"simulator": {"latency_us": self.latency_us}, "wall_us": self.wall_us, "jobs": self.jobs,
+        return {"simulator": {"latency_us": self.latency_us}, "wall_us": self.wall_us, "dilation": self.dilation,
+                "jobs": self.jobs,
                 "fitted_on": CALIBRATED_CLASS, "before": self.before.to_dict(), "after": self.after.to_dict(),
                 "by_class_before": {c: s.to_dict() for c, s in self.by_class_before.items()},
                 "by_class_after": {c: s.to_dict() for c, s in self.by_class_after.items()},
@@ -250,7 +251,7 @@ def calibrate_latency(run: RecordedRun, tolerance_us: float = 1.0) -> LatencyCal
     after = report(best)
     comm_before, comm_after = configured.metric("comm"), after.metric("comm")
     return LatencyCalibration(
-        latency_us=round(best, 1), wall_us=round(best * run.cfg.dilation, 1), jobs=len(fitted(after)),
+        latency_us=round(best, 1), dilation=run.cfg.dilation, jobs=len(fitted(after)),
         before=validation_stats(fitted(configured)), after=validation_stats(fitted(after)),
         by_class_before=stats_by_class(comm_before.comparisons), by_class_after=stats_by_class(comm_after.comparisons),
         evaluations=evaluations)

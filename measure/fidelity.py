@@ -518,10 +518,17 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
             continue
         bound_s = job_bound_s(g, rate_mbps, e.machines_by_rank, e.collective, e.bucket_bytes, mtu)
         collisions = job_collisions(g, e.machines_by_rank, e.collective, e.bucket_bytes)
-        largest = largest_transfer_bytes(e.machines_by_rank, e.collective, e.bucket_bytes)
         out.append(job_verdict(e, bound_s, tuple(others), collisions,
-                               largest < LATENCY_BOUND_FRAMES * ((mtu or 1500) - TCP_IP_HEADER_BYTES)))
+                               few_packets(e.machines_by_rank, e.collective, e.bucket_bytes, mtu)))
     return out
+
+
+def few_packets(machines_by_rank: Sequence[str], collective: str, bucket_bytes: Sequence[int], mtu: int | None) -> bool:
+    """No transfer between machines of these buckets fills :data:`LATENCY_BOUND_FRAMES` full packets
+    (of ``mtu``'s payload; 1,500 bytes when None): their times are software latency, not bytes over
+    rates (a job all of whose buckets are so is ``latency-bound``)."""
+    largest = largest_transfer_bytes(machines_by_rank, collective, bucket_bytes)
+    return largest < LATENCY_BOUND_FRAMES * ((mtu or 1500) - TCP_IP_HEADER_BYTES)
 
 
 @dataclass(frozen=True)

@@ -1182,4 +1182,4 @@ def estimate_of(job: str, records: Sequence[SimIterationRecord], finish_s: float
     comm_mean = sum(comm[i] for i in sorted(comm)) / len(comm)
     compute_mean = sum(compute[i] for i in sorted(compute)) / len(compute)
     return JobEstimate(job, comm_mean, compute_mean, compute_mean + comm_mean, finish_s, len(comm), ecn_marks,
-                       bucket_times_s(rec for rec in records if rec.job == job).get(job))
+                       bucket_times_s(records).get(job))

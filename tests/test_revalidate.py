@@ -15,7 +15,7 @@ import pytest
 
 from common.errors import ConfigError
 from experiment.config import from_dict, to_dict
-from experiment.estimates import EstimatesError, parse_estimates
+from experiment.estimates import EstimatesError
 from experiment.revalidate import calibrate_latency, parse_simulator_options, read_recorded_run
 from jobs.records import IterationRecord, write_records
 from placement.base import GpuSlot, Placement
@@ -63,7 +63,7 @@ def write_run(run_dir: Path, measured: dict[str, float] | None = None, classes=N
 def run_dir(tmp_path):
     """The run, measured as the simulator estimates it with a per-message latency of 80 µs."""
     write_run(tmp_path)
-    truth = parse_estimates(read_recorded_run(str(tmp_path)).estimates_csv({"latency_us": TRUE_LATENCY_US}))
+    _, truth = read_recorded_run(str(tmp_path)).estimates({"latency_us": TRUE_LATENCY_US})
     measured = {row.job: float(dict(row.values)["comm"]) for row in truth.rows}
     assert measured.pop("local") == 0.0 and min(measured.values()) > 0  # the local job has nothing to estimate
     write_run(tmp_path, measured)
