@@ -16,10 +16,13 @@ veth rows need root; bmv2's a toolchain (P4_PREFIX, /opt/p4 or the PATH).
 
 The end hosts, in the same run: the PS (``python -m ina.ps``) and ``--fan-in`` workers
 (:class:`ina.client.InaClient`, one process each) on loopback addresses (127.0.0.1, and 127.0.0.2
-on), the job's ``--seqs`` seqs allreduced with no switch, so the PS sums every worker's packet as it
-does unaggregated: the packets/s the PS takes in and each worker sends and receives, from the first
-worker's start to the last one's end, their sums checked exact; and the ratio of the slowest end
-host to each aggregator. No root needed.
+on), ``--seqs`` seqs of every values-per-packet count allreduced with no switch, so the PS sums every
+worker's packet as it does unaggregated: the packets/s the PS takes in, from the first worker's
+start to the last one's end, all five processes sharing this machine's cores, their sums checked
+exact; and each end host's capacity on a core of its own, from its CPU seconds: the PS's packets in
+per CPU second, a worker's seqs per CPU second (a job feeds an aggregator ``--fan-in`` packets per
+seq). Then the ratio of the end hosts together, and of the slowest end host per core, to each
+aggregator. No root needed for the end hosts.
 
 ``--fabric``: then one job on an emulated leaf-spine (three racks of four machines, one spine,
 10 Gbit/s / scale machine links, each leaf's uplink carrying two machines' rate: 2:1
@@ -71,12 +74,12 @@ job, bit, seqs, out, lanes = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]
 rnd = random.Random(bit)
 ints = [rnd.randrange(-1 << 20, 1 << 20) for _ in range(seqs * lanes)]
 with InaClient(job, bit, "127.0.0.1", 1.0, bind=f"127.0.0.{bit + 2}", values_per_packet=lanes) as client:
-    t0 = time.time()
+    t0, c0 = time.time(), time.process_time()
     sums = client.allreduce_ints(ints)
-    t1 = time.time()
+    t1, c1 = time.time(), time.process_time()
 with open(out, "w") as f:
-    json.dump({"start": t0, "end": t1, "sums": sums, "sent": client.stats.sent, "resent": client.stats.resent,
-               "timeouts": client.stats.timeouts}, f)
+    json.dump({"start": t0, "end": t1, "cpu": c1 - c0, "sums": sums, "sent": client.stats.sent,
+               "resent": client.stats.resent, "timeouts": client.stats.timeouts}, f)
 """
 
 
@@ -96,9 +99,18 @@ def run_engine(packets: list[bytes], fan_in: int, lanes: int) -> tuple[list[byte
     return [o.data for o in outs if o.dest is not Dest.DROP], time.perf_counter() - t0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of process ``pid`` so far (``/proc/PID/stat``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def end_hosts(seqs: int, fan_in: int, lanes: int) -> dict:
     """The PS and ``fan_in`` workers on loopback (module docstring): wall seconds from the first worker's
-    start to the last one's end, whether every worker got the exact sums, and the resends."""
+    start to the last one's end, whether every worker got the exact sums, the resends, and the CPU
+    seconds of the PS (from its start of service to the last worker's end) and of the busiest worker
+    (its allreduce)."""
     import json
     import subprocess
 
@@ -117,6 +129,7 @@ def end_hosts(seqs: int, fan_in: int, lanes: int) -> dict:
                 if ps.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"the PS did not start: {ps.stderr.read() if ps.poll() is not None else ''}")
                 time.sleep(0.02)
+            ps_cpu = cpu_seconds(ps.pid)
             outs = [os.path.join(tmp, f"w{b}.json") for b in range(fan_in)]
             argv = [sys.executable, "-c", _WORKER, str(JOB)]
             workers = [subprocess.Popen([*argv, str(b), str(seqs), outs[b], str(lanes)], env=env,
@@ -124,6 +137,7 @@ def end_hosts(seqs: int, fan_in: int, lanes: int) -> dict:
             for w in workers:
                 if w.wait(timeout=END_HOST_TIMEOUT_S) != 0:
                     raise RuntimeError(f"a worker failed: {w.stderr.read().strip()}")
+            ps_cpu = cpu_seconds(ps.pid) - ps_cpu
         finally:
             ps.terminate()
             ps.wait(timeout=30)
@@ -136,7 +150,8 @@ def end_hosts(seqs: int, fan_in: int, lanes: int) -> dict:
     want = [sum(col) for col in zip(*per_worker, strict=True)]
     return {"seconds": max(r["end"] for r in results) - min(r["start"] for r in results),
             "exact": all(r["sums"] == want for r in results),
-            "resent": sum(r["resent"] for r in results), "timeouts": sum(r["timeouts"] for r in results)}
+            "resent": sum(r["resent"] for r in results), "timeouts": sum(r["timeouts"] for r in results),
+            "ps_cpu": ps_cpu, "worker_cpu": max(r["cpu"] for r in results)}
 
 
 PLACEMENTS = (("two racks", ("h1", "h2", "h5", "h6")), ("one rack", ("h1", "h2", "h3", "h4")))
@@ -302,17 +317,23 @@ def main() -> int:
     for lanes in args.values_per_packet:
         lane_rows, same = packet_rates(args, lanes, tc, why)
         rows += lane_rows
-        seqs = max(1, args.seqs * VALUES_PER_PACKET // lanes)
+        seqs = args.seqs
         hosts = end_hosts(seqs, args.fan_in, lanes)
         ok = ok and same and hosts["exact"]
         n_in = seqs * args.fan_in
         hosts_rate = n_in / hosts["seconds"]
+        # Each end host's capacity on one core of its own: the PS's packets in per CPU second, a
+        # worker's seqs per CPU second times the fan-in (the job's packets it feeds an aggregator).
+        ps_core, worker_core = n_in / hosts["ps_cpu"], n_in / hosts["worker_cpu"]
+        slowest = min(ps_core, worker_core)
         hosts_rows.append([str(lanes), f"{seqs} x {args.fan_in}", f"{hosts['seconds']:.2f}", f"{hosts_rate:,.0f}",
-                           f"{hosts_rate * lanes / 1e6:.2f}", f"{seqs / hosts['seconds']:,.0f}",
+                           f"{hosts_rate * lanes / 1e6:.2f}", f"{ps_core:,.0f}", f"{worker_core / args.fan_in:,.0f}",
                            "yes" if hosts["exact"] else "NO", str(hosts["resent"])])
-        # The job's packets per second through the end hosts (every worker's packet into the PS) against
-        # each aggregator's: below 1, the end hosts cannot feed that aggregator.
-        ratios += [[str(lanes), r[1], r[2], f"{hosts_rate / float(r[5].replace(',', '')):.2f}"] for r in lane_rows]
+        # The job's packets per second through the end hosts (every worker's packet into the PS), all
+        # sharing this machine's cores, and the slowest end host's on a core of its own, against each
+        # aggregator's: below 1, the end hosts cannot feed that aggregator.
+        ratios += [[str(lanes), r[1], r[2], f"{hosts_rate / float(r[5].replace(',', '')):.2f}",
+                    f"{slowest / float(r[5].replace(',', '')):.2f}"] for r in lane_rows]
         print(f"  {lanes} values per packet measured", flush=True)
     print(f"INA aggregator packet rate: one job, fan-in {args.fan_in}, {args.seqs * VALUES_PER_PACKET} values "
           f"per worker")
@@ -321,8 +342,9 @@ def main() -> int:
     print(f"INA end hosts on loopback: {args.fan_in} workers (ina.client) and the PS (ina.ps), no switch, the PS "
           f"summing every worker's packet")
     print(format_table(["values/packet", "seqs x workers", "wall s", "packets/s into the PS", "M values/s",
-                        "packets/s per worker", "sums exact", "resends"], hosts_rows))
-    print(format_table(["values/packet", "aggregator", "window", "end hosts / aggregator (packets/s)"], ratios))
+                        "PS packets / CPU s", "worker seqs / CPU s", "sums exact", "resends"], hosts_rows))
+    print(format_table(["values/packet", "aggregator", "window", "end hosts together / aggregator",
+                        "slowest end host per core / aggregator"], ratios))
     if args.fabric and os.geteuid() == 0:
         print(format_table(["4 workers in", "run", "comm s / iteration", "vs ring", "MB up the workers' uplinks",
                             "vs ring", "aggregates", "MB into / out of h9", "bound s", "vs bound, verdict",

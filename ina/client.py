@@ -36,20 +36,28 @@ import socket
 import time
 from collections.abc import Sequence
 
+import numpy as np
+
 from ina.protocol import (
+    HEADER_BYTES,
     INA_UDP_PORT,
+    INT32_MAX,
+    INT32_MIN,
     TOS_SPACE,
+    VALUE_BYTES,
     VALUES_PER_PACKET,
+    WIRE_VALUES,
     Flag,
     InaError,
     MalformedPacket,
     ce_of,
     check_values_per_packet,
-    data_packet,
-    decode,
+    data_header,
+    decode_header,
     ecn_capable,
     from_fixed,
     to_fixed,
+    values_bytes,
     worker_port,
 )
 
@@ -257,10 +265,13 @@ class InaClient:
             self.window.restart()
         lanes = self.lanes
         counts = [math.ceil(len(v) / lanes) for v in vectors]
-        padded: list[int] = []
-        for v, k in zip(vectors, counts, strict=True):
-            padded += list(v) + [0] * (k * lanes - len(v))
-        st = _Stream(self.next_seq, sum(counts), padded)
+        padded = np.zeros(sum(counts) * lanes, np.int64)
+        for v, start in zip(vectors, itertools.accumulate([0, *counts]), strict=False):
+            arr = np.asarray(v)
+            if arr.size and arr.dtype.kind not in "iu":
+                raise InaError(f"INA job {self.job_id}: values to sum must be integers, not {arr.dtype}")
+            padded[start * lanes:start * lanes + len(v)] = arr
+        st = _Stream(self.next_seq, sum(counts), values_bytes(padded), lanes * VALUE_BYTES)
         self.next_seq += st.n
         n = st.n
         ends = list(itertools.accumulate(counts))  # offset one past each vector's last seq
@@ -280,7 +291,7 @@ class InaClient:
             # ina.ps.KEEP_SEQS results to answer resends, still holds that seq's result.
             while nxt < n and nxt - lo < self.window.size:
                 seq = st.base + nxt
-                self._send(seq, st.values(nxt, lanes), 0)
+                self._send(seq, st.payload(nxt), 0)
                 st.sent_at[seq] = st.flight[seq] = now
                 nxt += 1
             st.next_seq = st.base + nxt
@@ -297,7 +308,7 @@ class InaClient:
                 continue
             timeout = self._timeout_at(st)
             if select.select([self.sock], [], [], max(0.0, min(timeout, next_loss) - now))[0]:
-                done += self._receive(st) >= 0
+                done += self._drain(st)
                 continue
             now = time.monotonic()
             if now < self._timeout_at(st):
@@ -316,7 +327,7 @@ class InaClient:
             finished[i] = now
         results, start = [], 0
         for v, end, t in zip(vectors, ends, finished, strict=True):
-            results.append(([x for chunk in out[start:end] for x in chunk][:len(v)], t))
+            results.append((np.frombuffer(b"".join(out[start:end]), WIRE_VALUES, len(v)).tolist(), t))
             start = end
         return results
 
@@ -356,8 +367,9 @@ class InaClient:
             return math.inf
         return max(next(iter(st.flight.values())), st.last_result) + self.rto.rto
 
-    def _send(self, seq: int, values: Sequence[int], flags: int) -> None:
-        self.sock.sendto(data_packet(self.job_id, seq, 1 << self.bit, values, flags=flags), self.ps)
+    def _send(self, seq: int, payload: bytes, flags: int) -> None:
+        """Send ``seq`` with its values' wire bytes ``payload``."""
+        self.sock.sendto(data_header(self.job_id, seq, 1 << self.bit, self.lanes, flags=flags) + payload, self.ps)
         self.stats.sent += 1
 
     def _resend(self, st: _Stream, seq: int) -> None:
@@ -365,20 +377,31 @@ class InaClient:
         if st.resends[seq] > MAX_RESENDS:
             raise InaError(f"INA job {self.job_id}: seq {seq} got no result after {MAX_RESENDS} resends "
                            f"(PS {self.ps[0]}:{self.ps[1]})")
-        self._send(seq, st.values(seq - st.base, self.lanes), Flag.RESEND)
+        self._send(seq, st.payload(seq - st.base), Flag.RESEND)
         self.stats.resent += 1
         st.sent_at.pop(seq, None)  # Karn: no RTT sample from a resent seq
         st.flight.pop(seq, None)
         st.flight[seq] = time.monotonic()  # last in send order
 
-    def _receive(self, st: _Stream) -> int:
+    def _drain(self, st: _Stream) -> int:
+        """Handle every datagram waiting (at least one is: ``select`` said so), a window's worth at
+        most, without a ``select`` per datagram; the number of seqs they completed."""
+        done = 0
+        for i in range(max(1, self.window.size)):
+            try:
+                data, ancdata, _, addr = self.sock.recvmsg(65535, TOS_SPACE, socket.MSG_DONTWAIT if i else 0)
+            except BlockingIOError:
+                break
+            done += self._receive(st, data, ancdata, addr) >= 0
+        return done
+
+    def _receive(self, st: _Stream, data: bytes, ancdata, addr) -> int:
         """Handle one datagram; the offset of the seq it completed, or -1."""
-        data, ancdata, _, addr = self.sock.recvmsg(65535, TOS_SPACE)
         if addr != self.ps:
             self.stats.foreign += 1
             return -1
         try:
-            h, values = decode(data, self.lanes)
+            h = decode_header(data, self.lanes)
         except MalformedPacket:
             self.stats.ignored += 1
             return -1
@@ -407,28 +430,31 @@ class InaClient:
             self.reorder_mult, self._recoveries = self.reorder_mult + 1, 0
         self.rto.progress()
         st.last_result = now
-        st.out[k] = list(values)
+        st.out[k] = data[HEADER_BYTES:]
         ecn = bool(h.flags & Flag.ECN) or ce_of(ancdata)  # marked on the way there, or back
         self.stats.results += 1
         self.stats.ecn_results += ecn
         if h.flags & Flag.OVERFLOW:
             self.stats.overflow_results += 1
-            self.stats.saturated_lanes += sum(1 for v in values if v in (-(1 << 31), (1 << 31) - 1))
+            values = np.frombuffer(data, WIRE_VALUES, h.count, HEADER_BYTES)
+            self.stats.saturated_lanes += int(np.count_nonzero((values == INT32_MIN) | (values == INT32_MAX)))
         self.window.on_result(h.seq, ecn, st.next_seq)
         return k
 
 
 @dataclasses.dataclass
 class _Stream:
-    """One :meth:`InaClient.allreduce_stream`'s seqs: ``n`` from ``base``, their values (``padded``,
-    one packet's lanes per seq), the results so far (``out``, by offset), and per seq in flight
+    """One :meth:`InaClient.allreduce_stream`'s seqs: ``n`` from ``base``, their values on the wire
+    (``wire``: ``packet_bytes`` per seq, encoded once), the results' value bytes so far (``out``, by
+    offset), and per seq in flight
     its first send time (``sent_at``, seqs sent once: Karn), its last (``flight``), its resends,
     and when a timeout or RACK last resent it (``timed_out``, ``fast_resent``)."""
 
     base: int
     n: int
-    padded: list[int]
-    out: list = dataclasses.field(init=False)
+    wire: bytes
+    packet_bytes: int
+    out: list[bytes | None] = dataclasses.field(init=False)
     sent_at: dict[int, float] = dataclasses.field(default_factory=dict)
     flight: dict[int, float] = dataclasses.field(default_factory=dict)
     """Seqs without a result, by their last send time, in the order sent (a resend goes last)."""
@@ -448,9 +474,9 @@ class _Stream:
         self.out = [None] * self.n
         self.next_seq = self.base
 
-    def values(self, k: int, lanes: int) -> list[int]:
-        """The lanes of the seq at offset ``k``."""
-        return self.padded[k * lanes:(k + 1) * lanes]
+    def payload(self, k: int) -> bytes:
+        """The values' bytes of the seq at offset ``k``."""
+        return self.wire[k * self.packet_bytes:(k + 1) * self.packet_bytes]
 
 
 def ddp_hook(client: InaClient, world_size: int):

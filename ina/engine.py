@@ -102,7 +102,8 @@ Complexity: O(values_per_packet) per packet at the switch; at the PS O(values_pe
 contributions) once per seq. Memory: the PS keeps every completed seq's result (to answer
 resends) until :meth:`ParameterServer.forget`.
 
-Pure standard library.
+Standard library; the PS sums its contributions as numpy arrays (an end host has to keep ahead of
+the aggregators, :mod:`ina.ps`), the switch lane by lane in Python, as its P4 program reads it.
 """
 
 from __future__ import annotations
@@ -112,6 +113,8 @@ import enum
 import re
 import time
 from collections.abc import Iterable, Mapping
+
+import numpy as np
 
 from ina.protocol import (
     HEADER_FIELDS,
@@ -125,7 +128,11 @@ from ina.protocol import (
     MalformedPacket,
     check_slots,
     decode,
+    decode_header,
     encode,
+    encode_header,
+    values_array,
+    values_bytes,
 )
 
 MAX_BITS = 32
@@ -683,7 +690,8 @@ class _Pending:
     slot: int
     covered: int = 0
     ecn: bool = False
-    parts: list[tuple[int, tuple[int, ...]]] = dataclasses.field(default_factory=list)
+    parts: list[tuple[int, np.ndarray]] = dataclasses.field(default_factory=list)
+    """The stored contributions: the workers each covers, and its values (int64)."""
 
 
 class ParameterServer:
@@ -743,9 +751,9 @@ class ParameterServer:
         self._n[counter] += 1
         return [Output(Dest.DROP, reason=reason or counter)]
 
-    def _packet(self, flags: int, job_id: int, seq: int, slot: int, values) -> bytes:
+    def _packet(self, flags: int, job_id: int, seq: int, slot: int, values: np.ndarray) -> bytes:
         header = InaHeader(flags=int(flags), job_id=job_id, seq=seq, slot=slot, count=self.values_per_packet)
-        return encode(header, values, self.values_per_packet)
+        return encode_header(header, len(values), self.values_per_packet) + values_bytes(values)
 
     def process(self, packet: bytes, ecn_ce: bool = False) -> list[Output]:
         """Apply the PS rules to one packet; never raises on its content.
@@ -756,7 +764,7 @@ class ParameterServer:
         n = self._n
         n["packets"] += 1
         try:
-            h, values = decode(packet, self.values_per_packet)
+            h = decode_header(packet, self.values_per_packet)
         except MalformedPacket as e:
             n["malformed"][e.reason] += 1
             return [Output(Dest.DROP, reason=f"malformed:{e.reason}")]
@@ -784,21 +792,21 @@ class ParameterServer:
         if h.flags & _OVERFLOW:  # rule 5
             n["resend_requests"] += 1
             flags = _RESULT | _RESEND | _OVERFLOW
-            data = self._packet(flags, h.job_id, h.seq, pend.slot, [0] * self.values_per_packet)
+            data = self._packet(flags, h.job_id, h.seq, pend.slot, np.zeros(self.values_per_packet, np.int64))
             return [Output(Dest.TO_WORKERS, data, "resend_request")]
         kept = [(m, v) for m, v in pend.parts if m & ~covers]  # rule 6
         if any(m & covers for m, _ in kept):
             return self._drop("overlaps", "overlap")
         n["subsumed"] += len(pend.parts) - len(kept)
-        pend.parts = [*kept, (covers, values)]
+        pend.parts = [*kept, (covers, values_array(packet, h.count))]
         pend.covered |= covers
         n["contributions"] += 1
         if pend.covered != tree.workers_mask:
             return [Output(Dest.DROP, reason="absorbed")]
-        sums = tuple(sum(lanes) for lanes in zip(*(v for _, v in pend.parts), strict=True))  # rule 7
-        wire = [min(max(s, INT32_MIN), INT32_MAX) for s in sums]
-        flags = _RESULT | (_ECN if pend.ecn else 0) | (_OVERFLOW if list(sums) != wire else 0)
-        result = PsResult(h.job_id, h.seq, sums, self._packet(flags, h.job_id, h.seq, pend.slot, wire))
+        sums = np.add.reduce([v for _, v in pend.parts])  # rule 7, exact in int64 (at most 32 int32s)
+        wire = np.clip(sums, INT32_MIN, INT32_MAX)
+        flags = _RESULT | (_ECN if pend.ecn else 0) | (_OVERFLOW if not np.array_equal(sums, wire) else 0)
+        result = PsResult(h.job_id, h.seq, tuple(sums.tolist()), self._packet(flags, h.job_id, h.seq, pend.slot, wire))
         self._done[key] = result
         del self._pending[key]
         n["results"] += 1

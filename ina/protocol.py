@@ -46,10 +46,13 @@ The slot hash, :func:`slot_of`, is CRC-32 (IEEE 802.3, as ``zlib.crc32`` and v1m
 power of two) uses ``slot & (m - 1)``, which is then the same hash modulo ``m``.
 
 Worker side: :func:`data_packet` builds a packet with one precompiled :class:`struct.Struct`
-(no dataclass, no Scapy); :func:`to_fixed` and :func:`from_fixed` convert gradients to and
-from int32 at a fixed-point scale (ATP sends scaled int32 gradients the same way).
+(no dataclass, no Scapy); a stream of packets is cheaper still as one :func:`values_bytes` of the
+whole vector and a :func:`data_header` per packet before its slice. :func:`to_fixed` and
+:func:`from_fixed` convert gradients to and from int32 at a fixed-point scale (ATP sends scaled
+int32 gradients the same way). End hosts read a packet's values as an array
+(:func:`values_array`) after :func:`decode_header`: the per-value work is numpy's, not Python's.
 
-Pure standard library.
+Standard library and numpy.
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ import struct
 import zlib
 from collections.abc import Sequence
 from typing import NamedTuple
+
+import numpy as np
 
 from common.errors import TestbedError
 
@@ -274,6 +279,16 @@ def _bad_value(values: Sequence[int]) -> str:
     return "bad values"
 
 
+def encode_header(header: InaHeader, n_values: int, values_per_packet: int = VALUES_PER_PACKET) -> bytes:
+    """The 20 header bytes of a packet of ``n_values`` values, checked as :func:`encode` checks them:
+    ``encode_header(h, len(v)) + values_bytes(v) == encode(h, v)``.
+
+    Raises:
+        InaError: as :func:`encode`, the values aside.
+    """
+    return HEADER.pack(*_check_header(header, n_values, values_per_packet))
+
+
 def encode(header: InaHeader, values: Sequence[int], values_per_packet: int = VALUES_PER_PACKET) -> bytes:
     """The UDP payload of one INA packet: ``header`` then ``values`` as big-endian int32.
 
@@ -290,13 +305,10 @@ def encode(header: InaHeader, values: Sequence[int], values_per_packet: int = VA
         raise InaError(_bad_value(values)) from None
 
 
-def decode(buf: bytes | bytearray | memoryview,
-           values_per_packet: int = VALUES_PER_PACKET) -> tuple[InaHeader, tuple[int, ...]]:
-    """Parse the UDP payload of an INA packet into its header and values.
-
-    Checks in the order of the module docstring and raises nothing but :class:`MalformedPacket`
-    for any input of a bytes-like type.
-    """
+def decode_header(buf: bytes | bytearray | memoryview, values_per_packet: int = VALUES_PER_PACKET) -> InaHeader:
+    """The header of an INA packet, checked as :func:`decode` checks the whole packet (the values
+    are not read: :func:`values_array` reads them). Raises nothing but :class:`MalformedPacket`
+    for any input of a bytes-like type."""
     n = len(buf)
     if n < HEADER_BYTES:
         raise MalformedPacket("truncated", f"{n} bytes; the header alone is {HEADER_BYTES}")
@@ -314,8 +326,40 @@ def decode(buf: bytes | bytearray | memoryview,
         raise MalformedPacket("truncated", f"{n} bytes; {count} values need {need}")
     if n > need:
         raise MalformedPacket("trailing_bytes", f"{n} bytes; {count} values need exactly {need}")
-    header = InaHeader(**dict(zip(FIELD_NAMES, fields, strict=True)))
-    return header, _values_struct(count).unpack_from(buf, HEADER_BYTES)
+    return InaHeader(**dict(zip(FIELD_NAMES, fields, strict=True)))
+
+
+def decode(buf: bytes | bytearray | memoryview,
+           values_per_packet: int = VALUES_PER_PACKET) -> tuple[InaHeader, tuple[int, ...]]:
+    """Parse the UDP payload of an INA packet into its header and values.
+
+    Checks in the order of the module docstring and raises nothing but :class:`MalformedPacket`
+    for any input of a bytes-like type.
+    """
+    header = decode_header(buf, values_per_packet)
+    return header, _values_struct(header.count).unpack_from(buf, HEADER_BYTES)
+
+
+WIRE_VALUES = np.dtype(">i4")
+"""The values' type on the wire: big-endian int32."""
+
+
+def values_array(buf: bytes | bytearray | memoryview, count: int) -> np.ndarray:
+    """The ``count`` values of a packet whose header :func:`decode_header` accepted, as int64
+    (sums of int32s never overflow it)."""
+    return np.frombuffer(buf, WIRE_VALUES, count, HEADER_BYTES).astype(np.int64)
+
+
+def values_bytes(values) -> bytes:
+    """``values`` (integers, any array-like) as the wire's int32s: the payload after headers.
+
+    Raises:
+        InaError: a value outside int32, or one that is not an integer.
+    """
+    arr = np.asarray(values)
+    if arr.size and (arr.dtype.kind not in "iu" or arr.min() < INT32_MIN or arr.max() > INT32_MAX):
+        raise InaError(_bad_value(values if isinstance(values, Sequence) else arr.ravel().tolist()))
+    return arr.astype(WIRE_VALUES).tobytes()
 
 
 def worker_port(job_id: int) -> int:
@@ -356,9 +400,29 @@ def slot_of(job_id: int, seq: int, n_slots: int = SLOT_SPACE) -> int:
         raise InaError(f"job_id={job_id!r} must be in 0..65535 and seq={seq!r} in 0..{(1 << 32) - 1}") from None
 
 
+def data_header(job_id: int, seq: int, bitmap: int, count: int, *, flags: int = 0, fan_in: int = 0,
+                slot: int | None = None, n_slots: int = SLOT_SPACE) -> bytes:
+    """The header of a worker's packet of ``count`` values: ``data_header(j, s, b, len(v)) +
+    values_bytes(v) == data_packet(j, s, b, v)``, for a stream whose values are encoded once.
+
+    Raises:
+        InaError: a field out of range, reserved flag bits, or ``count`` not in 1..:data:`MAX_VALUES_PER_PACKET`.
+    """
+    if slot is None:
+        slot = slot_of(job_id, seq, n_slots)
+    if not 1 <= count <= MAX_VALUES_PER_PACKET or flags & RESERVED_FLAGS:
+        raise InaError(f"a data packet carries 1..{MAX_VALUES_PER_PACKET} values and no reserved flags; "
+                       f"got {count} values, flags=0x{flags:02x}")
+    try:
+        return HEADER.pack(VERSION, flags, job_id, seq, bitmap, fan_in, 0, slot, count, 0)
+    except struct.error as e:
+        raise InaError(f"cannot pack INA packet job_id={job_id!r} seq={seq!r} bitmap={bitmap!r} "
+                       f"fan_in={fan_in!r} slot={slot!r}: {e}") from None
+
+
 def data_packet(job_id: int, seq: int, bitmap: int, values: Sequence[int], *, flags: int = 0,
                 fan_in: int = 0, slot: int | None = None, n_slots: int = SLOT_SPACE) -> bytes:
-    """A worker's packet, packed in one struct call: the fast path of the worker side.
+    """A worker's packet, packed in one struct call: :func:`data_header` and its values.
 
     ``slot`` defaults to :func:`slot_of` ``(job_id, seq, n_slots)``; ``values`` are 1 to
     :data:`MAX_VALUES_PER_PACKET` int32s (``count`` is their number).
@@ -366,17 +430,11 @@ def data_packet(job_id: int, seq: int, bitmap: int, values: Sequence[int], *, fl
     Raises:
         InaError: a field or value out of range, reserved flag bits, or the wrong number of values.
     """
-    if slot is None:
-        slot = slot_of(job_id, seq, n_slots)
-    n = len(values)
-    if not 1 <= n <= MAX_VALUES_PER_PACKET or flags & RESERVED_FLAGS:
-        raise InaError(f"a data packet carries 1..{MAX_VALUES_PER_PACKET} values and no reserved flags; "
-                       f"got {n} values, flags=0x{flags:02x}")
+    header = data_header(job_id, seq, bitmap, len(values), flags=flags, fan_in=fan_in, slot=slot, n_slots=n_slots)
     try:
-        return _packet_struct(n).pack(VERSION, flags, job_id, seq, bitmap, fan_in, 0, slot, n, 0, *values)
-    except struct.error as e:
-        raise InaError(f"cannot pack INA packet job_id={job_id!r} seq={seq!r} bitmap={bitmap!r} "
-                       f"fan_in={fan_in!r} slot={slot!r}: {e}; {_bad_value(values)}") from None
+        return header + _values_struct(len(values)).pack(*values)
+    except struct.error:
+        raise InaError(_bad_value(values)) from None
 
 
 def to_hex(buf: bytes) -> str:
@@ -414,26 +472,24 @@ def to_fixed(floats: Sequence[float], scale: float) -> Fixed:
     """Scale gradients to int32: ``round(x * scale)`` per lane, clamped to the int32 range.
 
     Rounding is to nearest, ties to even (as ``numpy.rint`` and ``torch.round``). Lanes that
-    were clamped (including +-inf) are reported in :attr:`Fixed.saturated`. O(len(floats)).
+    were clamped (including +-inf) are reported in :attr:`Fixed.saturated`. O(len(floats)),
+    vectorised.
 
     Raises:
         InaError: a NaN lane (it has no integer value), or a scale that is not finite and > 0.
     """
     _check_scale(scale)
-    out, saturated = [], []
-    for lane, x in enumerate(floats):
-        y = x * scale
-        if math.isnan(y):
-            raise InaError(f"gradient lane {lane} is NaN ({x!r} * scale {scale}); it has no int32 value")
-        r = round(y) if math.isfinite(y) else y
-        if not INT32_MIN <= r <= INT32_MAX:
-            r = INT32_MAX if r > 0 else INT32_MIN
-            saturated.append(lane)
-        out.append(r)
-    return Fixed(out, tuple(saturated))
+    x = np.asarray(floats, dtype=np.float64).ravel() * scale
+    nan = np.isnan(x)
+    if nan.any():
+        lane = int(np.argmax(nan))
+        raise InaError(f"gradient lane {lane} is NaN ({floats[lane]!r} * scale {scale}); it has no int32 value")
+    r = np.rint(x)
+    saturated = np.flatnonzero((r < INT32_MIN) | (r > INT32_MAX))
+    return Fixed(np.clip(r, INT32_MIN, INT32_MAX).astype(np.int64).tolist(), tuple(saturated.tolist()))
 
 
 def from_fixed(ints: Sequence[int], scale: float) -> list[float]:
     """The floats that int32 values at fixed-point ``scale`` stand for: ``v / scale`` per lane."""
     _check_scale(scale)
-    return [v / scale for v in ints]
+    return (np.asarray(ints, dtype=np.float64) / scale).tolist()

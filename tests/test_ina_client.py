@@ -492,6 +492,16 @@ def test_a_stream_of_vectors_takes_consecutive_seqs_and_sums_each_exactly():
     assert ps.service.engine.stats.results == 14
 
 
+def test_a_stream_of_values_int32_cannot_carry_is_refused_before_anything_is_sent():
+    """Floats, or an integer beyond int32, refuse the whole stream in one InaError, no seq taken."""
+    with InaClient(7, 0, PS_IP, SCALE, bind=_worker_ip(0), values_per_packet=32) as client:
+        with pytest.raises(InaError, match="must be integers, not float64"):
+            client.allreduce_stream([[1, 2], [0.5]])
+        with pytest.raises(InaError, match="lane 40"):
+            client.allreduce_stream([[0] * 40 + [1 << 31]])
+        assert client.next_seq == 0 and client.stats.sent == 0
+
+
 def test_a_worker_sends_ect_and_a_result_marked_on_its_way_back_shrinks_its_window():
     """Every datagram a client sends is ECN-capable (ECT(0)), so a marking queue marks it instead of
     letting it queue; a result that arrives CE-marked (its flag clear: marked after the PS) counts as ECN."""

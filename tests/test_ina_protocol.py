@@ -6,6 +6,7 @@ import struct
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from common import errors
@@ -24,13 +25,18 @@ from ina.protocol import (
     InaError,
     InaHeader,
     MalformedPacket,
+    data_header,
     data_packet,
     decode,
+    decode_header,
     encode,
+    encode_header,
     from_fixed,
     slot_of,
     to_fixed,
     to_hex,
+    values_array,
+    values_bytes,
     worker_port,
 )
 
@@ -92,6 +98,39 @@ def test_golden_data_packet_fast_path():
     assert data_packet(7, 42, 4, DATA_VALUES, fan_in=3, slot=0x1234) == GOLDEN_DATA
     assert data_packet(7, 42, 4, DATA_VALUES) == encode(DATA_HEADER.replace(fan_in=0, slot=slot_of(7, 42)),
                                                         DATA_VALUES)
+
+
+@pytest.mark.parametrize(("golden", "header", "values"), GOLDEN)
+def test_golden_bytes_stream_codec(golden, header, values):
+    """A header and its values encoded apart (a stream's values once, a header per packet) are the
+    golden bytes; decode_header and values_array read them back."""
+    assert encode_header(header, len(values)) + values_bytes(values) == golden
+    assert decode_header(golden) == header
+    arr = values_array(golden, header.count)
+    assert arr.dtype == np.int64 and tuple(arr.tolist()) == values
+
+
+def test_stream_packets_equal_data_packets():
+    """data_header before a slice of one values_bytes of the vector is data_packet of that slice."""
+    rng = random.Random(3)
+    vector = [rng.randint(INT32_MIN, INT32_MAX) for _ in range(5 * 256)]
+    wire = values_bytes(np.array(vector, dtype=np.int64))
+    for k in range(5):
+        packet = data_header(9, 100 + k, 2, 256) + wire[k * 1024:(k + 1) * 1024]
+        assert packet == data_packet(9, 100 + k, 2, vector[k * 256:(k + 1) * 256])
+    with pytest.raises(InaError, match="1..363 values"):
+        data_header(9, 1, 2, 0)
+
+
+def test_values_bytes_refuses_what_int32_cannot_carry():
+    """values_bytes names a lane outside int32 or not an integer, as encode does."""
+    with pytest.raises(InaError, match="lane 2"):
+        values_bytes([0, 1, INT32_MAX + 1])
+    with pytest.raises(InaError, match="lane 0"):
+        values_bytes(np.array([INT32_MIN - 1, 0]))
+    with pytest.raises(InaError, match="lane 1"):
+        values_bytes([0, 1.5])
+    assert values_bytes([]) == b""
 
 
 @pytest.mark.parametrize(("golden", "header", "values"), GOLDEN)
@@ -259,6 +298,18 @@ def test_to_fixed_rounds_saturates_and_reports():
     scaled = to_fixed([0.001, -0.25], 1000.0)
     assert scaled == ([1, -250], ())
     assert from_fixed(scaled.values, 1000.0) == [0.001, -0.25]
+
+
+def test_to_fixed_matches_python_rounding():
+    """The vectorised scaling equals round(x * scale) lane by lane (ties to even) on random floats."""
+    rng = random.Random(5)
+    floats = [rng.uniform(-3000.0, 3000.0) for _ in range(2000)] + [k + 0.5 for k in range(-20, 20)]
+    for scale in (1.0, 1000.0, float(2 ** 20)):
+        want = [min(max(round(x * scale), INT32_MIN), INT32_MAX) for x in floats]
+        fixed = to_fixed(floats, scale)
+        assert fixed.values == want
+        clamped = tuple(i for i, x in enumerate(floats) if not INT32_MIN <= round(x * scale) <= INT32_MAX)
+        assert fixed.saturated == clamped
 
 
 def test_to_fixed_refuses_nan_and_bad_scale():
