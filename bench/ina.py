@@ -36,11 +36,17 @@ same INA protocol passed unaggregated to the PS; and the bytes into and out of h
 carries the PS's traffic (every aggregate in, one result per worker and seq out, or, with results
 multicast, one per seq, which l3 copies to l1 and l2 and they to their workers). Ratios are to the
 ring's in the same run; each row also gets its contention-free bound from its links and its fidelity
-verdict (:func:`measure.fidelity.job_verdicts`, as a run judges it: ok within 1.10x of the bound)
-and the simulator's estimate of the same job (its fluid engine).
+verdict (:func:`measure.fidelity.job_verdicts`, as a run judges it: ok within 1.10x of the bound),
+the simulator's estimate of the same job (its fluid engine), the evidence that the emulator kept up
+(95th percentiles over the run of the machine's CPU, of the busiest switch thread and of the
+busiest INA process's busiest thread, as a run samples them: :class:`emulator.cpu.CpuSampler`),
+and the INA workers' counters (results, of which ECN-marked, resends by timeout and by RACK).
+The dilation is 6 by default: at 3, on a 2-core machine, the multicast job's four workers, PS and
+three bmv2 processes together take the whole machine (CPU p95 91-98%) and the job runs 1.16-1.33x
+its bound.
 
     sudo .venv/bin/python bench/ina.py [--seqs 4000] [--fan-in 4] [--window 64 256]
-    sudo .venv/bin/python bench/ina.py --fabric [--model vgg16] [--dilation 3] [--iterations 5]
+    sudo .venv/bin/python bench/ina.py --fabric [--model vgg16] [--dilation 6] [--iterations 5]
 """
 
 from __future__ import annotations
@@ -179,6 +185,17 @@ def simulated_comm_s(g, rates, workers, collective, buckets, ps, switches, resul
     return run.estimate.comm_mean_s
 
 
+def _client_line(clients: list[dict]) -> str:
+    """The INA workers' counters of one run, summed: results, of which ECN-marked, and resends
+    (timeouts and RACK's), with the resends found spurious; '-' for a job without INA."""
+    if not clients:
+        return "-"
+    total = {k: sum(c[k] for c in clients) for k in ("results", "ecn_results", "timeouts", "fast_resends",
+                                                       "spurious_timeouts", "spurious_fast_resends")}
+    return (f"{total['results']} / {total['ecn_results']} ECN / {total['timeouts']}+{total['fast_resends']} resent "
+            f"({total['spurious_timeouts'] + total['spurious_fast_resends']} spurious)")
+
+
 def run_options(g, scale: float, dilation: float, ina_switches: tuple[str, ...]):
     """The network an experiment with the default settings would build here (its ECN marker and
     switch port kind chosen as a run chooses them, :class:`emulator.runner.EmulatorExperiment`),
@@ -196,10 +213,14 @@ def run_options(g, scale: float, dilation: float, ina_switches: tuple[str, ...])
 
 def fabric_rows(args) -> list[list[str]]:
     """One row per placement and way of running the job (see the module docstring) on one network."""
+    import json
+
+    from emulator.cpu import CpuSampler
     from emulator.ina_fabric import InaFabric, endpoints
     from emulator.net import EmulatedNetwork
     from emulator.one_job import OneJob, run_job
     from ina.plan import plan_job
+    from jobs.launcher import ina_counters_path
     from jobs.models import get_model, scaled_buckets
     from measure.fidelity import JobEvidence, job_verdicts
     from measure.shaping import link_rates_mbps
@@ -228,13 +249,19 @@ def fabric_rows(args) -> list[list[str]]:
                         fabric.install([plan], 4096)
                         started = fabric.start_ps([plan], os.path.join(tmp, f"ps{len(rows)}"))
                     before = net.switch_counters()
+                    sampler = CpuSampler(0.25, watch=fabric.processes)
+                    sampler.start()
+                    job = f"job{len(rows)}"
                     try:
                         run = run_job(net, tmp, OneJob(
-                            f"job{len(rows)}", tuple(workers), collective, buckets, iterations=args.iterations,
+                            job, tuple(workers), collective, buckets, iterations=args.iterations,
                             compute_s=0.05, timeout_s=1800, ina_endpoints=endpoints(net, plan) if plan else None))
                     finally:
+                        sampler.stop()
                         if started:
                             fabric.stop_ps(started)
+                    cpu, busiest = sampler.summary(), max(sampler.process_p95().items(), key=lambda kv: kv[1],
+                                                          default=None)
                     links = net.link_bytes(before, net.switch_counters())
                     stats = fabric.stats()
                     aggregates = sum(st.aggregates for st in stats.values()) if plan else None
@@ -245,10 +272,17 @@ def fabric_rows(args) -> list[list[str]]:
                                            ina_results=results or "unicast", ina_values_per_packet=lanes)
                     (verdict,) = job_verdicts(g, rates, [evidence], 1500)
                     sim_s = simulated_comm_s(g, rates, workers, collective, buckets, ps, switches, results, lanes)
+                    clients = []
+                    for m in workers if plan else ():
+                        with open(ina_counters_path(tmp, m)) as f:
+                            clients.append(json.load(f)[job])
                     rows.append([where, name, f"{run.comm_mean_s():.3f}", f"{up / 1e6:.2f}",
                                  "-" if aggregates is None else str(aggregates),
                                  f"{links[('l3', ps)] / 1e6:.2f} / {links[(ps, 'l3')] / 1e6:.2f}",
-                                 f"{verdict.bound_s:.3f}", f"{verdict.ratio:.2f} {verdict.status}", f"{sim_s:.3f}"])
+                                 f"{verdict.bound_s:.3f}", f"{verdict.ratio:.2f} {verdict.status}", f"{sim_s:.3f}",
+                                 f"{cpu.p95 or 0:.0%} / {cpu.switch_thread_p95 or 0:.0%}"
+                                 + (f" / {busiest[0]} {busiest[1]:.0%}" if busiest else ""),
+                                 _client_line(clients)])
                     print(f"  {where}, {name}: {rows[-1][2]} s per iteration, {rows[-1][3]} MB up the workers' "
                           f"uplinks", flush=True)
                 ring_s, ring_up = float(rows[first][2]), float(rows[first][3])
@@ -304,7 +338,7 @@ def main() -> int:
                     help="the fabric job's values per packet (default: the config's)")
     ap.add_argument("--model", default="vgg16")
     ap.add_argument("--scale", type=float, default=500.0)
-    ap.add_argument("--dilation", type=float, default=3.0)
+    ap.add_argument("--dilation", type=float, default=6.0)
     ap.add_argument("--iterations", type=int, default=5)
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -348,7 +382,8 @@ def main() -> int:
     if args.fabric and os.geteuid() == 0:
         print(format_table(["4 workers in", "run", "comm s / iteration", "vs ring", "MB up the workers' uplinks",
                             "vs ring", "aggregates", "MB into / out of h9", "bound s", "vs bound, verdict",
-                            "simulator s"], fabric_rows(args)))
+                            "simulator s", "CPU p95: machine / switch thread / busiest INA process",
+                            "INA results / marked / resent"], fabric_rows(args)))
     return 0 if ok else 1
 
 
