@@ -117,27 +117,35 @@ def cmd_clean(args) -> int:
 def cmd_validate(args) -> int:
     """Compare anyone's per-job estimates (a CSV), or the run re-simulated with other simulator options,
     with a run's measurements; no root needed."""
+    from common.jsonfile import write_json_atomic
     from common.specs import safe_name
     from experiment.estimates import compare_estimates, read_estimates, report_lines, write_estimates_report
     from experiment.revalidate import options_name, parse_simulator_options, read_recorded_run
+    from experiment.validation import marks_to_dict, marks_validation_lines
 
     if (args.estimates is None) == (args.simulator is None):
         print("error: give one of --estimates FILE.csv or --simulator KEY=VALUE,...", file=sys.stderr)
         return 2
-    name = None
+    name, marks = None, []
     if args.estimates is not None:
         estimates = read_estimates(args.estimates)
     else:
         options = parse_simulator_options(args.simulator)
-        text, estimates = read_recorded_run(args.run_dir).estimates(options)
+        run = read_recorded_run(args.run_dir)
+        simulated = run.simulate(options)
+        text, estimates = run.estimates(options, simulated)
+        marks = run.mark_comparisons(simulated)
         name = safe_name("sim-" + options_name(options))
         csv_path = os.path.join(args.run_dir, f"estimates-{name}.csv")
         with open(csv_path, "w", encoding="utf-8") as f:
             f.write(text)
         print(f"re-simulated with simulator {options_name(options)}: {csv_path}")
     report = compare_estimates(args.run_dir, estimates)
-    print("\n".join(report_lines(report)))
+    print("\n".join(report_lines(report) + marks_validation_lines(marks)))
     written = write_estimates_report(report, args.run_dir, name)
+    if marks:
+        written.append(os.path.join(args.run_dir, f"validation-{name}-ecn.json"))
+        write_json_atomic(written[-1], marks_to_dict(marks), indent=1)
     if written:
         print(f"written: {', '.join(written)}")
     return 0
@@ -146,7 +154,13 @@ def cmd_validate(args) -> int:
 def cmd_calibrate(args) -> int:
     """Fit the simulator's per-message latency to a run's uncontended jobs; no root needed."""
     from common.jsonfile import write_json_atomic
-    from experiment.revalidate import CALIBRATED_CLASS, calibrate_latency, read_recorded_run
+    from experiment.revalidate import (
+        CALIBRATED_CLASS,
+        MARKS_CLASS,
+        calibrate_latency,
+        calibrate_mark_share,
+        read_recorded_run,
+    )
 
     run = read_recorded_run(args.run_dir)
     print(f"fitting simulator.latency_us to the {CALIBRATED_CLASS} jobs of {args.run_dir} (the step-level simulator "
@@ -160,11 +174,20 @@ def cmd_calibrate(args) -> int:
         if cls != CALIBRATED_CLASS:
             before = c.by_class_before.get(cls)
             print(f"  {cls:<13} {before.line() if before else '-'} -> {after.line()}")
+    share = calibrate_mark_share(run)
+    if share is None:
+        print("ecn_mark_share: not fitted (no contended job of the run was marked)")
+    else:
+        print(f"ecn_mark_share: {share.share:g} (fitted on {share.jobs} marked {MARKS_CLASS} jobs; configured "
+              f"{run.cfg.simulator.ecn_mark_share:g})")
+        for cls, after in share.by_class_after.items():
+            print(f"  {cls:<13} configured: {share.by_class_before[cls].line()}\n  {'':<13} fitted:     {after.line()}")
     path = os.path.join(args.run_dir, "calibration.json")
-    write_json_atomic(path, c.to_dict(), indent=1)
+    write_json_atomic(path, {**c.to_dict(), "ecn": share.to_dict() if share else None}, indent=1)
     print(f"written: {path}")
-    print(f"use it: simulator: {{latency_us: {c.latency_us:g}}} in a config run at dilation {run.cfg.dilation:g} "
-          f"(at dilation D: {c.wall_us:g} / D)")
+    fitted = f"latency_us: {c.latency_us:g}" + (f", ecn: true, ecn_mark_share: {share.share:g}" if share else "")
+    print(f"use it: simulator: {{{fitted}}} in a config run at dilation {run.cfg.dilation:g} "
+          f"(the latency at dilation D: {c.wall_us:g} / D)")
     return 0
 
 

@@ -340,6 +340,9 @@ class SimulatorConfig:
             emulator, not of the network it models, so off by default.
         ecn: estimate every job's ECN-marked packets (a port's queue taken to be above K while
             its link is saturated by two flows or more; :mod:`sim.flowsim`).
+        ecn_mark_share: the share of the packets crossing such a link that the estimate counts as
+            marked (1: all of them, an upper bound); the default, 0.05, is the share measured on
+            the emulator's contended jobs (``docs/validation.md``), ``calibrate`` fits a run's.
         mode: ``steps`` follows every transfer of every step (:mod:`sim.flowsim`: the model the
             testbed validates); ``fluid`` advances each job by its iteration rate under the
             water-filled share of its links (:mod:`sim.fluid`: trace scale; no token buckets, no
@@ -353,6 +356,7 @@ class SimulatorConfig:
     headers: bool = rule_field(Boolean(), True)
     token_buckets: bool = rule_field(Boolean(), False)
     ecn: bool = rule_field(Boolean(), False)
+    ecn_mark_share: float = rule_field(Real(0, 1, lo_open=True), 0.05)
     mode: str = rule_field(Name(SIM_MODES), "steps")
     mltcp_step: float = rule_field(Real(0, 1, lo_open=True), 0.01)
 

@@ -51,10 +51,18 @@ from experiment.efficiency import distribution_efficiency, jct_lines
 from experiment.ina_results import InaJobResult, InaResult
 from experiment.interleaving import HOLD, OVERLAP_THRESHOLD, interleaving
 from experiment.measurements import PolicyResult
-from experiment.summary import JobSummary, PolicySummary, all_comparisons, completion_figures
+from experiment.summary import JobSummary, PolicySummary, all_comparisons, all_mark_comparisons, completion_figures
 from experiment.tables import format_table
 from experiment.timeline import format_marks, mean_marks, plot_timelines
-from experiment.validation import comparable, job_class, pearson_r, stats_by_class, validation_stats
+from experiment.validation import (
+    MarksComparison,
+    comparable,
+    job_class,
+    marks_to_dict,
+    marks_validation_lines,
+    stats_by_class,
+    validation_stats,
+)
 from jobs.phase import phase_figures
 from jobs.records import bucket_times_s
 from measure.fidelity import JobVerdict
@@ -546,6 +554,7 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
     measured = {spec: r.measurements for spec, r in runs.items() if r.measurements is not None}
     comparisons = all_comparisons(summaries)
     overall, by_class = validation_stats(comparisons), stats_by_class(comparisons)
+    marks = all_mark_comparisons(summaries)
     buckets = [b for s in summaries for b in s.buckets]
     split = error_split(buckets)
     write_json_atomic(os.path.join(run_dir, "summary.json"),
@@ -553,7 +562,8 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
                        "dilation": cfg.dilation, "capabilities": caps, "policies": [s.to_dict() for s in summaries],
                        "unplaced": unplaced, "validation": overall.to_dict(),
                        "validation_by_class": {cls: st.to_dict() for cls, st in by_class.items()},
-                       "validation_by_bucket": {cls or "unclassed": sp.to_dict() for cls, sp in split.items()}})
+                       "validation_by_bucket": {cls or "unclassed": sp.to_dict() for cls, sp in split.items()},
+                       "validation_ecn": marks_to_dict(marks)})
     write_summary_csvs(run_dir, summaries)
     if buckets:
         write_buckets_csv(os.path.join(run_dir, "buckets.csv"), buckets)
@@ -582,7 +592,7 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
     timelines = {r.summary.policy: r.timeline for r in runs.values()}
     text = summary_tables(summaries, caps.get("backend", "emu"), timelines)
     if measured:
-        text += "\n\n" + validation_text(summaries, overall, by_class, split)
+        text += "\n\n" + validation_text(summaries, overall, by_class, split, marks)
     for spec, why in unplaced.items():
         text += f"\n\nPolicy {spec} could not place every job: {why}"
     with open(os.path.join(run_dir, "report.txt"), "w") as f:
@@ -702,10 +712,12 @@ def write_buckets_csv(path: str, buckets: Sequence[BucketComparison]) -> None:
             w.writerow(["" if row[c] is None else row[c] for c in cols])
 
 
-def validation_text(summaries: Sequence[PolicySummary], overall, by_class, split) -> str:
+def validation_text(summaries: Sequence[PolicySummary], overall, by_class, split,
+                    marks: Sequence[MarksComparison] = ()) -> str:
     """The simulator-against-measurement lines: every policy's, then all jobs together (``overall``)
     and each class of job (``by_class``, :func:`experiment.validation.stats_by_class`), with where its
-    error lies bucket by bucket (``split``, :func:`experiment.breakdown.error_split`)."""
+    error lies bucket by bucket (``split``, :func:`experiment.breakdown.error_split`); then the ECN
+    marks (``marks``, with the simulator's ``ecn`` estimate) over all jobs and per class."""
     lines = ["Flow-level simulator against the measurements (per-job communication time per iteration, "
              "same placements; experiment.validation):"]
     for s in summaries:
@@ -715,13 +727,7 @@ def validation_text(summaries: Sequence[PolicySummary], overall, by_class, split
         lines.append(f"    {cls:<14} {st.line()}")
         if cls in split:
             lines.append(f"    {'':<14} by bucket: {split[cls].line()}")
-    marks = [(j.ecn_marks, j.estimate_ecn_marks) for s in summaries for j in s.jobs
-             if j.ecn_marks is not None and j.estimate_ecn_marks is not None]
-    if marks:
-        r = pearson_r([m for m, _ in marks], [e for _, e in marks])
-        lines.append(f"  ECN marks per job, measured against the simulator's estimate (simulator.ecn): r "
-                     f"{'-' if r is None else f'{r:.3f}'} over {len(marks)} jobs; measured {sum(m for m, _ in marks)}, "
-                     f"estimated {sum(e for _, e in marks):.0f} in total")
+    lines += marks_validation_lines(marks)
     if overall.worst is not None:
         w = overall.worst
         lines.append(f"  worst: {w.job} under {w.policy}: measured {w.measured_s:.4g} s, estimated "

@@ -38,7 +38,17 @@ from experiment.export import read_run
 from experiment.loop import LoopResult, Started
 from experiment.resimulate import simulate_schedule
 from experiment.simrun import mltcp_flows
-from experiment.validation import Comparison, ValidationStats, stats_by_class, validation_stats
+from experiment.validation import (
+    Comparison,
+    MarksComparison,
+    MarksStats,
+    ValidationStats,
+    job_class,
+    marks_by_class,
+    marks_stats,
+    stats_by_class,
+    validation_stats,
+)
 from placement.base import Placement
 from scheduling import make_scheduler
 
@@ -85,9 +95,9 @@ class RecordedRun:
     summary: dict
     schedules: tuple[tuple[str, LoopResult, list[list[str]] | None, dict], ...]
 
-    def estimates(self, options: dict) -> tuple[str, EstimatesFile]:
+    def simulate(self, options: dict) -> dict[str, dict]:
         """Every policy's jobs re-simulated with the config's ``simulator`` section updated by
-        ``options``: an estimates CSV (``policy, job, comm_s, iteration_s``) and the file it reads as.
+        ``options``: per policy, each job's :class:`sim.flowsim.JobEstimate`.
 
         Raises:
             ConfigError: an option is unknown or out of range (the config's message).
@@ -95,11 +105,17 @@ class RecordedRun:
         data = to_dict(self.cfg)
         data["simulator"] = {**data.get("simulator", {}), **options}
         cfg = check_fields(from_dict(data))
+        return {policy: simulate_schedule(cfg, self.g, loop, buckets, batches)
+                for policy, loop, batches, buckets in self.schedules}
+
+    def estimates(self, options: dict, simulated: dict | None = None) -> tuple[str, EstimatesFile]:
+        """:meth:`simulate` (or its ``simulated`` result) as an estimates CSV (``policy, job, comm_s,
+        iteration_s``) and the file it reads as."""
+        simulated = self.simulate(options) if simulated is None else simulated
         out = io.StringIO()
         w = csv.writer(out, lineterminator="\n")
         w.writerow(["policy", "job", "comm_s", "iteration_s"])
-        for policy, loop, batches, buckets in self.schedules:
-            estimates = simulate_schedule(cfg, self.g, loop, buckets, batches)
+        for policy, estimates in simulated.items():
             for job in sorted(estimates):
                 e = estimates[job]
                 if e.comm_mean_s is not None:
@@ -110,6 +126,19 @@ class RecordedRun:
     def compare(self, options: dict) -> EstimatesReport:
         """:meth:`estimates` with ``options`` compared with the run's measurements."""
         return compare(self.estimates(options)[1], run_measurements(self.summary))
+
+    def mark_comparisons(self, simulated: dict) -> list[MarksComparison]:
+        """The measured ECN marks of every job with a class of job against ``simulated``'s estimates
+        (:meth:`simulate` with ``ecn`` on; empty when the run measured no marks or the estimates
+        have none)."""
+        out = []
+        for s in self.summary.get("policies") or []:
+            estimates = simulated.get(s["policy"], {})
+            for job, j in sorted(s["jobs"].items()):
+                e, cls = estimates.get(job), job_class(j.get("fidelity"))
+                if j.get("ecn_marks") is not None and e is not None and e.ecn_marks is not None and cls is not None:
+                    out.append(MarksComparison(s["policy"], job, int(j["ecn_marks"]), e.ecn_marks, cls))
+        return out
 
 
 def read_recorded_run(run_dir: str) -> RecordedRun:
@@ -255,3 +284,56 @@ def calibrate_latency(run: RecordedRun, tolerance_us: float = 1.0) -> LatencyCal
         before=validation_stats(fitted(configured)), after=validation_stats(fitted(after)),
         by_class_before=stats_by_class(comm_before.comparisons), by_class_after=stats_by_class(comm_after.comparisons),
         evaluations=evaluations)
+
+
+MARKS_CLASS = "contended"
+"""The jobs an ECN mark share is fitted on: those that shared links with other jobs, where the
+estimate's oversubscribed links are."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MarkShareCalibration:
+    """The ``simulator.ecn_mark_share`` fitted to a run's marked contended jobs (:func:`calibrate_mark_share`).
+
+    Attributes:
+        share: the fitted share, to 4 decimals.
+        jobs: contended jobs fitted on (measured marked, estimated exposed).
+        before, after: the marks' validation of every compared job with the configured share and the fitted one.
+        by_class_before, by_class_after: per class of job.
+    """
+
+    share: float
+    jobs: int
+    before: MarksStats
+    after: MarksStats
+    by_class_before: dict
+    by_class_after: dict
+
+    def to_dict(self) -> dict:
+        """JSON form (``calibration.json``'s ``ecn``)."""
+        return {"simulator": {"ecn_mark_share": self.share}, "jobs": self.jobs, "fitted_on": MARKS_CLASS,
+                "before": self.before.to_dict(), "after": self.after.to_dict(),
+                "by_class_before": {c: s.to_dict() for c, s in self.by_class_before.items()},
+                "by_class_after": {c: s.to_dict() for c, s in self.by_class_after.items()}}
+
+
+def calibrate_mark_share(run: RecordedRun) -> MarkShareCalibration | None:
+    """The ``simulator.ecn_mark_share`` that best scales the step-level simulator's ECN estimate to
+    the run's contended jobs that were marked: the estimate is linear in the share, so the least sum
+    of squared log errors is the geometric mean of measured marks over the packets the estimate
+    exposes (the estimate at share 1). None when the run measured no marks on such a job (ECN off,
+    or no contention).
+    """
+    exposed = run.mark_comparisons(run.simulate({"ecn": True, "ecn_mark_share": 1.0}))
+    fit = [c for c in exposed if c.job_class == MARKS_CLASS and c.measured > 0 and c.estimated > 0]
+    if not fit:
+        return None
+    share = min(1.0, math.exp(sum(math.log(c.measured / c.estimated) for c in fit) / len(fit)))
+    share = max(round(share, 4), 1e-4)
+
+    def scaled(k: float) -> list[MarksComparison]:
+        return [dataclasses.replace(c, estimated=c.estimated * k) for c in exposed]
+
+    before, after = scaled(run.cfg.simulator.ecn_mark_share), scaled(share)
+    return MarkShareCalibration(share, len(fit), marks_stats(before), marks_stats(after), marks_by_class(before),
+                                marks_by_class(after))

@@ -50,7 +50,8 @@ def sim_options(cfg, g) -> SimOptions:
         bursts = {link: burst_bytes(r, cfg.mtu) for link, r in sim_rates_mbps(g, cfg.scale, cfg.dilation).items()}
     pat = scale_bw_mbps(cfg.ina.model_pat_gbps * 1000.0, cfg.scale) * MEGA / BITS_PER_BYTE
     return SimOptions(mtu=cfg.mtu if cfg.simulator.headers else None, latency_s=cfg.simulator.latency_us * 1e-6,
-                      burst_bytes=bursts, ecn=cfg.simulator.ecn, pat_bytes_s=pat, ina_results=cfg.ina.results,
+                      burst_bytes=bursts, ecn=cfg.simulator.ecn,
+                      ecn_mark_share=cfg.simulator.ecn_mark_share, pat_bytes_s=pat, ina_results=cfg.ina.results,
                       ina_values_per_packet=cfg.ina.values_per_packet,
                       mltcp=mltcp_flows(cfg))
 

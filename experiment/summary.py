@@ -21,7 +21,14 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from experiment.breakdown import BucketComparison
 from experiment.ina_results import InaResult
-from experiment.validation import Comparison, ValidationStats, comparable, job_class, validation_stats
+from experiment.validation import (
+    Comparison,
+    MarksComparison,
+    ValidationStats,
+    comparable,
+    job_class,
+    validation_stats,
+)
 from measure.fidelity import LinkCheck
 
 
@@ -130,6 +137,13 @@ def job_comparisons(policy: str, jobs: Iterable[JobSummary]) -> list[Comparison]
     """Measured against estimated communication time of every comparable job of one policy."""
     return [Comparison(policy, j.job, j.comm_mean_s, j.estimate_s, job_class(j.fidelity)) for j in jobs
             if comparable(j.comm_mean_s, j.estimate_s)]
+
+
+def job_mark_comparisons(policy: str, jobs: Iterable[JobSummary]) -> list[MarksComparison]:
+    """Measured against estimated ECN marks of every job of one policy that has both and a class
+    of job (a job on one machine has none: nothing of it crossed a switch)."""
+    return [MarksComparison(policy, j.job, j.ecn_marks, j.estimate_ecn_marks, job_class(j.fidelity)) for j in jobs
+            if j.ecn_marks is not None and j.estimate_ecn_marks is not None and job_class(j.fidelity) is not None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,6 +260,10 @@ class PolicySummary:
         """:func:`job_comparisons` of this policy's jobs."""
         return job_comparisons(self.policy, self.jobs)
 
+    def mark_comparisons(self) -> list[MarksComparison]:
+        """:func:`job_mark_comparisons` of this policy's jobs."""
+        return job_mark_comparisons(self.policy, self.jobs)
+
     @property
     def validation(self) -> ValidationStats:
         """The simulator against the measurements over this policy's comparable jobs."""
@@ -294,6 +312,11 @@ class PolicySummary:
 def all_comparisons(summaries: Sequence[PolicySummary]) -> list[Comparison]:
     """:meth:`PolicySummary.comparisons` of every policy."""
     return [c for s in summaries for c in s.comparisons()]
+
+
+def all_mark_comparisons(summaries: Sequence[PolicySummary]) -> list[MarksComparison]:
+    """:meth:`PolicySummary.mark_comparisons` of every policy."""
+    return [c for s in summaries for c in s.mark_comparisons()]
 
 
 def p90(values) -> float | None:

@@ -16,6 +16,11 @@ Where the emulator judged the job (its fidelity verdict), the comparison carries
 (it shared a link with another job, or two of its own transfers shared one) or ``latency-bound``
 (no transfer fills a few packets); :func:`stats_by_class` summarises each, so a user sees where a
 simulator can be used.
+
+ECN marks are validated apart (:class:`MarksComparison`, :func:`marks_stats`), because a count of
+0 is a measurement too: whether the estimate finds the jobs that were marked (and no other), how
+well it ranks and correlates with the measured counts, and its relative error on the jobs that
+were marked.
 """
 
 from __future__ import annotations
@@ -136,11 +141,16 @@ def job_class(status: str | None) -> str | None:
 def stats_by_class(comparisons: Sequence[Comparison]) -> dict[str, ValidationStats]:
     """:func:`validation_stats` of each :data:`VALIDATION_CLASSES` class that has comparisons, in
     that order."""
+    return _by_class(comparisons, validation_stats)
+
+
+def _by_class(comparisons, summarise):
+    """``summarise`` of each :data:`VALIDATION_CLASSES` class's comparisons that has some, in that order."""
     out = {}
     for cls in VALIDATION_CLASSES:
         group = [c for c in comparisons if c.job_class == cls]
         if group:
-            out[cls] = validation_stats(group)
+            out[cls] = summarise(group)
     return out
 
 
@@ -156,3 +166,137 @@ def validation_stats(comparisons: Sequence[Comparison]) -> ValidationStats:
         median_abs_rel_error=_percentile(errors, 50),
         p90_abs_rel_error=_percentile(errors, 90),
         worst=worst)
+
+
+MARKED = 0.5
+"""An estimate of at least this many marks counts as marking the job (a measured count of 1 or more)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MarksComparison:
+    """One job's measured ECN-marked packets and an estimate of them, over the same run of it.
+
+    Attributes:
+        policy, job: which.
+        measured: marks the emulator's marker counted for the job.
+        estimated: the estimate (packets; need not be whole).
+        job_class: one of :data:`VALIDATION_CLASSES` (None: no verdict).
+    """
+
+    policy: str
+    job: str
+    measured: int
+    estimated: float
+    job_class: str | None = None
+
+    @property
+    def rel_error(self) -> float | None:
+        """``(estimated - measured) / measured``; None for a job that was not marked."""
+        return (self.estimated - self.measured) / self.measured if self.measured > 0 else None
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form, with the relative error."""
+        return {**dataclasses.asdict(self), "rel_error": self.rel_error}
+
+
+@dataclasses.dataclass(frozen=True)
+class MarksStats:
+    """Agreement of ECN mark estimates with the measured marks over a set of jobs.
+
+    Attributes:
+        n: jobs compared.
+        marked: of them, jobs the marker marked.
+        detected: of the marked jobs, those the estimate marks too (at least :data:`MARKED`).
+        false_marked: jobs the estimate marks that the marker did not.
+        pearson_r: correlation of measured and estimated counts (None: fewer than two jobs or a
+            constant side).
+        rank_r: Spearman's rank correlation (ties share their mean rank; None as ``pearson_r``).
+        median_abs_rel_error, p90_abs_rel_error: of ``|rel_error|`` over the marked jobs (None:
+            none was marked).
+        measured_total, estimated_total: the counts summed.
+    """
+
+    n: int
+    marked: int
+    detected: int
+    false_marked: int
+    pearson_r: float | None
+    rank_r: float | None
+    median_abs_rel_error: float | None
+    p90_abs_rel_error: float | None
+    measured_total: int
+    estimated_total: float
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form."""
+        return dataclasses.asdict(self)
+
+    def line(self) -> str:
+        """One line for the terminal."""
+        if not self.n:
+            return "no job to compare"
+
+        def fmt(r):
+            return "-" if r is None else f"{r:.3f}"
+
+        err = ("" if self.median_abs_rel_error is None else
+               f"; on the marked median |error| {self.median_abs_rel_error:.1%}, p90 {self.p90_abs_rel_error:.1%}")
+        return (f"{self.n} job{'s' if self.n != 1 else ''}, {self.marked} marked: {self.detected} found, "
+                f"{self.false_marked} of the {self.n - self.marked} others estimated marked; r {fmt(self.pearson_r)}, "
+                f"rank r {fmt(self.rank_r)}{err}; marks {self.measured_total:,} measured, "
+                f"{self.estimated_total:,.0f} estimated")
+
+
+def _ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def marks_stats(comparisons: Sequence[MarksComparison]) -> MarksStats:
+    """:class:`MarksStats` of a set of mark comparisons."""
+    measured = [c.measured for c in comparisons]
+    estimated = [c.estimated for c in comparisons]
+    errors = sorted(abs(c.rel_error) for c in comparisons if c.rel_error is not None)
+    return MarksStats(
+        n=len(comparisons),
+        marked=sum(1 for c in comparisons if c.measured > 0),
+        detected=sum(1 for c in comparisons if c.measured > 0 and c.estimated >= MARKED),
+        false_marked=sum(1 for c in comparisons if c.measured == 0 and c.estimated >= MARKED),
+        pearson_r=pearson_r(measured, estimated) if comparisons else None,
+        rank_r=pearson_r(_ranks(measured), _ranks(estimated)) if comparisons else None,
+        median_abs_rel_error=_percentile(errors, 50) if errors else None,
+        p90_abs_rel_error=_percentile(errors, 90) if errors else None,
+        measured_total=sum(measured), estimated_total=sum(estimated))
+
+
+def marks_by_class(comparisons: Sequence[MarksComparison]) -> dict[str, MarksStats]:
+    """:func:`marks_stats` of each :data:`VALIDATION_CLASSES` class that has comparisons, in that order."""
+    return _by_class(comparisons, marks_stats)
+
+
+def marks_validation_lines(comparisons: Sequence[MarksComparison], indent: str = "  ") -> list[str]:
+    """The terminal lines of a marks validation: a heading, all jobs, then each class of job."""
+    if not comparisons:
+        return []
+    return [f"{indent}ECN marks per job, measured against the simulator's estimate (simulator.ecn):",
+            f"{indent}  {'all':<14} {marks_stats(comparisons).line()}",
+            *(f"{indent}  {cls:<14} {st.line()}" for cls, st in marks_by_class(comparisons).items())]
+
+
+def marks_to_dict(comparisons: Sequence[MarksComparison]) -> dict | None:
+    """JSON form of a marks validation: all jobs, each class, and every comparison (None: none)."""
+    if not comparisons:
+        return None
+    return {"all": marks_stats(comparisons).to_dict(),
+            "by_class": {c: st.to_dict() for c, st in marks_by_class(comparisons).items()},
+            "jobs": [c.to_dict() for c in comparisons]}

@@ -87,10 +87,12 @@ saturated by one flow alone, or not saturated, is taken to keep its queue below 
 packet crossing an oversubscribed link is then counted as marked, once however many such
 links it crosses (a CE packet is not marked again), at one packet per ``mtu + 14`` bytes on
 the wire with ``mtu``, else per 1448 bytes of payload; a burst let through by a token bucket
-crosses no queue and is not counted. It is an upper-bound style estimate of which jobs meet
-congestion and how much of their traffic does, not of TCP's reaction to the marks: compare it
-with the measured marks per job by rank and correlation, not one to one. Cost: O(C) more per
-reallocation, as the token buckets.
+crosses no queue and is not counted. That is an upper bound of the packets a marker could mark:
+TCP halves its window at the first marks of a round trip and the queue falls below K, so only a
+share of them is marked. The estimate is that count times ``SimOptions.ecn_mark_share`` (1: the
+upper bound; the config's default is the share measured on the emulator, ``docs/validation.md``).
+It says which jobs meet congestion and ranks them by how much; it does not follow the marks'
+timing. Cost: O(C) more per reallocation, as the token buckets.
 
 MLTCP ([R], ``SimOptions.mltcp``, :class:`sim.mltcp.MltcpFlows`; off by default: max-min). The
 flows share links by weighted max-min (:func:`sim.maxmin.maxmin_levels`): a flow's rate is its
@@ -238,6 +240,8 @@ class SimOptions:
             with the dilation.
         ecn: estimate every job's ECN-marked packets (see *ECN marking estimate* in the module
             docstring); off, estimates carry None.
+        ecn_mark_share: the share of the packets crossing an oversubscribed link that the
+            estimate counts as marked, in (0, 1]; 1 counts every one (an upper bound).
         pat_bytes_s: every switch's Peak Aggregation Throughput for INA jobs, bytes/s (fluid
             engine only, :mod:`sim.ina`; ``math.inf``: aggregators never run out).
         ina_results: how INA results reach the workers (:data:`sim.ina.RESULTS`).
@@ -249,6 +253,7 @@ class SimOptions:
     latency_s: float = 0.0
     burst_bytes: float | Mapping[Link, float] | None = None
     ecn: bool = False
+    ecn_mark_share: float = 1.0
     pat_bytes_s: float = math.inf
     ina_results: str = "unicast"
     ina_values_per_packet: int = VALUES_PER_PACKET
@@ -258,6 +263,8 @@ class SimOptions:
         if self.mtu is not None and self.mtu <= TCP_IP_HEADER_BYTES:
             raise JobError(f"mtu must leave room for TCP/IP headers (> {TCP_IP_HEADER_BYTES} bytes), "
                            f"got {self.mtu}")
+        if not 0 < self.ecn_mark_share <= 1:
+            raise JobError(f"ecn_mark_share must be in (0, 1], got {self.ecn_mark_share!r}")
         if not (self.latency_s >= 0 and math.isfinite(self.latency_s)):
             raise JobError(f"latency_s must be finite and >= 0, got {self.latency_s!r}")
         if not self.pat_bytes_s >= 0:
@@ -637,8 +644,9 @@ class FlowEngine:
         self.ecn = options.ecn
         self.congested = bytearray(len(self.link_names))
         self.link_marked_bytes: list[float] = [0.0] * len(self.link_names)
-        self.packet_bytes = (float(options.mtu + ETHERNET_HEADER_BYTES) if options.mtu
-                             else float(DEFAULT_MTU - TCP_IP_HEADER_BYTES))
+        packet_bytes = (float(options.mtu + ETHERNET_HEADER_BYTES) if options.mtu
+                        else float(DEFAULT_MTU - TCP_IP_HEADER_BYTES))
+        self.marks_per_byte = options.ecn_mark_share / packet_bytes
         self.depth: list[float] = [0.0] * len(self.link_names)
         self.tokens: list[float] = [0.0] * len(self.link_names)
         self.tokens_s: list[float] = [0.0] * len(self.link_names)
@@ -845,7 +853,7 @@ class FlowEngine:
         return RunState(job=job.spec.name, start_s=job.spec.start_s, end_s=job.end_s,
                         iterations_done=min(rs.measured for rs in job.ranks), finished=job.finished,
                         records=tuple(job.records),
-                        ecn_marks=job.marked_bytes / self.packet_bytes if self.ecn else None,
+                        ecn_marks=job.marked_bytes * self.marks_per_byte if self.ecn else None,
                         phase=job.keeper.summary() if job.keeper is not None else None)
 
     # -- set-up ------------------------------------------------------------------------------
@@ -934,7 +942,7 @@ class FlowEngine:
                 job.records.append(SimIterationRecord(
                     job=spec.name, rank=r, iteration=op.iteration - spec.warmup_iterations,
                     start_s=rs.iteration_start_s, compute_s=spec.compute_s, comm_s=sum(rs.bucket_s),
-                    bucket_comm_s=tuple(rs.bucket_s), ecn_marks=rs.marked / self.packet_bytes if self.ecn else None))
+                    bucket_comm_s=tuple(rs.bucket_s), ecn_marks=rs.marked * self.marks_per_byte if self.ecn else None))
                 rs.measured += 1
             rs.op, rs.step, rs.op_start_s = rs.op + 1, 0, now
         rs.finish_s = now

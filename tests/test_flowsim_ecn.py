@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 
+from common.errors import JobError
 from common.units import wire_bytes
 from jobs.agent import barrier_bytes
 from jobs.patterns import replay_pattern
@@ -56,6 +57,22 @@ def test_two_jobs_into_one_machine_mark_every_packet():
     result = simulate(g, host_bottleneck(g), jobs, SimOptions(mtu=MTU, ecn=True))
     for job in jobs:
         assert result.job(job.name).ecn_marks == pytest.approx(remote_packets(job), rel=1e-9)
+
+
+def test_the_mark_share_scales_the_marked_packets_and_must_be_a_share():
+    """With ecn_mark_share s the estimate is s times every exposed packet, per job and per iteration;
+    a share outside (0, 1] is refused."""
+    g = fat_tree(4)
+    jobs = [ring2("a", ("h1", "h3")), ring2("b", ("h2", "h3"))]
+    full = simulate(g, host_bottleneck(g), jobs, SimOptions(mtu=MTU, ecn=True))
+    share = simulate(g, host_bottleneck(g), jobs, SimOptions(mtu=MTU, ecn=True, ecn_mark_share=0.05))
+    for job in jobs:
+        assert share.job(job.name).ecn_marks == pytest.approx(0.05 * remote_packets(job), rel=1e-9)
+    assert [r.ecn_marks for r in share.records] == pytest.approx([0.05 * r.ecn_marks for r in full.records], rel=1e-9)
+    assert any(r.ecn_marks for r in full.records)
+    for bad in (0.0, -0.1, 1.5):
+        with pytest.raises(JobError, match="ecn_mark_share"):
+            SimOptions(ecn=True, ecn_mark_share=bad)
 
 
 def test_payload_mode_counts_packets_of_1448_bytes():

@@ -16,7 +16,7 @@ import pytest
 from common.errors import ConfigError
 from experiment.config import from_dict, to_dict
 from experiment.estimates import EstimatesError
-from experiment.revalidate import calibrate_latency, parse_simulator_options, read_recorded_run
+from experiment.revalidate import calibrate_latency, calibrate_mark_share, parse_simulator_options, read_recorded_run
 from jobs.records import IterationRecord, write_records
 from placement.base import GpuSlot, Placement
 from topo import fat_tree
@@ -33,15 +33,17 @@ PLACED = {"ring": (("h1", 0), ("h5", 0)), "hd": (("h9", 0), ("h10", 0), ("h13", 
           "local": (("h2", 0), ("h2", 1))}  # alone on their links, local on one machine
 
 
-def write_run(run_dir: Path, measured: dict[str, float] | None = None, classes=None) -> None:
+def write_run(run_dir: Path, measured: dict[str, float] | None = None, classes=None, marks=None,
+              placed=PLACED) -> None:
     """A one-policy waves run: config, topology, placements, rank 0's first record of each job (its buckets),
-    and a summary whose jobs measured ``measured`` (comm seconds) with fidelity ``classes``."""
+    and a summary whose jobs measured ``measured`` (comm seconds) and ``marks`` (ECN marks; none given: ECN
+    not measured) with fidelity ``classes``."""
     cfg = from_dict(CFG)
     (run_dir / "p" / "jobs").mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(json.dumps(to_dict(cfg)))
     write_topology_json(fat_tree(4, gpus_per_machine=4, bw_mbps=10000), run_dir / "topology.json")
     placements = [{**Placement(j, tuple(GpuSlot(m, g) for m, g in slots)).to_dict(), "start_s": 0.0, "wave": 0}
-                  for j, slots in PLACED.items()]
+                  for j, slots in placed.items()]
     (run_dir / "p" / "placements.json").write_text(json.dumps(placements))
     for spec in cfg.jobs:
         from jobs.models import get_model
@@ -55,7 +57,8 @@ def write_run(run_dir: Path, measured: dict[str, float] | None = None, classes=N
     measured = measured or {}
     classes = classes or {}
     jobs = {j: {"machines": sorted({m for m, _ in slots}), "comm_mean_s": measured.get(j), "compute_mean_s": 0.1,
-                "fidelity": classes.get(j, "ok" if j in measured else "local")} for j, slots in PLACED.items()}
+                "fidelity": classes.get(j, "ok" if j in measured else "local"),
+                **({"ecn_marks": marks.get(j, 0)} if marks is not None else {})} for j, slots in placed.items()}
     (run_dir / "summary.json").write_text(json.dumps({"name": "rv", "policies": [{"policy": "p", "jobs": jobs}]}))
 
 
@@ -122,6 +125,27 @@ def test_what_cannot_be_re_driven_is_refused_with_its_reason(tmp_path):
     write_run(tmp_path, {"ring": 0.1}, {"ring": "contended"})
     with pytest.raises(EstimatesError, match="no uncontended job"):
         calibrate_latency(read_recorded_run(str(tmp_path)))
+
+
+def test_the_calibration_fits_the_share_of_exposed_packets_the_marker_marked(tmp_path):
+    """The ring on h9 and h13, where hd runs too: both jobs cross h9's and h13's links at once, so the ECN
+    estimate exposes their packets; measured marks of a tenth of them (both classed contended) calibrate to
+    a share of 0.1, and the marks' validation follows it. Without measured marks nothing is fitted."""
+    placed = {**PLACED, "ring": (("h9", 1), ("h13", 1))}
+    contended = {"ring": "contended", "hd": "contended"}
+    write_run(tmp_path, {"ring": 0.1, "hd": 0.2}, contended, placed=placed)
+    run = read_recorded_run(str(tmp_path))
+    assert calibrate_mark_share(run) is None and run.mark_comparisons(run.simulate({"ecn": True})) == []
+    write_run(tmp_path, {"ring": 0.1, "hd": 0.2}, contended, marks={}, placed=placed)
+    run = read_recorded_run(str(tmp_path))
+    exposed = {c.job: c.estimated for c in run.mark_comparisons(run.simulate({"ecn": True, "ecn_mark_share": 1.0}))}
+    assert set(exposed) == {"ring", "hd"} and min(exposed.values()) > 100
+    write_run(tmp_path, {"ring": 0.1, "hd": 0.2}, contended, marks={j: round(e / 10) for j, e in exposed.items()},
+              placed=placed)
+    c = calibrate_mark_share(read_recorded_run(str(tmp_path)))
+    assert c.share == pytest.approx(0.1, rel=1e-2) and c.jobs == 2
+    assert c.after.median_abs_rel_error < 0.01 < c.before.median_abs_rel_error  # configured: 0.05
+    assert (c.after.marked, c.after.detected, c.after.false_marked) == (2, 2, 0)
 
 
 def test_simulator_options_parse_as_yaml_scalars_and_bad_ones_are_named():

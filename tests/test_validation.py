@@ -10,8 +10,12 @@ import pytest
 from experiment.validation import (
     VALIDATION_CLASSES,
     Comparison,
+    MarksComparison,
     comparable,
     job_class,
+    marks_by_class,
+    marks_stats,
+    marks_to_dict,
     pearson_r,
     stats_by_class,
     validation_stats,
@@ -112,3 +116,30 @@ def test_run_estimates_follow_the_simulator_options():
     assert slow.comm_mean_s == pytest.approx(plain + 2 * 2 * 1e-3)  # 2 buckets x 2 sequential ring steps
     burst = estimate(dataclasses.replace(cfg, simulator=SimulatorConfig(token_buckets=True)))
     assert burst.comm_mean_s < plain
+
+
+def test_marks_stats_of_hand_computed_jobs():
+    """Five jobs: three marked (two found by the estimate, one missed), one unmarked estimated marked,
+    one unmarked and unestimated. Detection counts, the errors on the marked jobs, Pearson's r and the
+    rank correlation (ties sharing their mean rank) as computed by hand."""
+    cs = [MarksComparison("p", "a", 100, 50.0, "contended"), MarksComparison("p", "b", 200, 300.0, "contended"),
+          MarksComparison("p", "c", 10, 0.2, "contended"), MarksComparison("p", "d", 0, 3.0, "uncontended"),
+          MarksComparison("p", "e", 0, 0.0, "uncontended")]
+    st = marks_stats(cs)
+    assert (st.n, st.marked, st.detected, st.false_marked) == (5, 3, 2, 1)
+    assert (st.measured_total, st.estimated_total) == (310, pytest.approx(353.2))
+    errors = sorted([0.5, 0.5, 0.98])  # |50-100|/100, |300-200|/200, |0.2-10|/10
+    assert st.median_abs_rel_error == pytest.approx(errors[1])
+    assert st.p90_abs_rel_error == pytest.approx(errors[1] + 0.8 * (errors[2] - errors[1]))
+    assert st.pearson_r == pytest.approx(pearson_r([100, 200, 10, 0, 0], [50, 300, 0.2, 3, 0]))
+    # ranks: measured 4, 5, 3, 1.5, 1.5; estimated 4, 5, 2, 3, 1
+    assert st.rank_r == pytest.approx(pearson_r([4, 5, 3, 1.5, 1.5], [4, 5, 2, 3, 1]))
+    by = marks_by_class(cs)
+    assert list(by) == ["uncontended", "contended"]
+    assert (by["uncontended"].marked, by["uncontended"].false_marked, by["uncontended"].median_abs_rel_error) == (
+        0, 1, None)
+    assert "3 marked: 2 found, 1 of the 2 others estimated marked" in st.line()
+    assert marks_stats([]).line() == "no job to compare" and marks_to_dict([]) is None
+    d = marks_to_dict(cs)
+    assert d["all"]["detected"] == 2 and set(d["by_class"]) == {"uncontended", "contended"} and len(d["jobs"]) == 5
+    assert d["jobs"][3]["rel_error"] is None and d["jobs"][0]["rel_error"] == pytest.approx(-0.5)
