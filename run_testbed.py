@@ -152,11 +152,13 @@ def cmd_validate(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    """Fit the simulator's per-message latency to a run's uncontended jobs; no root needed."""
+    """Fit the simulator's per-message latency to a run's uncontended jobs and its ECN mark share to its
+    marked contended jobs, whichever the run has; no root needed."""
     from common.jsonfile import write_json_atomic
     from experiment.revalidate import (
         CALIBRATED_CLASS,
         MARKS_CLASS,
+        NothingToFit,
         calibrate_latency,
         calibrate_mark_share,
         read_recorded_run,
@@ -165,29 +167,42 @@ def cmd_calibrate(args) -> int:
     run = read_recorded_run(args.run_dir)
     print(f"fitting simulator.latency_us to the {CALIBRATED_CLASS} jobs of {args.run_dir} (the step-level simulator "
           f"re-run on the recorded schedule, about 20 times)...", flush=True)
-    c = calibrate_latency(run)
-    print(f"latency_us: {c.latency_us:g} (paper-scale µs per message at dilation {run.cfg.dilation:g}; "
-          f"{c.wall_us:g} µs of wall time)")
-    print(f"  {CALIBRATED_CLASS:<13} configured ({run.cfg.simulator.latency_us:g} µs): {c.before.line()}")
-    print(f"  {CALIBRATED_CLASS:<13} fitted: {c.after.line()}")
-    for cls, after in c.by_class_after.items():
-        if cls != CALIBRATED_CLASS:
-            before = c.by_class_before.get(cls)
-            print(f"  {cls:<13} {before.line() if before else '-'} -> {after.line()}")
+    fitted: dict = {}
+    try:
+        c = calibrate_latency(run)
+    except NothingToFit as e:
+        c = None
+        print(f"latency_us: not fitted ({e})")
+    if c is not None:
+        fitted["latency_us"] = c.latency_us
+        print(f"latency_us: {c.latency_us:g} (paper-scale µs per message at dilation {run.cfg.dilation:g}; "
+              f"{c.wall_us:g} µs of wall time)")
+        print(f"  {CALIBRATED_CLASS:<13} configured ({run.cfg.simulator.latency_us:g} µs): {c.before.line()}")
+        print(f"  {CALIBRATED_CLASS:<13} fitted: {c.after.line()}")
+        for cls, after in c.by_class_after.items():
+            if cls != CALIBRATED_CLASS:
+                before = c.by_class_before.get(cls)
+                print(f"  {cls:<13} {before.line() if before else '-'} -> {after.line()}")
     share = calibrate_mark_share(run)
     if share is None:
-        print("ecn_mark_share: not fitted (no contended job of the run was marked)")
+        print(f"ecn_mark_share: not fitted (no {MARKS_CLASS} job of the run was marked)")
     else:
+        fitted.update(ecn=True, ecn_mark_share=share.share)
         print(f"ecn_mark_share: {share.share:g} (fitted on {share.jobs} marked {MARKS_CLASS} jobs; configured "
               f"{run.cfg.simulator.ecn_mark_share:g})")
         for cls, after in share.by_class_after.items():
             print(f"  {cls:<13} configured: {share.by_class_before[cls].line()}\n  {'':<13} fitted:     {after.line()}")
+    if not fitted:
+        print(f"error: {args.run_dir}: nothing to fit: no {CALIBRATED_CLASS} job and no marked {MARKS_CLASS} job",
+              file=sys.stderr)
+        return 2
     path = os.path.join(args.run_dir, "calibration.json")
-    write_json_atomic(path, {**c.to_dict(), "ecn": share.to_dict() if share else None}, indent=1)
+    write_json_atomic(path, {"simulator": fitted, "latency": c.to_dict() if c else None,
+                             "ecn": share.to_dict() if share else None}, indent=1)
     print(f"written: {path}")
-    fitted = f"latency_us: {c.latency_us:g}" + (f", ecn: true, ecn_mark_share: {share.share:g}" if share else "")
-    print(f"use it: simulator: {{{fitted}}} in a config run at dilation {run.cfg.dilation:g} "
-          f"(the latency at dilation D: {c.wall_us:g} / D)")
+    options = ", ".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in fitted.items())
+    print(f"use it: simulator: {{{options}}} in a config run at dilation {run.cfg.dilation:g}"
+          + (f" (the latency at dilation D: {c.wall_us:g} / D)" if c else ""))
     return 0
 
 

@@ -180,6 +180,10 @@ def options_name(options: dict) -> str:
     return ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in options.items())
 
 
+class NothingToFit(EstimatesError):
+    """A run without the jobs a calibration fits on."""
+
+
 CALIBRATED_CLASS = "uncontended"
 """The jobs a latency is fitted on: those alone on their links, whose estimate is bytes over rates
 plus latency, nothing of how links are shared."""
@@ -236,9 +240,9 @@ def calibrate_latency(run: RecordedRun, tolerance_us: float = 1.0) -> LatencyCal
     options are kept.
 
     Raises:
-        EstimatesError: the run has no uncontended job measured (nothing to fit on), or its simulator
-            is not the step-level one (the fluid engine's latency is per step too, but its validation
-            is not what a latency is fitted on).
+        NothingToFit: the run has no uncontended job measured.
+        EstimatesError: its simulator is not the step-level one (the fluid engine's latency is per step
+            too, but its validation is not what a latency is fitted on).
     """
     if run.cfg.simulator.mode != "steps":
         raise EstimatesError(f"{run.run_dir}: its simulator ran in {run.cfg.simulator.mode!r} mode; a latency is "
@@ -263,7 +267,7 @@ def calibrate_latency(run: RecordedRun, tolerance_us: float = 1.0) -> LatencyCal
 
     configured = run.compare({})
     if not fitted(configured):
-        raise EstimatesError(f"{run.run_dir}: no uncontended job was measured (every job shared links, ran on one "
+        raise NothingToFit(f"{run.run_dir}: no uncontended job was measured (every job shared links, ran on one "
                              "machine or was latency-bound); calibrate on a run with jobs alone on their links, "
                              "such as the default experiment's")
     lo, hi = 0.0, MAX_LATENCY_US

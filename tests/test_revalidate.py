@@ -100,6 +100,7 @@ def test_the_commands_re_simulate_calibrate_and_write_what_they_found(run_dir):
     assert out.returncode == 0, out.stderr
     written = json.loads((run_dir / "calibration.json").read_text())
     assert written["simulator"]["latency_us"] == pytest.approx(TRUE_LATENCY_US, abs=1.0)
+    assert written["ecn"] is None and "ecn_mark_share: not fitted" in out.stdout  # the run measured no marks
     assert "latency_us: 80" in out.stdout or "latency_us: 79" in out.stdout
     for bad, message in ((["validate", str(run_dir)], "give one of --estimates"),
                          (["validate", str(run_dir), "--simulator", "latency_us=-1"], "latency_us"),
@@ -125,6 +126,10 @@ def test_what_cannot_be_re_driven_is_refused_with_its_reason(tmp_path):
     write_run(tmp_path, {"ring": 0.1}, {"ring": "contended"})
     with pytest.raises(EstimatesError, match="no uncontended job"):
         calibrate_latency(read_recorded_run(str(tmp_path)))
+    out = subprocess.run([sys.executable, str(REPO / "run_testbed.py"), "calibrate", str(tmp_path)],
+                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert out.returncode == 2 and "nothing to fit" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "calibration.json").exists()
 
 
 def test_the_calibration_fits_the_share_of_exposed_packets_the_marker_marked(tmp_path):

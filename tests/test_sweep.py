@@ -93,7 +93,8 @@ def test_parse_vary_reads_values_as_a_config_file_does():
     ("seed=1,2", "the seed is what --seeds sets"),
     ("jobs=1", "config.jobs is a list"),
     ("topology=1", "config.topology is a section; vary one of its fields"),
-    ("simulator=1", "vary one of its fields (latency_us, headers, token_buckets, ecn, ecn_mark_share, mode, mltcp_step)"),
+    ("simulator=1", "vary one of its fields (latency_us, headers, token_buckets, ecn, ecn_mark_share, mode, "
+                    "mltcp_step)"),
     ("background=1", "config.background is a mapping"),
     ("iterations.x=1", "config.iterations is a value, with nothing below it"),
 ])
