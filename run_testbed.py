@@ -9,7 +9,7 @@
     python run_testbed.py validate RUN_DIR --estimates my_sim.csv   # your simulator against a run
     python run_testbed.py validate RUN_DIR --simulator latency_us=60,token_buckets=true
                                                         # the run re-simulated with other options, against it
-    python run_testbed.py calibrate RUN_DIR             # the simulator's per-message latency, fitted to a run
+    python run_testbed.py calibrate RUN_DIR             # the simulator's latency and ECN mark share, fitted to a run
     python run_testbed.py sweep -c experiments/x.yaml --vary topology.oversubscription=1,2,4,8,20 --seeds 1-10
                                                         # one parameter x seeds on the simulator, no root
                                                         # (--backend emu: on the emulator, as root)
@@ -275,7 +275,8 @@ def main(argv=None) -> int:
                           help="instead: re-simulate the run's schedule with its config's simulator section changed "
                                "so (e.g. latency_us=60,token_buckets=true) and compare that")
     calibrate = sub.add_parser("calibrate", help="fit the simulator's per-message latency to a run's uncontended "
-                                                 "jobs (no root needed)")
+                                                 "jobs and its ECN mark share to its marked contended jobs (no root "
+                                                 "needed)")
     calibrate.add_argument("run_dir", help="an emulated run's results directory (results/<timestamp>-<name>)")
     sweep = sub.add_parser("sweep", help="vary one config field over values and seeds and compare the policies' "
                                           "normalised JCT (on the simulator, no root; or --backend emu)")
