@@ -19,6 +19,7 @@ def test_default_experiment_runs_every_policy_and_cleans_up(emulation_ok, tmp_pa
     logged an exception and nothing is left running. It runs 2 measured iterations of each job instead of
     the default 10 (the suite's time budget): everything else is the default."""
     from experiment.config import ExperimentConfig, load, policy_specs
+    from experiment.validation import job_class
     from measure.fidelity import JOB_STATUSES as FIDELITY_STATUSES
 
     cp = subprocess.run([sys.executable, os.path.join(ROOT, "run_testbed.py"), "--iterations", "2",
@@ -74,6 +75,16 @@ def test_default_experiment_runs_every_policy_and_cleans_up(emulation_ok, tmp_pa
     assert "Traceback" not in log and " ERROR " not in log
     assert summary["validation"]["n"] == sum(s["validation"]["n"] for s in policies.values()) > 0
     assert -1 <= summary["validation"]["pearson_r"] <= 1
+    # the simulator estimates every job's ECN marks (simulator.ecn in the default experiment), validated
+    # against the marker's counts per class: every job with a class of job is compared, counts summed
+    ecn = summary["validation_ecn"]
+    classed = [(s["policy"], name, j) for s in policies.values() for name, j in s["jobs"].items()
+               if job_class(j["fidelity"]) is not None]
+    assert {(c["policy"], c["job"]) for c in ecn["jobs"]} == {(p, name) for p, name, _ in classed}
+    assert ecn["all"]["measured_total"] == sum(j["ecn_marks"] for _, _, j in classed)
+    assert ecn["all"]["estimated_total"] == pytest.approx(sum(j["estimate_ecn_marks"] for _, _, j in classed))
+    assert sum(st["n"] for st in ecn["by_class"].values()) == ecn["all"]["n"] == len(classed)
+    assert "ECN marks per job, measured against the simulator's estimate" in cp.stdout
     with open(os.path.join(run_dir, "status.json")) as f:
         assert json.load(f)["status"] == "complete"
     # consolidation packs jobs onto fewer machines than spreading them across racks
