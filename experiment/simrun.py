@@ -53,7 +53,7 @@ def sim_options(cfg, g) -> SimOptions:
                       burst_bytes=bursts, ecn=cfg.simulator.ecn,
                       ecn_mark_share=cfg.simulator.ecn_mark_share, pat_bytes_s=pat, ina_results=cfg.ina.results,
                       ina_values_per_packet=cfg.ina.values_per_packet,
-                      mltcp=mltcp_flows(cfg))
+                      mltcp=mltcp_flows(cfg), overlap=cfg.simulator.overlap)
 
 
 def mltcp_flows(cfg) -> MltcpFlows | None:

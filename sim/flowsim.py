@@ -220,6 +220,10 @@ class SimJob:
                            f"{self.iterations} and {self.warmup_iterations}")
 
 
+OVERLAPS = ("together", "independent")
+"""How the fluid engine's jobs that share links overlap their communication (:attr:`SimOptions.overlap`)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class SimOptions:
     """How transfers are costed.
@@ -247,6 +251,10 @@ class SimOptions:
         ina_results: how INA results reach the workers (:data:`sim.ina.RESULTS`).
         ina_values_per_packet: int32 values per INA packet (its frames' header share on the wire).
         mltcp: share links as MLTCP does (see *MLTCP* in the module docstring); None: max-min.
+        overlap: how the fluid engine (:mod:`sim.fluid`) has jobs that share links overlap their
+            communication (:data:`OVERLAPS`): ``together`` (always, NetPack's model) or
+            ``independent`` (each job meets the others' traffic for the share of time they
+            communicate); this engine follows every transfer and ignores it.
     """
 
     mtu: int | None = None
@@ -258,8 +266,11 @@ class SimOptions:
     ina_results: str = "unicast"
     ina_values_per_packet: int = VALUES_PER_PACKET
     mltcp: MltcpFlows | None = None
+    overlap: str = "together"
 
     def __post_init__(self):
+        if self.overlap not in OVERLAPS:
+            raise JobError(f"unknown overlap {self.overlap!r}; valid: {', '.join(OVERLAPS)}")
         if self.mtu is not None and self.mtu <= TCP_IP_HEADER_BYTES:
             raise JobError(f"mtu must leave room for TCP/IP headers (> {TCP_IP_HEADER_BYTES} bytes), "
                            f"got {self.mtu}")

@@ -31,11 +31,18 @@ simulator (``shared/specs/netpack.md`` §5.3, [Ours]):
 
 Modelling decisions ([R]):
 
-* [R] The fluid charges a job's traffic to its links all the time, as if the jobs sharing a
-  link always communicated together (NetPack's model: "per-iteration time = t_comp + d/v").
-  Jobs that interleave their communication (compute of one during the transfers of the other)
-  meet less contention in the step-level engine and on the emulator: the fluid is pessimistic
-  for them. ``bench/sim_fluid.py`` measures how far it is from the step-level engine.
+* [R] By default (``SimOptions.overlap`` ``together``) the fluid charges a job's traffic to its
+  links all the time, as if the jobs sharing a link always communicated together (NetPack's
+  model: "per-iteration time = t_comp + d/v"). Jobs that interleave their communication (compute
+  of one during the transfers of the other) meet less contention in the step-level engine and
+  on the emulator: the fluid is pessimistic for them. With ``independent`` each job's phases are
+  taken as independent of the others': a job communicating meets each other job's traffic for
+  the share of time that job communicates, its average load (a mean field), and rises from the
+  fill's level until its own load and the others' average loads fill one of its resources
+  (:meth:`FluidEngine._independent`; an INA job keeps the spills the fill found). Two identical
+  jobs alone on a link, each communicating a share ``a`` of its iteration when alone, get the
+  level ``x = 1 / (1 + a(x))`` instead of 1/2. ``docs/validation.md`` has both against the
+  emulator.
 * [R] A job's level is a fraction of its own speed alone, an INA job's a per-worker rate: where
   the two kinds share a link, each unit of level costs each job its own rate on the link. Both
   are what the fill's max-min rule compares; neither kind is favoured by a rule of its own.
@@ -85,6 +92,11 @@ Link = tuple[str, str]
 MEMO_BUCKET_SHAPES = 4096
 """Bucket costs kept per shape (:meth:`FluidEngine._bucket_cost`), least recently used dropped first."""
 
+OVERLAP_ROUNDS = 200
+"""Rounds of the independent-overlap fixed point at most (:meth:`FluidEngine._independent`)."""
+OVERLAP_TOLERANCE = 1e-7
+"""It stops once no level moves by more than this part of the highest cap."""
+
 MEMO_PATTERNS = 256
 """Collective patterns kept (a 64-rank ring's is 8,064 transfers), least recently used dropped first."""
 
@@ -118,6 +130,47 @@ class FluidRun:
     def estimate(self) -> JobEstimate:
         """The run's mean times per measured iteration (as :class:`sim.flowsim.JobEstimate`)."""
         return estimate_of_runs(self.job, [self], self.end_s)
+
+
+def _communicating(run: _Run, level: float) -> float:
+    """The share of ``run``'s iteration spent communicating at ``level`` (1: full speed)."""
+    comm = run.latency_s + (run.bound_s / max(level, 1e-12) if run.bound_s else 0.0)
+    period = run.spec.compute_s + comm
+    return comm / period if period > 0 else 1.0
+
+
+def _phases(d, spilled: Mapping[int, float], n_links: int) -> list[tuple[float, dict[int, float]]]:
+    """An INA demand's weights by level: ``(from level, weights)``, each spill adding its aggregator
+    to the spent ones (:class:`sim.maxmin.AggregatedDemand`); a plain demand's one phase."""
+    if not isinstance(d, AggregatedDemand):
+        return [(0.0, dict(d))]
+    out, spent = [], set()
+    for at, a in [(0.0, None), *sorted((at, a) for a, at in spilled.items())]:
+        if a is not None:
+            spent.add(a)
+        weights = dict(d.links(frozenset(spent)))
+        for agg, w in d.aggregators:
+            if agg not in spent:
+                weights[n_links + agg] = weights.get(n_links + agg, 0.0) + w
+        out.append((at, weights))
+    return out
+
+
+def _loads(d, level: float, spilled: Mapping[int, float], n_links: int) -> dict[int, float]:
+    """A demand's load on every resource (links, then aggregators) at ``level``."""
+    phases = _phases(d, spilled, n_links)
+    out: dict[int, float] = collections.defaultdict(float)
+    for i, (at, weights) in enumerate(phases):
+        top = min(level, phases[i + 1][0]) if i + 1 < len(phases) else level
+        if top > at:
+            for r, w in weights.items():
+                out[r] += w * (top - at)
+    return out
+
+
+def _marginal(d, spilled: Mapping[int, float], level: float, n_links: int) -> dict[int, float]:
+    """A demand's weights just above ``level`` (its spills up to there spent)."""
+    return [w for at, w in _phases(d, spilled, n_links) if at <= level][-1]
 
 
 def estimate_of_runs(job: str, runs, finish_s: float) -> JobEstimate:
@@ -408,6 +461,43 @@ class FluidEngine:
                             stack.append(r)
         return [live[name] for name in sorted(names)]
 
+    def _independent(self, runs: Sequence[_Run], fill) -> list[float]:
+        """The levels of coupled ``runs`` whose communication overlaps independently
+        (``SimOptions.overlap``, the module docstring): from the fill's, each run's level rises
+        until its own load and the others' loads *times the share of time they communicate* fill
+        one of its resources, or to its cap; the shares follow the levels, so this is iterated to a
+        fixed point (damped by half, at most :data:`OVERLAP_ROUNDS` rounds). A level never falls
+        below the fill's (jobs that always communicate together) and an INA job's aggregators keep
+        the spills the fill found."""
+        n_links = len(self.capacity)
+        floors = list(fill.levels)
+        caps = [(run.demand.cap or 1.0) if isinstance(run.demand, AggregatedDemand) else 1.0 for run in runs]
+        margins = [_marginal(run.demand, fill.spilled[j], floors[j], n_links) for j, run in enumerate(runs)]
+        x = list(floors)
+        for _ in range(OVERLAP_ROUNDS):
+            loads = [_loads(run.demand, x[j], fill.spilled[j], n_links) for j, run in enumerate(runs)]
+            shares = [_communicating(run, x[j] / caps[j] if isinstance(run.demand, AggregatedDemand) else x[j])
+                      for j, run in enumerate(runs)]
+            average: dict[int, float] = collections.defaultdict(float)
+            for share, load in zip(shares, loads, strict=True):
+                for r, v in load.items():
+                    average[r] += share * v
+            nxt = []
+            for j in range(len(runs)):
+                step = math.inf
+                for r, w in margins[j].items():
+                    if w > 0:
+                        own = loads[j].get(r, 0.0)
+                        others = average[r] - shares[j] * own
+                        room = (self.capacity[r] if r < n_links else self._pat[r - n_links]) - own - others
+                        step = min(step, room / w)
+                nxt.append(min(caps[j], max(floors[j], x[j] + step)))
+            moved = max(abs(a - b) for a, b in zip(x, nxt, strict=True))
+            x = [(a + b) / 2 for a, b in zip(x, nxt, strict=True)]
+            if moved <= OVERLAP_TOLERANCE * max(caps):
+                break
+        return x
+
     def _cost(self, spec: SimJob) -> tuple[float, float, tuple[tuple[int, float], ...]]:
         """(bandwidth bound, latency, per-link demand at full speed) of one iteration of ``spec``.
 
@@ -587,7 +677,10 @@ class FluidEngine:
             return
         loaded = self._coupled(seeds)
         fill = fill_levels([run.demand for run in loaded], self.capacity, self._pat)
-        for run, level, spilled in zip(loaded, fill.levels, fill.spilled, strict=True):
+        levels = fill.levels
+        if self.options.overlap == "independent" and len(loaded) > 1:
+            levels = self._independent(loaded, fill)
+        for run, level, spilled in zip(loaded, levels, fill.spilled, strict=True):
             if isinstance(run.demand, AggregatedDemand):  # a rate in the INA unit: relative to its own cap
                 alone = run.demand.cap or 1.0
                 level, spilled = level / alone, {a: at / alone for a, at in spilled.items()}

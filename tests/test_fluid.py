@@ -110,6 +110,73 @@ def test_two_jobs_on_one_link_each_communicate_at_half_speed(g):
         assert runs[name].estimate.comm_mean_s == pytest.approx(2 * ALONE_S)
 
 
+def _share_level(compute_s: float, bound_s: float) -> float:
+    """The level x of two identical jobs alone on a link with independent phases: x = 1 / (1 + a), a the
+    share of its iteration a job communicates, (b / x) / (c + b / x) = b / (c x + b); multiplied out,
+    c x^2 + (2b - c) x - b = 0."""
+    c, b = compute_s, bound_s
+    return (-(2 * b - c) + math.sqrt((2 * b - c) ** 2 + 4 * c * b)) / (2 * c)
+
+
+@pytest.mark.parametrize("compute_s", [COMPUTE_S, ALONE_S, 10 * ALONE_S])
+def test_independent_overlap_gives_two_identical_jobs_the_mean_field_level(g, compute_s):
+    """With overlap independent, a and b (each alone at full rate on h1's uplink) each meet the other's
+    traffic for the share of time it communicates: level x = 1 / (1 + a(x)), the root of
+    c x^2 + (2b - c) x - b = 0, between the together level 1/2 and 1; more compute, closer to 1."""
+    eng = FluidEngine(g, uniform(g), SimOptions(overlap="independent"))
+    eng.add(SimJob("a", ("h1", "h5"), "ring", (SIZE,), compute_s, 4))
+    eng.add(SimJob("b", ("h1", "h9"), "ring", (SIZE,), compute_s, 4))
+    eng.advance(0.0)
+    want = _share_level(compute_s, ALONE_S)
+    assert 0.5 < want < 1 and eng.levels() == pytest.approx({"a": want, "b": want}, rel=1e-5)
+    a = (ALONE_S / want) / (compute_s + ALONE_S / want)
+    assert want == pytest.approx(1 / (1 + a), rel=1e-5)
+    runs = run_to_end(eng)
+    assert runs["a"].estimate.comm_mean_s == pytest.approx(ALONE_S / want, rel=1e-5)
+
+
+def test_independent_overlap_is_max_min_for_jobs_that_only_communicate_and_never_below_it(g):
+    """Jobs with no compute communicate all the time, so the independent overlap is the fill itself; with
+    compute, no job falls below its fill level, and a job alone is unchanged."""
+    jobs = [SimJob(name, machines, "ring", (SIZE,), 0.0, 4) for name, machines in
+            (("a", ("h1", "h5")), ("b", ("h1", "h9")), ("c", ("h1", "h2", "h9")), ("d", ("h13", "h14")))]
+    levels = {}
+    for overlap in ("together", "independent"):
+        eng = FluidEngine(g, uniform(g), SimOptions(overlap=overlap))
+        for job in jobs:
+            eng.add(job)
+        eng.advance(0.0)
+        levels[overlap] = eng.levels()
+    assert levels["independent"] == pytest.approx(levels["together"], rel=1e-6)
+    computing = [dataclasses.replace(j, compute_s=ALONE_S) for j in jobs]
+    eng = FluidEngine(g, uniform(g), SimOptions(overlap="independent"))
+    for job in computing:
+        eng.add(job)
+    eng.advance(0.0)
+    assert all(eng.levels()[j] >= levels["together"][j] - 1e-12 for j in "abcd")
+    assert eng.levels()["a"] > levels["together"]["a"] and eng.levels()["d"] == 1.0
+    with pytest.raises(JobError, match="unknown overlap 'sometimes'"):
+        SimOptions(overlap="sometimes")
+
+
+def test_independent_overlap_lets_a_ring_use_an_ina_job_s_link_while_the_ina_job_computes():
+    """An INA job (PS h9, workers h13 and h14 summed at l4, results unicast) and a ring on h13 and h15 share
+    h13's link: together, the ring gets what the INA job's stream leaves it all the time; independent, it
+    meets that stream only while the INA job communicates, so it runs faster, and the INA job no slower."""
+    ls = leaf_spine(4, 2, 4, oversubscription=2)
+    jobs = [SimJob("ina", ("h9", "h13", "h14"), "ina", (SIZE,), ALONE_S, 4, ina=InaSpec("h9", ("l3", "l4"))),
+            SimJob("ring", ("h13", "h15"), "ring", (SIZE,), ALONE_S, 4)]
+    levels = {}
+    for overlap in ("together", "independent"):
+        eng = FluidEngine(ls, uniform(ls), SimOptions(overlap=overlap))
+        for job in jobs:
+            eng.add(job)
+        eng.advance(0.0)
+        levels[overlap] = eng.levels()
+    assert levels["together"]["ring"] < levels["independent"]["ring"] < 1
+    assert levels["independent"]["ina"] >= levels["together"]["ina"] - 1e-12
+
+
 def test_an_arrival_slows_a_running_job_from_then_on(g):
     """b arrives after a has run 2 iterations alone; a's remaining 2 run at half speed, and b
     speeds up to full when a ends."""
