@@ -28,8 +28,12 @@ the fluid engine's per-job communication time is from the step-level one's (rati
 median, p10, p90 over the jobs that communicate), the price of its speed. ``--iterations``
 matters only to the step-level engine's cost: the fluid one costs the same for 20 or 2 million.
 
+``--overlap independent`` runs the fluid engine with ``simulator.overlap: independent`` (each job
+meets the others' traffic for the share of time they communicate), whose fixed point costs more
+per event than the default ``together``.
+
     .venv/bin/python bench/sim_scale.py [--sizes 100 1000 10000] [--budget 600] [--engine steps|fluid|both]
-                                        [--machines 512] [--gap 2.0]
+                                        [--machines 512] [--gap 2.0] [--overlap together|independent]
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from experiment.report import format_table  # noqa: E402
 from jobs.models import get_model  # noqa: E402
-from sim.flowsim import SimJob, SimOptions, simulate  # noqa: E402
+from sim.flowsim import OVERLAPS, SimJob, SimOptions, simulate  # noqa: E402
 from sim.fluid import FluidEngine  # noqa: E402
 from topo import SIMULATOR_LIMITS, fat_tree, machines  # noqa: E402
 
@@ -125,7 +129,10 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=600.0, help="skip the next size after a run this long (s)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--engine", choices=("steps", "fluid", "both"), default="steps")
+    ap.add_argument("--overlap", choices=OVERLAPS, default="together",
+                    help="how the fluid engine's jobs sharing links overlap their communication (simulator.overlap)")
     args = ap.parse_args(argv)
+    fluid_options = SimOptions(mtu=1500, overlap=args.overlap)
     k = fabric_k(args.machines)
     g = fat_tree(k, bw_mbps=100_000, gpus_per_machine=GPUS_PER_MACHINE, limits=SIMULATOR_LIMITS)
     hosts = machines(g)[:args.machines]
@@ -143,14 +150,14 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         running = slowed = None
         if args.engine == "fluid":
-            _, events, end_s, running, slowed = simulate_fluid(g, rates, jobs, SimOptions(mtu=1500))
+            _, events, end_s, running, slowed = simulate_fluid(g, rates, jobs, fluid_options)
         else:
             result = simulate(g, rates, jobs, SimOptions(mtu=1500))
             events, end_s = result.events, result.end_s
         wall = time.perf_counter() - t0
         if args.engine == "both":
             t1 = time.perf_counter()
-            fluid = simulate_fluid(g, rates, jobs, SimOptions(mtu=1500))[0]
+            fluid = simulate_fluid(g, rates, jobs, fluid_options)[0]
             print(f"  {n} jobs: fluid engine {time.perf_counter() - t1:.2f} s; {agreement(result, fluid)}", flush=True)
         if last is not None:
             exponent = math.log(wall / last[1]) / math.log(n / last[0])

@@ -349,9 +349,10 @@ class SimulatorConfig:
             water-filled share of its links (:mod:`sim.fluid`: trace scale; no token buckets, no
             ECN estimate), and is what the ``--backend sim`` run of a trace uses.
         overlap: how the ``fluid`` engine has jobs that share links overlap their communication:
-            ``together`` (always; NetPack's model, pessimistic where jobs take turns) or
-            ``independent`` (each meets the others' traffic for the share of time they communicate;
-            :mod:`sim.fluid`). The ``steps`` engine follows every transfer and ignores it.
+            ``independent`` (the default, measured nearer the emulator and the step-level engine:
+            each meets the others' traffic for the share of time they communicate; :mod:`sim.fluid`)
+            or ``together`` (always; NetPack's model, pessimistic where jobs take turns). The
+            ``steps`` engine follows every transfer and ignores it.
         mltcp_step: under an MLTCP congestion control, the ``steps`` engine re-weighs a flow sharing
             links each time its progress through its iteration's bytes crosses a multiple of this
             fraction (:class:`sim.mltcp.MltcpFlows`); its shares lag by at most this much.
@@ -363,7 +364,7 @@ class SimulatorConfig:
     ecn: bool = rule_field(Boolean(), False)
     ecn_mark_share: float = rule_field(Real(0, 1, lo_open=True), 0.05)
     mode: str = rule_field(Name(SIM_MODES), "steps")
-    overlap: str = rule_field(Name(OVERLAPS), "together")
+    overlap: str = rule_field(Name(OVERLAPS), "independent")
     mltcp_step: float = rule_field(Real(0, 1, lo_open=True), 0.01)
 
 

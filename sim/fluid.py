@@ -31,7 +31,8 @@ simulator (``shared/specs/netpack.md`` §5.3, [Ours]):
 
 Modelling decisions ([R]):
 
-* [R] By default (``SimOptions.overlap`` ``together``) the fluid charges a job's traffic to its
+* [R] With ``SimOptions.overlap`` ``together`` (this class's default, NetPack's model; a config's
+  default is ``independent``, measured nearer) the fluid charges a job's traffic to its
   links all the time, as if the jobs sharing a link always communicated together (NetPack's
   model: "per-iteration time = t_comp + d/v"). Jobs that interleave their communication (compute
   of one during the transfers of the other) meet less contention in the step-level engine and
