@@ -366,8 +366,9 @@ def main() -> int:
         # The job's packets per second through the end hosts (every worker's packet into the PS), all
         # sharing this machine's cores, and the slowest end host's on a core of its own, against each
         # aggregator's: below 1, the end hosts cannot feed that aggregator.
-        ratios += [[str(lanes), r[1], r[2], f"{hosts_rate / float(r[5].replace(',', '')):.2f}",
-                    f"{slowest / float(r[5].replace(',', '')):.2f}"] for r in lane_rows]
+        for r in lane_rows:
+            rate = float(r[5].replace(",", ""))
+            ratios.append([str(lanes), r[1], r[2], f"{hosts_rate / rate:.2f}", f"{slowest / rate:.2f}"])
         print(f"  {lanes} values per packet measured", flush=True)
     print(f"INA aggregator packet rate: one job, fan-in {args.fan_in}, {args.seqs * VALUES_PER_PACKET} values "
           f"per worker")

@@ -387,7 +387,7 @@ class InaClient:
         """Handle every datagram waiting (at least one is: ``select`` said so), a window's worth at
         most, without a ``select`` per datagram; the number of seqs they completed."""
         done = 0
-        for i in range(max(1, self.window.size)):
+        for i in range(self.window.size):
             try:
                 data, ancdata, _, addr = self.sock.recvmsg(65535, TOS_SPACE, socket.MSG_DONTWAIT if i else 0)
             except BlockingIOError:

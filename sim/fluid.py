@@ -85,7 +85,7 @@ from common.units import BITS_PER_BYTE, MEGA, wire_bytes
 from jobs.patterns import INA, replay_pattern
 from sim.flowsim import JobEstimate, SimJob, SimOptions
 from sim.ina import ina_routes, stream_bytes, streams
-from sim.maxmin import EPS, AggregatedDemand, aggregated_fraction, fill_levels
+from sim.maxmin import EPS, AggregatedDemand, aggregated_fraction, fill_levels, resource_weights
 from topo.routing import EcmpRoutes, path_links
 
 Link = tuple[str, str]
@@ -133,6 +133,11 @@ class FluidRun:
         return estimate_of_runs(self.job, [self], self.end_s)
 
 
+def _cap(run: _Run) -> float:
+    """``run``'s highest level in the fill's unit: an INA job's rate alone, 1 for the others."""
+    return (run.demand.cap or 1.0) if isinstance(run.demand, AggregatedDemand) else 1.0
+
+
 def _communicating(run: _Run, level: float) -> float:
     """The share of ``run``'s iteration spent communicating at ``level`` (1: full speed)."""
     comm = run.latency_s + (run.bound_s / max(level, 1e-12) if run.bound_s else 0.0)
@@ -141,25 +146,20 @@ def _communicating(run: _Run, level: float) -> float:
 
 
 def _phases(d, spilled: Mapping[int, float], n_links: int) -> list[tuple[float, dict[int, float]]]:
-    """An INA demand's weights by level: ``(from level, weights)``, each spill adding its aggregator
-    to the spent ones (:class:`sim.maxmin.AggregatedDemand`); a plain demand's one phase."""
+    """A demand's weights by level: ``(from level, weights)``, an INA demand's each spill adding its
+    aggregator to the spent ones (:func:`sim.maxmin.resource_weights`); a plain demand's one phase."""
     if not isinstance(d, AggregatedDemand):
         return [(0.0, dict(d))]
-    out, spent = [], set()
-    for at, a in [(0.0, None), *sorted((at, a) for a, at in spilled.items())]:
-        if a is not None:
-            spent.add(a)
-        weights = dict(d.links(frozenset(spent)))
-        for agg, w in d.aggregators:
-            if agg not in spent:
-                weights[n_links + agg] = weights.get(n_links + agg, 0.0) + w
-        out.append((at, weights))
+    spent: set[int] = set()
+    out = [(0.0, resource_weights(d, frozenset(), n_links))]
+    for at, a in sorted((at, a) for a, at in spilled.items()):
+        spent.add(a)
+        out.append((at, resource_weights(d, frozenset(spent), n_links)))
     return out
 
 
-def _loads(d, level: float, spilled: Mapping[int, float], n_links: int) -> dict[int, float]:
-    """A demand's load on every resource (links, then aggregators) at ``level``."""
-    phases = _phases(d, spilled, n_links)
+def _loads(phases: list[tuple[float, dict[int, float]]], level: float) -> dict[int, float]:
+    """The load of a demand of ``phases`` (:func:`_phases`) on every resource at ``level``."""
     out: dict[int, float] = collections.defaultdict(float)
     for i, (at, weights) in enumerate(phases):
         top = min(level, phases[i + 1][0]) if i + 1 < len(phases) else level
@@ -169,9 +169,9 @@ def _loads(d, level: float, spilled: Mapping[int, float], n_links: int) -> dict[
     return out
 
 
-def _marginal(d, spilled: Mapping[int, float], level: float, n_links: int) -> dict[int, float]:
-    """A demand's weights just above ``level`` (its spills up to there spent)."""
-    return [w for at, w in _phases(d, spilled, n_links) if at <= level][-1]
+def _marginal(phases: list[tuple[float, dict[int, float]]], level: float) -> dict[int, float]:
+    """The weights of a demand of ``phases`` just above ``level`` (its spills up to there spent)."""
+    return [w for at, w in phases if at <= level][-1]
 
 
 def estimate_of_runs(job: str, runs, finish_s: float) -> JobEstimate:
@@ -472,13 +472,13 @@ class FluidEngine:
         the spills the fill found."""
         n_links = len(self.capacity)
         floors = list(fill.levels)
-        caps = [(run.demand.cap or 1.0) if isinstance(run.demand, AggregatedDemand) else 1.0 for run in runs]
-        margins = [_marginal(run.demand, fill.spilled[j], floors[j], n_links) for j, run in enumerate(runs)]
+        caps = [_cap(run) for run in runs]
+        phases = [_phases(run.demand, fill.spilled[j], n_links) for j, run in enumerate(runs)]
+        margins = [_marginal(p, floor) for p, floor in zip(phases, floors, strict=True)]
         x = list(floors)
         for _ in range(OVERLAP_ROUNDS):
-            loads = [_loads(run.demand, x[j], fill.spilled[j], n_links) for j, run in enumerate(runs)]
-            shares = [_communicating(run, x[j] / caps[j] if isinstance(run.demand, AggregatedDemand) else x[j])
-                      for j, run in enumerate(runs)]
+            loads = [_loads(p, level) for p, level in zip(phases, x, strict=True)]
+            shares = [_communicating(run, level / cap) for run, level, cap in zip(runs, x, caps, strict=True)]
             average: dict[int, float] = collections.defaultdict(float)
             for share, load in zip(shares, loads, strict=True):
                 for r, v in load.items():
@@ -683,7 +683,7 @@ class FluidEngine:
             levels = self._independent(loaded, fill)
         for run, level, spilled in zip(loaded, levels, fill.spilled, strict=True):
             if isinstance(run.demand, AggregatedDemand):  # a rate in the INA unit: relative to its own cap
-                alone = run.demand.cap or 1.0
+                alone = _cap(run)
                 level, spilled = level / alone, {a: at / alone for a, at in spilled.items()}
             level = max(level, 1e-12)
             run.spilled = spilled

@@ -265,7 +265,7 @@ def fill_levels(demands: Sequence[Pairs | AggregatedDemand], capacity: Sequence[
             if d.cap is not None and d.cap < cap_level:
                 private[j] = n_shared + len(caps)
                 caps.append(max(0.0, d.cap))
-            weights.append(_weights(d, frozenset(), n_links, private.get(j)))
+            weights.append(resource_weights(d, frozenset(), n_links, private.get(j)))
         else:
             weights.append(dict(d))
     users: dict[int, dict[int, None]] = {}  # resource -> the jobs that ever loaded it, in order
@@ -306,7 +306,7 @@ def fill_levels(demands: Sequence[Pairs | AggregatedDemand], capacity: Sequence[
                     count[hop] -= 1
             else:  # a spent aggregator: its jobs' increments pass it unaggregated
                 spilled[j][r - n_links] = level
-                new = _weights(demands[j], frozenset(spilled[j]), n_links, private.get(j))
+                new = resource_weights(demands[j], frozenset(spilled[j]), n_links, private.get(j))
                 for hop in sorted(weights[j].keys() | new.keys()):
                     dw = new.get(hop, 0.0) - weights[j].get(hop, 0.0)
                     if not dw:
@@ -323,7 +323,8 @@ def fill_levels(demands: Sequence[Pairs | AggregatedDemand], capacity: Sequence[
     return Fill(levels, spilled)
 
 
-def _weights(d: AggregatedDemand, spilled: frozenset[int], n_links: int, private: int | None) -> dict[int, float]:
+def resource_weights(d: AggregatedDemand, spilled: frozenset[int], n_links: int,
+                     private: int | None = None) -> dict[int, float]:
     """A job's resource weights (links, then aggregators offset by ``n_links``, then its cap's
     resource ``private``) with ``spilled`` spent."""
     out = dict(d.links(spilled))

@@ -30,6 +30,15 @@ def uniform(g, mbps=B_MBPS):
     return {(u, v): mbps for u, v in g.edges()}
 
 
+def levels_at_start(g, jobs, overlap: str) -> dict[str, float]:
+    """The levels of ``jobs`` all started at 0 on ``g`` (uniform links) with ``overlap``."""
+    eng = FluidEngine(g, uniform(g), SimOptions(overlap=overlap))
+    for job in jobs:
+        eng.add(job)
+    eng.advance(0.0)
+    return eng.levels()
+
+
 def run_to_end(engine):
     states = []
     while done := engine.advance(math.inf):
@@ -140,21 +149,11 @@ def test_independent_overlap_is_max_min_for_jobs_that_only_communicate_and_never
     compute, no job falls below its fill level, and a job alone is unchanged."""
     jobs = [SimJob(name, machines, "ring", (SIZE,), 0.0, 4) for name, machines in
             (("a", ("h1", "h5")), ("b", ("h1", "h9")), ("c", ("h1", "h2", "h9")), ("d", ("h13", "h14")))]
-    levels = {}
-    for overlap in ("together", "independent"):
-        eng = FluidEngine(g, uniform(g), SimOptions(overlap=overlap))
-        for job in jobs:
-            eng.add(job)
-        eng.advance(0.0)
-        levels[overlap] = eng.levels()
+    levels = {overlap: levels_at_start(g, jobs, overlap) for overlap in ("together", "independent")}
     assert levels["independent"] == pytest.approx(levels["together"], rel=1e-6)
-    computing = [dataclasses.replace(j, compute_s=ALONE_S) for j in jobs]
-    eng = FluidEngine(g, uniform(g), SimOptions(overlap="independent"))
-    for job in computing:
-        eng.add(job)
-    eng.advance(0.0)
-    assert all(eng.levels()[j] >= levels["together"][j] - 1e-12 for j in "abcd")
-    assert eng.levels()["a"] > levels["together"]["a"] and eng.levels()["d"] == 1.0
+    computing = levels_at_start(g, [dataclasses.replace(j, compute_s=ALONE_S) for j in jobs], "independent")
+    assert all(computing[j] >= levels["together"][j] - 1e-12 for j in "abcd")
+    assert computing["a"] > levels["together"]["a"] and computing["d"] == 1.0
     with pytest.raises(JobError, match="unknown overlap 'sometimes'"):
         SimOptions(overlap="sometimes")
 
@@ -166,13 +165,7 @@ def test_independent_overlap_lets_a_ring_use_an_ina_job_s_link_while_the_ina_job
     ls = leaf_spine(4, 2, 4, oversubscription=2)
     jobs = [SimJob("ina", ("h9", "h13", "h14"), "ina", (SIZE,), ALONE_S, 4, ina=InaSpec("h9", ("l3", "l4"))),
             SimJob("ring", ("h13", "h15"), "ring", (SIZE,), ALONE_S, 4)]
-    levels = {}
-    for overlap in ("together", "independent"):
-        eng = FluidEngine(ls, uniform(ls), SimOptions(overlap=overlap))
-        for job in jobs:
-            eng.add(job)
-        eng.advance(0.0)
-        levels[overlap] = eng.levels()
+    levels = {overlap: levels_at_start(ls, jobs, overlap) for overlap in ("together", "independent")}
     assert levels["together"]["ring"] < levels["independent"]["ring"] < 1
     assert levels["independent"]["ina"] >= levels["together"]["ina"] - 1e-12
 
