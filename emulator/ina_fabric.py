@@ -138,12 +138,19 @@ class EngineCapacity:
                 "carrying_dilation": self.carrying_dilation, "keeps_up": self.keeps_up}
 
 
+PAT_METER_BYTES = 15000
+"""Least depth of the PAT meter, in bytes of claims: an aggregator takes a window's burst of seqs
+(about ten packets) without refusing them, as a switch's aggregation pipeline has no idle-time
+serialisation to emulate; a link's shaper is held to two frames (:func:`measure.shaping.burst_bytes`)."""
+
+
 def pat_burst(pat_pps: float, values_per_packet: int, mtu: int) -> int:
     """The depth, in claims, of the meter that holds an aggregator to ``pat_pps`` (rule 8a of
     :mod:`ina.engine`): the token bucket of a link shaped at that rate in frames of
-    ``values_per_packet`` (:func:`measure.shaping.burst_bytes`), in whole frames."""
+    ``values_per_packet`` (:func:`measure.shaping.burst_bytes`), at least
+    :data:`PAT_METER_BYTES`, in whole frames."""
     frame = frame_bytes(values_per_packet)
-    return math.ceil(burst_bytes(pat_pps * frame * 8 / 1e6, mtu) / frame)
+    return math.ceil(max(PAT_METER_BYTES, burst_bytes(pat_pps * frame * 8 / 1e6, mtu)) / frame)
 
 
 def engine_rate(engine, values_per_packet: int, prepared, log_dir: str, record, path: str = RATES_FILE

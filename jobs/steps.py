@@ -115,6 +115,34 @@ def job_links(g, machines_by_rank: Sequence[str], collective: str,
     return frozenset(links)
 
 
+def chained_schedule(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], steps,
+                     mtu: int | None = None, path: Callable[[str, str], Sequence[str]] | None = None
+                     ) -> tuple[list[float], list[tuple[int, float, float, tuple[tuple[str, str], ...]]]]:
+    """The schedule of :func:`chained_bound_s`: when each rank finishes its last step, and every
+    transfer between machines as ``(step index, start, end, its directed links)``."""
+    path = path or functools.partial(ecmp_path, g)
+    done = [0.0] * len(machines_by_rank)
+    transfers = []
+    for t, step in enumerate(steps):
+        loads = link_loads(g, machines_by_rank, step, mtu, path)
+        finished = list(done)
+        for src, dst, nbytes in step:
+            a, b = machines_by_rank[src], machines_by_rank[dst]
+            length = 0.0
+            links: tuple[tuple[str, str], ...] = ()
+            if a != b and nbytes:
+                links = tuple(path_links(path(a, b)))
+                for u, v in links:
+                    rate = rate_mbps.get((u, v)) or rate_mbps[(v, u)]
+                    length = max(length, loads[(u, v)] * BITS_PER_BYTE / (rate * MEGA))
+                transfers.append((t, done[src], done[src] + length, links))
+            end = done[src] + length
+            finished[src] = max(finished[src], end)
+            finished[dst] = max(finished[dst], end)
+        done = finished
+    return done, transfers
+
+
 def chained_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], steps,
                     mtu: int | None = None, path: Callable[[str, str], Sequence[str]] | None = None) -> float:
     """The bandwidth bound of a collective whose ranks each wait for their own previous step.
@@ -132,31 +160,48 @@ def chained_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank
     lets other pairs move on, which :func:`step_bound_s` (a barrier per step) does not and
     :func:`link_bound_s` (every step overlapping every other) ignores: measured here on a
     k=4 fat-tree, halving-doubling over 8 spread machines took 2.0 times its link-load bound.
-    Cost: O(steps * transfers * path length). ``path``: as :func:`link_loads`.
+    A rank that moves on may send while another rank's transfer of the step before is still on
+    the same link; this bound serves the two one after the other, which a link shared fairly
+    does not (:func:`job_collisions` counts such meetings). Cost: O(steps * transfers * path
+    length). ``path``: as :func:`link_loads`.
     """
-    path = path or functools.partial(ecmp_path, g)
-    done = [0.0] * len(machines_by_rank)
-    for step in steps:
-        loads = link_loads(g, machines_by_rank, step, mtu, path)
-        finished = list(done)
-        for src, dst, _ in step:
-            a, b = machines_by_rank[src], machines_by_rank[dst]
-            length = 0.0
-            if a != b:
-                for u, v in path_links(path(a, b)):
-                    rate = rate_mbps.get((u, v)) or rate_mbps[(v, u)]
-                    length = max(length, loads[(u, v)] * BITS_PER_BYTE / (rate * MEGA))
-            end = done[src] + length
-            finished[src] = max(finished[src], end)
-            finished[dst] = max(finished[dst], end)
-        done = finished
+    done, _ = chained_schedule(g, rate_mbps, machines_by_rank, steps, mtu, path)
     return max(done, default=0.0)
 
 
-def job_collisions(g, machines_by_rank: Sequence[str], collective: str, bucket_bytes: Sequence[int]) -> int:
-    """How many (step, directed link) pairs of one iteration carry two or more of the job's own
-    transfers at once: ECMP collisions within the job (0 for a job whose every transfer has its
-    links to itself). Cost: that of :func:`job_links`."""
+def _meetings_across_steps(transfers) -> int:
+    """Directed links on which a transfer starts while one of another step is still on them."""
+    by_link: dict[tuple[str, str], list[tuple[float, float, int]]] = defaultdict(list)
+    for t, start, end, links in transfers:
+        if end > start:
+            for link in links:
+                by_link[link].append((start, end, t))
+    count = 0
+    for spans in by_link.values():
+        spans.sort()
+        latest_end, latest_step = -1.0, -1
+        for start, end, t in spans:
+            if t != latest_step and start < latest_end * (1 - OVERLAP_TOLERANCE):
+                count += 1
+                break
+            if end > latest_end:
+                latest_end, latest_step = end, t
+    return count
+
+
+OVERLAP_TOLERANCE = 1e-9
+"""Relative slack under which a transfer starting as another ends is not taken to meet it."""
+
+
+def job_collisions(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], collective: str,
+                   bucket_bytes: Sequence[int], mtu: int | None = None) -> int:
+    """How many times two of the job's own transfers meet on a directed link in one iteration (0
+    for a job whose every transfer has its links to itself): (step, link) pairs that carry two or
+    more transfers of one step (ECMP collisions within the job), plus the links on which, in the
+    schedule of :func:`chained_bound_s`, a rank's transfer starts while another rank's transfer of
+    another step is still on it (a rank whose step was on its own machine sending its next step
+    early, e.g. halving-doubling with three of four ranks on one machine). Either way the links
+    are shared and :func:`job_bound_s` is not the job's time. Cost: that of :func:`job_bound_s`."""
     count = 0
     for steps in job_steps(collective, len(machines_by_rank), bucket_bytes):
         for step in steps:
@@ -167,6 +212,7 @@ def job_collisions(g, machines_by_rank: Sequence[str], collective: str, bucket_b
                     for link in path_links(ecmp_path(g, a, b)):
                         flows[link] += 1
             count += sum(1 for n in flows.values() if n > 1)
+        count += _meetings_across_steps(chained_schedule(g, rate_mbps, machines_by_rank, steps, mtu)[1])
     return count
 
 

@@ -72,9 +72,9 @@ Modelling decisions where the runtime leaves a choice ([R] in ``shared/specs`` t
   - the shaper counts frames (payload and TCP/IP and Ethernet headers): the flows' bytes are
     frames only with ``mtu``, and a packet waits for tokens for all of its frame, which a
     fluid ignores;
-  - TCP's congestion window can cap a burst (Linux restarts it at ten segments, about one
-    15 000-byte bucket at MTU 1500, on a connection idle for a retransmission timeout); as
-    said below, TCP's dynamics are not modelled.
+  - TCP's congestion window can cap a burst (Linux restarts it at ten segments, five of the
+    shaper's two-frame buckets at MTU 1500, on a connection idle for a retransmission timeout);
+    as said below, TCP's dynamics are not modelled.
 * Every rank of a pattern sends at most one transfer per step, so the agent's sending them
   one after another and this model's starting them together never differ.
 

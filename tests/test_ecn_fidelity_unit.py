@@ -26,7 +26,7 @@ JOBS = [{"name": "a", "model": "resnet50", "workers": 2}]
 def test_threshold_in_bytes_and_in_microseconds():
     p = marking.marking_params(30000, 0, 0, 1.0, 20.0, 100, 1500)
     assert (p.threshold_bytes, p.max_threshold_bytes, p.limit_bytes) == (30000, 30000, 100 * 1514)
-    assert p.burst_bytes == 15000  # the shaper's bucket at 20 Mbit/s (1 ms is only 2500 bytes)
+    assert p.burst_bytes == 2 * 1514  # the shaper's bucket at 20 Mbit/s: two frames (1 ms is only 2500 bytes)
     assert marking.marking_params(30000, 0, 0, 1.0, 1000.0, 100, 1500).burst_bytes == 125000  # 1 ms at 1 Gbit/s
     # 1000 us at 20 Mbit/s = 2.5 MB/s * 1 ms = 2500 bytes, whatever threshold_bytes says
     q = marking.marking_params(30000, 1000, 0, 1.0, 20.0, 100, 9000)

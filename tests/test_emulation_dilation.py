@@ -34,7 +34,7 @@ def _measured_job(tmp_path, name: str, machines: list[str], dilation: float):
 
     g = fat_tree(4)
     buckets = tuple(scaled_buckets(get_model("vgg16"), SCALE))
-    assert job_collisions(g, machines, "ring", buckets) == 0  # the contention-free bound applies
+    assert job_collisions(g, link_rates_mbps(g, SCALE), machines, "ring", buckets) == 0  # its bound applies
     caps = detect()
     ports, _ = resolve_port_type("auto", 1500, caps["ovs_datapath"], caps["afxdp_missing"])
     out = tmp_path / name

@@ -110,7 +110,7 @@ def test_ring_alone_takes_the_textbook_time(placement):
     g = fat_tree(4)
     n = len(placement)
     size = 4 * n * 2500  # every chunk of S/N bytes
-    assert job_collisions(g, placement, "ring", [size]) == 0
+    assert job_collisions(g, uniform(g), placement, "ring", [size]) == 0
     res = simulate(g, host_bottleneck(g), [SimJob("r", placement, "ring", (size,), 0.0, 3)])
     want = 2 * (n - 1) / n * size * 8 / (B_MBPS * 1e6)
     assert res.job("r").comm_mean_s == pytest.approx(want, rel=1e-12)
@@ -138,12 +138,49 @@ def test_uncontended_job_matches_job_bound(collective, placement, buckets, mtu, 
     g = fat_tree(4)
     p = len(placement)
     bucket_bytes = tuple(4 * p * 400 * b for b in buckets)
-    assert job_collisions(g, placement, collective, bucket_bytes) == 0
+    assert job_collisions(g, uniform(g), placement, collective, bucket_bytes) == 0
     rng = random.Random(11)
     rate = uniform(g) if rates == "uniform" else {e: rng.choice([50.0, 100.0, 200.0]) for e in g.edges()}
     res = simulate(g, rate, [SimJob("j", placement, collective, bucket_bytes, 0.002, 3, 1)], SimOptions(mtu=mtu))
     bound = job_bound_s(g, rate, placement, collective, bucket_bytes, mtu)
     assert per_iteration_comm(res, "j") == pytest.approx([bound] * 3, rel=1e-9)
+
+
+def test_an_early_send_on_a_shared_link_is_a_collision():
+    """Halving-doubling with three of four ranks on h1: rank 1's first step is on its machine, so it
+    sends its second step's transfer to rank 3 while rank 2's first-step transfer to rank 3 is still
+    on h1's uplink. No step has two transfers on one link, yet the two meet: job_collisions counts
+    it, and the job alone takes longer than its bound (the bound serves them one after the other)."""
+    g = fat_tree(4)
+    placement, buckets = ("h1", "h1", "h1", "h2"), (4 * 40_000,)
+    assert job_collisions(g, uniform(g), placement, "hd", buckets) > 0
+    assert job_collisions(g, uniform(g), ("h1", "h15", "h7", "h11"), "hd", buckets) == 0
+    res = simulate(g, uniform(g), [SimJob("j", placement, "hd", buckets, 0.002, 3, 1)])
+    bound = job_bound_s(g, uniform(g), placement, "hd", buckets)
+    assert per_iteration_comm(res, "j")[0] > 1.05 * bound
+
+
+@pytest.mark.parametrize("collective", ["ring", "hd", "gloo"])
+def test_a_job_without_collisions_takes_its_bound(collective):
+    """On random placements, machines repeated or not: wherever job_collisions finds none, the job
+    alone communicates for exactly its bound."""
+    g = fat_tree(4)
+    rng = random.Random(collective)
+    hosts = machines(g)
+    seen = {True: 0, False: 0}
+    for _ in range(40):
+        p = rng.choice([3, 4, 6, 8])
+        placement = tuple(rng.choice(hosts[:rng.choice([2, 4, 16])]) for _ in range(p))
+        bucket_bytes = (4 * p * 1000 * rng.choice([1, 3]),)
+        bound = job_bound_s(g, uniform(g), placement, collective, bucket_bytes)
+        if bound == 0:
+            continue
+        clean = job_collisions(g, uniform(g), placement, collective, bucket_bytes) == 0
+        seen[clean] += 1
+        res = simulate(g, uniform(g), [SimJob("j", placement, collective, bucket_bytes, 0.002, 2, 1)])
+        if clean:
+            assert per_iteration_comm(res, "j") == pytest.approx([bound] * 2, rel=1e-9), placement
+    assert seen[True] and seen[False]
 
 
 def test_uneven_chunks_stay_within_the_bound():
@@ -152,7 +189,7 @@ def test_uneven_chunks_stay_within_the_bound():
     g = fat_tree(4)
     placement = ("h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8")
     buckets = (32004, 12)
-    assert job_collisions(g, placement, "ring", buckets) == 0
+    assert job_collisions(g, uniform(g), placement, "ring", buckets) == 0
     res = simulate(g, uniform(g), [SimJob("j", placement, "ring", buckets, 0.0, 2)])
     bound = job_bound_s(g, uniform(g), placement, "ring", buckets)
     assert bound * (1 - 1e-3) < res.job("j").comm_mean_s <= bound * (1 + 1e-12)
@@ -405,7 +442,7 @@ def test_ring_steps_drain_the_buckets():
     right after on saturated links, gets no burst (24 000 bytes' time)."""
     g = fat_tree(4)
     placement, size = ("h1", "h2", "h3"), 3 * 6000
-    assert job_collisions(g, placement, "ring", [size]) == 0
+    assert job_collisions(g, uniform(g), placement, "ring", [size]) == 0
     res = simulate(g, uniform(g), [SimJob("j", placement, "ring", (size, size), 0.01, 2)],
                    SimOptions(burst_bytes=DEPTH))
     want = (9000 / B_BYTES_PER_S, 24000 / B_BYTES_PER_S)

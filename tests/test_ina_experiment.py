@@ -164,7 +164,7 @@ def test_ina_jobs_are_judged_against_their_links_bound_and_count_for_contention(
     assert v["a"].contended_with == ("b",) and v["b"].status == "contended"  # h6's uplink carries both
     assert "a" not in v["c"].contended_with
     # Faster than the bound by up to the busiest link's token bucket per bucket is a burst after idle,
-    # not an error: 15,000 B at 20 Mbit/s is 6 ms, so only below 0.95 x (7.3 - 6.0) ms is the job fast.
+    # not an error: two frames (3,028 B) at 20 Mbit/s are 1.2 ms, so only below 0.95 x (7.3 - 1.2) ms is the job fast.
     for measured, status in ((1.05, "ok"), (1.2, "slow"), (0.9, "ok"), (0.1, "fast")):
         (alone,) = job_verdicts(G, rates, [dataclasses.replace(ina, comm_mean_s=measured * 3 * wire_s)], 1500)
         assert alone.status == status and alone.checked and (status != "slow" or "1.200x" in alone.reason)

@@ -3,7 +3,7 @@ the virtual-queue lag check, its tolerance and limit, the busy-rate fallback, an
 in the run verdict.
 
 Every port runs at 8 Mbit/s = 1 000 000 bytes/s, so 1 ms of virtual backlog is 1 000 bytes;
-the shaper's token bucket is 15 000 bytes (:func:`measure.shaping.burst_bytes`) and a full
+the shaper's token bucket is two frames, 3 028 bytes (:func:`measure.shaping.burst_bytes`), and a full
 frame at MTU 1500 is 1 514 bytes.
 """
 
@@ -19,6 +19,7 @@ RATE = 8.0
 LINK = ("e1", "h1")
 RATES = {LINK: RATE}
 FRAME = 1514
+BUCKET_MS = 2 * FRAME / 1000  # the shaper's bucket, in ms of virtual backlog at 1 000 000 bytes/s
 CPU_OK = CpuSummary(samples=10, mean=0.4, p95=0.5, max=0.6, saturated=False)
 
 
@@ -29,10 +30,10 @@ def row(t: float, real_bytes: int, virtual_ms: float, skew_s: float = 0.0, sent:
 
 
 def test_lag_is_real_backlog_minus_the_virtual_fifo_beyond_the_bucket():
-    """50 ms of virtual backlog = 50 000 bytes, 35 000 beyond the 15 000-byte bucket; real 40 000: lag 5 000."""
-    assert lag_bytes(row(0, 40_000, 50), RATE, 1500) == pytest.approx(5_000)
-    assert lag_bytes(row(0, 0, 10), RATE, 1500) == 0  # a virtual backlog within the bucket is no FIFO
-    assert lag_bytes(row(0, 0, 50), RATE, 1500) == pytest.approx(-35_000)  # read out of step: negative
+    """50 ms of virtual backlog = 50 000 bytes, 46 972 beyond the 3 028-byte bucket; real 51 972: lag 5 000."""
+    assert lag_bytes(row(0, 51_972, 50), RATE, 1500) == pytest.approx(5_000)
+    assert lag_bytes(row(0, 0, 3), RATE, 1500) == 0  # a virtual backlog within the bucket is no FIFO
+    assert lag_bytes(row(0, 0, 50), RATE, 1500) == pytest.approx(-46_972)  # read out of step: negative
 
 
 def test_tolerance_is_the_read_skew_at_the_rate_plus_two_frames():
@@ -53,7 +54,8 @@ def test_port_that_kept_up_passes_although_its_queue_drained_between_samples():
     """Backlog at every sample, tracking the virtual one within its skew: ok, excess 0, whatever the bytes
     sent between samples (the busy-rate check would see a low rate here)."""
     rows = [row(t, real, virt, skew_s=0.03, sent=int(t * 500_000))
-            for t, real, virt in ((0.0, 48_448, 62.4), (0.25, 10_598, 28.6), (0.5, 28_766, 38.7), (0.75, 6_056, 18.7))]
+            for t, real, virt in ((0.0, 48_448, BUCKET_MS + 47.4), (0.25, 10_598, BUCKET_MS + 13.6),
+                                   (0.5, 28_766, BUCKET_MS + 23.7), (0.75, 6_056, BUCKET_MS + 3.7))]
     (got,) = port_lags({LINK: rows}, RATES)
     assert got.ok and got.check == "virtual-queue" and got.samples == 4
     assert got.excess_bytes == 0 and got.max_lag_bytes == pytest.approx(28_766 - 23_700)
@@ -62,7 +64,7 @@ def test_port_that_kept_up_passes_although_its_queue_drained_between_samples():
 def test_port_behind_its_rate_fails_with_its_excess():
     """A port 30% slow for a second: the real FIFO grows to 150 000 bytes while the ideal port holds
     20 000; excess = 130 000 - 2 x 1 514 over a 100 000 limit."""
-    rows = [row(0.0, 0, 0), row(0.5, 70_000, 25), row(1.0, 150_000, 35)]
+    rows = [row(0.0, 0, 0), row(0.5, 70_000, BUCKET_MS + 10), row(1.0, 150_000, BUCKET_MS + 20)]
     (got,) = port_lags({LINK: rows}, RATES)
     assert not got.ok
     assert got.excess_bytes == pytest.approx(130_000 - 2 * FRAME)
@@ -72,13 +74,13 @@ def test_port_behind_its_rate_fails_with_its_excess():
 
 def test_a_lag_within_the_read_skew_passes_and_the_same_lag_without_skew_fails():
     """Lag 110 000 bytes: with 100 ms of read skew (100 000 bytes) it is within tolerance; without it fails."""
-    assert port_lags({LINK: [row(0, 110_000, 15, skew_s=0.1)]}, RATES)[0].ok
-    assert not port_lags({LINK: [row(0, 110_000, 15)]}, RATES)[0].ok
+    assert port_lags({LINK: [row(0, 110_000, BUCKET_MS, skew_s=0.1)]}, RATES)[0].ok
+    assert not port_lags({LINK: [row(0, 110_000, BUCKET_MS)]}, RATES)[0].ok
 
 
 def test_only_samples_inside_the_windows_are_checked():
     """A lagging sample outside the measurement windows does not count."""
-    rows = [row(0.0, 150_000, 15), row(10.0, 0, 0)]
+    rows = [row(0.0, 150_000, BUCKET_MS), row(10.0, 0, 0)]
     (got,) = port_lags({LINK: rows}, RATES, windows=[(5.0, 20.0)])
     assert got.ok and got.samples == 1
     assert port_lags({LINK: rows}, RATES, windows=[(30.0, 40.0)]) == []
@@ -99,7 +101,7 @@ def test_ports_without_a_virtual_queue_fall_back_to_the_busy_rate_check():
 
 def test_a_failed_link_flags_the_run_and_names_the_port():
     """The run verdict names the worst failing port and its lag; the counts per method are reported."""
-    bad = port_lags({LINK: [row(0, 150_000, 15)]}, RATES)
+    bad = port_lags({LINK: [row(0, 150_000, BUCKET_MS)]}, RATES)
     good = port_lags({("e2", "h3"): [row(0, 0, 0)]}, {("e2", "h3"): RATE})
     got = assess(CPU_OK, good + bad)
     assert not got.trustworthy and len(got.reasons) == 1
