@@ -152,15 +152,17 @@ def cmd_validate(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    """Fit the simulator's per-message latency to a run's uncontended jobs and its ECN mark share to its
-    marked contended jobs, whichever the run has; no root needed."""
+    """Fit the simulator's per-message latency to a run's uncontended jobs, TCP's share of a shared link
+    and the ECN mark share to its contended ones, whichever the run has; no root needed."""
     from common.jsonfile import write_json_atomic
     from experiment.revalidate import (
         CALIBRATED_CLASS,
         MARKS_CLASS,
+        SHARED_CLASS,
         NothingToFit,
         calibrate_latency,
         calibrate_mark_share,
+        calibrate_tcp_efficiency,
         read_recorded_run,
     )
 
@@ -183,6 +185,17 @@ def cmd_calibrate(args) -> int:
             if cls != CALIBRATED_CLASS:
                 before = c.by_class_before.get(cls)
                 print(f"  {cls:<13} {before.line() if before else '-'} -> {after.line()}")
+    print(f"fitting simulator.tcp_efficiency to the {SHARED_CLASS} jobs...", flush=True)
+    eff = calibrate_tcp_efficiency(run, {"latency_us": c.latency_us} if c else None)
+    if eff is None:
+        print(f"tcp_efficiency: not fitted (no {SHARED_CLASS} job was measured, or none saturated a link with "
+              f"another flow in the simulator)")
+    else:
+        fitted.update(sharing="tcp", tcp_efficiency=eff.efficiency)
+        print(f"tcp_efficiency: {eff.efficiency:g} (the share of its rate a link saturated by two TCP flows or more "
+              f"carries; configured {run.cfg.simulator.sharing} {run.cfg.simulator.tcp_efficiency:g})")
+        print(f"  {SHARED_CLASS:<13} configured: {eff.before.line()}")
+        print(f"  {SHARED_CLASS:<13} fitted:     {eff.after.line()}")
     share = calibrate_mark_share(run)
     if share is None:
         print(f"ecn_mark_share: not fitted (no {MARKS_CLASS} job of the run was marked)")
@@ -193,11 +206,12 @@ def cmd_calibrate(args) -> int:
         for cls, after in share.by_class_after.items():
             print(f"  {cls:<13} configured: {share.by_class_before[cls].line()}\n  {'':<13} fitted:     {after.line()}")
     if not fitted:
-        print(f"error: {args.run_dir}: nothing to fit: no {CALIBRATED_CLASS} job and no marked {MARKS_CLASS} job",
+        print(f"error: {args.run_dir}: nothing to fit: no {CALIBRATED_CLASS} job and no {SHARED_CLASS} job",
               file=sys.stderr)
         return 2
     path = os.path.join(args.run_dir, "calibration.json")
     write_json_atomic(path, {"simulator": fitted, "latency": c.to_dict() if c else None,
+                             "sharing": eff.to_dict() if eff else None,
                              "ecn": share.to_dict() if share else None}, indent=1)
     print(f"written: {path}")
     options = ", ".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in fitted.items())
@@ -275,8 +289,8 @@ def main(argv=None) -> int:
                           help="instead: re-simulate the run's schedule with its config's simulator section changed "
                                "so (e.g. latency_us=60,token_buckets=true) and compare that")
     calibrate = sub.add_parser("calibrate", help="fit the simulator's per-message latency to a run's uncontended "
-                                                 "jobs and its ECN mark share to its marked contended jobs (no root "
-                                                 "needed)")
+                                                 "jobs, and TCP's share of a shared link and the ECN mark share to "
+                                                 "its contended jobs (no root needed)")
     calibrate.add_argument("run_dir", help="an emulated run's results directory (results/<timestamp>-<name>)")
     sweep = sub.add_parser("sweep", help="vary one config field over values and seeds and compare the policies' "
                                           "normalised JCT (on the simulator, no root; or --backend emu)")

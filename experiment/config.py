@@ -64,7 +64,7 @@ from experiment.config_rules import (
 from measure.marking import MARKING, METHODS
 from measure.ports import AFXDP_MAX_MTU, PORT_TYPES
 from measure.shaping import frame_bytes
-from sim.flowsim import OVERLAPS
+from sim.flowsim import OVERLAPS, SHARINGS
 from topo.schema import EMULATOR_LIMITS, SIMULATOR_LIMITS, SizeLimits
 
 MODES = ("replay", "train")
@@ -353,6 +353,12 @@ class SimulatorConfig:
             each meets the others' traffic for the share of time they communicate; :mod:`sim.fluid`)
             or ``together`` (always; NetPack's model, pessimistic where jobs take turns). The
             ``steps`` engine follows every transfer and ignores it.
+        sharing: how the ``steps`` engine's flows share a link they saturate together: ``tcp``
+            (the default) at ``tcp_efficiency`` of its rate, or ``maxmin`` at all of it (the
+            literature's model; :mod:`sim.flowsim`). An MLTCP run's weights replace either.
+        tcp_efficiency: the share of its rate a link saturated by two TCP flows or more carries
+            under ``sharing: tcp``; the default, 0.9, is measured on the emulator's contended jobs
+            (``docs/validation.md``), ``calibrate`` fits a run's.
         mltcp_step: under an MLTCP congestion control, the ``steps`` engine re-weighs a flow sharing
             links each time its progress through its iteration's bytes crosses a multiple of this
             fraction (:class:`sim.mltcp.MltcpFlows`); its shares lag by at most this much.
@@ -366,6 +372,8 @@ class SimulatorConfig:
     mode: str = rule_field(Name(SIM_MODES), "steps")
     overlap: str = rule_field(Name(OVERLAPS), "independent")
     mltcp_step: float = rule_field(Real(0, 1, lo_open=True), 0.01)
+    sharing: str = rule_field(Name(SHARINGS), "tcp")
+    tcp_efficiency: float = rule_field(Real(0, 1, lo_open=True), 0.9)
 
 
 @dataclasses.dataclass(frozen=True)

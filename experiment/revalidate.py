@@ -21,6 +21,7 @@ import dataclasses
 import io
 import math
 import os
+from collections.abc import Callable
 
 from common.errors import ConfigError
 from common.specs import parse_value, safe_name
@@ -232,6 +233,41 @@ class LatencyCalibration:
                 "evaluations": self.evaluations}
 
 
+def golden_min(cost: Callable[[float], float], lo: float, hi: float, tolerance: float) -> float:
+    """The ``x`` in [lo, hi] of least ``cost``, by golden-section search to ``tolerance`` (exact for a
+    unimodal cost): the better end of the last bracket."""
+    ratio = (math.sqrt(5) - 1) / 2
+    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    while hi - lo > tolerance:
+        if cost(a) <= cost(b):
+            hi, b = b, a
+            a = hi - ratio * (hi - lo)
+        else:
+            lo, a = a, b
+            b = lo + ratio * (hi - lo)
+    return min((lo, hi), key=cost)
+
+
+class _Evaluations:
+    """A run's re-simulations under ``base`` options plus one varied option, each made once."""
+
+    def __init__(self, run: RecordedRun, base: dict, key: str, digits: int):
+        self.run, self.base, self.key, self.digits = run, base, key, digits
+        self.memo: dict[float, EstimatesReport] = {}
+
+    def __call__(self, value: float) -> EstimatesReport:
+        value = round(value, self.digits)
+        if value not in self.memo:
+            self.memo[value] = self.run.compare({**self.base, self.key: value})
+        return self.memo[value]
+
+
+def _of_class(report: EstimatesReport, job_class: str) -> list[Comparison]:
+    """The communication-time comparisons of one class of job."""
+    comm = report.metric("comm")
+    return [c for c in (comm.comparisons if comm else ()) if c.job_class == job_class]
+
+
 def calibrate_latency(run: RecordedRun, tolerance_us: float = 1.0) -> LatencyCalibration:
     """The ``simulator.latency_us`` that makes the step-level simulator's estimates of the run's
     uncontended jobs closest to their measurements: the least sum of squared relative errors of their
@@ -247,20 +283,10 @@ def calibrate_latency(run: RecordedRun, tolerance_us: float = 1.0) -> LatencyCal
     if run.cfg.simulator.mode != "steps":
         raise EstimatesError(f"{run.run_dir}: its simulator ran in {run.cfg.simulator.mode!r} mode; a latency is "
                              "fitted on the step-level engine (simulator.mode: steps)")
-    evaluations = 0
-    memo: dict[float, EstimatesReport] = {}
-
-    def report(latency_us: float) -> EstimatesReport:
-        nonlocal evaluations
-        key = round(latency_us, 1)
-        if key not in memo:
-            evaluations += 1
-            memo[key] = run.compare({"latency_us": key})
-        return memo[key]
+    report = _Evaluations(run, {}, "latency_us", 1)
 
     def fitted(r: EstimatesReport) -> list[Comparison]:
-        comm = r.metric("comm")
-        return [c for c in (comm.comparisons if comm else ()) if c.job_class == CALIBRATED_CLASS]
+        return _of_class(r, CALIBRATED_CLASS)
 
     def cost(latency_us: float) -> float:
         return sum(c.rel_error ** 2 for c in fitted(report(latency_us)))
@@ -270,24 +296,91 @@ def calibrate_latency(run: RecordedRun, tolerance_us: float = 1.0) -> LatencyCal
         raise NothingToFit(f"{run.run_dir}: no uncontended job was measured (every job shared links, ran on one "
                              "machine or was latency-bound); calibrate on a run with jobs alone on their links, "
                              "such as the default experiment's")
-    lo, hi = 0.0, MAX_LATENCY_US
-    ratio = (math.sqrt(5) - 1) / 2
-    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    while hi - lo > tolerance_us:
-        if cost(a) <= cost(b):
-            hi, b = b, a
-            a = hi - ratio * (hi - lo)
-        else:
-            lo, a = a, b
-            b = lo + ratio * (hi - lo)
-    best = min((lo, hi, 0.0), key=cost)
+    best = min((golden_min(cost, 0.0, MAX_LATENCY_US, tolerance_us), 0.0), key=cost)
     after = report(best)
     comm_before, comm_after = configured.metric("comm"), after.metric("comm")
     return LatencyCalibration(
         latency_us=round(best, 1), dilation=run.cfg.dilation, jobs=len(fitted(after)),
         before=validation_stats(fitted(configured)), after=validation_stats(fitted(after)),
         by_class_before=stats_by_class(comm_before.comparisons), by_class_after=stats_by_class(comm_after.comparisons),
-        evaluations=evaluations)
+        evaluations=len(report.memo))
+
+
+SHARED_CLASS = "contended"
+"""The jobs TCP's share of a shared link is fitted on: those that shared links, where it applies."""
+
+EFFICIENCY_RANGE = (0.3, 1.0)
+"""The ``simulator.tcp_efficiency`` values :func:`calibrate_tcp_efficiency` considers."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EfficiencyCalibration:
+    """TCP's share of a shared link fitted to a run's contended jobs (:func:`calibrate_tcp_efficiency`).
+
+    Attributes:
+        efficiency: the fitted ``simulator.tcp_efficiency`` (3 decimals; 1 is max-min).
+        base: the options both validations were made with besides it (a latency fitted first).
+        jobs: contended jobs fitted on.
+        before, after: their validation with the run's configured sharing and with the fitted one.
+        by_class_before, by_class_after: every class's.
+        evaluations: re-simulations made.
+    """
+
+    efficiency: float
+    base: dict
+    jobs: int
+    before: ValidationStats
+    after: ValidationStats
+    by_class_before: dict
+    by_class_after: dict
+    evaluations: int
+
+    def to_dict(self) -> dict:
+        """JSON form (``calibration.json``'s ``sharing``)."""
+        return {"simulator": {"sharing": "tcp", "tcp_efficiency": self.efficiency}, "with": self.base,
+                "jobs": self.jobs, "fitted_on": SHARED_CLASS, "before": self.before.to_dict(),
+                "after": self.after.to_dict(),
+                "by_class_before": {c: s.to_dict() for c, s in self.by_class_before.items()},
+                "by_class_after": {c: s.to_dict() for c, s in self.by_class_after.items()},
+                "evaluations": self.evaluations}
+
+
+def calibrate_tcp_efficiency(run: RecordedRun, base: dict | None = None,
+                             tolerance: float = 0.005) -> EfficiencyCalibration | None:
+    """The ``simulator.tcp_efficiency`` (under ``sharing: tcp``) that makes the step-level simulator's
+    estimates of the run's contended jobs closest to their measurements: the least sum of squared
+    relative errors of their communication times, by golden-section search over
+    :data:`EFFICIENCY_RANGE` (a lower share lengthens every estimate it touches) to ``tolerance``,
+    with ``base`` (e.g. a fitted latency) applied to both sides. None when no contended job was
+    measured, or when none of them saturates a link with another flow in the simulator (the share
+    changes no estimate).
+
+    Raises:
+        EstimatesError: the run's simulator is not the step-level one (the share is its model).
+    """
+    if run.cfg.simulator.mode != "steps":
+        raise EstimatesError(f"{run.run_dir}: its simulator ran in {run.cfg.simulator.mode!r} mode; TCP's share "
+                             "is fitted on the step-level engine (simulator.mode: steps)")
+    base = dict(base or {})
+    configured = run.compare(base)
+    if not _of_class(configured, SHARED_CLASS):
+        return None
+    report = _Evaluations(run, {**base, "sharing": "tcp"}, "tcp_efficiency", 3)
+    if [c.estimated_s for c in _of_class(report(EFFICIENCY_RANGE[0]), SHARED_CLASS)] == [
+            c.estimated_s for c in _of_class(report(EFFICIENCY_RANGE[1]), SHARED_CLASS)]:
+        return None
+
+    def cost(efficiency: float) -> float:
+        return sum(c.rel_error ** 2 for c in _of_class(report(efficiency), SHARED_CLASS))
+
+    best = round(golden_min(cost, *EFFICIENCY_RANGE, tolerance), 3)
+    after = report(best)
+    return EfficiencyCalibration(
+        efficiency=best, base=base, jobs=len(_of_class(after, SHARED_CLASS)),
+        before=validation_stats(_of_class(configured, SHARED_CLASS)),
+        after=validation_stats(_of_class(after, SHARED_CLASS)),
+        by_class_before=stats_by_class(configured.metric("comm").comparisons),
+        by_class_after=stats_by_class(after.metric("comm").comparisons), evaluations=len(report.memo))
 
 
 MARKS_CLASS = "contended"

@@ -53,7 +53,8 @@ def sim_options(cfg, g) -> SimOptions:
                       burst_bytes=bursts, ecn=cfg.simulator.ecn,
                       ecn_mark_share=cfg.simulator.ecn_mark_share, pat_bytes_s=pat, ina_results=cfg.ina.results,
                       ina_values_per_packet=cfg.ina.values_per_packet,
-                      mltcp=mltcp_flows(cfg), overlap=cfg.simulator.overlap)
+                      mltcp=mltcp_flows(cfg), overlap=cfg.simulator.overlap,
+                      shared_efficiency=cfg.simulator.tcp_efficiency if cfg.simulator.sharing == "tcp" else 1.0)
 
 
 def mltcp_flows(cfg) -> MltcpFlows | None:

@@ -109,7 +109,16 @@ start and the multiplicative decrease are not modelled, as for every flow. Cost:
 event per ``step`` per connection per iteration while it shares a link, each a reallocation of its
 component.
 
-Not modelled: TCP's own dynamics (slow start, losses, queueing), the links' propagation delay
+TCP's share of a shared link ([R], ``SimOptions.shared_efficiency``; 1, the default, is plain
+max-min, the literature's model). Measured on the emulator, TCP flows that saturate a link
+together carry less than its rate (their windows halve at ECN marks and restart after idle), and
+max-min estimates every contended job too short. So after the max-min fill of a component, each
+link it saturates with two flows or more gets ``shared_efficiency`` of its capacity and the
+component is filled again: a link one flow saturates, or none, keeps its rate, and a job alone on
+its links keeps its bound. One more fill per reallocation that saturates such a link. The ECN
+estimate takes such a link to be oversubscribed at its reduced capacity.
+
+Not modelled: TCP's own dynamics (slow start, losses, queueing) beyond that share, the links' propagation delay
 (``delay_us``; fold it into ``latency_s`` if it matters), the shapers' token buckets unless
 ``burst_bytes`` is given, and CPU contention in the emulator.
 
@@ -223,6 +232,10 @@ class SimJob:
 OVERLAPS = ("together", "independent")
 """How the fluid engine's jobs that share links overlap their communication (:attr:`SimOptions.overlap`)."""
 
+SHARINGS = ("tcp", "maxmin")
+"""How the step-level engine's flows share a link they saturate together: ``tcp``, at
+``shared_efficiency`` of its rate, or ``maxmin``, at all of it (the config's ``simulator.sharing``)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class SimOptions:
@@ -251,6 +264,9 @@ class SimOptions:
         ina_results: how INA results reach the workers (:data:`sim.ina.RESULTS`).
         ina_values_per_packet: int32 values per INA packet (its frames' header share on the wire).
         mltcp: share links as MLTCP does (see *MLTCP* in the module docstring); None: max-min.
+        shared_efficiency: the share of its rate a link saturated by two flows or more carries,
+            in (0, 1] (see *TCP's share of a shared link* in the module docstring); 1: max-min.
+            Not with ``mltcp``, whose weights are the model of sharing; the fluid engine ignores it.
         overlap: how the fluid engine (:mod:`sim.fluid`) has jobs that share links overlap their
             communication (:data:`OVERLAPS`): ``together`` (always, NetPack's model) or
             ``independent`` (each job meets the others' traffic for the share of time they
@@ -267,6 +283,7 @@ class SimOptions:
     ina_values_per_packet: int = VALUES_PER_PACKET
     mltcp: MltcpFlows | None = None
     overlap: str = "together"
+    shared_efficiency: float = 1.0
 
     def __post_init__(self):
         if self.overlap not in OVERLAPS:
@@ -276,6 +293,8 @@ class SimOptions:
                            f"got {self.mtu}")
         if not 0 < self.ecn_mark_share <= 1:
             raise JobError(f"ecn_mark_share must be in (0, 1], got {self.ecn_mark_share!r}")
+        if not 0 < self.shared_efficiency <= 1:
+            raise JobError(f"shared_efficiency must be in (0, 1], got {self.shared_efficiency!r}")
         if not (self.latency_s >= 0 and math.isfinite(self.latency_s)):
             raise JobError(f"latency_s must be finite and >= 0, got {self.latency_s!r}")
         if not self.pat_bytes_s >= 0:
@@ -654,6 +673,10 @@ class FlowEngine:
         # mark_t are counted on the congested links of its path whenever that may change.
         self.ecn = options.ecn
         self.congested = bytearray(len(self.link_names))
+        # TCP's share: shared[i] is 1 while link i, saturated by two flows or more, carries
+        # only shared_efficiency of its capacity (set at each reallocation of its component).
+        self.efficiency = options.shared_efficiency if options.mltcp is None else 1.0
+        self.shared = bytearray(len(self.link_names))
         self.link_marked_bytes: list[float] = [0.0] * len(self.link_names)
         packet_bytes = (float(options.mtu + ETHERNET_HEADER_BYTES) if options.mtu
                         else float(DEFAULT_MTU - TCP_IP_HEADER_BYTES))
@@ -1116,6 +1139,8 @@ class FlowEngine:
                 self._count_marks(f, now)
         if self.mltcp is None:
             rates = maxmin_indexed([f.links for f in flows], self.capacity)
+            if self.efficiency < 1:
+                rates = self._tcp_shares(links, flows, rates)
         else:
             rates = self._mltcp_rates(flows, now)
         for f, rate in zip(flows, rates, strict=True):
@@ -1135,6 +1160,26 @@ class FlowEngine:
                     load[link] += f.rate
         if self.ecn:
             self._mark_congested(links, flows)
+
+    def _tcp_shares(self, links: list[int], flows: list[_Flow], rates: list[float]) -> list[float]:
+        """The component's rates with every link the max-min ``rates`` saturate with two flows or
+        more at ``efficiency`` of its capacity (``shared`` marks them), filled again."""
+        load, count = _link_sums(flows, rates)
+        capacity, shared = self.capacity, self.shared
+        hit = [link for link, n in count.items() if n >= 2 and load[link] >= capacity[link] * (1 - 1e-9)]
+        for link in links:
+            shared[link] = 0
+        if not hit:
+            return rates
+        full = [capacity[link] for link in hit]
+        for link in hit:
+            shared[link] = 1
+            capacity[link] *= self.efficiency
+        try:
+            return maxmin_indexed([f.links for f in flows], capacity)
+        finally:
+            for link, c in zip(hit, full, strict=True):
+                capacity[link] = c
 
     # -- MLTCP -------------------------------------------------------------------------------
     def _conn(self, flow: _Flow) -> tuple:
@@ -1175,16 +1220,23 @@ class FlowEngine:
                 job.ranks[flow.dst].marked += sent  # counted in the receiver's iteration, as the agent does
 
     def _mark_congested(self, links: list[int], flows: list[_Flow]) -> None:
-        """Which of the reallocated ``links`` are saturated by two flows or more now."""
-        load: dict[int, float] = {}
-        count: dict[int, int] = {}
-        for f in flows:
-            for link in f.links:
-                load[link] = load.get(link, 0.0) + f.rate
-                count[link] = count.get(link, 0) + 1
+        """Which of the reallocated ``links`` are saturated by two flows or more now (at the share
+        TCP leaves them, where ``shared``)."""
+        load, count = _link_sums(flows, [f.rate for f in flows])
         for link in links:
-            self.congested[link] = (count.get(link, 0) >= 2
-                                    and load.get(link, 0.0) >= self.capacity[link] * (1 - 1e-9))
+            capacity = self.capacity[link] * (self.efficiency if self.shared[link] else 1.0)
+            self.congested[link] = (count.get(link, 0) >= 2 and load.get(link, 0.0) >= capacity * (1 - 1e-9))
+
+
+def _link_sums(flows: list[_Flow], rates: Sequence[float]) -> tuple[dict[int, float], dict[int, int]]:
+    """The rates' sum and the number of flows on every link the ``flows`` cross."""
+    load: dict[int, float] = {}
+    count: dict[int, int] = {}
+    for f, rate in zip(flows, rates, strict=True):
+        for link in f.links:
+            load[link] = load.get(link, 0.0) + rate
+            count[link] = count.get(link, 0) + 1
+    return load, count
 
 
 def estimate_of(job: str, records: Sequence[SimIterationRecord], finish_s: float,

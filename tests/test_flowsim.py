@@ -183,6 +183,26 @@ def test_a_job_without_collisions_takes_its_bound(collective):
     assert seen[True] and seen[False]
 
 
+def test_tcps_share_slows_only_the_links_two_flows_saturate():
+    """shared_efficiency 0.8: two identical rings whose transfers share h1's link both ways take 1/0.8
+    of their max-min time (each gets 0.4 of the link), a ring alone keeps its bound exactly, and a
+    share outside (0, 1] is refused."""
+    g = fat_tree(4)
+    size = 4 * 2 * 5000
+    pair = [SimJob("a", ("h1", "h3"), "ring", (size,), 0.0, 3), SimJob("b", ("h1", "h4"), "ring", (size,), 0.0, 3)]
+    maxmin = simulate(g, uniform(g), pair)
+    tcp = simulate(g, uniform(g), pair, SimOptions(shared_efficiency=0.8))
+    for job in ("a", "b"):
+        assert tcp.job(job).comm_mean_s == pytest.approx(maxmin.job(job).comm_mean_s / 0.8, rel=1e-9)
+    alone = [SimJob("c", ("h1", "h3"), "ring", (size,), 0.0, 3)]
+    bound = job_bound_s(g, uniform(g), ("h1", "h3"), "ring", (size,))
+    assert simulate(g, uniform(g), alone, SimOptions(shared_efficiency=0.8)).job("c").comm_mean_s == pytest.approx(
+        bound, rel=1e-9)
+    for bad in (0.0, 1.5):
+        with pytest.raises(JobError, match="shared_efficiency"):
+            SimOptions(shared_efficiency=bad)
+
+
 def test_uneven_chunks_stay_within_the_bound():
     """Uneven chunks let fast ranks start the next bucket early, so a lone ring finishes a little
     before the bound that synchronises every bucket, never after it."""

@@ -16,7 +16,13 @@ import pytest
 from common.errors import ConfigError
 from experiment.config import from_dict, to_dict
 from experiment.estimates import EstimatesError
-from experiment.revalidate import calibrate_latency, calibrate_mark_share, parse_simulator_options, read_recorded_run
+from experiment.revalidate import (
+    calibrate_latency,
+    calibrate_mark_share,
+    calibrate_tcp_efficiency,
+    parse_simulator_options,
+    read_recorded_run,
+)
 from jobs.records import IterationRecord, write_records
 from placement.base import GpuSlot, Placement
 from topo import fat_tree
@@ -151,6 +157,27 @@ def test_the_calibration_fits_the_share_of_exposed_packets_the_marker_marked(tmp
     assert c.share == pytest.approx(0.1, rel=1e-2) and c.jobs == 2
     assert c.after.median_abs_rel_error < 0.01 < c.before.median_abs_rel_error  # configured: 0.05
     assert (c.after.marked, c.after.detected, c.after.false_marked) == (2, 2, 0)
+
+
+def test_the_calibration_finds_tcps_share_of_the_links_the_contended_jobs_saturate(tmp_path):
+    """The ring and the halving-doubling job crossing h9's and h13's links at once, "measured" as the
+    simulator estimates them with TCP's share at 0.7: the calibration finds 0.7 and the contended jobs'
+    errors vanish; max-min (share 1) estimates the ring, which shares its links while it runs, shorter.
+    A run without contended jobs fits none."""
+    placed = {**PLACED, "ring": (("h9", 1), ("h13", 1))}
+    contended = {"ring": "contended", "hd": "contended"}
+    write_run(tmp_path, {"ring": 0.1, "hd": 0.2}, contended, placed=placed)
+    run = read_recorded_run(str(tmp_path))
+    truth = {row.job: float(dict(row.values)["comm"])
+             for row in run.estimates({"sharing": "tcp", "tcp_efficiency": 0.7})[1].rows if row.job != "local"}
+    maxmin = {row.job: float(dict(row.values)["comm"]) for row in run.estimates({"sharing": "maxmin"})[1].rows}
+    assert maxmin["ring"] < 0.8 * truth["ring"] and maxmin["hd"] == pytest.approx(truth["hd"], rel=1e-4)
+    write_run(tmp_path, truth, contended, placed=placed)
+    c = calibrate_tcp_efficiency(read_recorded_run(str(tmp_path)))
+    assert c.efficiency == pytest.approx(0.7, abs=0.01) and c.jobs == 2
+    assert c.after.median_abs_rel_error < 0.01 < c.before.median_abs_rel_error  # configured: 0.9
+    write_run(tmp_path, {"ring": 0.1, "hd": 0.2})
+    assert calibrate_tcp_efficiency(read_recorded_run(str(tmp_path))) is None
 
 
 def test_simulator_options_parse_as_yaml_scalars_and_bad_ones_are_named():

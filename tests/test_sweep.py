@@ -94,7 +94,7 @@ def test_parse_vary_reads_values_as_a_config_file_does():
     ("jobs=1", "config.jobs is a list"),
     ("topology=1", "config.topology is a section; vary one of its fields"),
     ("simulator=1", "vary one of its fields (latency_us, headers, token_buckets, ecn, ecn_mark_share, mode, "
-                    "overlap, mltcp_step)"),
+                    "overlap, mltcp_step, sharing, tcp_efficiency)"),
     ("background=1", "config.background is a mapping"),
     ("iterations.x=1", "config.iterations is a value, with nothing below it"),
 ])
