@@ -194,29 +194,46 @@ MAX_LATENCY_US = 5000.0
 
 
 @dataclasses.dataclass(frozen=True)
-class LatencyCalibration:
-    """A per-message latency fitted to a run's uncontended jobs (:func:`calibrate_latency`).
+class Fit:
+    """What fitting one simulator option to one class of a run's jobs did.
 
     Attributes:
-        latency_us: the fitted ``simulator.latency_us``, paper-scale microseconds (0.1 µs resolution).
-        dilation: the run's time dilation (:attr:`wall_us` is the latency in wall time).
-        jobs: uncontended jobs fitted on.
-        before: the run's configured options' validation of those jobs.
-        after: the fitted latency's.
+        jobs: jobs fitted on.
+        before: their validation with the run's configured options.
+        after: with the fitted value.
         by_class_before, by_class_after: every class's validation with the configured options and
-            with the fitted latency (:func:`experiment.validation.stats_by_class`), so a user sees what
-            the latency does to the jobs it was not fitted on.
+            with the fitted value (:func:`experiment.validation.stats_by_class`), so a user sees what
+            it does to the jobs it was not fitted on.
         evaluations: re-simulations made.
     """
 
-    latency_us: float
-    dilation: float
     jobs: int
     before: ValidationStats
     after: ValidationStats
     by_class_before: dict
     by_class_after: dict
     evaluations: int
+
+    def fit_dict(self, fitted_on: str) -> dict:
+        """The JSON form of what every fit has (``calibration.json``)."""
+        return {"jobs": self.jobs, "fitted_on": fitted_on, "before": self.before.to_dict(),
+                "after": self.after.to_dict(),
+                "by_class_before": {c: s.to_dict() for c, s in self.by_class_before.items()},
+                "by_class_after": {c: s.to_dict() for c, s in self.by_class_after.items()},
+                "evaluations": self.evaluations}
+
+
+@dataclasses.dataclass(frozen=True)
+class LatencyCalibration(Fit):
+    """A per-message latency fitted to a run's uncontended jobs (:func:`calibrate_latency`).
+
+    Attributes:
+        latency_us: the fitted ``simulator.latency_us``, paper-scale microseconds (0.1 µs resolution).
+        dilation: the run's time dilation (:attr:`wall_us` is the latency in wall time).
+    """
+
+    latency_us: float
+    dilation: float
 
     @property
     def wall_us(self) -> float:
@@ -226,11 +243,7 @@ class LatencyCalibration:
     def to_dict(self) -> dict:
         """JSON form (``calibration.json``)."""
         return {"simulator": {"latency_us": self.latency_us}, "wall_us": self.wall_us, "dilation": self.dilation,
-                "jobs": self.jobs,
-                "fitted_on": CALIBRATED_CLASS, "before": self.before.to_dict(), "after": self.after.to_dict(),
-                "by_class_before": {c: s.to_dict() for c, s in self.by_class_before.items()},
-                "by_class_after": {c: s.to_dict() for c, s in self.by_class_after.items()},
-                "evaluations": self.evaluations}
+                **self.fit_dict(CALIBRATED_CLASS)}
 
 
 def golden_min(cost: Callable[[float], float], lo: float, hi: float, tolerance: float) -> float:
@@ -314,35 +327,21 @@ EFFICIENCY_RANGE = (0.3, 1.0)
 
 
 @dataclasses.dataclass(frozen=True)
-class EfficiencyCalibration:
+class EfficiencyCalibration(Fit):
     """TCP's share of a shared link fitted to a run's contended jobs (:func:`calibrate_tcp_efficiency`).
 
     Attributes:
         efficiency: the fitted ``simulator.tcp_efficiency`` (3 decimals; 1 is max-min).
         base: the options both validations were made with besides it (a latency fitted first).
-        jobs: contended jobs fitted on.
-        before, after: their validation with the run's configured sharing and with the fitted one.
-        by_class_before, by_class_after: every class's.
-        evaluations: re-simulations made.
     """
 
     efficiency: float
     base: dict
-    jobs: int
-    before: ValidationStats
-    after: ValidationStats
-    by_class_before: dict
-    by_class_after: dict
-    evaluations: int
 
     def to_dict(self) -> dict:
         """JSON form (``calibration.json``'s ``sharing``)."""
         return {"simulator": {"sharing": "tcp", "tcp_efficiency": self.efficiency}, "with": self.base,
-                "jobs": self.jobs, "fitted_on": SHARED_CLASS, "before": self.before.to_dict(),
-                "after": self.after.to_dict(),
-                "by_class_before": {c: s.to_dict() for c, s in self.by_class_before.items()},
-                "by_class_after": {c: s.to_dict() for c, s in self.by_class_after.items()},
-                "evaluations": self.evaluations}
+                **self.fit_dict(SHARED_CLASS)}
 
 
 def calibrate_tcp_efficiency(run: RecordedRun, base: dict | None = None,
