@@ -80,6 +80,8 @@ import heapq
 import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from common.errors import JobError, TopologyError
 from common.units import BITS_PER_BYTE, MEGA, wire_bytes
 from jobs.patterns import INA, replay_pattern
@@ -138,13 +140,6 @@ def _cap(run: _Run) -> float:
     return (run.demand.cap or 1.0) if isinstance(run.demand, AggregatedDemand) else 1.0
 
 
-def _communicating(run: _Run, level: float) -> float:
-    """The share of ``run``'s iteration spent communicating at ``level`` (1: full speed)."""
-    comm = run.latency_s + (run.bound_s / max(level, 1e-12) if run.bound_s else 0.0)
-    period = run.spec.compute_s + comm
-    return comm / period if period > 0 else 1.0
-
-
 def _phases(d, spilled: Mapping[int, float], n_links: int) -> list[tuple[float, dict[int, float]]]:
     """A demand's weights by level: ``(from level, weights)``, an INA demand's each spill adding its
     aggregator to the spent ones (:func:`sim.maxmin.resource_weights`); a plain demand's one phase."""
@@ -158,20 +153,60 @@ def _phases(d, spilled: Mapping[int, float], n_links: int) -> list[tuple[float, 
     return out
 
 
-def _loads(phases: list[tuple[float, dict[int, float]]], level: float) -> dict[int, float]:
-    """The load of a demand of ``phases`` (:func:`_phases`) on every resource at ``level``."""
-    out: dict[int, float] = collections.defaultdict(float)
-    for i, (at, weights) in enumerate(phases):
-        top = min(level, phases[i + 1][0]) if i + 1 < len(phases) else level
-        if top > at:
-            for r, w in weights.items():
-                out[r] += w * (top - at)
-    return out
-
-
 def _marginal(phases: list[tuple[float, dict[int, float]]], level: float) -> dict[int, float]:
     """The weights of a demand of ``phases`` just above ``level`` (its spills up to there spent)."""
     return [w for at, w in phases if at <= level][-1]
+
+
+class _Coupling:
+    """The loads of coupled runs on their resources as flat arrays, for the independent overlap's
+    fixed point (:meth:`FluidEngine._independent`).
+
+    Every (run, resource) pair a run loads is numbered (``pair_run``, ``pair_res``, the resource
+    as a column of ``room``, its capacity); every phase of a run's demand (:func:`_phases`) is a
+    segment of its level, ``[seg_lo, seg_hi)``, whose weights ``entry_w`` load pairs
+    ``entry_pair``; ``margin_*`` are the weights of each run's resources just above its floor
+    (:func:`_marginal`), the ones its level's step is taken on.
+    """
+
+    def __init__(self, phases: Sequence[list[tuple[float, dict[int, float]]]], margins: Sequence[Mapping[int, float]],
+                 capacity):
+        resources = sorted({r for p in phases for _, w in p for r in w} | {r for m in margins for r in m})
+        column = {r: i for i, r in enumerate(resources)}
+        self.room = np.array([capacity(r) for r in resources], dtype=float)
+        pairs: dict[tuple[int, int], int] = {}
+        seg_run, seg_lo, seg_hi, entry_seg, entry_pair, entry_w = [], [], [], [], [], []
+        for j, p in enumerate(phases):
+            for i, (at, weights) in enumerate(p):
+                seg = len(seg_run)
+                seg_run.append(j)
+                seg_lo.append(at)
+                seg_hi.append(p[i + 1][0] if i + 1 < len(p) else math.inf)
+                for r, w in weights.items():
+                    entry_seg.append(seg)
+                    entry_pair.append(pairs.setdefault((j, column[r]), len(pairs)))
+                    entry_w.append(w)
+        margin_run, margin_pair, margin_w = [], [], []
+        for j, m in enumerate(margins):
+            for r, w in m.items():
+                if w > 0:
+                    margin_run.append(j)
+                    margin_pair.append(pairs.setdefault((j, column[r]), len(pairs)))
+                    margin_w.append(w)
+        keys = np.array(list(pairs), dtype=np.int64).reshape(-1, 2)
+        self.pair_run, self.pair_res = keys[:, 0], keys[:, 1]
+        self.seg_run, self.seg_lo = np.array(seg_run, dtype=np.int64), np.array(seg_lo, dtype=float)
+        self.seg_hi = np.array(seg_hi, dtype=float)
+        self.entry_seg, self.entry_pair = np.array(entry_seg, dtype=np.int64), np.array(entry_pair, dtype=np.int64)
+        self.entry_w = np.array(entry_w, dtype=float)
+        self.margin_run, self.margin_pair = np.array(margin_run, dtype=np.int64), np.array(margin_pair, dtype=np.int64)
+        self.margin_w = np.array(margin_w, dtype=float)
+
+    def loads(self, levels: np.ndarray) -> np.ndarray:
+        """Every pair's load at the runs' ``levels``: each phase's weights times the part of its
+        segment below the level."""
+        span = np.maximum(0.0, np.minimum(levels[self.seg_run], self.seg_hi) - self.seg_lo)
+        return np.bincount(self.entry_pair, weights=self.entry_w * span[self.entry_seg], minlength=len(self.pair_run))
 
 
 def estimate_of_runs(job: str, runs, finish_s: float) -> JobEstimate:
@@ -469,35 +504,35 @@ class FluidEngine:
         one of its resources, or to its cap; the shares follow the levels, so this is iterated to a
         fixed point (damped by half, at most :data:`OVERLAP_ROUNDS` rounds). A level never falls
         below the fill's (jobs that always communicate together) and an INA job's aggregators keep
-        the spills the fill found."""
+        the spills the fill found. Each round is a few array operations over the (run, resource)
+        pairs of the component (:class:`_Coupling`)."""
         n_links = len(self.capacity)
-        floors = list(fill.levels)
-        caps = [_cap(run) for run in runs]
+        floors = np.array(fill.levels, dtype=float)
+        caps = np.array([_cap(run) for run in runs])
         phases = [_phases(run.demand, fill.spilled[j], n_links) for j, run in enumerate(runs)]
-        margins = [_marginal(p, floor) for p, floor in zip(phases, floors, strict=True)]
-        x = list(floors)
+        c = _Coupling(phases, [_marginal(p, floor) for p, floor in zip(phases, floors, strict=True)],
+                      lambda r: self.capacity[r] if r < n_links else self._pat[r - n_links])
+        latency = np.array([run.latency_s for run in runs])
+        bound = np.array([run.bound_s for run in runs])
+        compute = np.array([run.spec.compute_s for run in runs])
+        x = floors.copy()
         for _ in range(OVERLAP_ROUNDS):
-            loads = [_loads(p, level) for p, level in zip(phases, x, strict=True)]
-            shares = [_communicating(run, level / cap) for run, level, cap in zip(runs, x, caps, strict=True)]
-            average: dict[int, float] = collections.defaultdict(float)
-            for share, load in zip(shares, loads, strict=True):
-                for r, v in load.items():
-                    average[r] += share * v
-            nxt = []
-            for j in range(len(runs)):
-                step = math.inf
-                for r, w in margins[j].items():
-                    if w > 0:
-                        own = loads[j].get(r, 0.0)
-                        others = average[r] - shares[j] * own
-                        room = (self.capacity[r] if r < n_links else self._pat[r - n_links]) - own - others
-                        step = min(step, room / w)
-                nxt.append(min(caps[j], max(floors[j], x[j] + step)))
-            moved = max(abs(a - b) for a, b in zip(x, nxt, strict=True))
-            x = [(a + b) / 2 for a, b in zip(x, nxt, strict=True)]
-            if moved <= OVERLAP_TOLERANCE * max(caps):
+            loads = c.loads(x)
+            comm = latency + np.where(bound > 0, bound / np.maximum(x / caps, 1e-12), 0.0)
+            period = compute + comm
+            # the share of each run's iteration spent communicating at its level
+            shares = np.where(period > 0, comm / np.where(period > 0, period, 1.0), 1.0)
+            average = np.bincount(c.pair_res, weights=shares[c.pair_run] * loads, minlength=len(c.room))
+            own = loads[c.margin_pair]
+            others = average[c.pair_res[c.margin_pair]] - shares[c.margin_run] * own
+            step = np.full(len(runs), np.inf)
+            np.minimum.at(step, c.margin_run, (c.room[c.pair_res[c.margin_pair]] - own - others) / c.margin_w)
+            nxt = np.minimum(caps, np.maximum(floors, x + step))
+            moved = float(np.max(np.abs(x - nxt)))
+            x = (x + nxt) / 2
+            if moved <= OVERLAP_TOLERANCE * float(caps.max()):
                 break
-        return x
+        return x.tolist()
 
     def _cost(self, spec: SimJob) -> tuple[float, float, tuple[tuple[int, float], ...]]:
         """(bandwidth bound, latency, per-link demand at full speed) of one iteration of ``spec``.
