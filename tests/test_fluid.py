@@ -9,13 +9,14 @@ import math
 import os
 import random
 
+import numpy as np
 import pytest
 
 from common.errors import JobError, TopologyError
 from jobs.steps import job_bound_s
 from sim.backend import FluidSimBackend
 from sim.flowsim import SimJob, SimOptions, simulate
-from sim.fluid import FluidEngine
+from sim.fluid import FluidEngine, _Coupling
 from sim.ina import InaSpec
 from sim.maxmin import maxmin_levels
 from topo import fat_tree, leaf_spine, machines
@@ -334,3 +335,16 @@ def test_contended_runs_equal_a_water_filling_of_every_job_at_every_event():
         assert got.keys() == want.keys()
         for key, value in want.items():
             assert got[key] == (pytest.approx(value, rel=1e-9, abs=1e-15) if isinstance(value, float) else value), key
+
+
+def test_the_couplings_loads_follow_each_demands_phases():
+    """Run 0 loads resource 3 at weight 2 up to level 0.5, then resources 3 and 7 at weight 1 (a spill);
+    run 1 loads resource 7 at weight 4: at levels 0.8 and 0.25 the pairs carry 2 x 0.5 + 0.3, 0.3 and
+    1.0; the margins are the phase above each floor, and the rooms the resources' capacities."""
+    phases = [[(0.0, {3: 2.0}), (0.5, {3: 1.0, 7: 1.0})], [(0.0, {7: 4.0})]]
+    c = _Coupling(phases, [{3: 1.0, 7: 1.0}, {7: 4.0}], {3: 10.0, 7: 20.0}.__getitem__)
+    pairs = zip(c.pair_run.tolist(), c.pair_res.tolist(), strict=True)
+    loads = dict(zip(pairs, c.loads(np.array([0.8, 0.25])).tolist(), strict=True))
+    assert loads == pytest.approx({(0, 0): 1.3, (0, 1): 0.3, (1, 1): 1.0})
+    assert sorted(zip(c.margin_run.tolist(), c.margin_w.tolist(), strict=True)) == [(0, 1.0), (0, 1.0), (1, 4.0)]
+    assert c.room.tolist() == [10.0, 20.0]
