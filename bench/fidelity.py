@@ -134,7 +134,7 @@ def measure(args, g, buckets: tuple[int, ...], ports: str) -> list[list[str]]:
                                                            args.iterations)
                         ratio = mean / bound
                         sw = cpu.switch_thread_p95
-                        collisions = job_collisions(g, ranks, collective, buckets)
+                        collisions = job_collisions(g, virtual_rates, ranks, collective, buckets, mtu=1500)
                         target = ("yes" if ratio <= TARGET_RATIO else "NO") if not collisions else "n/a"
                         rows.append([f"{d:g}", collective, str(n), str(collisions), f"{bound:.3f}", f"{mean:.3f}",
                                      f"{ratio:.3f}", target, f"{startup:.1f}",
