@@ -169,26 +169,30 @@ def chained_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank
     return max(done, default=0.0)
 
 
-def _meetings_across_steps(transfers) -> int:
-    """Directed links on which transfers of different steps meet: one starts while the other is
-    still on the link, for at least :data:`MEETING_SHARE` of the shorter one."""
+MEETING_SHARE = 0.01
+"""Least overlap, as a share of the shorter transfer, for two transfers of different steps to meet:
+chunks a few bytes apart in size leave one rank a few microseconds ahead, which is no meeting."""
+
+
+def _meetings(transfers) -> int:
+    """In one collective's chained schedule (:func:`chained_schedule`'s transfers): the (step,
+    directed link) pairs that carry two transfers of the step or more, plus the directed links on
+    which transfers of different steps meet (one starts while the other is still on the link, for
+    at least :data:`MEETING_SHARE` of the shorter one)."""
+    per_step: dict[tuple[int, tuple[str, str]], int] = defaultdict(int)
     by_link: dict[tuple[str, str], list[tuple[float, float, int]]] = defaultdict(list)
     for t, start, end, links in transfers:
-        if end > start:
-            for link in links:
+        for link in links:
+            per_step[(t, link)] += 1
+            if end > start:
                 by_link[link].append((start, end, t))
-    count = 0
+    count = sum(1 for n in per_step.values() if n > 1)
     for spans in by_link.values():
         spans.sort()
         if any(t != u and min(end, later_end) - later >= MEETING_SHARE * min(end - start, later_end - later)
                for i, (start, end, t) in enumerate(spans) for later, later_end, u in spans[i + 1:] if later < end):
             count += 1
     return count
-
-
-MEETING_SHARE = 0.01
-"""Least overlap, as a share of the shorter transfer, for two transfers of different steps to meet:
-chunks a few bytes apart in size leave one rank a few microseconds ahead, which is no meeting."""
 
 
 def job_collisions(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], collective: str,
@@ -200,18 +204,8 @@ def job_collisions(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank:
     another step is still on it (a rank whose step was on its own machine sending its next step
     early, e.g. halving-doubling with three of four ranks on one machine). Either way the links
     are shared and :func:`job_bound_s` is not the job's time. Cost: that of :func:`job_bound_s`."""
-    count = 0
-    for steps in job_steps(collective, len(machines_by_rank), bucket_bytes):
-        for step in steps:
-            flows: dict[tuple[str, str], int] = defaultdict(int)
-            for src, dst, nbytes in step:
-                a, b = machines_by_rank[src], machines_by_rank[dst]
-                if a != b and nbytes:
-                    for link in path_links(ecmp_path(g, a, b)):
-                        flows[link] += 1
-            count += sum(1 for n in flows.values() if n > 1)
-        count += _meetings_across_steps(chained_schedule(g, rate_mbps, machines_by_rank, steps, mtu)[1])
-    return count
+    return sum(_meetings(chained_schedule(g, rate_mbps, machines_by_rank, steps, mtu)[1])
+               for steps in job_steps(collective, len(machines_by_rank), bucket_bytes))
 
 
 def largest_transfer_bytes(machines_by_rank: Sequence[str], collective: str, bucket_bytes: Sequence[int]) -> int:

@@ -1166,7 +1166,7 @@ class FlowEngine:
         more at ``efficiency`` of its capacity (``shared`` marks them), filled again."""
         load, count = _link_sums(flows, rates)
         capacity, shared = self.capacity, self.shared
-        hit = [link for link, n in count.items() if n >= 2 and load[link] >= capacity[link] * (1 - 1e-9)]
+        hit = [link for link, n in count.items() if _oversubscribed(n, load[link], capacity[link])]
         for link in links:
             shared[link] = 0
         if not hit:
@@ -1225,7 +1225,12 @@ class FlowEngine:
         load, count = _link_sums(flows, [f.rate for f in flows])
         for link in links:
             capacity = self.capacity[link] * (self.efficiency if self.shared[link] else 1.0)
-            self.congested[link] = (count.get(link, 0) >= 2 and load.get(link, 0.0) >= capacity * (1 - 1e-9))
+            self.congested[link] = _oversubscribed(count.get(link, 0), load.get(link, 0.0), capacity)
+
+
+def _oversubscribed(flows: int, load: float, capacity: float) -> bool:
+    """Whether a link carrying ``flows`` flows at ``load`` bytes/s in total is saturated by two or more."""
+    return flows >= 2 and load >= capacity * (1 - 1e-9)
 
 
 def _link_sums(flows: list[_Flow], rates: Sequence[float]) -> tuple[dict[int, float], dict[int, int]]:
