@@ -67,8 +67,11 @@ def _worker_init() -> None:
 def _stop_pool(pool: ProcessPoolExecutor, timeout_s: float = 5.0) -> None:
     """Cancel what has not started and stop the pool's worker processes (SIGTERM, then SIGKILL after
     ``timeout_s``); nothing else. ``_processes`` is the executor's own record of its workers
-    (Python 3.14 adds ``terminate_workers()``; this project runs on 3.11)."""
+    (Python 3.14 adds ``terminate_workers()``; this project runs on 3.11). The calls still queued
+    for the stopped workers are dropped (``_call_queue``): its feeder thread would otherwise block
+    writing a call larger than the pipe holds, and the interpreter wait for it at exit forever."""
     workers = list((pool._processes or {}).values())
+    pool._call_queue.cancel_join_thread()
     pool.shutdown(wait=False, cancel_futures=True)
     for p in workers:
         if p.is_alive():

@@ -407,6 +407,35 @@ def test_cli_ctrl_c_stops_the_pool_and_writes_what_was_done(tmp_path):
     assert f"interrupted after {done} of 100 runs" in out
 
 
+POOL_INTERRUPTED = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from experiment.executors import run_local
+
+def work(blob, i):
+    time.sleep(0.2)
+    return i
+
+def stop(_):
+    raise KeyboardInterrupt
+
+if __name__ == "__main__":
+    try:
+        run_local(work, [(b"x" * 1_000_000, i) for i in range(20)], stop, 2)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+"""
+
+
+def test_a_pool_interrupted_with_large_calls_still_queued_lets_the_process_exit(tmp_path):
+    """Calls of 1 MB each (a trace's config is that large) left in the pool's queue when Ctrl-C stops its
+    workers: the process still exits, instead of waiting forever for the queue's feeder at exit."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(POOL_INTERRUPTED)
+    p = subprocess.run([sys.executable, str(script), ROOT], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "interrupted", p.stderr
+
+
 def test_a_back_end_that_runs_one_experiment_at_a_time_takes_one_local_worker(tmp_path):
     """The emulator sweeps one point after another on this machine: more workers, or Dask, is one line
     and nothing is written."""
