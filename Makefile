@@ -5,10 +5,10 @@
 PY := .venv/bin/python
 CONFIG ?= experiments/default.yaml
 
-.PHONY: setup run test unit bench lint clean
+.PHONY: setup run test unit bench lint clean vm
 
 setup:
-	@bash scripts/setup.sh $(if $(DOCKER),--docker)
+	@bash scripts/setup.sh $(if $(DOCKER),--docker) $(if $(VM),--vm)
 
 run: setup
 	$(PY) run_testbed.py -c $(CONFIG)
@@ -20,6 +20,12 @@ test: setup
 
 unit: setup
 	$(PY) -m pytest -q -m "not emulation" tests
+
+# The full-feature VM on the offline Debian box: build the box if missing, boot, run what needs the
+# stock kernel, copy the results out (results/vm-*), destroy the VM (docs/vm.md).
+vm: VM := 1
+vm: setup
+	$(PY) -m vm
 
 bench: setup
 	$(PY) bench/fidelity.py

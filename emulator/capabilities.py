@@ -26,6 +26,26 @@ def _ok(argv: list[str], timeout_s: float = 10.0) -> bool:
         return False
 
 
+def kernel_datapath_available() -> bool:
+    """Whether Open vSwitch's kernel datapath can run: the ``openvswitch`` module is loaded or loadable."""
+    return os.path.exists("/sys/module/openvswitch") or _ok(["modprobe", "-n", "openvswitch"])
+
+
+def resolve_datapath(requested: str) -> str:
+    """The OVS datapath a network uses: ``kernel`` or ``user``; ``auto`` is the kernel's where it can run.
+
+    Raises:
+        EmulationError: on anything but ``auto``, ``user`` or ``kernel``, or ``kernel`` where it cannot run.
+    """
+    if requested not in ("auto", "user", "kernel"):
+        raise EmulationError(f"unknown OVS datapath {requested!r}; choose from auto, user, kernel")
+    if requested == "auto":
+        return "kernel" if kernel_datapath_available() else "user"
+    if requested == "kernel" and not kernel_datapath_available():
+        raise EmulationError("the OVS kernel datapath cannot run here: the kernel has no openvswitch module")
+    return requested
+
+
 def require_root() -> None:
     """Raise EmulationError unless running as root."""
     if os.geteuid() != 0:
@@ -76,7 +96,7 @@ def detect() -> dict:
         return cp.stdout.split() if cp.returncode == 0 else []
 
     ovs = subprocess.run(["ovs-vsctl", "--version"], capture_output=True, text=True).stdout.splitlines()
-    kernel_ovs = os.path.exists("/sys/module/openvswitch") or _ok(["modprobe", "-n", "openvswitch"])
+    kernel_ovs = resolve_datapath("auto") == "kernel"
     ina_engine, ina_why = engine_available()
     return {
         "kernel": os.uname().release,

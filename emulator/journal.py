@@ -5,7 +5,8 @@ Every change an emulated network makes outside its own results directory is one
 signalled), an OVS bridge, a network interface in the root namespace, a bpffs mount, a
 directory, a sysctl or an Open vSwitch ``other_config`` key (with their original values), a
 Docker container (by name), the scratch tree of a worker image build and the build itself
-(its unfinished image layers, by label; :mod:`emulator.worker_image`). A
+(its unfinished image layers, by label; :mod:`emulator.worker_image`), a VM run's libvirt domain,
+network and storage pool (:mod:`vm.run`). A
 :class:`RunJournal` appends each change to a JSON file under :data:`RECORDS_DIR` *before* the
 change is made (atomically: a crash leaves the old or the new file, never half of one), and
 removes it once undone; the file goes when nothing is left.
@@ -24,6 +25,7 @@ mount or process is skipped), so recording first is always safe.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 from common.errors import EmulationError
 from common.jsonfile import write_json_atomic
@@ -41,7 +44,9 @@ from emulator.procs import process_start_time, signal_group
 
 RECORDS_DIR = os.environ.get("TESTBED_RECORDS_DIR", "/var/lib/dtnet-testbed/runs")
 KINDS = ("process", "bridge", "link", "mount", "dir", "sysctl", "ovs_other_config", "container", "tree",
-         "image_build", "struct_ops", "netns")
+         "image_build", "struct_ops", "netns", "vm_domain", "vm_network", "vm_pool", "fw_chain")
+LIBVIRT_URI = "qemu:///system"
+"""The libvirt connection of the VM run's domain, network and storage pool (:mod:`vm.run`)."""
 STOP_GRACE_S = 2.0
 COMMAND_TIMEOUT_S = 30.0
 REMOTE_KINDS = ("bridge", "link", "sysctl")
@@ -57,7 +62,9 @@ class Change:
         kind: one of :data:`KINDS`.
         name: the PID (as a string) for ``process``; bridge, interface or path; sysctl key;
             ``other_config`` key; the name of a registered BPF ``struct_ops`` (a congestion control); a network
-            namespace's name (``netns``).
+            namespace's name (``netns``); a libvirt domain's, network's or storage pool's name (``vm_domain``,
+            ``vm_network``, ``vm_pool``: a VM run's, :mod:`vm.run`); ``table/chain`` of a firewall chain that
+            libvirt makes for the run's network and leaves behind, empty (``fw_chain``).
         original: the value before the change (``sysctl``, ``ovs_other_config``; None when
             the key was absent).
         start_time: a ``process``'s start time in clock ticks since boot (``/proc/<pid>/stat``
@@ -91,6 +98,43 @@ class Change:
 def process_change(pid: int, what: str) -> Change:
     """The record of a process started by the run."""
     return Change("process", str(pid), start_time=process_start_time(pid), what=what)
+
+
+def run_recorded(argv: list[str], record: RunJournal, log, timeout_s: float, failure: str, stdin=None) -> None:
+    """One step of a build (a process in its own session), in ``record`` while it runs.
+
+    Raises:
+        EmulationError: ``failure`` (and the exit status) unless it exits 0 within ``timeout_s``.
+    """
+    proc = subprocess.Popen(argv, stdin=stdin if stdin is not None else subprocess.DEVNULL, stdout=log,
+                            stderr=log, start_new_session=True)
+    with recorded(proc, record, os.path.basename(argv[0])):
+        finish(proc, timeout_s, failure)
+
+
+@contextlib.contextmanager
+def recorded(proc: subprocess.Popen, record: RunJournal, what: str) -> Iterator[subprocess.Popen]:
+    """A process in the run record while the block runs; on any exception (a Ctrl-C included)
+    its whole session is killed before the exception goes on."""
+    started = record.add(process_change(proc.pid, what))
+    try:
+        yield proc
+    except BaseException:
+        signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    finally:
+        record.discard(started)
+
+
+def finish(proc: subprocess.Popen, timeout_s: float, failure: str) -> None:
+    """Wait for a process; raise EmulationError with ``failure`` unless it exits 0 in time."""
+    try:
+        code = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise EmulationError(f"{failure}: still running after {timeout_s:g} s") from None
+    if code != 0:
+        raise EmulationError(f"{failure} (exit {code})")
 
 
 # -- undoing one change --------------------------------------------------------------------------
@@ -232,8 +276,9 @@ def _remove_build(c: Change) -> str | None:
 
 
 def _remove_tree(c: Change) -> str | None:
-    """A build's scratch directory, with whatever was mounted in it (debootstrap mounts /proc
-    and /sys in its target while it runs); only ever under the builds' own directory."""
+    """A build's scratch directory (a worker image's or the VM's box, or a VM run's state), with
+    whatever was mounted in it (debootstrap mounts /proc and /sys in its target while it runs);
+    only ever under the builds' own directory."""
     from emulator.worker_image import BUILD_ROOT
 
     path = os.path.realpath(c.name)
@@ -292,7 +337,58 @@ def unregister_struct_ops(name: str) -> str | None:
     return None if not struct_ops_registered(name) else "; ".join(errors) or "still registered"
 
 
+def _virsh(*argv: str) -> subprocess.CompletedProcess:
+    return _run(["virsh", "-q", "-c", LIBVIRT_URI, *argv], timeout_s=BRIDGE_TIMEOUT_S)
+
+
+def _remove_libvirt(c: Change) -> str | None:
+    """A VM run's libvirt domain (stopped, undefined, its console log removed), network (stopped,
+    undefined) or storage pool (every volume in it deleted, then the pool stopped and undefined):
+    each skipped when libvirt no longer has it."""
+    if shutil.which("virsh") is None:
+        return None
+    info, stop, forget = {"vm_domain": ("dominfo", "destroy", "undefine"),
+                          "vm_network": ("net-info", "net-destroy", "net-undefine"),
+                          "vm_pool": ("pool-info", "pool-destroy", "pool-undefine")}[c.kind]
+    if _virsh(info, c.name).returncode != 0:
+        return None
+    if c.kind == "vm_pool":
+        _virsh("pool-refresh", c.name)
+        for volume in _virsh("vol-list", c.name, "--name").stdout.split():
+            _virsh("vol-delete", "--pool", c.name, volume)
+    _virsh(stop, c.name)  # fails harmlessly when it was not running
+    cp = _virsh(forget, c.name)
+    if cp.returncode != 0 and _virsh(info, c.name).returncode == 0:
+        return cp.stderr.strip() or f"virsh {forget} exited {cp.returncode}"
+    if c.kind == "vm_domain":
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"/var/log/libvirt/qemu/{c.name}.log")
+    return None
+
+
+def _remove_chain(c: Change) -> str | None:
+    """An iptables chain libvirt made for a run (it keeps them, empty, after its networks go): the
+    jumps to it and the chain itself, only while nothing but those jumps uses it."""
+    table, _, chain = c.name.partition("/")
+    if shutil.which("iptables") is None:
+        return None
+    rules = _run(["iptables", "-t", table, "-S"]).stdout.splitlines()
+    if f"-N {chain}" not in rules:
+        return None
+    if any(r.startswith(f"-A {chain} ") for r in rules):
+        return "it has rules again (someone else's): left alone"
+    for rule in rules:
+        if rule.endswith(f" -j {chain}") and rule.startswith("-A "):
+            _run(["iptables", "-t", table, "-D", *rule[3:].split()])
+    cp = _run(["iptables", "-t", table, "-X", chain])
+    return None if cp.returncode == 0 else cp.stderr.strip()
+
+
 def _undo_one(c: Change) -> str | None:
+    if c.kind == "fw_chain":
+        return _remove_chain(c)
+    if c.kind in ("vm_domain", "vm_network", "vm_pool"):
+        return _remove_libvirt(c)
     if c.kind == "struct_ops":
         return unregister_struct_ops(c.name)
     if c.kind == "image_build":

@@ -47,6 +47,7 @@ import typing
 
 from common.errors import EmulationError
 from common.lifecycle import StartStop
+from emulator.capabilities import resolve_datapath
 from emulator.cluster import LOCAL, REMOTE_RUN, ClusterOptions, MultiServer, ThisMachine
 from emulator.controller_proc import ControllerProcess
 from emulator.ecn import BpfMarker, wait_unloaded
@@ -77,7 +78,9 @@ class NetOptions:
         queue_packets: FIFO limit under each link's shaper, in packets.
         congestion_control: TCP congestion control used in every host.
         stats_interval_s: controller port-statistics polling period.
-        datapath: ``user`` or ``kernel`` OVS datapath.
+        datapath: the OVS datapath: ``auto`` (the kernel's where the kernel has the openvswitch
+            module, as in the VM; else the userspace one, :func:`emulator.capabilities.resolve_datapath`),
+            ``user`` or ``kernel``.
         ecn: the ECN marker (:data:`emulator.variants.ECN_MARKERS`, the path
             :func:`emulator.ecn.resolve_method` chose).
         marking: thresholds per port rate: a function ``rate Mbit/s -> MarkingParams``.
@@ -98,7 +101,7 @@ class NetOptions:
     queue_packets: int = 100
     congestion_control: str = "cubic"
     stats_interval_s: float = 0.5
-    datapath: str = "user"
+    datapath: str = "auto"
     ecn: EcnMarker = ECN_MARKERS["none"]
     marking: typing.Callable[[float], MarkingParams] | None = None
     switch_ports: SwitchPorts = SWITCH_PORTS["system"]
@@ -159,6 +162,7 @@ class EmulatedNetwork(StartStop):
         self.g = g
         self.run_dir = run_dir
         self.options = options
+        self.datapath = resolve_datapath(options.datapath)
         self.rates = link_rates_mbps(g, options.scale, options.dilation)
         self.mn = None
         self.controller: ControllerProcess | None = None
@@ -219,7 +223,7 @@ class EmulatedNetwork(StartStop):
         for s in switches(self.g):
             d = self.g.nodes[s]
             self.record.add(Change("bridge", s, what="switch", via=self.via(s)))
-            sw = self.mn.addSwitch(s, cls=switch_cls, dpid=f"{d['dpid']:016x}", datapath=self.options.datapath,
+            sw = self.mn.addSwitch(s, cls=switch_cls, dpid=f"{d['dpid']:016x}", datapath=self.datapath,
                                    failMode="secure", protocols="OpenFlow13", **self._node_params(s))
             self.record.add(process_change(_shell_pid(sw), f"switch {s} shell"))
         for u, v, d in sorted(self.g.edges(data=True)):

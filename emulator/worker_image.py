@@ -35,18 +35,16 @@ import io
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tarfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from common.errors import EmulationError
 from emulator.containers import LABEL, SETUP_HINT, docker, docker_cli, docker_missing
 from emulator.controller_proc import PROJECT_ROOT
-from emulator.journal import Change, RunJournal, process_change
-from emulator.procs import signal_group
+from emulator.journal import Change, RunJournal, finish, recorded, run_recorded
 
 BUILD_ROOT = os.environ.get("DTNET_BUILD_ROOT", "/var/tmp/dtnet-testbed-build")
 """Where a build's scratch root filesystem and log are made."""
@@ -58,7 +56,7 @@ REPOS = ("dtnet-worker", "dtnet-worker-env", "dtnet-worker-base")
 """The project's image repositories, the image that depends on the others first."""
 DEBOOTSTRAP_TIMEOUT_S = 900.0
 BUILD_TIMEOUT_S = 900.0
-SKIP_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".vagrant", ".mypy_cache"}
+SKIP_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".vagrant", ".mypy_cache", ".box"}
 """Directories of the project that are not its code (anywhere in the tree)."""
 SKIP_TOP = {"results"}
 """Top-level directories of the project that are not its code (run results)."""
@@ -311,14 +309,14 @@ def _build_base(inputs: ImageInputs, record: RunJournal, log, say) -> None:
     scratch = os.path.join(BUILD_ROOT, f"rootfs-{os.getpid()}")
     tree = record.add(Change("tree", scratch, what="worker image root filesystem"))
     try:
-        _step(debootstrap_argv(d, packages, scratch), record, log, DEBOOTSTRAP_TIMEOUT_S,
-              f"debootstrap of {d.id} {d.codename} from {d.mirror} failed")
+        run_recorded(debootstrap_argv(d, packages, scratch), record, log, DEBOOTSTRAP_TIMEOUT_S,
+                     f"debootstrap of {d.id} {d.codename} from {d.mirror} failed")
         label = f"{LABEL}=base"
         tar = subprocess.Popen(["tar", "-C", scratch, "--numeric-owner", "-c", "."], stdout=subprocess.PIPE,
                                stderr=log, start_new_session=True)
         try:
-            _step([docker_cli() or "docker", "import", "-c", f"LABEL {label}", "-", inputs.base_tag], record, log,
-                  BUILD_TIMEOUT_S, "docker import of the root filesystem failed", stdin=tar.stdout)
+            run_recorded([docker_cli() or "docker", "import", "-c", f"LABEL {label}", "-", inputs.base_tag], record,
+                         log, BUILD_TIMEOUT_S, "docker import of the root filesystem failed", stdin=tar.stdout)
         finally:
             tar.stdout.close()
             tar.wait()
@@ -341,7 +339,7 @@ def _docker_build(tag: str, dockerfile: str, args: dict[str, str], trees: list[t
     env = {**os.environ, "DOCKER_BUILDKIT": "0"}  # the classic builder: no buildx needed, nothing cached beside
     proc = subprocess.Popen([*argv, "-"], stdin=subprocess.PIPE, stdout=log, stderr=log, env=env,
                             start_new_session=True)
-    with _recorded(proc, record, f"docker build {tag}"):
+    with recorded(proc, record, f"docker build {tag}"):
         try:
             with tarfile.open(fileobj=proc.stdin, mode="w|") as tar:
                 text = (DOCKERFILES / dockerfile).read_bytes()
@@ -354,41 +352,8 @@ def _docker_build(tag: str, dockerfile: str, args: dict[str, str], trees: list[t
             proc.stdin.close()
         except BrokenPipeError:
             pass  # the build stopped reading: its exit status and log say why
-        _finish(proc, BUILD_TIMEOUT_S, f"docker build of {tag} failed")
+        finish(proc, BUILD_TIMEOUT_S, f"docker build of {tag} failed")
     record.discard(change)
-
-
-def _step(argv: list[str], record: RunJournal, log, timeout_s: float, failure: str, stdin=None) -> None:
-    """One build process in its own session, recorded while it runs."""
-    proc = subprocess.Popen(argv, stdin=stdin if stdin is not None else subprocess.DEVNULL, stdout=log,
-                            stderr=log, start_new_session=True)
-    with _recorded(proc, record, os.path.basename(argv[0])):
-        _finish(proc, timeout_s, failure)
-
-
-@contextlib.contextmanager
-def _recorded(proc: subprocess.Popen, record: RunJournal, what: str) -> Iterator[subprocess.Popen]:
-    """A build process in the run record while the block runs; on any exception (a Ctrl-C
-    included) its whole session is killed before the exception goes on."""
-    started = record.add(process_change(proc.pid, what))
-    try:
-        yield proc
-    except BaseException:
-        signal_group(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
-    finally:
-        record.discard(started)
-
-
-def _finish(proc: subprocess.Popen, timeout_s: float, failure: str) -> None:
-    """Wait for a build process; raise EmulationError with ``failure`` unless it exits 0 in time."""
-    try:
-        code = proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise EmulationError(f"{failure}: still running after {timeout_s:g} s") from None
-    if code != 0:
-        raise EmulationError(f"{failure} (exit {code})")
 
 
 def _remove_stale(keep: set[str]) -> None:

@@ -9,17 +9,27 @@
 #   debootstrap (the worker image is built from a debootstrapped root filesystem), and dockerd
 #   started: by systemd where it runs, else on its own without touching the firewall or
 #   adding a bridge (its containers use the emulated machines' networks; no iptables rules).
+# --vm: also what `make vm` needs (Debian): QEMU, libvirt, vagrant-libvirt, debootstrap (the VM's
+#   box is built offline from Debian's packages, vm/box.py) and rsync (the project synced in).
+# --list-packages: print the distribution's packages (one a line, bmv2's runtime libraries
+#   included, Docker's not) and change nothing; the VM's offline box (vm.box) installs these.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 with_docker=0
+with_vm=0
+list_packages=0
 for arg in "$@"; do
     case "$arg" in
         --docker) with_docker=1 ;;
-        *) echo "setup: unknown option '$arg' (valid: --docker)" >&2; exit 1 ;;
+        --vm) with_vm=1 ;;
+        --list-packages) list_packages=1 ;;
+        *) echo "setup: unknown option '$arg' (valid: --docker, --vm, --list-packages)" >&2; exit 1 ;;
     esac
 done
 DOCKER_PACKAGES=(docker.io debootstrap)
+VM_PACKAGES=(qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-clients vagrant-libvirt dnsmasq-base
+             iptables debootstrap rsync e2fsprogs)
 DOCKERD_LOG=/var/log/dtnet-dockerd.log
 
 COMMON_PACKAGES=(mininet openvswitch-switch openvswitch-common iperf3 ethtool iputils-ping iproute2
@@ -54,6 +64,11 @@ case "$distro" in
         ;;
 esac
 
+if [ "$list_packages" -eq 1 ]; then
+    printf '%s\n' "${APT_PACKAGES[@]}" "${P4_RUNTIME_PACKAGES[@]}"
+    exit 0
+fi
+
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup: must run as root (Mininet, Open vSwitch and tc need it): sudo $0" >&2
     exit 1
@@ -61,6 +76,14 @@ fi
 
 if [ "$with_docker" -eq 1 ]; then
     APT_PACKAGES+=("${DOCKER_PACKAGES[@]}")
+fi
+if [ "$with_vm" -eq 1 ]; then
+    if [ "${distro%% *}" != debian ]; then
+        echo "setup: --vm (make vm) builds its box from Debian's packages on Debian 12; on $distro use" \
+             "vagrant/Vagrantfile's Ubuntu box (README: the full-feature VM)" >&2
+        exit 1
+    fi
+    APT_PACKAGES+=("${VM_PACKAGES[@]}")
 fi
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

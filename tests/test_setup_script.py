@@ -31,12 +31,14 @@ def test_shellcheck_passes_on_every_shipped_script():
 
 @pytest.mark.skipif(shutil.which("vagrant") is None,
                     reason="vagrant is installed on Debian hosts by scripts/setup.sh, not inside the VM")
-def test_vagrant_validates_the_vm(tmp_path):
-    """`vagrant validate` of vagrant/Vagrantfile, its provider's settings aside (no hypervisor here);
-    vagrant's state and home go to a temporary directory, not into the project or ~."""
+@pytest.mark.parametrize("where", ["vagrant", "vagrant/debian"])
+def test_vagrant_validates_the_vm(tmp_path, where):
+    """`vagrant validate` of vagrant/Vagrantfile (Ubuntu's box) and vagrant/debian/Vagrantfile (the
+    offline box, which `make vm` boots), their provider's settings aside; vagrant's state and home
+    go to a temporary directory, not into the project or ~."""
     env = {**os.environ, "VAGRANT_CHECKPOINT_DISABLE": "1", "VAGRANT_DOTFILE_PATH": str(tmp_path / ".vagrant"),
            "VAGRANT_HOME": str(tmp_path / "vagrant.d")}
-    cp = subprocess.run(["vagrant", "validate", "--ignore-provider"], cwd=os.path.join(ROOT, "vagrant"),
+    cp = subprocess.run(["vagrant", "validate", "--ignore-provider"], cwd=os.path.join(ROOT, where),
                         capture_output=True, text=True, timeout=300, env=env)
     assert cp.returncode == 0 and "validated successfully" in cp.stdout, cp.stdout + cp.stderr
 
@@ -120,4 +122,18 @@ def test_setup_with_docker_adds_docker_and_debootstrap_and_a_running_daemon(tmp_
 def test_an_unknown_setup_option_is_one_line(tmp_path):
     cp, calls = stubbed_setup(tmp_path, DEBIAN_12, timeout=60, args=("--dokcer",))
     assert cp.returncode == 1 and calls == []
-    assert cp.stderr.strip() == "setup: unknown option '--dokcer' (valid: --docker)"
+    assert cp.stderr.strip() == "setup: unknown option '--dokcer' (valid: --docker, --vm, --list-packages)"
+
+
+@needs_root
+def test_setup_with_vm_adds_qemu_libvirt_and_vagrant_libvirt_on_debian_only(tmp_path):
+    """``--vm`` (``make vm``): what builds the offline box and runs it, in the same apt call; on
+    Ubuntu one line pointing at the Ubuntu box."""
+    cp, calls = stubbed_setup(tmp_path, DEBIAN_12, args=("--vm",))
+    assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]
+    assert {"qemu-system-x86", "libvirt-daemon-system", "vagrant-libvirt", "debootstrap", "mininet"} <= set(
+        installed(calls))
+    (tmp_path / "ubuntu").mkdir()
+    cp, calls = stubbed_setup(tmp_path / "ubuntu", UBUNTU_2404, timeout=60, args=("--vm",))
+    assert cp.returncode == 1 and calls == []
+    assert cp.stderr.strip().startswith("setup: --vm (make vm) builds its box from Debian's packages on Debian 12")

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Provisions the full-feature VM (vagrant/Vagrantfile, Ubuntu 24.04), as root. First what only the
-# VM has:
+# Provisions the full-feature VM, as root: Ubuntu 24.04 (vagrant/Vagrantfile) or the Debian 12 box
+# built offline (vagrant/debian/Vagrantfile, vm/box.py).
+# On Debian the box already holds the stock kernel's modules, every package of the set-up and the
+# venv (/testbed/.venv): the modules are loaded, the set-up finds the rest installed and builds the
+# BPF programs and, with the prefix synced to /opt/p4 where the testbed looks, the P4 program;
+# Docker is not set up (its worker image is debootstrapped from a mirror the VM does not reach).
+# On Ubuntu, first what only the VM has:
 #   - the Open vSwitch kernel datapath and kernel RED and netem: the running kernel's extra
 #     modules, loaded now and at every boot;
 #   - bmv2 and p4c: p4lang's packages (their openSUSE Build Service repository, as p4c's README
@@ -12,13 +17,24 @@ export DEBIAN_FRONTEND=noninteractive
 # shellcheck source=/dev/null
 . /etc/os-release
 
+load_modules() {
+    for module in openvswitch sch_red sch_netem; do
+        modprobe "$module"
+        echo "$module" > "/etc/modules-load.d/dtnet-$module.conf"
+    done
+}
+
+if [ "$ID" = debian ]; then
+    load_modules
+    cd /testbed
+    bash scripts/setup.sh
+    exit 0
+fi
+
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "linux-modules-extra-$(uname -r)" curl gpg ca-certificates
 
-for module in openvswitch sch_red sch_netem; do
-    modprobe "$module"
-    echo "$module" > "/etc/modules-load.d/dtnet-$module.conf"
-done
+load_modules
 
 if ! command -v simple_switch >/dev/null 2>&1; then
     repo="https://download.opensuse.org/repositories/home:/p4lang/xUbuntu_${VERSION_ID}"

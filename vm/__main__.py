@@ -1,0 +1,5 @@
+import sys
+
+from vm.run import main
+
+sys.exit(main())

@@ -1,0 +1,399 @@
+"""A VM run: boot the full-feature VM, run in it what needs a stock kernel, copy the results out,
+destroy it, and leave nothing on this machine.
+
+The stock kernel's paths (the Open vSwitch kernel datapath, kernel RED for ECN, netem) run only
+in the VM where the host's kernel lacks them. One run (``make vm``, ``python -m vm``):
+
+1. builds the offline Debian box when it is missing (:mod:`vm.box`: the project's packages and
+   venv in it, so that the set-up in the VM reaches no mirror or index);
+2. picks the accelerator by a probe (:mod:`vm.accel`): KVM where a guest runs under it, else TCG;
+3. starts libvirt's daemons where none runs, makes a storage pool and names an isolated
+   management network and a domain of the run's own, and ``vagrant up``-s
+   ``vagrant/debian/Vagrantfile`` in a Vagrant home of the run's own (the box added there), which
+   syncs the project in and provisions it with ``vagrant/provision.sh`` and the project's set-up;
+4. runs the guest steps (:data:`STEPS`): the capabilities the testbed detects there, the tests
+   that need the stock kernel, and an experiment sized for the accelerator;
+5. copies ``results/vm`` out of the guest, ``vagrant destroy``-s the VM and undoes every recorded
+   change (:mod:`emulator.journal`): domain, network, pool and its volumes, the Vagrant home
+   with its box, the daemons it started.
+
+The machine's libvirt state (domains, networks, pools, volumes), its virtualization processes
+and its firewall chains are read before and after; ``vm.json`` in the results directory holds
+both, what differs, every step's time and exit status and the accelerator's probe. A killed run's
+changes are undone by ``run_testbed.py clean``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from common.errors import EmulationError
+from common.jsonfile import write_json_atomic
+from emulator.controller_proc import PROJECT_ROOT
+from emulator.journal import LIBVIRT_URI, Change, RunJournal, process_change, require_no_leftovers
+from emulator.worker_image import BUILD_ROOT
+from vm import accel, box
+
+VAGRANT_DIR = Path(PROJECT_ROOT) / "vagrant" / "debian"
+GUEST_RESULTS = "/testbed/results/vm"
+GUEST_CONFIG = "experiments/vm.yaml"
+"""The experiment run in the VM: sized for software emulation (its dilation), with kernel RED."""
+LIBVIRT_START_TIMEOUT_S = 60.0
+UP_TIMEOUT_S = 5400.0
+STEP_TIMEOUT_S = 5400.0
+DESTROY_TIMEOUT_S = 600.0
+SUBNETS = tuple(f"192.168.{n}.0/24" for n in range(121, 250))
+"""Where the isolated management network's /24 is chosen: the first that no interface of this machine is in."""
+DAEMONS = ("virtlogd", "libvirtd")
+"""libvirt's daemons, started by the run (in this order) where none answers and systemd does not run."""
+PROCESS_NAMES = ("libvirtd", "virtlogd", "dnsmasq", "qemu-system-x86_64")
+LIBVIRT_CHAINS = ("filter/LIBVIRT_INP", "filter/LIBVIRT_OUT", "filter/LIBVIRT_FWO", "filter/LIBVIRT_FWI",
+                  "filter/LIBVIRT_FWX", "nat/LIBVIRT_PRT", "mangle/LIBVIRT_PRT")
+"""The chains libvirt's networks put their rules in; libvirt makes them with its first network and keeps them."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GuestStep:
+    """One command run in the guest (as root, in ``/testbed``), its output in ``<name>.log``."""
+
+    name: str
+    command: str
+    what: str
+
+
+GUEST_TESTS = ("tests/test_emulation_ecn.py", "tests/test_emulation_red.py")
+"""The ECN marking paths: the BPF marker's on the kernel datapath, and kernel RED's, which skips where
+the kernel has no ``sch_red``."""
+STEPS = (
+    GuestStep("capabilities", ".venv/bin/python -c 'import json; from emulator.capabilities import detect; "
+                              f"print(json.dumps(detect(), indent=1))' | tee {GUEST_RESULTS}/capabilities.json",
+              "what the testbed detects in the VM (datapath, qdiscs, ECN marker)"),
+    GuestStep("tests", f".venv/bin/python -m pytest -q -rs -p no:cacheprovider --junitxml={GUEST_RESULTS}/tests.xml "
+                       + " ".join(GUEST_TESTS), "the tests that need the stock kernel's paths"),
+)
+
+
+@dataclasses.dataclass
+class StepResult:
+    name: str
+    seconds: float
+    exit_code: int | None  # None: timed out
+    log: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+# -- pure helpers ------------------------------------------------------------------------------
+
+
+def free_subnet(in_use: list[str], candidates: tuple[str, ...] = SUBNETS) -> str:
+    """The first candidate /24 that holds none of this machine's addresses (``in_use``, CIDR or bare).
+
+    Raises:
+        EmulationError: when every candidate is taken.
+    """
+    used = [ipaddress.ip_interface(a).network for a in in_use if a]
+    for net in candidates:
+        n = ipaddress.ip_network(net)
+        if not any(n.overlaps(u) for u in used if u.version == 4):
+            return net
+    raise EmulationError(f"no free /24 for the VM's management network among {candidates[0]} .. {candidates[-1]}")
+
+
+def leftovers(before: dict[str, list[str]], after: dict[str, list[str]]) -> dict[str, list[str]]:
+    """What ``after`` has that ``before`` had not, per kind (empty kinds left out)."""
+    out = {}
+    for kind, items in after.items():
+        new = sorted(set(items) - set(before.get(kind, [])))
+        if new:
+            out[kind] = new
+    return out
+
+
+# -- the machine's state (impure reads) --------------------------------------------------------
+
+
+def _out(argv: list[str]) -> str:
+    try:
+        cp = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return cp.stdout if cp.returncode == 0 else ""
+
+
+def _virsh_names(*argv: str) -> list[str]:
+    return _out(["virsh", "-q", "-c", LIBVIRT_URI, *argv]).split()
+
+
+def host_state() -> dict[str, list[str]]:
+    """libvirt's domains, networks, pools and volumes, the virtualization processes and the
+    firewall's chains, as names (PIDs with their command for processes)."""
+    state: dict[str, list[str]] = {"domains": [], "networks": [], "pools": [], "volumes": []}
+    if shutil.which("virsh") and _out(["virsh", "-c", LIBVIRT_URI, "uri"]):
+        state["domains"] = _virsh_names("list", "--all", "--name")
+        state["networks"] = _virsh_names("net-list", "--all", "--name")
+        state["pools"] = _virsh_names("pool-list", "--all", "--name")
+        state["volumes"] = [f"{p}/{v}" for p in state["pools"] for v in _virsh_names("vol-list", p, "--name")]
+    procs = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if comm in PROCESS_NAMES or comm.startswith("qemu-system"):
+            procs.append(f"{pid} {comm}")
+    state["processes"] = procs
+    chains = []
+    for table in ("filter", "nat", "mangle"):
+        for line in _out(["iptables", "-t", table, "-S"]).splitlines():
+            if line.startswith("-N "):
+                chains.append(f"{table}/{line[3:]}")
+    state["firewall_chains"] = chains
+    state["bridges"] = sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") else []
+    return state
+
+
+def host_addresses() -> list[str]:
+    return [a for line in _out(["ip", "-o", "-4", "addr", "show"]).splitlines()
+            for a in line.split()[3:4]]
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+class VmRun:
+    """One run of the VM: everything it makes is in ``record`` before it is made.
+
+    Args:
+        results: where ``vm.json``, the logs and the guest's ``results/vm`` go.
+        record: the run record.
+        say: progress lines.
+        p4_prefix: a bmv2/p4c prefix synced into the VM (None: INA on its software engine).
+    """
+
+    def __init__(self, results: str, record: RunJournal, say: Callable[[str], None] = print,
+                 p4_prefix: str | None = None):
+        self.results = Path(results)
+        self.record = record
+        self.say = say
+        self.p4_prefix = p4_prefix
+        self.name = f"dtnet-vm-{os.getpid()}"
+        self.state_dir = Path(BUILD_ROOT) / self.name
+        self.steps: list[StepResult] = []
+        self.env: dict[str, str] = {}
+
+    def _log(self, name: str) -> Path:
+        return self.results / f"{name}.log"
+
+    def _command(self, name: str, argv: list[str], timeout_s: float, stdout=None) -> StepResult:
+        """A host command of the run, in its own session and in the record while it runs."""
+        log_path = self._log(name)
+        start = time.monotonic()
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout or log, stderr=log,
+                                    env={**os.environ, **self.env}, cwd=VAGRANT_DIR, start_new_session=True)
+            change = self.record.add(process_change(proc.pid, name))
+            try:
+                code: int | None = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                code = None
+            finally:
+                if proc.poll() is None:
+                    self.record.undo(change)
+                    proc.wait()
+                else:
+                    self.record.discard(change)
+        result = StepResult(name, round(time.monotonic() - start, 1), code, str(log_path))
+        self.steps.append(result)
+        return result
+
+    def _check(self, result: StepResult, what: str) -> None:
+        if not result.ok:
+            how = "timed out" if result.exit_code is None else f"exited {result.exit_code}"
+            raise EmulationError(f"{what} {how} after {result.seconds:.0f} s (log {result.log})")
+
+    def _libvirt(self) -> None:
+        """libvirt's daemons: the ones that run, else started here (recorded, stopped at the end)."""
+        if _out(["virsh", "-c", LIBVIRT_URI, "uri"]):
+            return
+        if os.path.isdir("/run/systemd/system"):
+            raise EmulationError("libvirtd does not answer: start it (`systemctl start libvirtd`) and run again")
+        for daemon in DAEMONS:
+            if shutil.which(daemon) is None and not os.path.exists(f"/usr/sbin/{daemon}"):
+                raise EmulationError(f"{daemon} is not installed: `make vm` installs it (scripts/setup.sh --vm)")
+            log = open(self._log(daemon), "ab")  # noqa: SIM115 - the daemon writes it until the run ends
+            proc = subprocess.Popen([shutil.which(daemon) or f"/usr/sbin/{daemon}"], stdin=subprocess.DEVNULL,
+                                    stdout=log, stderr=log, start_new_session=True)
+            log.close()
+            self.record.add(process_change(proc.pid, daemon))
+        deadline = time.monotonic() + LIBVIRT_START_TIMEOUT_S
+        while not _out(["virsh", "-c", LIBVIRT_URI, "uri"]):
+            if time.monotonic() > deadline:
+                raise EmulationError(f"libvirtd did not answer within {LIBVIRT_START_TIMEOUT_S:g} s "
+                                     f"(log {self._log('libvirtd')})")
+            time.sleep(0.5)
+        self.say("vm: started libvirt's daemons (they stop with the run)")
+
+    def up(self, accelerator: accel.Accel, box_file: str) -> None:
+        subnet = free_subnet(host_addresses())
+        os.makedirs(BUILD_ROOT, mode=0o755, exist_ok=True)
+        os.chmod(BUILD_ROOT, 0o755)  # the hypervisor reads the box's kernel from the run's Vagrant home
+        self.record.add(Change("tree", str(self.state_dir), what="VM run state (Vagrant home, disks)"))
+        pool_dir = self.state_dir / "pool"
+        pool_dir.mkdir(parents=True, mode=0o755)
+        os.chmod(self.state_dir, 0o755)
+        self.record.add(Change("vm_pool", self.name, what="the VM's disks"))
+        self._check(self._command("pool", ["virsh", "-c", LIBVIRT_URI, "pool-create-as", self.name, "dir",
+                                           "--target", str(pool_dir)], 60), "creating the VM's storage pool")
+        self.env = {
+            "VAGRANT_HOME": str(self.state_dir / "home"), "VAGRANT_DOTFILE_PATH": str(self.state_dir / "dotfile"),
+            "VAGRANT_DEFAULT_PROVIDER": "libvirt", "VAGRANT_CHECKPOINT_DISABLE": "1",
+            "VAGRANT_BOX_UPDATE_CHECK_DISABLE": "1", "DTNET_ACCEL": accelerator.libvirt_driver,
+            "DTNET_VM_PREFIX": f"{self.name}-", "DTNET_VM_POOL": self.name, "DTNET_VM_NETWORK": self.name,
+            "DTNET_VM_SUBNET": subnet,
+            "DTNET_VM_CONSOLE": str(self.results.resolve() / "console.log"),
+        }
+        if self.p4_prefix:
+            self.env["DTNET_P4_PREFIX"] = self.p4_prefix
+        self._check(self._command("box-add", ["vagrant", "box", "add", "--name", box.BOX_NAME, box_file], 600),
+                    "vagrant box add")
+        existing = set(host_state()["firewall_chains"])
+        for chain in LIBVIRT_CHAINS:
+            if chain not in existing:
+                self.record.add(Change("fw_chain", chain, what="libvirt's, for the VM's network"))
+        self.record.add(Change("vm_network", self.name, what=f"the VM's isolated network {subnet}"))
+        self.record.add(Change("vm_domain", f"{self.name}-default", what="the VM"))
+        self.say(f"vm: vagrant up under {accelerator.name.upper()} (domain {self.name}-default, network {subnet}); "
+                 f"boot and provisioning log {self._log('up')}")
+        self._check(self._command("up", ["vagrant", "up", "--provider", "libvirt"], UP_TIMEOUT_S), "vagrant up")
+
+    def guest(self, step: GuestStep) -> StepResult:
+        self.say(f"vm: {step.name}: {step.what}")
+        command = f"sudo mkdir -p {GUEST_RESULTS} && cd /testbed && sudo sh -c {shlex.quote(step.command)}"
+        result = self._command(step.name, ["vagrant", "ssh", "-c", command], STEP_TIMEOUT_S)
+        self.say(f"vm: {step.name}: exit {result.exit_code} in {result.seconds:.0f} s (log {result.log})")
+        return result
+
+    def copy_out(self) -> None:
+        """The guest's ``results/vm`` into the results directory (``guest/``)."""
+        target = self.results / "guest"
+        target.mkdir(exist_ok=True)
+        tar_path = self.results / "guest.tar"
+        with open(tar_path, "wb") as out:
+            argv = ["vagrant", "ssh", "-c", f"sudo tar -C {GUEST_RESULTS} -cf - .", "--", "-T"]  # -T: bytes, no tty
+            result = self._command("copy", argv, 600, stdout=out)
+        self._check(result, "copying the guest's results")
+        subprocess.run(["tar", "-C", str(target), "-xf", str(tar_path)], check=True, timeout=300)
+        tar_path.unlink()
+
+    def hold(self) -> None:
+        """Wait, the VM up, until the run is interrupted."""
+        env = " ".join(f"{k}={v}" for k, v in self.env.items() if k.startswith("VAGRANT_"))
+        self.say(f"vm: held up until Ctrl-C (or SIGTERM to pid {os.getpid()}); to reach it:\n"
+                 f"  cd {VAGRANT_DIR} && {env} vagrant ssh")
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        while True:
+            time.sleep(3600)
+
+    def destroy(self) -> None:
+        if self.env:
+            self._command("destroy", ["vagrant", "destroy", "-f"], DESTROY_TIMEOUT_S)
+
+
+def run(results: str, p4_prefix: str | None = None, say: Callable[[str], None] = print,
+        steps: tuple[GuestStep, ...] = STEPS, hold: bool = False) -> int:
+    """The whole VM run; 0 when every step passed and nothing was left behind.
+
+    Args:
+        steps: the guest steps to run, in order.
+        hold: keep the VM up after the steps until the run is interrupted (Ctrl-C, SIGTERM),
+            saying how to reach it; it is destroyed then as at the end of any run.
+    """
+    require_no_leftovers()
+    os.makedirs(results, exist_ok=True)
+    before = host_state()
+    record = RunJournal("VM run (python -m vm)")
+    vm = VmRun(results, record, say, p4_prefix)
+    summary: dict = {"host_before": before}
+    failure = None
+    start = time.monotonic()
+    try:
+        built = box.ensure_box(record, say)
+        summary["box"] = built.to_dict()
+        kernel = vm.state_dir.parent / f"{vm.name}-vmlinuz"
+        # The probe boots the box's own kernel; it is read out of the box file.
+        subprocess.run(["tar", "-xf", built.path, "-O", "vmlinuz"], stdout=open(kernel, "wb"), check=True, timeout=60)
+        try:
+            chosen = accel.probe(str(kernel), record)
+        finally:
+            kernel.unlink()
+        summary["accel"] = chosen.to_dict()
+        say(f"vm: accelerator {chosen.name.upper()}: {chosen.why}")
+        vm._libvirt()
+        vm.up(chosen, built.path)
+        for step in steps:
+            vm.guest(step)
+        vm.copy_out()
+        if hold:
+            vm.hold()
+    except EmulationError as e:
+        failure = str(e)
+        say(f"vm: {failure}")
+    except KeyboardInterrupt:
+        failure = "interrupted"
+        say("vm: interrupted: destroying the VM and undoing the run's changes")
+    finally:
+        vm.destroy()
+        left = record.unwind()
+        after = host_state()
+        summary.update(steps=[dataclasses.asdict(s) for s in vm.steps], host_after=after,
+                       left_on_host=leftovers(before, after), unwind_failures=left, failure=failure,
+                       total_s=round(time.monotonic() - start, 1))
+        write_json_atomic(os.path.join(results, "vm.json"), summary)
+    for line in left:
+        say(f"vm: could not undo: {line}")
+    if summary["left_on_host"]:
+        say(f"vm: left on this machine: {json.dumps(summary['left_on_host'])}")
+    failed = [s.name for s in vm.steps if not s.ok and s.name != "destroy"]
+    say(f"vm: {len(vm.steps) - len(failed)} of {len(vm.steps)} steps passed in {summary['total_s']:.0f} s; "
+        f"results in {results}/vm.json")
+    return 1 if failure or failed or left or summary["left_on_host"] else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m vm", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", default=os.path.join("results", time.strftime("vm-%Y%m%d-%H%M%S")),
+                        help="where vm.json, the logs and the guest's results go")
+    parser.add_argument("--steps", default=",".join(s.name for s in STEPS),
+                        help=f"the guest steps to run, comma-separated, or 'none' (default: all of "
+                             f"{', '.join(s.name for s in STEPS)})")
+    parser.add_argument("--hold", action="store_true",
+                        help="keep the VM up after the steps until Ctrl-C, saying how to reach it")
+    args = parser.parse_args(argv)
+    by_name = {s.name: s for s in STEPS}
+    names = [] if args.steps == "none" else [n.strip() for n in args.steps.split(",") if n.strip()]
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        print(f"vm: unknown step(s) {', '.join(unknown)}; valid: {', '.join(by_name)} or none", file=sys.stderr)
+        return 2
+    if os.geteuid() != 0:
+        print("vm: must run as root (libvirt, the box's debootstrap): sudo make vm", file=sys.stderr)
+        return 1
+    p4 = os.environ.get("P4_PREFIX") or ("/opt/p4" if os.path.isdir("/opt/p4") else None)
+    return run(args.results, p4, steps=tuple(by_name[n] for n in names), hold=args.hold)
