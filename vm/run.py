@@ -53,6 +53,7 @@ LIBVIRT_START_TIMEOUT_S = 60.0
 UP_TIMEOUT_S = 5400.0
 STEP_TIMEOUT_S = 5400.0
 DESTROY_TIMEOUT_S = 600.0
+SETTLE_TIMEOUT_S = 15.0
 SUBNETS = tuple(f"192.168.{n}.0/24" for n in range(121, 250))
 """Where the isolated management network's /24 is chosen: the first that no interface of this machine is in."""
 DAEMONS = ("virtlogd", "libvirtd")
@@ -165,6 +166,17 @@ def host_state() -> dict[str, list[str]]:
     state["firewall_chains"] = chains
     state["bridges"] = sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") else []
     return state
+
+
+def settled(before: dict[str, list[str]], timeout_s: float = SETTLE_TIMEOUT_S) -> dict[str, list[str]]:
+    """The host's state once what the run stopped has exited (libvirt's dnsmasq goes a moment after
+    its network), or as it is after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        after = host_state()
+        if not leftovers(before, after) or time.monotonic() > deadline:
+            return after
+        time.sleep(0.5)
 
 
 def host_addresses() -> list[str]:
@@ -359,7 +371,7 @@ def run(results: str, p4_prefix: str | None = None, say: Callable[[str], None] =
     finally:
         vm.destroy()
         left = record.unwind()
-        after = host_state()
+        after = settled(before)
         summary.update(steps=[dataclasses.asdict(s) for s in vm.steps], host_after=after,
                        left_on_host=leftovers(before, after), unwind_failures=left, failure=failure,
                        total_s=round(time.monotonic() - start, 1))
