@@ -146,3 +146,33 @@ def test_a_firewall_chain_libvirt_left_is_removed_only_while_empty():
         iptables("-D", "INPUT", "-j", chain)
         iptables("-F", chain)
         iptables("-X", chain)
+
+
+def test_red_and_bpf_marks_are_set_side_by_side_per_port_and_job(tmp_path):
+    """``vm.marks`` reads two runs' link_bytes.csv (window marks summed over waves) and summary.json
+    (each job's marks); ports neither run marked are left out, a job missing from one run is '-'."""
+    from vm import marks
+
+    def run(name, links, jobs):
+        d = tmp_path / name
+        d.mkdir()
+        rows = ["policy,wave,src,dst,rate_mbps,bytes,duration_s,wave_utilisation,window_bytes,window_s,"
+                "window_utilisation,window_marks"]
+        rows += [f"{p},{w},{s},{t},20,1,1,0.5,1,1,0.5,{m}" for p, w, s, t, m in links]
+        (d / "link_bytes.csv").write_text("\n".join(rows) + "\n")
+        (d / "summary.json").write_text(json.dumps({"policies": [
+            {"policy": p, "jobs": {j: {"ecn_marks": m} for j, m in js.items()}} for p, js in jobs.items()]}))
+        return str(d)
+
+    red = run("red", [("spread", 0, "e2", "h4", 30), ("spread", 1, "e2", "h4", 10), ("spread", 0, "a1", "e2", 0),
+                      ("spread", 0, "h4", "e2", "")], {"spread": {"a": 25, "b": 15}})
+    bpf = run("bpf", [("spread", 0, "e2", "h4", 50), ("spread", 0, "a1", "e2", 4)], {"spread": {"a": 40}})
+    rows = marks.compare_runs(red, bpf)
+    assert [(r.kind, r.name, r.red, r.bpf) for r in rows] == [
+        ("port", "a1->e2", 0, 4), ("port", "e2->h4", 40, 50), ("job", "a", 25, 40), ("job", "b", 15, None)]
+    assert rows[1].ratio == 1.25 and rows[0].ratio is None
+    assert marks.totals(rows) == {"spread": (40, 54)}
+    text = marks.table(rows)
+    assert "spread       all   ports               40      54     1.35" in text
+    marks.write_csv(str(tmp_path / "m.csv"), rows)
+    assert (tmp_path / "m.csv").read_text().splitlines()[-1] == "spread,job,b,15,"

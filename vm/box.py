@@ -300,14 +300,16 @@ def _install_venv(root: str, wheels: Path, python: bytes, record: RunJournal, lo
     inside = os.path.join(root, "tmp", "dtnet-wheels")
     shutil.copytree(wheels, inside)
     venv = f"{GUEST_PROJECT}/.venv"
-    pip = [f"{venv}/bin/pip", "install", "-q", "--disable-pip-version-check", "--no-index",
-           "--find-links", "/tmp/dtnet-wheels"]
+    # A clean environment: pip reaches no index, and only the wheels (this machine's pip settings stay out).
+    env = ["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "PIP_NO_INDEX=1",
+           "PIP_FIND_LINKS=/tmp/dtnet-wheels", "PIP_DISABLE_PIP_VERSION_CHECK=1"]
+    pip = [*env, f"{venv}/bin/pip", "install", "-q"]
     try:
-        for argv in (["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv],
-                     [*pip, "-r", f"{GUEST_PROJECT}/requirements.txt"],
-                     [*pip, "--no-deps", "-e", GUEST_PROJECT]):
+        for argv in ([*env, "/usr/bin/python3", "-m", "venv", "--system-site-packages", venv],
+                     [*pip, "-r", f"{GUEST_PROJECT}/requirements.txt", "setuptools", "wheel"],
+                     [*pip, "--no-deps", "--no-build-isolation", "-e", GUEST_PROJECT]):
             run_recorded(["chroot", root, *argv], record, log, WHEELS_TIMEOUT_S,
-                         f"{' '.join(argv[:3])} in the box's tree failed (log {log_path})")
+                         f"{' '.join(argv[len(env):len(env) + 3])} in the box's tree failed (log {log_path})")
     finally:
         shutil.rmtree(inside, ignore_errors=True)
     Path(project, ".venv", setup_stamp(python)).touch()

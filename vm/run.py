@@ -43,7 +43,7 @@ from common.jsonfile import write_json_atomic
 from emulator.controller_proc import PROJECT_ROOT
 from emulator.journal import LIBVIRT_URI, Change, RunJournal, process_change, require_no_leftovers
 from emulator.worker_image import BUILD_ROOT
-from vm import accel, box
+from vm import accel, box, marks
 
 VAGRANT_DIR = Path(PROJECT_ROOT) / "vagrant" / "debian"
 GUEST_RESULTS = "/testbed/results/vm"
@@ -312,6 +312,21 @@ class VmRun:
         subprocess.run(["tar", "-C", str(target), "-xf", str(tar_path)], check=True, timeout=300)
         tar_path.unlink()
 
+    def report_marks(self) -> dict | None:
+        """Kernel RED's marks beside the BPF marker's (:mod:`vm.marks`), when both experiments ran:
+        printed, written to ``marks.csv``; per policy the ports' totals ``[red, bpf]``."""
+        runs = {}
+        for method in ("red", "bpf"):
+            found = sorted((self.results / "guest" / method).glob("*/summary.json"))
+            if not found:
+                return None
+            runs[method] = str(found[-1].parent)
+        rows = marks.compare_runs(runs["red"], runs["bpf"])
+        marks.write_csv(str(self.results / "marks.csv"), rows)
+        self.say("vm: ECN marks, kernel RED beside the BPF marker (same experiment; marks.csv):\n"
+                 + marks.table(rows))
+        return {policy: list(pair) for policy, pair in marks.totals(rows).items()}
+
     def hold(self) -> None:
         """Wait, the VM up, until the run is interrupted."""
         env = " ".join(f"{k}={v}" for k, v in self.env.items() if k.startswith("VAGRANT_"))
@@ -360,6 +375,7 @@ def run(results: str, p4_prefix: str | None = None, say: Callable[[str], None] =
         for step in steps:
             vm.guest(step)
         vm.copy_out()
+        summary["marks"] = vm.report_marks()
         if hold:
             vm.hold()
     except EmulationError as e:
