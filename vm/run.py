@@ -82,6 +82,12 @@ STEPS = (
               "what the testbed detects in the VM (datapath, qdiscs, ECN marker)"),
     GuestStep("tests", f".venv/bin/python -m pytest -q -rs -p no:cacheprovider --junitxml={GUEST_RESULTS}/tests.xml "
                        + " ".join(GUEST_TESTS), "the tests that need the stock kernel's paths"),
+    GuestStep("experiment-red", f".venv/bin/python run_testbed.py run -c {GUEST_CONFIG} --results {GUEST_RESULTS}/red",
+              f"{GUEST_CONFIG} with kernel RED marking"),
+    GuestStep("experiment-bpf", f"sed 's/^  method: red$/  method: bpf/' {GUEST_CONFIG} > {GUEST_RESULTS}/vm-bpf.yaml"
+                                f" && .venv/bin/python run_testbed.py run -c {GUEST_RESULTS}/vm-bpf.yaml "
+                                f"--results {GUEST_RESULTS}/bpf",
+              f"{GUEST_CONFIG} with the BPF marker, for the marks side by side"),
 )
 
 
