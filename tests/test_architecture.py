@@ -11,7 +11,7 @@ import networkx as nx
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("common", "backend", "measure", "topo", "placement", "scheduling", "sim", "jobs", "ina", "controller",
-            "experiment", "emulator")
+            "experiment", "emulator", "vm")
 """The product's top-level packages (``run_testbed.py`` sits above them all)."""
 
 PURE = ("common", "backend", "measure", "topo", "placement", "scheduling", "sim")
