@@ -342,7 +342,7 @@ def _virsh(*argv: str) -> subprocess.CompletedProcess:
 
 
 def _remove_libvirt(c: Change) -> str | None:
-    """A VM run's libvirt domain (stopped, undefined, its console log removed), network (stopped,
+    """A VM run's libvirt domain (stopped, undefined; its log removed, which libvirt keeps), network (stopped,
     undefined) or storage pool (every volume in it deleted, then the pool stopped and undefined):
     each skipped when libvirt no longer has it."""
     if shutil.which("virsh") is None:
@@ -350,6 +350,9 @@ def _remove_libvirt(c: Change) -> str | None:
     info, stop, forget = {"vm_domain": ("dominfo", "destroy", "undefine"),
                           "vm_network": ("net-info", "net-destroy", "net-undefine"),
                           "vm_pool": ("pool-info", "pool-destroy", "pool-undefine")}[c.kind]
+    if c.kind == "vm_domain":  # libvirt keeps a domain's console log after the domain goes
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"/var/log/libvirt/qemu/{c.name}.log")
     if _virsh(info, c.name).returncode != 0:
         return None
     if c.kind == "vm_pool":
@@ -360,9 +363,6 @@ def _remove_libvirt(c: Change) -> str | None:
     cp = _virsh(forget, c.name)
     if cp.returncode != 0 and _virsh(info, c.name).returncode == 0:
         return cp.stderr.strip() or f"virsh {forget} exited {cp.returncode}"
-    if c.kind == "vm_domain":
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(f"/var/log/libvirt/qemu/{c.name}.log")
     return None
 
 

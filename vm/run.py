@@ -26,6 +26,7 @@ changes are undone by ``run_testbed.py clean``.
 from __future__ import annotations
 
 import dataclasses
+import glob
 import ipaddress
 import json
 import os
@@ -62,6 +63,9 @@ PROCESS_NAMES = ("libvirtd", "virtlogd", "dnsmasq", "qemu-system-x86_64")
 LIBVIRT_CHAINS = ("filter/LIBVIRT_INP", "filter/LIBVIRT_OUT", "filter/LIBVIRT_FWO", "filter/LIBVIRT_FWI",
                   "filter/LIBVIRT_FWX", "nat/LIBVIRT_PRT", "mangle/LIBVIRT_PRT")
 """The chains libvirt's networks put their rules in; libvirt makes them with its first network and keeps them."""
+LIBVIRT_FILES = ("/etc/libvirt/qemu/*.xml", "/etc/libvirt/qemu/networks/*.xml", "/etc/libvirt/storage/*.xml",
+                 "/var/lib/libvirt/images/*", "/var/log/libvirt/qemu/*.log", "/var/lib/libvirt/dnsmasq/*")
+"""libvirt's definitions of domains, networks and pools, its default pool's volumes, domain logs, network leases."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,8 +150,9 @@ def _virsh_names(*argv: str) -> list[str]:
 
 
 def host_state() -> dict[str, list[str]]:
-    """libvirt's domains, networks, pools and volumes, the virtualization processes and the
-    firewall's chains, as names (PIDs with their command for processes)."""
+    """libvirt's domains, networks, pools and volumes (as its daemon answers, and as files on disk), the
+    virtualization processes, the firewall's chains and the network interfaces, as names (PIDs with their
+    command for processes)."""
     state: dict[str, list[str]] = {"domains": [], "networks": [], "pools": [], "volumes": []}
     if shutil.which("virsh") and _out(["virsh", "-c", LIBVIRT_URI, "uri"]):
         state["domains"] = _virsh_names("list", "--all", "--name")
@@ -171,6 +176,8 @@ def host_state() -> dict[str, list[str]]:
                 chains.append(f"{table}/{line[3:]}")
     state["firewall_chains"] = chains
     state["bridges"] = sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") else []
+    # What libvirt keeps on disk, seen whether or not its daemon runs (a run may stop the one it started).
+    state["libvirt_files"] = sorted(path for pattern in LIBVIRT_FILES for path in glob.glob(pattern))
     return state
 
 
