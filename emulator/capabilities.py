@@ -96,7 +96,7 @@ def detect() -> dict:
         return cp.stdout.split() if cp.returncode == 0 else []
 
     ovs = subprocess.run(["ovs-vsctl", "--version"], capture_output=True, text=True).stdout.splitlines()
-    kernel_ovs = resolve_datapath("auto") == "kernel"
+    kernel_ovs = kernel_datapath_available()
     ina_engine, ina_why = engine_available()
     return {
         "kernel": os.uname().release,

@@ -6,7 +6,7 @@ signalled), an OVS bridge, a network interface in the root namespace, a bpffs mo
 directory, a sysctl or an Open vSwitch ``other_config`` key (with their original values), a
 Docker container (by name), the scratch tree of a worker image build and the build itself
 (its unfinished image layers, by label; :mod:`emulator.worker_image`), a VM run's libvirt domain,
-network and storage pool (:mod:`vm.run`). A
+network and storage pool and the firewall chains libvirt makes for that network (:mod:`vm.run`). A
 :class:`RunJournal` appends each change to a JSON file under :data:`RECORDS_DIR` *before* the
 change is made (atomically: a crash leaves the old or the new file, never half of one), and
 removes it once undone; the file goes when nothing is left.

@@ -19,6 +19,7 @@ import subprocess
 import time
 
 from emulator.journal import RunJournal, recorded
+from emulator.procs import signal_group
 
 PROBE_TIMEOUT_S = 30.0
 """A kernel reaches its root-mount panic in about 2 s under a working KVM, 5 s under TCG here."""
@@ -86,7 +87,7 @@ def probe(kernel: str, record: RunJournal, timeout_s: float = PROBE_TIMEOUT_S) -
             out, _ = proc.communicate(timeout=timeout_s)
             console: str | None = out.decode(errors="replace")
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            signal_group(proc.pid, signal.SIGKILL)
             proc.communicate()
             console = None
     return decide(True, console, time.monotonic() - start, timeout_s)

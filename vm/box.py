@@ -143,9 +143,14 @@ def python_inputs(root: str = PROJECT_ROOT) -> bytes:
     return b"".join(Path(root, name).read_bytes() for name in PYTHON_INPUTS)
 
 
+def python_digest(inputs: bytes) -> str:
+    """The set-up's digest of :func:`python_inputs` (``sha256sum | cut -c1-16``)."""
+    return hashlib.sha256(inputs).hexdigest()[:16]
+
+
 def setup_stamp(inputs: bytes) -> str:
     """The file the set-up leaves in the venv once its packages are in (``scripts/setup.sh``)."""
-    return f".installed-{hashlib.sha256(inputs).hexdigest()[:16]}"
+    return f".installed-{python_digest(inputs)}"
 
 
 def inputs_digest(dist: Distribution, packages: list[str], python: bytes = b"") -> str:
@@ -186,7 +191,7 @@ def ensure_box(record: RunJournal, say: Callable[[str], None] = print, log_path:
         if shutil.which(tool) is None:
             raise EmulationError(f"building the VM's box needs {tool}: run `make vm`, whose set-up installs it")
     BOX_DIR.mkdir(parents=True, exist_ok=True)
-    wheels = ensure_wheels(record, say)
+    wheels = ensure_wheels(record, python, say)
     os.makedirs(BUILD_ROOT, mode=0o755, exist_ok=True)
     scratch = os.path.join(BUILD_ROOT, f"box-{os.getpid()}")
     log_path = log_path or os.path.join(str(BOX_DIR), f"build-{digest}.log")
@@ -261,15 +266,15 @@ def _configure(root: str, public_key: str, record: RunJournal, log, log_path: st
     os.chmod(os.path.join(root, "home", GUEST_USER, ".ssh"), 0o700)
 
 
-def ensure_wheels(record: RunJournal, say: Callable[[str], None] = print) -> Path:
+def ensure_wheels(record: RunJournal, python: bytes, say: Callable[[str], None] = print) -> Path:
     """The project's Python packages as wheels for this machine's Python (downloaded once per
-    ``requirements.txt``), and those pip needs to install the project itself.
+    :func:`python_inputs`, ``python``), and those pip needs to install the project itself.
 
     Raises:
         EmulationError: when pip cannot download them.
     """
     requirements = os.path.join(PROJECT_ROOT, "requirements.txt")
-    wheels = BOX_DIR / f"wheels-{hashlib.sha256(python_inputs()).hexdigest()[:16]}"
+    wheels = BOX_DIR / f"wheels-{python_digest(python)}"
     if wheels.is_dir():
         return wheels
     BOX_DIR.mkdir(parents=True, exist_ok=True)

@@ -145,6 +145,10 @@ def _out(argv: list[str]) -> str:
     return cp.stdout if cp.returncode == 0 else ""
 
 
+def _libvirt_answers() -> bool:
+    return shutil.which("virsh") is not None and bool(_out(["virsh", "-c", LIBVIRT_URI, "uri"]))
+
+
 def _virsh_names(*argv: str) -> list[str]:
     return _out(["virsh", "-q", "-c", LIBVIRT_URI, *argv]).split()
 
@@ -154,7 +158,7 @@ def host_state() -> dict[str, list[str]]:
     virtualization processes, the firewall's chains and the network interfaces, as names (PIDs with their
     command for processes)."""
     state: dict[str, list[str]] = {"domains": [], "networks": [], "pools": [], "volumes": []}
-    if shutil.which("virsh") and _out(["virsh", "-c", LIBVIRT_URI, "uri"]):
+    if _libvirt_answers():
         state["domains"] = _virsh_names("list", "--all", "--name")
         state["networks"] = _virsh_names("net-list", "--all", "--name")
         state["pools"] = _virsh_names("pool-list", "--all", "--name")
@@ -251,36 +255,50 @@ class VmRun:
             how = "timed out" if result.exit_code is None else f"exited {result.exit_code}"
             raise EmulationError(f"{what} {how} after {result.seconds:.0f} s (log {result.log})")
 
-    def _libvirt(self) -> None:
+    def start_libvirt(self) -> None:
         """libvirt's daemons: the ones that run, else started here (recorded, stopped at the end)."""
-        if _out(["virsh", "-c", LIBVIRT_URI, "uri"]):
+        if _libvirt_answers():
             return
         if os.path.isdir("/run/systemd/system"):
             raise EmulationError("libvirtd does not answer: start it (`systemctl start libvirtd`) and run again")
         for daemon in DAEMONS:
-            if shutil.which(daemon) is None and not os.path.exists(f"/usr/sbin/{daemon}"):
+            path = shutil.which(daemon) or f"/usr/sbin/{daemon}"
+            if not os.path.exists(path):
                 raise EmulationError(f"{daemon} is not installed: `make vm` installs it (scripts/setup.sh --vm)")
-            log = open(self._log(daemon), "ab")  # noqa: SIM115 - the daemon writes it until the run ends
-            proc = subprocess.Popen([shutil.which(daemon) or f"/usr/sbin/{daemon}"], stdin=subprocess.DEVNULL,
-                                    stdout=log, stderr=log, start_new_session=True)
-            log.close()
+            with open(self._log(daemon), "ab") as log:  # the daemon keeps its own descriptor
+                proc = subprocess.Popen([path], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                        start_new_session=True)
             self.record.add(process_change(proc.pid, daemon))
         deadline = time.monotonic() + LIBVIRT_START_TIMEOUT_S
-        while not _out(["virsh", "-c", LIBVIRT_URI, "uri"]):
+        while not _libvirt_answers():
             if time.monotonic() > deadline:
                 raise EmulationError(f"libvirtd did not answer within {LIBVIRT_START_TIMEOUT_S:g} s "
                                      f"(log {self._log('libvirtd')})")
             time.sleep(0.5)
         self.say("vm: started libvirt's daemons (they stop with the run)")
 
-    def up(self, accelerator: accel.Accel, box_file: str) -> None:
-        subnet = free_subnet(host_addresses())
+    def prepare(self) -> None:
+        """The run's own directory (its Vagrant home, disks, the probe's kernel), in the record first."""
         os.makedirs(BUILD_ROOT, mode=0o755, exist_ok=True)
         os.chmod(BUILD_ROOT, 0o755)  # the hypervisor reads the box's kernel from the run's Vagrant home
         self.record.add(Change("tree", str(self.state_dir), what="VM run state (Vagrant home, disks)"))
-        pool_dir = self.state_dir / "pool"
-        pool_dir.mkdir(parents=True, mode=0o755)
+        self.state_dir.mkdir(mode=0o755)
         os.chmod(self.state_dir, 0o755)
+
+    def probe(self, box_file: str) -> accel.Accel:
+        """The accelerator, from the box's own kernel (read out of the box file) booted under KVM."""
+        kernel = self.state_dir / "vmlinuz"
+        with open(kernel, "wb") as out:
+            subprocess.run(["tar", "-xf", box_file, "-O", "vmlinuz"], stdout=out, check=True, timeout=60)
+        try:
+            return accel.probe(str(kernel), self.record)
+        finally:
+            kernel.unlink()
+
+    def up(self, accelerator: accel.Accel, box_file: str) -> None:
+        subnet = free_subnet(host_addresses())
+        pool_dir = self.state_dir / "pool"
+        pool_dir.mkdir(mode=0o755)
         self.record.add(Change("vm_pool", self.name, what="the VM's disks"))
         self._check(self._command("pool", ["virsh", "-c", LIBVIRT_URI, "pool-create-as", self.name, "dir",
                                            "--target", str(pool_dir)], 60), "creating the VM's storage pool")
@@ -372,18 +390,13 @@ def run(results: str, p4_prefix: str | None = None, say: Callable[[str], None] =
     failure = None
     start = time.monotonic()
     try:
+        vm.prepare()
         built = box.ensure_box(record, say)
         summary["box"] = built.to_dict()
-        kernel = vm.state_dir.parent / f"{vm.name}-vmlinuz"
-        # The probe boots the box's own kernel; it is read out of the box file.
-        subprocess.run(["tar", "-xf", built.path, "-O", "vmlinuz"], stdout=open(kernel, "wb"), check=True, timeout=60)
-        try:
-            chosen = accel.probe(str(kernel), record)
-        finally:
-            kernel.unlink()
+        chosen = vm.probe(built.path)
         summary["accel"] = chosen.to_dict()
         say(f"vm: accelerator {chosen.name.upper()}: {chosen.why}")
-        vm._libvirt()
+        vm.start_libvirt()
         vm.up(chosen, built.path)
         for step in steps:
             vm.guest(step)
