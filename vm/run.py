@@ -337,7 +337,8 @@ class VmRun:
         target.mkdir(exist_ok=True)
         tar_path = self.results / "guest.tar"
         with open(tar_path, "wb") as out:
-            argv = ["vagrant", "ssh", "-c", f"sudo tar -C {GUEST_RESULTS} -cf - .", "--", "-T"]  # -T: bytes, no tty
+            command = f"sudo mkdir -p {GUEST_RESULTS} && sudo tar -C {GUEST_RESULTS} -cf - ."
+            argv = ["vagrant", "ssh", "-c", command, "--", "-T"]  # -T: bytes, no tty
             result = self._command("copy", argv, 600, stdout=out)
         self._check(result, "copying the guest's results")
         subprocess.run(["tar", "-C", str(target), "-xf", str(tar_path)], check=True, timeout=300)
