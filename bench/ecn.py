@@ -10,26 +10,36 @@ Prints three tables:
 3. emulation capacity: eight cross-pod flows on a k=4 fat-tree at rising link rates, with
    MTU 1500 and 9000; the aggregate switch throughput (bytes sent by every switch port per
    second) at each rate and the fidelity monitor's verdict; the capacity is the highest
-   aggregate throughput the monitor did not flag.
+   aggregate throughput the monitor did not flag;
+4. kernel RED beside the BPF marker: the incast of table 2 at K = 30 kB, once with each marking
+   path the kernel has (RED needs ``sch_red``: the VM), the bottleneck's real FIFO sampled every
+   few milliseconds; marks per 1000 packets, and how often the real queue and the marker's
+   virtual queue stood above K. RED marks on (an average of) the real queue, the BPF marker on
+   the virtual one, so the shares above K say how far apart the two markers must be.
 
-    sudo .venv/bin/python bench/ecn.py [--seconds 5] [--skip overhead,k,capacity] [--switch-ports afxdp]
+    sudo .venv/bin/python bench/ecn.py [--seconds 5] [--skip overhead,k,capacity,red] [--switch-ports afxdp]
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from emulator.capabilities import qdisc_probe  # noqa: E402
 from emulator.cpu import CpuSampler  # noqa: E402
 from emulator.ecn import build  # noqa: E402
 from emulator.net import EmulatedNetwork, NetOptions  # noqa: E402
-from emulator.queues import PortSampler  # noqa: E402
+from emulator.queues import PortSampler, parse_tc_qdiscs  # noqa: E402
 from emulator.variants import ecn_marker, switch_ports  # noqa: E402
 from experiment.report import format_table  # noqa: E402
 from measure.fidelity import assess, link_checks  # noqa: E402
@@ -148,10 +158,81 @@ def bench_capacity(tmp: str, seconds: float) -> None:
         print(f"jumbo frames: {capacity[9000] / capacity[1500]:.2f}x the capacity of MTU 1500")
 
 
+def port_qdisc(port: str) -> dict:
+    """The counters of one port's FIFO under its shaper (``tc -s qdisc show dev``, which names no device)."""
+    cp = subprocess.run(["tc", "-s", "-j", "qdisc", "show", "dev", port], capture_output=True, text=True)
+    qdiscs = [{**q, "dev": port} for q in json.loads(cp.stdout or "[]")]
+    return parse_tc_qdiscs(json.dumps(qdiscs)).get(port, {})
+
+
+def sample_port(net, port: str, stop: threading.Event, interval_s: float = 0.005) -> list[dict]:
+    """The real FIFO (``tc``) and, with the BPF marker, the virtual queue of one port until ``stop``."""
+    rows = []
+    while not stop.is_set():
+        row = {"t": time.time(), **port_qdisc(port)}
+        if net.marker is not None:
+            row["vq_backlog_ns"] = net.marker.port_counters()[port]["backlog_ns"]
+        rows.append(row)
+        stop.wait(interval_s)
+    return rows
+
+
+def _quantiles(values: list[float]) -> str:
+    if not values:
+        return "-"
+    ordered = sorted(values)
+    return f"{statistics.median(ordered) / 1000:.1f} / {ordered[int(0.9 * (len(ordered) - 1))] / 1000:.1f}"
+
+
+def bench_red_beside_bpf(tmp: str, seconds: float) -> None:
+    rate, k = 20.0, 30000
+    params = marking_params(k, 0, 0, 1.0, rate, QUEUE_PACKETS, 1500)
+    bucket = params.burst_bytes
+    methods = ["red", "bpf"] if qdisc_probe().get("red") else ["bpf"]
+    rows, per_kpkt = [], {}
+    for method in methods:
+        opts = NetOptions(scale=PAPER_BW_MBPS / rate, queue_packets=QUEUE_PACKETS, ecn=ecn_marker(method),
+                          marking=lambda r: marking_params(k, 0, 0, 1.0, r, QUEUE_PACKETS, 1500),
+                          switch_ports=switch_ports(SWITCH_PORTS))
+        with EmulatedNetwork(fat_tree(4), os.path.join(tmp, f"red-{method}"), opts) as net:
+            port = net.switch_intfs[("e2", "h4")]
+            before = port_qdisc(port)
+            marks0 = net.marker.port_counters()[port]["marks"] if net.marker is not None else before["red_marked"]
+            stop = threading.Event()
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                sampled = pool.submit(sample_port, net, port, stop)
+                goodput = sum(iperf(net, [("h1", "h4"), ("h5", "h4")], seconds, f"red-{method}"))
+                stop.set()
+                samples = sampled.result()
+            after = samples[-1]
+            marks1 = net.marker.port_counters()[port]["marks"] if net.marker is not None else after["red_marked"]
+        # the traffic's samples: from the first to the last with a queue
+        busy = [i for i, r in enumerate(samples) if r.get("backlog_bytes")]
+        window = samples[busy[0]:busy[-1] + 1] if busy else []
+        real = [r["backlog_bytes"] for r in window]
+        virtual = [max(0.0, r["vq_backlog_ns"] * rate / 8e3 - bucket) for r in window if "vq_backlog_ns" in r]
+        pkts = after["sent_pkts"] - before["sent_pkts"]
+        per_kpkt[method] = 1000 * (marks1 - marks0) / max(1, pkts)
+        interval = (window[-1]["t"] - window[0]["t"]) / max(1, len(window) - 1) if len(window) > 1 else 0.0
+        rows.append([method, f"{goodput:.1f}", str(pkts), str(marks1 - marks0), f"{per_kpkt[method]:.1f}",
+                     f"{len(window)} ({1000 * interval:.0f} ms)", _quantiles(real),
+                     f"{sum(q > k for q in real) / max(1, len(real)):.0%}", _quantiles(virtual),
+                     f"{sum(q > k for q in virtual) / max(1, len(virtual)):.0%}" if virtual else "-"])
+    print(f"\n4. Kernel RED beside the BPF marker: h1, h5 -> h4 for {seconds:g} s, bottleneck e2 -> h4 at "
+          f"{rate:g} Mbit/s, K = {k / 1000:g} kB, FIFO {QUEUE_PACKETS} packets, switch ports {SWITCH_PORTS}")
+    print(format_table(["marker", "goodput Mbit/s", "port pkts", "marks", "marks/1000 pkts", "samples (every)",
+                        "real queue kB median / p90", "real > K", "virtual queue kB median / p90", "virtual > K"],
+                       rows))
+    if "red" in per_kpkt:
+        print(f"BPF / RED marks per 1000 packets: {per_kpkt['bpf'] / max(per_kpkt['red'], 1e-9):.2f}")
+    else:
+        print("RED: the kernel has no sch_red (RED qdisc); run in the VM (docs/vm.md) for both markers")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=5.0, help="traffic time per measurement")
-    ap.add_argument("--skip", default="", help="comma-separated parts to skip: overhead, k, capacity")
+    ap.add_argument("--skip", default="", help="comma-separated parts to skip: overhead, k, capacity, red")
     ap.add_argument("--switch-ports", choices=("system", "afxdp"), default="system",
                     help="switch port type (afxdp only where the MTU allows it; MTU 9000 uses system)")
     args = ap.parse_args()
@@ -169,6 +250,8 @@ def main() -> int:
             bench_thresholds(tmp, args.seconds)
         if "capacity" not in skip:
             bench_capacity(tmp, args.seconds)
+        if "red" not in skip:
+            bench_red_beside_bpf(tmp, args.seconds)
     return 0
 
 

@@ -65,7 +65,7 @@ def require_tools() -> None:
                              "`/usr/share/openvswitch/scripts/ovs-ctl start` or run `make setup`")
 
 
-def _qdisc_probe() -> dict[str, bool]:
+def qdisc_probe() -> dict[str, bool]:
     """Which qdiscs the kernel accepts, tried on a throw-away veth pair."""
     a, b = PROBE_VETH
     subprocess.run(["ip", "link", "del", a], capture_output=True)
@@ -103,7 +103,7 @@ def detect() -> dict:
         "cpus": os.cpu_count(),
         "ovs_version": ovs[0] if ovs else None,
         "ovs_datapath": "kernel" if kernel_ovs else "user",
-        "qdiscs": _qdisc_probe(),
+        "qdiscs": qdisc_probe(),
         "congestion_controls": sysctl("net.ipv4.tcp_available_congestion_control"),
         **ecn.detect(),
         "afxdp_missing": ports.afxdp_missing() if not kernel_ovs else "kernel datapath",

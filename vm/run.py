@@ -77,9 +77,9 @@ class GuestStep:
     what: str
 
 
-GUEST_TESTS = ("tests/test_emulation_ecn.py", "tests/test_emulation_red.py")
+GUEST_TESTS = ("tests/test_emulation_ecn.py", "tests/test_emulation_red.py", "tests/test_emulation_mltcp.py")
 """The ECN marking paths: the BPF marker's on the kernel datapath, and kernel RED's, which skips where
-the kernel has no ``sch_red``."""
+the kernel has no ``sch_red``; MLTCP's congestion controls (BPF ``struct_ops``) on the stock kernel."""
 STEPS = (
     GuestStep("capabilities", ".venv/bin/python -c 'import json; from emulator.capabilities import detect; "
                               f"print(json.dumps(detect(), indent=1))' | tee {GUEST_RESULTS}/capabilities.json",
@@ -92,6 +92,9 @@ STEPS = (
                                 f" && .venv/bin/python run_testbed.py run -c {GUEST_RESULTS}/vm-bpf.yaml "
                                 f"--results {GUEST_RESULTS}/bpf",
               f"{GUEST_CONFIG} with the BPF marker, for the marks side by side"),
+    GuestStep("bench-marks", f".venv/bin/python bench/ecn.py --skip overhead,k,capacity --seconds 10 "
+                             f"| tee {GUEST_RESULTS}/bench-marks.txt",
+              "kernel RED beside the BPF marker on one bottleneck, the real and virtual queues sampled"),
 )
 
 
@@ -326,7 +329,7 @@ class VmRun:
 
     def guest(self, step: GuestStep) -> StepResult:
         self.say(f"vm: {step.name}: {step.what}")
-        command = f"sudo mkdir -p {GUEST_RESULTS} && cd /testbed && sudo sh -c {shlex.quote(step.command)}"
+        command = f"sudo mkdir -p {GUEST_RESULTS} && cd /testbed && sudo bash -o pipefail -c {shlex.quote(step.command)}"
         result = self._command(step.name, ["vagrant", "ssh", "-c", command], STEP_TIMEOUT_S)
         self.say(f"vm: {step.name}: exit {result.exit_code} in {result.seconds:.0f} s (log {result.log})")
         return result
