@@ -115,6 +115,17 @@ if [ "$with_docker" -eq 1 ] && ! docker_up; then
     docker_up || { echo "setup: dockerd did not start (see $DOCKERD_LOG)" >&2; exit 1; }
 fi
 
+# pip, its error shown and the set-up stopped when it fails (its "Location ... is ignored" noise dropped).
+pip_install() {
+    local out
+    if ! out=$("$VENV/bin/pip" install -q --disable-pip-version-check "$@" 2>&1); then
+        printf '%s\n' "$out" | grep -v "^WARNING: Location" >&2
+        echo "setup: pip install $* failed" >&2
+        exit 1
+    fi
+    printf '%s\n' "$out" | grep -v "^WARNING: Location" | grep -v '^$' || true
+}
+
 if [ ! -x "$VENV/bin/python" ]; then
     echo "setup: creating $VENV (with system site packages, for the distribution's mininet)"
     /usr/bin/python3 -m venv --system-site-packages "$VENV"
@@ -124,11 +135,11 @@ if [ ! -f "$stamp" ]; then
     echo "setup: installing Python packages into $VENV"
     index=()
     if [ -n "$TORCH_INDEX" ]; then index=(--extra-index-url "$TORCH_INDEX"); fi
-    "$VENV/bin/pip" install -q --disable-pip-version-check "${index[@]}" -r requirements.txt 2>&1 \
-        | grep -v "^WARNING: Location" || true
-    "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -e . 2>&1 | grep -v "^WARNING: Location" || true
-    "$VENV/bin/python" -c "import torch, os_ken, networkx, mininet.net, yaml" \
-        || { echo "setup: Python packages did not install" >&2; exit 1; }
+    pip_install "${index[@]}" -r requirements.txt
+    pip_install --no-deps -e .
+    # Every pinned requirement at its version, and the modules the testbed imports.
+    "$VENV/bin/python" scripts/check_requirements.py requirements.txt \
+        || { echo "setup: Python packages did not install (see above)" >&2; exit 1; }
     rm -f "$VENV"/.installed-*
     touch "$stamp"
 fi
