@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Run a placement experiment on the emulated cluster.
+"""Run a placement experiment on the emulated cluster, or on the flow-level simulator.
 
     sudo python run_testbed.py                          # default experiment, every policy
     sudo python run_testbed.py -c experiments/x.yaml -p consolidate -p spread
+    sudo python run_testbed.py --set topology.k=6 --set iterations=5   # config fields changed for this run
     python run_testbed.py --backend sim                 # the same experiment on the simulator, no root
-    python run_testbed.py check experiments/x.yaml      # validate a config, no root needed
+    python run_testbed.py check -c experiments/x.yaml   # validate a config, no root needed
+    python run_testbed.py list [policies|schedulers|models|collectives|topologies|back]  # what a config can name
     python run_testbed.py --backend sim -c experiments/trace.yaml   # a cluster trace on the simulator
     python run_testbed.py validate RUN_DIR --estimates my_sim.csv   # your simulator against a run
     python run_testbed.py validate RUN_DIR --simulator latency_us=60,token_buckets=true
@@ -15,9 +17,12 @@
                                                         # (--backend emu: on the emulator, as root)
     sudo python run_testbed.py clean                    # undo what a killed run recorded changing
 
-Errors a user can cause end with one line on stderr and exit code 2; a run in which some
-policy could not place every job reports the others and exits 3; an interrupted run (Ctrl-C,
-SIGTERM) cleans up and exits 130.
+Exit codes: 0 done; 1 ``clean`` could not undo a recorded change (it stays recorded), or an internal
+error (a bug: please report its traceback); 2 an error the user can mend (a bad config, option or
+file; one line on stderr); 3 some policy could not place every job (the others are reported);
+130 interrupted (Ctrl-C, SIGTERM; the run is cleaned up and its finished policies are written).
+A run under ``sudo`` hands the results it writes to the user who ran ``sudo``; every run keeps what
+it printed in ``run.log`` in its directory.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import dataclasses
 import os
 import signal
 import sys
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VENV_PYTHON = os.path.join(HERE, ".venv", "bin", "python")
@@ -38,8 +44,8 @@ if (os.path.exists(VENV_PYTHON) and os.path.realpath(sys.prefix) != os.path.real
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from common.errors import TestbedError  # noqa: E402
-from experiment import BACKENDS  # noqa: E402
+from common.errors import ConfigError, TestbedError  # noqa: E402
+from experiment import BACKEND_HELP, BACKENDS, results  # noqa: E402
 
 DEFAULT_CONFIG = os.path.join(HERE, "experiments", "default.yaml")
 
@@ -61,8 +67,9 @@ def cmd_run(args) -> int:
     (run_experiment validates before it needs root or builds anything)."""
     from experiment import config, make_backend
     from experiment.driver import run_experiment
+    from experiment.overrides import apply_settings
 
-    cfg = config.load(args.config)
+    cfg = apply_settings(config.load(args.config), args.set)
     changes = {}
     if args.iterations is not None:
         changes["iterations"] = args.iterations
@@ -73,15 +80,17 @@ def cmd_run(args) -> int:
     if args.container is not None:
         changes["container"] = dataclasses.replace(cfg.container, engine=args.container)
     cfg = dataclasses.replace(cfg, **changes)
-    run_experiment(cfg, make_backend(args.backend))
+    with results.handed_to_invoker(cfg.results_dir):
+        run_experiment(cfg, make_backend(args.backend), say=_say(args))
     return 0
 
 
 def cmd_check(args) -> int:
     """Validate a config without root: everything a run would reject for the config alone."""
     from experiment import config
+    from experiment.overrides import apply_settings
 
-    cfg = config.load(args.config)
+    cfg = apply_settings(config.load(args.config), args.set)
     g = config.validate(cfg, backend=args.backend)
     n_m = sum(1 for _, d in g.nodes(data=True) if d["role"] == "machine")
     gpus = sum(d["gpus"] for _, d in g.nodes(data=True) if d["role"] == "machine")
@@ -226,24 +235,51 @@ def cmd_sweep(args) -> int:
     import functools
 
     from experiment import config
+    from experiment.overrides import apply_settings
     from experiment.sweep import run_sweep
     from experiment.sweep_spec import parse_seeds, parse_vary
 
-    cfg = config.load(args.config)
+    cfg = apply_settings(config.load(args.config), args.set)
     if args.results is not None:
         cfg = dataclasses.replace(cfg, results_dir=args.results)
     vary = parse_vary(args.vary)
     seeds = parse_seeds(args.seeds) if args.seeds is not None else (cfg.seed,)
+    say = _say(args) if args.quiet else functools.partial(print, flush=True)
     try:
-        result = run_sweep(cfg, vary, seeds, policies=args.policy, reference=args.reference, workers=args.workers,
-                           backend=args.backend,
-                           say=functools.partial(print, flush=True), on=args.executor, address=args.dask_scheduler)
+        with results.handed_to_invoker(cfg.results_dir):
+            result = run_sweep(cfg, vary, seeds, policies=args.policy, reference=args.reference,
+                               workers=args.workers, backend=args.backend, say=say, on=args.executor,
+                               address=args.dask_scheduler)
     except KeyboardInterrupt:
         print("interrupted: the sweep and its worker processes were stopped; the runs done so far are written",
               file=sys.stderr)
         return 130
     print(result.run_dir)
     return 0
+
+
+def cmd_list(args) -> int:
+    """What a config can name: topologies, models, collectives, policies, schedulers, back ends."""
+    from experiment.catalogue import render, sections
+
+    titles = [sec.title for sec in sections()]
+    if args.what and not any(t.startswith(args.what) for t in titles):
+        raise ConfigError(f"list {args.what!r}: not one of {', '.join(titles)}")
+    print(render(args.what), end="")
+    return 0
+
+
+def _say(args):
+    """The progress line printer: the terminal's, or nothing with ``-q`` (``run.log`` keeps them)."""
+    if getattr(args, "quiet", False):
+        return lambda msg: None
+    return lambda msg: print(msg, flush=True)
+
+
+def _version() -> str:
+    from common.version import VERSION
+
+    return f"%(prog)s {VERSION}"
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -258,43 +294,79 @@ def _one_line(e: Exception) -> str:
     return " | ".join(line for line in str(e).splitlines() if line.strip())
 
 
-def main(argv=None) -> int:
-    """Entry point."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    ap = _ArgumentParser(prog="run_testbed.py", description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="command")
-    run = sub.add_parser("run", help="run an experiment (the default command)")
-    run.add_argument("-c", "--config", default=DEFAULT_CONFIG, help="experiment YAML (default: %(default)s)")
+COMMANDS = ("run", "check", "list", "clean", "validate", "calibrate", "sweep")
+
+EPILOG = f"""\
+run (the default command) takes:
+  -c, --config FILE     experiment YAML (default: experiments/default.yaml)
+  -p, --policy SPEC     a policy to run instead of the config's list (repeatable)
+  --backend {{{','.join(BACKENDS)}}}   emu: the emulated network (root; the default); sim: the simulator
+  --set KEY=VALUE       change a config field for this run (repeatable), checked as the file is
+  -q, --quiet / -v, --verbose   no progress lines (run.log keeps them) / tracebacks of errors
+  see: run_testbed.py run -h
+
+examples:
+  sudo python run_testbed.py                                  # the default experiment, every policy
+  python run_testbed.py --backend sim -c experiments/trace.yaml
+  python run_testbed.py check -c experiments/x.yaml --set topology.k=6
+  python run_testbed.py list placement
+
+exit codes: 0 done; 1 `clean` left a change recorded, or an internal error (a bug); 2 an error you
+can mend (one line on stderr); 3 a policy could not place every job; 130 interrupted (cleaned up).
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = _ArgumentParser(prog="run_testbed.py", description=__doc__.splitlines()[0], epilog=EPILOG,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", action="version", version=_version())
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-q", "--quiet", action="store_true", help="no progress lines (run.log keeps them)")
+    common.add_argument("-v", "--verbose", action="store_true", help="print the traceback of an error")
+    config = argparse.ArgumentParser(add_help=False)
+    config.add_argument("-c", "--config", help=f"experiment YAML (default: {DEFAULT_CONFIG})")
+    config.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="change a config field (dotted path, e.g. topology.k=6, jobs.0.workers=4, "
+                             "policies=[consolidate,spread]); repeatable; checked as the file is")
+    backend_help = "; ".join(f"{k}: {v}" for k, v in BACKEND_HELP.items())
+    sub = ap.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
+    run = sub.add_parser("run", parents=[common, config], help="run an experiment (the default command)")
     run.add_argument("-p", "--policy", action="append",
                      help="policy spec to run instead of the config's list (repeatable, e.g. -p consolidate "
                           "-p random)")
-    run.add_argument("--backend", choices=tuple(BACKENDS), default="emu",
-                     help="emu: the emulated network (root); sim: the flow-level simulator (no root); "
-                          "default: %(default)s")
+    run.add_argument("--backend", choices=tuple(BACKENDS), default="emu", help=f"{backend_help}; default: %(default)s")
     run.add_argument("--iterations", type=int, help="override the config's iterations")
-    run.add_argument("--container", metavar="none|docker",
+    run.add_argument("--container", choices=("none", "docker"),
                      help="override the config's container.engine: workers as processes, or in Docker containers "
                           "of the locally built worker image (needs `make setup DOCKER=1`)")
     run.add_argument("--results", help="results base directory (default: the config's results_dir)")
-    check = sub.add_parser("check", help="validate a config without running it (no root needed)")
-    check.add_argument("config")
+    check = sub.add_parser("check", parents=[common, config],
+                           help="validate a config without running it (no root needed)")
+    check.add_argument("config_file", nargs="?", metavar="FILE", help="the config (or -c FILE)")
     check.add_argument("--backend", choices=tuple(BACKENDS), default="emu",
                        help="validate for this back end (as run --backend); default: %(default)s")
-    sub.add_parser("clean", help="undo the recorded changes of runs that were killed (nothing else)")
-    validate = sub.add_parser("validate", help="compare your simulator's per-job estimates (CSV) with a run's "
-                                               "measurements (no root needed)")
+    lst = sub.add_parser("list", parents=[common], help="what a config can name: topologies, models, collectives, "
+                                                         "policies and schedulers with their keywords, back ends")
+    lst.add_argument("what", nargs="?", help="one section: topologies, models, collectives, placement, schedulers, "
+                                             "back")
+    sub.add_parser("clean", parents=[common],
+                   help="undo the recorded changes of runs that were killed (nothing else)")
+    validate = sub.add_parser("validate", parents=[common],
+                              help="compare your simulator's per-job estimates (CSV) with a run's measurements "
+                                   "(no root needed)")
     validate.add_argument("run_dir", help="a run's results directory (results/<timestamp>-<name>)")
     validate.add_argument("--estimates", help="CSV: job, comm_s and/or iteration_s[, policy]")
     validate.add_argument("--simulator", metavar="KEY=VALUE,...",
                           help="instead: re-simulate the run's schedule with its config's simulator section changed "
                                "so (e.g. latency_us=60,token_buckets=true) and compare that")
-    calibrate = sub.add_parser("calibrate", help="fit the simulator's per-message latency to a run's uncontended "
-                                                 "jobs, and TCP's share of a shared link and the ECN mark share to "
-                                                 "its contended jobs (no root needed)")
+    calibrate = sub.add_parser("calibrate", parents=[common],
+                               help="fit the simulator's per-message latency to a run's uncontended jobs, and TCP's "
+                                    "share of a shared link and the ECN mark share to its contended jobs (no root "
+                                    "needed)")
     calibrate.add_argument("run_dir", help="an emulated run's results directory (results/<timestamp>-<name>)")
-    sweep = sub.add_parser("sweep", help="vary one config field over values and seeds and compare the policies' "
-                                          "normalised JCT (on the simulator, no root; or --backend emu)")
-    sweep.add_argument("-c", "--config", default=DEFAULT_CONFIG, help="experiment YAML (default: %(default)s)")
+    sweep = sub.add_parser("sweep", parents=[common, config],
+                           help="vary one config field over values and seeds and compare the policies' normalised "
+                                "JCT (on the simulator, no root; or --backend emu)")
     sweep.add_argument("--vary", required=True, metavar="PATH=V1,V2,...",
                        help="the config field (a dotted path, e.g. topology.oversubscription) and its values")
     sweep.add_argument("--seeds", help="seeds each value runs with, e.g. 1-10 or 1,2,5 (default: the config's seed)")
@@ -305,7 +377,7 @@ def main(argv=None) -> int:
     sweep.add_argument("--workers", type=int, default=1,
                        help="runs at once: a local process pool, or a local Dask cluster's processes (default: "
                             "%(default)s)")
-    sweep.add_argument("--executor", default="local", metavar="local|dask",
+    sweep.add_argument("--executor", default="local", choices=("local", "dask"),
                        help="where the runs go: this machine, or a Dask cluster (default: %(default)s)")
     sweep.add_argument("--dask-scheduler", metavar="ADDRESS",
                        help="with --executor dask: the scheduler of a running cluster (default: a local cluster)")
@@ -313,15 +385,30 @@ def main(argv=None) -> int:
                        help="sim: the flow-level simulator (no root); emu: the emulated network, one point after "
                             "another (root); default: %(default)s")
     sweep.add_argument("--results", help="results base directory (default: the config's results_dir)")
-    if not argv or argv[0] not in ("run", "check", "clean", "validate", "calibrate", "sweep", "-h", "--help"):
+    return ap
+
+
+def main(argv=None) -> int:
+    """Entry point."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in (*COMMANDS, "-h", "--help", "--version"):
         argv = ["run", *argv]
+    ap = _parser()
     args = ap.parse_args(argv)
+    if getattr(args, "config_file", None):
+        if args.config:
+            ap.error("check: give the config once (-c FILE or FILE)")
+        args.config = args.config_file
+    if hasattr(args, "config"):
+        args.config = args.config or DEFAULT_CONFIG
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
     try:
-        return {"run": cmd_run, "check": cmd_check, "clean": cmd_clean, "validate": cmd_validate,
+        return {"run": cmd_run, "check": cmd_check, "list": cmd_list, "clean": cmd_clean, "validate": cmd_validate,
                 "calibrate": cmd_calibrate, "sweep": cmd_sweep}[args.command](args)
     except TestbedError as e:
+        if args.verbose:
+            traceback.print_exc()
         if type(e).__name__ == "PolicyIncomplete":
             print(f"incomplete: {_one_line(e)}", file=sys.stderr)
             return 3

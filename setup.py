@@ -1,10 +1,15 @@
 """Packaging for the DT-placement network-emulation testbed."""
 
+import re
+
 from setuptools import find_packages, setup
+
+with open("common/version.py") as f:
+    VERSION = re.search(r'^VERSION = "([^"]+)"', f.read(), re.M).group(1)
 
 setup(
     name="dtnet-testbed",
-    version="0.1.0",
+    version=VERSION,
     description="Network-emulation testbed for distributed-training job placement research",
     packages=find_packages(include=["common*", "topo*", "controller*", "ina*", "jobs*", "placement*",
                                     "sim*", "emulator*", "measure*", "backend*", "experiment*", "scheduling*", "vm*"]),

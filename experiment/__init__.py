@@ -32,6 +32,13 @@ BACKENDS: dict[str, str] = {
 demand so that choosing ``sim`` never loads Mininet."""
 
 
+BACKEND_HELP: dict[str, str] = {
+    "emu": "the emulated network: real traffic in Mininet, bandwidth-limited links (root needed)",
+    "sim": "the flow-level simulator: every job's collectives on the routed fabric, max-min fair rates (no root)",
+}
+"""One line per back end, for ``--help`` and ``run_testbed.py list``."""
+
+
 def make_backend(name: str):
     """A new instance of the back end registered as ``name`` (:func:`backend_class`)."""
     return backend_class(name)()

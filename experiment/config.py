@@ -779,6 +779,12 @@ def _validate_topology(cfg: ExperimentConfig, shaped: bool = True, limits: SizeL
         raise ConfigError(f"config.topology: {e}") from None
     except (TypeError, ValueError) as e:  # a parameter of the right shape but not what the builder can use
         raise ConfigError(f"config.topology: {cfg.topology.kind} cannot use its parameters: {str(e)[:200]}") from None
+    delayed = sorted({d["delay_us"] for _, _, d in g.edges(data=True) if d.get("delay_us", 0) > 0})
+    if delayed:
+        # Neither back end gives a link propagation delay: refused rather than silently ignored.
+        raise ConfigError(f"config.topology: links with delay_us {', '.join(f'{x:g}' for x in delayed[:3])}: "
+                          "link propagation delay is neither emulated nor simulated; set delay_us to 0 (the "
+                          "simulator's per-message latency is simulator.latency_us)")
     for m, busy in cfg.background.items():
         _check_machine("config.background", m, g)
         if busy > g.nodes[m]["gpus"]:

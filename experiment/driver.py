@@ -31,6 +31,7 @@ from common.errors import PlacementError, TestbedError
 from common.specs import safe_name
 from experiment import results
 from experiment.interleaving import annotate
+from experiment.runlog import RunLog
 from experiment.summary import PolicyRun
 from experiment.timeline import write_timeline_csv
 from topo.schema import SizeLimits
@@ -127,16 +128,25 @@ def execute(cfg, backend: ExperimentBackend, say: Say | None = None, run_dir: st
             policies: Sequence[str] | None = None, stream=None, g=None) -> RunOutcome:
     """The run of :func:`run_experiment`, ending ``complete`` or ``incomplete`` without raising for
     policies that could not place every job. ``g``: the topology of a config already checked for
-    this back end (skips :meth:`ExperimentBackend.check`)."""
+    this back end (skips :meth:`ExperimentBackend.check`). Every line said and printed is also
+    kept in the run directory's ``run.log`` (:class:`experiment.runlog.RunLog`)."""
+    stream = stream or sys.stdout
+    log = RunLog(say or (lambda msg: print(msg, file=stream, flush=True)), stream)
+    with contextlib.closing(log):
+        return _execute(cfg, backend, log, run_dir, policies, g)
+
+
+def _execute(cfg, backend: ExperimentBackend, log: RunLog, run_dir: str | None, policies: Sequence[str] | None,
+             g) -> RunOutcome:
     from experiment.config import policy_specs, to_dict
     from topo.io import write_topology_json
 
-    stream = stream or sys.stdout
-    say = say or (lambda msg: print(msg, file=stream, flush=True))
+    say, stream = log.say, log
     g = g if g is not None else backend.check(cfg)
     caps = {"backend": backend.name, **backend.prepare(cfg, g, say)}
     run_dir = run_dir or results.make_run_dir(cfg.name, cfg.results_dir)
     os.makedirs(run_dir, exist_ok=True)
+    log.open(run_dir)
     results.write_status(run_dir, "running")
     specs = list(policies or policy_specs(cfg))
     try:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from common.errors import PlacementError
 from common.jsonfile import write_json_atomic
@@ -58,3 +59,53 @@ def finish(run_dir: str, failed: Sequence[str], total: int, what: str = "policie
         write_status(run_dir, "incomplete", str(err))
         raise err
     write_status(run_dir, "complete")
+
+
+def _invoker() -> tuple[int, int] | None:
+    """The uid and gid of the user who ran ``sudo``, when this process runs as root under it."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        uid, gid = int(os.environ["SUDO_UID"]), int(os.environ["SUDO_GID"])
+    except (KeyError, ValueError):
+        return None
+    return (uid, gid) if uid != 0 else None
+
+
+@contextlib.contextmanager
+def handed_to_invoker(base: str) -> Iterator[None]:
+    """Under ``sudo``, give what the block creates in the results directory ``base`` (and ``base``
+    the directories the block creates on the way to it) to the user who ran ``sudo``, also when the block fails; only
+    new entries are touched. Elsewhere a no-op."""
+    owner = _invoker()
+    if owner is None:
+        yield
+        return
+    base = os.path.abspath(base)
+    if os.path.isdir(base):
+        before = set(os.listdir(base))
+        new = None
+    else:  # the topmost directory the block will create on the way to base
+        new = base
+        while not os.path.exists(os.path.dirname(new)):
+            new = os.path.dirname(new)
+    try:
+        yield
+    finally:
+        if new is not None:
+            tops = [new] if os.path.exists(new) else []
+        else:
+            tops = [os.path.join(base, e) for e in sorted(set(os.listdir(base)) - before)]
+        for top in tops:
+            _chown_tree(top, *owner)
+
+
+def _chown_tree(top: str, uid: int, gid: int) -> None:
+    """``chown -R`` without following symbolic links; a file that vanished meanwhile is skipped."""
+    paths = [top]
+    if os.path.isdir(top) and not os.path.islink(top):
+        for root, dirs, files in os.walk(top):
+            paths += [os.path.join(root, n) for n in dirs + files]
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.chown(path, uid, gid, follow_symlinks=False)

@@ -92,7 +92,7 @@ def test_run_overrides_are_validated(main_in_process, capsys, args, pattern):
 
 @pytest.mark.parametrize("args, pattern", [
     (["--iterations", "abc"], "error: argument --iterations: invalid int value: 'abc' (see run_testbed.py run -h)"),
-    (["check"], "error: the following arguments are required: config"),
+    (["run", "--container", "podman"], "error: argument --container: invalid choice: 'podman'"),
     (["run", "--bogus"], "error: unrecognized arguments: --bogus"),
 ])
 def test_usage_errors_are_one_line(args, pattern):

@@ -329,7 +329,8 @@ class VmRun:
 
     def guest(self, step: GuestStep) -> StepResult:
         self.say(f"vm: {step.name}: {step.what}")
-        command = f"sudo mkdir -p {GUEST_RESULTS} && cd /testbed && sudo bash -o pipefail -c {shlex.quote(step.command)}"
+        command = (f"sudo mkdir -p {GUEST_RESULTS} && cd /testbed && "
+                   f"sudo bash -o pipefail -c {shlex.quote(step.command)}")
         result = self._command(step.name, ["vagrant", "ssh", "-c", command], STEP_TIMEOUT_S)
         self.say(f"vm: {step.name}: exit {result.exit_code} in {result.seconds:.0f} s (log {result.log})")
         return result

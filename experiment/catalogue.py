@@ -1,0 +1,87 @@
+"""What a config can name, from the registries themselves: ``run_testbed.py list``. Pure: the
+registries in, sections of ``(name, details, description)`` rows out.
+
+Policies and schedulers with their spec keywords and defaults (what ``name,key=value`` may set),
+models with their gradient size and compute time, collectives, topologies with their builder's
+parameters, and the back ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+Row = tuple[str, str, str]
+"""``(name, details, description)``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """One registry: its title, the config key that names its entries, and a row per entry."""
+
+    title: str
+    key: str
+    rows: tuple[Row, ...]
+
+
+def first_line(obj) -> str:
+    """The first sentence of ``obj``'s docstring (empty when it has none)."""
+    paragraph = " ".join((inspect.getdoc(obj) or "").strip().split("\n\n")[0].split())
+    return paragraph.split(". ")[0].rstrip(".")
+
+
+def _keywords(params, skip: tuple[str, ...]) -> str:
+    out = []
+    for name, p in params.items():
+        if name in skip or p.kind not in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
+            continue
+        out.append(name if p.default is inspect.Parameter.empty else f"{name}={p.default!r}")
+    return ", ".join(out) or "-"
+
+
+def spec_rows(registry: dict) -> tuple[Row, ...]:
+    """A row per class of a spec registry (policies, schedulers): its keywords and what it is."""
+    return tuple((name, _keywords(inspect.signature(cls.__init__).parameters, ("self", "seed", "context")),
+                  first_line(cls)) for name, cls in registry.items())
+
+
+def sections() -> tuple[Section, ...]:
+    """Every registry a config names entries of, in the order a config file meets them."""
+    from experiment import BACKEND_HELP
+    from jobs.models import MODELS
+    from jobs.patterns import COLLECTIVE_HELP, JOB_COLLECTIVES
+    from placement import POLICIES
+    from scheduling import SCHEDULERS
+    from topo import TOPOLOGIES
+
+    topologies = tuple((kind, _keywords(inspect.signature(fn).parameters, ("limits", "name", "delay_us")),
+                        first_line(fn)) for kind, fn in TOPOLOGIES.items())
+    models = tuple((name, f"{m.param_bytes / 1e6:.1f} MB of gradients in {len(m.bucket_bytes)} buckets, "
+                          f"{m.compute_time_s:g} s compute, batch {m.batch_size}", m.source.split(";")[0])
+                   for name, m in MODELS.items())
+    collectives = tuple((name, "", COLLECTIVE_HELP.get(name, "")) for name in sorted(JOB_COLLECTIVES))
+    return (
+        Section("topologies", "topology.kind (its parameters beside it)", topologies),
+        Section("models", "jobs[].model", models),
+        Section("collectives", "jobs[].collective", collectives),
+        Section("placement policies", "policies (spec: name,key=value,...)", spec_rows(POLICIES)),
+        Section("schedulers", "scheduler (spec: name,key=value,...)", spec_rows(SCHEDULERS)),
+        Section("back ends", "run --backend", tuple((name, "", text) for name, text in BACKEND_HELP.items())),
+    )
+
+
+def render(which: str | None = None) -> str:
+    """The sections (or the one whose title starts with ``which``) as text for a terminal."""
+    out = []
+    for s in sections():
+        if which and not s.title.startswith(which):
+            continue
+        width = max(len(r[0]) for r in s.rows)
+        out.append(f"{s.title} ({s.key}):")
+        for name, details, text in s.rows:
+            line = f"  {name:<{width}}  {text}"
+            out.append(line.rstrip())
+            if details:
+                out.append(f"  {'':<{width}}  {details}")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"

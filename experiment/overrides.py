@@ -1,0 +1,74 @@
+"""``--set KEY=VALUE``: one config field changed from the command line. Pure: a config and text in,
+a config out.
+
+A key is the field's dotted path in the config's dict form (:func:`experiment.config.to_dict`),
+as a file writes it: ``iterations``, ``topology.k``, ``ecn.method``, ``background.h1``; a list
+item by its index, ``jobs.0.workers``. The value is read as the file reads a value (YAML:
+``[consolidate, spread]`` is a list, ``1e3`` a float). The changed config is rebuilt and checked
+by the same rules as a file (:func:`experiment.config.from_dict`, :func:`~experiment.config_rules.check_fields`);
+whether it suits the back end is the run's validation, as for a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from common.errors import ConfigError
+from experiment.config import ExperimentConfig, from_dict, to_dict
+from experiment.config_file import parse_value
+from experiment.config_rules import check_fields
+
+
+def parse_setting(text: str) -> tuple[tuple[str, ...], Any]:
+    """``KEY=VALUE`` -> (path, value).
+
+    Raises:
+        ConfigError: no ``=``, an empty key or path step, or a value that is not YAML.
+    """
+    key, eq, raw = text.partition("=")
+    path = tuple(key.strip().split("."))
+    if not eq or not key.strip() or any(not step for step in path):
+        raise ConfigError(f"--set {text!r}: expected KEY=VALUE with KEY a dotted path, e.g. --set topology.k=6")
+    try:
+        value = parse_value(raw)
+    except ConfigError as e:
+        raise ConfigError(f"--set {key}: the value {raw!r} {e}") from None
+    return path, value
+
+
+def _child(node: Any, step: str, key: str, last: bool) -> tuple[Any, Any]:
+    """The container and index ``step`` names under ``node``: a mapping's key (made where missing:
+    an unknown key is the config rules' to refuse, with their hint) or a list's index."""
+    if isinstance(node, dict):
+        if not last:
+            node.setdefault(step, {})
+        return node, step
+    if isinstance(node, list):
+        if not step.isdigit() or int(step) >= len(node):
+            raise ConfigError(f"--set {key}: {step!r} is not an index of a list of {len(node)} (0-{len(node) - 1})")
+        return node, int(step)
+    raise ConfigError(f"--set {key}: {step!r} is below a value, not a section")
+
+
+def apply_settings(cfg: ExperimentConfig, settings: Sequence[str]) -> ExperimentConfig:
+    """``cfg`` with every ``KEY=VALUE`` of ``settings`` applied in order, checked as a file is.
+
+    Raises:
+        ConfigError: a malformed setting, a path that names nothing, or a config the rules refuse
+            (the message names the settings, then the rule's complaint).
+    """
+    if not settings:
+        return cfg
+    data = to_dict(cfg)
+    for text in settings:
+        path, value = parse_setting(text)
+        node, key = data, ".".join(path)
+        for i, step in enumerate(path):
+            container, index = _child(node, step, key, last=i == len(path) - 1)
+            node = container[index] if i < len(path) - 1 else None
+        container[index] = value
+    try:
+        return check_fields(from_dict(data))
+    except ConfigError as e:
+        raise ConfigError(f"--set {' '.join(settings)}: {e}") from None

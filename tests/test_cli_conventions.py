@@ -1,0 +1,124 @@
+"""The command line's conventions: --version, -c and --set on every command that takes a config,
+`list`, `run.log`, the hand-over of results written under sudo, and the set-up's requirement check."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+from conftest import ROOT
+from test_cli import DEFAULT, assert_clean_error, run_cli
+
+from common.errors import ConfigError
+from experiment import config
+from experiment.overrides import apply_settings
+
+
+def test_version_and_help_show_exit_codes_and_run_flags():
+    from common.version import VERSION
+
+    cp = run_cli("--version")
+    assert cp.returncode == 0 and cp.stdout.strip() == f"run_testbed.py {VERSION}", cp.stdout + cp.stderr
+    top = run_cli("-h").stdout
+    for text in ("exit codes:", "1 `clean` left a change recorded", "130 interrupted", "--set KEY=VALUE",
+                 "-c, --config FILE", "list", "--backend {emu,sim}"):
+        assert text in top, text
+
+
+def test_check_takes_the_config_as_c_or_positional_with_settings():
+    by_flag = run_cli("check", "-c", DEFAULT, "--set", "iterations=4", "--set", "topology.k=6")
+    assert by_flag.returncode == 0 and "fat_tree with 54 machines" in by_flag.stdout, by_flag.stderr
+    assert_clean_error(run_cli("check", DEFAULT, "--set", "topology.k=5"), "config.topology")
+    assert_clean_error(run_cli("check", "-c", DEFAULT, DEFAULT + ".x"), "give the config once")
+
+
+def test_settings_change_fields_and_are_checked_as_a_file_is():
+    cfg = config.load(DEFAULT)
+    out = apply_settings(cfg, ["topology.k=6", "jobs.0.workers=4", "policies=[consolidate, spread]",
+                               "ecn.method=bpf", "background.h7=1"])
+    assert out.topology.params["k"] == 6 and out.jobs[0].workers == 4 and out.ecn.method == "bpf"
+    assert out.policies == ("consolidate", "spread") and out.background["h7"] == 1
+    assert out.jobs[1:] == cfg.jobs[1:] and out.scale == cfg.scale
+    for bad, message in [("iterations=-1", "config.iterations: -1 is out of range"),
+                         ("ecn.methd=bpf", "did you mean 'method'"),
+                         ("jobs.9.workers=1", "'9' is not an index of a list of 5"),
+                         ("iterations.x=1", "'x' is below a value"),
+                         ("iterations", "expected KEY=VALUE"),
+                         ("iterations=[1", "is not a YAML value")]:
+        with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")):
+            apply_settings(cfg, [bad])
+
+
+def test_a_link_delay_is_refused_not_ignored():
+    """Neither back end gives links a propagation delay: a topology asking for one is one clear error."""
+    cfg = apply_settings(config.load(DEFAULT), ["topology.delay_us=5"])
+    with pytest.raises(ConfigError, match="link propagation delay is neither emulated nor simulated"):
+        config.validate(cfg, backend="sim")
+
+
+def test_list_names_every_registered_entry():
+    from experiment.catalogue import render
+    from jobs.models import MODELS
+    from jobs.patterns import JOB_COLLECTIVES
+    from placement import POLICIES
+    from scheduling import SCHEDULERS
+    from topo import TOPOLOGIES
+
+    text = render()
+    for name in [*POLICIES, *SCHEDULERS, *MODELS, *JOB_COLLECTIVES, *TOPOLOGIES, "emu", "sim"]:
+        assert f"\n  {name} " in text, name
+    assert "variant='r'" in text  # a policy's keywords with their defaults
+    only = render("schedulers")
+    assert "tiresias" in only and "consolidate" not in only
+    cp = run_cli("list", "models")
+    assert cp.returncode == 0 and "vgg16" in cp.stdout and "resnet50" in cp.stdout
+    assert_clean_error(run_cli("list", "nope"), "list 'nope': not one of")
+
+
+def test_run_log_keeps_what_the_run_printed(tmp_path):
+    """A quiet simulator run prints the report but no progress lines; run.log holds both."""
+    cp = run_cli("--backend", "sim", "-q", "--set", "policies=[consolidate]", "--set", "iterations=2",
+                 "--results", str(tmp_path), timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    (run_dir,) = tmp_path.iterdir()
+    log = (run_dir / "run.log").read_text()
+    assert "[1/1] policy consolidate" not in cp.stdout and "[1/1] policy consolidate" in log
+    assert log.startswith(f"run {run_dir}") and cp.stdout.strip() in log
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing files to another user needs root")
+def test_results_written_under_sudo_go_to_the_invoking_user(tmp_path, monkeypatch):
+    from experiment.results import handed_to_invoker
+
+    base = tmp_path / "results"
+    base.mkdir()
+    (base / "old").mkdir()
+    monkeypatch.setenv("SUDO_UID", "12345")
+    monkeypatch.setenv("SUDO_GID", "12346")
+    with pytest.raises(RuntimeError), handed_to_invoker(str(base)):
+        (base / "run" / "p").mkdir(parents=True)
+        (base / "run" / "p" / "x.json").write_text("{}")
+        os.symlink("/etc/passwd", base / "run" / "link")
+        raise RuntimeError("the run failed: what it wrote is handed over all the same")
+    for path in (base / "run", base / "run" / "p", base / "run" / "p" / "x.json"):
+        assert (path.stat().st_uid, path.stat().st_gid) == (12345, 12346), path
+    assert (base / "run" / "link").lstat().st_uid == 12345 and os.stat("/etc/passwd").st_uid == 0
+    assert (base / "old").stat().st_uid == 0 and base.stat().st_uid == 0
+    with handed_to_invoker(str(tmp_path / "new" / "deeper")):
+        (tmp_path / "new" / "deeper" / "run").mkdir(parents=True)
+    assert (tmp_path / "new").stat().st_uid == 12345 and tmp_path.stat().st_uid == 0
+
+
+def test_requirement_check_names_what_is_missing_or_wrong(tmp_path):
+    import subprocess
+
+    reqs = tmp_path / "requirements.txt"
+    reqs.write_text("# pins\nnetworkx==0.0.1  # wrong version\nno-such-package-xyz==1.0\n")
+    cp = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "check_requirements.py"), str(reqs)],
+                        capture_output=True, text=True)
+    assert cp.returncode == 1
+    assert "networkx==0.0.1: " in cp.stderr and "no-such-package-xyz==1.0: not installed" in cp.stderr
+    ok = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "check_requirements.py"),
+                         os.path.join(ROOT, "requirements.txt")], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stderr == "", ok.stderr
