@@ -260,10 +260,10 @@ def cmd_sweep(args) -> int:
 
 def cmd_list(args) -> int:
     """What a config can name: topologies, models, collectives, policies, schedulers, back ends."""
-    from experiment.catalogue import render, sections
+    from experiment.catalogue import matches, render, sections
 
     titles = [sec.title for sec in sections()]
-    if args.what and not any(t.startswith(args.what) for t in titles):
+    if not any(matches(t, args.what) for t in titles):
         raise ConfigError(f"list {args.what!r}: not one of {', '.join(titles)}")
     print(render(args.what), end="")
     return 0
@@ -309,7 +309,7 @@ examples:
   sudo python run_testbed.py                                  # the default experiment, every policy
   python run_testbed.py --backend sim -c experiments/trace.yaml
   python run_testbed.py check -c experiments/x.yaml --set topology.k=6
-  python run_testbed.py list placement
+  python run_testbed.py list policies
 
 exit codes: 0 done; 1 `clean` left a change recorded, or an internal error (a bug); 2 an error you
 can mend (one line on stderr); 3 a policy could not place every job; 130 interrupted (cleaned up).
@@ -347,7 +347,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="validate for this back end (as run --backend); default: %(default)s")
     lst = sub.add_parser("list", parents=[common], help="what a config can name: topologies, models, collectives, "
                                                          "policies and schedulers with their keywords, back ends")
-    lst.add_argument("what", nargs="?", help="one section: topologies, models, collectives, placement, schedulers, "
+    lst.add_argument("what", nargs="?", help="one section: topologies, models, collectives, policies, schedulers, "
                                              "back")
     sub.add_parser("clean", parents=[common],
                    help="undo the recorded changes of runs that were killed (nothing else)")

@@ -10,11 +10,12 @@ one 20 Mbit/s flow across five switches takes a whole core.
 sleeps up to ``PMD_MAXSLEEP_US`` when idle (``other_config:pmd-maxsleep``): measured here, one
 20 Mbit/s flow through a switch costs about 6% of a core. AF_XDP transmits straight to the
 driver, bypassing the qdisc layer, so the socket sits on its own veth pair
-(``<switch>-x<N>`` in OVS, ``<switch>-y<N>`` its peer) joined to the link's veth by two tc
-``mirred`` redirects::
+(``<switch>-x<N>`` in OVS, ``<switch>-y<N>`` its peer) joined to the link's veth by a two-port
+Linux bridge (``<switch>-b<N>``; a tc ``mirred`` redirect would not do: the kernel skips XDP for
+redirected packets)::
 
-    OVS --AF_XDP--> x -> y --(ingress: mirred)--> eth (egress: shaper, FIFO, ECN marker) -> link
-    link -> eth --(ingress: mirred)--> y -> x --(XDP)--> OVS
+    OVS --AF_XDP--> x -> y --(bridge b)--> eth (egress: shaper, FIFO, ECN marker) -> link
+    link -> eth --(bridge b)--> y -> x --(XDP)--> OVS
 
 The link's veth therefore keeps its shaper, FIFO and marker on its egress, and its counters,
 exactly as with ``system`` ports: nothing that measures a port needs to know the port type.

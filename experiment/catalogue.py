@@ -70,11 +70,16 @@ def sections() -> tuple[Section, ...]:
     )
 
 
+def matches(title: str, which: str | None) -> bool:
+    """Whether ``which`` (``policies``, ``placement``, ``back``, ...) names the section ``title``."""
+    return not which or title.startswith(which) or any(word.startswith(which) for word in title.split())
+
+
 def render(which: str | None = None) -> str:
-    """The sections (or the one whose title starts with ``which``) as text for a terminal."""
+    """The sections (or those ``which`` names: :func:`matches`) as text for a terminal."""
     out = []
     for s in sections():
-        if which and not s.title.startswith(which):
+        if not matches(s.title, which):
             continue
         width = max(len(r[0]) for r in s.rows)
         out.append(f"{s.title} ({s.key}):")

@@ -113,6 +113,10 @@ class TopologyConfig:
 
     The builder checks its parameters' names and ranges; here each must be a finite number or a
     short string.
+
+    Attributes:
+        kind: the builder (:data:`topo.TOPOLOGIES`: ``fat_tree``, ``leaf_spine``, ``file``).
+        params: the builder's parameters, written beside ``kind`` in the file.
     """
 
     kind: str = rule_field(Name(_topology_kinds), "fat_tree")
@@ -128,6 +132,15 @@ class JobConfig:
     ``name`` names the job's worker output files, hence :data:`~experiment.config_rules.NAME_RE`.
     ``machines`` pins it: the machine of each rank, in rank order (a machine named twice hosts two
     ranks), for the ``pinned`` policy (:mod:`placement.pinned`); other policies ignore it.
+
+    Attributes:
+        name: the job's name, unique in the experiment (it names the job's files).
+        model: the model whose gradient buckets and compute time the job replays
+            (:data:`jobs.models.MODELS`; ``run_testbed.py list models``).
+        workers: the job's GPUs, one rank each.
+        collective: its allreduce: ``ring``, ``hd`` (halving-doubling), ``gloo`` or ``ina``.
+        arrival_s: when it is submitted, paper-scale seconds from the start of the policy's run.
+        machines: the machine of each rank, in rank order, for the ``pinned`` policy (others ignore it).
     """
 
     name: str = rule_field(Name())
@@ -378,7 +391,7 @@ class SimulatorConfig:
 
 @dataclasses.dataclass(frozen=True)
 class TimeShiftConfig:
-    """How a time-shifted job (Cassini's, ``shared/specs/cassini.md`` §5.4) is kept in phase on both
+    """How a time-shifted job (Cassini's time shifts) is kept in phase on both
     back ends (:class:`jobs.phase.PhaseKeeper`): it counts as drifted when ``drift_window``
     iterations in a row start more than ``max(drift_floor_ms, drift_fraction x its iteration
     time)`` from their aligned instants (paper-scale ms), and is then re-aligned unless
@@ -388,6 +401,14 @@ class TimeShiftConfig:
     the line back, and the line restretches when the slowest pace changes by more than
     ``pace_tolerance``; without it each job keeps the wall clock alone and waits for its next
     instant after a window of drift.
+
+    Attributes:
+        drift_floor_ms: the smallest drift that counts, paper-scale ms.
+        drift_fraction: the drift that counts as a fraction of the job's iteration time, when larger.
+        drift_window: iterations in a row beyond the threshold that make a job drifted.
+        realign: re-align a drifted job (its phase errors are measured either way).
+        pace: keep a decision's jobs on one common line at the slowest job's pace.
+        pace_tolerance: the relative change of the slowest pace that restretches the line.
     """
 
     drift_floor_ms: float = rule_field(Real(0, 1_000_000), 2.0)
@@ -435,13 +456,14 @@ class CassiniConfig:
 
 @dataclasses.dataclass(frozen=True)
 class MltcpConfig:
-    """MLTCP's parameters (``shared/specs/cassini.md`` §6.4), used when ``congestion_control`` is an
+    """MLTCP's parameters, used when ``congestion_control`` is an
     MLTCP variant (:data:`MLTCP_CONGESTION_CONTROLS`).
 
     Attributes:
-        slope, intercept: ``F(bytes_ratio) = slope × bytes_ratio + intercept`` scales each flow's
-            window growth (Reno's additive increase; CUBIC's per-ACK increment and Reno-friendly
-            estimate); ``intercept > 0`` so that a flow starting its iteration is never starved.
+        slope: ``F(bytes_ratio) = slope × bytes_ratio + intercept`` scales each flow's window growth
+            (Reno's additive increase; CUBIC's per-ACK increment and Reno-friendly estimate).
+        intercept: F's value at the start of an iteration; above 0, so that a flow starting its
+            iteration is never starved.
         idle_gap_ms: a flow that sends again after this long without an ACK starts a new iteration
             (the idle-gap rule); paper-scale (virtual) ms, dilated on the emulator. Above the RTT and
             the pauses between a collective's steps, below the compute phase.

@@ -1,0 +1,42 @@
+"""The documentation: the configuration reference is generated from the declared rules and current,
+and every relative link of the README and docs/ points at a file of the repository."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from conftest import ROOT
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def _pages() -> list[str]:
+    docs = os.path.join(ROOT, "docs")
+    return [os.path.join(ROOT, "README.md")] + sorted(os.path.join(docs, n) for n in os.listdir(docs)
+                                                      if n.endswith(".md"))
+
+
+def test_configuration_reference_is_generated_and_describes_every_field():
+    from experiment.config import ExperimentConfig
+    from experiment.config_reference import missing_descriptions, render
+
+    assert missing_descriptions(ExperimentConfig) == []
+    with open(os.path.join(ROOT, "docs", "configuration.md")) as f:
+        assert f.read() == render(), "docs/configuration.md is stale: python -m experiment.config_reference > it"
+
+
+def test_relative_links_resolve_and_nothing_points_outside_the_repository():
+    bad = []
+    for page in _pages():
+        with open(page) as f:
+            text = f.read()
+        for target in LINK.findall(text):
+            if re.match(r"[a-z]+:", target):
+                continue  # a URL
+            path = os.path.normpath(os.path.join(os.path.dirname(page), target))
+            if not path.startswith(ROOT + os.sep) or not os.path.exists(path):
+                bad.append(f"{os.path.relpath(page, ROOT)}: {target}")
+        if "../shared" in text:
+            bad.append(f"{os.path.relpath(page, ROOT)}: names ../shared")
+    assert bad == []
