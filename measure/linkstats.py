@@ -77,7 +77,12 @@ def _json_lines(path: str):
 
 
 class LinkSeries(Series):
-    """Cumulative bytes per directed link over wall-clock time, from the controller's samples."""
+    """Cumulative bytes per directed link over wall-clock time, from the controller's samples.
+
+    Each directed link has one counter: the sending switch's transmit counter, or, on a link from a
+    machine, the receiving switch's receive counter. (A link between two switches is seen by both;
+    their two counters differ by what is in flight, so mixing them would make the series step back.)
+    """
 
     def __init__(self, g, stats_path: str):
         super().__init__()
@@ -88,7 +93,8 @@ class LinkSeries(Series):
                 continue
             sw, nbr = key
             self.add((sw, nbr), s["t"], s["tx_bytes"])
-            self.add((nbr, sw), s["t"], s["rx_bytes"])
+            if g.nodes[nbr]["role"] != "switch":
+                self.add((nbr, sw), s["t"], s["rx_bytes"])
 
     def bytes_between(self, link: tuple[str, str], t0: float, t1: float) -> float | None:
         """Bytes that crossed ``link`` between ``t0`` and ``t1`` (None when not covered by samples)."""
