@@ -11,6 +11,7 @@
     python run_testbed.py validate RUN_DIR --estimates my_sim.csv   # your simulator against a run
     python run_testbed.py validate RUN_DIR --simulator latency_us=60,token_buckets=true
                                                         # the run re-simulated with other options, against it
+    python run_testbed.py report RUN_DIR                # a saved run's tables again, its JCT CDF and link picture drawn
     python run_testbed.py calibrate RUN_DIR             # the simulator's latency and ECN mark share, fitted to a run
     python run_testbed.py sweep -c experiments/x.yaml --vary topology.oversubscription=1,2,4,8,20 --seeds 1-10
                                                         # one parameter x seeds on the simulator, no root
@@ -258,6 +259,25 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    """A saved run's tables (``report.txt``) again, and the plots its files allow drawn (again); no root."""
+    from experiment.report_files import write_file_plots
+
+    path = os.path.join(args.run_dir, "report.txt")
+    try:
+        with open(path) as f:
+            text = f.read()
+    except (FileNotFoundError, NotADirectoryError):
+        raise ConfigError(f"{args.run_dir}: not a finished run's directory (no report.txt)") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read it: {e}") from None
+    print(text, end="")
+    with results.handed_to_invoker(args.run_dir):
+        plots = write_file_plots(args.run_dir)
+    print(f"\nplots: {', '.join(plots) if plots else 'none (no JCT distribution or link measurements to draw)'}")
+    return 0
+
+
 def cmd_list(args) -> int:
     """What a config can name: topologies, models, collectives, policies, schedulers, back ends."""
     from experiment.catalogue import matches, render, sections
@@ -294,7 +314,7 @@ def _one_line(e: Exception) -> str:
     return " | ".join(line for line in str(e).splitlines() if line.strip())
 
 
-COMMANDS = ("run", "check", "list", "clean", "validate", "calibrate", "sweep")
+COMMANDS = ("run", "check", "list", "report", "clean", "validate", "calibrate", "sweep")
 
 EPILOG = f"""\
 run (the default command) takes:
@@ -349,6 +369,10 @@ def _parser() -> argparse.ArgumentParser:
                                                          "policies and schedulers with their keywords, back ends")
     lst.add_argument("what", nargs="?", help="one section: topologies, models, collectives, policies, schedulers, "
                                              "back")
+    report = sub.add_parser("report", parents=[common],
+                            help="a saved run's tables again, and its JCT distribution and link utilisation plots "
+                                 "drawn from its files (no root needed)")
+    report.add_argument("run_dir", help="a run's results directory (results/<timestamp>-<name>)")
     sub.add_parser("clean", parents=[common],
                    help="undo the recorded changes of runs that were killed (nothing else)")
     validate = sub.add_parser("validate", parents=[common],
@@ -404,8 +428,8 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, _interrupt)
     try:
-        return {"run": cmd_run, "check": cmd_check, "list": cmd_list, "clean": cmd_clean, "validate": cmd_validate,
-                "calibrate": cmd_calibrate, "sweep": cmd_sweep}[args.command](args)
+        return {"run": cmd_run, "check": cmd_check, "list": cmd_list, "report": cmd_report, "clean": cmd_clean,
+                "validate": cmd_validate, "calibrate": cmd_calibrate, "sweep": cmd_sweep}[args.command](args)
     except TestbedError as e:
         if args.verbose:
             traceback.print_exc()

@@ -51,6 +51,7 @@ from experiment.efficiency import distribution_efficiency, jct_lines
 from experiment.ina_results import InaJobResult, InaResult
 from experiment.interleaving import HOLD, OVERLAP_THRESHOLD, interleaving
 from experiment.measurements import PolicyResult
+from experiment.report_files import write_file_plots
 from experiment.summary import JobSummary, PolicySummary, all_comparisons, all_mark_comparisons, completion_figures
 from experiment.tables import format_table
 from experiment.timeline import format_marks, mean_marks, plot_timelines
@@ -603,6 +604,7 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
     plots += plot_timelines(run_dir, {spec: r.timeline for spec, r in runs.items()})
     if measured:
         plots += write_queue_report(run_dir, measured)
+    plots += write_file_plots(run_dir)
     print("\n" + text, file=stream)
     files = ["summary.json", "summary.csv", "jobs.csv", "link_bytes.csv", "link_checks.csv", "report.txt"]
     files += ["queues.csv"] if measured else []

@@ -1,0 +1,60 @@
+"""Plots drawn from a run directory's files (experiment.report_files) and `run_testbed.py report RUN_DIR`."""
+
+from __future__ import annotations
+
+import csv
+
+from test_cli import assert_clean_error, run_cli
+
+from experiment.report_files import MIN_CDF_JOBS, jct_by_policy, layout, link_utilisation, write_file_plots
+from topo import fat_tree
+from topo.io import write_topology_json
+
+
+def _run_dir(tmp_path, jobs_per_policy: int):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "report.txt").write_text("Per policy\npolicy  comm mean s\nconsolidate  0.3\n")
+    with open(run / "jobs.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["policy", "job", "jct_s", "duration_s"])
+        for policy, k in (("consolidate", 1.0), ("spread", 2.0)):
+            for i in range(jobs_per_policy):
+                w.writerow([policy, f"j{i}", k * (10 + i), 10 + i])
+            w.writerow([policy, "unfinished", "", 5])
+    g = fat_tree(4)
+    write_topology_json(g, str(run / "topology.json"))
+    with open(run / "link_bytes.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["policy", "wave", "src", "dst", "window_utilisation"])
+        w.writerows([["spread", 0, "a1", "c1", 0.4], ["spread", 1, "a1", "c1", 0.7], ["spread", 0, "c1", "a1", 0.9],
+                     ["spread", 0, "h1", "e1", -1e-6], ["consolidate", 0, "h1", "e1", ""]])
+    return run
+
+
+def test_figures_come_from_the_files(tmp_path):
+    run = _run_dir(tmp_path, MIN_CDF_JOBS)
+    jcts = jct_by_policy(str(run))
+    assert len(jcts["spread"]) == MIN_CDF_JOBS and jcts["spread"][0] == (20.0, 2.0)  # the unfinished job left out
+    util = link_utilisation(str(run))
+    assert util == {"spread": {frozenset(("a1", "c1")): 0.9, frozenset(("h1", "e1")): 0.0}}
+    pos = layout([{"id": "h1", "role": "machine"}, {"id": "e1", "role": "switch", "tier": "edge"},
+                  {"id": "c1", "role": "switch", "tier": "core"}, {"id": "h2", "role": "machine"}])
+    assert pos["h1"][1] < pos["e1"][1] < pos["c1"][1] and pos["h1"][0] < pos["h2"][0]
+    assert sorted(p.rsplit("/", 1)[1] for p in write_file_plots(str(run))) == ["jct_cdf.png", "links.png"]
+
+
+def test_few_jobs_draw_no_distribution_and_missing_files_draw_nothing(tmp_path):
+    run = _run_dir(tmp_path, MIN_CDF_JOBS - 1)
+    assert [p.rsplit("/", 1)[1] for p in write_file_plots(str(run))] == ["links.png"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert write_file_plots(str(empty)) == []
+
+
+def test_report_command_shows_the_tables_and_draws_the_plots(tmp_path):
+    run = _run_dir(tmp_path, MIN_CDF_JOBS)
+    cp = run_cli("report", str(run))
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.startswith("Per policy\n") and "jct_cdf.png" in cp.stdout and (run / "links.png").exists()
+    assert_clean_error(run_cli("report", str(tmp_path / "nope")), "not a finished run's directory (no report.txt)")
