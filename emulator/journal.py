@@ -313,7 +313,8 @@ def struct_ops_in_use(name: str) -> list[tuple[int, dict]] | None:
                 map_id = entry["bpf_map_info"]["id"]
                 continue
             value = next(iter(entry.values()))
-            if value["common"]["state"] == STRUCT_OPS_IN_USE:
+            # the state sits in ``common`` from Linux 6.9, at the value's top level before (6.1)
+            if value.get("common", value)["state"] == STRUCT_OPS_IN_USE:
                 out.append((map_id, value))
         return out
     except (ValueError, KeyError, TypeError, StopIteration):

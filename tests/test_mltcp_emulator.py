@@ -99,6 +99,12 @@ def test_an_unregistered_struct_ops_a_socket_still_holds_is_not_registered(monke
     assert not any("unregister" in argv for argv in calls)
     answers["dump"] = answers["dump"].replace("TOBEFREE", "INUSE")
     assert [map_id for map_id, _ in journal.struct_ops_in_use("mltcp_cubic")] == [7]
+    # Linux before 6.9 (the VM's 6.1): refcnt and state at the value's top level, no ``common``
+    answers["dump"] = ('[{"bpf_map_info": {"id": 9, "name": "mltcp_cubic"}}, {"bpf_struct_ops_tcp_congestion_ops": '
+                       '{"refcnt": {"refs": {"counter": 1}}, "state": "BPF_STRUCT_OPS_STATE_INUSE", '
+                       '"data": {"init": "void (struct sock *) mcubic_init/prog_id:70"}}}]')
+    assert [map_id for map_id, _ in journal.struct_ops_in_use("mltcp_cubic")] == [9]
+    assert registered("mltcp_cubic")
 
 
 @needs_tools
