@@ -17,7 +17,7 @@ Prints three tables:
    virtual queue stood above K. RED marks on (an average of) the real queue, the BPF marker on
    the virtual one, so the shares above K say how far apart the two markers must be.
 
-    sudo .venv/bin/python bench/ecn.py [--seconds 5] [--skip overhead,k,capacity,red] [--switch-ports afxdp]
+    sudo .venv/bin/python bench/ecn.py [--seconds 5] [--skip overhead,k,capacity,red] [--rate 20] [--switch-ports afxdp]
 """
 
 from __future__ import annotations
@@ -184,8 +184,8 @@ def _quantiles(values: list[float]) -> str:
     return f"{statistics.median(ordered) / 1000:.1f} / {ordered[int(0.9 * (len(ordered) - 1))] / 1000:.1f}"
 
 
-def bench_red_beside_bpf(tmp: str, seconds: float) -> None:
-    rate, k = 20.0, 30000
+def bench_red_beside_bpf(tmp: str, seconds: float, rate: float = 20.0) -> None:
+    k = 30000
     params = marking_params(k, 0, 0, 1.0, rate, QUEUE_PACKETS, 1500)
     bucket = params.burst_bytes
     methods = ["red", "bpf"] if qdisc_probe().get("red") else ["bpf"]
@@ -212,15 +212,20 @@ def bench_red_beside_bpf(tmp: str, seconds: float) -> None:
         real = [r["backlog_bytes"] for r in window]
         virtual = [max(0.0, r["vq_backlog_ns"] * rate / 8e3 - bucket) for r in window if "vq_backlog_ns" in r]
         pkts = after["sent_pkts"] - before["sent_pkts"]
+        # the port's own rate while it had a queue: what it sent over the sampled window, against its rate
+        sent = window[-1]["sent_bytes"] - window[0]["sent_bytes"] if len(window) > 1 else 0
+        port_rate = sent * 8 / 1e6 / (window[-1]["t"] - window[0]["t"]) if len(window) > 1 else 0.0
         per_kpkt[method] = 1000 * (marks1 - marks0) / max(1, pkts)
         interval = (window[-1]["t"] - window[0]["t"]) / max(1, len(window) - 1) if len(window) > 1 else 0.0
-        rows.append([method, f"{goodput:.1f}", str(pkts), str(marks1 - marks0), f"{per_kpkt[method]:.1f}",
+        rows.append([method, f"{goodput:.1f}", f"{port_rate / rate:.2f}", str(pkts), str(marks1 - marks0),
+                     f"{per_kpkt[method]:.1f}",
                      f"{len(window)} ({1000 * interval:.0f} ms)", _quantiles(real),
                      f"{sum(q > k for q in real) / max(1, len(real)):.0%}", _quantiles(virtual),
                      f"{sum(q > k for q in virtual) / max(1, len(virtual)):.0%}" if virtual else "-"])
     print(f"\n4. Kernel RED beside the BPF marker: h1, h5 -> h4 for {seconds:g} s, bottleneck e2 -> h4 at "
           f"{rate:g} Mbit/s, K = {k / 1000:g} kB, FIFO {QUEUE_PACKETS} packets, switch ports {SWITCH_PORTS}")
-    print(format_table(["marker", "goodput Mbit/s", "port pkts", "marks", "marks/1000 pkts", "samples (every)",
+    print(format_table(["marker", "goodput Mbit/s", "port rate / its rate", "port pkts", "marks", "marks/1000 pkts",
+                        "samples (every)",
                         "real queue kB median / p90", "real > K", "virtual queue kB median / p90", "virtual > K"],
                        rows))
     if "red" in per_kpkt:
@@ -233,6 +238,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=5.0, help="traffic time per measurement")
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: overhead, k, capacity, red")
+    ap.add_argument("--rate", type=float, default=20.0,
+                    help="part 4's bottleneck rate, Mbit/s (a slower machine keeps a port at its rate only at a lower "
+                         "one, as a run's dilation makes it)")
     ap.add_argument("--switch-ports", choices=("system", "afxdp"), default="system",
                     help="switch port type (afxdp only where the MTU allows it; MTU 9000 uses system)")
     args = ap.parse_args()
@@ -251,7 +259,7 @@ def main() -> int:
         if "capacity" not in skip:
             bench_capacity(tmp, args.seconds)
         if "red" not in skip:
-            bench_red_beside_bpf(tmp, args.seconds)
+            bench_red_beside_bpf(tmp, args.seconds, args.rate)
     return 0
 
 

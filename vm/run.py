@@ -92,7 +92,7 @@ STEPS = (
                                 f" && .venv/bin/python run_testbed.py run -c {GUEST_RESULTS}/vm-bpf.yaml "
                                 f"--results {GUEST_RESULTS}/bpf",
               f"{GUEST_CONFIG} with the BPF marker, for the marks side by side"),
-    GuestStep("bench-marks", f".venv/bin/python bench/ecn.py --skip overhead,k,capacity --seconds 10 "
+    GuestStep("bench-marks", f".venv/bin/python bench/ecn.py --skip overhead,k,capacity --rate 5 --seconds 20 "
                              f"| tee {GUEST_RESULTS}/bench-marks.txt",
               "kernel RED beside the BPF marker on one bottleneck, the real and virtual queues sampled"),
 )
