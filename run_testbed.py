@@ -233,7 +233,6 @@ def cmd_calibrate(args) -> int:
 def cmd_sweep(args) -> int:
     """Sweep one config field over values and seeds on the simulator (no root). Every point is
     validated before anything runs; the run directory is printed at the end."""
-    import functools
 
     from experiment import config
     from experiment.overrides import apply_settings
@@ -245,12 +244,12 @@ def cmd_sweep(args) -> int:
         cfg = dataclasses.replace(cfg, results_dir=args.results)
     vary = parse_vary(args.vary)
     seeds = parse_seeds(args.seeds) if args.seeds is not None else (cfg.seed,)
-    say = _say(args) if args.quiet else functools.partial(print, flush=True)
+    say = _say(args)
     try:
         with results.handed_to_invoker(cfg.results_dir):
             result = run_sweep(cfg, vary, seeds, policies=args.policy, reference=args.reference,
                                workers=args.workers, backend=args.backend, say=say, on=args.executor,
-                               address=args.dask_scheduler)
+                               address=args.dask_scheduler, say_table=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         print("interrupted: the sweep and its worker processes were stopped; the runs done so far are written",
               file=sys.stderr)

@@ -324,7 +324,7 @@ def _seeds_text(seeds: Sequence[int]) -> str:
 def run_sweep(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int], run_dir: str | None = None,
               policies: Sequence[str] | None = None, reference: str | None = None, workers: int = 1,
               say: Callable[[str], None] = print, on: str = "local", address: str | None = None,
-              backend: str = "sim") -> SweepResult:
+              backend: str = "sim", say_table: Callable[[str], None] | None = None) -> SweepResult:
     """Run every value x seed of the sweep on a back end and write its results (module docstring).
 
     Every point is validated before anything runs or any directory is made (:func:`sweep_points`).
@@ -342,11 +342,12 @@ def run_sweep(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int], run_dir: 
         policies: policy specs instead of the config's (validated as the config's are).
         reference: the policy JCTs are normalised to (default: the first ``netpack``, else the first).
         workers: points run at once (a local process pool, or a local Dask cluster's processes).
-        say: where progress lines and the table go.
+        say: where progress lines go.
         on: the executor (:data:`experiment.executors.EXECUTORS`: ``local`` or ``dask``).
         address: with ``dask``, a scheduler to run on instead of a local cluster.
         backend: the back end every point runs on (``experiment.BACKENDS``); one that runs one
             experiment at a time on this machine (the emulator) takes one worker, here.
+        say_table: where the table and the list of files go (default: ``say``).
 
     Returns:
         The rows and statistics.
@@ -408,9 +409,10 @@ def run_sweep(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int], run_dir: 
         results.write_status(run_dir, "failed", f"{type(e).__name__}: {e}")
         raise
     result = finish()
+    say_table = say_table or say
     for line in table_lines(result):
-        say(line)
-    say(f"written: {run_dir}/sweep.csv, sweep.json" + (", sweep.png" if os.path.exists(
+        say_table(line)
+    say_table(f"written: {run_dir}/sweep.csv, sweep.json" + (", sweep.png" if os.path.exists(
         os.path.join(run_dir, "sweep.png")) else ""))
     failed = [f"{r.policy} at {vary.label(r.value)} seed {r.seed}" for r in result.rows if r.error]
     results.finish(run_dir, failed, len(result.rows), "policy runs")

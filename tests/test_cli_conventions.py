@@ -122,3 +122,10 @@ def test_requirement_check_names_what_is_missing_or_wrong(tmp_path):
     ok = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "check_requirements.py"),
                          os.path.join(ROOT, "requirements.txt")], capture_output=True, text=True)
     assert ok.returncode == 0 and ok.stderr == "", ok.stderr
+
+
+def test_a_quiet_sweep_prints_its_table_but_no_progress(tmp_path):
+    cp = run_cli("sweep", "-q", "--vary", "iterations=1,2", "--set", "policies=[consolidate, spread]",
+                 "--results", str(tmp_path), timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    assert "[1/2]" not in cp.stdout and "written:" in cp.stdout and "consolidate" in cp.stdout
