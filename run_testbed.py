@@ -233,7 +233,6 @@ def cmd_calibrate(args) -> int:
 def cmd_sweep(args) -> int:
     """Sweep one config field over values and seeds on the simulator (no root). Every point is
     validated before anything runs; the run directory is printed at the end."""
-
     from experiment import config
     from experiment.overrides import apply_settings
     from experiment.sweep import run_sweep
@@ -271,8 +270,11 @@ def cmd_report(args) -> int:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: cannot read it: {e}") from None
     print(text, end="")
-    with results.handed_to_invoker(args.run_dir):
-        plots = write_file_plots(args.run_dir)
+    try:
+        with results.handed_to_invoker(args.run_dir):
+            plots = write_file_plots(args.run_dir)
+    except OSError as e:
+        raise ConfigError(f"{args.run_dir}: cannot write its plots: {e}") from None
     print(f"\nplots: {', '.join(plots) if plots else 'none (no JCT distribution or link measurements to draw)'}")
     return 0
 

@@ -653,6 +653,16 @@ def ce_received(raw: bytes) -> int | None:
     return received if options & TCPI_OPT_ECN else None
 
 
+def received_ce_supported() -> bool:
+    """Whether this kernel's ``TCP_INFO`` reaches ``tcpi_received_ce`` (Linux 6.18 and later), asked
+    of a loopback connection in the calling process's network namespace."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        with socket.create_connection(srv.getsockname()) as c:
+            return len(c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 512)) >= TCP_INFO_CE.size
+
+
 def ce_counts(socks: list[socket.socket]) -> tuple[int | None, ...]:
     """Each connection's :func:`ce_received`, now."""
     return tuple(ce_received(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_CE.size)) for s in socks)

@@ -12,6 +12,14 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCALE = 500.0  # 10 Gbit/s paper-scale links -> 20 Mbit/s emulated
+ECN_QUEUE_PACKETS = 100  # the FIFO under each shaper in the ECN tests
+
+
+def ecn_marking(threshold_bytes: float):
+    """The ECN tests' marking: step marking at ``threshold_bytes`` for a port of any rate (MTU 1500)."""
+    from measure.marking import marking_params
+
+    return lambda rate: marking_params(threshold_bytes, 0, 0, 1.0, rate, ECN_QUEUE_PACKETS, 1500)
 CONTROLLER_MARKER = "controller.serve"
 MININET_SHELL_MARKER = "-is mininet:"  # the shell Mininet starts for every node
 

@@ -4,25 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import stat
 import statistics
 import subprocess
 import time
 
 import pytest
-from conftest import SCALE, leftovers
+from conftest import ECN_QUEUE_PACKETS, SCALE, ecn_marking, leftovers
 
 pytestmark = pytest.mark.emulation
 
 RATE_MBPS = 20.0
-QUEUE_PACKETS = 100
-
-
-def _marking(threshold_bytes: float):
-    from measure.marking import marking_params
-
-    return lambda rate: marking_params(threshold_bytes, 0, 0, 1.0, rate, QUEUE_PACKETS, 1500)
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +30,8 @@ def ecn_net(emulation_ok, tmp_path_factory):
         pytest.skip(f"BPF ECN marker: {why}")
     build()
     run_dir = str(tmp_path_factory.mktemp("ecn"))
-    net = EmulatedNetwork(fat_tree(4), run_dir, NetOptions(scale=SCALE, queue_packets=QUEUE_PACKETS,
-                                                           ecn=ecn_marker("bpf"), marking=_marking(30000)))
+    net = EmulatedNetwork(fat_tree(4), run_dir, NetOptions(scale=SCALE, queue_packets=ECN_QUEUE_PACKETS,
+                                                           ecn=ecn_marker("bpf"), marking=ecn_marking(30000)))
     with net:
         yield net
     assert leftovers() == []
@@ -103,7 +95,7 @@ def test_shared_bottleneck_marks_and_receiver_sees_ce(ecn_net):
     assert abs(r["ce"] - r["marks"][port]) <= 0.05 * r["marks"][port], (r["ce"], r["marks"][port])
     assert 0.8 * RATE_MBPS < r["goodput_mbps"] <= 1.02 * RATE_MBPS, r["goodput_mbps"]
     checked = {d.link: d for d in link_checks(read_queue_samples(r["samples"]), ecn_net.rates,
-                                                  queue_packets=QUEUE_PACKETS)}
+                                                  queue_packets=ECN_QUEUE_PACKETS)}
     assert {d.check for d in checked.values()} == {"virtual-queue"}
     # At least half of the 6 s incast's 0.25 s samples (a VM under software emulation reads counters slower)
     assert checked["e2->h4"].max_lag_bytes is not None and checked["e2->h4"].samples >= 12, checked["e2->h4"]
@@ -121,21 +113,21 @@ def test_port_slower_than_its_rate_is_flagged(ecn_net):
     port = ecn_net.switch_intfs[("e2", "h4")]
     fast = 1.5 * RATE_MBPS
     try:
-        ecn_net.marker.configure({port: (fast, _marking(30000)(fast))})
+        ecn_net.marker.configure({port: (fast, ecn_marking(30000)(fast))})
         r = _incast(ecn_net, ["h1", "h5"], "h4", seconds=4.0)
     finally:
-        ecn_net.marker.configure({port: (RATE_MBPS, _marking(30000)(RATE_MBPS))})
+        ecn_net.marker.configure({port: (RATE_MBPS, ecn_marking(30000)(RATE_MBPS))})
     rates = {**ecn_net.rates, ("e2", "h4"): fast}
     samples = read_queue_samples(r["samples"])
-    checked = {d.link: d for d in link_checks(samples, rates, queue_packets=QUEUE_PACKETS)}
+    checked = {d.link: d for d in link_checks(samples, rates, queue_packets=ECN_QUEUE_PACKETS)}
     # The check flags a lag beyond each sample's tolerance (what the port sends while its two
     # counters are read) by more than its limit; a machine that reads them too far apart (a VM
     # under software emulation) cannot show that within the FIFO, and the control cannot run there.
     rows = [row for row in samples[("e2", "h4")] if row.get("vq_read_skew_s") is not None]
     tolerance = statistics.median(lag_tolerance_bytes(row, fast, 1500) for row in rows)
-    if tolerance + checked["e2->h4"].limit_bytes >= QUEUE_PACKETS * frame_bytes(1500):
+    if tolerance + checked["e2->h4"].limit_bytes >= ECN_QUEUE_PACKETS * frame_bytes(1500):
         pytest.skip(f"the port's counters were read {statistics.median(x['vq_read_skew_s'] for x in rows) * 1e3:.0f}"
-                    f" ms apart (median): a lag the check flags does not fit in the {QUEUE_PACKETS}-packet FIFO")
+                    f" ms apart (median): a lag the check flags does not fit in the {ECN_QUEUE_PACKETS}-packet FIFO")
     assert not checked["e2->h4"].ok and checked["e2->h4"].limit_ratio > 1, checked["e2->h4"]
     assert [d.link for d in checked.values() if not d.ok] == ["e2->h4"], [
         d for d in checked.values() if not d.ok]
@@ -147,12 +139,12 @@ def test_threshold_above_the_queue_produces_no_marks(ecn_net):
     from emulator.ecn import port_config_bytes
 
     port = ecn_net.switch_intfs[("e2", "h4")]
-    high = _marking(QUEUE_PACKETS * 1514)
+    high = ecn_marking(ECN_QUEUE_PACKETS * 1514)
     try:
         ecn_net.marker.configure({port: (RATE_MBPS, high(RATE_MBPS))})
         r = _incast(ecn_net, ["h1", "h5"], "h4", seconds=4.0)
     finally:
-        ecn_net.marker.configure({port: (RATE_MBPS, _marking(30000)(RATE_MBPS))})
+        ecn_net.marker.configure({port: (RATE_MBPS, ecn_marking(30000)(RATE_MBPS))})
     assert r["marks"][port] == 0 and r["ce"] == 0, r
     assert r["ports"][port]["max_backlog_ns"] > 1e9 * 30000 * 8 / (RATE_MBPS * 1e6)  # deeper than the low K
     assert len(port_config_bytes(high(RATE_MBPS), RATE_MBPS)) == 48
@@ -198,7 +190,9 @@ def test_two_jobs_sharing_a_bottleneck_are_both_marked(ecn_net, tmp_path):
     # loaded machine makes them (30% of a job's marks in one run, most above 40%). That the sum over
     # all connections is the marker's count is checked above (receiver_ce_total). A kernel before 6.18
     # (the VM's 6.1) has no tcpi_received_ce: no rank can count, and every iteration says so (None).
-    counts = _kernel_counts_received_ce()
+    from jobs.agent import received_ce_supported
+
+    counts = received_ce_supported()
     for job in ("a", "b"):
         recs = [r for r in wave.records if r.job == job]
         assert len(recs) == 2 * cfg.iterations, recs
@@ -208,17 +202,6 @@ def test_two_jobs_sharing_a_bottleneck_are_both_marked(ecn_net, tmp_path):
         assert all(r.ecn_marks is not None for r in recs), recs
         per_iteration, total = sum(r.ecn_marks for r in recs), ecn["jobs"][job]["marks"]
         assert 0 < per_iteration <= total, (job, per_iteration, total)
-
-
-def _kernel_counts_received_ce() -> bool:
-    """Whether this kernel's ``TCP_INFO`` reaches ``tcpi_received_ce`` (Linux 6.18 and later)."""
-    from jobs.agent import TCP_INFO_CE
-
-    with socket.socket() as srv:
-        srv.bind(("127.0.0.1", 0))
-        srv.listen()
-        with socket.create_connection(srv.getsockname()) as c:
-            return len(c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 512)) >= TCP_INFO_CE.size
 
 
 def test_marker_detaches_from_interfaces_that_remain(emulation_ok):
@@ -235,7 +218,7 @@ def test_marker_detaches_from_interfaces_that_remain(emulation_ok):
     try:
         marker = BpfMarker()
         try:
-            marker.start({a: (RATE_MBPS, _marking(30000)(RATE_MBPS)), b: (RATE_MBPS, _marking(30000)(RATE_MBPS))})
+            marker.start({a: (RATE_MBPS, ecn_marking(30000)(RATE_MBPS)), b: (RATE_MBPS, ecn_marking(30000)(RATE_MBPS))})
             pin_dir = marker.pin_dir
             assert pin_dir in stale_pin_dirs()
             prog = json.loads(subprocess.run(["bpftool", "-j", "prog", "show", "pinned", f"{pin_dir}/prog"],

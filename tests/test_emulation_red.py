@@ -7,8 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import SCALE, leftovers
-from test_emulation_ecn import QUEUE_PACKETS, _marking
+from conftest import ECN_QUEUE_PACKETS, SCALE, ecn_marking, leftovers
 
 pytestmark = pytest.mark.emulation
 
@@ -24,8 +23,9 @@ def test_red_path_marks_where_the_kernel_has_red(emulation_ok, tmp_path):
 
     if not detect()["qdiscs"].get("red"):
         pytest.skip("the kernel has no sch_red (RED qdisc): the RED marking path cannot run here")
-    with EmulatedNetwork(fat_tree(4), str(tmp_path), NetOptions(scale=SCALE, queue_packets=QUEUE_PACKETS,
-                                                                ecn=ecn_marker("red"), marking=_marking(30000))) as net:
+    options = NetOptions(scale=SCALE, queue_packets=ECN_QUEUE_PACKETS, ecn=ecn_marker("red"),
+                         marking=ecn_marking(30000))
+    with EmulatedNetwork(fat_tree(4), str(tmp_path), options) as net:
         port = net.switch_intfs[("e2", "h4")]
         sampler = PortSampler(str(tmp_path / "q.jsonl"), net.port_links(), None, 0.25)
         from emulator.flows import netstat_counters
