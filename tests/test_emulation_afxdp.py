@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from conftest import SCALE, leftovers
-from test_emulation_ecn import QUEUE_PACKETS, RATE_MBPS, _incast, _marking
+from conftest import ECN_QUEUE_PACKETS, SCALE, ecn_marking, leftovers
+from test_emulation_ecn import RATE_MBPS, _incast
 
 pytestmark = pytest.mark.emulation
 
@@ -31,7 +31,7 @@ def test_afxdp_ports_shape_mark_and_clean_up(emulation_ok, tmp_path):
     assert detect()["afxdp_missing"] is None
     build()
     before = _pmd_maxsleep()
-    opts = NetOptions(scale=SCALE, queue_packets=QUEUE_PACKETS, ecn=ecn_marker("bpf"), marking=_marking(30000),
+    opts = NetOptions(scale=SCALE, queue_packets=ECN_QUEUE_PACKETS, ecn=ecn_marker("bpf"), marking=ecn_marking(30000),
                       switch_ports=switch_ports("afxdp"))
     with EmulatedNetwork(fat_tree(4), str(tmp_path), opts) as net:
         port = net.switch_intfs[("e2", "h4")]
