@@ -161,8 +161,7 @@ def bench_capacity(tmp: str, seconds: float) -> None:
 def port_qdisc(port: str) -> dict:
     """The counters of one port's FIFO under its shaper (``tc -s qdisc show dev``, which names no device)."""
     cp = subprocess.run(["tc", "-s", "-j", "qdisc", "show", "dev", port], capture_output=True, text=True)
-    qdiscs = [{**q, "dev": port} for q in json.loads(cp.stdout or "[]")]
-    return parse_tc_qdiscs(json.dumps(qdiscs)).get(port, {})
+    return parse_tc_qdiscs(cp.stdout, dev=port).get(port, {})
 
 
 def sample_port(net, port: str, stop: threading.Event, interval_s: float = 0.005) -> list[dict]:

@@ -68,6 +68,14 @@ def _check_type(what: str, key: str, value, default, error):
     return value
 
 
+def spec_keywords(cls, context=()) -> dict[str, inspect.Parameter]:
+    """The parameters of ``cls``'s constructor a spec string may set: its named parameters but ``self``,
+    ``seed`` (the experiment's) and those the run gives as ``context``."""
+    params = inspect.signature(cls.__init__).parameters
+    return {k: p for k, p in params.items() if k not in ("self", "seed", *context)
+            and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+
+
 def build_from_spec(registry: dict, spec: str, seed: int, kind: str, noun: str,
                     error: type[TestbedError], context: dict | None = None):
     """Instantiate ``registry[name](seed=seed, **kwargs)`` from a spec string.
@@ -92,8 +100,7 @@ def build_from_spec(registry: dict, spec: str, seed: int, kind: str, noun: str,
     params = inspect.signature(cls.__init__).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     context = context or {}
-    valid = {k: p for k, p in params.items() if k not in ("self", "seed", *context)
-             and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    valid = spec_keywords(cls, context)
     what = f"{noun} {name!r}"
     for key in list(kwargs):
         if key == "seed" or key in context:

@@ -21,13 +21,14 @@ import time
 LEAF_HANDLE = "10:"  # the FIFO (or RED) under each port's shaper (TBF), see emulator.net
 
 
-def parse_tc_qdiscs(text: str, leaf_handle: str = LEAF_HANDLE) -> dict[str, dict]:
-    """The leaf qdisc counters per device from ``tc -s -j qdisc show`` output."""
+def parse_tc_qdiscs(text: str, leaf_handle: str = LEAF_HANDLE, dev: str | None = None) -> dict[str, dict]:
+    """The leaf qdisc counters per device from ``tc -s -j qdisc show`` output (``dev``: the device of
+    ``tc -s -j qdisc show dev DEV`` output, which names none)."""
     out = {}
     for q in json.loads(text or "[]"):
         if q.get("handle") != leaf_handle:
             continue
-        out[q["dev"]] = {"sent_bytes": q.get("bytes"), "sent_pkts": q.get("packets"), "drops": q.get("drops"),
+        out[q.get("dev", dev)] = {"sent_bytes": q.get("bytes"), "sent_pkts": q.get("packets"), "drops": q.get("drops"),
                          "backlog_bytes": q.get("backlog"), "backlog_pkts": q.get("qlen"),
                          "red_marked": q.get("marked")}
     return out

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
+
+from common.specs import spec_keywords
 
 Row = tuple[str, str, str]
 """``(name, details, description)``."""
@@ -24,25 +27,30 @@ class Section:
     rows: tuple[Row, ...]
 
 
+def first_sentence(text: str) -> str:
+    """Up to the first full stop followed by a space and a capital, or the whole text."""
+    m = re.search(r"\.\s+(?=[A-Z`(])", text)
+    return (text[:m.start() + 1] if m else text).strip()
+
+
+def summary(obj) -> str:
+    """The first sentence of the first paragraph of ``obj``'s docstring, on one line (empty without one)."""
+    return first_sentence(" ".join((inspect.getdoc(obj) or "").strip().split("\n\n")[0].split()))
+
+
 def first_line(obj) -> str:
-    """The first sentence of ``obj``'s docstring (empty when it has none)."""
-    paragraph = " ".join((inspect.getdoc(obj) or "").strip().split("\n\n")[0].split())
-    return paragraph.split(". ")[0].rstrip(".")
+    """:func:`summary` without its full stop, as a listing shows it."""
+    return summary(obj).rstrip(".")
 
 
-def _keywords(params, skip: tuple[str, ...]) -> str:
-    out = []
-    for name, p in params.items():
-        if name in skip or p.kind not in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
-            continue
-        out.append(name if p.default is inspect.Parameter.empty else f"{name}={p.default!r}")
-    return ", ".join(out) or "-"
+def _keywords(params: dict[str, inspect.Parameter]) -> str:
+    return ", ".join(name if p.default is inspect.Parameter.empty else f"{name}={p.default!r}"
+                     for name, p in params.items()) or "-"
 
 
-def spec_rows(registry: dict) -> tuple[Row, ...]:
-    """A row per class of a spec registry (policies, schedulers): its keywords and what it is."""
-    return tuple((name, _keywords(inspect.signature(cls.__init__).parameters, ("self", "seed", "context")),
-                  first_line(cls)) for name, cls in registry.items())
+def spec_rows(registry: dict, context: tuple[str, ...] = ()) -> tuple[Row, ...]:
+    """A row per class of a spec registry (policies, schedulers): its spec keywords and what it is."""
+    return tuple((name, _keywords(spec_keywords(cls, context)), first_line(cls)) for name, cls in registry.items())
 
 
 def sections() -> tuple[Section, ...]:
@@ -54,7 +62,8 @@ def sections() -> tuple[Section, ...]:
     from scheduling import SCHEDULERS
     from topo import TOPOLOGIES
 
-    topologies = tuple((kind, _keywords(inspect.signature(fn).parameters, ("limits", "name", "delay_us")),
+    topologies = tuple((kind, _keywords({k: p for k, p in inspect.signature(fn).parameters.items()
+                                         if k not in ("limits", "name", "delay_us")}),
                         first_line(fn)) for kind, fn in TOPOLOGIES.items())
     models = tuple((name, f"{m.param_bytes / 1e6:.1f} MB of gradients in {len(m.bucket_bytes)} buckets, "
                           f"{m.compute_time_s:g} s compute, batch {m.batch_size}", m.source.split(";")[0])
@@ -64,7 +73,7 @@ def sections() -> tuple[Section, ...]:
         Section("topologies", "topology.kind (its parameters beside it)", topologies),
         Section("models", "jobs[].model", models),
         Section("collectives", "jobs[].collective", collectives),
-        Section("placement policies", "policies (spec: name,key=value,...)", spec_rows(POLICIES)),
+        Section("placement policies", "policies (spec: name,key=value,...)", spec_rows(POLICIES, ("context",))),
         Section("schedulers", "scheduler (spec: name,key=value,...)", spec_rows(SCHEDULERS)),
         Section("back ends", "run --backend", tuple((name, "", text) for name, text in BACKEND_HELP.items())),
     )

@@ -16,6 +16,7 @@ import inspect
 import json
 import re
 
+from experiment.catalogue import first_sentence, summary
 from experiment.config_rules import Section
 
 HEADER = """\
@@ -44,12 +45,6 @@ def plain(text: str) -> str:
     """Docstring markup as Markdown: Sphinx roles and double back-quotes become code."""
     text = _ROLE.sub(lambda m: f"`{m.group(1)}`", text)
     return text.replace("``", "`").replace("|", "\\|")
-
-
-def first_sentence(text: str) -> str:
-    """Up to the first full stop followed by a space and a capital, or the whole text."""
-    m = re.search(r"\.\s+(?=[A-Z`(])", text)
-    return (text[:m.start() + 1] if m else text).strip()
 
 
 def described(doc: str, heading: str = "Attributes:") -> dict[str, str]:
@@ -166,8 +161,7 @@ def render() -> str:
         if cls is TopologyConfig:
             out += _topology_section()
             continue
-        summary = plain(first_sentence(" ".join((inspect.getdoc(cls) or "").split("\n\n")[0].split())))
-        out += [f"## {key.replace('[]', '')}", "", summary, ""]
+        out += [f"## {key.replace('[]', '')}", "", plain(summary(cls)), ""]
         nested: list[tuple[str, type]] = []
         out += _table(cls, f"{key}.", nested)
         out.append("")

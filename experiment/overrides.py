@@ -37,17 +37,17 @@ def parse_setting(text: str) -> tuple[tuple[str, ...], Any]:
     return path, value
 
 
-def _child(node: Any, step: str, key: str, last: bool) -> tuple[Any, Any]:
-    """The container and index ``step`` names under ``node``: a mapping's key (made where missing:
-    an unknown key is the config rules' to refuse, with their hint) or a list's index."""
+def _index(node: Any, step: str, key: str, last: bool) -> Any:
+    """The key or index ``step`` names in ``node``: a mapping's key (made where missing below the last
+    step: an unknown key is the config rules' to refuse, with their hint) or a list's index."""
     if isinstance(node, dict):
         if not last:
             node.setdefault(step, {})
-        return node, step
+        return step
     if isinstance(node, list):
         if not step.isdigit() or int(step) >= len(node):
             raise ConfigError(f"--set {key}: {step!r} is not an index of a list of {len(node)} (0-{len(node) - 1})")
-        return node, int(step)
+        return int(step)
     raise ConfigError(f"--set {key}: {step!r} is below a value, not a section")
 
 
@@ -64,10 +64,9 @@ def apply_settings(cfg: ExperimentConfig, settings: Sequence[str]) -> Experiment
     for text in settings:
         path, value = parse_setting(text)
         node, key = data, ".".join(path)
-        for i, step in enumerate(path):
-            container, index = _child(node, step, key, last=i == len(path) - 1)
-            node = container[index] if i < len(path) - 1 else None
-        container[index] = value
+        for step in path[:-1]:
+            node = node[_index(node, step, key, last=False)]
+        node[_index(node, path[-1], key, last=True)] = value
     try:
         return check_fields(from_dict(data))
     except ConfigError as e:

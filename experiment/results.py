@@ -74,9 +74,9 @@ def _invoker() -> tuple[int, int] | None:
 
 @contextlib.contextmanager
 def handed_to_invoker(base: str) -> Iterator[None]:
-    """Under ``sudo``, give what the block creates in the results directory ``base`` (and ``base``
-    the directories the block creates on the way to it) to the user who ran ``sudo``, also when the block fails; only
-    new entries are touched. Elsewhere a no-op."""
+    """Under ``sudo``, give what the block creates in the results directory ``base`` (and the
+    directories it creates on the way to ``base``) to the user who ran ``sudo``, also when the block
+    fails; only new entries are touched. Elsewhere a no-op."""
     owner = _invoker()
     if owner is None:
         yield

@@ -290,17 +290,17 @@ def plot_sweep(result: SweepResult, path: str) -> str | None:
 
 def run_point(point: SweepPoint, run_dir: str, backend: str = "sim") -> PointResult:
     """Run every policy of ``point`` on the back end named ``backend`` into ``run_dir/point.path``
-    through the one driver (:func:`experiment.driver.execute`); its progress lines and report go to
-    ``run.log`` there. Runs in a pool worker with ``workers > 1``."""
+    through the one driver (:func:`experiment.driver.execute`); its progress lines and report go only
+    to ``run.log`` there (the driver keeps it). Runs in a pool worker with ``workers > 1``."""
     from experiment import make_backend
     from experiment.driver import execute
 
     pdir = os.path.join(run_dir, point.path)
     os.makedirs(pdir, exist_ok=True)
     t0 = time.monotonic()
-    with open(os.path.join(pdir, "run.log"), "w", encoding="utf-8") as log:
-        out = execute(point.cfg, make_backend(backend), lambda line: print(line, file=log, flush=True), pdir,
-                      policy_specs(point.cfg), log, g=point.graph)
+    with open(os.devnull, "w") as quiet:
+        out = execute(point.cfg, make_backend(backend), lambda line: None, pdir, policy_specs(point.cfg), quiet,
+                      g=point.graph)
     outcomes = {spec: out.runs[spec].summary if spec in out.runs else out.unplaced[spec]
                 for spec in policy_specs(point.cfg)}
     return PointResult(point.value_index, point.seed, outcomes, time.monotonic() - t0)

@@ -129,3 +129,6 @@ def test_a_quiet_sweep_prints_its_table_but_no_progress(tmp_path):
                  "--results", str(tmp_path), timeout=300)
     assert cp.returncode == 0, cp.stderr
     assert "[1/2]" not in cp.stdout and "written:" in cp.stdout and "consolidate" in cp.stdout
+    (sweep_dir,) = tmp_path.iterdir()
+    log = (sweep_dir / "iterations=2" / "seed-1" / "run.log").read_text()
+    assert log.count("[1/2] policy consolidate") == 1 and log.count("Per policy") == 1, log
