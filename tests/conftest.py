@@ -20,6 +20,22 @@ def ecn_marking(threshold_bytes: float):
     from measure.marking import marking_params
 
     return lambda rate: marking_params(threshold_bytes, 0, 0, 1.0, rate, ECN_QUEUE_PACKETS, 1500)
+# A transfer's time over its bound: measured 1.03-1.17 for 2-machine rings at SCALE, processes or
+# containers, one machine or two; a ring whose traffic crossed a link twice, or whose two directions
+# took turns, would take twice its bound.
+MAX_STRUCTURE_RATIO = 1.5
+
+
+def ring_bound_ratio(net, machines, buckets, comm_s: float) -> float:
+    """A ring's measured communication time per iteration over its contention-free bound on
+    ``net``'s links (:func:`jobs.steps.job_bound_s`, bytes on the wire at the network's MTU)."""
+    from emulator.net import link_rates_mbps
+    from jobs.steps import job_bound_s
+
+    rates = link_rates_mbps(net.g, net.options.scale)
+    return comm_s / job_bound_s(net.g, rates, tuple(machines), "ring", tuple(buckets), net.options.mtu)
+
+
 CONTROLLER_MARKER = "controller.serve"
 MININET_SHELL_MARKER = "-is mininet:"  # the shell Mininet starts for every node
 
