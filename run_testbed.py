@@ -11,11 +11,13 @@
     python run_testbed.py validate RUN_DIR --estimates my_sim.csv   # your simulator against a run
     python run_testbed.py validate RUN_DIR --simulator latency_us=60,token_buckets=true
                                                         # the run re-simulated with other options, against it
-    python run_testbed.py report RUN_DIR                # a saved run's tables again, its JCT CDF and link picture drawn
+    python run_testbed.py report RUN_DIR                # a saved run's tables and plots rendered again from its files
     python run_testbed.py calibrate RUN_DIR             # the simulator's latency and ECN mark share, fitted to a run
     python run_testbed.py sweep -c experiments/x.yaml --vary topology.oversubscription=1,2,4,8,20 --seeds 1-10
                                                         # one parameter x seeds on the simulator, no root
                                                         # (--backend emu: on the emulator, as root)
+    python run_testbed.py reproduce titan-fig1          # a paper's headline result, ours beside the paper's
+    python run_testbed.py reproduce --list              # every reproduction, its figure and run time
     sudo python run_testbed.py clean                    # undo what a killed run recorded changing
 
 Exit codes: 0 done; 1 ``clean`` could not undo a recorded change (it stays recorded), or an internal
@@ -258,24 +260,43 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_report(args) -> int:
-    """A saved run's tables (``report.txt``) again, and the plots its files allow drawn (again); no root."""
-    from experiment.report_files import write_file_plots
+    """A saved run's tables and plots rendered again from its files (``summary.json``, the timelines,
+    the CSVs); ``report.txt`` is written where it is missing. No root."""
+    from experiment.rerender import load_run, redraw, render
 
+    saved = load_run(args.run_dir)
+    text = render(saved)
+    print(text)
     path = os.path.join(args.run_dir, "report.txt")
     try:
-        with open(path) as f:
-            text = f.read()
-    except (FileNotFoundError, NotADirectoryError):
-        raise ConfigError(f"{args.run_dir}: not a finished run's directory (no report.txt)") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read it: {e}") from None
-    print(text, end="")
-    try:
         with results.handed_to_invoker(args.run_dir):
-            plots = write_file_plots(args.run_dir)
+            if not os.path.exists(path):
+                with open(path, "w") as f:
+                    f.write(text + "\n")
+            plots = redraw(saved)
     except OSError as e:
         raise ConfigError(f"{args.run_dir}: cannot write its plots: {e}") from None
-    print(f"\nplots: {', '.join(plots) if plots else 'none (no JCT distribution or link measurements to draw)'}")
+    print(f"\nplots: {', '.join(os.path.basename(p) for p in plots) if plots else 'none (nothing to draw)'}")
+    return 0
+
+
+def cmd_reproduce(args) -> int:
+    """Run reproductions of the papers' headline results (or list them); ours beside the paper's."""
+    from reproduce import REPRODUCTIONS
+    from reproduce.run import catalogue_lines, run_reproduction
+
+    if args.list or not args.names:
+        print("\n".join(catalogue_lines()))
+        return 0
+    names = list(REPRODUCTIONS) if args.names == ["all"] else args.names
+    for name in names:
+        if name not in REPRODUCTIONS:
+            raise ConfigError(f"reproduce: no reproduction {name!r}; valid: {', '.join(REPRODUCTIONS)}, all")
+    say = _say(args)
+    with results.handed_to_invoker(args.results):
+        for name in names:
+            run_reproduction(name, args.results, backend=args.backend, workers=args.workers, say=say,
+                             say_table=lambda line: print(line, flush=True))
     return 0
 
 
@@ -315,7 +336,7 @@ def _one_line(e: Exception) -> str:
     return " | ".join(line for line in str(e).splitlines() if line.strip())
 
 
-COMMANDS = ("run", "check", "list", "report", "clean", "validate", "calibrate", "sweep")
+COMMANDS = ("run", "check", "list", "report", "clean", "validate", "calibrate", "sweep", "reproduce")
 
 EPILOG = f"""\
 run (the default command) takes:
@@ -331,6 +352,7 @@ examples:
   python run_testbed.py --backend sim -c experiments/trace.yaml
   python run_testbed.py check -c experiments/x.yaml --set topology.k=6
   python run_testbed.py list policies
+  python run_testbed.py reproduce netpack-fig12               # a paper's figure: ours beside the paper's
 
 exit codes: 0 done; 1 `clean` left a change recorded, or an internal error (a bug); 2 an error you
 can mend (one line on stderr); 3 a policy could not place every job; 130 interrupted (cleaned up).
@@ -371,8 +393,9 @@ def _parser() -> argparse.ArgumentParser:
     lst.add_argument("what", nargs="?", help="one section: topologies, models, collectives, policies, schedulers, "
                                              "back")
     report = sub.add_parser("report", parents=[common],
-                            help="a saved run's tables again, and its JCT distribution and link utilisation plots "
-                                 "drawn from its files (no root needed)")
+                            help="a saved run's tables and plots rendered again from its files (summary.json, "
+                                 "timelines, CSVs), with its JCT distribution and link utilisation plots (no root "
+                                 "needed)")
     report.add_argument("run_dir", help="a run's results directory (results/<timestamp>-<name>)")
     sub.add_parser("clean", parents=[common],
                    help="undo the recorded changes of runs that were killed (nothing else)")
@@ -410,6 +433,15 @@ def _parser() -> argparse.ArgumentParser:
                        help="sim: the flow-level simulator (no root); emu: the emulated network, one point after "
                             "another (root); default: %(default)s")
     sweep.add_argument("--results", help="results base directory (default: the config's results_dir)")
+    repro = sub.add_parser("reproduce", parents=[common],
+                           help="run a paper's headline result and print ours beside the paper's numbers, with the "
+                                "ratio and a plot (--list: every reproduction)")
+    repro.add_argument("names", nargs="*", metavar="NAME", help="reproductions to run (all: every one)")
+    repro.add_argument("--list", action="store_true", help="list the reproductions and what each compares")
+    repro.add_argument("--backend", choices=tuple(BACKENDS),
+                       help="run its experiments on this back end, where it offers a choice (default: its first)")
+    repro.add_argument("--workers", type=int, default=1, help="sweep points run at once (default: %(default)s)")
+    repro.add_argument("--results", default="results", help="results base directory (default: %(default)s)")
     return ap
 
 
@@ -430,7 +462,8 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, _interrupt)
     try:
         return {"run": cmd_run, "check": cmd_check, "list": cmd_list, "report": cmd_report, "clean": cmd_clean,
-                "validate": cmd_validate, "calibrate": cmd_calibrate, "sweep": cmd_sweep}[args.command](args)
+                "validate": cmd_validate, "calibrate": cmd_calibrate, "sweep": cmd_sweep,
+                "reproduce": cmd_reproduce}[args.command](args)
     except TestbedError as e:
         if args.verbose:
             traceback.print_exc()

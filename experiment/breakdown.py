@@ -57,6 +57,11 @@ class BucketComparison:
         """JSON/CSV form, with the error."""
         return {**dataclasses.asdict(self), "error_s": self.error_s}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> BucketComparison:
+        """The comparison :meth:`to_dict` wrote (its error is derived again)."""
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
+
 
 def bucket_kind(machines_by_rank: Sequence[str], collective: str, nbytes: int, mtu: int | None) -> str:
     """``small`` or ``large`` (:data:`BUCKET_KINDS`) for one bucket of ``nbytes`` of a job placed on

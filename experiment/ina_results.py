@@ -88,6 +88,16 @@ class InaJobResult:
                 "uplink_complete": self.uplink_complete, "uplink_bytes": self.uplink_bytes,
                 "uplink_bytes_unaggregated": self.uplink_bytes_unaggregated, "uplink_fraction": self.uplink_fraction}
 
+    @classmethod
+    def from_dict(cls, job: str, data: dict) -> InaJobResult:
+        """Job ``job``'s result as :meth:`to_dict` wrote it (the derived figures are derived again)."""
+        return cls(job=job, job_ids=tuple(data["job_ids"]), ps_host=data["ps_host"], leaves=tuple(data["leaves"]),
+                   root=data["root"], client=dict(data["client"]), ps=dict(data["ps"]),
+                   uplink=dict(data.get("uplink_packets", {})),
+                   uplink_unaggregated=dict(data.get("uplink_packets_unaggregated", {})),
+                   uplink_complete=data.get("uplink_complete", True),
+                   values_per_packet=data.get("values_per_packet", VALUES_PER_PACKET))
+
 
 @dataclasses.dataclass(frozen=True)
 class InaResult:
@@ -128,3 +138,12 @@ class InaResult:
                 "switches": list(self.switches), "aggregators": {s: dict(c) for s, c in self.aggregators.items()},
                 "parameter_servers": {h: dict(c) for h, c in self.parameter_servers.items()},
                 "jobs": {j: r.to_dict() for j, r in self.jobs.items()}, "cpu": dict(self.cpu)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> InaResult:
+        """The result :meth:`to_dict` wrote."""
+        return cls(used=data["used"], engine=data["engine"], why=data["why"], slots=data["slots"],
+                   switches=tuple(data["switches"]), aggregators={s: dict(c) for s, c in data["aggregators"].items()},
+                   parameter_servers={h: dict(c) for h, c in data["parameter_servers"].items()},
+                   jobs={j: InaJobResult.from_dict(j, r) for j, r in data["jobs"].items()},
+                   capacity=data.get("capacity"), cpu=dict(data.get("cpu", {})))

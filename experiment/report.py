@@ -591,17 +591,10 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
             for row in r.fidelity.links:
                 w.writerow([spec, *("" if getattr(row, c) is None else getattr(row, c) for c in cols)])
     timelines = {r.summary.policy: r.timeline for r in runs.values()}
-    text = summary_tables(summaries, caps.get("backend", "emu"), timelines)
-    if measured:
-        text += "\n\n" + validation_text(summaries, overall, by_class, split, marks)
-    for spec, why in unplaced.items():
-        text += f"\n\nPolicy {spec} could not place every job: {why}"
+    text = report_text(summaries, caps.get("backend", "emu"), timelines, bool(measured), unplaced)
     with open(os.path.join(run_dir, "report.txt"), "w") as f:
         f.write(text + "\n")
-    plots = write_plots(run_dir, summaries)
-    plots += write_validation_plot(run_dir, summaries, overall)
-    plots += write_buckets_plot(run_dir, buckets)
-    plots += plot_timelines(run_dir, {spec: r.timeline for spec, r in runs.items()})
+    plots = summary_plots(run_dir, summaries, timelines)
     if measured:
         plots += write_queue_report(run_dir, measured)
     plots += write_file_plots(run_dir)
@@ -612,6 +605,32 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
     files += ["ina.csv"] if any(s.ina is not None for s in summaries) else []
     print(f"\nresults: {run_dir} ({', '.join(files + [os.path.basename(p) for p in plots])})", file=stream,
           flush=True)
+
+
+def report_text(summaries: Sequence[PolicySummary], backend: str, timelines: Mapping[str, Sequence],
+                measured: bool, unplaced: Mapping[str, str]) -> str:
+    """``report.txt``: the summary tables, the simulator's validation against the measurements (when
+    the emulator measured), and the policies that could not place every job."""
+    text = summary_tables(summaries, backend, timelines)
+    if measured:
+        comparisons = all_comparisons(summaries)
+        split = error_split([b for s in summaries for b in s.buckets])
+        text += "\n\n" + validation_text(summaries, validation_stats(comparisons), stats_by_class(comparisons), split,
+                                         all_mark_comparisons(summaries))
+    for spec, why in unplaced.items():
+        text += f"\n\nPolicy {spec} could not place every job: {why}"
+    return text
+
+
+def summary_plots(run_dir: str, summaries: Sequence[PolicySummary], timelines: Mapping[str, Sequence]) -> list[str]:
+    """The plots drawn from the summaries and timelines alone: ``policies.png``, the validation and
+    bucket plots, ``timelines.png``. Returns the PNG paths."""
+    buckets = [b for s in summaries for b in s.buckets]
+    plots = write_plots(run_dir, summaries)
+    plots += write_validation_plot(run_dir, summaries, validation_stats(all_comparisons(summaries)))
+    plots += write_buckets_plot(run_dir, buckets)
+    plots += plot_timelines(run_dir, timelines)
+    return plots
 
 
 def write_plots(run_dir: str, summaries: Sequence[PolicySummary]) -> list[str]:
@@ -739,7 +758,8 @@ def validation_text(summaries: Sequence[PolicySummary], overall, by_class, split
 
 def write_validation_plot(run_dir: str, summaries: Sequence[PolicySummary], overall) -> list[str]:
     """``validation.png``: estimated against measured communication time of every comparable job,
-    one colour per policy, with the line of perfect agreement. Returns the paths written."""
+    one colour per policy, with the line of perfect agreement; and per policy, the mean over its
+    comparable jobs of each. Returns the paths written."""
     comparisons = all_comparisons(summaries)
     if not comparisons:
         return []
@@ -748,12 +768,21 @@ def write_validation_plot(run_dir: str, summaries: Sequence[PolicySummary], over
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 6))
+    fig, (ax, by_policy) = plt.subplots(1, 2, figsize=(12, 5.6), gridspec_kw={"width_ratios": [1, 1.1]})
+    means = []
     for i, s in enumerate(summaries):
         cs = [c for c in comparisons if c.policy == s.policy]
         if cs:
             ax.scatter([c.measured_s for c in cs], [c.estimated_s for c in cs], s=28, color=f"C{i % 10}",
                        label=s.policy)
+            means.append((s.policy, sum(c.measured_s for c in cs) / len(cs), sum(c.estimated_s for c in cs) / len(cs)))
+    x = range(len(means))
+    by_policy.bar([i - 0.2 for i in x], [m for _, m, _ in means], 0.4, label="testbed (measured)")
+    by_policy.bar([i + 0.2 for i in x], [e for _, _, e in means], 0.4, label="simulator (estimated)")
+    by_policy.set_xticks(list(x), [p for p, _, _ in means], rotation=20, ha="right", fontsize=8)
+    by_policy.set_ylabel("mean communication time per iteration of its comparable jobs (s)", fontsize=8)
+    by_policy.set_title("per policy", fontsize=9)
+    by_policy.legend(fontsize=8)
     hi = max(max(c.measured_s, c.estimated_s) for c in comparisons) * 1.1
     ax.plot([0, hi], [0, hi], color="0.5", lw=0.8)
     ax.set_xlim(0, hi)

@@ -8,10 +8,10 @@ Each back end builds a :class:`PolicySummary` of every policy it ran: the emulat
 does not measure is None (empty in the CSVs, "-" in the tables), never zero, and
 ``backend`` says which back end measured the rest; the report's writers read its attributes.
 :meth:`PolicySummary.to_dict` is the layout of a policy's entry in ``summary.json`` (and of
-``<policy>/summary.json``), which the run-directory readers (:mod:`experiment.export`,
-:mod:`experiment.estimates`) parse leniently, so older runs still
-load: no ``from_dict`` is needed. Definitions of the figures are in :mod:`experiment.report`.
-Times are virtual (paper-scale) seconds.
+``<policy>/summary.json``); :meth:`PolicySummary.from_dict` reads it back, for ``run_testbed.py
+report`` to render a saved run again (the run-directory readers :mod:`experiment.export` and
+:mod:`experiment.estimates` parse it leniently, so older runs still load). Definitions of the
+figures are in :mod:`experiment.report`. Times are virtual (paper-scale) seconds.
 """
 
 from __future__ import annotations
@@ -123,6 +123,14 @@ class JobSummary:
             "drift_threshold_s": self.drift_threshold_s, "realignments": self.realignments,
             "pace_stretch": self.pace_stretch,
         }
+
+    @classmethod
+    def from_dict(cls, job: str, data: Mapping) -> JobSummary:
+        """Job ``job``'s summary as :meth:`to_dict` wrote it (``summary.json``)."""
+        values = _fields(cls, data, skip=("job",))
+        values["machines"] = tuple(values["machines"])
+        values["contended_with"] = tuple(values["contended_with"])
+        return cls(job=job, **values)
 
     @property
     def shift_held(self) -> bool | None:
@@ -298,6 +306,23 @@ class PolicySummary:
             **({"ina": self.ina.to_dict()} if self.ina is not None else {}),
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping) -> PolicySummary:
+        """A policy's summary as :meth:`to_dict` wrote it (an entry of ``summary.json``'s ``policies``);
+        the figures it derives (``validation``) are derived again.
+
+        Raises:
+            KeyError, TypeError, ValueError: the entry is not one :meth:`to_dict` writes.
+        """
+        values = _fields(cls, data, skip=("jobs", "worst_link_check", "ina", "buckets"))
+        values.update(fidelity_reasons=tuple(values["fidelity_reasons"]), host_tcp=dict(values["host_tcp"]),
+                      link_check_methods=dict(values["link_check_methods"]))
+        check, ina = data["worst_link_check"], data.get("ina")
+        return cls(**values, jobs=tuple(JobSummary.from_dict(name, j) for name, j in data["jobs"].items()),
+                   worst_link_check=LinkCheck.from_dict(check) if check is not None else None,
+                   ina=InaResult.from_dict(ina) if ina is not None else None,
+                   buckets=tuple(BucketComparison.from_dict(b) for b in data.get("buckets", ())))
+
     @property
     def ina_packets_per_ps_packet(self) -> float | None:
         """Worker packets per packet reaching a PS over every INA job of the policy (None: no INA
@@ -307,6 +332,20 @@ class PolicySummary:
         sent = sum(j.client.get("sent", 0) for j in self.ina.jobs.values())
         received = sum(j.ps.get("received", 0) for j in self.ina.jobs.values())
         return sent / received if received else None
+
+
+def _fields(cls, data: Mapping, skip: Sequence[str]) -> dict:
+    """``cls``'s fields but ``skip`` from ``data``: required ones must be there, the others take their
+    defaults when absent."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        if f.name in data:
+            out[f.name] = data[f.name]
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise KeyError(f"{cls.__name__}: {f.name!r} is missing")
+    return out
 
 
 def all_comparisons(summaries: Sequence[PolicySummary]) -> list[Comparison]:

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from common.units import MEGA, TCP_IP_HEADER_BYTES
 from ina.protocol import VALUES_PER_PACKET
@@ -138,6 +138,11 @@ class LinkCheck:
     def to_dict(self) -> dict:
         """JSON form (``measurements.json``'s ``fidelity.links``): the fields this check fills."""
         return {k: v for k, v in self.__dict__.items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LinkCheck:
+        """The check :meth:`to_dict` wrote (fields it left out are None)."""
+        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
 
 
 def _worst_first(rows: list[LinkCheck]) -> list[LinkCheck]:

@@ -11,7 +11,7 @@ import networkx as nx
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("common", "backend", "measure", "topo", "placement", "scheduling", "sim", "jobs", "ina", "controller",
-            "experiment", "emulator", "vm")
+            "experiment", "emulator", "vm", "reproduce")
 """The product's top-level packages (``run_testbed.py`` sits above them all)."""
 
 PURE = ("common", "backend", "measure", "topo", "placement", "scheduling", "sim")
@@ -59,6 +59,15 @@ def test_the_experiment_package_never_imports_the_emulator():
     """``experiment`` reaches the emulator only through the back-end registry (by name, on demand)."""
     g = package_graph()
     assert not g.has_edge("experiment", "emulator"), g.edges["experiment", "emulator"]["files"]
+
+
+def test_reproductions_sit_above_the_experiment_and_reach_the_emulator_only_through_it():
+    """``reproduce`` runs experiments through the experiment package (the emulator by name, on demand)
+    and nothing below it imports ``reproduce``."""
+    g = package_graph()
+    assert g.has_edge("reproduce", "experiment")
+    assert not g.has_edge("reproduce", "emulator"), g.edges["reproduce", "emulator"]["files"]
+    assert list(g.predecessors("reproduce")) == []
 
 
 def test_the_pure_packages_import_no_back_end_and_no_experiment():

@@ -24,6 +24,7 @@ def test_default_experiment_runs_end_to_end_and_cleans_up(emulation_ok, tmp_path
     running. It runs 2 measured iterations of each job instead of the default 10 (the suite's time
     budget; `make run` runs the whole default experiment): everything else is the default."""
     from experiment.config import ExperimentConfig
+    from experiment.rerender import load_run, render
     from experiment.validation import job_class
     from measure.fidelity import JOB_STATUSES as FIDELITY_STATUSES
 
@@ -91,6 +92,9 @@ def test_default_experiment_runs_end_to_end_and_cleans_up(emulation_ok, tmp_path
     assert "ECN marks per job, measured against the simulator's estimate" in cp.stdout
     with open(os.path.join(run_dir, "status.json")) as f:
         assert json.load(f)["status"] == "complete"
+    # `report RUN_DIR` renders the emulated run's tables again from its files, byte for byte
+    with open(os.path.join(run_dir, "report.txt")) as f:
+        assert render(load_run(run_dir)) + "\n" == f.read()
     # consolidation packs jobs onto fewer machines than spreading them across racks
     assert policies["consolidate"]["machines_used"] < policies["spread"]["machines_used"]
     assert policies["consolidate"]["cross_machine_bytes"] < policies["spread"]["cross_machine_bytes"]

@@ -510,29 +510,26 @@ def test_r_compat_sorts_every_queue_including_the_last():
     assert jcts(default) == {"a": 27300, "b": 40090, "c": 100}
 
 
-# [R]'s per-job JCTs (job_id order) for its 60-job trace on 2 machines x 4 GPUs, count placement,
-# from run_sim.py --schedule=dlas-gpu-gittins / dlas-gpu with jobs.py's defaults.
-R_60_JOB_GITTINS_JCT = [
-    208, 3336, 606, 165, 3282, 2946, 159, 188, 467, 156, 318, 510, 332, 2531, 158, 217, 2709, 122, 189, 125,
-    766, 199, 123, 1507, 2685, 146, 146, 2185, 189, 158, 213, 147, 1388, 156, 1679, 1693, 1175, 157, 147, 121,
-    151, 125, 341, 209, 158, 121, 121, 1004, 1816, 3282, 592, 173, 1821, 121, 1815, 343, 150, 1394, 1711, 122]
-R_60_JOB_LAS_JCT = [
-    164, 3388, 127, 121, 121, 3424, 121, 124, 155, 126, 230, 368, 131, 3389, 121, 180, 143, 140, 272, 185,
-    567, 129, 123, 3193, 154, 121, 128, 3201, 152, 121, 141, 121, 3175, 121, 3416, 121, 219, 121, 121, 121,
-    149, 160, 301, 221, 158, 121, 121, 3131, 3224, 1800, 126, 130, 166, 121, 273, 3130, 133, 316, 417, 122]
+REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("kw,expected", [
-    ({"priority": "gittins", "gittins_delta": "r_compat"}, R_60_JOB_GITTINS_JCT),
-    ({"priority": "las", "timing": "r_compat"}, R_60_JOB_LAS_JCT),
-    ({"priority": "las"}, R_60_JOB_LAS_JCT),
+def authors_jcts(column: str) -> list[float]:
+    """[R]'s per-job JCTs (job_id order) for its 60-job trace on 2 machines x 4 GPUs, count placement,
+    from run_sim.py --schedule=dlas-gpu (``dlas_gpu_jct_s``) / dlas-gpu-gittins with jobs.py's defaults
+    (data/tiresias/README.md)."""
+    with (REPO / "data" / "tiresias" / "authors_sim_60_job_jct.csv").open(newline="") as f:
+        return [float(r[column]) for r in csv.DictReader(f)]
+
+
+@pytest.mark.parametrize("kw,column", [
+    ({"priority": "gittins", "gittins_delta": "r_compat"}, "dlas_gpu_gittins_jct_s"),
+    ({"priority": "las", "timing": "r_compat"}, "dlas_gpu_jct_s"),
+    ({"priority": "las"}, "dlas_gpu_jct_s"),
 ], ids=["gittins_r_compat", "las_r_timing", "las_exact"])
-def test_60_job_trace_matches_the_reference_job_by_job(kw, expected):
-    """On the shipped Tiresias trace (8 GPUs) every JCT equals [R]'s (r_compat Gittins used to be 0.90x on average)."""
-    path = SHARED_TRACES / "tiresias" / "60_job.csv"
-    if not path.is_file():
-        pytest.skip(f"no shipped trace at {path}")
-    with path.open(newline="") as f:
+def test_60_job_trace_matches_the_reference_job_by_job(kw, column):
+    """On the shipped Tiresias trace (traces/tiresias/60_job.csv, 8 GPUs) every JCT equals [R]'s."""
+    expected = authors_jcts(column)
+    with (REPO / "traces" / "tiresias" / "60_job.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     jobs = [duration_job(f"j{r['job_id']}", int(r["num_gpu"]), float(r["duration"]), float(r["submit_time"]))
             for r in rows]

@@ -1,0 +1,43 @@
+"""Reproductions of the seed papers' headline results: ``run_testbed.py reproduce NAME``.
+
+Each entry of :data:`REPRODUCTIONS` (a :class:`reproduce.base.Reproduction`) runs the testbed, through
+the experiment path every run takes, on the setting of one result a paper headlines, and sets each
+number it measured beside the paper's, with the figure it is read from and the ratio
+(:mod:`reproduce.run` writes ``reproduction.json``, ``.csv``, ``.txt`` and a plot). Their configs are
+``reproduce/configs/`` and ``experiments/``; docs/reproductions.md holds the measured table.
+
+This package imports the experiment package, never the emulator: the emulator back end is loaded only
+when a reproduction is run on it.
+"""
+
+from __future__ import annotations
+
+from common.errors import ConfigError
+from reproduce.base import Reproduction
+from reproduce.cassini import CassiniFig411
+from reproduce.netpack import NetPackFig9, NetPackFig11, NetPackFig12, NetPackFig14
+from reproduce.tiresias import Tiresias60Job
+from reproduce.titan import TitanFig1
+
+REPRODUCTIONS: dict[str, type[Reproduction]] = {
+    "titan-fig1": TitanFig1,
+    "tiresias-60job": Tiresias60Job,
+    "netpack-fig9": NetPackFig9,
+    "netpack-fig11": NetPackFig11,
+    "netpack-fig12": NetPackFig12,
+    "netpack-fig14": NetPackFig14,
+    "cassini-fig4.11": CassiniFig411,
+}
+"""Name -> reproduction, in the order they are listed."""
+
+
+def get(name: str) -> Reproduction:
+    """The reproduction registered as ``name``.
+
+    Raises:
+        ConfigError: unknown name (the message lists the registered ones).
+    """
+    cls = REPRODUCTIONS.get(name)
+    if cls is None:
+        raise ConfigError(f"reproduce: no reproduction {name!r}; valid: {', '.join(REPRODUCTIONS)}")
+    return cls()

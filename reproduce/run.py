@@ -1,0 +1,107 @@
+"""Run a reproduction into a results directory of its own and report it: the shell around
+:class:`reproduce.base.Reproduction`.
+
+``<results>/<timestamp>-reproduce-<name>/`` holds ``reproduction.json`` (what was compared, every
+figure with its ratio, the notes and the run's wall time), ``reproduction.csv`` (one row per figure),
+``reproduction.txt`` (the table printed), ``reproduction.png`` and the runs behind them, with
+``status.json`` as every run directory has.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import time
+from collections.abc import Callable
+
+from common.errors import ConfigError
+from experiment import results
+from experiment.tables import format_table
+from reproduce import REPRODUCTIONS, get
+from reproduce.base import Context, Outcome, Reproduction, number_text
+
+COLUMNS = ("quantity", "ours", "paper_low", "paper_high", "unit", "ratio", "agrees", "source")
+
+
+def choose_backend(repro: Reproduction, backend: str | None) -> str:
+    """``backend``, or the reproduction's default, checked against those it runs on."""
+    if backend is None:
+        return repro.backends[0]
+    if backend not in repro.backends:
+        raise ConfigError(f"reproduce {repro.name}: it runs on {' or '.join(repro.backends)}, not {backend!r}")
+    return backend
+
+
+def run_reproduction(name: str, results_dir: str, backend: str | None = None, workers: int = 1,
+                     say: Callable[[str], None] = print, say_table: Callable[[str], None] = print) -> str:
+    """Validate, run, write and print one reproduction; its directory.
+
+    Raises:
+        ConfigError: unknown name, a back end it does not run on, or an invalid config (nothing has run).
+        TestbedError: a run failed (``status.json`` says so; what finished is kept), or the back end
+            refused this machine before anything ran (then no directory is left).
+    """
+    repro = get(name)
+    backend = choose_backend(repro, backend)
+    what = repro.check(backend)
+    out_dir = os.path.abspath(results.make_run_dir(f"reproduce-{name}", results_dir))
+    results.write_status(out_dir, "running")
+    say(f"reproduce {name} ({repro.paper}, {repro.source}) in {out_dir}: {what}")
+    t0 = time.monotonic()
+    try:
+        outcome = repro.run(Context(out_dir, say, backend, workers))
+    except BaseException as e:
+        if os.listdir(out_dir) == ["status.json"]:  # refused before anything ran (root, the machine): no trace
+            shutil.rmtree(out_dir)
+        elif isinstance(e, KeyboardInterrupt):
+            results.write_status(out_dir, "interrupted")
+        else:
+            results.write_status(out_dir, "failed", f"{type(e).__name__}: {e}")
+        raise
+    wall_s = time.monotonic() - t0
+    lines = report_lines(repro, outcome, backend, wall_s)
+    write(out_dir, repro, outcome, backend, wall_s, lines)
+    for line in lines:
+        say_table(line)
+    say_table(f"written: {out_dir}/reproduction.json, reproduction.csv, reproduction.txt"
+              + (", reproduction.png" if outcome.plot else ""))
+    results.write_status(out_dir, "complete")
+    return out_dir
+
+
+def report_lines(repro: Reproduction, outcome: Outcome, backend: str, wall_s: float) -> list[str]:
+    """The table of ours beside the paper's, its heading and notes."""
+    rows = [[f.quantity, number_text(f.ours), f.paper_text(), f.unit, number_text(f.ratio),
+             {True: "yes", False: "no", None: "-"}[f.agrees], f.source] for f in outcome.figures]
+    head = (f"{repro.name}: {repro.paper}, {repro.source} ({backend}, {wall_s:.1f} s). "
+            f"The paper: {repro.claim}.")
+    table = format_table(["quantity", "ours", "paper", "unit", "ours/paper", "agrees", "paper's source"], rows)
+    return [head, "", *table.splitlines(), *(f"- {n}" for n in outcome.notes)]
+
+
+def write(out_dir: str, repro: Reproduction, outcome: Outcome, backend: str, wall_s: float,
+          lines: list[str]) -> None:
+    """``reproduction.json``, ``.csv`` and ``.txt``."""
+    results.write_json(os.path.join(out_dir, "reproduction.json"), {
+        "name": repro.name, "paper": repro.paper, "source": repro.source, "claim": repro.claim, "backend": backend,
+        "wall_s": wall_s, "figures": [f.to_dict() for f in outcome.figures], "notes": list(outcome.notes),
+        "runs": [os.path.relpath(r, out_dir) for r in outcome.runs],
+        "plot": os.path.basename(outcome.plot) if outcome.plot else None})
+    with open(os.path.join(out_dir, "reproduction.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for fig in outcome.figures:
+            w.writerow(fig.to_dict())
+    with open(os.path.join(out_dir, "reproduction.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def catalogue_lines() -> list[str]:
+    """``reproduce --list``: every reproduction, where its numbers come from, its back ends and run time."""
+    rows = [[name, cls.paper, cls.source, ", ".join(cls.backends), f"{cls.minutes:g}" if cls.minutes >= 1 else "<1"]
+            for name, cls in REPRODUCTIONS.items()]
+    table = format_table(["name", "paper", "reproduces", "back ends", "minutes"], rows)
+    claims = [f"  {name}: {cls.claim}." for name, cls in REPRODUCTIONS.items()]
+    return [*table.splitlines(), "", "What each paper reports:", *claims, "",
+            "run one: python run_testbed.py reproduce NAME   (minutes measured on a 2-core machine)"]

@@ -1,0 +1,75 @@
+"""The experiments a reproduction runs, through the testbed's one path: a config run by the driver
+(:func:`experiment.driver.execute`) or swept (:func:`experiment.sweep.run_sweep`), into the
+reproduction's directory. Configs are read from the repository, whatever the current directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+
+from reproduce.base import Context
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load(rel_path: str):
+    """The experiment config at ``rel_path`` in the repository, its trace file (relative to the
+    repository, as the config's comments run it) made absolute."""
+    from experiment import config
+
+    cfg = config.load(os.path.join(ROOT, rel_path))
+    if cfg.trace.file and not os.path.isabs(cfg.trace.file):
+        cfg = dataclasses.replace(cfg, trace=dataclasses.replace(cfg.trace, file=os.path.join(ROOT, cfg.trace.file)))
+    return cfg
+
+
+def check_config(cfg, backend: str) -> str:
+    """Validate ``cfg`` for ``backend`` as ``run_testbed.py check`` does; what it runs, in a few words."""
+    from experiment import config
+
+    g = config.validate(cfg, backend=backend)
+    machines = sum(1 for _, d in g.nodes(data=True) if d["role"] == "machine")
+    return f"{', '.join(config.policy_specs(cfg))} on {machines} machines"
+
+
+def check_sweep(cfg, vary: str, seeds: Sequence[int], backend: str) -> str:
+    """Validate the sweep's config at every value (:func:`experiment.sweep_spec.sweep_points`, with its
+    first seed: the seeds change nothing a check looks at, and the sweep checks every point again
+    before it runs); what it runs."""
+    from experiment.sweep_spec import parse_vary, sweep_points
+
+    parsed = parse_vary(vary)
+    sweep_points(cfg, parsed, seeds[:1], backend)
+    runs = len(parsed.values) * len(seeds)
+    return f"{runs} runs of {cfg.name} ({vary}, {len(seeds)} seed{'s' if len(seeds) > 1 else ''})"
+
+
+def run_config(cfg, ctx: Context, label: str):
+    """Run every policy of ``cfg`` on the context's back end into ``label/``; the
+    :class:`experiment.driver.RunOutcome`.
+
+    Raises:
+        PolicyIncomplete: some policy could not place every job (the others' results are written).
+        TestbedError: the back end failed.
+    """
+    from experiment import make_backend
+    from experiment.driver import execute
+
+    with open(os.devnull, "w") as report:  # the run's report.txt keeps its tables; the reproduction prints its own
+        out = execute(cfg, make_backend(ctx.backend), say=ctx.say, run_dir=ctx.path(label), stream=report)
+    if out.unplaced:
+        raise out.incomplete()
+    return out
+
+
+def run_sweep(cfg, vary: str, seeds: Sequence[int], ctx: Context, label: str):
+    """Sweep ``cfg`` over ``vary`` (``PATH=V1,V2,...``) and ``seeds`` into ``label/``; the
+    :class:`experiment.sweep.SweepResult`."""
+    from experiment.sweep import run_sweep as sweep
+    from experiment.sweep_spec import parse_vary
+
+    return sweep(cfg, parse_vary(vary), seeds, run_dir=ctx.path(label), workers=ctx.workers, say=ctx.say,
+                 backend=ctx.backend)
+

@@ -1,0 +1,99 @@
+"""Titan's motivating example (Titan paper Fig. 1, §5.1; spec ``titan.md`` §5.1).
+
+Four machines of four GPUs with 4, 3, 2 and 1 GPUs free and one 4-worker halving-doubling job
+of M bytes per allreduce. The paper: ElasticFlow packs it on the idle machine (4 machines in
+use, no cross-machine traffic), HiveD fills fragments first (3 machines, 3M/2), Titan splits it
+along its pattern (3 machines, M): 33.3% less traffic than HiveD, 25% fewer machines than
+ElasticFlow. Traffic is counted as the spec does, a symmetric exchange once.
+
+On the emulator the cross-machine traffic is measured (bytes the machines sent, halved for the
+spec's accounting, per allreduce, over the payload a full frame carries); on the simulator, which
+does not count bytes, it is the pattern's traffic on the placement the policy chose
+(:func:`placement.titan_patterns.cross_traffic_bytes`, the gloo partner order the testbed runs).
+"""
+
+from __future__ import annotations
+
+from reproduce.base import Context, Figure, Outcome, Reproduction
+from reproduce.plot import Panel, PaperMark, Series, draw
+
+CONFIG = "reproduce/configs/titan_fig1.yaml"
+SOURCE = "Fig. 1, §5.1"
+PAPER = {  # policy -> (machines of the cluster in use, cross-machine traffic per allreduce in M)
+    "elasticflow": (4, 0.0),
+    "hived": (3, 1.5),
+    "titan": (3, 1.0),
+}
+NAMES = {"elasticflow": "ElasticFlow", "hived": "HiveD", "titan": "Titan"}
+WIRE_PER_PAYLOAD = 1514 / 1448  # frame bytes per payload byte of a full TCP segment at MTU 1500
+
+
+def cross_traffic_m(placement: dict, collective: str) -> float:
+    """The job's cross-machine traffic per allreduce in units of M on ``placement`` (a
+    ``placements.json`` entry: GPU slots in rank order), the spec's accounting."""
+    from placement.titan_patterns import comm_pattern, cross_traffic_bytes
+
+    machines = [machine for machine, _ in placement["slots"]]
+    return cross_traffic_bytes(comm_pattern(collective, len(machines), 1.0), machines)
+
+
+def figures(machines_in_use: dict[str, int], traffic_m: dict[str, float]) -> tuple[Figure, ...]:
+    """Ours beside the paper's: machines in use and traffic per policy, then the two reductions."""
+    out = [Figure(f"machines in use, {NAMES[p]}", machines_in_use.get(p), (PAPER[p][0],) * 2, SOURCE, "machines")
+           for p in PAPER]
+    out += [Figure(f"cross-machine traffic per allreduce, {NAMES[p]}", traffic_m.get(p), (PAPER[p][1],) * 2, SOURCE,
+                   "M") for p in PAPER]
+    traffic_cut = (100.0 * (1 - traffic_m["titan"] / traffic_m["hived"])
+                   if traffic_m.get("hived") and "titan" in traffic_m else None)
+    machine_cut = (100.0 * (1 - machines_in_use["titan"] / machines_in_use["elasticflow"])
+                   if machines_in_use.get("elasticflow") and "titan" in machines_in_use else None)
+    out.append(Figure("Titan's traffic reduction against HiveD", traffic_cut, (100 / 3,) * 2, SOURCE, "%"))
+    out.append(Figure("Titan's machine reduction against ElasticFlow", machine_cut, (25.0,) * 2, SOURCE, "%"))
+    return tuple(out)
+
+
+class TitanFig1(Reproduction):
+    name = "titan-fig1"
+    paper = "Titan"
+    source = SOURCE
+    claim = ("ElasticFlow packs the job on the idle machine, HiveD fills fragments with 3M/2 of traffic, Titan "
+             "splits it with M: 33.3% less traffic than HiveD, 25% fewer machines than ElasticFlow")
+    backends = ("sim", "emu")
+    minutes = 0.1
+
+    def check(self, backend: str) -> str:
+        from reproduce.runs import check_config, load
+
+        return f"{CONFIG}: {check_config(load(CONFIG), backend)}"
+
+    def run(self, ctx: Context) -> Outcome:
+        from jobs.models import get_model, scaled_buckets
+        from reproduce.runs import load, run_config
+
+        cfg = load(CONFIG)
+        out = run_config(cfg, ctx, "run")
+        (job,) = cfg.jobs
+        m_bytes = sum(scaled_buckets(get_model(job.model), cfg.scale))
+        allreduces = cfg.iterations + cfg.warmup_iterations
+        in_use, traffic, measured = {}, {}, []
+        for policy, run in out.runs.items():
+            s = run.summary
+            in_use[policy] = s.cluster_machines_in_use
+            if s.cross_machine_bytes is not None:
+                # bytes leaving machines count both directions of every exchange: halved for the spec's accounting
+                traffic[policy] = s.cross_machine_bytes / 2 / allreduces / WIRE_PER_PAYLOAD / m_bytes
+                measured.append(policy)
+            else:
+                (placed,) = [p for p in run.placements if p["job"] == job.name]
+                traffic[policy] = cross_traffic_m(placed, job.collective)
+        how = ("measured: bytes the machines sent, halved, per allreduce, over the payload of full frames"
+               if measured else "the pattern's traffic on each policy's placement (the simulator counts no bytes)")
+        notes = (f"M = {m_bytes:,} bytes ({job.model}'s gradients at scale {cfg.scale:g}); traffic is {how}",)
+        plot = draw(ctx.path("reproduction.png"), f"Titan {SOURCE}: ours ({ctx.backend}) beside the paper's", (
+            Panel("machines in use", "policy", "machines", (Series("ours", tuple(NAMES[p] for p in PAPER),
+                                                                  tuple(in_use.get(p) for p in PAPER)),),
+                  tuple(PaperMark(NAMES[p], v[0], v[0]) for p, v in PAPER.items()), bars=True),
+            Panel("cross-machine traffic per allreduce", "policy", "traffic (M)",
+                  (Series("ours", tuple(NAMES[p] for p in PAPER), tuple(traffic.get(p) for p in PAPER)),),
+                  tuple(PaperMark(NAMES[p], v[1], v[1]) for p, v in PAPER.items()), bars=True)))
+        return Outcome(figures(in_use, traffic), notes, (out.run_dir,), plot)

@@ -1,0 +1,178 @@
+"""Reproductions of the papers' headline results (:mod:`reproduce`, ``run_testbed.py reproduce``).
+
+Every reproduction validates everything it would run, on every back end it offers. The short ones
+run here in full, and their worked examples are exact: Titan's Fig. 1 (machines in use, traffic,
+the reductions), Tiresias on its 60-job trace job by job against its authors' simulator, and
+NetPack's Fig. 14 theory lines. The long sweeps (NetPack's Figs. 9, 11, 12) and the Cassini trace
+are `reproduce NAME`'s to run; their comparisons are tested here on given statistics.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+from common.errors import ConfigError, EmulationError
+from experiment import BACKENDS
+from reproduce import REPRODUCTIONS, get
+from reproduce.base import Figure, Reproduction
+from reproduce.run import catalogue_lines, choose_backend, run_reproduction
+
+CLI = [sys.executable, os.path.join(ROOT, "run_testbed.py")]
+
+
+@pytest.mark.parametrize("name,backend", [(n, b) for n, cls in REPRODUCTIONS.items() for b in cls.backends])
+def test_every_reproduction_validates_what_it_would_run(name, backend):
+    """Each reproduction's configs (every sweep point) are valid on each back end it offers, checked
+    without running; the registry's keys are the reproductions' names."""
+    repro = get(name)
+    assert repro.name == name and repro.paper and repro.source and repro.claim and repro.minutes > 0
+    assert set(repro.backends) <= {*BACKENDS, "durations"}
+    what = repro.check(backend)
+    assert isinstance(what, str) and what
+
+
+def test_unknown_names_and_back_ends_are_refused_with_the_valid_ones():
+    with pytest.raises(ConfigError, match="valid: titan-fig1, tiresias-60job"):
+        get("titan-fig2")
+    with pytest.raises(ConfigError, match="runs on durations, not 'sim'"):
+        choose_backend(get("tiresias-60job"), "sim")
+    assert choose_backend(get("titan-fig1"), None) == "sim"
+    assert choose_backend(get("titan-fig1"), "emu") == "emu"
+
+
+def test_a_figure_compares_with_the_nearest_end_of_the_papers_range():
+    inside = Figure("q", 90.0, (87.0, 92.0), "Fig. 11")
+    below = Figure("q", 43.5, (87.0, 92.0), "Fig. 11")
+    above = Figure("q", 1.0, (0.5, 0.5), "Fig. 14b")
+    zero = Figure("q", 0.2, (0.0, 0.0), "Fig. 1")
+    assert (inside.ratio, inside.agrees, inside.paper_text()) == (1.0, True, "87-92")
+    assert (below.ratio, below.agrees) == (0.5, False)
+    assert (above.ratio, above.agrees, above.paper_text()) == (2.0, False, "0.5")
+    assert (zero.ratio, zero.agrees) == (None, False)
+    assert Figure("q", None, (1.0, 1.0), "x").agrees is None
+    with pytest.raises(ValueError):
+        Figure("q", 1.0, (2.0, 1.0), "x")
+
+
+def _run(name: str, tmp_path) -> tuple[dict, list[dict], str]:
+    said: list[str] = []
+    out = run_reproduction(name, str(tmp_path), say=said.append, say_table=said.append)
+    with open(os.path.join(out, "reproduction.json")) as f:
+        data = json.load(f)
+    with open(os.path.join(out, "reproduction.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    with open(os.path.join(out, "status.json")) as f:
+        assert json.load(f)["status"] == "complete"
+    assert os.path.getsize(os.path.join(out, "reproduction.png")) > 10_000
+    assert len(rows) == len(data["figures"]) > 0
+    assert any(line.startswith(f"{name}: ") for line in said)
+    return data, rows, out
+
+
+def test_titan_fig1_comes_out_as_the_paper_gives_it(tmp_path):
+    """Titan §5.1 on the simulator: 4/3/3 machines, 0/1.5M/M of traffic, 33.3% and 25% cut, all exact."""
+    data, rows, out = _run("titan-fig1", tmp_path)
+    by = {f["quantity"]: f for f in data["figures"]}
+    assert by["cross-machine traffic per allreduce, HiveD"]["ours"] == pytest.approx(1.5)
+    assert by["machines in use, ElasticFlow"]["ours"] == 4
+    assert by["Titan's traffic reduction against HiveD"]["ours"] == pytest.approx(100 / 3)
+    assert all(f["agrees"] for f in data["figures"]), data["figures"]
+    assert data["runs"] == ["run"] and os.path.isfile(os.path.join(out, "run", "summary.json"))
+
+
+def test_tiresias_reproduces_its_authors_simulator_job_by_job(tmp_path):
+    """Every one of the 60 jobs has the authors' JCT under Tiresias-L (both timings) and Tiresias-G."""
+    data, rows, out = _run("tiresias-60job", tmp_path)
+    jobs = [f for f in data["figures"] if f["quantity"].startswith("jobs with")]
+    assert [f["ours"] for f in jobs] == [60, 60, 60] and all(f["agrees"] for f in data["figures"])
+    with open(os.path.join(out, "jct.csv"), newline="") as f:
+        assert len(list(csv.DictReader(f))) == 60
+
+
+def test_netpack_fig14_follows_the_papers_lines(tmp_path):
+    data, rows, _ = _run("netpack-fig14", tmp_path)
+    assert all(r["agrees"] == "True" for r in rows), rows
+    two = {f["quantity"]: f["ours"] for f in data["figures"] if f["quantity"].startswith("two jobs")}
+    assert two["two jobs' aggregation ratios at PAT ratio 1, the lower"] == pytest.approx(0.5)
+
+
+def test_netpacks_average_reduction_is_the_mean_over_the_baselines():
+    """At 1:1, baselines at 1.08, 1.01, 1.30, 1.08, 1.01, 1.04 of NetPack's JCT cut it by 7.3% on
+    average; NetPack's own row and baselines without a figure are left out."""
+    from experiment.sweep import SweepStat
+    from reproduce.netpack import mean_reduction
+
+    norms = {"netpack": 1.0, "gpu_balance": 1.08, "flow_balance": 1.01, "least_fragmentation": 1.30,
+             "optimus": 1.08, "tetris": 1.01, "comb": 1.04, "broken": None}
+    stats = [SweepStat(1, p, 10, 0, v, 0.0, None, None) for p, v in norms.items()]
+    expected = 100 * sum(1 - 1 / v for p, v in norms.items() if p != "netpack" and v) / 6
+    assert mean_reduction(stats, 1) == pytest.approx(expected) and 7.2 < expected < 7.4
+    assert mean_reduction(stats, 20) is None
+
+
+def test_cassinis_speedup_is_themis_jct_over_the_policys():
+    from reproduce.cassini import jct_stats, speedups
+
+    themis, cassini = jct_stats([100.0, 200.0, 300.0]), jct_stats([50.0, 100.0, 150.0])
+    assert themis["mean"] == 200.0 and themis["p99"] == pytest.approx(298.0)
+    assert speedups(themis, cassini) == {"mean": pytest.approx(2.0), "p99": pytest.approx(2.0)}
+    assert speedups(themis, jct_stats([])) == {"mean": None, "p99": None}
+
+
+def test_the_command_lists_runs_and_refuses_in_one_line(tmp_path):
+    listing = subprocess.run([*CLI, "reproduce", "--list"], capture_output=True, text=True, timeout=60)
+    assert listing.returncode == 0 and all(name in listing.stdout for name in REPRODUCTIONS)
+    assert "\n".join(catalogue_lines()) in listing.stdout
+    ran = subprocess.run([*CLI, "reproduce", "tiresias-60job", "--results", str(tmp_path)], capture_output=True,
+                         text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert "jobs with the reference's JCT, Tiresias-G" in ran.stdout and "reproduction.png" in ran.stdout
+    for argv in (["reproduce", "titan-fig2"], ["reproduce", "tiresias-60job", "--backend", "emu"]):
+        bad = subprocess.run([*CLI, *argv, "--results", str(tmp_path)], capture_output=True, text=True, timeout=60)
+        assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and bad.stderr.startswith("error: "), bad.stderr
+    assert len(os.listdir(tmp_path)) == 1  # the refused ones made no directory
+
+
+class _Refused(Reproduction):
+    """Refused by the machine before it runs anything (as the emulator refuses a user who is not root)."""
+
+    name, paper, source, claim, minutes = "refused", "-", "-", "-", 0.01
+
+    def check(self, backend):
+        return "nothing"
+
+    def run(self, ctx):
+        raise EmulationError("this machine cannot run it")
+
+
+class _Failed(_Refused):
+    """Fails after its run wrote something."""
+
+    name = "failed"
+
+    def run(self, ctx):
+        with open(ctx.path("partial.csv"), "w") as f:
+            f.write("x\n")
+        raise EmulationError("the run failed")
+
+
+def test_a_refused_reproduction_leaves_no_directory_and_a_failed_one_says_so(tmp_path, monkeypatch):
+    monkeypatch.setitem(REPRODUCTIONS, "refused", _Refused)
+    monkeypatch.setitem(REPRODUCTIONS, "failed", _Failed)
+    with pytest.raises(EmulationError, match="cannot run it"):
+        run_reproduction("refused", str(tmp_path), say=lambda m: None)
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(EmulationError, match="the run failed"):
+        run_reproduction("failed", str(tmp_path), say=lambda m: None)
+    (kept,) = os.listdir(tmp_path)
+    with open(tmp_path / kept / "status.json") as f:
+        status = json.load(f)
+    assert status["status"] == "failed" and "the run failed" in status["detail"]
+    assert sorted(os.listdir(tmp_path / kept)) == ["partial.csv", "status.json"]
