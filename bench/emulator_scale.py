@@ -7,13 +7,15 @@ k^2/4 machines, k/2 spines) and each switch port kind (``--ports``: ``system`` a
 userspace datapath offers it, ``afxdp``), it builds the network (10 Gbit/s / 500 links), checks
 TCP between the first and the last machine, measures, and takes it down. Memory is
 ``ovs-vswitchd``'s resident set (``VmRSS``) before the build and with the network up, and its peak
-(``VmHWM``, reset before each build through ``/proc/<pid>/clear_refs``); CPU is the daemon's threads
+(``VmHWM``, reset before each build through ``/proc/<pid>/clear_refs``), and the fall of the
+machine's available memory (``MemAvailable``: the daemon, the kernel's veths and namespaces, the
+nodes' shells), which :mod:`measure.footprint` predicts from; CPU is the daemon's threads
 summed over ``--idle-s`` seconds with the network up and idle. A size whose memory, predicted from
 the per-port cost measured at the smaller sizes of the same port kind, would not fit in 80% of the
 memory available is skipped and said so, never built.
 
-Prints one row per network and, per port kind, the growth of the daemon's memory per switch port
-(a least-squares line through the sizes measured) and the largest fat-tree k that fits this
+Prints one row per network and, per port kind, the machine's memory per switch port (a
+least-squares line through the sizes measured) and the largest fat-tree k that fits this
 machine's memory by that line. JSON with ``--json FILE``.
 
     sudo .venv/bin/python bench/emulator_scale.py [--sizes 4,6,8] [--ports system,afxdp] [--fabrics fat_tree,leaf_spine]
@@ -31,9 +33,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from experiment.tables import format_table  # noqa: E402
+from measure.footprint import FIT_SHARE, mem_available_bytes, switch_port_count  # noqa: E402
 
 MB = 1024 * 1024
-FIT_SHARE = 0.8  # of MemAvailable a network may take
 
 
 def status_kb(pid: int, key: str) -> int:
@@ -43,14 +45,6 @@ def status_kb(pid: int, key: str) -> int:
             if line.startswith(key + ":"):
                 return int(line.split()[1])
     raise KeyError(key)
-
-
-def mem_available_bytes() -> int:
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    raise KeyError("MemAvailable")
 
 
 def reset_peak(pid: int) -> None:
@@ -64,11 +58,6 @@ def fabric(kind: str, k: int):
     from topo import fat_tree, leaf_spine
 
     return fat_tree(k) if kind == "fat_tree" else leaf_spine(k, k // 2, k * k // 4)
-
-
-def switch_port_count(g) -> int:
-    """Ports on switches: one per link end at a switch."""
-    return sum(1 for u, v in g.edges() for n in (u, v) if g.nodes[n]["role"] == "switch")
 
 
 def fit_line(points: list[tuple[int, float]]) -> tuple[float, float] | None:
@@ -91,6 +80,7 @@ def measure(g, port_kind: str, out: str, idle_s: float) -> dict:
     pid = ovs_pid()
     rss_before = status_kb(pid, "VmRSS") * 1024
     reset_peak(pid)
+    free_before = mem_available_bytes()
     t0 = time.monotonic()
     net = EmulatedNetwork(g, out, NetOptions(scale=500.0, switch_ports=switch_ports(port_kind)))
     with net:
@@ -102,10 +92,11 @@ def measure(g, port_kind: str, out: str, idle_s: float) -> dict:
         after, t2 = thread_ticks(pid), time.monotonic()
         cpu = sum(after.get(t, 0) - before.get(t, 0) for t in after) / CLK_TCK / (t2 - t1)
         rss_up = status_kb(pid, "VmRSS") * 1024
+        free_up = mem_available_bytes()
         t3 = time.monotonic()
     return {"up_s": up_s, "down_s": time.monotonic() - t3, "rss_before": rss_before, "rss_up": rss_up,
             "peak": status_kb(pid, "VmHWM") * 1024, "rss_after": status_kb(pid, "VmRSS") * 1024,
-            "cpu_idle_cores": cpu, "tcp_ok": not failures}
+            "cpu_idle_cores": cpu, "tcp_ok": not failures, "machine_bytes": free_before - free_up}
 
 
 def main() -> int:
@@ -158,27 +149,30 @@ def main() -> int:
                         print(f"bench/emulator_scale.py: {fab} k={k} with {kind} ports: {e}", file=sys.stderr)
                         return 2
                 grown = r["rss_up"] - r["rss_before"]
-                lines.setdefault(kind, []).append((ports, grown))
+                lines.setdefault(kind, []).append((ports, r["machine_bytes"]))
                 machines = sum(1 for _, d in g.nodes(data=True) if d["role"] == "machine")
                 results.append({"fabric": fab, "k": k, "machines": machines, "switches": g.number_of_nodes() - machines,
                                 "switch_ports": ports, "port_kind": kind, "datapath": caps["ovs_datapath"], **r})
                 rows.append([fab, str(machines), str(ports), kind, f"{r['up_s']:.1f}", f"{r['down_s']:.1f}",
                              f"{r['rss_before'] / MB:,.0f}", f"{r['rss_up'] / MB:,.0f}", f"{r['peak'] / MB:,.0f}",
-                             f"{grown / ports / MB:.2f}", f"{r['rss_after'] / MB:,.0f}",
+                             f"{grown / ports / MB:.2f}", f"{r['machine_bytes'] / ports / MB:.2f}",
+                             f"{r['rss_after'] / MB:,.0f}",
                              f"{r['cpu_idle_cores']:.2f}", "yes" if r["tcp_ok"] else "NO"])
     print(format_table(["fabric", "machines", "switch ports", "ports", "up s", "down s", "daemon MB before",
-                        "up", "peak", "MB per port", "after", "idle CPU (cores)", "TCP"], rows))
+                        "up", "peak", "daemon MB/port", "machine MB/port", "after", "idle CPU (cores)", "TCP"],
+                       rows))
     available = mem_available_bytes()
     for kind, points in lines.items():
         line = fit_line(points)
         if line is None:
-            print(f"{kind}: one size measured: {points[0][1] / points[0][0] / MB:.2f} MB per switch port")
+            per_port = points[0][1] / points[0][0] / MB
+            print(f"{kind}: one size measured: {per_port:.2f} MB of the machine per switch port")
             continue
         fits = [k for k in range(4, 66, 2) if line[0] + line[1] * switch_port_count(fabric("fat_tree", k))
                 <= FIT_SHARE * available]
-        print(f"{kind} ports ({caps['ovs_datapath']} datapath): the daemon grows {line[1] / MB:.2f} MB per switch "
-              f"port (+{line[0] / MB:,.0f} MB); the largest fat-tree in {FIT_SHARE:.0%} of the "
-              f"{available / MB:,.0f} MB available: k = {max(fits) if fits else 'none'}")
+        print(f"{kind} ports ({caps['ovs_datapath']} datapath): the machine's available memory falls "
+              f"{line[1] / MB:.2f} MB per switch port (+{line[0] / MB:,.0f} MB); the largest fat-tree in "
+              f"{FIT_SHARE:.0%} of the {available / MB:,.0f} MB available: k = {max(fits) if fits else 'none'}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -97,7 +97,8 @@ def afxdp_missing() -> str | None:
             run(["ip", "link", "del", dev], check=False)
 
 
-def resolve_port_type(requested: str, mtu: int, datapath: str, missing: str | None) -> tuple[str, str]:
+def resolve_port_type(requested: str, mtu: int, datapath: str, missing: str | None,
+                      too_big: str | None = None) -> tuple[str, str]:
     """The switch port type a run uses, and why.
 
     Args:
@@ -105,6 +106,9 @@ def resolve_port_type(requested: str, mtu: int, datapath: str, missing: str | No
         mtu: the run's MTU.
         datapath: ``user`` or ``kernel`` OVS datapath.
         missing: :func:`afxdp_missing`'s answer.
+        too_big: why AF_XDP ports would not fit in the memory available (None: they would; see
+            :mod:`measure.footprint`): ``auto`` then takes plain veths; ``afxdp`` stays asked for
+            (the run's memory check has the last word).
 
     Raises:
         EmulationError: ``afxdp`` was asked for and cannot be used.
@@ -120,6 +124,8 @@ def resolve_port_type(requested: str, mtu: int, datapath: str, missing: str | No
     )
     if requested == "system":
         return "system", "requested"
+    if blocker is None and too_big is not None and requested == "auto":
+        return "system", f"AF_XDP not used: {too_big}"
     if blocker is None:
         return "afxdp", f"AF_XDP sockets polled by a PMD thread (pmd-maxsleep {PMD_MAXSLEEP_US} us)"
     if requested == "afxdp":

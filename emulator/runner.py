@@ -51,6 +51,7 @@ from experiment.driver import ExperimentBackend, PolicySession
 from experiment.summary import PolicyRun
 from ina.plan import pat_pps
 from jobs.launcher import ExecFn, ready_path
+from measure.footprint import check_memory, footprint, mem_available_bytes
 from measure.marking import marking_params
 
 
@@ -174,8 +175,12 @@ class EmulatorExperiment(ExperimentBackend):
             caps["switch_ports"], caps["switch_ports_why"] = "system", "cluster mode: plain veth ports on every server"
             caps["cluster"] = cluster_caps(g, cluster)
         else:
+            available = mem_available_bytes()
+            afxdp = footprint(g, "afxdp", available)
+            too_big = None if afxdp.fits else f"AF_XDP ports would take {afxdp.text()}"
             caps["switch_ports"], caps["switch_ports_why"] = resolve_port_type(
-                cfg.switch_ports, cfg.mtu, caps["ovs_datapath"], caps["afxdp_missing"])
+                cfg.switch_ports, cfg.mtu, caps["ovs_datapath"], caps["afxdp_missing"], too_big)
+            caps["memory"] = check_memory(g, caps["switch_ports"], available, cfg.memory_check)
         self.ports = switch_ports(caps["switch_ports"])
         if cfg.container.engine == "docker":
             image = ensure_image(say)

@@ -507,7 +507,10 @@ class ExperimentConfig:
         mtu: MTU on every emulated interface, bytes (up to 9000, jumbo frames).
         switch_ports: how switch ports reach the userspace datapath: ``auto`` (AF_XDP where it
             runs, else plain veths), ``afxdp`` (an error where it cannot run) or ``system``;
-            see :mod:`emulator.ports`.
+            see :mod:`emulator.ports`. ``auto`` takes plain veths where AF_XDP ports would not fit
+            in the memory available (:mod:`measure.footprint`).
+        memory_check: refuse to start a network predicted not to fit in the machine's available
+            memory (:mod:`measure.footprint`); ``false`` starts it anyway.
         routing: controller routing mode, ``ecmp`` (deterministic, simulator-predictable) or
             ``select`` (OVS per-flow hashing).
         queue_packets: FIFO limit under each shaped link.
@@ -548,6 +551,7 @@ class ExperimentConfig:
     runtime: str = rule_field(Name(RUNTIMES), "agent")
     mtu: int = rule_field(Integer(576, 9000), 1500)
     switch_ports: str = rule_field(Name(PORT_TYPES), "auto")
+    memory_check: bool = rule_field(Boolean(), True)
     routing: str = rule_field(Name(ROUTING_MODES), "ecmp")
     queue_packets: int = rule_field(Integer(1, 100_000), 100)
     congestion_control: str = rule_field(Name(CONGESTION_CONTROLS), "cubic")
@@ -1093,7 +1097,26 @@ def _describe_emulated(cfg: ExperimentConfig, g) -> str:
                   + ", ".join(f"{s}: {len(how['nodes'][s])} nodes" for s in servers)
                   + f"; {len(how['tunnels'])} links as SSH tunnels)")
     return (f"dilation {cfg.dilation:g}: at least {wall_time_lower_bound_s(cfg):.0f} s of wall time (limit "
-            f"{cfg.time_limit_s:g} s){spread}")
+            f"{cfg.time_limit_s:g} s){spread}{_describe_memory(cfg, g)}")
+
+
+def _describe_memory(cfg: ExperimentConfig, g) -> str:
+    """The network's predicted memory on this machine (:mod:`measure.footprint`), per port kind the
+    config allows; on one machine only."""
+    from measure.footprint import footprint, mem_available_bytes
+
+    if cfg.cluster.servers:
+        return ""
+    try:
+        available = mem_available_bytes()
+    except (OSError, KeyError, ValueError):
+        return ""
+    kinds = {"auto": ("afxdp", "system"), "afxdp": ("afxdp",), "system": ("system",)}[cfg.switch_ports]
+    prints = [footprint(g, kind, available) for kind in kinds]
+    parts = [f"{fp.predicted_bytes / 1e9:.1f} GB with {fp.port_kind} ports" + ("" if fp.fits else " (does not fit)")
+             for fp in prints]
+    return (f"; network memory about {' or '.join(parts)} ({prints[0].switch_ports} switch ports), of "
+            f"{available / 1e9:.1f} GB available")
 
 
 def _describe_simulated(cfg: ExperimentConfig, g) -> str:

@@ -2,19 +2,20 @@
 
 :func:`load_run` reads what the tables and plots are made of: ``summary.json`` (every policy's
 :class:`experiment.summary.PolicySummary`, the back end, the policies that could not place every
-job) and each policy's ``timeline.csv``. :func:`render` gives ``report.txt``'s text from them
-(byte for byte what the run wrote, for runs of this version) and :func:`redraw` draws every plot
-they hold again, with those of :mod:`experiment.report_files`. The queue plots need the
-emulator's per-port samples, which a run does not keep beyond ``queues.csv``'s summary: they are
-the run's own.
+job), ``jobs.csv`` (the order the jobs were placed in) and each policy's ``timeline.csv``.
+:func:`render` gives ``report.txt``'s text from them (byte for byte what the run wrote, for runs of
+this version) and :func:`redraw` draws every plot they hold again, with those of
+:mod:`experiment.report_files`. The queue plots need the emulator's per-port samples, which a run
+does not keep beyond ``queues.csv``'s summary: they are the run's own.
 """
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from common.errors import ConfigError
 from common.specs import safe_name
@@ -54,12 +55,14 @@ def load_run(run_dir: str) -> SavedRun:
             data = json.load(f)
         summaries = tuple(PolicySummary.from_dict(p) for p in data["policies"])
         backend, unplaced = data["backend"], dict(data.get("unplaced") or {})
+        order = _job_order(os.path.join(run_dir, "jobs.csv"))
     except (FileNotFoundError, NotADirectoryError):
         raise ConfigError(f"{run_dir}: not a finished run's directory (no summary.json)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error) as e:
         raise ConfigError(f"{path}: cannot read it: {e}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ConfigError(f"{path}: not a summary this version writes ({type(e).__name__}: {e})") from None
+    summaries = tuple(_in_placement_order(s, order.get(s.policy, ())) for s in summaries)
     timelines = {}
     for s in summaries:
         csv_path = os.path.join(run_dir, safe_name(s.policy), "timeline.csv")
@@ -68,6 +71,24 @@ def load_run(run_dir: str) -> SavedRun:
         except (OSError, UnicodeDecodeError, KeyError, ValueError) as e:
             raise ConfigError(f"{csv_path}: cannot read it: {e}") from None
     return SavedRun(run_dir, backend, summaries, unplaced, timelines)
+
+
+def _job_order(path: str) -> dict[str, list[str]]:
+    """Each policy's jobs in ``jobs.csv``'s order, which is the run's (placement order;
+    ``summary.json`` keys its jobs by name, in sorted order). Empty where there is no such file."""
+    order: dict[str, list[str]] = {}
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                order.setdefault(row["policy"], []).append(row["job"])
+    except FileNotFoundError:
+        pass
+    return order
+
+
+def _in_placement_order(s: PolicySummary, names: Sequence[str]) -> PolicySummary:
+    rank = {name: i for i, name in enumerate(names)}
+    return dataclasses.replace(s, jobs=tuple(sorted(s.jobs, key=lambda j: rank.get(j.job, len(rank)))))
 
 
 def render(saved: SavedRun) -> str:

@@ -134,6 +134,27 @@ def test_run_without_open_vswitch(tmp_path):
 
 
 @pytest.mark.emulation
+def test_a_network_predicted_not_to_fit_is_refused_before_anything_starts(emulation_ok, tmp_path):
+    """A k = 8 fat-tree with AF_XDP switch ports (640 ports, about 47 GB predicted) on a machine of
+    24 GB: one line naming the size, the estimate, what is available and what to change; exit 2, no
+    results directory, nothing left. Where AF_XDP ports cannot run (the kernel datapath), that
+    refusal comes first and the memory check is not reached."""
+    from emulator.capabilities import detect
+    from measure.footprint import footprint, mem_available_bytes
+    from topo import fat_tree
+
+    caps = detect()
+    if caps["ovs_datapath"] != "user" or caps["afxdp_missing"]:
+        pytest.skip(f"AF_XDP ports cannot run here: {caps['afxdp_missing'] or 'the kernel datapath'}")
+    if footprint(fat_tree(8), "afxdp", mem_available_bytes()).fits:
+        pytest.skip("this machine has the memory for a k = 8 fat-tree of AF_XDP ports")
+    cp = run_cli("--set", "topology.k=8", "--set", "switch_ports=afxdp", "--results", str(tmp_path / "res"))
+    assert_clean_error(cp, "would not fit in this machine's memory")
+    assert "640 afxdp switch ports" in cp.stderr and "switch_ports: system" in cp.stderr
+    assert not (tmp_path / "res").exists() and leftovers() == []
+
+
+@pytest.mark.emulation
 def test_interrupted_run_leaves_nothing(emulation_ok, tmp_path):
     """SIGINT while jobs run: exit code 130, and no bridge, interface, namespace process or controller is left."""
     proc = subprocess.Popen([*CLI, "-c", DEFAULT, "-p", "spread", "--results", str(tmp_path)], cwd=ROOT,
