@@ -11,8 +11,8 @@ TCP between the first and the last machine, measures, and takes it down. Memory 
 machine's available memory (``MemAvailable``: the daemon, the kernel's veths and namespaces, the
 nodes' shells), which :mod:`measure.footprint` predicts from; CPU is the daemon's threads
 summed over ``--idle-s`` seconds with the network up and idle. A size whose memory, predicted from
-the per-port cost measured at the smaller sizes of the same port kind, would not fit in 80% of the
-memory available is skipped and said so, never built.
+the per-port cost measured at the smaller sizes of the same port kind, would not fit in the memory
+available (less :data:`measure.footprint.RESERVE_BYTES`) is skipped and said so, never built.
 
 Prints one row per network and, per port kind, the machine's memory per switch port (a
 least-squares line through the sizes measured) and the largest fat-tree k that fits this
@@ -33,7 +33,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from experiment.tables import format_table  # noqa: E402
-from measure.footprint import FIT_SHARE, mem_available_bytes, switch_port_count  # noqa: E402
+from measure.footprint import RESERVE_BYTES, mem_available_bytes, switch_port_count  # noqa: E402
 
 MB = 1024 * 1024
 
@@ -51,6 +51,11 @@ def reset_peak(pid: int) -> None:
     """Set the daemon's ``VmHWM`` back to its current resident set (``clear_refs`` 5, Linux >= 4.0)."""
     with open(f"/proc/{pid}/clear_refs", "w") as f:
         f.write("5")
+
+
+def fat_tree_ports(k: int) -> int:
+    """A fat-tree's switch ports: 5k^2/4 switches of k ports (k = 24 is the emulator's largest)."""
+    return 5 * k**3 // 4
 
 
 def fabric(kind: str, k: int):
@@ -136,10 +141,10 @@ def main() -> int:
                 ports = switch_port_count(g)
                 line = fit_line(lines.get(kind, []))
                 available = mem_available_bytes()
-                if line is not None and line[0] + line[1] * ports > FIT_SHARE * available:
+                if line is not None and line[0] + line[1] * ports + RESERVE_BYTES > available:
                     need = (line[0] + line[1] * ports) / MB
                     print(f"{fab} k={k} with {kind} ports: skipped: {need:,.0f} MB predicted, "
-                          f"{FIT_SHARE:.0%} of {available / MB:,.0f} MB available")
+                          f"{available / MB:,.0f} MB available")
                     continue
                 print(f"{fab} k={k}, {ports} switch ports, {kind}: building ...", flush=True)
                 with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
@@ -168,11 +173,10 @@ def main() -> int:
             per_port = points[0][1] / points[0][0] / MB
             print(f"{kind}: one size measured: {per_port:.2f} MB of the machine per switch port")
             continue
-        fits = [k for k in range(4, 66, 2) if line[0] + line[1] * switch_port_count(fabric("fat_tree", k))
-                <= FIT_SHARE * available]
+        fits = [k for k in range(4, 26, 2) if line[0] + line[1] * fat_tree_ports(k) + RESERVE_BYTES <= available]
         print(f"{kind} ports ({caps['ovs_datapath']} datapath): the machine's available memory falls "
-              f"{line[1] / MB:.2f} MB per switch port (+{line[0] / MB:,.0f} MB); the largest fat-tree in "
-              f"{FIT_SHARE:.0%} of the {available / MB:,.0f} MB available: k = {max(fits) if fits else 'none'}")
+              f"{line[1] / MB:.2f} MB per switch port (+{line[0] / MB:,.0f} MB); the largest fat-tree in the "
+              f"{available / MB:,.0f} MB available: k = {max(fits) if fits else 'none'}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

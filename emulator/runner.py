@@ -177,7 +177,9 @@ class EmulatorExperiment(ExperimentBackend):
         else:
             available = mem_available_bytes()
             afxdp = footprint(g, "afxdp", available)
-            too_big = None if afxdp.fits else f"AF_XDP ports would take {afxdp.text()}"
+            too_big = None if afxdp.fits else (
+                f"AF_XDP ports would take {afxdp.text()}; plain veths wake ovs-vswitchd's main thread for every "
+                f"packet, so the fidelity monitor's verdict says whether the network kept up")
             caps["switch_ports"], caps["switch_ports_why"] = resolve_port_type(
                 cfg.switch_ports, cfg.mtu, caps["ovs_datapath"], caps["afxdp_missing"], too_big)
             caps["memory"] = check_memory(g, caps["switch_ports"], available, cfg.memory_check)

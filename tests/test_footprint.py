@@ -9,8 +9,8 @@ from common.errors import EmulationError
 from emulator.ports import resolve_port_type
 from measure.footprint import (
     BASE_BYTES,
-    FIT_SHARE,
     PORT_BYTES,
+    RESERVE_BYTES,
     check_memory,
     footprint,
     mem_available_bytes,
@@ -35,7 +35,7 @@ def test_the_prediction_grows_per_port_and_fits_within_a_share_of_what_is_availa
     assert small.predicted_bytes == BASE_BYTES + 80 * PORT_BYTES["afxdp"]
     assert big.predicted_bytes - small.predicted_bytes == (640 - 80) * PORT_BYTES["afxdp"]
     assert small.fits and not big.fits
-    edge = footprint(fat_tree(4), "afxdp", int(small.predicted_bytes / FIT_SHARE))
+    edge = footprint(fat_tree(4), "afxdp", small.predicted_bytes + RESERVE_BYTES)
     assert edge.fits and not footprint(fat_tree(4), "afxdp", edge.available_bytes - 10).fits
     assert PORT_BYTES["system"] < PORT_BYTES["afxdp"] / 10
     assert "640 afxdp switch ports, of 24.0 GB available" in big.text()
