@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -34,6 +35,22 @@ def ring_bound_ratio(net, machines, buckets, comm_s: float) -> float:
 
     rates = link_rates_mbps(net.g, net.options.scale)
     return comm_s / job_bound_s(net.g, rates, tuple(machines), "ring", tuple(buckets), net.options.mtu)
+
+
+REQUIRE_SETUP = os.environ.get("TESTBED_REQUIRE_SETUP") == "1"
+"""Set by `make test`, whose set-up installs every tool these tests need: missing, they fail."""
+
+
+def needs(why: str | None, what: str) -> None:
+    """A test's requirement that the set-up installs: nothing when it is there (``why`` None); when it
+    is missing, skip naming ``what`` and why, or, under `make test` (:data:`REQUIRE_SETUP`), fail:
+    the set-up should have installed it. Requirements optional by design (bmv2 without P4_PREFIX, a
+    kernel without RED or AF_XDP, root) skip with ``pytest.skip`` instead."""
+    if why is None:
+        return
+    if REQUIRE_SETUP:
+        pytest.fail(f"{what}: {why}; `make test` runs its set-up (scripts/setup.sh --docker), which installs it")
+    pytest.skip(f"{what}: {why}")
 
 
 CONTROLLER_MARKER = "controller.serve"
@@ -108,25 +125,43 @@ def leftovers() -> list[str]:
     return found
 
 
-def read_until(proc: subprocess.Popen, marker: str, timeout_s: float = 120) -> list[str]:
-    """Lines of ``proc``'s output up to the first holding ``marker`` (or until ``timeout_s``)."""
-    import time
+def wait_until(condition, timeout_s: float = 10.0, what: str = "the condition", poll_s: float = 0.05):
+    """Poll ``condition()`` until it returns something true, and return that; fail the test naming
+    ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout_s:g} s"
+        time.sleep(poll_s)
 
+
+def wait_listening(net, machine: str, port: int, timeout_s: float = 10.0) -> None:
+    """Wait until a TCP socket listens on ``port`` in ``machine``'s namespace (``ss``)."""
+    wait_until(lambda: net.host_exec(machine, f"ss -Hltn sport = :{port}").strip(), timeout_s,
+               f"a listener on {machine}:{port}")
+
+
+def read_until(proc: subprocess.Popen, marker: str, timeout_s: float = 120) -> list[str]:
+    """Lines of ``proc``'s output up to the first holding ``marker``; the test fails, showing the
+    output, when the output ends or ``timeout_s`` passes first."""
     seen = []
     deadline = time.monotonic() + timeout_s
     for line in proc.stdout:
         seen.append(line)
         if marker in line or time.monotonic() > deadline:
             break
+    assert seen and marker in seen[-1], f"{marker!r} not printed within {timeout_s:g} s: {''.join(seen)[-3000:]}"
     return seen
 
 
 @pytest.fixture(scope="session")
 def emulation_ok():
     """Skip (naming what is missing) unless emulation can run here, and start from a clean machine."""
-    why = emulation_missing()
-    if why:
-        pytest.skip(f"emulation: {why}")
+    if os.geteuid() != 0:
+        pytest.skip("emulation: needs root (Mininet, Open vSwitch, tc)")
+    needs(emulation_missing(), "emulation")
     left = leftovers()
     assert not left, f"the machine is not clean before emulation tests: {left}"
 

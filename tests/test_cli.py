@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from conftest import ROOT, leftovers, read_until
@@ -160,7 +159,7 @@ def test_interrupted_run_leaves_nothing(emulation_ok, tmp_path):
     proc = subprocess.Popen([*CLI, "-c", DEFAULT, "-p", "spread", "--results", str(tmp_path)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen = read_until(proc, "wave 0:")
-    time.sleep(3)  # workers are starting
+    seen += read_until(proc, "iterations:")  # the workers are running and recording
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, "".join(seen) + out

@@ -395,7 +395,12 @@ def test_mtu_range(over, pattern):
 
 def test_jumbo_mtu_is_accepted():
     """mtu 9000 passes with the default switch ports (auto falls back to veths above AF_XDP's MTU)."""
-    config.validate(config.from_dict(base(mtu=9000)))
+    from emulator.ports import resolve_port_type
+
+    cfg = config.from_dict(base(mtu=9000))
+    assert cfg.switch_ports == "auto" and config.validate(cfg).number_of_nodes() > 0
+    kind, why = resolve_port_type(cfg.switch_ports, cfg.mtu, "user", None)
+    assert kind == "system" and "MTU 9000" in why
 
 
 @pytest.mark.parametrize("over, pattern", [
@@ -498,7 +503,9 @@ def test_duplicate_policies_are_rejected(policies, pattern):
 
 def test_distinct_specs_of_one_policy_are_allowed():
     """The same policy with different keywords is two experiments, not a duplicate."""
-    config.validate(config.from_dict(base(policies=["random", "random,strict_order=true"])))
+    cfg = config.from_dict(base(policies=["random", "random,strict_order=true"]))
+    assert config.validate(cfg).number_of_nodes() > 0
+    assert config.policy_specs(cfg) == ["random", "random,strict_order=true"]
 
 
 class AnyKeywordsPolicy(PlacementPolicy):

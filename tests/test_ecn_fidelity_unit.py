@@ -9,6 +9,7 @@ import shutil
 import struct
 
 import pytest
+from conftest import needs
 
 from common.errors import ConfigError
 from emulator import ecn, flows
@@ -90,11 +91,10 @@ def test_required_marking_that_cannot_run_names_what_is_missing(method, caps, mi
         ecn.resolve_method("required", method, caps)
 
 
-@pytest.mark.skipif(shutil.which("clang") is None, reason="clang is not installed (Debian package clang)")
 def test_marker_source_compiles(tmp_path, monkeypatch):
+    needs(None if shutil.which("clang") else "clang is not installed (Debian package clang)", "BPF ECN marker")
     monkeypatch.setattr(ecn, "OBJECT", str(tmp_path / "m.o"))
-    if ecn.bpf_missing():
-        pytest.skip(ecn.bpf_missing())
+    needs(ecn.bpf_missing(), "BPF ECN marker")
     path = ecn.build(force=True)
     with open(path, "rb") as f:
         assert f.read(4) == b"\x7fELF"
@@ -126,7 +126,11 @@ def test_bad_ecn_config_is_one_clear_error(extra, pattern):
 
 
 def test_bbr_is_accepted_when_marking_is_off():
-    validate(from_dict({"jobs": JOBS, "congestion_control": "bbr", "ecn": {"marking": "off"}}))
+    """BBR ignores ECN: refused while marking is on, accepted with marking off."""
+    with pytest.raises(ConfigError, match="ignores ECN"):
+        validate(from_dict({"jobs": JOBS, "congestion_control": "bbr"}))
+    g = validate(from_dict({"jobs": JOBS, "congestion_control": "bbr", "ecn": {"marking": "off"}}))
+    assert g.number_of_nodes() > 0
 
 
 # -- flows and attribution ---------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SCALE
+from conftest import SCALE, wait_listening, wait_until
 
 pytestmark = pytest.mark.emulation
 
@@ -23,8 +23,7 @@ def test_shaped_link_delivers_configured_rate(fabric):
     """A TCP flow between two machines under one edge switch gets within 10% of the 20 Mbit/s link rate."""
     server = fabric.popen("h4", ["iperf3", "-s", "-1", "-p", "5301"])
     try:
-        import time
-        time.sleep(0.5)
+        wait_listening(fabric, "h4", 5301)
         out = fabric.host_exec("h3", f"iperf3 -c {fabric.g.nodes['h4']['ip']} -p 5301 -t 4 -O 1 -J", timeout_s=30)
     finally:
         from emulator.procs import stop_process
@@ -44,16 +43,20 @@ def test_port_counters_see_a_transfer_on_its_routed_path(fabric):
     before = fabric.switch_counters()
     server = fabric.popen(dst, ["iperf3", "-s", "-1", "-p", "5302"])
     try:
-        import time
-        time.sleep(0.5)
+        wait_listening(fabric, dst, 5302)
         out = fabric.host_exec(src, f"iperf3 -c {fabric.g.nodes[dst]['ip']} -p 5302 -t 2 -J", timeout_s=30)
     finally:
         from emulator.procs import stop_process
         stop_process(server)
         fabric.forget(server)
     received = json.loads(out)["end"]["sum_received"]["bytes"]
-    time.sleep(0.5)
-    moved = fabric.link_bytes(before, fabric.switch_counters())
+    links = path_links(path)
+
+    def counted():  # the switches' counters have caught up with the transfer on every link of its path
+        moved = fabric.link_bytes(before, fabric.switch_counters())
+        return moved if all(moved[link] >= received for link in links) else None
+
+    moved = wait_until(counted, what=f"counters of {received} bytes on every link of {path}")
     for u, v in path_links(path):
         # payload plus Ethernet/IP/TCP headers (~5% at MTU 1500), plus data the receiver had not yet read
         assert received <= moved[(u, v)] <= 1.10 * received + 200_000, f"{u}->{v}: {moved[(u, v)]} vs {received}"

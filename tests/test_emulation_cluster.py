@@ -18,7 +18,7 @@ import sys
 import time
 
 import pytest
-from conftest import MAX_STRUCTURE_RATIO, ROOT, SCALE, leftovers, read_until, ring_bound_ratio
+from conftest import MAX_STRUCTURE_RATIO, ROOT, SCALE, leftovers, needs, read_until, ring_bound_ratio
 
 pytestmark = pytest.mark.emulation
 
@@ -75,8 +75,7 @@ def server(emulation_ok):
     from common.errors import EmulationError
     from emulator.loopback_server import SSHD, LoopbackServer
 
-    if not os.path.exists(SSHD):
-        pytest.skip(f"cluster mode: {SSHD} is not installed (openssh-server; the set-up installs it)")
+    needs(None if os.path.exists(SSHD) else f"{SSHD} is not installed (openssh-server)", "cluster mode")
     srv = LoopbackServer(SERVER, also=(UNREACHABLE,))
     try:
         srv.start()

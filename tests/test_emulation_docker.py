@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from conftest import MAX_STRUCTURE_RATIO, ROOT, SCALE, leftovers, read_until, ring_bound_ratio
+from conftest import MAX_STRUCTURE_RATIO, ROOT, SCALE, leftovers, needs, read_until, ring_bound_ratio
 
 pytestmark = pytest.mark.emulation
 
@@ -49,9 +49,7 @@ def image(emulation_ok):
     from emulator.containers import docker_missing
     from emulator.worker_image import ensure_image
 
-    why = docker_missing()
-    if why:
-        pytest.skip(f"docker: {why}")
+    needs(docker_missing(), "docker")
     said: list[str] = []
     first = ensure_image(said.append)
     again = ensure_image(said.append)

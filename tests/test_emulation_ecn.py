@@ -10,7 +10,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import ECN_QUEUE_PACKETS, SCALE, ecn_marking, leftovers
+from conftest import ECN_QUEUE_PACKETS, SCALE, ecn_marking, leftovers, needs
 
 pytestmark = pytest.mark.emulation
 
@@ -25,9 +25,7 @@ def ecn_net(emulation_ok, tmp_path_factory):
     from emulator.variants import ecn_marker
     from topo import fat_tree
 
-    why = bpf_missing()
-    if why:
-        pytest.skip(f"BPF ECN marker: {why}")
+    needs(bpf_missing(), "BPF ECN marker")
     build()
     run_dir = str(tmp_path_factory.mktemp("ecn"))
     net = EmulatedNetwork(fat_tree(4), run_dir, NetOptions(scale=SCALE, queue_packets=ECN_QUEUE_PACKETS,
@@ -209,8 +207,7 @@ def test_marker_detaches_from_interfaces_that_remain(emulation_ok):
     unmounts its pins and unloads the program."""
     from emulator.ecn import BpfMarker, bpf_missing, build, stale_pin_dirs
 
-    if bpf_missing():
-        pytest.skip(f"BPF ECN marker: {bpf_missing()}")
+    needs(bpf_missing(), "BPF ECN marker")
     build()
     a, b = "tbecn0", "tbecn1"
     subprocess.run(["ip", "link", "del", a], capture_output=True)

@@ -176,7 +176,7 @@ def test_a_preempted_ina_job_resumes_with_a_fresh_id_and_both_finish(emulation_o
 
 def test_ina_optional_where_its_engine_cannot_run_runs_the_ring_and_says_so(emulation_ok, tmp_path, monkeypatch):
     """``ina: {engine: bmv2, use: optional}`` on a machine without bmv2 (no P4_PREFIX, no /opt/p4,
-    no tools on the PATH, really looked for): the INA job runs the ring allreduce, completes, and
+    no tools where the finder searches, really looked for): the INA job runs the ring allreduce, completes, and
     capabilities.json, measurements.json and the terminal say INA was not used and why."""
     import io
 
@@ -185,7 +185,9 @@ def test_ina_optional_where_its_engine_cannot_run_runs_the_ring_and_says_so(emul
 
     monkeypatch.setenv("P4_PREFIX", str(tmp_path / "none"))
     monkeypatch.setattr("ina.p4.build.DEFAULT_PREFIX", str(tmp_path / "none"))
-    monkeypatch.setenv("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+    empty = tmp_path / "empty-bin"  # the finder's search path: nothing there, wherever the machine installs tools
+    empty.mkdir()
+    monkeypatch.setattr("ina.p4.build.SEARCH_PATH", str(empty))
     cfg = config.from_dict({
         "name": "ina-optional", "scale": SCALE, "dilation": 2,
         "topology": {"kind": "leaf_spine", "n_leaf": 2, "n_spine": 1, "hosts_per_leaf": 2, "gpus_per_machine": 1},

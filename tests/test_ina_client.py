@@ -251,13 +251,11 @@ def test_a_hole_is_resent_after_three_later_results_without_waiting_for_the_time
     with Ps([_job(12, 1)], drop=drop):
         client = InaClient(12, 0, PS_IP, SCALE, bind=_worker_ip(0))
         client.rto.rto = 1.0
-        t0 = time.monotonic()
         result = client.allreduce(inputs[0])
-        elapsed = time.monotonic() - t0
         client.close()
     _check_sums(inputs, [result])
+    # resent once, fast, and never after a timeout: the hole was filled before the first timeout fired
     assert lost == [2] and client.stats.fast_resends == 1 and client.stats.timeouts == 0
-    assert elapsed < 0.9
 
 
 class SlowLink:

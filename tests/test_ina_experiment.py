@@ -14,7 +14,7 @@ from test_summary import CFG, G, records, result
 
 from common.errors import ConfigError
 from emulator.ina_runs import FALLBACK_COLLECTIVE, resolve_ina, unused_result, without_ina
-from experiment.config import INA_MAX_SLOTS, INA_RESULTS, from_dict, ina_switches, load, to_dict, validate
+from experiment.config import INA_MAX_SLOTS, INA_RESULTS, from_dict, ina_jobs, ina_switches, load, to_dict, validate
 from experiment.export import job_record
 from experiment.ina_results import InaJobResult, InaResult
 from experiment.report import ina_lines, summarise_policy, summary_tables, write_run_report
@@ -74,8 +74,14 @@ def test_bad_ina_configs_get_one_clear_message(over, pattern):
 
 
 @pytest.mark.parametrize("over", [{"runtime": "torch"}, {"mode": "train", "jobs": [{**INA_JOB, "model": "small_cnn"}]}])
-def test_ina_jobs_run_in_the_torch_runtime_and_in_train_mode(over):
-    validate(cfg(**over))
+def test_ina_jobs_are_accepted_in_the_torch_runtime_and_in_train_mode(over):
+    """The torch runtime and train mode take INA jobs: the config validates with its INA job and
+    ToRs (running them is tests/test_emulation_ina_experiment.py's)."""
+    c = cfg(**over)
+    g = validate(c)
+    assert ina_jobs(c) == ["a"] and set(ina_switches(c, g)) <= {n for n, d in g.nodes(data=True)
+                                                             if d.get("role") == "switch"}
+    assert ina_switches(c, g)
 
 
 def test_the_step_level_simulator_refuses_ina_jobs_in_one_line_and_the_fluid_one_runs_them():
@@ -115,10 +121,13 @@ def test_the_configs_results_modes_are_the_simulators_and_the_plans():
 
 
 def no_p4_anywhere(monkeypatch, tmp_path):
-    """A machine without bmv2: no P4_PREFIX, no default prefix, no tools on PATH (really looked for)."""
+    """A machine without bmv2: no P4_PREFIX, no default prefix, and a PATH of one empty directory of
+    the test's own, so that no tool is found wherever the machine installs them (really looked for)."""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir(exist_ok=True)
     monkeypatch.setenv("P4_PREFIX", str(tmp_path / "none"))
     monkeypatch.setattr("ina.p4.build.DEFAULT_PREFIX", str(tmp_path / "none"))
-    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setenv("PATH", str(empty))
 
 
 def test_bmv2_required_where_it_cannot_run_is_one_line(monkeypatch, tmp_path):

@@ -229,7 +229,10 @@ def test_sighup_adds_and_removes_jobs_and_a_kept_jobs_pending_seq_completes(tmp_
         ps.send(data_packet(9, 5, 1 << 1, _values(1)))
         assert decode(workers[1].results()[0])[1] == (2,) * 32
         ps.send(data_packet(8, 0, 1 << 0, _values(1)))
-        time.sleep(0.2)
+        # the PS reads its one socket in order: once job 9's next result is back, job 8's packet was handled
+        ps.send(data_packet(9, 6, 1 << 0, _values(1)))
+        ps.send(data_packet(9, 6, 1 << 1, _values(1)))
+        assert decode(workers[1].results()[0])[0].seq == 6
         stats = ps.stop()
     finally:
         ps.kill()
@@ -237,7 +240,7 @@ def test_sighup_adds_and_removes_jobs_and_a_kept_jobs_pending_seq_completes(tmp_
             w.close()
     assert stats["unknown_job"] == 1
     assert stats["jobs"]["7"]["received"] == 2 and stats["jobs"]["7"]["completed_seqs"] == 1
-    assert stats["jobs"]["9"]["completed_seqs"] == 1 and stats["jobs"]["8"]["received"] == 0
+    assert stats["jobs"]["9"]["completed_seqs"] == 2 and stats["jobs"]["8"]["received"] == 0
 
 
 @pytest.mark.parametrize("config, why", [

@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, needs
 
 from common.errors import ConfigError
 from experiment.config import ExperimentConfig, JobConfig, TopologyConfig
@@ -36,6 +36,15 @@ policies: [consolidate, random]
 iterations: 3
 warmup_iterations: 1
 """
+
+
+def _dask_missing() -> str | None:
+    """Why Dask's distributed scheduler cannot be imported (requirements.txt installs it), or None."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError as e:
+        return f"cannot import distributed: {e}"
+    return None
 
 
 def tiny_cfg(results_dir: str = "results") -> ExperimentConfig:
@@ -273,7 +282,7 @@ def test_workers_give_the_same_rows(swept, tmp_path):
 def test_a_local_dask_cluster_gives_the_same_rows(swept, tmp_path):
     """The Dask executor (a LocalCluster of 2 processes on loopback, started and stopped by the sweep)
     gives the rows, statistics and sweep.csv of the in-process run."""
-    pytest.importorskip("distributed", reason="Dask is in requirements.txt; this venv lacks it")
+    needs(_dask_missing(), "Dask")
     import psutil
 
     result, run_dir, _ = swept
@@ -301,7 +310,7 @@ def test_a_bad_executor_or_scheduler_is_one_error(tmp_path, monkeypatch, kwargs,
     """An unknown executor fails before anything runs; a scheduler nobody answers at (port 9 on
     loopback, tried for 1 s here) is one ConfigError."""
     if kwargs["on"] == "dask":
-        pytest.importorskip("distributed", reason="Dask is in requirements.txt; this venv lacks it")
+        needs(_dask_missing(), "Dask")
         monkeypatch.setattr("experiment.executors.CONNECT_TIMEOUT_S", 1.0)
     with pytest.raises(ConfigError, match=pattern) as e:
         run_sweep(tiny_cfg(), Vary(OVERSUB, (2,)), (1,), str(tmp_path / "run"), say=lambda line: None, **kwargs)

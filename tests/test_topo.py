@@ -284,8 +284,13 @@ def test_validate_rejects_oversized_graph():
 
 
 def test_validate_accepts_hand_built_file_topology():
-    """A hand-built graph following the schema validates."""
-    validate_topology(tiny_topology())
+    """A hand-built graph following the schema validates, and the same graph with a schema field
+    broken does not (the check is not vacuous)."""
+    g = tiny_topology()
+    validate_topology(g)
+    g.nodes["s1"]["dpid"] = None
+    with pytest.raises(TopologyError):
+        validate_topology(g)
 
 
 def test_validate_rejects_duplicate_dpid():

@@ -29,7 +29,6 @@ from jobs.models import MODELS
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "traces"
-SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
 
 RAW_HEADER = "job_id,submission_time,duration,num_gpu"
 
@@ -320,38 +319,15 @@ def test_mangled_files_give_a_trace_or_a_config_error(tmp_path):
             assert "\n" not in str(exc)
 
 
-# -- the larger traces in the shared data directory ----------------------------------------------
+# -- the larger shipped traces ------------------------------------------------------------------
 
-ITP_JOBS = {1: 1595, 2: 5778, 3: 3011, 4: 15802, 5: 3629, 6: 2396, 7: 12699, 8: 13047, 9: 11134, 10: 260}
-PHILLY_JOBS = 82247  # the shared README's table
-
-
-def shared(rel: str) -> Path:
-    """A file of the shared traces directory; the test is skipped when it is absent."""
-    path = SHARED_TRACES / rel
-    if not path.is_file():
-        pytest.skip(f"no shared trace {path}")
-    return path
-
-
-@pytest.mark.parametrize("cluster", sorted(ITP_JOBS))
-def test_itp_clusters_read_whole_and_agree(cluster):
-    """ITP cluster raw and augmented: the README's job count, nothing skipped, the same real columns."""
-    raw = read_trace(shared(f"elasticflow-itp/raw/cluster{cluster:02d}.csv"))
-    augmented = read_trace(shared(f"elasticflow-itp/augmented/cluster{cluster:02d}.csv"))
-    for trace in (raw, augmented):
-        assert trace.format == "elasticflow" and trace.rows == ITP_JOBS[cluster]
-        assert len(trace.jobs) == ITP_JOBS[cluster] - sum(trace.skipped.values())
-        assert trace.skipped == {}
-    assert all(j.model is None for j in raw.jobs) and all(j.model for j in augmented.jobs)
-    strip = [(j.name, j.arrival_s, j.gpus, j.duration_s, j.job_id, j.row) for j in raw.jobs]
-    assert strip == [(j.name, j.arrival_s, j.gpus, j.duration_s, j.job_id, j.row) for j in augmented.jobs]
+PHILLY_JOBS = 82247  # traces/README.md's table
 
 
 @pytest.fixture(scope="module")
 def philly() -> Trace:
     """philly.csv, read once (82,247 rows)."""
-    return read_trace(shared("philly/philly.csv"))
+    return read_trace(SHIPPED / "philly" / "philly.csv")
 
 
 def test_philly_reads_whole(philly):

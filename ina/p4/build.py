@@ -39,6 +39,9 @@ DEFAULT_SLOTS = 4096
 """Register size of the slot pool; a run uses any power of two up to it (table ``ina_config``)."""
 _LINK_FILE_MAX = 256  # a flattened library link is a file this small naming its target
 
+SEARCH_PATH: str | None = None
+"""The directories searched for the tools after the prefixes, as ``PATH`` writes them (None: ``$PATH``)."""
+
 
 class P4Error(TestbedError):
     """The P4 toolchain is missing, or the program did not compile or run."""
@@ -136,7 +139,7 @@ def find_toolchain() -> tuple[Toolchain | None, str]:
             if tc is not None:
                 return tc, origin
             tried.append(prefix)
-    found = {n: shutil.which(n) for n in ("p4c-bm2-ss", "simple_switch", "simple_switch_CLI")}
+    found = {n: shutil.which(n, path=SEARCH_PATH) for n in ("p4c-bm2-ss", "simple_switch", "simple_switch_CLI")}
     if all(found.values()):
         return Toolchain("PATH", found["p4c-bm2-ss"], found["simple_switch"], found["simple_switch_CLI"]), "PATH"
     return None, (f"no bmv2/p4c: none of {', '.join(tried + ['PATH'])} has p4c-bm2-ss, simple_switch and "
