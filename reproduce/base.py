@@ -64,7 +64,7 @@ class Figure:
     def paper_text(self) -> str:
         """The paper's value or range as printed."""
         low, high = self.paper
-        return _number(low) if low == high else f"{_number(low)}-{_number(high)}"
+        return number_text(low) if low == high else f"{number_text(low)}-{number_text(high)}"
 
     def to_dict(self) -> dict:
         """JSON form: an entry of ``reproduction.json``'s ``figures`` and a row of ``reproduction.csv``."""
@@ -72,12 +72,9 @@ class Figure:
                 "source": self.source, "unit": self.unit, "ratio": self.ratio, "agrees": self.agrees}
 
 
-def _number(x: float) -> str:
-    return f"{x:.0f}" if float(x).is_integer() else f"{x:.3g}"
-
-
 def number_text(x: float | None) -> str:
-    """A measured number as printed (``-`` when missing)."""
+    """A number as printed: whole numbers without decimals, others to 3 significant digits (``-``
+    when missing)."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     return f"{x:.0f}" if float(x).is_integer() else f"{x:.3g}"
