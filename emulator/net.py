@@ -75,7 +75,10 @@ class NetOptions:
             runs D times slower than wall time; see :func:`common.units.virtual_s`).
         mtu: MTU of every emulated interface (1500, or 9000 for jumbo frames).
         routing: controller routing mode, ``ecmp`` or ``select``.
-        queue_packets: FIFO limit under each link's shaper, in packets.
+        queue_packets: FIFO limit under each switch port's shaper, in packets.
+        host_queue_packets: FIFO limit under each machine's own shaper (its NIC), in packets:
+            deep enough that TCP does not overflow it, as a real host's TCP is held back before
+            its NIC's queue drops (``host_queue_packets`` in the config).
         congestion_control: TCP congestion control used in every host.
         stats_interval_s: controller port-statistics polling period.
         datapath: the OVS datapath: ``auto`` (the kernel's where the kernel has the openvswitch
@@ -99,6 +102,7 @@ class NetOptions:
     mtu: int = 1500
     routing: str = "ecmp"
     queue_packets: int = 100
+    host_queue_packets: int = 1000
     congestion_control: str = "cubic"
     stats_interval_s: float = 0.5
     datapath: str = "auto"
@@ -401,13 +405,14 @@ class EmulatedNetwork(StartStop):
         # Mbit/s with HTB on every port, ~195 with TBF, ~200 unshaped).
         frame = shaping.frame_bytes(self.options.mtu)
         burst = shaping.burst_bytes(rate_mbps, self.options.mtu)
-        leaf = f"pfifo limit {self.options.queue_packets}"
+        queue = self.options.queue_packets if switch_port else self.options.host_queue_packets
+        leaf = f"pfifo limit {queue}"
         if switch_port:  # the marker may be the FIFO itself (RED)
             params = self.options.marking(rate_mbps) if self.options.ecn.measures else None
-            leaf = self.options.ecn.fifo(params, rate_mbps, self.options.mtu, self.options.queue_packets)
+            leaf = self.options.ecn.fifo(params, rate_mbps, self.options.mtu, queue)
         return [
             f"tc qdisc replace dev {intf} root handle 5: tbf rate {rate_mbps:.6f}mbit burst {burst} "
-            f"limit {self.options.queue_packets * frame}",
+            f"limit {queue * frame}",
             f"tc qdisc replace dev {intf} parent 5:1 handle 10: {leaf}",
         ]
 

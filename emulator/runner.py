@@ -112,7 +112,8 @@ def net_options(cfg: ExperimentConfig, ecn: EcnMarker = ECN_MARKERS["none"],
         m = cfg.mltcp
         mltcp = (m.slope, m.intercept, wall_s(m.idle_gap_ms / 1000.0, cfg.dilation))
     return NetOptions(scale=cfg.scale, dilation=cfg.dilation, mtu=cfg.mtu, routing=cfg.routing,
-                      queue_packets=cfg.queue_packets, congestion_control=cfg.congestion_control,
+                      queue_packets=cfg.queue_packets, host_queue_packets=cfg.host_queue_packets,
+                      congestion_control=cfg.congestion_control,
                       stats_interval_s=cfg.stats_interval_s, ecn=ecn, marking=marking,
                       switch_ports=ports, ina_switches=tuple(ina_switches), cluster=cluster_options(cfg),
                       mltcp=mltcp)

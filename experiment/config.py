@@ -513,7 +513,12 @@ class ExperimentConfig:
             memory (:mod:`measure.footprint`); ``false`` starts it anyway.
         routing: controller routing mode, ``ecmp`` (deterministic, simulator-predictable) or
             ``select`` (OVS per-flow hashing).
-        queue_packets: FIFO limit under each shaped link.
+        queue_packets: FIFO limit under each switch port's shaper, packets (the switch's buffer).
+        host_queue_packets: FIFO limit under each machine's own shaper (its NIC), packets: deep
+            enough that TCP does not overflow it, as a real host's TCP is held back before its
+            NIC's queue drops (Linux's default ``txqueuelen``). A shallower one drops the
+            machine's own packets, and a ring that chains its transfers waits for every
+            retransmission behind the full queue.
         congestion_control: TCP congestion control in the hosts, one of
             :data:`CONGESTION_CONTROLS`; it must react to ECN (cubic, reno, dctcp, ...; not bbr)
             unless ECN marking is off. ``mltcp_reno`` and ``mltcp_cubic`` are MLTCP (registered for
@@ -554,6 +559,7 @@ class ExperimentConfig:
     memory_check: bool = rule_field(Boolean(), True)
     routing: str = rule_field(Name(ROUTING_MODES), "ecmp")
     queue_packets: int = rule_field(Integer(1, 100_000), 100)
+    host_queue_packets: int = rule_field(Integer(1, 100_000), 1000)
     congestion_control: str = rule_field(Name(CONGESTION_CONTROLS), "cubic")
     ecn: EcnConfig = rule_field(Section(EcnConfig), factory=EcnConfig)
     ina: InaConfig = rule_field(Section(InaConfig), factory=InaConfig)

@@ -29,8 +29,26 @@ def test_shaped_link_delivers_configured_rate(fabric):
         from emulator.procs import stop_process
         stop_process(server)
         fabric.forget(server)
-    mbps = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+    end = json.loads(out)["end"]
+    mbps = end["sum_received"]["bits_per_second"] / 1e6
     assert abs(mbps / LINK_MBPS - 1) <= 0.10, f"measured {mbps:.2f} Mbit/s on a {LINK_MBPS} Mbit/s link"
+    # the sender's own shaper is the bottleneck; its queue holds the flow's window, as a real host's
+    # NIC queue does (host_queue_packets), so nothing is lost and retransmitted
+    assert end["sum_sent"]["retransmits"] == 0, end["sum_sent"]
+
+
+def test_machines_queues_are_deep_and_switch_ports_keep_the_switch_buffer(fabric):
+    """Each machine's own FIFO holds host_queue_packets (1000: Linux's txqueuelen) and each switch
+    port's the switch buffer, queue_packets (100)."""
+    from emulator.procs import run
+
+    def fifo_limit(qdiscs):
+        return next(q["options"]["limit"] for q in qdiscs if q["kind"] == "pfifo")
+
+    host = json.loads(fabric.host_exec("h1", "tc -j qdisc show dev h1-eth0"))
+    switch = json.loads(run(["tc", "-j", "qdisc", "show", "dev", fabric.switch_intfs[("e1", "h1")]]).stdout)
+    assert (fabric.options.host_queue_packets, fabric.options.queue_packets) == (1000, 100)
+    assert (fifo_limit(host), fifo_limit(switch)) == (1000, 100)
 
 
 def test_port_counters_see_a_transfer_on_its_routed_path(fabric):

@@ -487,8 +487,63 @@ def test_buckets_keep_results_deterministic_and_job_order_free(depths):
     assert sorted(rev.jobs, key=lambda e: e.job) == sorted(first.jobs, key=lambda e: e.job)
 
 
+def _flows_per_link(g, jobs) -> dict[tuple[str, str], int]:
+    """Per directed link, the most flows all the jobs together can put on it at once: the sum over
+    jobs of the most transfers one step of the job sends across it."""
+    from jobs.steps import job_steps
+
+    total: dict[tuple[str, str], int] = {}
+    for job in jobs:
+        most: dict[tuple[str, str], int] = {}
+        for steps in job_steps(job.collective, len(job.machines_by_rank), job.bucket_bytes):
+            for step in steps:
+                count: dict[tuple[str, str], int] = {}
+                for src, dst, nbytes in step:
+                    a, b = job.machines_by_rank[src], job.machines_by_rank[dst]
+                    if a != b and nbytes:
+                        for link in path_links(ecmp_path(g, a, b)):
+                            count[link] = count.get(link, 0) + 1
+                for link, n in count.items():
+                    most[link] = max(most.get(link, 0), n)
+        for link, n in most.items():
+            total[link] = total.get(link, 0) + n
+    return total
+
+
+def test_contended_estimates_lie_between_bounds_derived_without_the_simulator():
+    """The pinned mix below, checked by bounds that do not come from the simulator: each job's
+    communication is at least its contention-free chained bound (``jobs.steps``), and at most the
+    same bound with every link's rate divided by the most flows the four jobs can put on it at once
+    (max-min gives each flow at least that share) plus the fixed latency of every step; its run
+    ends no earlier than all its iterations at the contention-free bound. Contention shows: some
+    job is above its contention-free bound."""
+    from jobs.steps import job_steps
+
+    g = fat_tree(4)
+    rates, jobs, latency = uniform(g), _mix(g), 1e-5
+    res = simulate(g, rates, jobs, SimOptions(mtu=1500, latency_s=latency))
+    flows = _flows_per_link(g, jobs)
+    shared = {**rates, **{link: rates.get(link) or rates[link[::-1]] for link in flows}}
+    shared = {link: rate / flows.get(link, 1) for link, rate in shared.items()}
+    estimates = {e.job: e for e in res.jobs}
+    above = []
+    for job in jobs:
+        est = estimates[job.name]
+        args = (list(job.machines_by_rank), job.collective, job.bucket_bytes)
+        lo = job_bound_s(g, rates, *args, mtu=1500)
+        steps = sum(len(s) for s in job_steps(job.collective, len(job.machines_by_rank), job.bucket_bytes))
+        hi = job_bound_s(g, shared, *args, mtu=1500) + steps * latency
+        assert lo <= est.comm_mean_s <= hi, (job.name, lo, est.comm_mean_s, hi)
+        runs = job.warmup_iterations + job.iterations
+        assert est.finish_s >= job.start_s + runs * (job.compute_s + lo)
+        above.append(est.comm_mean_s > lo * 1.01)
+    assert len(above) == 4 and any(above)
+
+
 def test_without_buckets_results_are_unchanged_bit_for_bit():
-    """burst_bytes None (and a depth of 0) reproduce the estimates of the model without buckets exactly."""
+    """burst_bytes None (and a depth of 0) reproduce the estimates of the model without buckets exactly
+    (a regression pin beside the bounds of
+    :func:`test_contended_estimates_lie_between_bounds_derived_without_the_simulator`)."""
     g = fat_tree(4)
     res = simulate(g, uniform(g), _mix(g), SimOptions(mtu=1500, latency_s=1e-5))
     golden = {  # float.hex of (comm_mean_s, finish_s), computed before token buckets were modelled

@@ -85,6 +85,20 @@ def test_job_figures_are_the_simulators(tmp_path):
     assert b.start_s == pytest.approx(0.712) and b.end_s == pytest.approx(0.7422464)
     assert b.jct_s == pytest.approx(0.2422464) and b.comm_mean_s == pytest.approx(0.0025568)
     assert b.iteration_mean_s == pytest.approx(0.0075568)
+    # derived apart from the simulator: small_cnn's two buckets, 4,216 and 40 bytes at scale 500, cut
+    # into chunks of whole floats (1,052 or 1,056 bytes; 8 or 12), cross h1's and h2's 20 Mbit/s
+    # links in each of the ring's 6 steps: at least the smaller chunks, at most the larger ones...
+    assert 6 * (1052 + 8) * 8 / 20e6 <= b.comm_mean_s <= 6 * (1056 + 12) * 8 / 20e6
+    # ...and exactly the chained bound of jobs.steps, a separate implementation
+    from jobs.models import get_model, scaled_buckets
+    from jobs.steps import job_bound_s
+    from topo import fat_tree
+
+    g = fat_tree(4, gpus_per_machine=2)
+    bound = job_bound_s(g, {e: 10000 / 500 for e in g.edges()}, ["h1", "h1", "h2", "h2"], "ring",
+                        scaled_buckets(get_model("small_cnn"), 500))
+    assert scaled_buckets(get_model("small_cnn"), 500) == (4216, 40)
+    assert b.comm_mean_s == pytest.approx(bound, rel=1e-12)
     # what the simulator does not measure is None, never zero
     assert (b.comm_p99_s, b.bound_s, b.fidelity, b.estimate_s, b.ecn_marks) == (None, None, None, None, None)
     assert run.measurements is None
