@@ -53,11 +53,6 @@ def reset_peak(pid: int) -> None:
         f.write("5")
 
 
-def fat_tree_ports(k: int) -> int:
-    """A fat-tree's switch ports: 5k^2/4 switches of k ports (k = 24 is the emulator's largest)."""
-    return 5 * k**3 // 4
-
-
 def fabric(kind: str, k: int):
     """A fat-tree of ``k``, or a leaf-spine with as many machines."""
     from topo import fat_tree, leaf_spine
@@ -173,7 +168,8 @@ def main() -> int:
             per_port = points[0][1] / points[0][0] / MB
             print(f"{kind}: one size measured: {per_port:.2f} MB of the machine per switch port")
             continue
-        fits = [k for k in range(4, 26, 2) if line[0] + line[1] * fat_tree_ports(k) + RESERVE_BYTES <= available]
+        fits = [k for k in range(4, 26, 2)  # k = 24: the emulator's largest fat-tree
+                if line[0] + line[1] * switch_port_count(fabric("fat_tree", k)) + RESERVE_BYTES <= available]
         print(f"{kind} ports ({caps['ovs_datapath']} datapath): the machine's available memory falls "
               f"{line[1] / MB:.2f} MB per switch port (+{line[0] / MB:,.0f} MB); the largest fat-tree in the "
               f"{available / MB:,.0f} MB available: k = {max(fits) if fits else 'none'}")

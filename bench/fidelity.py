@@ -39,6 +39,7 @@ from emulator.variants import switch_ports  # noqa: E402
 from experiment.config import ExperimentConfig  # noqa: E402
 from experiment.report import format_table  # noqa: E402
 from jobs.models import get_model, scaled_buckets  # noqa: E402
+from jobs.records import measured_window_s  # noqa: E402
 from jobs.steps import job_bound_s, job_collisions  # noqa: E402
 from topo import fat_tree, machines  # noqa: E402
 
@@ -64,8 +65,7 @@ def run_allreduce(net, out_dir: str, runtime: str, collective: str, ranks: list[
                                              compute_s=COMPUTE_S, runtime=runtime))
     finally:
         sampler.stop()
-    window = (min(r.start_time_s for r in run.records), max(r.start_time_s + r.iteration_s for r in run.records))
-    return run.comm_mean_s(), sampler.summary([window]), run.startup_s
+    return run.comm_mean_s(), sampler.summary([measured_window_s(run.records)]), run.startup_s
 
 
 def main(argv=None) -> int:

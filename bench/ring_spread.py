@@ -45,6 +45,7 @@ from emulator.ports import resolve_port_type  # noqa: E402
 from emulator.variants import switch_ports  # noqa: E402
 from experiment.report import format_table  # noqa: E402
 from jobs.models import get_model, scaled_buckets  # noqa: E402
+from jobs.records import measured_window_s  # noqa: E402
 from jobs.steps import job_bound_s  # noqa: E402
 from measure.footprint import footprint, mem_available_bytes  # noqa: E402
 from topo import leaf_spine  # noqa: E402
@@ -56,22 +57,20 @@ RING_RANKS = 8
 _ITERATIONS = re.compile(r"^\s*Iterations:\s+(\d+)\s+\(\s*([\d.]+)\s+us/it\)", re.M)
 _SLEEPS = re.compile(r"^\s*- sleep iterations:\s+(\d+)", re.M)
 _SLEEP_US = re.compile(r"^\s*Sleep time \(us\):\s+(\d+)", re.M)
-_RX = re.compile(r"^\s*Rx packets:\s+(\d+)", re.M)
 
 
 def pmd_loop(text: str) -> dict | None:
     """The PMD threads' loop from ``dpif-netdev/pmd-perf-show``, summed over every PMD thread:
     ``iterations``, ``us_per_iteration`` (mean length of one pass over the ports, sleep included),
-    ``sleep_share`` (the iterations that ended in a sleep), ``sleep_us`` (mean sleep per iteration)
-    and ``rx_packets``; None where it shows no PMD thread."""
+    ``sleep_share`` (the iterations that ended in a sleep) and ``sleep_us`` (mean sleep per
+    iteration); None where it shows no PMD thread."""
     its = [(int(n), float(us)) for n, us in _ITERATIONS.findall(text)]
     n = sum(c for c, _ in its)
     if not n:
         return None
     return {"iterations": n, "us_per_iteration": sum(c * us for c, us in its) / n,
             "sleep_share": sum(int(x) for x in _SLEEPS.findall(text)) / n,
-            "sleep_us": sum(int(x) for x in _SLEEP_US.findall(text)) / n,
-            "rx_packets": sum(int(x) for x in _RX.findall(text))}
+            "sleep_us": sum(int(x) for x in _SLEEP_US.findall(text)) / n}
 
 
 def pmd_perf(clear: bool = False) -> str:
@@ -88,25 +87,12 @@ def ring_ranks(spread: int) -> tuple[str, ...]:
 
 
 def retransmits(run_dir: str) -> int:
-    """TCP segments retransmitted by the job's connections: the kernel's counters the agents write
-    at the end (``agent-<machine>.tcp.json``, :mod:`jobs.agent`)."""
+    """TCP segments retransmitted by the job's connections: the kernel's counters each agent writes
+    at the end, one entry per connection (``agent-<machine>.tcp.json``, :meth:`jobs.agent.Agent.write_tcp`)."""
     total = 0
-
-    def walk(x):
-        nonlocal total
-        if isinstance(x, dict):
-            for key, value in x.items():
-                if key == "retransmits" and isinstance(value, int):
-                    total += value
-                else:
-                    walk(value)
-        elif isinstance(x, list):
-            for value in x:
-                walk(value)
-
     for path in glob.glob(os.path.join(run_dir, "**", "*.tcp.json"), recursive=True):
         with open(path) as f:
-            walk(json.load(f))
+            total += sum(conn["retransmits"] for conn in json.load(f))
     return total
 
 
@@ -142,9 +128,7 @@ def measure(racks: int, ports: str, host_queue: int, spreads: list[int], scale: 
                 finally:
                     sampler.stop()
                 busy = pmd_loop(pmd_perf())
-                window = (min(r.start_time_s for r in run.records),
-                          max(r.start_time_s + r.iteration_s for r in run.records))
-                cpu = sampler.summary([window])
+                cpu = sampler.summary([measured_window_s(run.records)])
                 mean = run.comm_mean_s()
                 sw = cpu.switch_thread_p95
                 rows.append(head + ["+".join(str(ranks.count(m)) for m in dict.fromkeys(ranks)),

@@ -59,7 +59,7 @@ from jobs.models import get_model
 from jobs.pace import Paces
 from jobs.patterns import INA
 from jobs.phase import SHIFT_GUARD_S, write_shift
-from jobs.records import read_records
+from jobs.records import measured_window_s, read_records
 from placement.base import Placement, TimeShift
 
 SHIFT_FILE = "shift.json"
@@ -85,8 +85,7 @@ class WaveResult:
 
     def __post_init__(self):
         if self.records and self.window_s is None:
-            self.window_s = (min(r.start_time_s for r in self.records),
-                             max(r.start_time_s + r.iteration_s for r in self.records))
+            self.window_s = measured_window_s(self.records)
 
 
 @dataclasses.dataclass

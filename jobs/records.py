@@ -139,6 +139,16 @@ def read_job_records(paths: Iterable[str | Path]) -> list[IterationRecord]:
     return sorted(recs, key=lambda r: (r.job, r.iteration, r.rank))
 
 
+def measured_window_s(records: Iterable[IterationRecord]) -> tuple[float, float]:
+    """Wall-clock span of the recorded iterations: the first one's start to the last one's end.
+
+    Raises:
+        ValueError: no record.
+    """
+    recs = list(records)
+    return min(r.start_time_s for r in recs), max(r.start_time_s + r.iteration_s for r in recs)
+
+
 def bucket_times_s(records: Iterable, dilation: float = 1.0) -> dict[str, tuple[float, ...]]:
     """Per job, the time of each bucket's allreduce as the job's communication time counts it: per
     iteration the bucket times of its slowest rank (the one whose ``comm_s`` is the iteration's, the

@@ -13,7 +13,7 @@ import pytest
 from common.errors import JobError, TopologyError
 from common.units import wire_bytes
 from jobs.agent import barrier_bytes
-from jobs.steps import job_bound_s, job_collisions
+from jobs.steps import job_bound_s, job_collisions, job_steps
 from sim.flowsim import SimJob, SimOptions, simulate
 from sim.maxmin import EPS, maxmin_rates
 from topo import fat_tree
@@ -490,8 +490,6 @@ def test_buckets_keep_results_deterministic_and_job_order_free(depths):
 def _flows_per_link(g, jobs) -> dict[tuple[str, str], int]:
     """Per directed link, the most flows all the jobs together can put on it at once: the sum over
     jobs of the most transfers one step of the job sends across it."""
-    from jobs.steps import job_steps
-
     total: dict[tuple[str, str], int] = {}
     for job in jobs:
         most: dict[tuple[str, str], int] = {}
@@ -517,14 +515,11 @@ def test_contended_estimates_lie_between_bounds_derived_without_the_simulator():
     (max-min gives each flow at least that share) plus the fixed latency of every step; its run
     ends no earlier than all its iterations at the contention-free bound. Contention shows: some
     job is above its contention-free bound."""
-    from jobs.steps import job_steps
-
     g = fat_tree(4)
     rates, jobs, latency = uniform(g), _mix(g), 1e-5
     res = simulate(g, rates, jobs, SimOptions(mtu=1500, latency_s=latency))
     flows = _flows_per_link(g, jobs)
-    shared = {**rates, **{link: rates.get(link) or rates[link[::-1]] for link in flows}}
-    shared = {link: rate / flows.get(link, 1) for link, rate in shared.items()}
+    shared = {**rates, **{link: (rates.get(link) or rates[link[::-1]]) / n for link, n in flows.items()}}
     estimates = {e.job: e for e in res.jobs}
     above = []
     for job in jobs:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
-from jobs.records import IterationRecord, read_records, write_records
+import pytest
+
+from jobs.records import IterationRecord, measured_window_s, read_records, write_records
 
 
 def record(**kw) -> IterationRecord:
@@ -29,3 +32,15 @@ def test_a_record_written_before_ecn_marks_reads_as_not_measured(tmp_path):
     path.write_text(json.dumps(d) + "\n")
     (rec,) = read_records(path)
     assert rec.ecn_marks is None and rec == record()
+
+
+def test_the_measured_window_runs_from_the_first_start_to_the_last_end():
+    """Ranks start and end at different times: the window is the earliest start to the latest
+    start + iteration time (the CPU and queue samples of a run are taken inside it); no record is
+    an error."""
+    a = record()  # 1000.0 .. 1000.9
+    b = dataclasses.replace(a, rank=0, start_time_s=999.5, iteration_s=0.2)  # 999.5 .. 999.7
+    c = dataclasses.replace(a, iteration=1, start_time_s=1000.9, iteration_s=1.1)  # .. 1002.0
+    assert measured_window_s([a, b, c]) == (999.5, pytest.approx(1002.0))
+    with pytest.raises(ValueError):
+        measured_window_s([])

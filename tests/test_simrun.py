@@ -17,6 +17,9 @@ from experiment.report import JOB_CSV_COLUMNS, SUMMARY_CSV_COLUMNS, summary_tabl
 from experiment.results import PolicyIncomplete
 from experiment.simrun import SimulatorExperiment, SimulatorSession
 from experiment.summary import JobSummary, completion_figures
+from jobs.models import get_model, scaled_buckets
+from jobs.steps import job_bound_s
+from topo import fat_tree
 
 
 def small_cfg() -> ExperimentConfig:
@@ -90,10 +93,6 @@ def test_job_figures_are_the_simulators(tmp_path):
     # links in each of the ring's 6 steps: at least the smaller chunks, at most the larger ones...
     assert 6 * (1052 + 8) * 8 / 20e6 <= b.comm_mean_s <= 6 * (1056 + 12) * 8 / 20e6
     # ...and exactly the chained bound of jobs.steps, a separate implementation
-    from jobs.models import get_model, scaled_buckets
-    from jobs.steps import job_bound_s
-    from topo import fat_tree
-
     g = fat_tree(4, gpus_per_machine=2)
     bound = job_bound_s(g, {e: 10000 / 500 for e in g.edges()}, ["h1", "h1", "h2", "h2"], "ring",
                         scaled_buckets(get_model("small_cnn"), 500))
