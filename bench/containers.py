@@ -76,7 +76,7 @@ def main() -> int:
                     os.makedirs(out)
                     spawn = ContainerRunner(net, ContainerSettings(image.tag, args.cpus), [out]) \
                         if kind == "container" else None
-                    print(f"run {i + 1}/{args.repeat}, {kind}s: the {len(ring)}-machine ring ...", flush=True)
+                    print(f"run {i + 1}/{args.repeat}, {kind} workers: the {len(ring)}-machine ring ...", flush=True)
                     before = net.switch_counters()
                     run = run_job(net, out, OneJob(f"{kind}{i}", ring, "ring", buckets, iterations=args.iterations,
                                                    warmup_iterations=1, compute_s=0.05, timeout_s=600),

@@ -15,6 +15,10 @@ the default D: every row at most 1.05, except rows whose own transfers collide o
 wall time (``--no-default`` skips that).
 
     sudo .venv/bin/python bench/fidelity.py [--dilations 1,2,4,8] [--runtime agent|torch] [--no-default]
+        [--workers 4,8,16] [--collectives ring,hd] [--iterations 3] [--fabric fat_tree|leaf_spine]
+
+``--fabric leaf_spine`` runs on two racks of two machines and one spine instead (at most 4 workers):
+the smallest fabric whose jobs cross a spine, for a quick check that every step above runs.
 """
 
 from __future__ import annotations
@@ -41,10 +45,13 @@ from experiment.report import format_table  # noqa: E402
 from jobs.models import get_model, scaled_buckets  # noqa: E402
 from jobs.records import measured_window_s  # noqa: E402
 from jobs.steps import job_bound_s, job_collisions  # noqa: E402
-from topo import fat_tree, machines  # noqa: E402
+from topo import fat_tree, leaf_spine, machines  # noqa: E402
 
 TARGET_RATIO = 1.05
 COMPUTE_S = 0.05  # virtual seconds between iterations (dilated like the experiment's compute)
+FABRICS = {"fat_tree": ("k=4 fat-tree", lambda: fat_tree(4, bw_mbps=10000.0)),
+           "leaf_spine": ("leaf-spine of 2 racks x 2 machines, 1 spine", lambda: leaf_spine(2, 1, 2))}
+"""--fabric: its description and builder (machine links at 10 Gbit/s, scaled by --scale)."""
 
 
 def spread_machines(g, n: int) -> list[str]:
@@ -78,6 +85,8 @@ def main(argv=None) -> int:
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--workers", default="4,8,16")
     ap.add_argument("--collectives", default="ring,hd")
+    ap.add_argument("--fabric", choices=tuple(FABRICS), default="fat_tree",
+                    help="the k=4 fat-tree, or the smallest leaf-spine four workers span (default: %(default)s)")
     ap.add_argument("--no-default", dest="default", action="store_false",
                     help="skip running and timing the default experiment")
     args = ap.parse_args(argv)
@@ -89,10 +98,15 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     ports, why = resolve_port_type("auto", 1500, caps["ovs_datapath"], caps["afxdp_missing"])
-    g = fat_tree(4, bw_mbps=10000.0)
+    what, build = FABRICS[args.fabric]
+    g = build()
+    largest = max(int(x) for x in args.workers.split(","))
+    if largest > len(machines(g)):
+        print(f"error: --workers {largest}: the {what} has {len(machines(g))} machines", file=sys.stderr)
+        return 2
     buckets = tuple(scaled_buckets(get_model(args.model), args.scale))
     default_d = ExperimentConfig().dilation
-    print(f"k=4 fat-tree at 10 Gbit/s / {args.scale:g}, {ports} switch ports ({why}); {args.model} buckets: "
+    print(f"{what} at 10 Gbit/s / {args.scale:g}, {ports} switch ports ({why}); {args.model} buckets: "
           f"{len(buckets)} of {min(buckets)}-{max(buckets)} B ({sum(buckets) / 1e6:.2f} MB per iteration); "
           f"runtime {args.runtime}", flush=True)
     try:

@@ -47,11 +47,13 @@ its bound.
 
     sudo .venv/bin/python bench/ina.py [--seqs 4000] [--fan-in 4] [--window 64 256]
     sudo .venv/bin/python bench/ina.py --fabric [--model vgg16] [--dilation 6] [--iterations 5]
+        [--placements two-racks,one-rack]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import sys
@@ -163,6 +165,15 @@ def end_hosts(seqs: int, fan_in: int, lanes: int) -> dict:
 PLACEMENTS = (("two racks", ("h1", "h2", "h5", "h6")), ("one rack", ("h1", "h2", "h3", "h4")))
 """The fabric job's workers: two under l1 and two under l2, or all four under l1 (a rack-local job,
 whose one uplink INA relieves most)."""
+def placements(names: str) -> list[tuple[str, tuple[str, ...]]]:
+    """The :data:`PLACEMENTS` named in ``names`` (comma-separated, a dash for each space), in that order."""
+    by_name = {where.replace(" ", "-"): (where, workers) for where, workers in PLACEMENTS}
+    unknown = [n for n in names.split(",") if n not in by_name]
+    if unknown:
+        raise SystemExit(f"--placements: unknown {', '.join(unknown)}; known: {', '.join(by_name)}")
+    return [by_name[n] for n in names.split(",")]
+
+
 WAYS = (("ring allreduce (TCP)", "ring", None, None),
         ("INA, results unicast", "ina", ("l1", "l2", "l3"), "unicast"),
         ("INA, results multicast", "ina", ("l1", "l2", "l3"), "multicast"),
@@ -240,7 +251,7 @@ def fabric_rows(args) -> list[list[str]]:
         print(f"  switch ports {opts.switch_ports.name}, ECN {opts.ecn.name} (as an experiment's defaults choose here)",
               flush=True)
         with EmulatedNetwork(g, tmp, opts) as net, InaFabric(net, values_per_packet=lanes) as fabric:
-            for where, workers in PLACEMENTS:
+            for where, workers in placements(args.placements):
                 first = len(rows)
                 for name, collective, ina_switches, results in WAYS:
                     plan = started = None
@@ -325,6 +336,11 @@ def packet_rates(args, lanes: int, tc, why: str | None) -> tuple[list[list[str]]
     return rows, all(r[-1] == "yes" for r in rows)
 
 
+def _count(x: float) -> str:
+    """A rate with thousands separators; '-' where it was not measured (NaN)."""
+    return "-" if math.isnan(x) else f"{x:,.0f}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seqs", type=int, default=4000, help=f"seqs per worker at {VALUES_PER_PACKET} values per packet "
@@ -340,7 +356,10 @@ def main() -> int:
     ap.add_argument("--scale", type=float, default=500.0)
     ap.add_argument("--dilation", type=float, default=6.0)
     ap.add_argument("--iterations", type=int, default=5)
+    ap.add_argument("--placements", default=",".join(w.replace(" ", "-") for w, _ in PLACEMENTS),
+                    help="where the fabric job's four workers are (default: %(default)s)")
     args = ap.parse_args()
+    placements(args.placements)
     if os.geteuid() != 0:
         print("the aggregators on veths not measured: needs root")
     tc, why = build.find_toolchain()
@@ -358,17 +377,20 @@ def main() -> int:
         hosts_rate = n_in / hosts["seconds"]
         # Each end host's capacity on one core of its own: the PS's packets in per CPU second, a
         # worker's seqs per CPU second times the fan-in (the job's packets it feeds an aggregator).
-        ps_core, worker_core = n_in / hosts["ps_cpu"], n_in / hosts["worker_cpu"]
-        slowest = min(ps_core, worker_core)
+        # A run shorter than the kernel's CPU accounting tick (the PS's /proc figures) shows no capacity.
+        ps_core = n_in / hosts["ps_cpu"] if hosts["ps_cpu"] > 0 else math.nan
+        worker_core = n_in / hosts["worker_cpu"] if hosts["worker_cpu"] > 0 else math.nan
+        slowest = math.nan if math.isnan(ps_core) or math.isnan(worker_core) else min(ps_core, worker_core)
         hosts_rows.append([str(lanes), f"{seqs} x {args.fan_in}", f"{hosts['seconds']:.2f}", f"{hosts_rate:,.0f}",
-                           f"{hosts_rate * lanes / 1e6:.2f}", f"{ps_core:,.0f}", f"{worker_core / args.fan_in:,.0f}",
+                           f"{hosts_rate * lanes / 1e6:.2f}", _count(ps_core), _count(worker_core / args.fan_in),
                            "yes" if hosts["exact"] else "NO", str(hosts["resent"])])
         # The job's packets per second through the end hosts (every worker's packet into the PS), all
         # sharing this machine's cores, and the slowest end host's on a core of its own, against each
         # aggregator's: below 1, the end hosts cannot feed that aggregator.
         for r in lane_rows:
             rate = float(r[5].replace(",", ""))
-            ratios.append([str(lanes), r[1], r[2], f"{hosts_rate / rate:.2f}", f"{slowest / rate:.2f}"])
+            ratios.append([str(lanes), r[1], r[2], f"{hosts_rate / rate:.2f}",
+                           "-" if math.isnan(slowest) else f"{slowest / rate:.2f}"])
         print(f"  {lanes} values per packet measured", flush=True)
     print(f"INA aggregator packet rate: one job, fan-in {args.fan_in}, {args.seqs * VALUES_PER_PACKET} values "
           f"per worker")

@@ -65,19 +65,26 @@ def require_tools() -> None:
                              "`/usr/share/openvswitch/scripts/ovs-ctl start` or run `make setup`")
 
 
+QDISC_TRIALS: dict[str, list[str] | None] = {
+    "htb": ["htb"], "tbf": ["tbf", "rate", "10mbit", "burst", "15k", "latency", "10ms"],
+    "netem": ["netem", "delay", "1ms"],
+    "red": ["red", "limit", "400000", "min", "30000", "max", "90000", "avpkt", "1500", "burst", "30", "bandwidth",
+            "10mbit", "ecn"],
+    "fq_codel": ["fq_codel"], "clsact": None}
+"""The qdiscs :func:`qdisc_probe` tries, each with the arguments it tries it with as the root qdisc
+(None: clsact, added beside the root). One left out has no entry, which readers take as the kernel
+refusing it: without ``red``, any kernel runs as one without sch_red (the tests run that path so)."""
+
+
 def qdisc_probe() -> dict[str, bool]:
-    """Which qdiscs the kernel accepts, tried on a throw-away veth pair."""
+    """Which qdiscs of :data:`QDISC_TRIALS` the kernel accepts, tried on a throw-away veth pair."""
     a, b = PROBE_VETH
     subprocess.run(["ip", "link", "del", a], capture_output=True)
     if not _ok(["ip", "link", "add", a, "type", "veth", "peer", "name", b]):
         return {}
     try:
         out = {}
-        for name, args in (("htb", ["htb"]), ("tbf", ["tbf", "rate", "10mbit", "burst", "15k", "latency", "10ms"]),
-                           ("netem", ["netem", "delay", "1ms"]),
-                           ("red", ["red", "limit", "400000", "min", "30000", "max", "90000", "avpkt", "1500",
-                                    "burst", "30", "bandwidth", "10mbit", "ecn"]),
-                           ("fq_codel", ["fq_codel"]), ("clsact", None)):
+        for name, args in QDISC_TRIALS.items():
             if args is None:
                 out[name] = _ok(["tc", "qdisc", "add", "dev", a, "clsact"])
                 subprocess.run(["tc", "qdisc", "del", "dev", a, "clsact"], capture_output=True)

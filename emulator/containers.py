@@ -10,9 +10,10 @@ of the locally built worker image (:mod:`emulator.worker_image`), started by ``d
   Containernet achieves by moving the interface into the container). Entering a namespace
   needs ``CAP_SYS_ADMIN``, the only capability added;
 * **CPU**: ``--cpus`` caps each container (cgroup CPU quota), ``container.cpus`` of the config;
-* **files**: the image holds the project and its venv at their paths on this machine, so the
-  worker's command and environment are unchanged; the run's directory is bind-mounted at its
-  own path, where the worker reads its spec and writes its records and log;
+* **files**: the image holds this machine's packages the workers run on; the venv and the
+  project's code are bind-mounted read-only at their paths (:func:`image_mounts`), so the
+  worker's command and environment are unchanged; the run's directory is bind-mounted
+  read-write at its own path, where the worker reads its spec and writes its records and log;
 * **environment**: the worker's variables whose names start with :data:`ENV_PREFIXES` (Python's,
   OpenMP's, gloo's, torch's, the project's); the rest (PATH, HOME, ...) is the image's;
 * **processes**: ``--init`` runs a minimal init as the container's PID 1, which passes signals
@@ -33,6 +34,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 
 from common.errors import EmulationError
 
@@ -92,13 +94,23 @@ def server_version() -> str:
     return docker(["version", "--format", "{{.Server.Version}}"]).stdout.strip()
 
 
+def image_mounts() -> list[str]:
+    """What every worker container mounts read-only at its own path, as the worker image holds
+    neither: the venv this interpreter runs in (a worker's command is this interpreter) and the
+    project's code."""
+    from emulator.controller_proc import PROJECT_ROOT
+
+    return sorted({PROJECT_ROOT, *([sys.prefix] if sys.prefix != sys.base_prefix else [])})
+
+
 def container_env_keys(env: dict) -> list[str]:
     """The variables of ``env`` a worker's container gets (:data:`ENV_PREFIXES`), sorted."""
     return sorted(k for k in env if k.startswith(ENV_PREFIXES))
 
 
 def run_argv(name: str, image: str, netns: str, cpus: float, mounts: list[str], env_keys: list[str],
-             workdir: str, argv: list[str], labels: dict[str, str]) -> list[str]:
+             workdir: str, argv: list[str], labels: dict[str, str],
+             read_only: tuple[str, ...] | list[str] = ()) -> list[str]:
     """The ``docker run`` arguments of one worker container (see the module docstring).
 
     Args:
@@ -112,12 +124,15 @@ def run_argv(name: str, image: str, netns: str, cpus: float, mounts: list[str], 
         workdir: the command's working directory.
         argv: the command, run in the machine's network namespace.
         labels: extra labels (``dtnet.testbed=worker`` is always set).
+        read_only: directories bind-mounted read-only at their own paths (:func:`image_mounts`).
     """
     out = ["run", "--rm", "--init", "--name", name, "--network", "none", "--cap-add", "SYS_ADMIN",
            "--cpus", f"{cpus:g}", "--log-driver", "none", "--label", f"{LABEL}=worker",
            "-v", f"{netns}:{NETNS_PATH}:ro", "-w", workdir]
     for key, value in sorted(labels.items()):
         out += ["--label", f"{key}={value}"]
+    for path in read_only:
+        out += ["-v", f"{path}:{path}:ro"]
     for path in mounts:
         out += ["-v", f"{path}:{path}"]
     for key in env_keys:
@@ -178,7 +193,7 @@ class ContainerRunner:
         name = f"dtnet-{os.getpid()}-{next(self._names)}-{machine}"
         keys = container_env_keys(env)
         args = run_argv(name, self.settings.image, f"/proc/{host.pid}/ns/net", self.settings.cpus, self.mounts,
-                        keys, PROJECT_ROOT, list(argv), {"dtnet.owner": str(os.getpid())})
+                        keys, PROJECT_ROOT, list(argv), {"dtnet.owner": str(os.getpid())}, image_mounts())
         what = " ".join(os.path.basename(a) for a in argv[:3])
         change = self.net.record.add(Change("container", name, what=f"{what} on {machine}"))
         client_env = {k: v for k, v in os.environ.items() if k.startswith("DOCKER_")}  # which daemon

@@ -21,13 +21,21 @@ deletes what no record names.
 
 Undoing a change that was recorded but never made is harmless (a missing bridge, interface,
 mount or process is skipped), so recording first is always safe.
+
+One emulated network (or VM run) at a time per machine: Mininet's node names are global (OVS
+bridges, ``<node>-eth<N>`` interfaces in the root namespace). :class:`EmulatorLock` is that
+machine-wide turn, an ``flock`` on :data:`EMULATOR_LOCK` held for the run's life; the kernel drops it
+when its holder dies, whatever killed it. A second run refuses at once, or waits up to
+``TESTBED_EMULATOR_WAIT_S`` seconds for its turn (:data:`WAIT_ENV`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import json
+import math
 import os
 import shlex
 import shutil
@@ -52,6 +60,11 @@ COMMAND_TIMEOUT_S = 30.0
 REMOTE_KINDS = ("bridge", "link", "sysctl")
 """Kinds of change a run may make on another server of an emulation cluster."""
 BRIDGE_TIMEOUT_S = 120  # deleting bridges with AF_XDP ports takes the daemon a while (emulator.ports)
+EMULATOR_LOCK = os.environ.get("TESTBED_EMULATOR_LOCK", "/run/dtnet-testbed/emulator.lock")
+"""The machine-wide emulator lock (:class:`EmulatorLock`); its holder's PID and purpose are written in it."""
+WAIT_ENV = "TESTBED_EMULATOR_WAIT_S"
+"""Seconds a run waits for the emulator while another run holds it (default 0: it refuses at once)."""
+LOCK_POLL_S = 0.1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -596,6 +609,168 @@ def require_no_leftovers(records_dir: str | None = None) -> None:
         raise EmulationError(f"a run that did not finish (pid {rec.pid}, {rec.purpose}) left {len(rec.changes)} "
                              f"change(s) on this machine ({', '.join(kinds)}); undo them with "
                              f"`sudo python run_testbed.py clean`")
+
+
+# -- the machine's one emulator -------------------------------------------------------------------
+
+
+def wait_setting() -> float:
+    """Seconds to wait for the emulator (:data:`WAIT_ENV`; 0 when unset).
+
+    Raises:
+        EmulationError: when it is not a number of seconds.
+    """
+    raw = os.environ.get(WAIT_ENV, "").strip()
+    try:
+        wait_s = float(raw or 0)
+    except ValueError:
+        wait_s = -1.0
+    if not (math.isfinite(wait_s) and wait_s >= 0):
+        raise EmulationError(f"{WAIT_ENV}={raw!r} is not a number of seconds (0 or more)")
+    return wait_s
+
+
+def _ancestors() -> set[int]:
+    """PIDs of this process's parent, its parent's parent, ... up to init."""
+    out, pid = set(), os.getppid()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(") ", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    return out
+
+
+def _try_flock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+_HOLDS: dict[str, list] = {}
+"""Lock path -> [its descriptor (None when an ancestor holds it), how many holds of this process]."""
+_HOLDS_LOCK = threading.Lock()
+
+
+class EmulatorLock:
+    """This process's turn at the emulator: an exclusive ``flock`` on ``path``, for as long as it is
+    held, so "another run is using the emulator" is decided atomically and a dead holder's turn ends
+    with it.
+
+    Holds nest within a process (the file is locked once, released by the last release). A process
+    whose ancestor holds the lock runs under that turn (a test suite holding it for a test lends it
+    to the runs the test starts); such runs still meet each other's records in
+    :func:`require_no_leftovers`. Waiting runs queue on ``path + ".queue"``, so that a holder that
+    releases and at once asks again lets the one waiting go first.
+
+    Args:
+        purpose: a few words for another run's refusal or wait message.
+        path: the lock file (default :data:`EMULATOR_LOCK`).
+        wait_s: how long to wait for another run's turn to end (default :func:`wait_setting`).
+        say: where the one line saying that it waits goes (default stderr).
+    """
+
+    def __init__(self, purpose: str, path: str | None = None, wait_s: float | None = None, say=None):
+        self.purpose = purpose
+        self.path = os.path.abspath(path or EMULATOR_LOCK)
+        self.wait_s = wait_s
+        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.held = False
+
+    def __enter__(self) -> EmulatorLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def holder(self) -> tuple[int, str] | None:
+        """PID and purpose of the live process whose turn it is, from the lock file; None when there is
+        none (or it has not written itself in yet)."""
+        try:
+            with open(self.path) as f:
+                d = json.loads(f.read() or "null")
+            pid, start, purpose = int(d["pid"]), d["start_time"], str(d["purpose"])
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+        return (pid, purpose) if process_start_time(pid) == start else None
+
+    def acquire(self) -> EmulatorLock:
+        """Take the turn (or a nested hold of this process's, or its ancestor's).
+
+        Raises:
+            EmulationError: "another run (pid N, ...) is using the emulator" when another run holds it
+                and the wait (if any) ran out.
+        """
+        if self.held:
+            return self
+        wait_s = wait_setting() if self.wait_s is None else self.wait_s
+        with _HOLDS_LOCK:
+            hold = _HOLDS.get(self.path)
+            if hold is None:
+                hold = [self._take(wait_s), 0]
+                _HOLDS[self.path] = hold
+            hold[1] += 1
+        self.held = True
+        return self
+
+    def release(self) -> None:
+        """End this hold (idempotent); the turn ends with the process's last hold."""
+        if not self.held:
+            return
+        self.held = False
+        with _HOLDS_LOCK:
+            hold = _HOLDS[self.path]
+            hold[1] -= 1
+            if hold[1] > 0:
+                return
+            del _HOLDS[self.path]
+            fd = hold[0]
+            if fd is not None:
+                os.ftruncate(fd, 0)  # no stale holder for whoever reads it next
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+
+    def _take(self, wait_s: float) -> int | None:
+        """The locked descriptor, or None when an ancestor holds the lock."""
+        os.makedirs(os.path.dirname(self.path), mode=0o755, exist_ok=True)
+        deadline = time.monotonic() + wait_s
+        queue = os.open(self.path + ".queue", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        queued, polls = False, 0
+        try:
+            while True:
+                who = self.holder()
+                if who is not None and who[0] in _ancestors():
+                    os.close(fd)
+                    return None
+                queued = queued or _try_flock(queue)
+                if queued and _try_flock(fd):
+                    break
+                other = f"pid {who[0]}, {who[1]}" if who else f"holding {self.path}"
+                if time.monotonic() >= deadline:
+                    waited = f" (waited {wait_s:g} s, {WAIT_ENV})" if wait_s else ""
+                    raise EmulationError(f"another run ({other}) is using the emulator; wait for it to finish or "
+                                         f"stop it{waited}")
+                # said once; a holder not yet written in is given a second to be
+                if polls >= 0 and (who or polls * LOCK_POLL_S >= 1.0):
+                    self.say(f"waiting up to {wait_s:g} s for the emulator: another run ({other}) is using it")
+                    polls = -1
+                elif polls >= 0:
+                    polls += 1
+                time.sleep(LOCK_POLL_S)
+        except BaseException:
+            os.close(fd)
+            raise
+        finally:
+            os.close(queue)  # the next in line may queue now
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "start_time": process_start_time(os.getpid()),
+                                  "purpose": self.purpose}).encode(), 0)
+        return fd
 
 
 def clean(records_dir: str | None = None, say=print) -> list[str]:

@@ -98,16 +98,28 @@ def variant(name: str) -> MltcpVariant:
         raise MltcpUnavailable(f"unknown MLTCP variant {name!r}; built: {', '.join(VARIANTS)}") from None
 
 
-def missing() -> str | None:
-    """What building and registering the programs needs that this machine lacks, or None."""
+def tools_missing() -> str | None:
+    """Which of the tools the set-up installs for building and registering the programs this
+    machine lacks, or None."""
     for tool, package in (("bpftool", "bpftool"), ("clang", "clang")):
         if shutil.which(tool) is None:
             return f"{tool} is not installed (Debian package {package}; run scripts/setup.sh)"
-    if not os.path.exists(BTF):
-        return f"the kernel exposes no BTF ({BTF}): struct_ops programs cannot be loaded"
     if not os.path.exists("/usr/include/bpf/bpf_helpers.h"):
         return "libbpf headers are not installed (Debian package libbpf-dev; run scripts/setup.sh)"
     return None
+
+
+def kernel_missing() -> str | None:
+    """What the running kernel lacks for struct_ops programs (its BTF, :data:`BTF`), or None: no
+    set-up can add it."""
+    if not os.path.exists(BTF):
+        return f"the kernel exposes no BTF ({BTF}): struct_ops programs cannot be loaded"
+    return None
+
+
+def missing() -> str | None:
+    """What building and registering the programs needs that this machine lacks, or None."""
+    return tools_missing() or kernel_missing()
 
 
 def _stale(v: MltcpVariant) -> bool:

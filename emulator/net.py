@@ -51,7 +51,7 @@ from emulator.capabilities import resolve_datapath
 from emulator.cluster import LOCAL, REMOTE_RUN, ClusterOptions, MultiServer, ThisMachine
 from emulator.controller_proc import ControllerProcess
 from emulator.ecn import BpfMarker, wait_unloaded
-from emulator.journal import Change, RunJournal, process_change, require_no_leftovers
+from emulator.journal import Change, EmulatorLock, RunJournal, process_change, require_no_leftovers
 from emulator.procs import pid_alive, run, stop_process
 from emulator.variants import ECN_MARKERS, OFFLOADS, SWITCH_PORTS, EcnMarker, SwitchPorts
 from measure import shaping
@@ -175,6 +175,7 @@ class EmulatedNetwork(StartStop):
         self.host_intf: dict[str, str] = {}
         self._procs: dict[subprocess.Popen, Change] = {}
         self.record = RunJournal(f"emulated network of {run_dir}")
+        self.turn = EmulatorLock(f"emulated network of {run_dir}")
         self.undo_failures: list[str] = []
         self._vswitchd_pid: int | None = None
         self.marker: BpfMarker | None = None
@@ -195,14 +196,19 @@ class EmulatedNetwork(StartStop):
         Every change to the machine is recorded (:class:`emulator.journal.RunJournal`) before it
         is made, so :meth:`stop`, or ``run_testbed.py clean`` after a crash, undoes exactly it.
 
+        The machine's emulator lock (:class:`emulator.journal.EmulatorLock`) is held from here to the end
+        of :meth:`stop`: node names are global, so no other network can be built meanwhile.
+
         Raises:
-            EmulationError: when another run is active, a dead run left changes behind, or a
-                bridge or interface this network needs already exists (it is not ours to remove).
+            EmulationError: when another run is active (and the wait for it, ``TESTBED_EMULATOR_WAIT_S``,
+                ran out), a dead run left changes behind, or a bridge or interface this network needs
+                already exists (it is not ours to remove).
         """
         from mininet.log import setLogLevel
         from mininet.net import Mininet
 
         setLogLevel("error")
+        self.turn.acquire()
         require_no_leftovers()
         if self.options.mltcp is not None:
             self._register_mltcp()
@@ -326,6 +332,7 @@ class EmulatedNetwork(StartStop):
             print(f"warning: {len(self.undo_failures)} change(s) of this run could not be undone (first: "
                   f"{self.undo_failures[0]}); they are recorded: run `sudo python run_testbed.py clean`",
                   file=sys.stderr, flush=True)
+        self.turn.release()
 
     # -- INA aggregator ports ----------------------------------------------------------------
 
@@ -546,7 +553,15 @@ class EmulatedNetwork(StartStop):
         servers = [self.popen(t, [sys.executable, "-m", "emulator.tcpcheck", "serve", str(port)], env=env,
                               cwd=PROJECT_ROOT) for t in targets]
         try:
-            time.sleep(0.3)
+            # Probe once every server listens: one on another server of a cluster starts over SSH.
+            deadline = time.monotonic() + timeout_s
+            for t, srv in zip(targets, servers, strict=True):
+                while not self.host_exec(t, f"ss -Hltn sport = :{port}").strip():
+                    if srv.poll() is not None:
+                        return {t: [f"fail the check's server on {t} (port {port}) exited ({srv.returncode})"]}
+                    if time.monotonic() > deadline:
+                        return {t: [f"fail the check's server on {t} (port {port}) not listening in {timeout_s:g} s"]}
+                    time.sleep(0.05)
             probes = {}
             for src in sources:
                 ips = [self.g.nodes[t]["ip"] for t in targets if t != src]

@@ -1,29 +1,28 @@
-"""The worker image: built here, from local parts, for workers in containers (:mod:`emulator.containers`).
+"""The worker image: made here of this machine's own packages, for workers in containers (:mod:`emulator.containers`).
 
-No image registry is reachable from the machines this runs on, so nothing is pulled. The
-image is three layers of this machine's own making, each tagged with a digest of its inputs
-and rebuilt only when they change:
+Nothing is pulled or downloaded. The image, ``dtnet-worker:<digest>``, is one layer: the files
+this machine's package manager installed for the interpreter the project's venv runs on, for the
+libraries its compiled modules link (found with ``ldd`` and ``dpkg -S``) and for ``nsenter``
+(a container's command enters its machine's network namespace with it), with every package they
+depend on and the distribution's essential set (which Debian packages may use without declaring
+it); documentation, manuals and translations left out; streamed as a tar to ``docker import``.
+These are the same files, byte for byte, a worker process runs on, in the way Google's
+distroless images are made of packages' files without their install scripts.
 
-1. ``dtnet-worker-base:<digest>``: a minimal root filesystem of this machine's distribution
-   and release (Debian 12 or Ubuntu), made by ``debootstrap`` from the distribution's mirror
-   with the interpreter the project's venv runs on and the libraries its compiled modules
-   link (found with ``ldd`` and ``dpkg -S``), then ``docker import``-ed;
-2. ``dtnet-worker-env:<digest>``: the venv copied in at its path on this machine
-   (``docker/worker-env.Dockerfile``), so its interpreter link, scripts and editable install
-   resolve unchanged; its digest covers every file's path, size and modification time;
-3. ``dtnet-worker:<digest>``: the project's code at its path (``docker/worker.Dockerfile``),
-   checked by importing the worker and the agent in the image; its digest covers every file's
-   content.
+The venv and the project's code are not in the image: every container mounts them read-only at
+their paths (:func:`emulator.containers.image_mounts`), so a container runs the interpreter,
+packages and code a process runs, and a change to the code or the venv rebuilds nothing. The tag
+is a digest of the packages' names, architectures and versions and of :data:`RECIPE`: a package
+upgraded or added (the venv linking a new library) makes a new image, and the older tags of the
+project's images are then removed, so only the current one stays cached.
 
-A change to the code rebuilds only the last layer (a few seconds); to the venv, the base and
-the venv (about a minute and a half here). When a layer is rebuilt, the older tags of the
-project's images are removed, so only the current image stays cached.
+A new image is checked before it is tagged: a container of it, with those mounts, enters a
+network namespace as a worker's does and imports the worker, the agent and ``torch.distributed``.
 
 Each build step runs in its own session (a Ctrl-C at the terminal reaches this process, which
-stops the step itself) and is written to a run record first (:mod:`emulator.journal`): the
-scratch root filesystem, the debootstrap and build processes, and the build's unfinished
-layers (labelled ``dtnet.build=<digest>``) are removed after an interrupted or failed build,
-or by ``run_testbed.py clean`` after a killed one.
+stops the step itself) and is written to a run record first (:mod:`emulator.journal`): the untagged
+image and the check's container (labelled ``dtnet.build=<build id>``) and the build's processes are
+removed after an interrupted or failed build, or by ``run_testbed.py clean`` after a killed one.
 """
 
 from __future__ import annotations
@@ -36,39 +35,51 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from common.errors import EmulationError
-from emulator.containers import LABEL, SETUP_HINT, docker, docker_cli, docker_missing
+from emulator.containers import LABEL, SETUP_HINT, docker, docker_cli, docker_missing, image_mounts
 from emulator.controller_proc import PROJECT_ROOT
-from emulator.journal import Change, RunJournal, finish, recorded, run_recorded
+from emulator.journal import Change, RunJournal, finish, recorded
 
 BUILD_ROOT = os.environ.get("DTNET_BUILD_ROOT", "/var/tmp/dtnet-testbed-build")
-"""Where a build's scratch root filesystem and log are made."""
-DOCKERFILES = Path(PROJECT_ROOT) / "docker"
-MIRRORS = {"debian": "http://deb.debian.org/debian", "ubuntu": "http://archive.ubuntu.com/ubuntu"}
-"""Each distribution's mirror for debootstrap (``DTNET_MIRROR`` overrides)."""
-COMPONENTS = {"debian": "main", "ubuntu": "main,universe"}
-REPOS = ("dtnet-worker", "dtnet-worker-env", "dtnet-worker-base")
-"""The project's image repositories, the image that depends on the others first."""
-DEBOOTSTRAP_TIMEOUT_S = 900.0
-BUILD_TIMEOUT_S = 900.0
+"""Where builds keep their logs and scratch trees (the VM's box, :mod:`vm.box`)."""
+REPO = "dtnet-worker"
+"""The worker image's repository; its tags are digests of what it is made of."""
+EXTRA_ENV = "DTNET_IMAGE_PACKAGES"
+"""Installed packages to add to the image, comma-separated (e.g. ``procps,iproute2`` to look into a
+running container)."""
+LEFT_OUT = ("/usr/share/doc/", "/usr/share/man/", "/usr/share/info/", "/usr/share/locale/", "/usr/share/lintian/",
+            "/usr/share/bug/")
+"""What the workers never read: documentation, manuals, translations, package checkers' notes."""
+ACCOUNTS = {"/etc/passwd": "root:x:0:0:root:/root:/bin/sh\n"
+                           "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+            "/etc/group": "root:x:0:\nnogroup:x:65534:\n"}
+"""The accounts a container runs as (written by packages' install scripts, which are not run here)."""
+RECIPE = ("files-of-installed-packages", "depends+pre-depends+essential", *LEFT_OUT,
+          *(f"{path}={text}" for path, text in sorted(ACCOUNTS.items())))
+"""How the image is made from the packages (in its tag: a change to it makes a new image)."""
+CHECK = "import jobs.worker, jobs.agent, torch.distributed"
+IMPORT_TIMEOUT_S = 600.0
+CHECK_TIMEOUT_S = 300.0
 SKIP_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".vagrant", ".mypy_cache", ".box"}
 """Directories of the project that are not its code (anywhere in the tree)."""
 SKIP_TOP = {"results"}
 """Top-level directories of the project that are not its code (run results)."""
 SKIP_SUFFIXES = (".egg-info", ".o", ".pyc")
 SKIP_PATHS = {os.path.join("ina", "p4", "build")}
-"""Build products the workers do not use (the P4 program's bmv2 JSON)."""
+"""Build products a copy of the project leaves out (the P4 program's bmv2 JSON)."""
+MIRRORS = {"debian": "http://deb.debian.org/debian", "ubuntu": "http://archive.ubuntu.com/ubuntu"}
+"""Each distribution's mirror for debootstrap (the VM's box; ``DTNET_MIRROR`` overrides)."""
 DIGEST_CHARS = 16
 
 
 @dataclasses.dataclass(frozen=True)
 class Distribution:
-    """The distribution the base layer is made of: this machine's."""
+    """The distribution a debootstrapped tree is made of: this machine's."""
 
     id: str
     codename: str
@@ -80,7 +91,7 @@ class WorkerImage:
     """The worker image a run uses, and whether (and how long) this run built it."""
 
     tag: str
-    built: tuple[str, ...]  # the layers this call built, e.g. ("worker",); empty: all cached
+    built: bool
     build_s: float
     docker_version: str
 
@@ -88,11 +99,23 @@ class WorkerImage:
         return dataclasses.asdict(self)
 
 
-# -- inputs and digests (pure but for reading files) ----------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Package:
+    """One installed package, as ``dpkg-query`` lists it."""
+
+    name: str
+    arch: str
+    version: str
+    essential: bool
+    depends: tuple[str, ...]  # Pre-Depends and Depends, each "a (>= 1) | b" as dpkg writes it
+    provides: tuple[str, ...] = ()
+
+
+# -- inputs (pure but for reading files and dpkg's database) --------------------------------------
 
 
 def host_distribution(os_release: str = "/etc/os-release") -> Distribution:
-    """This machine's distribution, for debootstrap.
+    """This machine's distribution, for debootstrap (the VM's box).
 
     Raises:
         EmulationError: on anything but Debian or Ubuntu (debootstrap makes only those).
@@ -105,7 +128,7 @@ def host_distribution(os_release: str = "/etc/os-release") -> Distribution:
                 fields[key] = value.strip('"')
     dist, codename = fields.get("ID", ""), fields.get("VERSION_CODENAME", "")
     if dist not in MIRRORS or not codename:
-        raise EmulationError(f"the worker image is built with debootstrap from Debian or Ubuntu; this machine is "
+        raise EmulationError(f"debootstrap makes only Debian or Ubuntu; this machine is "
                              f"{fields.get('PRETTY_NAME', 'unknown')!r} ({os_release})")
     return Distribution(dist, codename, os.environ.get("DTNET_MIRROR", MIRRORS[dist]))
 
@@ -123,16 +146,6 @@ def project_files(root: str) -> list[str]:
     return sorted(out)
 
 
-def tree_files(root: str) -> list[str]:
-    """Every file and link under ``root`` (relative paths, sorted)."""
-    out = []
-    for top, dirs, files in os.walk(root):
-        dirs.sort()
-        out += [os.path.relpath(os.path.join(top, f), root) for f in files]
-        out += [os.path.relpath(os.path.join(top, d), root) for d in dirs if os.path.islink(os.path.join(top, d))]
-    return sorted(out)
-
-
 def digest(parts: list[str]) -> str:
     """A short hex digest of a list of strings (order matters)."""
     h = hashlib.sha256()
@@ -141,73 +154,77 @@ def digest(parts: list[str]) -> str:
     return h.hexdigest()[:DIGEST_CHARS]
 
 
-def metadata_digest(root: str, files: list[str]) -> str:
-    """Digest of files' paths, sizes and modification times (the venv: a gigabyte, rarely changed)."""
-    parts = []
-    for rel in files:
-        st = os.lstat(os.path.join(root, rel))
-        parts.append(f"{rel} {st.st_size} {st.st_mtime_ns} {st.st_mode:o}")
-    return digest(parts)
+DPKG_FORMAT = "${Package}\t${Architecture}\t${Version}\t${db:Status-Abbrev}\t${Essential}\t${Provides}\t" \
+              "${Pre-Depends}\t${Depends}\n"
 
 
-def content_digest(root: str, files: list[str]) -> str:
-    """Digest of files' paths and contents (the project: a few megabytes, changed often)."""
-    h = hashlib.sha256()
-    for rel in files:
-        path = os.path.join(root, rel)
-        h.update(rel.encode("utf-8", "surrogateescape") + b"\0")
-        if os.path.islink(path):
-            h.update(os.readlink(path).encode() + b"\0")
+def parse_installed(text: str, native_arch: str) -> dict[str, Package]:
+    """The installed packages in ``dpkg-query -W -f DPKG_FORMAT``'s output, by name (where two
+    architectures of one package are installed, the machine's own)."""
+    out: dict[str, Package] = {}
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if len(fields) != 8 or not fields[3].startswith("ii"):
             continue
-        with open(path, "rb") as f:
-            h.update(hashlib.sha256(f.read()).digest())
-    return h.hexdigest()[:DIGEST_CHARS]
+        name, arch, version, _, essential, provides, pre, depends = fields
+        if name in out and arch != native_arch:
+            continue
+        deps = tuple(d.strip() for d in f"{pre},{depends}".split(",") if d.strip())
+        out[name] = Package(name, arch, version, essential == "yes", deps,
+                            tuple(_name(p) for p in provides.split(",") if p.strip()))
+    return out
 
 
-@dataclasses.dataclass(frozen=True)
-class ImageInputs:
-    """What the three layers are made of, and their tags."""
-
-    dist: Distribution
-    venv: str
-    project: str
-    packages: tuple[str, ...]
-    base_tag: str
-    env_tag: str
-    tag: str
+def _name(relation: str) -> str:
+    """A package name without its version constraint or architecture qualifier (``libc6:any (>= 2)``)."""
+    return relation.strip().split(" ", 1)[0].split("(", 1)[0].split(":", 1)[0]
 
 
-def image_inputs(venv: str | None = None, project: str = PROJECT_ROOT) -> ImageInputs:
-    """Read this machine's inputs of the worker image and derive the tags of its layers."""
-    venv = os.path.realpath(venv or os.path.join(project, ".venv"))
-    if not os.path.exists(os.path.join(venv, "pyvenv.cfg")):
-        raise EmulationError(f"no venv at {venv} to put in the worker image: run `sudo make setup`")
-    dist = host_distribution()
-    venv_digest = metadata_digest(venv, tree_files(venv))
-    dockerfiles = [(DOCKERFILES / n).read_text() for n in ("worker-env.Dockerfile", "worker.Dockerfile")]
-    packages = tuple(base_packages(venv))
-    base = digest([dist.id, dist.codename, dist.mirror, *packages, venv, venv_digest])
-    env = digest([base, dockerfiles[0]])
-    worker = digest([env, dockerfiles[1], project, content_digest(project, project_files(project))])
-    return ImageInputs(dist, venv, project, packages, f"{REPOS[2]}:{base}", f"{REPOS[1]}:{env}", f"{REPOS[0]}:{worker}")
+def closure(roots: list[str], installed: dict[str, Package]) -> list[str]:
+    """``roots``, the installed essential packages and everything they depend on (Depends and
+    Pre-Depends), sorted. Of alternatives (``a | b``) the first installed one is taken; a virtual
+    name is the installed package that provides it.
 
-
-def debootstrap_argv(dist: Distribution, packages: list[str], target: str) -> list[str]:
-    """The debootstrap command of the base layer."""
-    return ["debootstrap", "--variant=minbase", f"--components={COMPONENTS[dist.id]}",
-            f"--include={','.join(sorted(packages))}", dist.codename, target, dist.mirror]
+    Raises:
+        EmulationError: when a root is not installed, or a dependency is satisfied by nothing
+            installed (dpkg's database is then broken).
+    """
+    providers: dict[str, str] = {}
+    for p in sorted(installed.values(), key=lambda p: p.name):
+        for v in p.provides:
+            providers.setdefault(v, p.name)
+    missing = [r for r in roots if r not in installed]
+    if missing:
+        raise EmulationError(f"not installed on this machine, so not in the worker image: {', '.join(missing)}")
+    seen: set[str] = set()
+    todo = [*roots, *(p.name for p in installed.values() if p.essential)]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for relation in installed[name].depends:
+            options = [_name(a) for a in relation.split("|")]
+            found = next((o if o in installed else providers[o] for o in options
+                          if o in installed or o in providers), None)
+            if found is None:
+                raise EmulationError(f"{name} depends on {relation!r}, which nothing installed satisfies "
+                                     f"(check with `dpkg --audit`)")
+            todo.append(found)
+    return sorted(seen)
 
 
 _LDD_LINE = re.compile(r"=>\s+(/\S+)")
 
 
-def base_packages(venv: str) -> list[str]:
-    """The distribution packages the venv needs from the base: its interpreter's and those of
-    the libraries its compiled modules link outside the venv.
+def root_packages(venv: str) -> list[str]:
+    """The packages the workers need from the machine: the venv's interpreter's (its full standard
+    library too), those of the libraries its compiled modules link outside the venv, nsenter's,
+    and :data:`EXTRA_ENV`'s.
 
     Raises:
-        EmulationError: when the venv's interpreter is not a distribution package's (a venv made
-            from a Python built elsewhere cannot run on a debootstrapped base).
+        EmulationError: when the venv's interpreter or nsenter is not a package's (a venv made
+            from a Python built elsewhere cannot run in the image).
     """
     python = os.path.join(venv, "bin", "python")
     hops = []  # the interpreter's link chain out of the venv: each link is some package's
@@ -215,30 +232,100 @@ def base_packages(venv: str) -> list[str]:
         python = os.path.join(os.path.dirname(python), os.readlink(python))
         if not python.startswith(venv + "/"):
             hops.append(os.path.normpath(python))
-    libs: set[str] = set()
     sos = [os.path.join(top, f) for top, _, files in os.walk(venv) for f in files if ".so" in f]
+    libs: set[str] = set()
     for i in range(0, len(sos), 200):
         cp = subprocess.run(["ldd", *sos[i:i + 200]], capture_output=True, text=True, check=False)
         libs.update(m.group(1) for m in _LDD_LINE.finditer(cp.stdout) if not m.group(1).startswith(venv + "/"))
-    packages = {_package_of(hop) for hop in hops}
-    if not hops or None in packages:
-        raise EmulationError(f"the venv's interpreter {python} is not from a {host_distribution().id} package, so "
-                             f"it cannot run in the worker image: make the venv with the distribution's python3 "
+    nsenter = shutil.which("nsenter")
+    owners = packages_of([*hops, *sorted(libs), *([nsenter] if nsenter else [])])
+    if not hops or any(owners.get(h) is None for h in hops):
+        raise EmulationError(f"the venv's interpreter {python} is not from a package of this machine's, so it "
+                             f"cannot run in the worker image: make the venv with the distribution's python3 "
                              f"(`sudo make setup` does)")
+    if nsenter is None or owners.get(nsenter) is None:
+        raise EmulationError(f"nsenter (util-linux) is not installed from a package here: {SETUP_HINT}")
+    packages = {owners[h] for h in hops}
     # An interpreter's -minimal package has a fraction of the standard library; its full one all.
     packages |= {p.removesuffix("-minimal") for p in packages}
-    packages |= {p for p in map(_package_of, sorted(libs)) if p}
+    packages |= {p for p in owners.values() if p}
+    packages |= {p.strip() for p in os.environ.get(EXTRA_ENV, "").split(",") if p.strip()}
     return sorted(packages)
 
 
-def _package_of(path: str) -> str | None:
-    """The package that installed ``path`` (trying its /usr twin on merged-/usr systems), or None."""
-    twin = path[4:] if path.startswith("/usr/") else "/usr" + path
-    for candidate in (path, twin):
-        cp = subprocess.run(["dpkg-query", "-S", candidate], capture_output=True, text=True, check=False)
-        if cp.returncode == 0 and cp.stdout:
-            return cp.stdout.split(":", 1)[0].strip()
-    return None
+def packages_of(paths: list[str]) -> dict[str, str | None]:
+    """The package that installed each path (trying its /usr twin on merged-/usr systems), or None."""
+    twins = {p: p[4:] if p.startswith("/usr/") else "/usr" + p for p in paths}
+    cp = subprocess.run(["dpkg-query", "-S", *paths, *twins.values()], capture_output=True, text=True, check=False)
+    owner: dict[str, str] = {}
+    for line in cp.stdout.splitlines():
+        if ": " in line and not line.startswith("diversion"):
+            names, path = line.split(": ", 1)
+            owner.setdefault(path.strip(), names.split(",")[0].split(":")[0].strip())
+    return {p: owner.get(p) or owner.get(twins[p]) for p in paths}
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageInputs:
+    """What the image is made of, and its tag."""
+
+    venv: str
+    project: str
+    packages: tuple[Package, ...]
+    tag: str
+
+
+def image_inputs(venv: str | None = None, project: str = PROJECT_ROOT) -> ImageInputs:
+    """Read this machine's inputs of the worker image and derive its tag.
+
+    Args:
+        venv: the venv the workers run on (default: this interpreter's).
+        project: the project's code.
+
+    Raises:
+        EmulationError: where the image cannot be made (no dpkg, no venv, a package missing).
+    """
+    venv = venv or sys.prefix
+    if not os.path.exists(os.path.join(venv, "pyvenv.cfg")):
+        raise EmulationError(f"no venv at {venv} for the workers in containers: run `sudo make setup`")
+    if shutil.which("dpkg-query") is None:
+        raise EmulationError("the worker image is made of this machine's Debian or Ubuntu packages: no dpkg-query here")
+    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True, check=False).stdout.strip()
+    listed = subprocess.run(["dpkg-query", "-W", "-f", DPKG_FORMAT], capture_output=True, text=True, check=True).stdout
+    installed = parse_installed(listed, arch)
+    names = closure(root_packages(venv), installed)
+    packages = tuple(installed[n] for n in names)
+    tag = digest([*RECIPE, arch, *(f"{p.name}:{p.arch}={p.version}" for p in packages)])
+    return ImageInputs(venv, project, packages, f"{REPO}:{tag}")
+
+
+def image_paths(listed: list[str], exists: Callable[[str], bool] = os.path.lexists,
+                realdir: Callable[[str], str] = os.path.realpath) -> list[str]:
+    """The paths to put in the image for the files packages list: each at its real place (a file
+    listed under ``/lib`` on a merged-/usr machine is stored under ``/usr/lib``, and ``/lib`` as the
+    link it is), with its parent directories, parents first; missing files and :data:`LEFT_OUT` skipped."""
+    out: set[str] = set()
+    for path in listed:
+        if not path.startswith("/") or path in ("/", "/.") or not exists(path):
+            continue
+        real = os.path.join(realdir(os.path.dirname(path)), os.path.basename(path))
+        if (real + "/").startswith(LEFT_OUT) or real.startswith(LEFT_OUT):
+            continue
+        out.add(real)
+        parent = os.path.dirname(real)
+        while parent != "/" and parent not in out:
+            out.add(parent)
+            parent = os.path.dirname(parent)
+    return sorted(out)
+
+
+def _package_files(packages: tuple[Package, ...]) -> list[str]:
+    """Every path the packages installed (``dpkg-query -L``)."""
+    specs = [p.name if p.arch == "all" else f"{p.name}:{p.arch}" for p in packages]
+    cp = subprocess.run(["dpkg-query", "-L", *specs], capture_output=True, text=True, check=False)
+    if cp.returncode != 0:
+        raise EmulationError(f"dpkg-query -L failed: {cp.stderr.strip()[-300:]}")
+    return [line for line in cp.stdout.splitlines() if line.startswith("/")]
 
 
 # -- building -------------------------------------------------------------------------------------
@@ -249,15 +336,15 @@ def image_exists(tag: str) -> bool:
 
 
 def ensure_image(say: Callable[[str], None] = print, log_dir: str | None = None) -> WorkerImage:
-    """The current worker image, built (the layers whose inputs changed) if missing.
+    """The current worker image, made if missing.
 
     Args:
         say: progress lines.
         log_dir: where the build's log goes (default :data:`BUILD_ROOT`).
 
     Raises:
-        EmulationError: one line naming what is missing (docker, dockerd, debootstrap, the
-            mirror) or what failed, with the build log's path.
+        EmulationError: one line naming what is missing (docker, dockerd, a package) or what
+            failed, with the build log's path.
     """
     why = docker_missing()
     if why:
@@ -265,28 +352,15 @@ def ensure_image(say: Callable[[str], None] = print, log_dir: str | None = None)
     version = docker(["version", "--format", "{{.Server.Version}}"]).stdout.strip()
     inputs = image_inputs()
     if image_exists(inputs.tag):
-        return WorkerImage(inputs.tag, (), 0.0, version)
+        return WorkerImage(inputs.tag, False, 0.0, version)
     os.makedirs(BUILD_ROOT, mode=0o700, exist_ok=True)
     log_path = os.path.join(log_dir or BUILD_ROOT, "worker-image-build.log")
     record = RunJournal("worker image build")
-    t0, built = time.monotonic(), []
+    t0 = time.monotonic()
     try:
         with open(log_path, "ab") as log:
-            if not image_exists(inputs.env_tag):
-                if not image_exists(inputs.base_tag):
-                    _build_base(inputs, record, log, say)
-                    built.append("base")
-                say(f"worker image: the venv ({inputs.venv}) into {inputs.env_tag}")
-                _docker_build(inputs.env_tag, "worker-env.Dockerfile",
-                              {"BASE": inputs.base_tag, "VENV": inputs.venv},
-                              [("venv", inputs.venv, tree_files(inputs.venv))], record, log)
-                built.append("env")
-            say(f"worker image: the project ({inputs.project}) into {inputs.tag}")
-            _docker_build(inputs.tag, "worker.Dockerfile",
-                          {"ENV_IMAGE": inputs.env_tag, "VENV": inputs.venv, "PROJECT": inputs.project},
-                          [("project", inputs.project, project_files(inputs.project))], record, log)
-            built.append("worker")
-        _remove_stale({inputs.tag, inputs.env_tag, inputs.base_tag})
+            _build(inputs, record, log, say)
+        _remove_stale(inputs.tag)
     except BaseException as e:
         failures = record.unwind()
         if isinstance(e, EmulationError):
@@ -294,88 +368,97 @@ def ensure_image(say: Callable[[str], None] = print, log_dir: str | None = None)
                                  + (f"; not undone: {'; '.join(failures)}" if failures else "")) from None
         raise
     build_s = time.monotonic() - t0
-    say(f"worker image: {inputs.tag} built in {build_s:.0f} s ({', '.join(built)})")
-    return WorkerImage(inputs.tag, tuple(built), build_s, version)
+    say(f"worker image: {inputs.tag} built in {build_s:.0f} s")
+    return WorkerImage(inputs.tag, True, build_s, version)
 
 
-def _build_base(inputs: ImageInputs, record: RunJournal, log, say) -> None:
-    """debootstrap a root filesystem into scratch, import it as the base layer."""
-    if shutil.which("debootstrap") is None:
-        raise EmulationError(f"debootstrap is not installed (it makes the worker image's base): {SETUP_HINT}")
-    packages = inputs.packages
-    d = inputs.dist
-    say(f"worker image: debootstrap {d.id} {d.codename} from {d.mirror} ({len(packages)} packages: "
-        f"{', '.join(packages)}) into {inputs.base_tag}")
-    scratch = os.path.join(BUILD_ROOT, f"rootfs-{os.getpid()}")
-    tree = record.add(Change("tree", scratch, what="worker image root filesystem"))
-    try:
-        run_recorded(debootstrap_argv(d, packages, scratch), record, log, DEBOOTSTRAP_TIMEOUT_S,
-                     f"debootstrap of {d.id} {d.codename} from {d.mirror} failed")
-        label = f"{LABEL}=base"
-        tar = subprocess.Popen(["tar", "-C", scratch, "--numeric-owner", "-c", "."], stdout=subprocess.PIPE,
-                               stderr=log, start_new_session=True)
+def _build(inputs: ImageInputs, record: RunJournal, log, say: Callable[[str], None]) -> None:
+    """Import the packages' files as an untagged image, check it, then tag it; the build's
+    label (:data:`LABEL` and ``dtnet.build``) lets an interrupted build's leftovers be found."""
+    build_id = f"{inputs.tag.split(':', 1)[1]}-{os.getpid()}"
+    label = f"dtnet.build={build_id}"
+    paths = image_paths(_package_files(inputs.packages))
+    say(f"worker image: {len(inputs.packages)} packages of this machine ({len(paths)} files and directories) "
+        f"into {inputs.tag}")
+    change = record.add(Change("image_build", build_id, what=inputs.tag))
+    cli = docker_cli() or "docker"
+    proc = subprocess.Popen([cli, "import", "-c", f"LABEL {LABEL}=worker", "-c", f"LABEL {label}", "-"],
+                            stdin=subprocess.PIPE, stdout=log, stderr=log, start_new_session=True)
+    with recorded(proc, record, "docker import"):
         try:
-            run_recorded([docker_cli() or "docker", "import", "-c", f"LABEL {label}", "-", inputs.base_tag], record,
-                         log, BUILD_TIMEOUT_S, "docker import of the root filesystem failed", stdin=tar.stdout)
-        finally:
-            tar.stdout.close()
-            tar.wait()
-    finally:
-        left = record.undo(tree)
-    if left is not None:
-        raise EmulationError(f"could not remove the build's scratch directory {scratch}: {left}")
-
-
-def _docker_build(tag: str, dockerfile: str, args: dict[str, str], trees: list[tuple[str, str, list[str]]],
-                  record: RunJournal, log) -> None:
-    """``docker build`` of one layer, its context (the Dockerfile and ``trees``: name in the
-    context, directory, files) streamed as a tar; unfinished layers are labelled for removal."""
-    build_id = tag.split(":", 1)[1]
-    argv = [docker_cli() or "docker", "build", "--network", "none", "--force-rm", "-q", "-t", tag,
-            "--build-arg", f"BUILD={build_id}"]
-    for key, value in args.items():
-        argv += ["--build-arg", f"{key}={value}"]
-    change = record.add(Change("image_build", build_id, what=tag))
-    env = {**os.environ, "DOCKER_BUILDKIT": "0"}  # the classic builder: no buildx needed, nothing cached beside
-    proc = subprocess.Popen([*argv, "-"], stdin=subprocess.PIPE, stdout=log, stderr=log, env=env,
-                            start_new_session=True)
-    with recorded(proc, record, f"docker build {tag}"):
-        try:
-            with tarfile.open(fileobj=proc.stdin, mode="w|") as tar:
-                text = (DOCKERFILES / dockerfile).read_bytes()
-                info = tarfile.TarInfo("Dockerfile")
-                info.size, info.mtime = len(text), int(time.time())
-                tar.addfile(info, io.BytesIO(text))
-                for name, root, files in trees:
-                    for rel in files:
-                        tar.add(os.path.join(root, rel), arcname=f"{name}/{rel}", recursive=False)
+            _write_tree(proc.stdin, paths)
             proc.stdin.close()
         except BrokenPipeError:
-            pass  # the build stopped reading: its exit status and log say why
-        finish(proc, BUILD_TIMEOUT_S, f"docker build of {tag} failed")
+            pass  # the import stopped reading: its exit status and log say why
+        finish(proc, IMPORT_TIMEOUT_S, "docker import of the packages' files failed")
+    ids = docker(["images", "-q", "--no-trunc", "--filter", "dangling=true", "--filter", f"label={label}"]).stdout
+    if len(ids.split()) != 1:
+        raise EmulationError(f"docker import left {len(ids.split())} images labelled {label}, not one")
+    image_id = ids.split()[0]
+    say(f"worker image: checking that a container of it runs the workers ({CHECK})")
+    mounts = [a for m in image_mounts() for a in ("-v", f"{m}:{m}:ro")]
+    check = [cli, "run", "--rm", "--name", f"dtnet-build-{build_id}", "--network", "none", "--cap-add", "SYS_ADMIN",
+             "--label", f"{LABEL}=build", "--label", label, *mounts, "-w", inputs.project,
+             "-e", f"PYTHONPATH={inputs.project}", image_id, "nsenter", "--net=/proc/self/ns/net", "--",
+             os.path.join(inputs.venv, "bin", "python"), "-c", CHECK]
+    out = io.BytesIO()
+    proc = subprocess.Popen(check, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    with recorded(proc, record, "docker run (image check)"):
+        try:
+            out.write(proc.communicate(timeout=CHECK_TIMEOUT_S)[0])
+        except subprocess.TimeoutExpired:
+            raise EmulationError(f"the image check did not finish within {CHECK_TIMEOUT_S:g} s") from None
+    log.write(out.getvalue())
+    if proc.returncode != 0:
+        last = out.getvalue().decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        raise EmulationError(f"a container of the new worker image cannot run the workers "
+                             f"(`{CHECK}` exited {proc.returncode}: {last[0]})")
+    docker(["tag", image_id, inputs.tag])
     record.discard(change)
 
 
-def _remove_stale(keep: set[str]) -> None:
-    """Remove the project's other image tags (older builds), dependents first."""
-    for repo in REPOS:
-        listed = docker(["image", "ls", "--filter", f"label={LABEL}", "--format", "{{.Repository}}:{{.Tag}}",
-                         repo]).stdout.split()
-        stale = [t for t in listed if t not in keep]
-        if stale:
-            docker(["image", "rm", *stale], check=False, timeout_s=120)
+def _write_tree(stream, paths: list[str]) -> None:
+    """A tar of ``paths`` (as they are on this machine, owners by number) and :data:`ACCOUNTS`,
+    with the empty directories a root file system has, onto ``stream``."""
+    with tarfile.open(fileobj=stream, mode="w|", format=tarfile.GNU_FORMAT) as tar:
+        for name, mode in (("tmp", 0o1777), ("root", 0o700), ("etc", 0o755), ("proc", 0o555), ("sys", 0o555),
+                           ("dev", 0o755), ("run", 0o755)):
+            if f"/{name}" not in paths:
+                info = tarfile.TarInfo(name)
+                info.type, info.mode, info.mtime = tarfile.DIRTYPE, mode, int(time.time())
+                tar.addfile(info)
+        for path in paths:
+            info = tar.gettarinfo(path, arcname=path.lstrip("/"))
+            info.uname = info.gname = ""
+            if info.isreg():
+                with open(path, "rb") as f:
+                    tar.addfile(info, f)
+            else:
+                tar.addfile(info)
+        for path, text in sorted(ACCOUNTS.items()):
+            data = text.encode()
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+
+
+def _remove_stale(keep: str) -> None:
+    """Remove the project's other tagged images (older builds, and the layers of earlier image formats)."""
+    listed = docker(["image", "ls", "--filter", f"label={LABEL}", "--format", "{{.Repository}}:{{.Tag}}"]).stdout
+    stale = [t for t in listed.split() if t != keep and "<none>" not in t]
+    if stale:
+        docker(["image", "rm", *stale], check=False, timeout_s=120)
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m emulator.worker_image``: build the worker image now (``make setup DOCKER=1`` does)."""
-    import sys
-
     try:
         image = ensure_image()
     except EmulationError as e:
         print(f"worker image: {e}", file=sys.stderr)
         return 2
-    print(f"worker image: {image.tag} ({'built: ' + ', '.join(image.built) if image.built else 'up to date'})")
+    print(f"worker image: {image.tag} ({'built' if image.built else 'up to date'})")
     return 0
 
 

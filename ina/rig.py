@@ -120,7 +120,8 @@ class SwitchRig(StartStop):
         log_dir: where the switches' logs (and the software engine's control sockets) go.
         engine: ``bmv2`` or ``software``.
         toolchain, program: the P4 tools and the compiled aggregator (``bmv2`` only).
-        thrift_base: the first bmv2 switch's runtime CLI port (the next ones follow).
+        thrift_base: the first bmv2 switch's runtime CLI port (the next ones follow), in the rig's own
+            network namespace: rigs at once, of one process or several, never share one.
         values_per_packet: the software engine's lanes per packet (bmv2's ``program`` is compiled for its own).
         record: told ``(kind, name)`` of everything it makes before making it or as soon as it
             exists (``netns``, a veth ``link`` by its end outside, a switch ``process`` by PID),

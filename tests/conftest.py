@@ -39,6 +39,10 @@ def ring_bound_ratio(net, machines, buckets, comm_s: float) -> float:
 
 REQUIRE_SETUP = os.environ.get("TESTBED_REQUIRE_SETUP") == "1"
 """Set by `make test`, whose set-up installs every tool these tests need: missing, they fail."""
+EMULATOR_WAIT_S = "1800"
+"""How long this suite, and the runs its tests start, wait for the machine's one emulator while another
+suite holds it (``TESTBED_EMULATOR_WAIT_S``, :class:`emulator.journal.EmulatorLock`): two suites take turns."""
+os.environ.setdefault("TESTBED_EMULATOR_WAIT_S", EMULATOR_WAIT_S)
 
 
 def needs(why: str | None, what: str) -> None:
@@ -69,27 +73,116 @@ def emulation_missing() -> str | None:
     return None
 
 
+def _stat(pid: int | str) -> list[str] | None:
+    """``/proc/<pid>/stat``'s fields after the command name (state, parent, ...), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+SUITE_ENV = "TESTBED_TEST_SUITE"
+SUITE = f"{os.getpid()}-{(_stat(os.getpid()) or [''] * 20)[19]}"
+"""This test process, as PID and start time, in the environment of every process it starts (and theirs)."""
+os.environ[SUITE_ENV] = SUITE
+
+
+def _is_pytest(argv: list[bytes]) -> bool:
+    names = [os.path.basename(a) for a in argv[:2]]
+    return bool(names) and (names[0] in (b"pytest", b"py.test") or (names[0].startswith(b"python") and (
+        argv[1:3] == [b"-m", b"pytest"] or names[1:] in ([b"pytest"], [b"py.test"]))))
+
+
+class _Processes:
+    """Every process of this machine (PID, parent, command line), read once, and which of them belong to
+    another test suite still running: tagged by it (:data:`SUITE_ENV`), or started, directly or not, by a
+    pytest process that is neither this one nor one of its ancestors. A process whose parent is gone
+    (reparented: what a leftover is) or that was started with an environment of its own counts as
+    this suite's, so this suite's leftovers are never passed over."""
+
+    def __init__(self):
+        self.parent: dict[int, int] = {}
+        self.argv: dict[int, list[bytes]] = {}
+        for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+            stat = _stat(pid)
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    self.argv[pid] = f.read().split(b"\0")
+            except OSError:
+                continue
+            if stat is not None:
+                self.parent[pid] = int(stat[1])
+        ours = self._chain(os.getpid())
+        self.other_pytests = {p for p, argv in self.argv.items() if _is_pytest(argv) and p not in ours}
+
+    def _chain(self, pid: int) -> list[int]:
+        out = []
+        while pid > 1 and pid not in out:
+            out.append(pid)
+            pid = self.parent.get(pid, 0)
+        return out
+
+    def of_another_suite(self, pid: int) -> bool:
+        if any(p in self.other_pytests for p in self._chain(pid)):
+            return True
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            return False
+        tag = next((v.split(b"=", 1)[1].decode() for v in env if v.startswith(SUITE_ENV.encode() + b"=")), SUITE)
+        owner, _, start = tag.partition("-")
+        return tag != SUITE and owner.isdigit() and (_stat(owner) or [""] * 20)[19] == start
+
+
 def scan_processes(markers=(CONTROLLER_MARKER, MININET_SHELL_MARKER)) -> tuple[set[str], list[str]]:
     """Every network namespace a process is in, and ``pid: command`` of the processes that belong to
     an emulated network: in a namespace other than this one's, or with one of ``markers`` in their
-    command line."""
+    command line. Not looked at: processes in a user namespace of their own (``unshare -rn``: never an
+    emulated network's), and those of another test suite still running (:class:`_Processes`: its unit
+    tests run workers and agents on loopback while this suite has the emulator)."""
     root_ns = os.readlink("/proc/self/ns/net")
+    user_ns = os.readlink("/proc/self/ns/user")
+    procs = _Processes()
     namespaces, found = set(), []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for pid, argv in procs.argv.items():
         try:
             ns = os.readlink(f"/proc/{pid}/ns/net")
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            if os.readlink(f"/proc/{pid}/ns/user") != user_ns or procs.of_another_suite(pid):
+                continue
         except OSError:
             continue
+        cmd = b" ".join(argv).decode(errors="replace")
         namespaces.add(ns)
         if ns != root_ns or any(m in cmd for m in markers):
             found.append(f"{pid}: {cmd.strip()[:120]}")
     return namespaces, found
 
 
+def emulator_turn(purpose: str):
+    """A hold on the machine's one emulator (:class:`emulator.journal.EmulatorLock`, nested in this
+    suite's turn when it has one); nothing without root, where no emulation runs."""
+    import contextlib
+
+    if os.geteuid() != 0:
+        return contextlib.nullcontext()
+    from emulator.journal import EmulatorLock
+
+    return EmulatorLock(f"{purpose} (pytest pid {os.getpid()})")
+
+
 def leftovers() -> list[str]:
-    """Bridges, interfaces and processes an emulation could leave behind."""
+    """Bridges, interfaces and processes an emulation could leave behind, looked for in this suite's
+    turn at the emulator: no other suite's network is up meanwhile (networks hold the turn for their
+    whole life, :meth:`emulator.net.EmulatedNetwork.start`), so what is found is this suite's, or a
+    dead run's that :func:`emulation_ok` refused to start beside. Looking at every object of those
+    kinds, rather than at the ones a run recorded, is what catches a change no record names."""
+    with emulator_turn("tests: leftovers check"):
+        return _leftovers_now()
+
+
+def _leftovers_now() -> list[str]:
     found = []
     br = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True).stdout.split()
     found += [f"bridge {b}" for b in br]
@@ -158,12 +251,20 @@ def read_until(proc: subprocess.Popen, marker: str, timeout_s: float = 120) -> l
 
 @pytest.fixture(scope="session")
 def emulation_ok():
-    """Skip (naming what is missing) unless emulation can run here, and start from a clean machine."""
+    """Skip (naming what is missing) unless emulation can run here; fail when a run that did not finish
+    left changes (its record's owner is dead), or when anything a network leaves is on the machine in
+    this suite's turn, before its first network."""
     if os.geteuid() != 0:
         pytest.skip("emulation: needs root (Mininet, Open vSwitch, tc)")
     needs(emulation_missing(), "emulation")
-    left = leftovers()
-    assert not left, f"the machine is not clean before emulation tests: {left}"
+    from emulator.journal import RunJournal, records
+
+    with emulator_turn("tests: machine check"):
+        dead = [f"pid {r.pid} ({r.purpose}): {len(r.changes)} change(s)" for r in map(RunJournal.load, records())
+                if not r.owner_alive()]
+        assert not dead, f"runs that did not finish left changes: {dead}; undo them: `sudo python run_testbed.py clean`"
+        left = leftovers()
+        assert not left, f"the machine is not clean before emulation tests: {left}"
 
 
 @pytest.fixture(scope="module")
@@ -190,3 +291,139 @@ def fabric(emulation_ok, tmp_path_factory):
 def pytest_collection_modifyitems(config, items):
     """Run emulation tests last, after the fast unit tests."""
     items.sort(key=lambda it: 1 if it.get_closest_marker("emulation") else 0)
+
+
+_suite_turn: list = []  # this suite's hold on the emulator while one module's emulation tests run
+
+
+def _takes_emulator(item) -> bool:
+    return os.geteuid() == 0 and (item.get_closest_marker("emulation") is not None
+                                  or "emulation_ok" in getattr(item, "fixturenames", ()))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    """A module's emulation tests run in one turn at the machine's emulator, from their fixtures' set-up
+    to their teardown: another suite's tests wait for the turn to end, and the runs a test starts
+    (``run_testbed.py``) run under it. Two suites so never build networks at once, nor see each other's
+    objects, nor clean each other's killed runs."""
+    if _takes_emulator(item) and not _suite_turn:
+        _suite_turn.append(emulator_turn("test suite").acquire())
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Ends the turn after the module's last emulation test, once its fixtures are torn down."""
+    try:
+        return (yield)
+    finally:
+        same_module = nextitem is not None and getattr(nextitem, "module", None) is getattr(item, "module", None)
+        if _suite_turn and not (same_module and _takes_emulator(nextitem)):
+            _suite_turn.pop().release()
+
+
+# This test process's own loopback addresses: the whole of 127/8 is this machine on Linux, so each
+# pytest process takes a /24 of its own (127.0.0.0/24 left to fixed addresses), and two suites
+# running side by side bind the same UDP and TCP ports on different addresses.
+_LOOPBACK_BLOCKS = 254 * 256  # 127.1.0.0/24 .. 127.254.255.0/24
+_loopback_claim: list = []  # [(prefix, the socket whose name holds the claim while this process lives)]
+
+
+def loopback_prefix() -> str:
+    """This process's loopback /24 (``"127.a.b"``), chosen on first use from its PID and claimed by
+    binding an abstract Unix socket named after it (freed by the kernel when the process ends); a
+    block another process holds is skipped."""
+    import socket
+
+    if not _loopback_claim:
+        start = os.getpid() % _LOOPBACK_BLOCKS
+        for i in range(_LOOPBACK_BLOCKS):
+            n = (start + i) % _LOOPBACK_BLOCKS
+            prefix = f"127.{1 + n // 256}.{n % 256}"
+            claim = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            try:
+                claim.bind(f"\0testbed-tests-loopback-{prefix}")
+            except OSError:
+                claim.close()
+                continue
+            _loopback_claim.append((prefix, claim))
+            break
+        else:
+            raise RuntimeError("every loopback /24 in 127.1.0.0-127.254.255.0 is claimed by another process")
+    return _loopback_claim[0][0]
+
+
+def loopback(host: int) -> str:
+    """Address ``host`` (1..254) of this process's loopback /24 (:func:`loopback_prefix`)."""
+    if not 1 <= host <= 254:
+        raise ValueError(f"loopback host {host}: need 1..254")
+    return f"{loopback_prefix()}.{host}"
+
+
+IFNAME_MAX = 15  # Linux's IFNAMSIZ less its terminating NUL: the longest interface or OVS bridge name
+
+
+def session_ifname(prefix: str) -> str:
+    """``prefix`` followed by this test process's PID in base 36: an interface or bridge name that a
+    suite running beside this one (another pytest process) does not use at the same time."""
+    n, digits = os.getpid(), ""
+    while n:
+        n, d = divmod(n, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[d] + digits
+    name = prefix + digits
+    if len(name) > IFNAME_MAX:
+        raise ValueError(f"interface name {name!r}: longer than {IFNAME_MAX} characters; shorten {prefix!r}")
+    return name
+
+
+def counters_settled(read, what: str = "the switch counters", interval_s: float = 0.25, timeout_s: float = 15.0):
+    """``read()`` once two reads ``interval_s`` apart are equal: the packets still queued under the
+    shapers when the senders ended have been counted. Fails naming ``what`` after ``timeout_s``."""
+    last = {"at": time.monotonic(), "value": read()}
+
+    def settled():
+        if time.monotonic() - last["at"] < interval_s:
+            return None
+        value = read()
+        same = value == last["value"]
+        last.update(at=time.monotonic(), value=value)
+        return (value,) if same else None
+
+    return wait_until(settled, timeout_s, f"{what} to settle (two reads {interval_s:g} s apart equal)",
+                      poll_s=interval_s / 5)[0]
+
+
+def run_bench(script: str, *args: str, timeout_s: float = 600) -> str:
+    """Standard output of ``bench/<script>`` run with ``args`` from the repository root, as its
+    documentation runs it; the test fails, showing its output, when it exits non-zero. ``timeout_s``
+    only stops a hung run."""
+    import sys
+
+    cp = subprocess.run([sys.executable, os.path.join("bench", script), *args], cwd=ROOT, capture_output=True,
+                        text=True, timeout=timeout_s)
+    assert cp.returncode == 0, f"bench/{script} exited {cp.returncode}:\n{cp.stdout[-4000:]}\n{cp.stderr[-4000:]}"
+    return cp.stdout
+
+
+def read_table(text: str, first_header: str, nth: int = 0) -> list[dict[str, str]]:
+    """The rows of the ``nth`` table (from 0) whose first column is ``first_header`` in ``text``, as
+    :func:`experiment.tables.format_table` prints it: one dict of header -> cell per row. Columns are
+    the separator line's runs of dashes; the table ends at the first line that does not fit them."""
+    import re
+
+    lines = text.splitlines()
+    heads = [i for i in range(len(lines) - 1) if lines[i].startswith(first_header) and lines[i + 1]
+             and set(lines[i + 1]) <= {"-", " "} and len(lines[i]) == len(lines[i + 1])]
+    assert len(heads) > nth, f"no table {nth} headed {first_header!r} in:\n{text[-3000:]}"
+    i = heads[nth]
+    sep = lines[i + 1]
+    spans = [m.span() for m in re.finditer(r"-+", sep)]
+    gaps = [(a[1], b[0]) for a, b in zip(spans, spans[1:], strict=False)]
+    cells = lambda line: [line[a:b].strip() for a, b in spans]  # noqa: E731
+    headers, rows = cells(lines[i]), []
+    for line in lines[i + 2:]:
+        if len(line) != len(sep) or any(line[a:b].strip() for a, b in gaps):
+            break
+        rows.append(dict(zip(headers, cells(line), strict=True)))
+    return rows

@@ -1,6 +1,7 @@
 """A two-layer model trained with DDP for a few steps, its gradients summed by the gloo allreduce
 or over INA (``ina.client.ddp_hook``): ``python tests/ina_ddp_worker.py RANK WORLD MASTER_PORT
-gloo|ina PS_IP JOB_ID``. Prints the loss of every step as one JSON list (used by
+gloo|ina PS_IP JOB_ID BIND_IP`` (BIND_IP: this rank's machine address, where its INA results come).
+Prints the loss of every step as one JSON list (used by
 tests/test_ina_client.py)."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ STEPS = 8
 
 
 def main() -> int:
-    rank, world, port, mode, ps_ip, job_id = sys.argv[1:7]
+    rank, world, port, mode, ps_ip, job_id, bind_ip = sys.argv[1:8]
     rank, world = int(rank), int(world)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
@@ -31,7 +32,7 @@ def main() -> int:
     ddp = DistributedDataParallel(model)
     client = None
     if mode == "ina":
-        client = InaClient(int(job_id), rank, ps_ip, scale=1e6, bind=f"127.0.0.{rank + 1}")
+        client = InaClient(int(job_id), rank, ps_ip, scale=1e6, bind=bind_ip)
         ddp.register_comm_hook(None, ddp_hook(client, world))
     gen = torch.Generator().manual_seed(100 + rank)
     x, y = torch.randn(16, 32, generator=gen), torch.randint(0, 4, (16,), generator=gen)

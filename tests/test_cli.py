@@ -194,31 +194,39 @@ TINY = ("topology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_leaf: 1}\
         "policies: [consolidate]\niterations: 2\nwarmup_iterations: 0\n")
 
 
+WITHOUT_RED = ("import runpy, sys\n"
+               "from emulator import capabilities\n"
+               "del capabilities.QDISC_TRIALS['red']\n"
+               "sys.argv = sys.argv[1:]\n"
+               "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+"""The CLI on a kernel without sch_red, whatever this one has: its qdisc probe never tries RED."""
+
+
+def run_cli_without_red(*args, timeout=60):
+    """Run the CLI as :func:`run_cli` does, on a kernel without sch_red (:data:`WITHOUT_RED`)."""
+    return subprocess.run([sys.executable, "-c", WITHOUT_RED, CLI[1], *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
 @pytest.mark.emulation
 def test_required_ecn_path_that_cannot_run_is_one_clear_error(emulation_ok, tmp_path):
-    """Asking for kernel RED where the kernel has none (and marking required) stops before any network
-    is built, naming what is missing."""
-    from emulator.capabilities import detect
-
-    if detect()["qdiscs"].get("red"):
-        pytest.skip("this kernel has sch_red: the RED path is available, nothing is missing")
+    """Asking for kernel RED on a kernel without it (any kernel, its probe never trying RED) with marking
+    required stops before any network is built, naming what is missing."""
     cfg = tmp_path / "x.yaml"
     cfg.write_text(TINY + "ecn: {method: red}\n")
-    assert_clean_error(run_cli("-c", str(cfg), "--results", str(tmp_path / "res")), "sch_red")
+    assert_clean_error(run_cli_without_red("-c", str(cfg), "--results", str(tmp_path / "res")),
+                       "ECN marking (red) cannot run here: the kernel has no sch_red (RED qdisc)")
     assert leftovers() == []
 
 
 @pytest.mark.emulation
 def test_optional_ecn_that_cannot_run_says_not_measured(emulation_ok, tmp_path):
-    """With marking optional, the run goes on and its results say ECN was not measured: no mark counts
-    at all (never zeros), and the hosts keep their default ECN setting."""
-    from emulator.capabilities import detect
-
-    if detect()["qdiscs"].get("red"):
-        pytest.skip("this kernel has sch_red: the RED path would run")
+    """On a kernel without RED (as above) with marking optional, the run goes on and its results say ECN
+    was not measured and why: no mark counts at all (never zeros), and the hosts keep their default ECN
+    setting."""
     cfg = tmp_path / "x.yaml"
     cfg.write_text(TINY + "ecn: {method: red, marking: optional}\n")
-    cp = run_cli("-c", str(cfg), "--results", str(tmp_path / "res"), timeout=300)
+    cp = run_cli_without_red("-c", str(cfg), "--results", str(tmp_path / "res"), timeout=300)
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert "ECN not measured" in cp.stdout
     (run_dir,) = list((tmp_path / "res").iterdir())
@@ -226,7 +234,8 @@ def test_optional_ecn_that_cannot_run_says_not_measured(emulation_ok, tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     (s,) = summary["policies"]
     assert s["ecn_method"] == "none" and s["ecn_marks"] is None and s["ecn_marks_busiest_port"] is None
-    assert summary["capabilities"]["ecn_why"].startswith("ECN not measured")
+    assert summary["capabilities"]["ecn_why"] == "ECN not measured: the kernel has no sch_red (RED qdisc)"
+    assert "red" not in summary["capabilities"]["qdiscs"] and summary["capabilities"]["qdiscs"]["htb"]
     measurements = json.loads((run_dir / "consolidate" / "measurements.json").read_text())
     assert all(w["window_link_marks"] is None and w["ecn"] is None for w in measurements["waves"])
     assert all(h["tcp_ecn"] != "1" for h in measurements["ecn"]["hosts"].values())

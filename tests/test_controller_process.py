@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import subprocess
-import time
 
 import pytest
-from conftest import leftovers
+from conftest import leftovers, session_ifname, wait_until
 
 pytestmark = pytest.mark.emulation
 
@@ -22,7 +21,7 @@ def test_handler_exception_stops_the_controller(emulation_ok, tmp_path):
     topo_path = str(tmp_path / "topology.json")
     write_topology_json(fat_tree(4), topo_path)
     ctrl = ControllerProcess(str(tmp_path), topo_path)
-    bridge = "tbfault0"
+    bridge = session_ifname("tbfault")
     try:
         ctrl.start()
         subprocess.run(["ovs-vsctl", "--timeout=10", "add-br", bridge, "--", "set", "Bridge", bridge,
@@ -30,10 +29,8 @@ def test_handler_exception_stops_the_controller(emulation_ok, tmp_path):
                         "fail_mode=secure"], check=True, capture_output=True)
         subprocess.run(["ovs-vsctl", "--timeout=10", "set-controller", bridge, f"tcp:127.0.0.1:{ctrl.port}"],
                        check=True, capture_output=True)
-        deadline = time.monotonic() + 30
-        while ctrl.proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert ctrl.proc.returncode == 2, f"controller still running or wrong exit code; see {ctrl.log_path}"
+        wait_until(lambda: ctrl.proc.poll() is not None, 30, f"the controller's exit (log {ctrl.log_path})")
+        assert ctrl.proc.returncode == 2, f"controller exit code {ctrl.proc.returncode}; see {ctrl.log_path}"
         assert "unexpected switch dpid 0x999" in ctrl.status()["errors"][0]
         with pytest.raises(EmulationError, match="controller error"):
             ctrl.check_alive()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import pytest
+from conftest import counters_settled
 
 pytestmark = pytest.mark.emulation
 
@@ -53,8 +53,7 @@ def test_agent_traffic_on_every_link_is_the_pattern(fabric, tmp_path):
     finally:
         for p in processes(workers):
             fabric.forget(p)
-    time.sleep(0.3)
-    moved = fabric.link_bytes(before, fabric.switch_counters())
+    moved = fabric.link_bytes(before, counters_settled(fabric.switch_counters))
     for ss in specs.values():
         for s in ss:
             assert len(read_records(s.records_path)) == ITERATIONS

@@ -8,7 +8,7 @@ import os
 import time
 
 import pytest
-from conftest import SCALE
+from conftest import SCALE, counters_settled, wait_until
 
 pytestmark = pytest.mark.emulation
 
@@ -50,9 +50,7 @@ def test_ring_allreduce_meets_bandwidth_bound_and_counters_agree(fabric, tmp_pat
     wait_all(workers, timeout_s=180)
     for w in workers:
         fabric.forget(w.process)
-    import time
-    time.sleep(0.3)
-    moved = fabric.link_bytes(before, fabric.switch_counters())
+    moved = fabric.link_bytes(before, counters_settled(fabric.switch_counters))
 
     records = [r for s in specs for r in read_records(s.records_path)]
     per_iter = job_iteration_times(records)["ring4"]
@@ -116,10 +114,15 @@ def test_torch_workers_follow_a_shift_given_while_they_run(fabric, tmp_path):
         try:
             backend.start([(job, Placement("shifted", (GpuSlot("h1", 0), GpuSlot("h1", 1))))])
             run = backend.running["shifted"]
-            deadline = time.monotonic() + 60
-            while len(starts := _recorded_starts(run.workers[0].spec.records_path)) < 5:
-                assert time.monotonic() < deadline, f"5 iterations not recorded in 60 s; logs in {run.dir}"
-                assert backend.advance(backend.now_s + 0.05) == []
+
+            def five_starts():
+                starts = _recorded_starts(run.workers[0].spec.records_path)
+                if len(starts) >= 5:
+                    return starts
+                assert backend.advance(backend.now_s + 0.05) == []  # the job runs on meanwhile
+                return None
+
+            starts = wait_until(five_starts, 60, f"5 iterations recorded (logs in {run.dir})", poll_s=0)
             period_s = (starts[-1] - starts[1]) / (len(starts) - 2)  # wall; the first iteration is slower
             shift_s = (starts[-1] + period_s / 2 - time.time()) % period_s  # the opposite phase
             assert backend.shift([TimeShift("shifted", shift_s / d, period_s / d)])

@@ -18,7 +18,17 @@ import sys
 import time
 
 import pytest
-from conftest import MAX_STRUCTURE_RATIO, ROOT, SCALE, leftovers, needs, read_until, ring_bound_ratio
+from conftest import (
+    MAX_STRUCTURE_RATIO,
+    ROOT,
+    SCALE,
+    counters_settled,
+    leftovers,
+    needs,
+    read_until,
+    ring_bound_ratio,
+    wait_until,
+)
 
 pytestmark = pytest.mark.emulation
 
@@ -62,10 +72,17 @@ def _left(ssh_config: str) -> list[str]:
     def now():
         return leftovers() + _taps() + _ours(ssh_config) + records()
 
-    deadline = time.monotonic() + 10
-    while now() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return now()
+    left = [now()]
+
+    def gone():
+        left[0] = now()
+        return not left[0]
+
+    try:
+        wait_until(gone, 10, "the run's objects on both servers to go", poll_s=0.2)
+    except AssertionError:
+        pass  # the caller's assertion shows what stayed
+    return left[0]
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +133,7 @@ def test_a_job_across_two_servers_moves_what_it_moves_on_one(server, tmp_path):
             before = net.switch_counters()
             run = run_job(net, str(out), OneJob(kind, ("h1", "h2"), "ring", buckets, iterations=4,
                                                   warmup_iterations=1, compute_s=0.01, timeout_s=300))
-            time.sleep(0.3)
-            moved[kind] = net.link_bytes(before, net.switch_counters())
+            moved[kind] = net.link_bytes(before, counters_settled(net.switch_counters))
             comm[kind] = ring_bound_ratio(net, ("h1", "h2"), buckets, run.comm_mean_s())
             error = net.controller.logged_exception()
         assert error is None, f"controller logged an exception: {error}"
@@ -143,16 +159,11 @@ def test_a_worker_on_the_other_server_ends_with_its_session(server, tmp_path):
     with EmulatedNetwork(leaf_spine(2, 1, 1), str(tmp_path), opts) as net:
         marker = f"sleep {int(time.time() % 1000) + 1000}"
         p = net.popen("h2", marker.split(), env={"PATH": os.environ["PATH"]}, cwd="/")
-        deadline = time.monotonic() + 10
-        while not [x for x in _ours(marker) if "remote_run" not in x and "ssh" not in x]:
-            assert time.monotonic() < deadline, f"the command never started on the server: {_ours(marker)}"
-            time.sleep(0.1)
+        wait_until(lambda: [x for x in _ours(marker) if "remote_run" not in x and "ssh" not in x], 10,
+                   f"{marker!r} started on the server")
         p.kill()
         p.wait()
-        deadline = time.monotonic() + 10
-        while _ours(marker) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _ours(marker) == [], _ours(marker)
+        wait_until(lambda: not _ours(marker), 10, f"{marker!r} on the server to end with its ssh client")
         net.forget(p)
     assert _left(server) == []
 

@@ -1,5 +1,5 @@
 """Emulation tests of workers in Docker containers (:mod:`emulator.containers`) of the worker image
-built here from local parts (:mod:`emulator.worker_image`).
+made here of this machine's packages (:mod:`emulator.worker_image`).
 
 Skipped, naming why, where Docker cannot run (`make setup DOCKER=1` installs and starts it; the
 test command's set-up does).
@@ -11,10 +11,19 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
-from conftest import MAX_STRUCTURE_RATIO, ROOT, SCALE, leftovers, needs, read_until, ring_bound_ratio
+from conftest import (
+    MAX_STRUCTURE_RATIO,
+    ROOT,
+    SCALE,
+    counters_settled,
+    leftovers,
+    needs,
+    read_until,
+    ring_bound_ratio,
+    wait_until,
+)
 
 pytestmark = pytest.mark.emulation
 
@@ -44,7 +53,7 @@ def _networks() -> list[str]:
 
 @pytest.fixture(scope="module")
 def image(emulation_ok):
-    """The worker image, built from local parts (or found cached: its inputs did not change); a
+    """The worker image, made of this machine's packages (or found cached: they did not change); a
     second request builds nothing."""
     from emulator.containers import docker_missing
     from emulator.worker_image import ensure_image
@@ -53,7 +62,7 @@ def image(emulation_ok):
     said: list[str] = []
     first = ensure_image(said.append)
     again = ensure_image(said.append)
-    assert again.tag == first.tag and again.built == (), said
+    assert again.tag == first.tag and not again.built, said
     return first
 
 
@@ -97,8 +106,7 @@ def test_a_job_in_containers_moves_what_it_moves_as_processes(image, pair_net, t
         runs[kind] = run_job(net, str(out), OneJob(kind, ("h1", "h2"), "ring", buckets, iterations=4,
                                                          warmup_iterations=1, compute_s=0.01, timeout_s=300),
                              spawn=spawn)
-        time.sleep(0.3)
-        moved[kind] = net.link_bytes(before, net.switch_counters())
+        moved[kind] = net.link_bytes(before, counters_settled(net.switch_counters))
         if kind == "docker":
             until = docker(["system", "info", "--format", "{{.SystemTime}}"]).stdout.strip()
             started = docker(["events", "--since", since, "--until", until, "--filter", "type=container",
@@ -125,10 +133,11 @@ def test_an_interrupted_docker_run_leaves_no_container(image, tmp_path):
     proc = subprocess.Popen([*CLI, "-c", str(cfg), "--results", str(tmp_path / "res")], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen = read_until(proc, "wave 0:")
-    deadline = time.monotonic() + 60
-    while len(_ours("status=running")) < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    running = _ours("status=running")
+    def agents_running():
+        running = _ours("status=running")
+        return running if len(running) >= 2 else None
+
+    running = wait_until(agents_running, 60, "both machines' agent containers running")
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     evidence = "".join(seen) + out
@@ -141,34 +150,41 @@ def test_an_interrupted_docker_run_leaves_no_container(image, tmp_path):
     assert leftovers() == []
 
 
-def test_an_interrupted_image_build_leaves_no_layer_scratch_or_process(image, tmp_path):
-    """SIGINT while a run builds a new base layer (another mirror spelling: new inputs, so a build):
-    exit 130, and the scratch root filesystem, the debootstrap process, unfinished layers and the
-    run record are gone; the cached image stays."""
+def test_an_interrupted_image_build_leaves_no_image_container_or_process(image, tmp_path):
+    """SIGINT while a run checks a new image it built (one more package: new inputs, so a build):
+    exit 130, and the check's container, the untagged image, the build's processes and its run
+    record are gone, no new tag exists; the cached image stays."""
     from emulator.containers import LABEL, docker
     from emulator.journal import records
-    from emulator.worker_image import BUILD_ROOT
+    from emulator.worker_image import EXTRA_ENV
 
+    def tagged():
+        return sorted(docker(["images", "--filter", f"label={LABEL}", "--format", "{{.Repository}}:{{.Tag}}"])
+                      .stdout.split())
+
+    before = tagged()
     cfg = tmp_path / "docker.yaml"
     cfg.write_text(TINY_DOCKER)
-    env = {**os.environ, "DTNET_MIRROR": "http://deb.debian.org/debian/"}
+    env = {**os.environ, EXTRA_ENV: "iproute2"}
     proc = subprocess.Popen([*CLI, "-c", str(cfg), "--results", str(tmp_path / "res")], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    scratch = os.path.join(BUILD_ROOT, f"rootfs-{proc.pid}")
-    deadline = time.monotonic() + 120
-    while not os.path.isdir(os.path.join(scratch, "debootstrap")) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    building = os.path.isdir(scratch)
-    time.sleep(1)
-    proc.send_signal(signal.SIGINT)
+
+    def checking():
+        if proc.poll() is not None:
+            return ["the run, which exited before its image check"]
+        return _ours(f"label={LABEL}=build", "status=running")
+
+    try:
+        check = wait_until(checking, 300, "the new image's check container running")
+    finally:
+        proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
-    assert building and proc.returncode == 130, out
+    assert len(check) == 1 and check[0].startswith("dtnet-build-") and proc.returncode == 130, (check, out)
     assert "Traceback" not in out
-    assert not os.path.exists(scratch), out
-    assert records() == [], out
-    assert subprocess.run(["pgrep", "-f", scratch], capture_output=True).returncode == 1, out
+    assert _ours() == [] and records() == [], out
+    assert subprocess.run(["pgrep", "-f", check[0]], capture_output=True).returncode == 1, out
     assert docker(["images", "-q", "--filter", "dangling=true", "--filter", f"label={LABEL}"]).stdout.split() == []
-    assert docker(["images", "-q", image.tag]).stdout.strip(), "the cached image was removed"
+    assert tagged() == before and image.tag in before, (before, tagged())
     assert leftovers() == []
 
 

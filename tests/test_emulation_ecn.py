@@ -10,7 +10,16 @@ import subprocess
 import time
 
 import pytest
-from conftest import ECN_QUEUE_PACKETS, SCALE, ecn_marking, leftovers, needs
+from conftest import (
+    ECN_QUEUE_PACKETS,
+    SCALE,
+    counters_settled,
+    ecn_marking,
+    leftovers,
+    needs,
+    session_ifname,
+    wait_listening,
+)
 
 pytestmark = pytest.mark.emulation
 
@@ -44,7 +53,8 @@ def _incast(net, senders: list[str], receiver: str, seconds: float = 6.0) -> dic
     sampler = PortSampler(path, net.port_links(), net.marker, 0.25)
     ip = net.g.nodes[receiver]["ip"]
     servers = [net.popen(receiver, ["iperf3", "-s", "-1", "-p", str(5301 + i)]) for i in range(len(senders))]
-    time.sleep(0.5)
+    for i in range(len(senders)):
+        wait_listening(net, receiver, 5301 + i)
     ports0, ce0 = net.marker.port_counters(), netstat_counters(net.hosts[receiver].pid)
     sampler.start()
     clients = [net.popen(s, ["iperf3", "-c", ip, "-p", str(5301 + i), "-t", str(seconds), "-J"],
@@ -53,18 +63,20 @@ def _incast(net, senders: list[str], receiver: str, seconds: float = 6.0) -> dic
         assert c.wait(timeout=seconds + 30) == 0
         net.forget(c)
     for s in servers:
-        s.wait(timeout=10)
+        assert s.wait(timeout=10) == 0
         net.forget(s)
-    time.sleep(0.3)
+    # What was still queued when the senders ended is marked (or not) and received after.
+    ports1, ce1 = counters_settled(lambda: (net.marker.port_counters(),
+                                            netstat_counters(net.hosts[receiver].pid)["IpExtInCEPkts"]),
+                                   "the marker's and the receiver's counters")
     sampler.stop()
-    ports1, ce1 = net.marker.port_counters(), netstat_counters(net.hosts[receiver].pid)
     goodput = 0.0
     for s in senders:
         with open(os.path.join(net.run_dir, f"iperf-{s}.json")) as f:
             goodput += json.load(f)["end"]["sum_received"]["bits_per_second"] / 1e6
         os.unlink(os.path.join(net.run_dir, f"iperf-{s}.json"))
     marks = {i: ports1[i]["marks"] - ports0[i]["marks"] for i in ports1}
-    return {"marks": marks, "ports": ports1, "ce": ce1["IpExtInCEPkts"] - ce0["IpExtInCEPkts"],
+    return {"marks": marks, "ports": ports1, "ce": ce1 - ce0["IpExtInCEPkts"],
             "goodput_mbps": goodput, "samples": path}
 
 
@@ -209,7 +221,7 @@ def test_marker_detaches_from_interfaces_that_remain(emulation_ok):
 
     needs(bpf_missing(), "BPF ECN marker")
     build()
-    a, b = "tbecn0", "tbecn1"
+    a, b = session_ifname("tbecn0"), session_ifname("tbecn1")
     subprocess.run(["ip", "link", "del", a], capture_output=True)
     subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
     try:

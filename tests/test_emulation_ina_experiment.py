@@ -99,10 +99,11 @@ def test_an_experiment_runs_ina_jobs_and_reports_them(emulation_ok, tmp_path, en
 
 def test_a_train_mode_job_trains_over_ina_as_it_does_over_the_ring(emulation_ok, tmp_path):
     """Train mode (torch workers, the small CNN really trained with DDP): an INA job and a ring job
-    of 3 ranks each, same seed, so the same model and batches. consolidate puts the INA job on
-    h1-h3 under l1, its PS on h1: l1 sums h2 and h3. Every step's loss of every rank over INA
-    equals the ring's within the quantisation tolerance, and the job's packets were summed in the
-    switch. (Several ranks of a machine summed in memory first: tests/test_ina_worker.py.)"""
+    of 3 ranks each, same seed, so the same model and batches, two steps: the first from the same
+    weights, the second after one allreduce. consolidate puts the INA job on h1-h3 under l1, its PS
+    on h1: l1 sums h2 and h3. Every step's loss of every rank over INA equals the ring's within the
+    quantisation tolerance, and the job's packets were summed in the switch. (Several ranks of a
+    machine summed in memory first: tests/test_ina_worker.py.)"""
     from emulator.runner import Progress, run_experiment
     from experiment import config
     from jobs.records import read_records
@@ -112,7 +113,7 @@ def test_a_train_mode_job_trains_over_ina_as_it_does_over_the_ring(emulation_ok,
         "topology": {"kind": "leaf_spine", "n_leaf": 2, "n_spine": 1, "hosts_per_leaf": 3, "gpus_per_machine": 1},
         "jobs": [{"name": "t-ina", "model": "small_cnn", "workers": 3, "collective": "ina"},
                  {"name": "t-ring", "model": "small_cnn", "workers": 3, "collective": "ring"}],
-        "scheduler": "fifo", "policies": ["consolidate"], "iterations": 2, "warmup_iterations": 1,
+        "scheduler": "fifo", "policies": ["consolidate"], "iterations": 2, "warmup_iterations": 0,
         "ecn": {"marking": "optional"}, "ina": {"slots": 256}, "results_dir": str(tmp_path)})
     with open(os.devnull, "w") as quiet:
         run_dir = run_experiment(cfg, Progress(quiet))
@@ -243,7 +244,6 @@ def test_a_parameter_server_that_dies_mid_run_stops_the_run_naming_it(emulation_
     nothing behind."""
     import signal
     import threading
-    import time
 
     from common.errors import EmulationError
     from emulator.journal import RECORDS_DIR, RunJournal
@@ -258,18 +258,23 @@ def test_a_parameter_server_that_dies_mid_run_stops_the_run_naming_it(emulation_
         "policies": ["consolidate"], "iterations": 200, "warmup_iterations": 1, "ecn": {"marking": "optional"},
         "ina": {"engine": "software"}, "results_dir": str(tmp_path)})
     record = os.path.join(RECORDS_DIR, f"{os.getpid()}-{process_start_time(os.getpid())}.json")
+    said: list[str] = []
     killed: list[int] = []
     done = threading.Event()
 
+    def ps_of_a_running_job():
+        if not any("ranks joined" in line for line in said):  # the job's iterations have started
+            return None
+        try:
+            changes = RunJournal.load(record).changes
+        except FileNotFoundError:
+            return None
+        return [int(c.name) for c in changes if c.kind == "process" and "ina.ps" in (c.what or "")]
+
     def kill_the_ps():
-        while not done.wait(0.2):
-            try:
-                changes = RunJournal.load(record).changes
-            except Exception:  # not written yet
-                continue
-            pids = [int(c.name) for c in changes if c.kind == "process" and "ina.ps" in (c.what or "")]
+        while not done.wait(0.1):
+            pids = ps_of_a_running_job()
             if pids:
-                time.sleep(2.0)  # the job is running
                 os.kill(pids[0], signal.SIGKILL)
                 killed.append(pids[0])
                 return
@@ -279,7 +284,7 @@ def test_a_parameter_server_that_dies_mid_run_stops_the_run_naming_it(emulation_
     try:
         named = r"the parameter server on h1 \(pid \d+\) exited .*see .*ps-h1\.log"
         with open(os.devnull, "w") as quiet, pytest.raises(EmulationError, match=named):
-            run_experiment(cfg, Progress(quiet))
+            run_experiment(cfg, Progress(quiet, say=said.append))
     finally:
         done.set()
         killer.join(10)

@@ -85,6 +85,10 @@ def test_a_sweep_runs_on_the_emulator_through_the_driver(emulation_ok, tmp_path)
         assert summary["backend"] == "emu" and summary["capabilities"]["backend"] == "emu"
         (policy,) = summary["policies"]
         assert policy["jobs"]["a"]["iterations_recorded"] == value and policy["jobs"]["a"]["complete"]
-        assert row.jct_mean_s == policy["jct_mean_s"] and policy["trustworthy"] is not None
+        assert row.jct_mean_s == policy["jct_mean_s"]
+        # The one job, alone on the fabric and across its two machines, is checked against its bound;
+        # the run is trusted exactly when the monitor found no reason to doubt it.
+        assert policy["jobs_checked"] == 1 and policy["jobs"]["a"]["bound_s"] > 0, policy
+        assert policy["trustworthy"] is (policy["fidelity_reasons"] == []), policy
         assert os.path.exists(os.path.join(point, "experiment.json"))
     assert not leftovers(), leftovers()

@@ -10,7 +10,7 @@ import os
 import threading
 
 import pytest
-from conftest import leftovers
+from conftest import leftovers, needs
 
 pytestmark = pytest.mark.emulation
 
@@ -54,12 +54,13 @@ def test_the_hosts_run_mltcp_and_the_run_unregisters_it(variant, emulation_ok, t
     """Every host's TCP is the variant, its flows' windows grow scaled by F over learned iterations
     (its counters move), and the run leaves it unregistered."""
     from emulator.journal import struct_ops_registered as registered
-    from emulator.mltcp import missing
+    from emulator.mltcp import kernel_missing, tools_missing
     from emulator.runner import Progress, run_experiment
     from experiment import config
 
-    if missing() is not None:
-        pytest.skip(f"MLTCP cannot be built here: {missing()}")
+    needs(tools_missing(), "MLTCP's build tools")
+    if kernel_missing():
+        pytest.skip(f"MLTCP: {kernel_missing()}")
     cfg = config.load(os.path.join(ROOT, "experiments", "cassini_mltcp.yaml"))
     cfg = dataclasses.replace(cfg, iterations=3, warmup_iterations=1, results_dir=str(tmp_path),
                               congestion_control=variant)

@@ -4,10 +4,8 @@ network for their whole module, and this one builds its own."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from conftest import ECN_QUEUE_PACKETS, SCALE, ecn_marking, leftovers
+from conftest import ECN_QUEUE_PACKETS, SCALE, ecn_marking, leftovers, wait_listening
 
 pytestmark = pytest.mark.emulation
 
@@ -32,7 +30,8 @@ def test_red_path_marks_where_the_kernel_has_red(emulation_ok, tmp_path):
 
         ce0 = netstat_counters(net.hosts["h4"].pid)["IpExtInCEPkts"]
         servers = [net.popen("h4", ["iperf3", "-s", "-1", "-p", str(5301 + i)]) for i in range(2)]
-        time.sleep(0.5)
+        for i in range(2):
+            wait_listening(net, "h4", 5301 + i)
         clients = [net.popen(s, ["iperf3", "-c", net.g.nodes["h4"]["ip"], "-p", str(5301 + i), "-t", "6"])
                    for i, s in enumerate(["h1", "h5"])]
         for p in clients + servers:

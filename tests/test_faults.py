@@ -16,10 +16,9 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
-from conftest import ROOT, scan_processes
+from conftest import ROOT, scan_processes, session_ifname, wait_until
 
 pytestmark = pytest.mark.emulation
 
@@ -85,11 +84,12 @@ class Run:
             dst.append(line)
 
     def wait_for(self, text: str, timeout_s: float = 180.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not any(text in line for line in self.out):
-            assert self.proc.poll() is None, f"run ended before {text!r}: {''.join(self.out + self.err)}"
-            assert time.monotonic() < deadline, f"no {text!r} after {timeout_s} s: {''.join(self.out)}"
-            time.sleep(0.1)
+        """Wait until the run prints a line holding ``text``; fail if it ends first."""
+        def printed():
+            assert self.proc.poll() is None, f"run ended before {text!r}: {self.text}"
+            return any(text in line for line in self.out)
+
+        wait_until(printed, timeout_s, f"{text!r} printed by the run")
 
     def signal(self, sig: int) -> None:
         self.proc.send_signal(sig)
@@ -104,16 +104,24 @@ class Run:
     def text(self) -> str:
         return "".join(self.out + self.err)
 
-    def recorded_pid(self, what: str) -> int:
-        """PID of the first recorded process whose description starts with ``what``."""
+    def changes(self) -> list | None:
+        """The changes this run's record holds now (None: no record, none left)."""
         from emulator import journal
 
         for path in journal.records():
-            rec = journal.RunJournal.load(path)
+            try:
+                rec = journal.RunJournal.load(path)
+            except FileNotFoundError:  # its run finished undoing meanwhile
+                continue
             if rec.pid == self.proc.pid:
-                for c in rec.changes:
-                    if c.kind == "process" and c.what.startswith(what):
-                        return int(c.name)
+                return rec.changes
+        return None
+
+    def recorded_pid(self, what: str) -> int:
+        """PID of the first recorded process whose description starts with ``what``."""
+        for c in self.changes() or ():
+            if c.kind == "process" and c.what.startswith(what):
+                return int(c.name)
         raise AssertionError(f"no recorded process {what!r} of run {self.proc.pid}")
 
 
@@ -124,22 +132,56 @@ def assert_one_line_error(run: Run, code: int, pattern: str) -> None:
     assert err and pattern in err[-1], run.text
 
 
+WORKER = "python -m jobs.agent"  # how the run records a worker process
+AGAIN = "interrupted again"  # the line a signal prints once the run is already stopping
+UNDOING = "interrupted again: still undoing this run's changes"  # ... printed by the unwind's shield
+
+
+def wait_for_phase(run: Run, phase: str, wave: list) -> None:
+    """Wait until the interrupted ``run`` is in ``phase``: ``handling`` once it has stopped its workers
+    (the first thing it does), ``teardown`` once it is undoing its network (the unwind has dropped the
+    workers from the record ``wave`` is a copy of, and changes are left to undo)."""
+    workers = {c.name for c in wave if c.kind == "process" and c.what.startswith(WORKER)}
+    assert workers, wave
+
+    def handling():
+        return not any(os.path.exists(f"/proc/{pid}") for pid in workers)
+
+    def teardown():
+        changes = run.changes()
+        assert changes, f"the run had undone everything before its teardown could be signalled: {run.text}"
+        return not workers & {c.name for c in changes if c.kind == "process"}
+
+    wait_until({"handling": handling, "teardown": teardown}[phase], 60, f"the interrupted run's {phase}",
+               poll_s=0.01)
+
+
 @pytest.mark.parametrize("signals", [
-    [signal.SIGINT],
-    [signal.SIGTERM],
-    [signal.SIGINT, signal.SIGINT],  # the second while the first is being handled
-    [signal.SIGINT, signal.SIGINT, signal.SIGTERM, signal.SIGINT],  # more, during teardown
+    [(signal.SIGINT, "wave")],
+    [(signal.SIGTERM, "wave")],
+    [(signal.SIGINT, "wave"), (signal.SIGINT, "handling")],
+    [(signal.SIGINT, "wave"), (signal.SIGINT, "handling"), (signal.SIGTERM, "teardown"), (signal.SIGINT, "teardown")],
 ], ids=["sigint", "sigterm", "sigint-twice", "signals-during-teardown"])
 def test_signals_stop_the_run_and_leave_the_machine_as_before(before, tmp_path, signals):
-    """A wave is running: one or more signals end the run with exit code 130 and one line; the results
-    directory says the run was interrupted; nothing of the run is left on the machine."""
+    """A wave is running: the first signal ends the run with exit code 130 and one line; each further one,
+    sent while the run stops its jobs (handling) or undoes its network (teardown), is answered in that
+    phase with one line and obeyed no further; the results directory says the run was interrupted;
+    nothing of the run is left on the machine."""
     run = Run(tmp_path, LONG)
     run.wait_for("ranks joined")
-    for i, sig in enumerate(signals):
+    wave = run.changes()
+    for i, (sig, phase) in enumerate(signals):
+        if phase != "wave":
+            wait_for_phase(run, phase, wave)
         run.signal(sig)
-        time.sleep(0.3 if i == 0 else 0.7)
+        # each signal is answered before the next is sent: two of one kind pending at once would be one
+        wait_until(lambda i=i: sum(AGAIN in line for line in run.err) >= i, 30, f"the run's answer to signal {i + 1}")
     run.finish()
     assert_one_line_error(run, 130, "interrupted")
+    answers = [line.strip() for line in run.err if AGAIN in line]
+    assert len(answers) == len(signals) - 1, run.text
+    for (_, phase), answer in zip(signals[1:], answers, strict=True):
+        assert phase != "teardown" or answer.startswith(UNDOING), (phase, answer, run.text)
     (run_dir,) = (tmp_path / "res").iterdir()
     assert json.loads((run_dir / "status.json").read_text())["status"] == "interrupted"
     if len(signals) > 2:
@@ -194,14 +236,15 @@ def test_clean_leaves_what_is_not_ours(before, tmp_path):
     """A foreign OVS bridge, a foreign file in /tmp and a foreign process named `controller` all survive
     `clean`, with and without a killed run's leftovers to undo; a run whose bridge name is taken by a
     foreign bridge refuses to start and leaves that bridge alone."""
+    foreign = session_ifname("foreign")
     foreign_file = tmp_path / "foreign-file"
-    tmp_file = "/tmp/mn-foreign-keep-me.sock"
+    tmp_file = f"/tmp/mn-{foreign}-keep-me.sock"  # named like Mininet's sockets
     fake_dir = tmp_path / "bin"
     fake_dir.mkdir()
     shutil.copy("/bin/sleep", fake_dir / "controller")
     proc = subprocess.Popen([str(fake_dir / "controller"), "600"])
     try:
-        subprocess.run(["ovs-vsctl", "add-br", "foreign0"], check=True)
+        subprocess.run(["ovs-vsctl", "add-br", foreign], check=True)
         with open(tmp_file, "w") as f:
             f.write("not ours\n")
         foreign_file.write_text("not ours\n")
@@ -213,7 +256,7 @@ def test_clean_leaves_what_is_not_ours(before, tmp_path):
             cp = subprocess.run([*CLI, "clean"], capture_output=True, text=True, timeout=240, cwd=ROOT)
             assert cp.returncode == 0, cp.stdout + cp.stderr
             assert proc.poll() is None and os.path.exists(tmp_file) and foreign_file.exists()
-            assert "foreign0" in subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout
+            assert foreign in subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout.split()
         subprocess.run(["ovs-vsctl", "add-br", "l1"], check=True)  # a bridge named like one of the run's switches
         try:
             taken = Run(tmp_path, SHORT, "taken")
@@ -225,7 +268,7 @@ def test_clean_leaves_what_is_not_ours(before, tmp_path):
     finally:
         proc.kill()
         proc.wait()
-        subprocess.run(["ovs-vsctl", "--if-exists", "del-br", "foreign0"], check=True)
+        subprocess.run(["ovs-vsctl", "--if-exists", "del-br", foreign], check=True)
         if os.path.exists(tmp_file):
             os.unlink(tmp_file)
 

@@ -1,18 +1,19 @@
 """Unit tests of the iteration-level simulator (``sim.fluid``) and its weighted water-filling
 (``sim.maxmin.maxmin_levels``): exact times for a job alone, jobs sharing a link, an arrival in the
 middle, preemption, local jobs; agreement with the step-level engine where both are exact (a job
-alone); misuse fails with the offending value."""
+alone), and with a brute-force reference of the model (``tests/reference_fluid.py``) under contention;
+misuse fails with the offending value."""
 
 import dataclasses
-import json
 import math
-import os
 import random
 
 import numpy as np
 import pytest
+from reference_fluid import Demand, ReferenceFluid, water_fill
 
 from common.errors import JobError, TopologyError
+from jobs.models import get_model, scaled_buckets
 from jobs.steps import job_bound_s
 from sim.backend import FluidSimBackend
 from sim.flowsim import SimJob, SimOptions, simulate
@@ -227,24 +228,34 @@ def test_advance_stops_at_the_first_batch_that_finishes(g):
 
 
 def test_the_backend_restarts_a_preempted_job_with_its_remaining_iterations(g):
+    """A resnet50 ring on h1 and h5 is stopped 0.5 s in, inside its first iteration (compute c, then its
+    bound b alone), and restarted on one machine: it runs its 6 iterations again there, computing only.
+    Its estimate is over every run's measured iterations, the first run's fraction t / (c + b) of one
+    included (the time it spent, at the same rates): comm t b / (c + b) over 6 + t / (c + b)."""
     from backend.protocol import ExperimentJob
     from placement.base import GpuSlot, Placement
 
     def placed(*machines):
         return Placement("j", tuple(GpuSlot(m, i) for i, m in enumerate(machines)))
 
+    model = get_model("resnet50")
+    c = model.compute_time_s
+    b = job_bound_s(g, uniform(g), ("h1", "h5"), "ring", scaled_buckets(model, 1.0))
     backend = FluidSimBackend(g, uniform(g), scale=1.0)
     job = ExperimentJob("j", 2, 0.0, model="resnet50", collective="ring", iterations=6)
     backend.start([(job, placed("h1", "h5"))])
     backend.advance(1e-9)
     backend.advance(backend.now_s + 0.5)
     end = backend.stop("j")
-    assert not end.finished and backend.done["j"] == end.iterations_done
+    t = 1e-9 + 0.5
+    assert t < c + b and (end.start_s, end.end_s) == (0.0, pytest.approx(t))
+    assert not end.finished and end.iterations_done == backend.done["j"] == 0
     backend.start([(job, placed("h2", "h2"))])
     (last,) = backend.advance(math.inf)
-    assert last.finished and backend.done["j"] == 6
+    assert last.finished and backend.done["j"] == 6 and last.end_s == pytest.approx(t + 6 * c)
     est = backend.estimate("j")
-    assert est.iterations == 6 and est.comm_mean_s >= 0
+    assert est.iterations == 6 and est.compute_mean_s == pytest.approx(c)
+    assert est.comm_mean_s == pytest.approx(t * b / (c + b) / (6 + t / (c + b)), rel=1e-9)
 
 
 def test_misuse_names_the_offending_value(g):
@@ -273,15 +284,14 @@ def test_latency_is_added_per_step_with_a_cross_machine_transfer(g):
     assert run.estimate.comm_mean_s == pytest.approx(ALONE_S + 2e-3)
 
 
-# -- contention: the engine against a water-filling of every running job at every event -----------
+# -- contention: the engine against a brute-force reference of the model (tests/reference_fluid.py) ----
 
-REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "fluid_contention.json")
-
-
-def contended_scenario():
+def contended_scenario(engine_class):
     """40 jobs on an oversubscribed leaf-spine, arriving every 10 ms on average: rings, halving-doubling,
     gloo and INA jobs (PAT short of the links), spread or on neighbouring machines, with warm-ups and
-    latency; three of them preempted and restarted with their remaining iterations."""
+    latency; three of them removed (one before it started) and restarted with their remaining iterations.
+    Returns the event count and the record: every run as ``advance`` and ``remove`` reported it, and the
+    levels once each restart has been filled in."""
     g = leaf_spine(4, 2, 4, oversubscription=2, gpus_per_machine=2, host_bw_mbps=1000)
     rates = {(u, v): d["bw_mbps"] for u, v, d in g.edges(data=True)}
     hosts = machines(g)
@@ -303,37 +313,64 @@ def contended_scenario():
         buckets = tuple(rng.choice((40_000, 120_000, 4_000, 800_000)) for _ in range(rng.randint(1, 4)))
         jobs.append(SimJob(f"j{i:02d}", ranks, collective, buckets, rng.choice((0.0, 0.002, 0.01)), rng.randint(3, 40),
                            rng.choice((0, 1)), start_s=t, ina=ina))
-    engine = FluidEngine(g, rates, SimOptions(mtu=1500, latency_s=2e-5, pat_bytes_s=40e6, ina_results="multicast"))
+    engine = engine_class(g, rates, SimOptions(mtu=1500, latency_s=2e-5, pat_bytes_s=40e6, ina_results="multicast"))
     for j in jobs:
         engine.add(j)
     record = []
-    for at, name in ((0.05, "j03"), (0.08, "j10"), (0.12, "j21")):
+
+    def advance_to(at: float) -> None:
         while done := engine.advance(at):
             record.extend(("finished", dataclasses.asdict(r)) for r in done)
+
+    for at, name in ((0.05, "j03"), (0.08, "j10"), (0.12, "j21")):
+        advance_to(at)
         if name in engine.running():
             run = engine.remove(name)
             record.append(("removed", dataclasses.asdict(run)))
             spec = next(j for j in jobs if j.name == name)
             engine.add(dataclasses.replace(spec, iterations=spec.iterations - run.iterations_done, warmup_iterations=0,
-                                           start_s=engine.now_s))
+                                           start_s=max(spec.start_s, engine.now_s)))
+        advance_to(engine.now_s)
         record.append(("levels", engine.levels()))
-    while done := engine.advance(math.inf):
-        record.extend(("finished", dataclasses.asdict(r)) for r in done)
+    advance_to(math.inf)
     return engine.events, record
 
 
-def test_contended_runs_equal_a_water_filling_of_every_job_at_every_event():
-    """Filling only the jobs an event couples, and bringing a job's progress up to date only when
-    its level changes, gives the runs and levels of a water-filling of every running job at every
-    event (saved in tests/data/fluid_contention.json), up to floating-point rounding."""
-    with open(REFERENCE, encoding="utf-8") as f:
-        expected = json.load(f)
-    events, record = contended_scenario()
-    assert events == expected["events"]
-    assert [kind for kind, _ in record] == [kind for kind, _ in expected["record"]]
-    for (_, got), (_, want) in zip(record, expected["record"], strict=True):
-        assert got.keys() == want.keys()
-        for key, value in want.items():
+def test_the_reference_fills_the_worked_examples():
+    """The brute-force reference's water-filling on worked cases: two equal jobs on a link get 1/2 each;
+    a link filling at 1/2 (A, B) lets C, at half weight on the other, reach its cap; NetPack's vector 1
+    (workers s1, s2 and their PS s3 in one rack, links 100, PAT 40: the PAT runs out at 40, the PS's
+    link then carries both streams, 40 + 2 x 30 = 100: rate 70) and vector 2 (two such jobs share the
+    PAT: 20 each, then 40 on their own PS links: 60)."""
+    links = {r: 1.0 for r in "lm"}
+    assert water_fill([Demand(lambda _: {"l": 1.0}), Demand(lambda _: {"l": 1.0})], links) == [0.5, 0.5]
+    abc = [Demand(lambda _: {"l": 1.0, "m": 1.0}), Demand(lambda _: {"m": 1.0}), Demand(lambda _: {"l": 0.5})]
+    assert water_fill(abc, links) == [0.5, 0.5, 1.0]
+
+    def ps_job(s1, s2, ps):
+        return Demand(lambda spent: {s1: 1.0, s2: 1.0, ps: 2.0} if spent else {s1: 1.0, s2: 1.0, ps: 1.0, "pat": 1.0},
+                      cap=math.inf)
+
+    capacity = {**{f"s{i}": 100.0 for i in range(1, 7)}, "pat": 40.0}
+    assert water_fill([ps_job("s1", "s2", "s3")], capacity, frozenset({"pat"})) == pytest.approx([70.0])
+    both = [ps_job("s1", "s2", "s3"), ps_job("s4", "s5", "s6")]
+    assert water_fill(both, capacity, frozenset({"pat"})) == pytest.approx([60.0, 60.0])
+
+
+def test_contended_runs_equal_a_brute_force_reference_of_the_model():
+    """Filling only the jobs an event couples, bringing a job's progress up to date only when its level
+    changes, and memoising costs per placement shape give the events, runs and levels of the reference,
+    which computes every job's cost from jobs.steps and sim.ina and fills every running job from scratch
+    at every event: equal up to floating-point rounding, both being exact."""
+    events, record = contended_scenario(FluidEngine)
+    want_events, want = contended_scenario(ReferenceFluid)
+    assert events == want_events
+    assert [kind for kind, _ in record] == [kind for kind, _ in want]
+    # three removals, and every job of the 40 finishes once (those removed in their restarts)
+    assert sum(kind == "removed" for kind, _ in record) == 3 and sum(kind == "finished" for kind, _ in record) == 40
+    for (_, got), (_, expected) in zip(record, want, strict=True):
+        assert got.keys() == expected.keys()
+        for key, value in expected.items():
             assert got[key] == (pytest.approx(value, rel=1e-9, abs=1e-15) if isinstance(value, float) else value), key
 
 

@@ -1,33 +1,41 @@
 """The INA worker client and the parameter server process, over loopback UDP (no switch: the PS
 finishes every seq from the workers' own packets; the switches' part is tests/test_ina_p4.py).
 
-Workers bind 127.0.0.k (the whole 127/8 is this machine), the PS 127.0.0.100, so that each
-worker has the job's worker port on its own address as on its own machine.
+Workers bind host k of this test process's loopback /24 (conftest.loopback: the whole 127/8 is this
+machine), the PS host 100, so that each worker has the job's worker port on its own address as on its
+own machine. Tests about when the client resends run on a virtual clock (:class:`VirtualLine`), so
+that what they assert does not depend on how the machine schedules threads.
 """
 
 from __future__ import annotations
 
+import collections
+import heapq
+import itertools
 import json
+import math
 import random
+import select
 import socket
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
+from conftest import loopback, wait_until
 
+from emulator.controller_proc import free_tcp_port
 from ina.client import MIN_RTO_S, AimdWindow, InaClient, RtoEstimator
 from ina.engine import JobTree
 from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET, InaError, worker_port
 from ina.ps import PsJob, PsService, load_jobs
 
-PS_IP = "127.0.0.100"
+PS_IP = loopback(100)
 SCALE = 1e4
 
 
 def _worker_ip(bit: int) -> str:
-    return f"127.0.0.{bit + 1}"
+    return loopback(bit + 1)
 
 
 class Ps:
@@ -129,11 +137,11 @@ def test_a_result_not_from_the_ps_is_ignored_and_counted():
     inputs = _inputs(2, 100)
     forged = data_packet(2, 0, 0, [999] * VALUES_PER_PACKET, flags=Flag.RESULT)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as intruder:
-        intruder.bind(("127.0.0.240", INA_UDP_PORT))  # even from the INA port, a wrong address
+        intruder.bind((loopback(240), INA_UDP_PORT))  # even from the INA port, a wrong address
 
         def forge(b, client):
             intruder.sendto(forged, (_worker_ip(b), worker_port(2)))
-            time.sleep(0.05)  # queued on the client's socket before it sends
+            wait_until(lambda: select.select([client.sock], [], [], 0)[0], what=f"the forgery queued at worker {b}")
 
         with Ps([_job(2, 2)]):
             results, clients = _allreduce_all(2, inputs, setup=forge)
@@ -229,99 +237,145 @@ def test_after_an_idle_time_the_window_restarts_and_grows_by_one_per_result_to_t
     assert w.cwnd == 2.0 and w.ssthresh == 30
 
 
-def test_a_client_idle_longer_than_its_timeout_restarts_its_window():
-    inputs = _inputs(2, 32 * 10)
-    with Ps([_job(9, 2)]):
-        _, clients = _allreduce_all(9, inputs, setup=lambda b, c: setattr(c.window, "cwnd", 50.0))
-    assert all(c.window.ssthresh == 37.5 for c in clients)  # each restarted once, from 50
+class VirtualLine:
+    """One :class:`InaClient` and a :class:`PsService` joined by a line on a virtual clock: the client's
+    ``time.monotonic`` and ``select`` are the line's (``monkeypatch``), every datagram takes ``delay_s``
+    each way, the PS's side sends one datagram per ``period_s`` in order (a slow port's queue: what
+    it is given waits), and ``drop(data) -> bool`` loses datagrams on their way to the PS. Time moves
+    only while the client waits in ``select``, so when the client resends, and why, follows from the
+    protocol alone, never from how the machine schedules the test."""
+
+    def __init__(self, monkeypatch, job: PsJob, delay_s: float = 0.001, period_s: float = 0.0, drop=None):
+        import ina.client
+
+        self.now, self.delay_s, self.period_s, self.drop = 0.0, delay_s, period_s, drop
+        self.events: list = []  # (arrival time, order, to the PS?, datagram)
+        self.order = itertools.count()
+        self.inbox: collections.deque = collections.deque()  # arrived at the client, not yet read
+        self.port_free = 0.0  # when the PS's port is done sending what it was given
+        self.job_id, self.client_ip = job.tree.job_id, job.workers[0]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:  # PsService sets its options
+            self.service = PsService(sock, [job])
+        self.service.sock = _End(self._from_ps)
+        monkeypatch.setattr(ina.client, "time", self)
+        monkeypatch.setattr(ina.client, "select", self)
+
+    def client(self, **kw) -> InaClient:
+        """The job's worker 0, its socket this line's end."""
+        client = InaClient(self.job_id, 0, PS_IP, SCALE, bind=self.client_ip, **kw)
+        client.sock.close()
+        client.sock = _End(self._from_client, self.inbox, client.ps)
+        return client
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def select(self, rlist, wlist, xlist, timeout):
+        """Ready when a datagram has reached the client, moving the clock to its arrival; else
+        ``timeout`` later, nothing ready."""
+        deadline = self.now + timeout
+        while not self.inbox:
+            if not self.events or self.events[0][0] > deadline:
+                assert deadline < math.inf, "the client waits for ever and nothing is on the line"
+                self.now = max(self.now, deadline)
+                return [], [], []
+            self.now, _, to_ps, data = heapq.heappop(self.events)
+            if not to_ps:
+                self.inbox.append(data)
+            elif self.drop is None or not self.drop(data):
+                self.service.handle(data, False, self.client_ip)
+        return rlist, [], []
+
+    def _from_client(self, data: bytes, addr) -> None:
+        assert addr == (PS_IP, INA_UDP_PORT)
+        heapq.heappush(self.events, (self.now + self.delay_s, next(self.order), True, data))
+
+    def _from_ps(self, data: bytes, addr) -> None:
+        assert addr == (self.client_ip, worker_port(int.from_bytes(data[2:4], "big")))
+        start = max(self.now, self.port_free)  # after what the port was given before
+        self.port_free = start + self.period_s
+        heapq.heappush(self.events, (start + self.delay_s, next(self.order), False, data))
 
 
-def test_a_hole_is_resent_after_three_later_results_without_waiting_for_the_timeout():
-    """One data packet of seq 2 lost at the PS, with the first timeout far away (1 s): the worker
-    resends seq 2 after the results of 3 later seqs (fast resend), long before its timeout."""
+class _End:
+    """A :class:`VirtualLine` end as the socket calls of the client and the PS see it."""
+
+    def __init__(self, send, inbox=None, peer=None):
+        self.send, self.inbox, self.peer = send, inbox, peer
+
+    def sendto(self, data: bytes, addr) -> None:
+        self.send(data, addr)
+
+    def recvmsg(self, bufsize, ancbufsize=0, flags=0):
+        if not self.inbox:
+            raise BlockingIOError
+        return self.inbox.popleft(), [], 0, self.peer
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_client_idle_longer_than_its_timeout_restarts_its_window_and_one_called_at_once_does_not(
+        monkeypatch):
+    """RFC 5681 4.1 on the virtual line: a window of 50 restarts at 4 with a threshold of 37.5 and grows by
+    one per result (10 seqs: 14); called again at once it goes on growing (24); after an idle second,
+    longer than its timeout, it restarts at 4 again (14)."""
+    line = VirtualLine(monkeypatch, _job(9, 1))
+    inputs = _inputs(1, 32 * 10)
+    client = line.client(window=AimdWindow(initial=4, maximum=64))
+    client.window.cwnd = 50.0
+    after = []
+    for idle_s in (0.0, 0.0, 1.0):
+        line.now += idle_s
+        _check_sums(inputs, [client.allreduce(inputs[0])])
+        after.append((client.window.cwnd, client.window.ssthresh))
+    assert after == [(14.0, 37.5), (24.0, 37.5), (14.0, 37.5)]
+    assert client.rto.rto < 1.0 and (client.stats.timeouts, client.stats.resent) == (0, 0)
+
+
+def test_a_hole_is_resent_after_later_results_without_waiting_for_the_timeout(monkeypatch):
+    """One data packet of seq 2 lost on the virtual line (1 ms each way), the first timeout 1 s away: the
+    worker resends seq 2 once a seq sent after it has its result and a round trip has passed (RACK), a
+    few milliseconds on, long before its timeout; the sum is exact."""
     lost = []
 
     def drop(data: bytes) -> bool:
         if int.from_bytes(data[4:8], "big") == 2 and not data[1] and not lost:
-            lost.append(2)
+            lost.append(line.now)
             return True
         return False
 
+    line = VirtualLine(monkeypatch, _job(12, 1), drop=drop)
+    resent = []
+    client = line.client()
+    resend = client._resend
+    client._resend = lambda st, seq: (resent.append((seq, line.now)), resend(st, seq))
+    client.rto.rto = 1.0
     inputs = _inputs(1, 32 * 40)
-    with Ps([_job(12, 1)], drop=drop):
-        client = InaClient(12, 0, PS_IP, SCALE, bind=_worker_ip(0))
-        client.rto.rto = 1.0
-        result = client.allreduce(inputs[0])
-        client.close()
-    _check_sums(inputs, [result])
-    # resent once, fast, and never after a timeout: the hole was filled before the first timeout fired
-    assert lost == [2] and client.stats.fast_resends == 1 and client.stats.timeouts == 0
+    _check_sums(inputs, [client.allreduce(inputs[0])])
+    assert len(lost) == 1 and [seq for seq, _ in resent] == [2]
+    assert resent[0][1] - lost[0] < 0.01  # found by its successors' results, not by the 1 s timer
+    assert (client.stats.fast_resends, client.stats.timeouts, client.stats.spurious_fast_resends) == (1, 0, 0)
 
 
-class SlowLink:
-    """The PS's socket behind a link that sends one datagram per ``period_s``, in order: what it is
-    given waits in a queue, as results wait in the PS's host queue on the emulator."""
-
-    def __init__(self, real: socket.socket, period_s: float):
-        self.real, self.period_s = real, period_s
-        self.queue: list = []
-        self.cv = threading.Condition()
-        self.stopped = False
-        self.thread = threading.Thread(target=self._send, daemon=True)
-        self.thread.start()
-
-    def sendto(self, data, addr):
-        with self.cv:
-            self.queue.append((data, addr))
-            self.cv.notify()
-
-    def _send(self):
-        while True:
-            with self.cv:
-                self.cv.wait_for(lambda: self.queue or self.stopped)
-                if self.stopped:
-                    return
-                data, addr = self.queue.pop(0)
-            self.real.sendto(data, addr)
-            time.sleep(self.period_s)
-
-    def close(self):
-        with self.cv:
-            self.stopped = True
-            self.cv.notify()
-        self.thread.join(5)
-
-    def __getattr__(self, name):
-        return getattr(self.real, name)
-
-
-def test_results_queued_longer_than_the_timeout_are_not_resent_while_results_flow():
-    """The PS's link sends 200 results a second and the worker keeps 64 seqs in flight: each result
+def test_results_queued_longer_than_the_timeout_are_not_resent_while_results_flow(monkeypatch):
+    """The PS's port sends 200 results a second and the worker keeps 64 seqs in flight: each result
     waits behind most of a window, up to 0.3 s, longer than the 0.2 s floor of the timeout. The timer
     restarts with every result (RFC 6298 5.3), so no seq times out and none is resent."""
+    line = VirtualLine(monkeypatch, _job(14, 1), delay_s=0.0001, period_s=0.005)
+    client = line.client(window=AimdWindow(64, 64))
     inputs = _inputs(1, 32 * 300)
-    with Ps([_job(14, 1)]) as ps:
-        link = SlowLink(ps.service.sock, 0.005)
-        ps.service.sock = link
-        try:
-            client = InaClient(14, 0, PS_IP, SCALE, bind=_worker_ip(0), window=AimdWindow(64, 64))
-            result = client.allreduce(inputs[0])
-            client.close()
-        finally:
-            link.close()
-    _check_sums(inputs, [result])
+    _check_sums(inputs, [client.allreduce(inputs[0])])
     st = client.stats
     assert st.rtt_max_s > MIN_RTO_S, "results were queued longer than the timeout's floor"
     assert (st.timeouts, st.fast_resends, st.resent) == (0, 0, 0)
+    assert line.now == pytest.approx(300 * 0.005, abs=0.01)  # the port sent one result per 5 ms throughout
 
 
 def test_several_holes_are_resent_as_later_results_come_without_a_timeout(monkeypatch):
-    """RACK: seqs 5 and 9 lost on the way to the PS, the timeout's floor raised to 5 s: each hole is
-    resent once a seq sent after it has its result and a round trip has passed, two resends while
-    results flow, and no timeout."""
-    import ina.client
-
-    monkeypatch.setattr(ina.client, "MIN_RTO_S", 5.0)
+    """RACK on the virtual line: seqs 5 and 9 lost on the way to the PS; each hole is resent once a seq
+    sent after it has its result and a round trip has passed: two resends while results flow, no
+    timeout, and nothing resent that was not lost."""
     lost = []
 
     def drop(data: bytes) -> bool:
@@ -331,15 +385,12 @@ def test_several_holes_are_resent_as_later_results_come_without_a_timeout(monkey
             return True
         return False
 
+    line = VirtualLine(monkeypatch, _job(15, 1), drop=drop)
+    client = line.client(window=AimdWindow(16, 16))
     inputs = _inputs(1, 32 * 200)
-    with Ps([_job(15, 1)], drop=drop):
-        client = InaClient(15, 0, PS_IP, SCALE, bind=_worker_ip(0), window=AimdWindow(16, 16))
-        client.rto.rto = client.rto._computed = 5.0
-        result = client.allreduce(inputs[0])
-        client.close()
-    _check_sums(inputs, [result])
+    _check_sums(inputs, [client.allreduce(inputs[0])])
     assert lost == [5, 9]
-    assert (client.stats.fast_resends, client.stats.timeouts) == (2, 0)
+    assert (client.stats.fast_resends, client.stats.timeouts, client.stats.resent) == (2, 0, 2)
 
 
 def test_rto_follows_rfc6298():
@@ -378,6 +429,17 @@ def test_ps_config_round_trips_and_bad_ones_say_why(tmp_path):
         load_jobs(str(path))
 
 
+def _bound(proc: subprocess.Popen, ip: str, port: int) -> bool:
+    """Whether a UDP socket is bound to ``ip:port`` (ours cannot be), ``proc`` still running."""
+    assert proc.poll() is None, proc.stderr.read()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.bind((ip, port))
+        except OSError:
+            return True
+    return False
+
+
 def test_ps_process_serves_and_writes_its_counters_on_sigterm(tmp_path):
     """``python -m ina.ps`` with a config: two workers' allreduce completes; SIGTERM -> counters, exit 0."""
     cfg, stats = tmp_path / "ps.json", tmp_path / "stats.json"
@@ -385,16 +447,7 @@ def test_ps_process_serves_and_writes_its_counters_on_sigterm(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "ina.ps", "--config", str(cfg), "--stats", str(stats),
                              "--bind", PS_IP], stderr=subprocess.PIPE, text=True)
     try:
-        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        for _ in range(100):  # until the PS has bound its port
-            try:
-                probe.bind((PS_IP, INA_UDP_PORT))
-                probe.close()
-                probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                threading.Event().wait(0.05)
-            except OSError:
-                break
-        probe.close()
+        wait_until(lambda: _bound(proc, PS_IP, INA_UDP_PORT), what=f"the PS bound to {PS_IP}:{INA_UDP_PORT}")
         inputs = _inputs(2, 64)
         results, _ = _allreduce_all(5, inputs)
         _check_sums(inputs, results)
@@ -405,18 +458,13 @@ def test_ps_process_serves_and_writes_its_counters_on_sigterm(tmp_path):
     assert counters["results"] == 2 and counters["datagrams_sent"] == 4
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _train(mode: str, job_id: int) -> list[dict]:
     import os
 
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ina_ddp_worker.py")
-    port = _free_port()
-    procs = [subprocess.Popen([sys.executable, script, str(r), "2", str(port), mode, PS_IP, str(job_id)],
+    port = free_tcp_port()
+    procs = [subprocess.Popen([sys.executable, script, str(r), "2", str(port), mode, PS_IP, str(job_id),
+                               _worker_ip(r)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
     outs = []
     for p in procs:

@@ -6,7 +6,8 @@ needed). Each aggregator, on veths (:class:`ina.rig.SwitchRig`), replays every t
 :mod:`ina.vectors` byte for byte with the same counters, and crafted packets (mutated, truncated,
 extended; a fixed seed) give the same output and counters as :class:`ina.engine.Aggregator` while
 the switch keeps forwarding. bmv2 comes from P4_PREFIX, /opt/p4 or the PATH; where there is none
-its tests are skipped naming why, and the software engine's still run.
+its tests are skipped naming why, and the software engine's still run. The tests on veths need root
+and add a namespace, veths and switch processes to the host: they are in the emulation tier.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import shutil
 from collections import Counter
 
 import pytest
+from conftest import needs
 
 from ina.engine import Aggregator, Dest, JobEntry, JobTraffic, Role
 from ina.p4 import build
@@ -45,6 +47,7 @@ def _consts() -> dict[str, int]:
 
 
 def test_program_constants_are_the_protocols():
+    """The P4 program's port, header size, lanes and flags are ina.protocol's."""
     c = _consts()
     assert c["INA_UDP_PORT"] == INA_UDP_PORT
     assert c["HEADER_BYTES"] == HEADER_BYTES and HEADER_BYTES + VALUES_PER_PACKET * 4 == PACKET_BYTES
@@ -57,6 +60,7 @@ def test_program_constants_are_the_protocols():
 
 
 def test_stats_register_indexes_are_the_engines_counters_in_order():
+    """The program's stats register indexes are the engine's counters, in order, and all of them."""
     c = _consts()
     st = sorted(((v, k) for k, v in c.items() if k.startswith("ST_")))
     assert [v for v, _ in st] == list(range(len(STAT_NAMES)))
@@ -66,12 +70,14 @@ def test_stats_register_indexes_are_the_engines_counters_in_order():
 
 
 def test_header_declaration_is_the_field_table():
+    """The program's INA header declares ina.protocol's fields, in order, with their widths."""
     body = re.search(r"header ina_t \{(.*?)\}", SOURCE, re.S).group(1)
     fields = re.findall(r"bit<(\d+)> (\w+);", body)
     assert [(name, int(bits)) for bits, name in fields] == [(f.name, f.bits) for f in HEADER_FIELDS]
 
 
 def test_flattened_library_links_are_rebuilt(tmp_path):
+    """A library directory whose links were flattened into text files gets its links back; real links are left."""
     lib = tmp_path / "lib"
     lib.mkdir()
     (lib / "libx.so.0.0.0").write_bytes(b"\x7fELF" + bytes(400))
@@ -87,6 +93,7 @@ def test_flattened_library_links_are_rebuilt(tmp_path):
 
 
 def test_no_toolchain_is_reported_not_raised(tmp_path, monkeypatch):
+    """Without bmv2 anywhere the finder returns None and why, naming P4_PREFIX and where it looked."""
     monkeypatch.setenv("P4_PREFIX", str(tmp_path))
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(build, "DEFAULT_PREFIX", str(tmp_path / "none"))
@@ -95,6 +102,13 @@ def test_no_toolchain_is_reported_not_raised(tmp_path, monkeypatch):
 
 
 # -- on bmv2 ---------------------------------------------------------------------------------------
+
+
+def needs_root_and_ethtool() -> None:
+    """The rigs' veths and namespace need root (a skip without); their offloads, ethtool (the set-up's)."""
+    if os.geteuid() != 0:
+        pytest.skip("the aggregators' veths and network namespace need root")
+    needs(None if shutil.which("ethtool") else "not installed", "ethtool")
 
 
 def _bmv2_missing() -> str | None:
@@ -109,8 +123,7 @@ def rig(request, tmp_path_factory):
     """Three aggregators on veths: bmv2 running the P4 program, or the software engine's process."""
     from conftest import leftovers
 
-    if os.geteuid() != 0 or shutil.which("ethtool") is None:
-        pytest.skip("needs root (veths, network namespaces) and ethtool")
+    needs_root_and_ethtool()
     n = max(len(v["switches"]) for v in VECTORS.values())
     log_dir = str(tmp_path_factory.mktemp(request.param))
     if request.param == "bmv2":
@@ -130,6 +143,7 @@ def _entries(jobs) -> dict[int, JobEntry]:
     return {job_id: JobEntry(fan_in, Role(role), out_bit) for job_id, fan_in, role, out_bit in jobs}
 
 
+@pytest.mark.emulation
 @pytest.mark.parametrize("name", sorted(VECTORS))
 def test_switch_replays_the_vector(rig, name):
     """Every switch step's packet gives exactly the recorded output (destination and bytes), drops
@@ -159,6 +173,7 @@ def test_switch_replays_the_vector(rig, name):
             f"{name}: per-job packets of {node}"
 
 
+@pytest.mark.emulation
 def test_claims_beyond_the_pat_meter_fall_back(rig):
     """Rule 8a on the engine itself: the PAT meter set to one claim per 10 s, 4 deep; the first
     packets of 12 seqs (fan-in 2, so none completes; each its own slot): 4 claim and are absorbed,
@@ -183,25 +198,41 @@ def test_claims_beyond_the_pat_meter_fall_back(rig):
     assert (rig.stats(0).claims, rig.stats(0).over_pat) == (12, 0)
 
 
+LANE_VECTORS = {
+    "sum_8_workers": "a claim, then seven packets added lane by lane; the aggregate carries every lane's sum",
+    "overflow_exact_at_ps": "the int32 wrap found lane by lane (lanes 0-2) and flagged; resends pass whole",
+    "malformed_dropped": "the count and length checks at this payload's size (bad count, truncated, trailing bytes)",
+    "release_and_reuse": "a freed slot's next claim replaces every lane; fallbacks pass their values unchanged",
+}
+"""The vectors whose paths through the program depend on the values per packet, and what each
+takes through the lanes. The others differ from these only in what no lane enters: fan-in and
+order (the other sums), flags (ECN, collisions, resends) and roles (two levels)."""
+
+
+@pytest.mark.emulation
 @pytest.mark.parametrize("engine", ENGINES)
 def test_switch_replays_the_vectors_at_256_values_per_packet(engine, tmp_path):
     """Values per packet is the program's parameter: built for 256 lanes (bmv2 compiled with 256
-    value registers per slot, the software process told so), each engine replays every vector
-    generated at 256 lanes (:func:`ina.vectors.generate`) byte for byte with the engine's counters,
-    and drops a packet of the stored 32 lanes as ``bad_count``. (What it leaves behind is checked with
-    the module's rigs, when they stop.)"""
+    value registers per slot, the software process told so), each engine replays the vectors whose
+    paths depend on the lanes (:data:`LANE_VECTORS`), generated at 256 lanes
+    (:func:`ina.vectors.generate`), byte for byte with the engine's counters, and drops a packet of
+    the stored 32 lanes as ``bad_count``. (What it leaves behind is checked with the module's rigs,
+    when they stop.)"""
     from ina.vectors import generate
 
-    if os.geteuid() != 0 or shutil.which("ethtool") is None:
-        pytest.skip("needs root (veths, network namespaces) and ethtool")
-    lanes, vectors = 256, generate(256)
+    needs_root_and_ethtool()
+    lanes, vectors = 256, {name: v for name, v in generate(256).items() if name in LANE_VECTORS}
+    assert sorted(vectors) == sorted(LANE_VECTORS)
+    counted = {c for v in vectors.values() for node in v["switches"] for c in v["stats"].get(node, {})}
+    assert {"claims", "contributions", "aggregates", "overflows", "released", "collisions", "malformed:bad_count",
+            "malformed:truncated", "malformed:trailing_bytes"} <= counted, counted
     n = max(len(v["switches"]) for v in vectors.values())
     if engine == "bmv2":
         why = _bmv2_missing()
         if why:
             pytest.skip(f"bmv2: {why}")
         tc, _ = build.find_toolchain()
-        rig = SwitchRig(n, str(tmp_path), "bmv2", tc, build.compile_program(tc, lanes=lanes), thrift_base=22190)
+        rig = SwitchRig(n, str(tmp_path), "bmv2", tc, build.compile_program(tc, lanes=lanes))
     else:
         rig = SwitchRig(n, str(tmp_path), "software", values_per_packet=lanes)
     with rig:
@@ -239,6 +270,7 @@ def _mutations(rnd: random.Random, valid: list[bytes]) -> list[bytes]:
     return out
 
 
+@pytest.mark.emulation
 def test_switch_and_engine_agree_on_crafted_packets_and_the_switch_keeps_working(rig):
     """240 crafted packets (fixed seed) into the switch and the engine: the same outputs byte for byte
     and the same counters, with two jobs on a 4-slot pool so that collisions happen too."""
@@ -263,6 +295,7 @@ def test_switch_and_engine_agree_on_crafted_packets_and_the_switch_keeps_working
     assert sum(engine.stats.malformed.values()) > 50 and engine.stats.collisions > 0 and engine.stats.aggregates > 0
 
 
+@pytest.mark.emulation
 def test_other_udp_is_not_ina_and_is_counted_not_aggregated(rig):
     """UDP with neither port the INA port is not parsed as INA: no plain entry, so dropped and
     counted as ``other``; the same bytes to the INA port are an INA packet."""
@@ -275,6 +308,7 @@ def test_other_udp_is_not_ina_and_is_counted_not_aggregated(rig):
     assert rig.step_frame(0, ina_frame(p)) == [] and rig.stats(0).claims == 1  # absorbed: fan-in 2
 
 
+@pytest.mark.emulation
 def test_a_jobs_packets_from_a_host_outside_it_are_dropped_and_counted(rig):
     """Job 1 installed with its members (10.0.0.1 and 10.0.0.3): a packet claiming worker 0's bit
     from 10.0.0.9 is dropped as ``foreign`` before it can take the slot; the members' packets then
@@ -301,6 +335,7 @@ def _ip(a: str) -> int:
     return int(ipaddress.IPv4Address(a))
 
 
+@pytest.mark.emulation
 def test_a_result_is_copied_to_each_child_of_its_job_addressed_to_it(rig):
     """Results multicast: job 1's entry lists three children; the result that frees its slot leaves
     once per child, the Ethernet and IPv4 destination the child's, the IPv4 checksum valid, UDP

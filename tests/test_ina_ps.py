@@ -1,8 +1,8 @@
 """The parameter server's per-job counters and its reload of the config on SIGHUP, over loopback UDP.
 
-The PS binds 127.0.0.150 and the workers 127.0.0.151 and up (the whole 127/8 is this machine;
-tests/test_ina_client.py uses 127.0.0.100 and 127.0.0.1..), so each worker has the job's worker
-port on its own address as on its own machine. Packets are crafted as the workers and switches
+The PS binds host 150 of this test process's loopback /24 and the workers hosts 151 and up
+(conftest.loopback: the whole 127/8 is this machine), so each worker has the job's worker port on
+its own address as on its own machine. Packets are crafted as the workers and switches
 would send them (:func:`ina.protocol.data_packet`, the bit plan of :class:`ina.engine.JobTree`).
 """
 
@@ -15,19 +15,19 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
+from conftest import loopback, wait_until
 
 from ina.engine import JobTree
 from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET, Flag, data_packet, decode
 from ina.ps import JobsChange, PsJob, PsService
 
-PS_IP = "127.0.0.150"
+PS_IP = loopback(150)
 
 
 def _ip(bit: int) -> str:
-    return f"127.0.0.{151 + bit}"
+    return loopback(151 + bit)
 
 
 def _job(job_id: int, root_workers: int, leaf_workers=()) -> PsJob:
@@ -97,7 +97,7 @@ def test_the_ps_socket_holds_every_workers_window_at_once(service):
 def test_a_hosts_packets_outside_the_job_are_dropped_and_counted_not_summed(service):
     """A datagram of job 8 from an address that is none of its machines' is dropped before the PS
     rules: the sum of seq 0 is the two workers' and nobody else's."""
-    intruder = "127.0.0.250"
+    intruder = loopback(250)
     service.handle(data_packet(8, 0, 1 << 0, _values(100)), src=intruder)  # claims worker 0's bit
     assert service.engine.result(8, 0) is None
     service.handle(data_packet(8, 0, 1 << 0, _values(1)), src=_ip(0))
@@ -172,17 +172,15 @@ class PsProcess:
 
     def acked(self, generation: int, timeout_s: float = 10.0) -> dict:
         """The ack file once it reaches ``generation``."""
-        deadline = time.monotonic() + timeout_s
-        while True:
+        def reached():
             assert self.proc.poll() is None, self.proc.stderr.read()
             try:
                 ack = json.loads(self.ack.read_text())
-                if ack["generation"] >= generation:
-                    return ack
             except FileNotFoundError:
-                pass
-            assert time.monotonic() < deadline, f"no ack of generation {generation}"
-            time.sleep(0.02)
+                return None
+            return ack if ack["generation"] >= generation else None
+
+        return wait_until(reached, timeout_s, f"the PS's ack of generation {generation}", poll_s=0.02)
 
     def reload(self, jobs) -> None:
         self.write(jobs)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
-import time
 
 import pytest
+from conftest import wait_until
 
 from common import errors
 from ina.engine import JobEntry, JobTraffic, Role, SlotState
@@ -140,6 +141,17 @@ def test_job_traffic_answers_per_job_packets_and_refuses_bad_ids(switch):
     assert ask(sw, op="job_traffic", job_ids=[1])["jobs"] == [[1, 0, 0]]
 
 
+def _accepts(proc: subprocess.Popen, path: str) -> bool:
+    """Whether a connection to the control socket ``path`` is accepted, ``proc`` still running."""
+    assert proc.poll() is None, proc.stderr.read()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        try:
+            s.connect(path)
+        except OSError:
+            return False
+    return True
+
+
 def test_soft_aggregator_client_speaks_the_ops_to_a_real_control_socket(tmp_path):
     """SoftAggregator's add_jobs/remove_jobs/release_slots are accepted by a SoftSwitch process
     serving its control socket, counters untouched by them; a bad entry is refused as TestbedError."""
@@ -150,10 +162,7 @@ def test_soft_aggregator_client_speaks_the_ops_to_a_real_control_socket(tmp_path
                             stderr=subprocess.PIPE, text=True)
     try:
         client = SoftAggregator({}, path, str(tmp_path / "log"))
-        deadline = time.monotonic() + 10
-        while not os.path.exists(path):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else ""
-            time.sleep(0.05)
+        wait_until(lambda: _accepts(proc, path), what=f"the switch listening on {path}")
         client.configure(N_SLOTS, {1: JobEntry(2, Role.ROOT)})
         client.add_jobs({2: JobEntry(2, Role.LEAF, 4), 1: JobEntry(3, Role.ROOT)})
         client.remove_jobs([2, 99])

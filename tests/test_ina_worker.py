@@ -15,8 +15,9 @@ import os
 import subprocess
 
 import pytest
-from test_ina_client import PS_IP, Ps, _free_port, _job, _worker_ip
+from test_ina_client import PS_IP, Ps, _job, _worker_ip
 
+from emulator.controller_proc import free_tcp_port
 from jobs.launcher import InaEndpoint, WorkerSpec, ina_counters_path, with_ina, worker_argv, worker_env
 from jobs.records import read_records
 
@@ -28,7 +29,7 @@ def _run(tmp_path, tag: str, mode: str, collective: str, job_id: int = 0) -> lis
     """Three ranks of job ``j`` through ``python -m jobs.worker``; each rank's records."""
     out = tmp_path / tag
     out.mkdir()
-    port = _free_port()
+    port = free_tcp_port()
     specs = [WorkerSpec(job="j", rank=r, world=3, machine=m, master_addr="127.0.0.1", master_port=port, ifname="lo",
                         mode=mode, model="small_cnn", bucket_bytes=(4096, 400), compute_s=0.0, iterations=4,
                         warmup_iterations=1, collective=collective, records_path=str(out / f"j-rank{r}.jsonl"),
@@ -50,6 +51,7 @@ def _run(tmp_path, tag: str, mode: str, collective: str, job_id: int = 0) -> lis
 
 
 def test_train_mode_over_ina_matches_the_ring_and_writes_the_machines_counters(tmp_path):
+    """Train mode: every rank's loss over INA is the ring's within 1e-4; each machine's client counters."""
     ring = _run(tmp_path, "ring", "train", "ring")
     with Ps([_job(9, 2)]):
         ina = _run(tmp_path, "ina", "train", "ina", job_id=9)
@@ -66,13 +68,15 @@ def test_train_mode_over_ina_matches_the_ring_and_writes_the_machines_counters(t
 
 
 def test_replay_mode_over_ina_sums_the_buckets_exactly(tmp_path):
+    """Replay mode over INA: every rank records every iteration (the worker checks each bucket's sum)."""
     with Ps([_job(10, 2)]):
         ina = _run(tmp_path, "ina", "replay", "ina", job_id=10)
     assert [len(r) for r in ina] == [4, 4, 4]  # the worker checked every bucket's sum against the world
 
 
 def test_an_ina_rank_without_its_endpoint_fails_in_one_line(tmp_path):
-    spec = WorkerSpec(job="j", rank=0, world=1, machine="m0", master_addr="127.0.0.1", master_port=_free_port(),
+    """A rank of collective ina without an endpoint exits 1 with one line naming what it lacks."""
+    spec = WorkerSpec(job="j", rank=0, world=1, machine="m0", master_addr="127.0.0.1", master_port=free_tcp_port(),
                       ifname="lo", mode="replay", model="small_cnn", bucket_bytes=(400,), compute_s=0.0,
                       iterations=1, warmup_iterations=0, collective="ina",
                       records_path=str(tmp_path / "j-rank0.jsonl"), timeout_s=30)
@@ -86,6 +90,7 @@ def test_an_ina_rank_without_its_endpoint_fails_in_one_line(tmp_path):
 
 
 def test_with_ina_names_a_machine_without_an_endpoint():
+    """with_ina refuses a machine without an endpoint by name, and sets the endpoint of one that has it."""
     from common.errors import JobError
 
     spec = WorkerSpec(job="j", rank=0, world=1, machine="m9", master_addr="127.0.0.1", master_port=1, ifname=None,

@@ -179,6 +179,7 @@ def test_a_malformed_record_is_one_clear_error(tmp_path):
 
 
 def test_unknown_kind_is_rejected():
+    """A change of a kind the journal cannot undo is refused, listing the kinds."""
     with pytest.raises(ValueError, match="unknown change kind 'file'; valid: process, bridge"):
         Change("file", "/tmp/x")
 
@@ -207,6 +208,7 @@ def test_only_bridges_links_and_sysctls_can_be_on_another_server():
 
 
 def test_process_start_time_is_stable_and_none_for_the_gone():
+    """A process's start time reads the same twice and None once the process is gone."""
     p = sleeper()
     try:
         t = process_start_time(p.pid)
@@ -218,6 +220,7 @@ def test_process_start_time_is_stable_and_none_for_the_gone():
     assert process_start_time(p.pid) is None
 
 
+@pytest.mark.emulation  # it adds a network namespace and a veth to the host
 def test_a_recorded_network_namespace_goes_with_its_interfaces(tmp_path):
     """A ``netns`` change (an INA aggregator's rate measurement makes one, :func:`ina.rig.packet_rate`):
     undone, the namespace is deleted and with it a veth whose other end is outside; one never made

@@ -127,7 +127,7 @@ def test_launch_runs_worker_command_and_waits(tmp_path):
 
 def test_failed_rank_kills_the_others(tmp_path):
     """A rank exiting non-zero makes wait_all kill the rest and raise naming rank, exit code and log."""
-    hang = "import time; time.sleep(60)"
+    hang = "import signal; signal.pause()"  # until killed
     fail = "import sys; print('boom: bad things'); sys.exit(3)"
     workers = launch(_plan(tmp_path), _stand_in({0: hang, 1: fail, 2: hang}), tmp_path)
     with pytest.raises(JobError) as err:
@@ -140,9 +140,11 @@ def test_failed_rank_kills_the_others(tmp_path):
 
 
 def test_timeout_kills_all(tmp_path):
-    """When time runs out wait_all kills every worker and raises naming the job and a running rank's log."""
-    hang = "import time; time.sleep(60)"
+    """When time runs out wait_all kills every worker and raises naming the job, the ranks still running
+    (not rank 0, which had exited) and the lowest one's log."""
+    hang = "import signal; signal.pause()"  # until killed
     workers = launch(_plan(tmp_path), _stand_in({0: "pass", 1: hang, 2: hang}), tmp_path)
+    assert workers[0].process.wait(timeout=60) == 0  # exited before wait_all looks
     with pytest.raises(JobError, match=r"job 'j': timed out after 1 s with ranks \[1, 2\] still") as err:
         wait_all(workers, timeout_s=1)
     assert workers[1].log_path in str(err.value)
@@ -156,7 +158,7 @@ def test_exec_failure_stops_started_workers(tmp_path):
     def exec_fn(machine, argv, env, log_path):
         if WorkerSpec.load(argv[-1]).rank == 1:
             raise OSError("no such host")
-        p = local_exec(machine, [sys.executable, "-c", "import time; time.sleep(60)"], env, log_path)
+        p = local_exec(machine, [sys.executable, "-c", "import signal; signal.pause()"], env, log_path)
         started.append(p)
         return p
 

@@ -5,20 +5,35 @@ with its parameters, in the journal, and gone again."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import struct
 import subprocess
 
 import pytest
+from conftest import needs
 
 from emulator import journal, mltcp
 from emulator.journal import struct_ops_registered as registered
-from emulator.mltcp import VARIANTS, MltcpCongestionControl, MltcpUnavailable, cfg_bytes, missing
+from emulator.mltcp import VARIANTS, MltcpCongestionControl, MltcpUnavailable, cfg_bytes
 
 NAMES = list(VARIANTS)
-needs_tools = pytest.mark.skipif(missing() is not None, reason=f"needs bpftool, clang and kernel BTF: {missing()}")
-needs_kernel = pytest.mark.skipif(os.geteuid() != 0 or missing() is not None,
-                                  reason="needs root, bpftool, clang and kernel BTF")
+
+
+@pytest.fixture
+def buildable():
+    """The set-up's tools (bpftool, clang, libbpf's headers), which must be there under `make test`,
+    and the kernel's BTF, which a kernel may lack by design (a skip naming it)."""
+    needs(mltcp.tools_missing(), "MLTCP's build tools")
+    if mltcp.kernel_missing():
+        pytest.skip(f"MLTCP: {mltcp.kernel_missing()}")
+
+
+@pytest.fixture
+def loadable(buildable):
+    """Root as well: registering a struct_ops changes the running kernel."""
+    if os.geteuid() != 0:
+        pytest.skip("MLTCP: registering a struct_ops needs root")
 
 
 def test_the_config_offers_exactly_the_built_variants():
@@ -75,6 +90,22 @@ def test_a_changed_source_or_common_header_rebuilds(name, touched, tmp_path, mon
         mltcp.build(v)
 
 
+def test_a_kernel_without_btf_is_named_and_nothing_is_built(tmp_path, monkeypatch, capsys):
+    """A kernel exposing no BTF (its file pointed at a path that does not exist): kernel_missing names
+    it, a run's MLTCP stops with that reason, and the set-up's build says so and still succeeds."""
+    monkeypatch.setattr(mltcp, "BTF", str(tmp_path / "btf" / "vmlinux"))
+    monkeypatch.setattr(mltcp, "BPF_DIR", str(tmp_path))  # no object here: each variant must be built
+    why = mltcp.kernel_missing()
+    assert why == f"the kernel exposes no BTF ({tmp_path}/btf/vmlinux): struct_ops programs cannot be loaded"
+    assert mltcp.missing() == (mltcp.tools_missing() or why)
+    with pytest.raises(MltcpUnavailable, match=f"^mltcp_reno cannot be built: {re.escape(mltcp.missing())}$"):
+        MltcpCongestionControl("mltcp_reno", 4.0, 1.0, 0.06).start()
+    assert mltcp.main(["build"]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"mltcp: not built: {n} cannot be built: {mltcp.missing()}"
+                                                    for n in NAMES]
+    assert os.listdir(tmp_path) == []
+
+
 def _completed(stdout: str) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess([], 0, stdout, "")
 
@@ -107,9 +138,8 @@ def test_an_unregistered_struct_ops_a_socket_still_holds_is_not_registered(monke
     assert registered("mltcp_cubic")
 
 
-@needs_tools
 @pytest.mark.parametrize("name", NAMES)
-def test_each_variant_compiles_within_the_private_area(name, tmp_path, monkeypatch):
+def test_each_variant_compiles_within_the_private_area(name, buildable, tmp_path, monkeypatch):
     """Each variant compiles from its source and the common header (its state fits ICSK_CA_PRIV_SIZE:
     a static assertion) into an object defining its struct_ops."""
     v = VARIANTS[name]
@@ -124,9 +154,9 @@ def test_each_variant_compiles_within_the_private_area(name, tmp_path, monkeypat
     assert f"VAR '{v.struct_ops}'" in btf
 
 
-@needs_kernel
+@pytest.mark.emulation
 @pytest.mark.parametrize("name", NAMES)
-def test_registered_with_its_parameters_recorded_and_unregistered(name, tmp_path):
+def test_registered_with_its_parameters_recorded_and_unregistered(name, loadable, tmp_path):
     """Registered, the variant is a congestion control of the kernel, its own mltcp_cfg map holds the
     parameters and its counters read zero; the journal records it and unwinding it unregisters it."""
     from emulator.journal import RunJournal
@@ -148,8 +178,8 @@ def test_registered_with_its_parameters_recorded_and_unregistered(name, tmp_path
     assert not registered(name) and run_journal.changes == []
 
 
-@needs_kernel
-def test_two_variants_registered_at_once_keep_their_own_maps(tmp_path):
+@pytest.mark.emulation
+def test_two_variants_registered_at_once_keep_their_own_maps(loadable, tmp_path):
     """Both variants registered together: each one's parameters go to its own map, found through its programs."""
     from emulator.journal import RunJournal
 

@@ -7,6 +7,7 @@ alone), the two ways estimates of emulated runs were computed before they went t
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from experiment.run import batches_of, experiment_jobs, place_and_run
 from experiment.simrun import sim_backend, sim_options
 from jobs.models import get_model, scaled_buckets
 from jobs.patterns import INA
+from jobs.steps import job_bound_s
 from measure.fidelity import JobEvidence
 from measure.shaping import link_rates_mbps
 from placement.base import Cluster, GpuSlot, MachineInfo, Placement
@@ -51,8 +53,6 @@ def replay_on_simulator(cfg, g, loop, bucket_bytes=None):
     """Reference: every start of ``loop`` made at its time on its placement and every preemption
     at its time, on a bare simulator back end (no loop, no cluster); an event of a job the
     simulator already finished is void. INA jobs only with the fluid engine."""
-    import math
-
     backend = sim_backend(cfg, g, bucket_bytes)
     jobs = {j.name: j for j in experiment_jobs(cfg, g) if j.collective != INA or cfg.simulator.mode == "fluid"}
     events = sorted([(st.time_s, 1, i, st.job, st.placement) for i, st in enumerate(loop.starts)]
@@ -290,14 +290,26 @@ def test_start_offsets_are_each_jobs_first_iteration_after_its_batchs_earliest()
 
 def test_mltcp_jobs_started_in_step_never_separate_and_a_recorded_offset_lets_them():
     """experiments/cassini_mltcp.yaml, 12 iterations: re-simulated together, the two jobs share the uplink
-    every iteration (the symmetric start is MLTCP's fixed point); with the second one 5 ms behind, as an
-    emulated run measures its jobs' offsets, they separate and communicate at about their bound."""
+    every iteration (the symmetric start is MLTCP's fixed point), each at half its rate all the time;
+    with the second one 5 ms behind, as an emulated run measures its jobs' offsets, they separate and
+    communicate at about their bound (alone on the uplink)."""
     cfg = dataclasses.replace(load(str(REPO / "experiments" / "cassini_mltcp.yaml")), iterations=12)
     g = validate(cfg, backend="sim")
     loop = place_and_run(cfg, g, "spread", sim_backend(cfg, g))
+    assert {st.job: [s.machine for s in st.placement.slots] for st in loop.starts} == {
+        "vgg19-a": ["h1", "h3"], "vgg19-b": ["h2", "h4"]}  # both cross l1 -> s1 -> l2
     batches = batches_of(loop)
     together = simulate_schedule(cfg, g, loop, None, batches)
     apart = simulate_schedule(cfg, g, loop, None, batches, {"vgg19-b": 0.005})
+    # by arithmetic: every link runs at 25,000 / 500 = 50 Mbit/s, each job gets 25 of the uplink; a
+    # 2-rank ring sends each bucket's two halves (whole 4-byte floats, the larger 4 ceil(b / 8) bytes
+    # setting each step's time) in 2 steps, as TCP segments of 1,448 bytes with 66 bytes of headers
+    buckets = scaled_buckets(get_model("vgg19"), cfg.scale)
+    half = [4 * math.ceil(b / 8) for b in buckets]
+    shared_s = sum(2 * (h + 66 * math.ceil(h / 1448)) * 8 / 25e6 for h in half)
+    # and alone on the uplink, the chained bound of jobs.steps at the full 50 Mbit/s: half that
+    bound = job_bound_s(g, {e: 25000 / 500 for e in g.edges()}, ["h1", "h3"], "ring", buckets, mtu=1500)
+    assert bound == pytest.approx(shared_s / 2, rel=1e-12)
     for job in ("vgg19-a", "vgg19-b"):
-        assert together[job].comm_mean_s == pytest.approx(0.3847, rel=1e-3)
-        assert apart[job].comm_mean_s < 0.21
+        assert together[job].comm_mean_s == pytest.approx(shared_s, rel=1e-9)
+        assert bound <= apart[job].comm_mean_s < 1.1 * bound

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, needs
 
 SCRIPTS = ["scripts/setup.sh", "vagrant/provision.sh", ".ci/run"]
 
@@ -24,18 +24,28 @@ FEDORA = 'NAME="Fedora Linux"\nVERSION_ID="41"\nID=fedora\n'
 
 
 def test_shellcheck_passes_on_every_shipped_script():
+    """shellcheck finds nothing in scripts/setup.sh, vagrant/provision.sh and .ci/run."""
     assert shutil.which("shellcheck"), "shellcheck is missing: scripts/setup.sh installs it"
     cp = subprocess.run(["shellcheck", *SCRIPTS], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert cp.returncode == 0, cp.stdout + cp.stderr
 
 
-@pytest.mark.skipif(shutil.which("vagrant") is None,
-                    reason="vagrant is installed on Debian hosts by scripts/setup.sh, not inside the VM")
+def setup_installs(package: str) -> bool:
+    """Whether scripts/setup.sh installs ``package`` on this machine's distribution (its ``--list-packages``)."""
+    cp = subprocess.run(["bash", "scripts/setup.sh", "--list-packages"], cwd=ROOT, capture_output=True, text=True,
+                        timeout=60)
+    return cp.returncode == 0 and package in cp.stdout.split()
+
+
 @pytest.mark.parametrize("where", ["vagrant", "vagrant/debian"])
 def test_vagrant_validates_the_vm(tmp_path, where):
     """`vagrant validate` of vagrant/Vagrantfile (Ubuntu's box) and vagrant/debian/Vagrantfile (the
     offline box, which `make vm` boots), their provider's settings aside; vagrant's state and home
     go to a temporary directory, not into the project or ~."""
+    if shutil.which("vagrant") is None:
+        if not setup_installs("vagrant"):
+            pytest.skip("vagrant: the set-up installs it on Debian 12 only, not on this distribution")
+        needs("not installed", "vagrant")
     env = {**os.environ, "VAGRANT_CHECKPOINT_DISABLE": "1", "VAGRANT_DOTFILE_PATH": str(tmp_path / ".vagrant"),
            "VAGRANT_HOME": str(tmp_path / "vagrant.d")}
     cp = subprocess.run(["vagrant", "validate", "--ignore-provider"], cwd=os.path.join(ROOT, where),
@@ -67,11 +77,17 @@ def installed(calls: list[str]) -> list[str]:
     return [word for word in first.split()[2:] if not word.startswith("-")]
 
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="scripts/setup.sh runs as root")
+def runs_the_setup(test):
+    """A test running the real scripts/setup.sh: as root (skipped without), and in the emulation tier,
+    since the set-up changes the host (it starts Open vSwitch and dockerd, makes the venv)."""
+    root = pytest.mark.skipif(os.geteuid() != 0, reason="scripts/setup.sh runs as root")
+    return pytest.mark.emulation(root(test))
 
 
-@needs_root
+@runs_the_setup
 def test_setup_on_ubuntu_asks_apt_for_ubuntus_packages(tmp_path):
+    """On Ubuntu 24.04 the set-up asks apt (updated once) for the common packages and the running
+    kernel's linux-tools; not bpftool, vagrant or the libraries p4lang's packages bring."""
     cp, calls = stubbed_setup(tmp_path, UBUNTU_2404)
     assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]
     assert "setup: installing" in cp.stdout and "(ubuntu 24.04)" in cp.stdout
@@ -85,8 +101,10 @@ def test_setup_on_ubuntu_asks_apt_for_ubuntus_packages(tmp_path):
     assert "setup: ready" in cp.stdout
 
 
-@needs_root
+@runs_the_setup
 def test_setup_on_debian_asks_apt_for_debians_packages(tmp_path):
+    """On Debian 12 the set-up asks apt for the common packages, bpftool and vagrant; no linux-tools, no
+    Docker without --docker, and bmv2's runtime libraries where a prebuilt bmv2 prefix is there."""
     cp, calls = stubbed_setup(tmp_path, DEBIAN_12)
     assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]
     packages = installed(calls)
@@ -98,15 +116,17 @@ def test_setup_on_debian_asks_apt_for_debians_packages(tmp_path):
         assert any("libthrift-0.17.0" in c for c in calls if c.startswith("apt-get install"))
 
 
-@needs_root
+@runs_the_setup
 def test_an_unsupported_distribution_is_one_line(tmp_path):
+    """An unsupported distribution stops the set-up in one line naming it and the supported ones,
+    before apt is asked anything."""
     cp, calls = stubbed_setup(tmp_path, FEDORA, timeout=60)
     assert cp.returncode == 1 and calls == []
     assert cp.stderr.strip() == (f"setup: unsupported distribution 'fedora 41' (from {tmp_path / 'os-release'}): "
                                  "Debian 12, Ubuntu 22.04 or 24.04")
 
 
-@needs_root
+@runs_the_setup
 def test_setup_with_docker_adds_docker_and_debootstrap_and_a_running_daemon(tmp_path):
     """``--docker`` (``make test``, ``make setup DOCKER=1``): docker.io and debootstrap in the same
     apt call as the rest, and dockerd answering when the set-up ends (it started it, or found it)."""
@@ -118,14 +138,15 @@ def test_setup_with_docker_adds_docker_and_debootstrap_and_a_running_daemon(tmp_
     assert version.returncode == 0 and version.stdout.strip(), version.stderr
 
 
-@needs_root
+@runs_the_setup
 def test_an_unknown_setup_option_is_one_line(tmp_path):
+    """A misspelt option stops the set-up in one line listing the valid ones, before apt is asked anything."""
     cp, calls = stubbed_setup(tmp_path, DEBIAN_12, timeout=60, args=("--dokcer",))
     assert cp.returncode == 1 and calls == []
     assert cp.stderr.strip() == "setup: unknown option '--dokcer' (valid: --docker, --vm, --list-packages)"
 
 
-@needs_root
+@runs_the_setup
 def test_setup_with_vm_adds_qemu_libvirt_and_vagrant_libvirt_on_debian_only(tmp_path):
     """``--vm`` (``make vm``): what builds the offline box and runs it, in the same apt call; on
     Ubuntu one line pointing at the Ubuntu box."""

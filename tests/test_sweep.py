@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import fcntl
 import json
 import os
 import re
+import select
 import signal
 import statistics
 import subprocess
@@ -381,29 +383,64 @@ def test_cli_sweep_prints_its_run_directory(tmp_path):
     assert (doc["policies"], doc["reference"], doc["runs_done"]) == (["spread", "consolidate"], "consolidate", 4)
 
 
+def _read_line(fd: int, deadline_s: float = 120) -> str:
+    """One line from the pipe ``fd``, read a byte at a time so nothing after it leaves the pipe."""
+    line = b""
+    while not line.endswith(b"\n"):
+        assert select.select([fd], [], [], deadline_s)[0], f"no line within {deadline_s:g} s: {line!r}"
+        byte = os.read(fd, 1)
+        assert byte, f"the output ended inside a line: {line!r}"
+        line += byte
+    return line.decode()
+
+
+def _read_to_end(fd: int, deadline_s: float = 120) -> str:
+    """The rest of the pipe ``fd`` until every writer has closed it."""
+    chunks = []
+    while True:
+        assert select.select([fd], [], [], deadline_s)[0], f"the output did not end within {deadline_s:g} s"
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks).decode()
+        chunks.append(chunk)
+
+
 def test_cli_ctrl_c_stops_the_pool_and_writes_what_was_done(tmp_path):
     """Ctrl-C during a pooled sweep stops the pool's worker processes, exits 130 with one line, marks the run
-    interrupted and writes the rows of the runs done."""
+    interrupted and writes the rows of the runs done. The sweep cannot finish first, however the machine
+    schedules it: its output goes to a one-page pipe that is not read after the second progress line, and
+    the progress lines of its runs but the last one are longer than that, so it stops at a line before
+    the last one's at the latest (the line written after its run is counted)."""
     config = tmp_path / "tiny.yaml"
     config.write_text(TINY_YAML)
-    p = subprocess.Popen([*CLI, "sweep", "-c", str(config), "--vary", "topology.oversubscription=1,2,4,8",
-                          "--seeds", "1-25", "--workers", "2", "--results", str(tmp_path / "results")],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    runs = 4 * 50
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(read_end, fcntl.F_SETPIPE_SZ, 4096)
+    page = fcntl.fcntl(read_end, fcntl.F_GETPIPE_SZ)
+    label = parse_vary("topology.oversubscription=1,2,4,8").label(1)
+    shortest = len(f"[1/{runs}] {label} seed 1: 0.0 s\n")  # every progress line is this long or longer
+    assert (runs - 3) * shortest > page, "the lines after the second one must not all fit in the pipe"
     try:
-        for line in p.stdout:
-            if line.startswith("[2/100]"):
-                break
-        else:
-            pytest.fail(f"no progress: {p.stderr.read()}")
+        p = subprocess.Popen([*CLI, "sweep", "-c", str(config), "--vary", "topology.oversubscription=1,2,4,8",
+                              "--seeds", "1-50", "--workers", "2", "--results", str(tmp_path / "results")],
+                             stdout=write_end, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    finally:
+        os.close(write_end)
+    try:
+        head = [_read_line(read_end) for _ in range(3)]
+        assert head[0].startswith("sweep ") and head[2].startswith(f"[2/{runs}]"), head
         with open(f"/proc/{p.pid}/task/{p.pid}/children", encoding="ascii") as f:
             workers = f.read().split()
         assert len(workers) == 2
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=30)
+        out = _read_to_end(read_end)
+        err = p.stderr.read()
+        p.wait(timeout=60)
     finally:
+        os.close(read_end)
         if p.poll() is None:
             p.kill()
-            p.communicate()
+            p.wait()
     assert p.returncode == 130, err
     assert err.strip().splitlines() == ["interrupted: the sweep and its worker processes were stopped; the runs "
                                         "done so far are written"]
@@ -411,18 +448,19 @@ def test_cli_ctrl_c_stops_the_pool_and_writes_what_was_done(tmp_path):
     (run_dir,) = (tmp_path / "results").iterdir()
     status = json.loads((run_dir / "status.json").read_text())
     done = json.loads((run_dir / "sweep.json").read_text())["runs_done"]
-    assert status["status"] == "interrupted" and 2 <= done < 100
+    assert status["status"] == "interrupted" and 2 <= done < runs
     assert len(read_csv(run_dir / "sweep.csv")) == 2 * done
-    assert f"interrupted after {done} of 100 runs" in out
+    assert f"interrupted after {done} of {runs} runs" in out
 
 
 POOL_INTERRUPTED = """
-import sys, time
+import signal, sys
 sys.path.insert(0, sys.argv[1])
 from experiment.executors import run_local
 
 def work(blob, i):
-    time.sleep(0.2)
+    if i:
+        signal.pause()  # busy until the pool is stopped: the calls behind it stay queued
     return i
 
 def stop(_):

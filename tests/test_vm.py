@@ -7,6 +7,7 @@ import shutil
 import subprocess
 
 import pytest
+from conftest import needs
 
 from common.errors import EmulationError
 from emulator.journal import KINDS, Change
@@ -18,6 +19,7 @@ PANIC = "[    1.9] Kernel panic - not syncing: VFS: Unable to mount root fs on u
 
 
 def test_kvm_is_chosen_only_where_a_guest_reaches_its_root_mount():
+    """KVM is chosen only where a probe guest got as far as mounting its root; otherwise TCG, saying why."""
     assert accel.decide(True, "Linux version 6.1\n" + PANIC, 1.8).name == "kvm"
     assert accel.decide(True, "Linux version 6.1\n" + PANIC, 1.8).libvirt_driver == "kvm"
     silent = accel.decide(True, None, 30.0)
@@ -29,6 +31,7 @@ def test_kvm_is_chosen_only_where_a_guest_reaches_its_root_mount():
 
 
 def test_probe_boots_the_kernel_under_kvm_without_a_root_file_system():
+    """The probe boots the box's kernel under KVM and ends at its panic (no root file system), never rebooting."""
     argv = accel.probe_argv("/box/vmlinuz")
     assert argv[argv.index("-accel") + 1] == "kvm"
     assert "-no-reboot" in argv and argv[argv.index("-kernel") + 1] == "/box/vmlinuz"
@@ -36,6 +39,8 @@ def test_probe_boots_the_kernel_under_kvm_without_a_root_file_system():
 
 
 def test_the_box_holds_the_set_ups_packages_and_the_stock_kernel():
+    """The box holds the set-up's packages (Docker's aside) with Debian's stock kernel, ssh, rsync and
+    sudo, sorted and once each, and debootstrap is asked for exactly those."""
     listed = subprocess.run(["bash", "scripts/setup.sh", "--list-packages"], capture_output=True, text=True,
                             check=True).stdout.split()
     assert "mininet" in listed and "openvswitch-switch" in listed and "libthrift-0.17.0" in listed
@@ -50,6 +55,7 @@ def test_the_box_holds_the_set_ups_packages_and_the_stock_kernel():
 
 
 def test_the_guest_boots_from_the_whole_disk_and_lets_vagrant_in_by_the_boxs_key():
+    """The guest mounts the whole disk as root, gets DHCP, and lets vagrant in by the box's key with sudo."""
     files = box.guest_files("ssh-ed25519 AAAA dtnet-vm")
     assert files["/etc/fstab"][0].split()[:3] == ["/dev/vda", "/", "ext4"]
     assert "root=/dev/vda" in box.KERNEL_ARGS
@@ -63,6 +69,7 @@ def test_the_guest_boots_from_the_whole_disk_and_lets_vagrant_in_by_the_boxs_key
 
 
 def test_the_box_is_rebuilt_when_its_inputs_change_and_only_then():
+    """The box's digest changes with its packages or release, not with the mirror it came from."""
     dist = Distribution("debian", "bookworm", "http://a/debian")
     same = box.inputs_digest(Distribution("debian", "bookworm", "http://b/debian"), ["a", "b"])
     assert box.inputs_digest(dist, ["a", "b"]) == same  # the mirror is not an input
@@ -71,6 +78,7 @@ def test_the_box_is_rebuilt_when_its_inputs_change_and_only_then():
 
 
 def test_management_network_takes_the_first_free_24():
+    """The management network takes the first /24 no address of the host is in, and says so when none is free."""
     assert free_subnet(["127.0.0.1/8", "10.0.2.15/24"]) == "192.168.121.0/24"
     assert free_subnet(["192.168.121.1/24", "192.168.122.7/24"]) == "192.168.123.0/24"
     assert free_subnet(["192.168.0.0/16"], ("192.168.121.0/24", "10.9.9.0/24")) == "10.9.9.0/24"
@@ -79,6 +87,7 @@ def test_management_network_takes_the_first_free_24():
 
 
 def test_leftovers_are_what_the_host_has_after_and_had_not_before():
+    """Leftovers are the libvirt objects the host has after the run and did not have before it."""
     before = {"domains": ["theirs"], "processes": ["10 libvirtd"], "networks": []}
     after = {"domains": ["theirs", "dtnet-vm-1-default"], "processes": ["10 libvirtd"], "networks": [],
              "pools": ["dtnet-vm-1"]}
@@ -87,6 +96,7 @@ def test_leftovers_are_what_the_host_has_after_and_had_not_before():
 
 
 def test_libvirt_changes_are_recorded_kinds():
+    """The VM's libvirt objects are kinds the run journal records, and the run starts with capabilities, then tests."""
     for kind in ("vm_domain", "vm_network", "vm_pool"):
         assert kind in KINDS
         json.dumps(Change(kind, "dtnet-vm-1").__dict__)
@@ -119,12 +129,15 @@ def test_the_boxs_venv_carries_the_stamp_the_set_up_looks_for():
     assert box.inputs_digest(dist, ["a"], b"torch==1") != box.inputs_digest(dist, ["a"], b"torch==2")
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("iptables") is None, reason="needs root and iptables")
+@pytest.mark.emulation  # it adds a chain to the host's firewall
+@pytest.mark.skipif(os.geteuid() != 0, reason="the host's firewall needs root")
 def test_a_firewall_chain_libvirt_left_is_removed_only_while_empty():
     """The ``fw_chain`` change: the jumps to the chain and the chain go; a chain that has rules again
     (someone else's) is left alone and said to be."""
     from emulator.journal import undo_group
 
+    # docker.io depends on it (`make test`'s set-up), as does `make vm`'s
+    needs(None if shutil.which("iptables") else "not installed", "iptables")
     chain = f"DTNET_T{os.getpid() % 100000}"
 
     def iptables(*argv):

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import socket
 import time
 
 import pytest
 
 from common.errors import JobError
+from emulator.controller_proc import free_tcp_port
 from jobs.launcher import Addresses, RankSettings, launch, local_exec, plan_workers, wait_all
 from jobs.models import get_model
 from jobs.records import read_job_records
@@ -23,19 +23,13 @@ ITERATIONS = 3
 WAIT_S = 90
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _specs(tmp_path, world, mode, collective, model="small_cnn", scale=50.0):
     """Specs of a job whose ranks alternate between two local 'machines' on 127.0.0.1 (interface lo)."""
     job = JobRequest("job1", model, world, collective=collective)
     placement = Placement("job1", tuple(GpuSlot(f"m{r % 2}", r // 2) for r in range(world)))
     run = RankSettings(scale, ITERATIONS, 1, mode, tmp_path, timeout_s=60)
     return plan_workers(job, placement, get_model(model), run,
-                        Addresses({"m0": "127.0.0.1", "m1": "127.0.0.1"}, {"m0": "lo", "m1": "lo"}), _free_port())
+                        Addresses({"m0": "127.0.0.1", "m1": "127.0.0.1"}, {"m0": "lo", "m1": "lo"}), free_tcp_port())
 
 
 @pytest.mark.parametrize("world, mode, collective", [

@@ -42,7 +42,7 @@ from pathlib import Path
 from common.errors import EmulationError
 from common.jsonfile import write_json_atomic
 from emulator.controller_proc import PROJECT_ROOT
-from emulator.journal import LIBVIRT_URI, Change, RunJournal, process_change, require_no_leftovers
+from emulator.journal import LIBVIRT_URI, Change, EmulatorLock, RunJournal, process_change, require_no_leftovers
 from emulator.worker_image import BUILD_ROOT
 from vm import accel, box, marks
 
@@ -385,8 +385,18 @@ def run(results: str, p4_prefix: str | None = None, say: Callable[[str], None] =
         steps: the guest steps to run, in order.
         hold: keep the VM up after the steps until the run is interrupted (Ctrl-C, SIGTERM),
             saying how to reach it; it is destroyed then as at the end of any run.
+
+    Raises:
+        EmulationError: when another run holds the emulator (:class:`emulator.journal.EmulatorLock`, held
+            for the whole run) or a dead run's changes are still in place.
     """
-    require_no_leftovers()
+    with EmulatorLock("VM run (python -m vm)", say=say):
+        require_no_leftovers()
+        return _run(results, p4_prefix, say, steps, hold)
+
+
+def _run(results: str, p4_prefix: str | None, say: Callable[[str], None], steps: tuple[GuestStep, ...],
+         hold: bool) -> int:
     os.makedirs(results, exist_ok=True)
     before = host_state()
     record = RunJournal("VM run (python -m vm)")
