@@ -32,9 +32,10 @@ from collections.abc import Callable, Sequence
 
 from backend.protocol import Backend, ExperimentJob, RunEnd
 from common.errors import JobError, TestbedError
+from common.paths import PROJECT_ROOT
+from common.sockets import free_tcp_port
 from common.units import wall_s
 from emulator import flows
-from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
 from emulator.ina_runs import InaRuns
 from emulator.net import EmulatedNetwork
 from emulator.pacing import PaceFeed

@@ -171,7 +171,7 @@ class ContainerRunner:
         self._names = itertools.count(1)
 
     def __call__(self, machine: str, argv: list[str], env: dict, log_path: str) -> ContainerProcess:
-        from emulator.controller_proc import PROJECT_ROOT
+        from common.paths import PROJECT_ROOT
         from emulator.journal import Change
 
         host = self.net.hosts[machine]

@@ -42,8 +42,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from common.errors import EmulationError
+from common.paths import PROJECT_ROOT
 from emulator.containers import LABEL, SETUP_HINT, docker, docker_cli, docker_missing
-from emulator.controller_proc import PROJECT_ROOT
 from emulator.journal import Change, RunJournal, finish, recorded, run_recorded
 
 BUILD_ROOT = os.environ.get("DTNET_BUILD_ROOT", "/var/tmp/dtnet-testbed-build")

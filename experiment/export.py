@@ -110,9 +110,8 @@ from common.specs import safe_name
 from common.units import scale_bw_mbps, virtual_s
 from experiment.config import ExperimentConfig, load
 from ina.plan import ps_host_of
-from jobs.agent import barrier_bytes
 from jobs.models import get_model, scaled_buckets
-from jobs.patterns import INA, replay_pattern
+from jobs.patterns import INA, barrier_bytes, replay_pattern
 from jobs.records import IterationRecord
 from topo.io import read_topology_json
 from topo.routing import EcmpRoutes, equal_cost_paths

@@ -80,7 +80,7 @@ from jobs.launcher import (
     worker_env,
     write_json_file,
 )
-from jobs.patterns import INA, replay_pattern
+from jobs.patterns import INA, barrier_bytes, replay_pattern
 from jobs.phase import ShiftFollower
 from jobs.records import record_iteration
 
@@ -260,11 +260,6 @@ def remote_pairs(collective: str, machines_by_rank: tuple[str, ...], sizes) -> s
                 if b and machines_by_rank[s] != machines_by_rank[d]:
                     out.add((min(s, d), max(s, d)))
     return out
-
-
-def barrier_bytes(world: int) -> int:
-    """Payload of the barrier allreduce: one float32 per rank."""
-    return 4 * world
 
 
 class _Failure(Exception):

@@ -201,6 +201,12 @@ def replay_pattern(name: str, p: int, size_bytes: int) -> list[list[Transfer]]:
     return pattern(name, p, size_bytes)
 
 
+def barrier_bytes(world: int) -> int:
+    """Payload of the barrier allreduce a replay runs before its first measured iteration and after
+    its last: one float32 per rank."""
+    return FLOAT32_BYTES * world
+
+
 def bytes_sent_per_rank(name: str, p: int, size_bytes: int) -> list[int]:
     """Total payload bytes each rank sends in one allreduce (index = rank)."""
     out = [0] * p
