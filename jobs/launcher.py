@@ -37,8 +37,8 @@ from common.errors import JobError
 from common.paths import PROJECT_ROOT
 from common.units import wall_s
 from ina.protocol import VALUES_PER_PACKET
+from jobs.collective import JOB_COLLECTIVES
 from jobs.models import TRAINABLE_MODELS, ModelProfile, scaled_buckets
-from jobs.patterns import JOB_COLLECTIVES
 
 
 class JobLike(Protocol):

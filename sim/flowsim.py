@@ -173,7 +173,8 @@ from collections.abc import Mapping, Sequence
 from common.errors import JobError, TopologyError
 from common.units import ETHERNET_HEADER_BYTES, TCP_IP_HEADER_BYTES, mbps_to_bytes_per_s, wire_bytes
 from ina.protocol import VALUES_PER_PACKET
-from jobs.patterns import INA, barrier_bytes, replay_pattern
+from jobs.collective import collective_of
+from jobs.patterns import barrier_bytes, replay_pattern
 from jobs.phase import PhaseKeeper
 from jobs.records import bucket_times_s
 from sim.ina import RESULTS, InaSpec
@@ -725,7 +726,7 @@ class FlowEngine:
             raise JobError(f"job {spec.name!r}: start_s {spec.start_s!r} is before the simulation's clock, "
                            f"now_s = {self._now_s!r}")
         _check_machines(self.g, spec)
-        if spec.collective == INA:
+        if collective_of(spec.collective).aggregates_in_fabric:
             raise JobError(f"job {spec.name!r}: the step-level simulator does not model in-network aggregation; "
                            "the fluid engine does (simulator mode: fluid)")
         order = (spec.name, self._runs.get(spec.name, 0))
