@@ -13,6 +13,7 @@ setup(
     description="Network-emulation testbed for distributed-training job placement research",
     packages=find_packages(include=["common*", "topo*", "controller*", "ina*", "jobs*", "placement*",
                                     "sim*", "emulator*", "measure*", "backend*", "experiment*", "scheduling*", "vm*"]),
+    package_data={"ina": ["vectors.json"]},
     py_modules=["run_testbed"],
     python_requires=">=3.11",
     install_requires=["torch==2.13.0", "os-ken>=4.2", "networkx>=3.2", "numpy>=1.26", "scapy>=2.5",

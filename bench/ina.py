@@ -69,6 +69,7 @@ from ina.engine import Aggregator, Dest, JobEntry, Role  # noqa: E402
 from ina.p4 import build  # noqa: E402
 from ina.protocol import VALUES_PER_PACKET, data_packet  # noqa: E402
 from ina.rig import SwitchRig  # noqa: E402
+from jobs.collective import collective_of  # noqa: E402
 
 JOB = 7
 SLOTS = 4096
@@ -190,7 +191,7 @@ def simulated_comm_s(g, rates, workers, collective, buckets, ps, switches, resul
 
     engine = FluidEngine(g, rates, SimOptions(mtu=1500, ina_results=results or "unicast",
                                               ina_values_per_packet=lanes))
-    ina = InaSpec(ps, tuple(switches)) if collective == "ina" else None
+    ina = InaSpec(ps, tuple(switches)) if collective_of(collective).aggregates_in_fabric else None
     engine.add(SimJob("job", tuple(workers), collective, buckets, 0.05, 3, ina=ina))
     (run,) = engine.advance(float("inf"))
     return run.estimate.comm_mean_s
@@ -255,7 +256,7 @@ def fabric_rows(args) -> list[list[str]]:
                 first = len(rows)
                 for name, collective, ina_switches, results in WAYS:
                     plan = started = None
-                    if collective == "ina":
+                    if collective_of(collective).aggregates_in_fabric:
                         plan = plan_job(g, len(rows) + 1, workers, ps, ina_switches, results, lanes)
                         fabric.install([plan], 4096)
                         started = fabric.start_ps([plan], os.path.join(tmp, f"ps{len(rows)}"))

@@ -32,14 +32,16 @@ from collections.abc import Callable, Sequence
 
 from backend.protocol import Backend, ExperimentJob, RunEnd
 from common.errors import JobError, TestbedError
+from common.paths import PROJECT_ROOT
+from common.sockets import free_tcp_port
 from common.units import wall_s
 from emulator import flows
-from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
 from emulator.ina_runs import InaRuns
 from emulator.net import EmulatedNetwork
 from emulator.pacing import PaceFeed
 from experiment.config import ExperimentConfig
 from jobs.agent import launch_agents, plan_agents, read_conns
+from jobs.collective import collective_of
 from jobs.launcher import (
     LIVENESS_INTERVAL_S,
     Addresses,
@@ -57,7 +59,6 @@ from jobs.launcher import (
 )
 from jobs.models import get_model
 from jobs.pace import Paces
-from jobs.patterns import INA
 from jobs.phase import SHIFT_GUARD_S, write_shift
 from jobs.records import measured_window_s, read_records
 from placement.base import Placement, TimeShift
@@ -217,9 +218,10 @@ class EmulatorBackend(Backend):
         workers_by_job, plans, ina_endpoints = {}, [], {}
         try:
             for job, p in runs:
-                if job.collective == INA:
+                if collective_of(job.collective).aggregates_in_fabric:
                     if self.ina is None:
-                        raise JobError(f"job {job.name!r} uses collective {INA!r} but the network has no INA fabric")
+                        raise JobError(f"job {job.name!r} uses collective {job.collective!r} but the network has no "
+                                       "INA fabric")
                     ina_endpoints[job.name] = self.ina.start(job, p)
             for job, specs in specs_by_job.items():
                 if uses_agents(self.cfg):

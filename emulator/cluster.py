@@ -40,7 +40,8 @@ import tempfile
 import time
 
 from common.errors import EmulationError
-from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
+from common.paths import PROJECT_ROOT
+from common.sockets import free_tcp_port
 from emulator.journal import Change, RunJournal, process_change
 from emulator.procs import run
 from topo.partition import assign_servers

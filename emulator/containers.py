@@ -98,7 +98,7 @@ def image_mounts() -> list[str]:
     """What every worker container mounts read-only at its own path, as the worker image holds
     neither: the venv this interpreter runs in (a worker's command is this interpreter) and the
     project's code."""
-    from emulator.controller_proc import PROJECT_ROOT
+    from common.paths import PROJECT_ROOT
 
     return sorted({PROJECT_ROOT, *([sys.prefix] if sys.prefix != sys.base_prefix else [])})
 
@@ -186,7 +186,7 @@ class ContainerRunner:
         self._names = itertools.count(1)
 
     def __call__(self, machine: str, argv: list[str], env: dict, log_path: str) -> ContainerProcess:
-        from emulator.controller_proc import PROJECT_ROOT
+        from common.paths import PROJECT_ROOT
         from emulator.journal import Change
 
         host = self.net.hosts[machine]

@@ -10,17 +10,10 @@ import sys
 
 from common.errors import EmulationError
 from common.jsonfile import write_json_atomic
+from common.paths import PROJECT_ROOT
+from common.sockets import free_tcp_port
 from controller.app import CONF_ENV
 from emulator.procs import stop_process, wait_for
-
-PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_tcp_port() -> int:
-    """A TCP port that is free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ControllerProcess:

@@ -48,7 +48,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from common.errors import EmulationError, TestbedError
 from common.jsonfile import write_json_atomic
 from common.lifecycle import StartStop
-from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
+from common.paths import PROJECT_ROOT
+from common.sockets import free_tcp_port
 from emulator.journal import Change, process_change
 from emulator.procs import stop_process
 from ina.engine import AggregatorStats, JobTraffic

@@ -1,6 +1,6 @@
 """INA jobs in an experiment: the emulator back end's side of :class:`emulator.ina_fabric.InaFabric`.
 
-An experiment whose jobs name collective ``ina`` (:data:`jobs.patterns.INA`) runs with an
+An experiment whose jobs name collective ``ina`` (:data:`jobs.collective.INA`) runs with an
 aggregator on every INA switch (:func:`experiment.config.ina_switches`) and one
 :class:`InaRuns` per policy, which the emulator back end (:class:`emulator.backend.EmulatorBackend`)
 calls as jobs start and end:
@@ -38,11 +38,11 @@ from experiment.config import ExperimentConfig, ina_jobs
 from experiment.ina_results import InaJobResult, InaResult
 from ina.engine import Role
 from ina.plan import JobPlan, plan_job, ps_host_of, tor_of, uplink_packets
+from jobs.collective import INA, collective_of
 from jobs.launcher import ina_counters_path
-from jobs.patterns import INA
 from placement.base import Placement
 
-FALLBACK_COLLECTIVE = "ring"
+FALLBACK_COLLECTIVE = collective_of(INA).fallback
 """What an INA job runs when INA is optional and no engine can run."""
 
 
@@ -75,9 +75,11 @@ def resolve_ina(cfg: ExperimentConfig) -> tuple[str | None, str]:
 
 
 def without_ina(cfg: ExperimentConfig) -> ExperimentConfig:
-    """``cfg`` with every INA job running :data:`FALLBACK_COLLECTIVE` instead."""
-    jobs = tuple(dataclasses.replace(j, collective=FALLBACK_COLLECTIVE) if j.collective == INA else j
-                 for j in cfg.jobs)
+    """``cfg`` with every job whose collective aggregates in the fabric running that collective's
+    fallback (:data:`FALLBACK_COLLECTIVE` for ``ina``) instead."""
+    collectives = [collective_of(j.collective) for j in cfg.jobs]
+    jobs = tuple(dataclasses.replace(j, collective=c.fallback) if c.aggregates_in_fabric else j
+                 for j, c in zip(cfg.jobs, collectives, strict=True))
     return dataclasses.replace(cfg, jobs=jobs)
 
 

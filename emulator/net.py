@@ -62,7 +62,7 @@ from topo.io import write_topology_json
 
 HOST_PORT_RANGE = "10000 32767"
 """Local ports of the emulated machines' outgoing connections: below Linux's default ephemeral range
-(32768-60999), from which :func:`emulator.controller_proc.free_tcp_port` picks listening ports."""
+(32768-60999), from which :func:`common.sockets.free_tcp_port` picks listening ports."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -547,7 +547,7 @@ class EmulatedNetwork(StartStop):
         """
         import time
 
-        from emulator.controller_proc import PROJECT_ROOT
+        from common.paths import PROJECT_ROOT
 
         env = {"PYTHONPATH": PROJECT_ROOT, "PATH": os.environ.get("PATH", "")}
         servers = [self.popen(t, [sys.executable, "-m", "emulator.tcpcheck", "serve", str(port)], env=env,

@@ -14,12 +14,13 @@ import os
 import time
 from collections.abc import Mapping
 
+from common.paths import PROJECT_ROOT
+from common.sockets import free_tcp_port
 from common.units import wall_s
-from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
-from experiment.report import job_iteration_times
 from jobs.agent import launch_agents, plan_agents
 from jobs.launcher import ExecFn, WorkerSpec, launch, open_gate_when_ready, processes, wait_all
 from jobs.records import IterationRecord, read_records
+from measure.iterations import job_iteration_times
 
 RUNTIMES = ("agent", "torch")
 

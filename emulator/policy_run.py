@@ -36,13 +36,14 @@ from experiment.config import ExperimentConfig
 from experiment.ina_results import InaJobResult, InaResult
 from experiment.loop import LoopEvent, LoopResult
 from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
-from experiment.report import job_iteration_times, summarise_policy
+from experiment.report import summarise_policy
 from experiment.resimulate import simulate_schedule, start_offsets
 from experiment.results import write_json
 from experiment.run import config_cluster, last_starts, place_and_run
 from experiment.simrun import mltcp_flows
 from experiment.timeline import up_phases
 from measure import fidelity
+from measure.iterations import job_iteration_times
 from measure.linkstats import LinkSeries, counter_series, read_queue_samples
 from placement.metrics import fragmentation, used_machines
 from scheduling import make_scheduler

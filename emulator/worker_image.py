@@ -41,8 +41,8 @@ import time
 from collections.abc import Callable
 
 from common.errors import EmulationError
+from common.paths import PROJECT_ROOT
 from emulator.containers import LABEL, SETUP_HINT, docker, docker_cli, docker_missing, image_mounts
-from emulator.controller_proc import PROJECT_ROOT
 from emulator.journal import Change, RunJournal, finish, recorded
 
 BUILD_ROOT = os.environ.get("DTNET_BUILD_ROOT", "/var/tmp/dtnet-testbed-build")

@@ -56,8 +56,8 @@ def spec_rows(registry: dict, context: tuple[str, ...] = ()) -> tuple[Row, ...]:
 def sections() -> tuple[Section, ...]:
     """Every registry a config names entries of, in the order a config file meets them."""
     from experiment import BACKEND_HELP
+    from jobs.collective import JOB_COLLECTIVES
     from jobs.models import MODELS
-    from jobs.patterns import COLLECTIVE_HELP, JOB_COLLECTIVES
     from placement import POLICIES
     from scheduling import SCHEDULERS
     from topo import TOPOLOGIES
@@ -68,7 +68,7 @@ def sections() -> tuple[Section, ...]:
     models = tuple((name, f"{m.param_bytes / 1e6:.1f} MB of gradients in {len(m.bucket_bytes)} buckets, "
                           f"{m.compute_time_s:g} s compute, batch {m.batch_size}", m.source.split(";")[0])
                    for name, m in MODELS.items())
-    collectives = tuple((name, "", COLLECTIVE_HELP.get(name, "")) for name in sorted(JOB_COLLECTIVES))
+    collectives = tuple((name, "", JOB_COLLECTIVES[name].help) for name in sorted(JOB_COLLECTIVES))
     return (
         Section("topologies", "topology.kind (its parameters beside it)", topologies),
         Section("models", "jobs[].model", models),

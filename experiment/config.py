@@ -93,13 +93,13 @@ def _models():
 
 
 def _collectives():
-    from jobs.patterns import JOB_COLLECTIVES
+    from jobs.collective import JOB_COLLECTIVES
 
     return JOB_COLLECTIVES
 
 
 def _trace_collectives():
-    from jobs.patterns import JOB_COLLECTIVES
+    from jobs.collective import JOB_COLLECTIVES
 
     return JOB_COLLECTIVES
 
@@ -912,10 +912,10 @@ def _validate_jobs(cfg: ExperimentConfig, free: int, g) -> None:
 
 
 def ina_jobs(cfg: ExperimentConfig) -> list[str]:
-    """The jobs of collective ``ina``, in config order."""
-    from jobs.patterns import INA
+    """The jobs whose collective aggregates in the fabric (``ina``), in config order."""
+    from jobs.collective import collective_of
 
-    return [j.name for j in cfg.jobs if j.collective == INA]
+    return [j.name for j in cfg.jobs if collective_of(j.collective).aggregates_in_fabric]
 
 
 def ina_switches(cfg: ExperimentConfig, g) -> tuple[str, ...]:
@@ -941,10 +941,10 @@ def _set_pat(cfg: ExperimentConfig, g) -> None:
 def _validate_ina(cfg: ExperimentConfig, g, checks: BackendChecks) -> None:
     """INA jobs run on the emulator (either mode, either runtime, either results) and on the
     simulator's fluid engine (:mod:`sim.ina`), with a power-of-two slot pool on ToRs of the topology."""
-    from jobs.patterns import INA
+    from jobs.collective import collective_of
 
     names = ina_jobs(cfg)
-    traced = bool(cfg.trace.file) and cfg.trace.collective == INA
+    traced = bool(cfg.trace.file) and collective_of(cfg.trace.collective).aggregates_in_fabric
     if not names and not traced:
         return
     who = f"job {names[0]!r}" if names else f"every job of trace {cfg.trace.file}"

@@ -110,9 +110,9 @@ from common.specs import safe_name
 from common.units import scale_bw_mbps, virtual_s
 from experiment.config import ExperimentConfig, load
 from ina.plan import ps_host_of
-from jobs.agent import barrier_bytes
+from jobs.collective import collective_of
 from jobs.models import get_model, scaled_buckets
-from jobs.patterns import INA, replay_pattern
+from jobs.patterns import barrier_bytes, replay_pattern
 from jobs.records import IterationRecord
 from topo.io import read_topology_json
 from topo.routing import EcmpRoutes, equal_cost_paths
@@ -395,7 +395,7 @@ def job_record(cfg: ExperimentConfig, placement: dict, wave: Wave, summary_job: 
         source = "model"
     ranks = tuple(Rank(r, m, int(gpu)) for r, (m, gpu) in enumerate(placement["slots"]))
     machines_by_rank = tuple(r.machine for r in ranks)
-    if spec.collective == INA:  # every machine and its PS, both ways
+    if collective_of(spec.collective).aggregates_in_fabric:  # every machine and its PS, both ways
         ps = ps_host_of(placement.get("ps_host"), machines_by_rank)
         pairs = tuple(sorted({p for m in machines_by_rank if m != ps for p in ((m, ps), (ps, m))},
                              key=lambda p: (natural_key(p[0]), natural_key(p[1]))))

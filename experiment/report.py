@@ -45,7 +45,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from common.jsonfile import write_json_atomic
-from common.units import MEGA, virtual_s
+from common.units import MEGA
 from experiment.breakdown import BucketComparison, compare_buckets, error_split
 from experiment.efficiency import distribution_efficiency, jct_lines
 from experiment.ina_results import InaJobResult, InaResult
@@ -67,6 +67,7 @@ from experiment.validation import (
 from jobs.phase import phase_figures
 from jobs.records import bucket_times_s
 from measure.fidelity import JobVerdict
+from measure.iterations import job_iteration_times
 
 
 def percentile(values, q: float) -> float | None:
@@ -82,36 +83,6 @@ def percentile(values, q: float) -> float | None:
 def _mean(values) -> float | None:
     values = list(values)
     return sum(values) / len(values) if values else None
-
-
-@dataclasses.dataclass(frozen=True)
-class IterationTime:
-    """One iteration of one job as its ranks recorded it.
-
-    Attributes:
-        comm_s: the slowest rank's communication time, virtual seconds.
-        compute_s: the slowest rank's compute time, virtual seconds.
-        ranks: ranks that recorded the iteration.
-    """
-
-    comm_s: float
-    compute_s: float
-    ranks: int
-
-
-def job_iteration_times(records, dilation: float = 1.0) -> dict[str, dict[int, IterationTime]]:
-    """Per job and iteration: the slowest rank's communication and compute time.
-
-    Records hold wall-clock seconds; the times returned are virtual (paper-scale) seconds,
-    the wall time divided by the run's dilation factor (:func:`common.units.virtual_s`).
-    """
-    out: dict[str, dict[int, IterationTime]] = defaultdict(dict)
-    for r in records:
-        its = out[r.job]
-        it = its.get(r.iteration, IterationTime(0.0, 0.0, 0))
-        its[r.iteration] = IterationTime(max(it.comm_s, virtual_s(r.comm_s, dilation)),
-                                         max(it.compute_s, virtual_s(r.compute_s, dilation)), it.ranks + 1)
-    return out
 
 
 def _utilisation(nbytes: float, length_s: float, rate_mbps: float) -> float | None:

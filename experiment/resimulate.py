@@ -32,7 +32,7 @@ from common.errors import JobError, PlacementError
 from experiment.loop import LoopResult, Started, run_loop
 from experiment.run import config_cluster, experiment_jobs
 from experiment.simrun import sim_backend
-from jobs.patterns import INA
+from jobs.collective import collective_of
 from placement.base import ClusterView, GpuSlot, JobRequest, Placement, PlacementDecision, PlacementPolicy, TimeShift
 from scheduling.recorded import RecordedSchedule
 from sim.flowsim import JobEstimate
@@ -180,7 +180,7 @@ def _simulated_jobs(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Sequenc
     for j in experiment_jobs(cfg, g):
         if j.name not in started:
             continue
-        if j.collective == INA and cfg.simulator.mode != "fluid":
+        if collective_of(j.collective).aggregates_in_fabric and cfg.simulator.mode != "fluid":
             continue
         if batched and bucket_bytes is not None and not bucket_bytes.get(j.name):
             continue

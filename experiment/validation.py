@@ -1,7 +1,7 @@
 """Validation of a simulator's estimates against the emulator's measurements, per job.
 
 A :class:`Comparison` pairs one job's measured communication time per iteration (paper-scale
-seconds, :func:`experiment.report.job_iteration_times`) with an estimate of it: the built-in
+seconds, :func:`measure.iterations.job_iteration_times`) with an estimate of it: the built-in
 flow-level simulator's (:mod:`sim.flowsim`, run by the runner on the same placements), or any
 other. :func:`validation_stats` summarises a set of them as the literature does (NetPack and
 SimAI report a correlation, e.g. 98%): Pearson's r between measured and estimated times, and

@@ -12,8 +12,8 @@ Modules:
 - :mod:`ina.engine`: :class:`~ina.engine.Aggregator`, the switch state machine (numbered rules
   a P4_16 v1model program mirrors), and :class:`~ina.engine.ParameterServer`, which finishes
   what the switches could not and answers with the result.
-- :mod:`ina.vectors`: test vectors generated from the engine and stored as plain data, so the
-  P4 program is checked against exactly the same bytes.
+- :mod:`ina.vectors`: test vectors generated from the engine and stored as a data file
+  (``vectors.json``), so the P4 program is checked against exactly the same bytes.
 - :mod:`ina.scapy_layer`: a Scapy layer built from the same field table, for reading captures.
   It is the only module that imports Scapy; everything else is standard library only.
 """

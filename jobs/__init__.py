@@ -3,6 +3,7 @@
 Pure modules (standard library only, safe for the simulator and placement code):
 
 * :mod:`jobs.models`: model profiles (parameter bytes, DDP gradient buckets, compute time).
+* :mod:`jobs.collective`: the collectives a job may name, as objects (``collective_of(name)``).
 * :mod:`jobs.patterns`: the exact point-to-point traffic of each collective we implement.
 * :mod:`jobs.steps`: a collective's steps routed on the fabric and their contention-free bounds
   (the bound the fidelity monitor, the simulators and Cassini's profiles use).

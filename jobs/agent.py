@@ -30,7 +30,8 @@ bytes with the job's own pattern: each rank's completion depends on every rank h
 entered. Received headers are checked (job, ranks, sequence number and size against the
 pattern), so a broken exchange fails loudly instead of producing timings.
 
-**INA jobs** (collective :data:`INA_COLLECTIVE`, with an :class:`InaEndpoint` in the plan): the
+**INA jobs** (a collective that aggregates in the fabric, :attr:`jobs.collective.Collective.aggregates_in_fabric`,
+with an :class:`InaEndpoint` in the plan): the
 ranks of a machine reduce in memory (free, as above), and one :class:`ina.client.InaClient` per
 machine and job sends the machine's sum, as int32 lanes of the bucket's size (one lane per 4
 bytes), to the job's parameter server through the fabric's aggregators, and waits for the
@@ -68,6 +69,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from common.errors import JobError
+from jobs.collective import collective_of
 from jobs.launcher import (
     ExecFn,
     InaEndpoint,
@@ -80,12 +82,9 @@ from jobs.launcher import (
     worker_env,
     write_json_file,
 )
-from jobs.patterns import INA, replay_pattern
+from jobs.patterns import barrier_bytes, replay_pattern
 from jobs.phase import ShiftFollower
 from jobs.records import record_iteration
-
-INA_COLLECTIVE = INA
-"""The collective of a job whose allreduce runs over in-network aggregation (:class:`InaEndpoint`)."""
 
 HEADER = struct.Struct("!HHHII")
 """Message header: job index, source rank, destination rank, sequence number, payload bytes."""
@@ -172,7 +171,7 @@ def plan_agents(specs_by_job: Mapping[str, list[WorkerSpec]], machine_ip: Mappin
         port: the agents' TCP port (each machine has its own address, so one port serves all).
         out_dir: directory of the agents' connection files.
         timeout_s: the agents' wall-clock limit of every wait.
-        ina: for each job of collective :data:`INA_COLLECTIVE`, each of its machines' endpoint.
+        ina: for each job whose collective aggregates in the fabric, each of its machines' endpoint.
 
     Raises:
         JobError: a rank not in replay mode, or an INA job without an endpoint on one of its machines.
@@ -187,7 +186,7 @@ def plan_agents(specs_by_job: Mapping[str, list[WorkerSpec]], machine_ip: Mappin
             if s.mode != "replay":
                 raise JobError(f"job {s.job!r}: the agent runtime replays buckets; mode {s.mode!r} needs the "
                                f"torch worker runtime")
-            if s.collective == INA_COLLECTIVE and s.machine not in ina.get(s.job, {}):
+            if collective_of(s.collective).aggregates_in_fabric and s.machine not in ina.get(s.job, {}):
                 raise JobError(f"INA job {s.job!r} has no INA endpoint on {s.machine}")
             by_machine.setdefault(s.machine, []).append(s)
     agents = {m: machine_ip[m] for m in by_machine}
@@ -262,11 +261,6 @@ def remote_pairs(collective: str, machines_by_rank: tuple[str, ...], sizes) -> s
     return out
 
 
-def barrier_bytes(world: int) -> int:
-    """Payload of the barrier allreduce: one float32 per rank."""
-    return 4 * world
-
-
 class _Failure(Exception):
     """A rank or connection failed; carries the one-line reason."""
 
@@ -289,7 +283,7 @@ class Agent:
         self.ina_groups: dict[str, _InaGroup] = {}
         for job, machines in plan.job_machines.items():
             specs = [s for s in plan.ranks if s.job == job]
-            if specs[0].collective == INA_COLLECTIVE:
+            if collective_of(specs[0].collective).aggregates_in_fabric:
                 self.ina_groups[job] = _InaGroup(plan.ina[job], plan.addr, [s.rank for s in specs],
                                                  specs[0].world, plan.timeout_s)
                 continue

@@ -34,10 +34,11 @@ from pathlib import Path
 from typing import Protocol
 
 from common.errors import JobError
+from common.paths import PROJECT_ROOT
 from common.units import wall_s
 from ina.protocol import VALUES_PER_PACKET
+from jobs.collective import JOB_COLLECTIVES
 from jobs.models import TRAINABLE_MODELS, ModelProfile, scaled_buckets
-from jobs.patterns import JOB_COLLECTIVES
 
 
 class JobLike(Protocol):
@@ -62,7 +63,6 @@ class PlacementLike(Protocol):
     job: str
     slots: Sequence[SlotLike]
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MODES = ("replay", "train")
 LOG_TAIL_LINES = 15
 
@@ -365,7 +365,7 @@ def worker_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     ``PYTHONPATH``, unbuffered output, and one intra-op thread unless ``OMP_NUM_THREADS`` is set
     (several workers share few cores)."""
     env = dict(os.environ if base is None else base)
-    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(PROJECT_ROOT), env.get("PYTHONPATH")) if x)
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (PROJECT_ROOT, env.get("PYTHONPATH")) if x)
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
@@ -375,7 +375,7 @@ def local_exec(machine: str, argv: list[str], env: dict, log_path: str) -> subpr
     """An ``exec_fn`` that runs the command as a local subprocess (``machine`` is ignored)."""
     with open(log_path, "w", encoding="utf-8") as log:
         return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=str(PROJECT_ROOT))
+                                cwd=PROJECT_ROOT)
 
 
 def launch(specs: Sequence[WorkerSpec], exec_fn: ExecFn, out_dir: str | Path) -> list[RunningWorker]:

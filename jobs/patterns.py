@@ -136,20 +136,6 @@ COLLECTIVE_NAMES = frozenset(PATTERNS) | NOT_MODELLED
 """Every collective name ``jobs.collectives.COLLECTIVES`` registers (checked by a test), for
 code that must validate a name without importing torch."""
 
-INA = "ina"
-"""In-network aggregation (:mod:`ina`): one INA client per machine summing its ranks' sum, in the
-agent runtime (:mod:`jobs.agent`) and in torch workers (:mod:`jobs.collectives.ina`), run where the
-emulated fabric has aggregators (:mod:`emulator.ina_fabric`); its pattern is not a transfer schedule."""
-JOB_COLLECTIVES = COLLECTIVE_NAMES | {INA}
-"""Every collective a job may name: the torch ones and :data:`INA`."""
-COLLECTIVE_HELP = {
-    "ring": "ring allreduce: reduce-scatter then allgather, 2(p-1) steps (jobs.collectives.ring)",
-    "hd": "halving-doubling allreduce, fold-in/fold-out where p is not a power of two (jobs.collectives.hd)",
-    "gloo": "torch.distributed.all_reduce (gloo's own algorithm; the replay runtime and the bounds use ring's traffic)",
-    INA: "in-network aggregation on the fabric's P4 switches (ina/), one client per machine",
-}
-"""One line per collective a job may name, for ``run_testbed.py list``."""
-
 
 def pattern(name: str, p: int, size_bytes: int) -> list[list[Transfer]]:
     """The steps of one allreduce of ``size_bytes`` over ``p`` ranks with collective ``name``.
@@ -199,6 +185,12 @@ def replay_pattern(name: str, p: int, size_bytes: int) -> list[list[Transfer]]:
             raise JobError(f"collective {name!r}: need p >= 1 ranks, got {p}")
         return REPLAY_MODELS[name](p, size_bytes) if p > 1 else []
     return pattern(name, p, size_bytes)
+
+
+def barrier_bytes(world: int) -> int:
+    """Payload of the barrier allreduce a replay runs before its first measured iteration and after
+    its last: one float32 per rank."""
+    return FLOAT32_BYTES * world
 
 
 def bytes_sent_per_rank(name: str, p: int, size_bytes: int) -> list[int]:

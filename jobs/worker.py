@@ -42,11 +42,11 @@ from torch.nn.parallel import DistributedDataParallel
 
 from common.errors import JobError
 from jobs import nets
-from jobs.collectives import Collective, get_collective
+from jobs.collective import collective_of
+from jobs.collectives import Allreduce, get_collective
 from jobs.collectives.ina import InaCollective
 from jobs.launcher import WorkerSpec, ready_path
 from jobs.models import get_model
-from jobs.patterns import INA
 from jobs.phase import ShiftFollower
 from jobs.records import record_iteration
 
@@ -91,14 +91,14 @@ def run(spec: WorkerSpec) -> None:
           f"({_uptime_s():.1f} s after imports)")
 
 
-def _collective(spec: WorkerSpec) -> Callable[[], Collective]:
+def _collective(spec: WorkerSpec) -> Callable[[], Allreduce]:
     """The job's collective, checked now and built by the returned call once the process group
     exists (INA's makes the groups of each machine's ranks).
 
     Raises:
         JobError: an unknown collective, or an INA spec without its endpoint or rank machines.
     """
-    if spec.collective == INA:
+    if collective_of(spec.collective).aggregates_in_fabric:
         InaCollective.check(spec)
         return lambda: InaCollective(spec)
     collective = get_collective(spec.collective)
@@ -120,7 +120,7 @@ def _uptime_s() -> float:
     return time.monotonic() - _START_MONOTONIC
 
 
-def _replay(spec: WorkerSpec, collective: Collective) -> None:
+def _replay(spec: WorkerSpec, collective: Allreduce) -> None:
     buffers = [torch.empty(b // 4, dtype=torch.float32) for b in spec.bucket_bytes]
     sizes = list(spec.bucket_bytes)
     shift = ShiftFollower(spec.shift_path, announce=spec.rank == 0)
@@ -150,7 +150,7 @@ def _replay(spec: WorkerSpec, collective: Collective) -> None:
 class _HookState:
     """What the DDP communication hook needs and what it measures in one iteration."""
 
-    def __init__(self, collective: Collective, world: int):
+    def __init__(self, collective: Allreduce, world: int):
         self.collective = collective
         self.world = world
         self.sizes: list[int] = []
@@ -178,7 +178,7 @@ def _collective_hook(state, bucket):
     return fut
 
 
-def _train(spec: WorkerSpec, collective: Collective, model_cls) -> None:
+def _train(spec: WorkerSpec, collective: Allreduce, model_cls) -> None:
     torch.manual_seed(spec.seed)
     model = model_cls()
     ddp = DistributedDataParallel(model)

@@ -5,6 +5,7 @@ and by the experiment's report, which judges.
 * :mod:`measure.marking`: ECN marking paths and their thresholds;
 * :mod:`measure.ports`: switch port kinds and their limits;
 * :mod:`measure.cpu`: a CPU summary and when it counts as saturated;
+* :mod:`measure.iterations`: a job's per-iteration times, the slowest rank's, from its records;
 * :mod:`measure.linkstats`: per-link byte and mark series from the samplers' files;
 * :mod:`measure.fidelity`: the fidelity monitor (jobs against their bounds, ports against their rates).
 

@@ -51,7 +51,7 @@ from dataclasses import dataclass, fields
 
 from common.units import MEGA, TCP_IP_HEADER_BYTES
 from ina.protocol import VALUES_PER_PACKET
-from jobs.patterns import INA
+from jobs.collective import collective_of
 from jobs.steps import job_bound_s, job_collisions, job_links, largest_transfer_bytes
 from measure.cpu import CpuSummary
 from measure.shaping import burst_bytes, frame_bytes
@@ -502,15 +502,17 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
     Raises:
         JobError: a job with an unknown collective or a bad bucket size.
     """
-    links = [ina_links(g, e.machines_by_rank, e.ps_host) if e.collective == INA
-             else job_links(g, e.machines_by_rank, e.collective, e.bucket_bytes) for e in evidence]
+    in_fabric = [collective_of(e.collective).aggregates_in_fabric for e in evidence]
+    links = [ina_links(g, e.machines_by_rank, e.ps_host) if fabric
+             else job_links(g, e.machines_by_rank, e.collective, e.bucket_bytes)
+             for e, fabric in zip(evidence, in_fabric, strict=True)]
     by_wave: dict[int, list[int]] = defaultdict(list)
     for i, e in enumerate(evidence):
         by_wave[e.wave].append(i)
     out = []
     for i, e in enumerate(evidence):
         others = dict.fromkeys(evidence[j].job for j in by_wave[e.wave] if j != i and links[i] & links[j])
-        if e.collective == INA:
+        if in_fabric[i]:
             bound_s, rate = (_ina_busiest(g, rate_mbps, e.machines_by_rank, e.ps_host, e.bucket_bytes, e.ina_switches,
                                           e.ina_results, e.ina_values_per_packet)
                              if e.ps_host else (0.0, None))

@@ -151,6 +151,16 @@ def tree_steps(p: int, size_bytes: float) -> list[dict[Pair, float]]:
     return reduce_steps + [dict(s) for s in reversed(reduce_steps)]
 
 
+_BUILDERS = {
+    "hd": lambda p, size_bytes, labelling: (hd_steps(p, size_bytes, labelling), labelling),
+    "ring": lambda p, size_bytes, labelling: (ring_steps(p, size_bytes), ""),
+    "tree": lambda p, size_bytes, labelling: (tree_steps(p, size_bytes), ""),
+}
+"""Each pattern's steps and the labelling they follow (HD's alone has one)."""
+_MODELLED_AS = {"gloo": "ring"}
+"""Collectives whose pattern is another's: gloo's own allreduce is modelled as the ring (module docstring)."""
+
+
 def comm_pattern(collective: str, p: int, size_bytes: float, labelling: str = "gloo") -> CommPattern:
     """The ``C^t`` tensor of one allreduce of ``size_bytes`` over ``p`` workers.
 
@@ -168,11 +178,9 @@ def comm_pattern(collective: str, p: int, size_bytes: float, labelling: str = "g
         raise JobError(unknown_name("collective pattern", collective, COLLECTIVES))
     if p < 1:
         raise JobError(f"collective {collective!r}: need p >= 1 workers, got {p}")
-    if collective == "hd":
-        return CommPattern("hd", p, size_bytes, tuple(hd_steps(p, size_bytes, labelling)), labelling)
-    if collective == "tree":
-        return CommPattern("tree", p, size_bytes, tuple(tree_steps(p, size_bytes)))
-    return CommPattern("ring", p, size_bytes, tuple(ring_steps(p, size_bytes)))
+    name = _MODELLED_AS.get(collective, collective)
+    steps, followed = _BUILDERS[name](p, size_bytes, labelling)
+    return CommPattern(name, p, size_bytes, tuple(steps), followed)
 
 
 def pair_steps_from_transfers(transfers: Sequence[Sequence[tuple[int, int, int]]]) -> list[dict[Pair, float]]:

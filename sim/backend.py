@@ -22,9 +22,9 @@ from collections.abc import Mapping, Sequence
 from backend.protocol import Backend, ExperimentJob, RunEnd
 from common.errors import JobError
 from ina.plan import ps_host_of
+from jobs.collective import collective_of
 from jobs.models import get_model, scaled_buckets
 from jobs.pace import Paces
-from jobs.patterns import INA
 from jobs.phase import DriftRule
 from placement.base import Placement, TimeShift
 from sim.flowsim import FlowEngine, JobEstimate, RunState, SimIterationRecord, SimJob, SimOptions, estimate_of
@@ -93,7 +93,7 @@ class FlowSimBackend(Backend):
             buckets = self.bucket_bytes.get(job.name) or tuple(scaled_buckets(model, self.scale))
             machines = tuple(slot.machine for slot in p.slots)
             ina = None
-            if job.collective == INA:
+            if collective_of(job.collective).aggregates_in_fabric:
                 switches = self.ina_switches if p.ina_switches is None else tuple(p.ina_switches)
                 ina = InaSpec(ps_host_of(p.ps_host, machines), switches)
             self.engine.add(SimJob(name=job.name, machines_by_rank=machines,

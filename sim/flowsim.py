@@ -4,7 +4,7 @@ It models what the light replay runtime (:mod:`jobs.agent`) does, so that its pe
 communication times can be compared with the emulator's measurements:
 
 * every rank of a job runs, one after another: the barrier allreduce of
-  :func:`jobs.agent.barrier_bytes` bytes before the first measured iteration (after the
+  :func:`jobs.patterns.barrier_bytes` bytes before the first measured iteration (after the
   warm-up ones), then per iteration the compute (a timer of ``compute_s``) and one allreduce
   per gradient bucket in order, and a last barrier allreduce at the end (``_Rank.run``);
 * an allreduce runs the steps of :func:`jobs.agent.rank_steps` (the collective's
@@ -23,7 +23,7 @@ communication times can be compared with the emulator's measurements:
   flow starts or ends;
 * every rank records, per measured iteration, its compute time and the time of each bucket's
   allreduce measured from its own start of that allreduce (``record_iteration``), and a job's
-  estimate aggregates those records as :func:`experiment.report.job_iteration_times` does: per
+  estimate aggregates those records as :func:`measure.iterations.job_iteration_times` does: per
   iteration the slowest rank's communication time, then the mean over iterations.
 
 Modelling decisions where the runtime leaves a choice ([R] in ``shared/specs`` terms):
@@ -173,8 +173,8 @@ from collections.abc import Mapping, Sequence
 from common.errors import JobError, TopologyError
 from common.units import ETHERNET_HEADER_BYTES, TCP_IP_HEADER_BYTES, mbps_to_bytes_per_s, wire_bytes
 from ina.protocol import VALUES_PER_PACKET
-from jobs.agent import barrier_bytes
-from jobs.patterns import INA, replay_pattern
+from jobs.collective import collective_of
+from jobs.patterns import barrier_bytes, replay_pattern
 from jobs.phase import PhaseKeeper
 from jobs.records import bucket_times_s
 from sim.ina import RESULTS, InaSpec
@@ -321,7 +321,7 @@ def _is_depth(value) -> bool:
 class SimIterationRecord:
     """One measured iteration of one rank, as the agent records it (:class:`jobs.records.IterationRecord`).
 
-    It has the fields :func:`experiment.report.job_iteration_times` reads (``job``, ``iteration``,
+    It has the fields :func:`measure.iterations.job_iteration_times` reads (``job``, ``iteration``,
     ``comm_s``, ``compute_s``), so a list of these aggregates as the emulator's records do.
 
     Attributes:
@@ -726,7 +726,7 @@ class FlowEngine:
             raise JobError(f"job {spec.name!r}: start_s {spec.start_s!r} is before the simulation's clock, "
                            f"now_s = {self._now_s!r}")
         _check_machines(self.g, spec)
-        if spec.collective == INA:
+        if collective_of(spec.collective).aggregates_in_fabric:
             raise JobError(f"job {spec.name!r}: the step-level simulator does not model in-network aggregation; "
                            "the fluid engine does (simulator mode: fluid)")
         order = (spec.name, self._runs.get(spec.name, 0))
@@ -1246,7 +1246,7 @@ def _link_sums(flows: list[_Flow], rates: Sequence[float]) -> tuple[dict[int, fl
 
 def estimate_of(job: str, records: Sequence[SimIterationRecord], finish_s: float,
                 ecn_marks: float | None = None) -> JobEstimate:
-    """Aggregate job ``job``'s records as :func:`experiment.report.job_iteration_times` and the summary
+    """Aggregate job ``job``'s records as :func:`measure.iterations.job_iteration_times` and the summary
     do: per iteration the slowest rank's time, then the mean over iterations."""
     comm: dict[int, float] = {}
     compute: dict[int, float] = {}

@@ -84,7 +84,8 @@ import numpy as np
 
 from common.errors import JobError, TopologyError
 from common.units import BITS_PER_BYTE, MEGA, wire_bytes
-from jobs.patterns import INA, replay_pattern
+from jobs.collective import collective_of
+from jobs.patterns import replay_pattern
 from sim.flowsim import JobEstimate, SimJob, SimOptions
 from sim.ina import ina_routes, stream_bytes, streams
 from sim.maxmin import EPS, AggregatedDemand, aggregated_fraction, fill_levels, resource_weights
@@ -545,7 +546,7 @@ class FluidEngine:
             return self._costs[memo]
         machines = spec.machines_by_rank
         p = len(machines)
-        if spec.collective == INA:
+        if collective_of(spec.collective).aggregates_in_fabric:
             cost = self._ina_cost(spec)
         elif len(set(machines)) == 1:  # every transfer in memory
             for size in set(spec.bucket_bytes):

@@ -21,7 +21,7 @@ import pytest
 from conftest import loopback, wait_until
 
 from common.errors import JobError
-from emulator.controller_proc import free_tcp_port
+from common.sockets import free_tcp_port
 from ina.engine import JobTree
 from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET
 from ina.ps import PsJob, PsService
@@ -33,7 +33,6 @@ from jobs.agent import (
     AgentPlan,
     InaEndpoint,
     agent_argv,
-    barrier_bytes,
     ce_delta,
     ce_received,
     launch_agents,
@@ -43,7 +42,7 @@ from jobs.agent import (
     remote_pairs,
 )
 from jobs.launcher import WorkerSpec, local_exec, open_gate_when_ready, ready_path, wait_all, worker_env
-from jobs.patterns import replay_pattern
+from jobs.patterns import barrier_bytes, replay_pattern
 from jobs.records import read_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -17,6 +17,13 @@ PACKAGES = ("common", "backend", "measure", "topo", "placement", "scheduling", "
 PURE = ("common", "backend", "measure", "topo", "placement", "scheduling", "sim")
 """Packages below both back ends and the experiment: they import none of ``experiment``, ``emulator``."""
 
+JOBS_RUNTIME = ("jobs.agent", "jobs.launcher", "jobs.worker", "jobs.collectives", "jobs.nets")
+"""The modules of ``jobs`` that run workers (sockets, processes, torch); the rest of ``jobs`` is the pure
+description of a job (models, patterns, steps, records, phases) that the pure packages may use."""
+
+SHARED = {"PROJECT_ROOT": "common.paths", "free_tcp_port": "common.sockets"}
+"""Constants and helpers every layer uses, by name -> the one module of ``common`` that defines them."""
+
 
 def imports_of(path: pathlib.Path) -> set[str]:
     """Every module a file imports, wherever the import stands (inside functions too), absolute."""
@@ -77,6 +84,54 @@ def test_the_pure_packages_import_no_back_end_and_no_experiment():
     wrong = {(a, b): sorted(g.edges[a, b]["files"]) for a in PURE for b in ("experiment", "emulator")
              if g.has_edge(a, b)}
     assert wrong == {}
+
+
+def runtime_imports_below_jobs() -> dict[str, list[str]]:
+    """File of a pure package -> the modules of the jobs runtime (:data:`JOBS_RUNTIME`) it imports."""
+    out = {}
+    for pkg in PURE:
+        for path in sorted((REPO / pkg).rglob("*.py")):
+            bad = sorted(m for m in imports_of(path) if any(m == r or m.startswith(r + ".") for r in JOBS_RUNTIME))
+            if bad:
+                out[str(path.relative_to(REPO))] = bad
+    return out
+
+
+def test_the_pure_packages_import_no_module_of_the_jobs_runtime():
+    """The simulator and the other pure packages take what a job is from the pure modules of ``jobs``, never
+    from the runtime that launches workers and moves bytes over sockets."""
+    assert runtime_imports_below_jobs() == {}
+
+
+def test_a_planted_runtime_import_in_the_simulator_is_reported(tmp_path, monkeypatch):
+    """The runtime check is not vacuous: a simulator module importing ``jobs.agent`` is reported."""
+    for name in PACKAGES:
+        (tmp_path / name).mkdir()
+    (tmp_path / "sim" / "x.py").write_text("from jobs.agent import HEADER\nfrom jobs.patterns import INA\n")
+    monkeypatch.setattr(__import__(__name__), "REPO", tmp_path)
+    assert runtime_imports_below_jobs() == {"sim/x.py": ["jobs.agent", "jobs.agent.HEADER"]}
+
+
+def test_shared_constants_come_from_common():
+    """The project's directory and a free loopback port are imported from their one module in ``common``,
+    so a package needing them (``vm``, ``jobs``, tests) does not import the emulator for them."""
+    wrong = {}
+    for pkg in (*PACKAGES, "bench", "tests"):
+        for path in sorted((REPO / pkg).rglob("*.py")):
+            for mod in imports_of(path):
+                module, _, name = mod.rpartition(".")
+                if name in SHARED and module != SHARED[name]:
+                    wrong.setdefault(str(path.relative_to(REPO)), []).append(mod)
+    assert wrong == {}
+
+
+def test_the_emulator_takes_no_measurement_primitive_from_the_report():
+    """What the emulator measures is computed by ``measure`` (iteration times among it): of the experiment's
+    report the emulator imports only its own summariser, ``summarise_policy``."""
+    used = {str(p.relative_to(REPO)): sorted(m for m in imports_of(p) if m.startswith("experiment.report."))
+            for p in sorted((REPO / "emulator").rglob("*.py"))}
+    assert {f: names for f, names in used.items() if names} == {
+        "emulator/policy_run.py": ["experiment.report.summarise_policy"]}
 
 
 def test_only_the_emulator_imports_mininet():

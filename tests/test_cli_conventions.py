@@ -59,8 +59,8 @@ def test_a_link_delay_is_refused_not_ignored():
 
 def test_list_names_every_registered_entry():
     from experiment.catalogue import render
+    from jobs.collective import JOB_COLLECTIVES
     from jobs.models import MODELS
-    from jobs.patterns import JOB_COLLECTIVES
     from placement import POLICIES
     from scheduling import SCHEDULERS
     from topo import TOPOLOGIES

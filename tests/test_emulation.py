@@ -87,7 +87,7 @@ def test_machines_connect_from_ports_no_listener_is_given(fabric):
     """Every machine's outgoing connections take local ports below the range listening ports are
     picked from (free_tcp_port: this machine's ephemeral range), so one job's connection never
     holds the port another job's agent on the same machine is told to listen on."""
-    from emulator.controller_proc import free_tcp_port
+    from common.sockets import free_tcp_port
     from emulator.net import HOST_PORT_RANGE
 
     low, high = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())

@@ -21,11 +21,12 @@ def test_agent_traffic_on_every_link_is_the_pattern(fabric, tmp_path):
     equals the pattern's bytes per directed link exactly (messages' 14-byte headers included); and the
     switch counters of those links carry that many bytes on the wire within 7% (ACKs of the reverse
     direction, handshakes)."""
+    from common.paths import PROJECT_ROOT
+    from common.sockets import free_tcp_port
     from common.units import wire_bytes
-    from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
-    from jobs.agent import HEADER, barrier_bytes, launch_agents, plan_agents, remote_pairs
+    from jobs.agent import HEADER, launch_agents, plan_agents, remote_pairs
     from jobs.launcher import WorkerSpec, open_gate_when_ready, processes, wait_all
-    from jobs.patterns import replay_pattern
+    from jobs.patterns import barrier_bytes, replay_pattern
     from jobs.records import read_records
     from topo.routing import ecmp_path, path_links
 

@@ -26,10 +26,11 @@ def test_ring_allreduce_meets_bandwidth_bound_and_counters_agree(fabric, tmp_pat
     and well under twice the bound (a ring crossing the uplink twice per step, or two transfers sharing a
     link, would take 2x). How close to the bound the emulator gets is a benchmark (bench/fidelity.py), not
     a test: on a busy 2-core machine one uncontended ring measured 1.10x here and 1.34x on another run."""
-    from emulator.controller_proc import PROJECT_ROOT, free_tcp_port
-    from experiment.report import job_iteration_times
+    from common.paths import PROJECT_ROOT
+    from common.sockets import free_tcp_port
     from jobs.launcher import WorkerSpec, launch, wait_all
     from jobs.records import read_records
+    from measure.iterations import job_iteration_times
     from topo.routing import ecmp_path, path_links
 
     n = 4

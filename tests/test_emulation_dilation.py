@@ -26,10 +26,10 @@ def _measured_job(tmp_path, name: str, machines: list[str], dilation: float):
     from emulator.one_job import OneJob, run_job
     from emulator.ports import resolve_port_type
     from emulator.variants import switch_ports
-    from experiment.report import job_iteration_times
     from jobs.models import get_model, scaled_buckets
     from jobs.steps import job_collisions
     from measure.fidelity import JobEvidence, assess, job_verdicts
+    from measure.iterations import job_iteration_times
     from topo import leaf_spine
 
     g = leaf_spine(2, 1, 1)  # the smallest fabric whose ring crosses switches: h1 under l1, h2 under l2

@@ -59,7 +59,7 @@ def ina_fabric(ina_net, request):
 
 
 def _env():
-    from emulator.controller_proc import PROJECT_ROOT
+    from common.paths import PROJECT_ROOT
 
     return {"PYTHONPATH": PROJECT_ROOT, "PATH": os.environ.get("PATH", "")}
 
@@ -119,7 +119,7 @@ def _run_jobs(net, fabric, plans, n_slots: int, tag: str, before_workers=None) -
     Returns:
         (worker outputs by (job id, machine), PS counters by machine, bytes per directed link).
     """
-    from emulator.controller_proc import PROJECT_ROOT
+    from common.paths import PROJECT_ROOT
 
     fabric.install(plans, n_slots)
     out_dir = os.path.join(net.run_dir, tag)
@@ -275,7 +275,7 @@ def test_hosts_outside_a_job_cannot_add_to_its_sums(ina_fabric):
     """Before h1-h3's job (PS h6, l1 their leaf) starts, h4 (under l1, not in the job) and h7 (under
     l2, which has no entry for the job) each send a contribution for seq 0 claiming h1's bit: l1
     drops h4's as foreign, the PS drops h7's as foreign, and every worker gets the exact sums."""
-    from emulator.controller_proc import PROJECT_ROOT
+    from common.paths import PROJECT_ROOT
     from ina.plan import plan_job
 
     net, fabric = ina_fabric
@@ -311,7 +311,7 @@ def test_a_replay_job_runs_over_ina_and_only_its_aggregates_go_up(ina_fabric, tm
     from emulator.one_job import OneJob, run_job
     from ina.plan import plan_job
     from ina.protocol import HEADER_BYTES, VALUES_PER_PACKET
-    from jobs.agent import barrier_bytes
+    from jobs.patterns import barrier_bytes
 
     net, fabric = ina_fabric
     machines = ["h1", "h1", "h2", "h3"]

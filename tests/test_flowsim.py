@@ -12,7 +12,7 @@ import pytest
 
 from common.errors import JobError, TopologyError
 from common.units import wire_bytes
-from jobs.agent import barrier_bytes
+from jobs.patterns import barrier_bytes
 from jobs.steps import job_bound_s, job_collisions, job_steps
 from sim.flowsim import SimJob, SimOptions, simulate
 from sim.maxmin import EPS, maxmin_rates
@@ -331,8 +331,8 @@ def _mix(g):
 
 
 def test_estimates_aggregate_like_the_report():
-    """comm_mean_s is the mean over iterations of experiment.report.job_iteration_times' slowest-rank time."""
-    from experiment.report import job_iteration_times
+    """comm_mean_s is the mean over iterations of measure.iterations.job_iteration_times' slowest-rank time."""
+    from measure.iterations import job_iteration_times
 
     g = fat_tree(4)
     res = simulate(g, uniform(g), _mix(g))

@@ -10,8 +10,7 @@ import pytest
 
 from common.errors import JobError
 from common.units import wire_bytes
-from jobs.agent import barrier_bytes
-from jobs.patterns import replay_pattern
+from jobs.patterns import barrier_bytes, replay_pattern
 from sim.flowsim import SimJob, SimOptions, simulate
 from topo import fat_tree
 

@@ -24,7 +24,7 @@ import threading
 import pytest
 from conftest import loopback, wait_until
 
-from emulator.controller_proc import free_tcp_port
+from common.sockets import free_tcp_port
 from ina.client import MIN_RTO_S, AimdWindow, InaClient, RtoEstimator
 from ina.engine import JobTree
 from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET, InaError, worker_port

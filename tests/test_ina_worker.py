@@ -17,7 +17,7 @@ import subprocess
 import pytest
 from test_ina_client import PS_IP, Ps, _job, _worker_ip
 
-from emulator.controller_proc import free_tcp_port
+from common.sockets import free_tcp_port
 from jobs.launcher import InaEndpoint, WorkerSpec, ina_counters_path, with_ina, worker_argv, worker_env
 from jobs.records import read_records
 

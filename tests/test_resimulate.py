@@ -21,8 +21,8 @@ from experiment.loop import Started, run_loop
 from experiment.resimulate import RecordedPlacements, simulate_schedule
 from experiment.run import batches_of, experiment_jobs, place_and_run
 from experiment.simrun import sim_backend, sim_options
+from jobs.collective import INA
 from jobs.models import get_model, scaled_buckets
-from jobs.patterns import INA
 from jobs.steps import job_bound_s
 from measure.fidelity import JobEvidence
 from measure.shaping import link_rates_mbps

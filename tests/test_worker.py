@@ -13,7 +13,7 @@ import time
 import pytest
 
 from common.errors import JobError
-from emulator.controller_proc import free_tcp_port
+from common.sockets import free_tcp_port
 from jobs.launcher import Addresses, RankSettings, launch, local_exec, plan_workers, wait_all
 from jobs.models import get_model
 from jobs.records import read_job_records

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from common.errors import EmulationError
-from emulator.controller_proc import PROJECT_ROOT
+from common.paths import PROJECT_ROOT
 from emulator.journal import Change, RunJournal, run_recorded
 from emulator.worker_image import BUILD_ROOT, Distribution, host_distribution, project_files
 

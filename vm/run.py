@@ -41,7 +41,7 @@ from pathlib import Path
 
 from common.errors import EmulationError
 from common.jsonfile import write_json_atomic
-from emulator.controller_proc import PROJECT_ROOT
+from common.paths import PROJECT_ROOT
 from emulator.journal import LIBVIRT_URI, Change, EmulatorLock, RunJournal, process_change, require_no_leftovers
 from emulator.worker_image import BUILD_ROOT
 from vm import accel, box, marks

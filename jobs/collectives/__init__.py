@@ -5,8 +5,9 @@ tensor elementwise across every rank of the default ``torch.distributed`` proces
 place, with the exact same result on every rank. It must be called by all ranks in the same
 order. ``p == 1`` is a no-op.
 
-Adding one is a module with an ``allreduce`` function plus one line in :data:`COLLECTIVES`
-(and, if its traffic is modelled, one in :data:`jobs.patterns.PATTERNS`).
+Adding one is a module with an ``allreduce`` function plus one line in :data:`COLLECTIVES`, one
+in :data:`jobs.collective.JOB_COLLECTIVES` (what every other part asks of it) and, if its traffic
+is modelled, one in :data:`jobs.patterns.PATTERNS`.
 
 * ``ring``: :mod:`jobs.collectives.ring` (reduce-scatter + allgather, ``2(p-1)`` steps).
 * ``hd``: :mod:`jobs.collectives.hd` (halving-doubling, fold-in/fold-out for ``p`` not a
@@ -23,16 +24,17 @@ import torch
 from common.errors import JobError, unknown_name
 from jobs.collectives import gloo, hd, ring
 
-Collective = Callable[[torch.Tensor], None]
+Allreduce = Callable[[torch.Tensor], None]
+"""One rank's allreduce, in place: what a job's collective runs in a torch worker."""
 
-COLLECTIVES: dict[str, Collective] = {
+COLLECTIVES: dict[str, Allreduce] = {
     "ring": ring.allreduce,
     "hd": hd.allreduce,
     "gloo": gloo.allreduce,
 }
 
 
-def get_collective(name: str) -> Collective:
+def get_collective(name: str) -> Allreduce:
     """The allreduce function registered under ``name``; raises :class:`JobError` listing valid names."""
     try:
         return COLLECTIVES[name]
