@@ -64,6 +64,7 @@ from experiment.config_rules import (
 from measure.marking import MARKING, METHODS
 from measure.ports import AFXDP_MAX_MTU, PORT_TYPES
 from measure.shaping import frame_bytes
+from sim.engines import SIM_ENGINES, engines_where, sim_engine
 from sim.flowsim import OVERLAPS, SHARINGS
 from topo.schema import EMULATOR_LIMITS, SIMULATOR_LIMITS, SizeLimits
 
@@ -336,7 +337,7 @@ class ClusterConfig:
     connect_timeout_s: float = rule_field(Real(1, 600), 10.0)
 
 
-SIM_MODES = ("steps", "fluid")
+SIM_MODES = tuple(SIM_ENGINES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -757,10 +758,11 @@ def _afxdp_mtu(cfg: ExperimentConfig) -> None:
 
 
 
-def _ina_needs_fluid(cfg: ExperimentConfig, who: str) -> None:
-    if cfg.simulator.mode != "fluid":
-        raise ConfigError(f"config.jobs: {who} uses collective 'ina', which the simulator models in its fluid "
-                          "mode only; set simulator: {mode: fluid}")
+def _ina_needs_an_ina_engine(cfg: ExperimentConfig, who: str) -> None:
+    if not sim_engine(cfg.simulator.mode).models_ina:
+        modes = engines_where(lambda e: e.models_ina)
+        raise ConfigError(f"config.jobs: {who} uses collective 'ina', which the simulator models in its {modes} "
+                          f"mode only; set simulator: {{mode: {modes}}}")
 
 
 def validate(cfg: ExperimentConfig, backend: str = "emu"):
@@ -1135,7 +1137,7 @@ CHECKS: dict[str, BackendChecks] = {
         topology=(_validate_cluster, _validate_threshold_delay, _validate_marking_ramp,
                   lambda cfg, _g: _emulator_runs_no_trace(cfg)),
         last=(_validate_time_limit,), describe=_describe_emulated),
-    "sim": BackendChecks("sim", shaped=False, ina=(_ina_needs_fluid,), describe=_describe_simulated,
+    "sim": BackendChecks("sim", shaped=False, ina=(_ina_needs_an_ina_engine,), describe=_describe_simulated,
                          limits=SIMULATOR_LIMITS),
 }
 """Back end name -> what it checks of a config beyond the common checks (:func:`validate`): the
