@@ -354,7 +354,7 @@ class SimulatorConfig:
             passes one bucket, ``measure.shaping.burst_bytes``, at once): an effect of the
             emulator, not of the network it models, so off by default.
         ecn: estimate every job's ECN-marked packets (a port's queue taken to be above K while
-            its link is saturated by two flows or more; :mod:`sim.flowsim`).
+            its link is saturated by two flows or more; :mod:`sim.ecn_marks`).
         ecn_mark_share: the share of the packets crossing such a link that the estimate counts as
             marked (1: all of them, an upper bound); the default, 0.05, is the share measured on
             the emulator's contended jobs (``docs/validation.md``), ``calibrate`` fits a run's.
@@ -369,7 +369,7 @@ class SimulatorConfig:
             ``steps`` engine follows every transfer and ignores it.
         sharing: how the ``steps`` engine's flows share a link they saturate together: ``tcp``
             (the default) at ``tcp_efficiency`` of its rate, or ``maxmin`` at all of it (the
-            literature's model; :mod:`sim.flowsim`). An MLTCP run's weights replace either.
+            literature's model; :mod:`sim.sharing`). An MLTCP run's weights replace either.
         tcp_efficiency: the share of its rate a link saturated by two TCP flows or more carries
             under ``sharing: tcp``; the default, 0.9, is measured on the emulator's contended jobs
             (``docs/validation.md``), ``calibrate`` fits a run's.
