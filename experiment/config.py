@@ -64,6 +64,7 @@ from experiment.config_rules import (
 from measure.marking import MARKING, METHODS
 from measure.ports import AFXDP_MAX_MTU, PORT_TYPES
 from measure.shaping import frame_bytes
+from sim.engines import SIM_ENGINES, engines_where, sim_engine
 from sim.flowsim import OVERLAPS, SHARINGS
 from topo.schema import EMULATOR_LIMITS, SIMULATOR_LIMITS, SizeLimits
 
@@ -336,7 +337,7 @@ class ClusterConfig:
     connect_timeout_s: float = rule_field(Real(1, 600), 10.0)
 
 
-SIM_MODES = ("steps", "fluid")
+SIM_MODES = tuple(SIM_ENGINES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -353,7 +354,7 @@ class SimulatorConfig:
             passes one bucket, ``measure.shaping.burst_bytes``, at once): an effect of the
             emulator, not of the network it models, so off by default.
         ecn: estimate every job's ECN-marked packets (a port's queue taken to be above K while
-            its link is saturated by two flows or more; :mod:`sim.flowsim`).
+            its link is saturated by two flows or more; :mod:`sim.ecn_marks`).
         ecn_mark_share: the share of the packets crossing such a link that the estimate counts as
             marked (1: all of them, an upper bound); the default, 0.05, is the share measured on
             the emulator's contended jobs (``docs/validation.md``), ``calibrate`` fits a run's.
@@ -368,7 +369,7 @@ class SimulatorConfig:
             ``steps`` engine follows every transfer and ignores it.
         sharing: how the ``steps`` engine's flows share a link they saturate together: ``tcp``
             (the default) at ``tcp_efficiency`` of its rate, or ``maxmin`` at all of it (the
-            literature's model; :mod:`sim.flowsim`). An MLTCP run's weights replace either.
+            literature's model; :mod:`sim.sharing`). An MLTCP run's weights replace either.
         tcp_efficiency: the share of its rate a link saturated by two TCP flows or more carries
             under ``sharing: tcp``; the default, 0.9, is measured on the emulator's contended jobs
             (``docs/validation.md``), ``calibrate`` fits a run's.
@@ -757,10 +758,11 @@ def _afxdp_mtu(cfg: ExperimentConfig) -> None:
 
 
 
-def _ina_needs_fluid(cfg: ExperimentConfig, who: str) -> None:
-    if cfg.simulator.mode != "fluid":
-        raise ConfigError(f"config.jobs: {who} uses collective 'ina', which the simulator models in its fluid "
-                          "mode only; set simulator: {mode: fluid}")
+def _ina_needs_an_ina_engine(cfg: ExperimentConfig, who: str) -> None:
+    if not sim_engine(cfg.simulator.mode).models_ina:
+        modes = engines_where(lambda e: e.models_ina)
+        raise ConfigError(f"config.jobs: {who} uses collective 'ina', which the simulator models in its {modes} "
+                          f"mode only; set simulator: {{mode: {modes}}}")
 
 
 def validate(cfg: ExperimentConfig, backend: str = "emu"):
@@ -1135,7 +1137,7 @@ CHECKS: dict[str, BackendChecks] = {
         topology=(_validate_cluster, _validate_threshold_delay, _validate_marking_ramp,
                   lambda cfg, _g: _emulator_runs_no_trace(cfg)),
         last=(_validate_time_limit,), describe=_describe_emulated),
-    "sim": BackendChecks("sim", shaped=False, ina=(_ina_needs_fluid,), describe=_describe_simulated,
+    "sim": BackendChecks("sim", shaped=False, ina=(_ina_needs_an_ina_engine,), describe=_describe_simulated,
                          limits=SIMULATOR_LIMITS),
 }
 """Back end name -> what it checks of a config beyond the common checks (:func:`validate`): the

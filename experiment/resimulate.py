@@ -35,6 +35,7 @@ from experiment.simrun import sim_backend
 from jobs.collective import collective_of
 from placement.base import ClusterView, GpuSlot, JobRequest, Placement, PlacementDecision, PlacementPolicy, TimeShift
 from scheduling.recorded import RecordedSchedule
+from sim.engines import sim_engine
 from sim.flowsim import JobEstimate
 
 
@@ -174,13 +175,14 @@ def start_offsets(phases: Sequence, batches: Sequence[Sequence[str]]) -> dict[st
 def _simulated_jobs(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Sequence[int]] | None,
                     batched: bool) -> dict[str, ExperimentJob]:
     """The config's jobs the simulator runs, by name: those the record started, less the left-out
-    ones (INA jobs outside the fluid engine; in batch mode, jobs without buckets)."""
+    ones (INA jobs on an engine that does not model INA; in batch mode, jobs without buckets)."""
     started = {st.job for st in loop.starts}
+    models_ina = sim_engine(cfg.simulator.mode).models_ina
     out = {}
     for j in experiment_jobs(cfg, g):
         if j.name not in started:
             continue
-        if collective_of(j.collective).aggregates_in_fabric and cfg.simulator.mode != "fluid":
+        if collective_of(j.collective).aggregates_in_fabric and not models_ina:
             continue
         if batched and bucket_bytes is not None and not bucket_bytes.get(j.name):
             continue

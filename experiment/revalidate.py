@@ -52,6 +52,7 @@ from experiment.validation import (
 )
 from placement.base import Placement
 from scheduling import make_scheduler
+from sim.engines import engines_where, sim_engine
 
 
 def parse_simulator_options(text: str) -> dict:
@@ -281,6 +282,15 @@ def _of_class(report: EstimatesReport, job_class: str) -> list[Comparison]:
     return [c for c in (comm.comparisons if comm else ()) if c.job_class == job_class]
 
 
+def _needs_step_level(run: RecordedRun, fitted: str) -> None:
+    """Raise :class:`EstimatesError` unless the run's simulator engine is a step-level one (what
+    ``fitted``, the figure a calibration fits, is a model of)."""
+    mode = run.cfg.simulator.mode
+    if not sim_engine(mode).step_level:
+        raise EstimatesError(f"{run.run_dir}: its simulator ran in {mode!r} mode; {fitted} fitted on the "
+                             f"step-level engine (simulator.mode: {engines_where(lambda e: e.step_level)})")
+
+
 def calibrate_latency(run: RecordedRun, tolerance_us: float = 1.0) -> LatencyCalibration:
     """The ``simulator.latency_us`` that makes the step-level simulator's estimates of the run's
     uncontended jobs closest to their measurements: the least sum of squared relative errors of their
@@ -293,9 +303,7 @@ def calibrate_latency(run: RecordedRun, tolerance_us: float = 1.0) -> LatencyCal
         EstimatesError: its simulator is not the step-level one (the fluid engine's latency is per step
             too, but its validation is not what a latency is fitted on).
     """
-    if run.cfg.simulator.mode != "steps":
-        raise EstimatesError(f"{run.run_dir}: its simulator ran in {run.cfg.simulator.mode!r} mode; a latency is "
-                             "fitted on the step-level engine (simulator.mode: steps)")
+    _needs_step_level(run, "a latency is")
     report = _Evaluations(run, {}, "latency_us", 1)
 
     def fitted(r: EstimatesReport) -> list[Comparison]:
@@ -357,9 +365,7 @@ def calibrate_tcp_efficiency(run: RecordedRun, base: dict | None = None,
     Raises:
         EstimatesError: the run's simulator is not the step-level one (the share is its model).
     """
-    if run.cfg.simulator.mode != "steps":
-        raise EstimatesError(f"{run.run_dir}: its simulator ran in {run.cfg.simulator.mode!r} mode; TCP's share "
-                             "is fitted on the step-level engine (simulator.mode: steps)")
+    _needs_step_level(run, "TCP's share is")
     base = dict(base or {})
     configured = run.compare(base)
     if not _of_class(configured, SHARED_CLASS):

@@ -3,8 +3,8 @@
 ``run_testbed.py --backend sim`` runs :class:`SimulatorExperiment` through the one driver
 (:func:`experiment.driver.run_experiment`), which writes the same files as for the emulator. For
 each policy the experiment loop (:mod:`experiment.loop`) places and schedules the config's jobs
-as on the emulator, and :class:`sim.backend.FlowSimBackend` (``simulator.mode: steps``) or
-:class:`sim.backend.FluidSimBackend` (``fluid``) runs them: the same topology, routes (ECMP),
+as on the emulator, and the engine ``simulator.mode`` names (:data:`sim.engines.SIM_ENGINES`: its
+back end, :mod:`sim.backend`) runs them: the same topology, routes (ECMP),
 collectives, scaled gradient buckets and compute times, with rates max-min shared as the
 config's ``simulator`` section says. Each job's figures are the simulator's: means over its
 measured iterations of the slowest rank's times, as the emulator's report aggregates them; what
@@ -26,12 +26,10 @@ from experiment.run import batch_starts, config_cluster, experiment_jobs, last_s
 from experiment.summary import JobSummary, PolicyRun, PolicySummary, completion_figures
 from experiment.timeline import up_phases
 from placement.metrics import fragmentation, used_machines
-from sim.backend import FlowSimBackend, FluidSimBackend
+from sim.backend import FlowSimBackend
+from sim.engines import engines_where, sim_engine
 from sim.flowsim import SimOptions
 from sim.mltcp import MltcpFlows, MltcpParams
-
-ENGINES = {"steps": FlowSimBackend, "fluid": FluidSimBackend}
-"""``simulator.mode`` -> the simulator back end that runs it."""
 
 
 def sim_rates_mbps(g, scale: float, dilation: float = 1.0) -> dict[tuple[str, str], float]:
@@ -75,10 +73,10 @@ def sim_backend(cfg, g, bucket_bytes: Mapping[str, Sequence[int]] | None = None,
     :class:`FlowSimBackend`)."""
     from experiment.config import ina_switches
 
-    return ENGINES[cfg.simulator.mode](g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations,
-                                       sim_options(cfg, g), bucket_bytes=bucket_bytes,
-                                       ina_switches=ina_switches(cfg, g), drift=cfg.time_shifts.rule(),
-                                       start_delays_s=start_delays_s)
+    backend_class = sim_engine(cfg.simulator.mode).backend_class()
+    return backend_class(g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations, sim_options(cfg, g),
+                         bucket_bytes=bucket_bytes, ina_switches=ina_switches(cfg, g), drift=cfg.time_shifts.rule(),
+                         start_delays_s=start_delays_s)
 
 
 class SimulatorExperiment(ExperimentBackend):
@@ -91,12 +89,13 @@ class SimulatorExperiment(ExperimentBackend):
         """Nothing to check on the machine; the capabilities say which engine runs (and, for an MLTCP
         congestion control, how the engine shares links)."""
         if mltcp_flows(cfg) is not None:
-            if cfg.simulator.mode == "steps":
+            if sim_engine(cfg.simulator.mode).models_congestion_control:
                 say(f"congestion control {cfg.congestion_control}: links shared in proportion to MLTCP's F "
                     f"(slope {cfg.mltcp.slope:g}, intercept {cfg.mltcp.intercept:g}; sim.mltcp.MltcpFlows)")
             else:
                 say(f"congestion control {cfg.congestion_control}: not modelled by the {cfg.simulator.mode} engine "
-                    "(links are shared max-min; simulator mode: steps models it)")
+                    "(links are shared max-min; simulator mode: "
+                    f"{engines_where(lambda e: e.models_congestion_control)} models it)")
         return {"engine": cfg.simulator.mode}
 
     def describe(self, cfg, caps: dict, specs: Sequence[str]) -> str:
@@ -143,7 +142,7 @@ class SimulatorSession(PolicySession):
         self.say(f"    {len(jobs)} jobs simulated in {summary.wall_time_s:.1f} s")
         if any(d.shifts and not d.applied for d in loop.decisions):
             self.say(f"    time shifts not applied: the {cfg.simulator.mode} engine has no iteration phases to align "
-                     "(simulator mode: steps has); decisions.json keeps them")
+                     f"(simulator mode: {engines_where(lambda e: e.aligns_phases)} has); decisions.json keeps them")
         records = getattr(backend, "records", {})
         return PolicyRun(summary, None, tuple(s.to_dict() for s in last_starts(starts)),
                          tuple(s.to_dict() for s in starts), tuple(d.to_dict() for d in loop.decisions),

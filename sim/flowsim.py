@@ -18,9 +18,10 @@ communication times can be compared with the emulator's measurements:
 * with ``SimOptions.burst_bytes``, every directed link has a token bucket as the emulator's
   shaper does, and a flow entering the network first sends what the buckets of its path let
   through at once (see the modelling decisions below);
-* active flows share every directed link max-min fairly (:func:`sim.maxmin.maxmin_rates`),
-  the steady state TCP's congestion control is taken to converge to; rates change only when a
-  flow starts or ends;
+* active flows share every directed link as the engine's link sharing has them
+  (:mod:`sim.sharing`: max-min, the steady state TCP's congestion control is taken to converge
+  to, by default; TCP's share of a shared link; MLTCP's weights); rates change only when a flow
+  starts or ends (or, under MLTCP, its weight);
 * every rank records, per measured iteration, its compute time and the time of each bucket's
   allreduce measured from its own start of that allreduce (``record_iteration``), and a job's
   estimate aggregates those records as :func:`measure.iterations.job_iteration_times` does: per
@@ -78,45 +79,8 @@ Modelling decisions where the runtime leaves a choice ([R] in ``shared/specs`` t
 * Every rank of a pattern sends at most one transfer per step, so the agent's sending them
   one after another and this model's starting them together never differ.
 
-ECN marking estimate ([R], ``SimOptions.ecn``; off by default). The emulator's switches mark
-a packet when the queue of the port it leaves by is above K (``ecn.threshold_bytes``, step
-marking). A fluid model has no queues, so the estimate takes a port's queue to be above K
-exactly while its link is *oversubscribed*: saturated (its flows' max-min rates sum to its
-capacity) by two flows or more, which TCP keeps probing for more than their share; a link
-saturated by one flow alone, or not saturated, is taken to keep its queue below K. Every
-packet crossing an oversubscribed link is then counted as marked, once however many such
-links it crosses (a CE packet is not marked again), at one packet per ``mtu + 14`` bytes on
-the wire with ``mtu``, else per 1448 bytes of payload; a burst let through by a token bucket
-crosses no queue and is not counted. That is an upper bound of the packets a marker could mark:
-TCP halves its window at the first marks of a round trip and the queue falls below K, so only a
-share of them is marked. The estimate is that count times ``SimOptions.ecn_mark_share`` (1: the
-upper bound; the config's default is the share measured on the emulator, ``docs/validation.md``).
-It says which jobs meet congestion and ranks them by how much; it does not follow the marks'
-timing. Cost: O(C) more per reallocation, as the token buckets.
-
-MLTCP ([R], ``SimOptions.mltcp``, :class:`sim.mltcp.MltcpFlows`; off by default: max-min). The
-flows share links by weighted max-min (:func:`sim.maxmin.maxmin_levels`): a flow's rate is its
-weight times the level its links allow, its weight ``F(bytes_ratio) ** gamma`` of its directed
-connection (job run, sender rank, receiver rank), the fluid model of ``shared/specs/cassini.md``
-§6.4 item 5 (a) on a routed fabric. A connection's ``bytes_ratio`` follows the emulator's BPF
-program (:class:`sim.mltcp.MltcpLedger`): bytes delivered since its iteration started, which the
-idle-gap rule decides when a transfer enters the network, over those of its last iteration, learned
-(0 until one is). Weights are taken when a component's rates are recomputed, and again each time a
-flow that shares a link crosses a multiple of ``step`` of its iteration's bytes, so a weight lags
-its flow's progress by at most ``step`` (with gamma 1 and no cap, the ratio of two flows' weights
-on one link does not change while both send, and the shares are exact whatever the step). Slow
-start and the multiplicative decrease are not modelled, as for every flow. Cost: one re-weigh
-event per ``step`` per connection per iteration while it shares a link, each a reallocation of its
-component.
-
-TCP's share of a shared link ([R], ``SimOptions.shared_efficiency``; 1, the default, is plain
-max-min, the literature's model). Measured on the emulator, TCP flows that saturate a link
-together carry less than its rate (their windows halve at ECN marks and restart after idle), and
-max-min estimates every contended job too short. So after the max-min fill of a component, each
-link it saturates with two flows or more gets ``shared_efficiency`` of its capacity and the
-component is filled again: a link one flow saturates, or none, keeps its rate, and a job alone on
-its links keeps its bound. One more fill per reallocation that saturates such a link. The ECN
-estimate takes such a link to be oversubscribed at its reduced capacity.
+The ECN marking estimate (``SimOptions.ecn``) is an observer of the flows and the links' rates
+(:mod:`sim.ecn_marks`).
 
 Not modelled: TCP's own dynamics (slow start, losses, queueing) beyond that share, the links' propagation delay
 (``delay_us``; fold it into ``latency_s`` if it matters), the shapers' token buckets unless
@@ -171,20 +135,20 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from common.errors import JobError, TopologyError
-from common.units import ETHERNET_HEADER_BYTES, TCP_IP_HEADER_BYTES, mbps_to_bytes_per_s, wire_bytes
+from common.units import TCP_IP_HEADER_BYTES, mbps_to_bytes_per_s, wire_bytes
 from ina.protocol import VALUES_PER_PACKET
 from jobs.collective import collective_of
 from jobs.patterns import barrier_bytes, replay_pattern
 from jobs.phase import PhaseKeeper
 from jobs.records import bucket_times_s
+from sim.ecn_marks import EcnMarks, NoMarks
 from sim.ina import RESULTS, InaSpec
-from sim.maxmin import EPS, maxmin_indexed, maxmin_levels
-from sim.mltcp import MltcpFlows, MltcpLedger
+from sim.maxmin import EPS
+from sim.mltcp import MltcpFlows
+from sim.sharing import LinkSharing, link_sharing
 from topo.routing import ecmp_path, path_links
 
 Link = tuple[str, str]
-DEFAULT_MTU = 1500
-"""MTU the ECN estimate counts packets at when ``SimOptions.mtu`` is None (flows are payload then)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,17 +219,17 @@ class SimOptions:
             ``measure.shaping.burst_bytes(rate, mtu)`` of each link's shaped rate and the
             run's MTU, in emulated bytes like the buckets; a depth in bytes does not change
             with the dilation.
-        ecn: estimate every job's ECN-marked packets (see *ECN marking estimate* in the module
-            docstring); off, estimates carry None.
+        ecn: estimate every job's ECN-marked packets (:mod:`sim.ecn_marks`); off, estimates carry
+            None.
         ecn_mark_share: the share of the packets crossing an oversubscribed link that the
             estimate counts as marked, in (0, 1]; 1 counts every one (an upper bound).
         pat_bytes_s: every switch's Peak Aggregation Throughput for INA jobs, bytes/s (fluid
             engine only, :mod:`sim.ina`; ``math.inf``: aggregators never run out).
         ina_results: how INA results reach the workers (:data:`sim.ina.RESULTS`).
         ina_values_per_packet: int32 values per INA packet (its frames' header share on the wire).
-        mltcp: share links as MLTCP does (see *MLTCP* in the module docstring); None: max-min.
+        mltcp: share links as MLTCP does (:class:`sim.sharing.MltcpSharing`); None: max-min.
         shared_efficiency: the share of its rate a link saturated by two flows or more carries,
-            in (0, 1] (see *TCP's share of a shared link* in the module docstring); 1: max-min.
+            in (0, 1] (:class:`sim.sharing.TcpShare`); 1: max-min.
             Not with ``mltcp``, whose weights are the model of sharing; the fluid engine ignores it.
         overlap: how the fluid engine (:mod:`sim.fluid`) has jobs that share links overlap their
             communication (:data:`OVERLAPS`): ``together`` (always, NetPack's model) or
@@ -572,7 +536,6 @@ class _RankState:
     measured: int = 0
     finish_s: float | None = None
     aligned: int = -1  # the last iteration whose start it timed against the job's shift
-    marked: float = 0.0  # with SimOptions.ecn: marked bytes it received since its iteration started
 
 
 class _Job:
@@ -587,7 +550,6 @@ class _Job:
     def __init__(self, index: int, order: tuple[str, int], spec: SimJob, path_of, mtu: int | None):
         self.index, self.order, self.spec = index, order, spec
         self.live, self.finished, self.end_s, self.ranks_done = True, False, None, 0
-        self.marked_bytes = 0.0
         self.keeper: PhaseKeeper | None = None  # its time shift (FlowEngine.align)
         self.gate: tuple[int, float] | None = None  # (iteration, when it starts) under the shift
         p = len(spec.machines_by_rank)
@@ -668,19 +630,13 @@ class FlowEngine:
         # the slope set by load[i], the sum of its flows' rates (bytes/s), which only a
         # reallocation changes, rebasing the level first.
         self.buckets = options.burst_bytes is not None
-        # ECN estimate: congested[i] is 1 while link i is saturated by two flows or more (its
-        # queue taken to sit above K, every packet crossing it marked); a flow's bytes since its
-        # mark_t are counted on the congested links of its path whenever that may change.
+        # How flows share a component's links (max-min, TCP's share, MLTCP), chosen once; the ECN
+        # estimate follows the flows and the links' rates as an observer (NoMarks: off).
+        self.sharing: LinkSharing = link_sharing(options.mltcp, options.shared_efficiency, self.capacity,
+                                                 self._conn, self._reweigh)
         self.ecn = options.ecn
-        self.congested = bytearray(len(self.link_names))
-        # TCP's share: shared[i] is 1 while link i, saturated by two flows or more, carries
-        # only shared_efficiency of its capacity (set at each reallocation of its component).
-        self.efficiency = options.shared_efficiency if options.mltcp is None else 1.0
-        self.shared = bytearray(len(self.link_names))
-        self.link_marked_bytes: list[float] = [0.0] * len(self.link_names)
-        packet_bytes = (float(options.mtu + ETHERNET_HEADER_BYTES) if options.mtu
-                        else float(DEFAULT_MTU - TCP_IP_HEADER_BYTES))
-        self.marks_per_byte = options.ecn_mark_share / packet_bytes
+        self.marks = (EcnMarks(len(self.link_names), options.mtu, options.ecn_mark_share, self.sharing.capacity_of)
+                      if options.ecn else NoMarks())
         self.depth: list[float] = [0.0] * len(self.link_names)
         self.tokens: list[float] = [0.0] * len(self.link_names)
         self.tokens_s: list[float] = [0.0] * len(self.link_names)
@@ -698,7 +654,6 @@ class FlowEngine:
         self.on_link: list[set[tuple]] = [set() for _ in self.link_names]
         self.dirty: set[int] = set()
         self.ready: list[tuple[tuple, int, int]] = []
-        self.mltcp = MltcpLedger(options.mltcp) if options.mltcp is not None else None
         self.events = 0
 
     # -- the interface -----------------------------------------------------------------------
@@ -756,8 +711,7 @@ class FlowEngine:
         job.live, job.end_s = False, self._now_s
         self._removed.add(job.order)
         for key in [key for key, flow in self.active.items() if flow.job == job.index]:
-            if self.ecn:
-                self._count_marks(self.active[key], self._now_s)
+            self.marks.flow_leaves(self.active[key], self._now_s)
             flow = self.active.pop(key)
             for link in flow.links:
                 self.on_link[link].discard(key)
@@ -808,8 +762,7 @@ class FlowEngine:
                 break
             self.events += 1
             for flow in self._completed(now):
-                if self.ecn:
-                    self._count_marks(flow, now)
+                self.marks.flow_leaves(flow, now)
                 self._end_flow(flow, now)
             while timers and timers[0][0] <= now:
                 _, key, payload = heapq.heappop(timers)
@@ -887,7 +840,7 @@ class FlowEngine:
         return RunState(job=job.spec.name, start_s=job.spec.start_s, end_s=job.end_s,
                         iterations_done=min(rs.measured for rs in job.ranks), finished=job.finished,
                         records=tuple(job.records),
-                        ecn_marks=job.marked_bytes * self.marks_per_byte if self.ecn else None,
+                        ecn_marks=self.marks.run_marks(job.index),
                         phase=job.keeper.summary() if job.keeper is not None else None)
 
     # -- set-up ------------------------------------------------------------------------------
@@ -958,7 +911,8 @@ class FlowEngine:
                 if not rs.computing:
                     if job.keeper is not None and rs.aligned != op.iteration and self._wait_aligned(job, r, op, now):
                         return
-                    rs.iteration_start_s, rs.bucket_s, rs.marked = now, [], 0.0
+                    rs.iteration_start_s, rs.bucket_s = now, []
+                    self.marks.iteration_starts(job.index, r)
                     if spec.compute_s > 0:
                         rs.computing = True
                         self._timer(now + spec.compute_s, (_COMPUTE_END, job.order, r), (job, r))
@@ -976,7 +930,7 @@ class FlowEngine:
                 job.records.append(SimIterationRecord(
                     job=spec.name, rank=r, iteration=op.iteration - spec.warmup_iterations,
                     start_s=rs.iteration_start_s, compute_s=spec.compute_s, comm_s=sum(rs.bucket_s),
-                    bucket_comm_s=tuple(rs.bucket_s), ecn_marks=rs.marked * self.marks_per_byte if self.ecn else None))
+                    bucket_comm_s=tuple(rs.bucket_s), ecn_marks=self.marks.rank_marks(job.index, r)))
                 rs.measured += 1
             rs.op, rs.step, rs.op_start_s = rs.op + 1, 0, now
         rs.finish_s = now
@@ -1053,11 +1007,9 @@ class FlowEngine:
     # -- flows -------------------------------------------------------------------------------
     def _activate(self, flow: _Flow, now: float) -> bool:
         """Put ``flow`` into the network after its burst; False if the burst carried it whole."""
-        if self.mltcp is not None:
-            self.mltcp.send(self._conn(flow), now)
+        self.sharing.sent(flow, now)
         if self.buckets and self._burst(flow, now):
-            if self.mltcp is not None:
-                self.mltcp.deliver(self._conn(flow), flow.size, now)
+            self.sharing.delivered(flow, now)
             return False
         flow.t_ref = flow.mark_t = now
         self.active[flow.key] = flow
@@ -1067,8 +1019,7 @@ class FlowEngine:
         return True
 
     def _end_flow(self, flow: _Flow, now: float) -> None:
-        if self.mltcp is not None:
-            self.mltcp.deliver(self._conn(flow), flow.size, now)
+        self.sharing.delivered(flow, now)
         del self.active[flow.key]
         for link in flow.links:
             self.on_link[link].discard(flow.key)
@@ -1105,7 +1056,7 @@ class FlowEngine:
         return flow.remaining <= EPS * flow.size
 
     def _reallocate(self, now: float) -> None:
-        """Recompute the max-min rates of the flows connected (through shared links) to a change."""
+        """Recompute the rates of the flows connected (through shared links) to a change."""
         on_link, active = self.on_link, self.active
         seen = bytearray(len(self.link_names))
         links: list[int] = []
@@ -1129,20 +1080,11 @@ class FlowEngine:
                 self.tokens[link], self.tokens_s[link] = self._tokens(link, now), now
                 self.load[link] = 0.0
         if not keys:
-            if self.ecn:
-                for link in links:
-                    self.congested[link] = 0
+            self.marks.rates_changed(links, [])
             return
         flows = [self.active[k] for k in sorted(keys)]
-        if self.ecn:
-            for f in flows:
-                self._count_marks(f, now)
-        if self.mltcp is None:
-            rates = maxmin_indexed([f.links for f in flows], self.capacity)
-            if self.efficiency < 1:
-                rates = self._tcp_shares(links, flows, rates)
-        else:
-            rates = self._mltcp_rates(flows, now)
+        self.marks.rates_change(flows, now)
+        rates = self.sharing.rates(links, flows, now)
         for f, rate in zip(flows, rates, strict=True):
             if rate == f.rate:
                 continue  # same rate, same projected end: its heap entry stands
@@ -1158,90 +1100,16 @@ class FlowEngine:
             for f in flows:
                 for link in f.links:
                     load[link] += f.rate
-        if self.ecn:
-            self._mark_congested(links, flows)
+        self.marks.rates_changed(links, flows)
 
-    def _tcp_shares(self, links: list[int], flows: list[_Flow], rates: list[float]) -> list[float]:
-        """The component's rates with every link the max-min ``rates`` saturate with two flows or
-        more at ``efficiency`` of its capacity (``shared`` marks them), filled again."""
-        load, count = _link_sums(flows, rates)
-        capacity, shared = self.capacity, self.shared
-        hit = [link for link, n in count.items() if _oversubscribed(n, load[link], capacity[link])]
-        for link in links:
-            shared[link] = 0
-        if not hit:
-            return rates
-        full = [capacity[link] for link in hit]
-        for link in hit:
-            shared[link] = 1
-            capacity[link] *= self.efficiency
-        try:
-            return maxmin_indexed([f.links for f in flows], capacity)
-        finally:
-            for link, c in zip(hit, full, strict=True):
-                capacity[link] = c
-
-    # -- MLTCP -------------------------------------------------------------------------------
+    # -- what the link sharing asks --------------------------------------------------------
     def _conn(self, flow: _Flow) -> tuple:
         """The directed connection ``flow`` is sent on: its run, sender and receiver."""
         return (self.jobs[flow.job].order, flow.src, flow.dst)
 
-    def _mltcp_rates(self, flows: list[_Flow], now: float) -> list[float]:
-        """Weighted max-min rates, each flow weighted by its connection's F (``SimOptions.mltcp``), and
-        a re-weigh of every flow that shares its component at its connection's next ratio step."""
-        ledger = self.mltcp
-        done = [f.size - max(0.0, f.remaining - f.rate * (now - f.t_ref)) for f in flows]
-        weights = [ledger.weight(self._conn(f), d) for f, d in zip(flows, done, strict=True)]
-        levels = maxmin_levels([[(link, w) for link in f.links] for f, w in zip(flows, weights, strict=True)],
-                               self.capacity, math.inf)
-        rates = [w * level for w, level in zip(weights, levels, strict=True)]
-        for f, d, rate in zip(flows, done, rates, strict=True):
-            f.weighed += 1
-            if len(flows) > 1:  # a flow alone on its links keeps its rate whatever its weight
-                ahead = ledger.bytes_to_next_step(self._conn(f), d)
-                if rate > 0 and ahead < f.size - d:
-                    self._timer(now + ahead / rate, (_REWEIGH, *f.key), (f, f.weighed))
-        return rates
-
-    # -- ECN estimate ------------------------------------------------------------------------
-    def _count_marks(self, flow: _Flow, now: float) -> None:
-        """Count ``flow``'s bytes since its ``mark_t`` on the congested links of its path."""
-        sent = flow.rate * (now - flow.mark_t)
-        flow.mark_t = now
-        if sent > 0:
-            hit = [link for link in flow.links if self.congested[link]]
-            if hit:
-                for link in hit:
-                    self.link_marked_bytes[link] += sent
-                # A packet is marked once (a CE packet is not marked again), however many
-                # congested links it crosses: the job counts its bytes once.
-                job = self.jobs[flow.job]
-                job.marked_bytes += sent
-                job.ranks[flow.dst].marked += sent  # counted in the receiver's iteration, as the agent does
-
-    def _mark_congested(self, links: list[int], flows: list[_Flow]) -> None:
-        """Which of the reallocated ``links`` are saturated by two flows or more now (at the share
-        TCP leaves them, where ``shared``)."""
-        load, count = _link_sums(flows, [f.rate for f in flows])
-        for link in links:
-            capacity = self.capacity[link] * (self.efficiency if self.shared[link] else 1.0)
-            self.congested[link] = _oversubscribed(count.get(link, 0), load.get(link, 0.0), capacity)
-
-
-def _oversubscribed(flows: int, load: float, capacity: float) -> bool:
-    """Whether a link carrying ``flows`` flows at ``load`` bytes/s in total is saturated by two or more."""
-    return flows >= 2 and load >= capacity * (1 - 1e-9)
-
-
-def _link_sums(flows: list[_Flow], rates: Sequence[float]) -> tuple[dict[int, float], dict[int, int]]:
-    """The rates' sum and the number of flows on every link the ``flows`` cross."""
-    load: dict[int, float] = {}
-    count: dict[int, int] = {}
-    for f, rate in zip(flows, rates, strict=True):
-        for link in f.links:
-            load[link] = load.get(link, 0.0) + rate
-            count[link] = count.get(link, 0) + 1
-    return load, count
+    def _reweigh(self, time_s: float, flow: _Flow) -> None:
+        """Have ``flow``'s component reallocated at ``time_s`` unless its weight is set again before."""
+        self._timer(time_s, (_REWEIGH, *flow.key), (flow, flow.weighed))
 
 
 def estimate_of(job: str, records: Sequence[SimIterationRecord], finish_s: float,
