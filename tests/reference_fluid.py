@@ -23,7 +23,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 
-from jobs.patterns import INA
+from jobs.collective import INA
 from jobs.steps import job_bound_s, job_steps, link_loads
 from sim.flowsim import SimJob, SimOptions
 from sim.ina import ina_routes, stream_bytes, streams
