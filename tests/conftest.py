@@ -5,13 +5,18 @@ from __future__ import annotations
 import glob
 import json
 import os
+import pathlib
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = pathlib.Path(ROOT)
+CLI = [sys.executable, os.path.join(ROOT, "run_testbed.py")]
+"""The command line of ``run_testbed.py`` as the tests run it (this Python, the repository's script)."""
 SCALE = 500.0  # 10 Gbit/s paper-scale links -> 20 Mbit/s emulated
 ECN_QUEUE_PACKETS = 100  # the FIFO under each shaper in the ECN tests
 
@@ -427,3 +432,42 @@ def read_table(text: str, first_header: str, nth: int = 0) -> list[dict[str, str
             break
         rows.append(dict(zip(headers, cells(line), strict=True)))
     return rows
+
+
+def run_cli(*args, env=None, timeout=60, **kw) -> subprocess.CompletedProcess:
+    """Run ``run_testbed.py`` with ``args`` from the repository and return the completed process (output
+    captured as text)."""
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env=env or dict(os.environ), **kw)
+
+
+def uniform_rates(g, mbps: float) -> dict:
+    """Every link of ``g`` at ``mbps``."""
+    return {(u, v): mbps for u, v in g.edges()}
+
+
+def contending_mix() -> list:
+    """Four jobs that contend on a k = 4 fat-tree: ring, halving-doubling (one starting late), gloo and a
+    job with two ranks on one machine, with buckets of several sizes."""
+    from sim.flowsim import SimJob
+
+    return [
+        SimJob("a", ("h1", "h5", "h9", "h13"), "ring", (16000, 4000), 0.003, 3, 1),
+        SimJob("b", ("h2", "h6", "h10", "h14", "h3"), "hd", (20000,), 0.001, 2, 0, start_s=0.001),
+        SimJob("c", ("h4", "h8", "h12", "h16"), "gloo", (8000, 8000), 0.0, 4, 2),
+        SimJob("d", ("h1", "h1", "h7", "h15"), "hd", (16000,), 0.002, 3),
+    ]
+
+
+M_BYTES = 4 * 1024 * 16
+"""The placement tests' unit of traffic M (a model's gradient size), in bytes."""
+
+
+def cross_traffic(p, steps):
+    """Cross-machine traffic of placement ``p`` in units of M (the Titan paper's accounting,
+    :func:`placement.metrics.cross_machine_traffic_bytes`), exact."""
+    from fractions import Fraction
+
+    from placement.metrics import cross_machine_traffic_bytes
+
+    return Fraction(cross_machine_traffic_bytes(p, steps), M_BYTES)

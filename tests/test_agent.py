@@ -18,7 +18,7 @@ import sys
 import threading
 
 import pytest
-from conftest import loopback, wait_until
+from conftest import ROOT, loopback, wait_until
 
 from common.errors import JobError
 from common.sockets import free_tcp_port
@@ -45,7 +45,6 @@ from jobs.launcher import WorkerSpec, local_exec, open_gate_when_ready, ready_pa
 from jobs.patterns import barrier_bytes, replay_pattern
 from jobs.records import read_records
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IPS = {f"m{i}": loopback(20 + i) for i in range(4)}
 ITERATIONS, WARMUP = 3, 1
 

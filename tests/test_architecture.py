@@ -8,8 +8,8 @@ import ast
 import pathlib
 
 import networkx as nx
+from conftest import REPO
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("common", "backend", "measure", "topo", "placement", "scheduling", "sim", "jobs", "ina", "controller",
             "experiment", "emulator", "vm", "reproduce")
 """The product's top-level packages (``run_testbed.py`` sits above them all)."""

@@ -9,16 +9,10 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, leftovers, read_until
+from conftest import CLI, ROOT, leftovers, read_until, run_cli
 
-CLI = [sys.executable, os.path.join(ROOT, "run_testbed.py")]
 DEFAULT = os.path.join(ROOT, "experiments", "default.yaml")
 
-
-def run_cli(*args, env=None, timeout=60, **kw):
-    """Run the CLI and return the completed process."""
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env=env or dict(os.environ), **kw)
 
 
 def assert_clean_error(cp, pattern: str):

@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 MAX_WORLD = 8
 LENGTHS = (1, 7, 1001, 10_007)
 ALGORITHMS = ("ring", "hd", "gloo")

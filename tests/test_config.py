@@ -5,13 +5,13 @@ import json
 import os
 
 import pytest
+from conftest import ROOT
 from fifos import read_fifo_within
 
 from common.errors import ConfigError
 from experiment import config
 from placement.base import PlacementPolicy
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT = os.path.join(ROOT, "experiments", "default.yaml")
 
 

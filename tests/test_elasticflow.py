@@ -5,20 +5,16 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
+from conftest import M_BYTES, cross_traffic
 from placement_cases import cluster
 
 from jobs.patterns import pattern
-from placement import Cluster, JobRequest, MachineInfo, Placement, make_policy
+from placement import Cluster, JobRequest, MachineInfo, make_policy
 from placement.elasticflow import ElasticFlowPolicy, pow2_ceil
-from placement.metrics import cross_machine_traffic_bytes, used_machines
+from placement.metrics import used_machines
 
-M_BYTES = 4 * 1024 * 16
 """Allreduce payload M of the test vectors (bytes)."""
 
-
-def cross_traffic(p: Placement, steps) -> Fraction:
-    """Cross-machine traffic in units of M (the Titan paper's accounting, ``placement.metrics``)."""
-    return Fraction(cross_machine_traffic_bytes(p, steps), M_BYTES)
 
 
 def job(workers: int, name: str = "j") -> JobRequest:

@@ -16,11 +16,10 @@ import json
 import os
 
 import pytest
-from conftest import leftovers
+from conftest import ROOT, leftovers
 
 pytestmark = pytest.mark.emulation
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def overlap_s(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:

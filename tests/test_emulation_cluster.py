@@ -14,11 +14,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 
 import pytest
 from conftest import (
+    CLI,
     MAX_STRUCTURE_RATIO,
     ROOT,
     SCALE,
@@ -34,7 +34,6 @@ pytestmark = pytest.mark.emulation
 
 SERVER = "127.0.0.2"
 UNREACHABLE = "127.0.0.3"  # nothing listens there
-CLI = [sys.executable, os.path.join(ROOT, "run_testbed.py")]
 
 
 def tiny(servers: list[str], ssh_config: str) -> str:

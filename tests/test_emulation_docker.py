@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 
 import pytest
 from conftest import (
+    CLI,
     MAX_STRUCTURE_RATIO,
     ROOT,
     SCALE,
@@ -27,7 +27,6 @@ from conftest import (
 
 pytestmark = pytest.mark.emulation
 
-CLI = [sys.executable, os.path.join(ROOT, "run_testbed.py")]
 TINY_DOCKER = ("topology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_leaf: 1}\n"
                "jobs: [{name: j, model: resnet50, workers: 2, collective: ring}]\n"
                "background: {h1: 3, h2: 3}\n"

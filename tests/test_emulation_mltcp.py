@@ -10,11 +10,10 @@ import os
 import threading
 
 import pytest
-from conftest import leftovers, needs
+from conftest import ROOT, leftovers, needs
 
 pytestmark = pytest.mark.emulation
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class StatsWatch:

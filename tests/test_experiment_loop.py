@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from backend.protocol import ExperimentJob
 from common.errors import ConfigError, JobError, PlacementError
@@ -29,8 +30,6 @@ from placement.base import Cluster, MachineInfo
 from scheduling import make_scheduler
 from sim.backend import FlowSimBackend
 from sim.flowsim import SimJob, simulate
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def small_cfg(free_machines: int = 4, **changes) -> ExperimentConfig:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT
 
 from experiment.config import from_dict, to_dict
 from experiment.export import EXPORT_FILE, FORMAT_VERSION, ResultsError, export_run, write_export
@@ -18,7 +19,6 @@ from topo import build_topology
 from topo.io import read_topology_json, write_topology_json
 from topo.routing import ecmp_path, equal_cost_paths
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCALE, DILATION = 500.0, 2.0
 RECORDED_BUCKETS = (400, 800)  # emulated bytes in rank 0's record of job "a"
 

@@ -14,15 +14,13 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 
 import pytest
-from conftest import ROOT, scan_processes, session_ifname, wait_until
+from conftest import CLI, ROOT, scan_processes, session_ifname, wait_until
 
 pytestmark = pytest.mark.emulation
 
-CLI = [sys.executable, os.path.join(ROOT, "run_testbed.py")]
 RUN_MARKERS = ("controller.serve", "-is mininet:", "jobs.agent", "jobs.worker", "emulator.tcpcheck")
 SYSCTLS = ("net/ipv4/tcp_allowed_congestion_control", "net/ipv4/tcp_congestion_control")
 # Two machines on two leaves, one long job: the wave runs for minutes unless a fault ends it.

@@ -6,9 +6,9 @@ import math
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import REPO, contending_mix, uniform_rates
 
 from common.errors import JobError, TopologyError
 from common.units import wire_bytes
@@ -20,14 +20,13 @@ from topo import fat_tree
 from topo.routing import ecmp_path, path_links
 from topo.schema import machines
 
-REPO = Path(__file__).resolve().parent.parent
 B_MBPS = 100.0
 B_BYTES_PER_S = B_MBPS * 1e6 / 8
 
 
 def uniform(g, mbps=B_MBPS):
     """Every link at the same rate."""
-    return {(u, v): mbps for u, v in g.edges()}
+    return uniform_rates(g, mbps)
 
 
 def host_bottleneck(g, mbps=B_MBPS):
@@ -321,13 +320,6 @@ def test_mtu_counts_wire_bytes():
 
 # -- aggregation, determinism, timing ------------------------------------------------------------
 
-def _mix(g):
-    return [
-        SimJob("a", ("h1", "h5", "h9", "h13"), "ring", (16000, 4000), 0.003, 3, 1),
-        SimJob("b", ("h2", "h6", "h10", "h14", "h3"), "hd", (20000,), 0.001, 2, 0, start_s=0.001),
-        SimJob("c", ("h4", "h8", "h12", "h16"), "gloo", (8000, 8000), 0.0, 4, 2),
-        SimJob("d", ("h1", "h1", "h7", "h15"), "hd", (16000,), 0.002, 3),
-    ]
 
 
 def test_estimates_aggregate_like_the_report():
@@ -335,7 +327,7 @@ def test_estimates_aggregate_like_the_report():
     from measure.iterations import job_iteration_times
 
     g = fat_tree(4)
-    res = simulate(g, uniform(g), _mix(g))
+    res = simulate(g, uniform(g), contending_mix())
     times = job_iteration_times(res.records)
     for est in res.jobs:
         its = times[est.job]
@@ -347,7 +339,7 @@ def test_estimates_aggregate_like_the_report():
 def test_same_inputs_same_results_whatever_the_job_order():
     """Two runs give identical results; reversing the jobs list changes no job's records or estimate."""
     g = fat_tree(4)
-    jobs = _mix(g)
+    jobs = contending_mix()
     first = simulate(g, uniform(g), jobs, SimOptions(mtu=1500, latency_s=1e-5))
     assert simulate(g, uniform(g), jobs, SimOptions(mtu=1500, latency_s=1e-5)) == first
     rev = simulate(g, uniform(g), list(reversed(jobs)), SimOptions(mtu=1500, latency_s=1e-5))
@@ -476,7 +468,7 @@ def test_ring_steps_drain_the_buckets():
 def test_buckets_keep_results_deterministic_and_job_order_free(depths):
     """With token buckets, two runs are identical and reversing the jobs list changes nothing."""
     g = fat_tree(4)
-    jobs = _mix(g)
+    jobs = contending_mix()
     burst = DEPTH if depths == "number" else {e: 4000.0 * (1 + i % 4) for i, e in enumerate(sorted(g.edges()))}
     options = SimOptions(mtu=1500, latency_s=1e-5, burst_bytes=burst)
     first = simulate(g, uniform(g), jobs, options)
@@ -516,7 +508,7 @@ def test_contended_estimates_lie_between_bounds_derived_without_the_simulator():
     ends no earlier than all its iterations at the contention-free bound. Contention shows: some
     job is above its contention-free bound."""
     g = fat_tree(4)
-    rates, jobs, latency = uniform(g), _mix(g), 1e-5
+    rates, jobs, latency = uniform(g), contending_mix(), 1e-5
     res = simulate(g, rates, jobs, SimOptions(mtu=1500, latency_s=latency))
     flows = _flows_per_link(g, jobs)
     shared = {**rates, **{link: (rates.get(link) or rates[link[::-1]]) / n for link, n in flows.items()}}
@@ -540,7 +532,7 @@ def test_without_buckets_results_are_unchanged_bit_for_bit():
     (a regression pin beside the bounds of
     :func:`test_contended_estimates_lie_between_bounds_derived_without_the_simulator`)."""
     g = fat_tree(4)
-    res = simulate(g, uniform(g), _mix(g), SimOptions(mtu=1500, latency_s=1e-5))
+    res = simulate(g, uniform(g), contending_mix(), SimOptions(mtu=1500, latency_s=1e-5))
     golden = {  # float.hex of (comm_mean_s, finish_s), computed before token buckets were modelled
         "a": ("0x1.5de81cc01c353p-8", "0x1.2f2f588e9fcefp-5"),
         "b": ("0x1.a3cd1ecac3bf2p-7", "0x1.d95617ad4325bp-6"),
@@ -549,7 +541,7 @@ def test_without_buckets_results_are_unchanged_bit_for_bit():
     }
     assert {e.job: (e.comm_mean_s.hex(), e.finish_s.hex()) for e in res.jobs} == golden
     assert res.events == 965
-    assert simulate(g, uniform(g), _mix(g), SimOptions(mtu=1500, latency_s=1e-5, burst_bytes=0.0)) == res
+    assert simulate(g, uniform(g), contending_mix(), SimOptions(mtu=1500, latency_s=1e-5, burst_bytes=0.0)) == res
 
 
 def test_bad_bucket_depths_are_named():

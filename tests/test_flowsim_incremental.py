@@ -6,6 +6,7 @@ should; misuse fails with the offending value."""
 import math
 
 import pytest
+from conftest import contending_mix, uniform_rates
 
 from common.errors import JobError, TopologyError
 from sim.flowsim import FlowEngine, RunState, SimJob, SimOptions, simulate
@@ -21,7 +22,7 @@ ELSEWHERE = ("h9", "h13")  # pods 3 and 4: no directed link in common with SHARE
 
 def uniform(g, mbps=B_MBPS):
     """Every link at the same rate."""
-    return {(u, v): mbps for u, v in g.edges()}
+    return uniform_rates(g, mbps)
 
 
 def per_iteration_comm(records, job):
@@ -43,13 +44,6 @@ def run_to_end(engine):
     return states
 
 
-def _mix():
-    return [
-        SimJob("a", ("h1", "h5", "h9", "h13"), "ring", (16000, 4000), 0.003, 3, 1),
-        SimJob("b", ("h2", "h6", "h10", "h14", "h3"), "hd", (20000,), 0.001, 2, 0, start_s=0.001),
-        SimJob("c", ("h4", "h8", "h12", "h16"), "gloo", (8000, 8000), 0.0, 4, 2),
-        SimJob("d", ("h1", "h1", "h7", "h15"), "hd", (16000,), 0.002, 3),
-    ]
 
 
 # -- driven to the end, the engine is simulate() -------------------------------------------------
@@ -60,7 +54,7 @@ def test_adding_all_then_advancing_gives_simulate_bit_for_bit(options):
     """All jobs added, then advance(inf) until nothing is left: the same records, estimates and event
     count as simulate(), each finished run reported once with simulate's estimate."""
     g = fat_tree(4)
-    jobs = list(reversed(_mix()))
+    jobs = list(reversed(contending_mix()))
     want = simulate(g, uniform(g), jobs, options)
     engine = FlowEngine(g, uniform(g), options)
     for spec in jobs:

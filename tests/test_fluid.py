@@ -10,6 +10,7 @@ import random
 
 import numpy as np
 import pytest
+from conftest import uniform_rates
 from reference_fluid import Demand, ReferenceFluid, water_fill
 
 from common.errors import JobError, TopologyError
@@ -29,7 +30,8 @@ COMPUTE_S = 0.01
 
 
 def uniform(g, mbps=B_MBPS):
-    return {(u, v): mbps for u, v in g.edges()}
+    """Every link at the same rate."""
+    return uniform_rates(g, mbps)
 
 
 def levels_at_start(g, jobs, overlap: str) -> dict[str, float]:

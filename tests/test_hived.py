@@ -7,21 +7,17 @@ from collections import Counter
 from fractions import Fraction
 
 import pytest
+from conftest import M_BYTES, cross_traffic
 from placement_cases import cluster
 
 from common.errors import PlacementError
 from jobs.patterns import pattern
-from placement import Cluster, JobRequest, MachineInfo, Placement, make_policy
+from placement import Cluster, JobRequest, MachineInfo, make_policy
 from placement.hived import HivedPolicy
-from placement.metrics import cross_machine_traffic_bytes, used_machines
+from placement.metrics import used_machines
 
-M_BYTES = 4 * 1024 * 16
 """Allreduce payload M of the test vectors (bytes; divisible by every chunking used)."""
 
-
-def cross_traffic(p: Placement, steps) -> Fraction:
-    """Cross-machine traffic in units of M (the Titan paper's accounting, ``placement.metrics``)."""
-    return Fraction(cross_machine_traffic_bytes(p, steps), M_BYTES)
 
 
 def paper_hd_steps(p: int, size_bytes: int) -> list[list[tuple[int, int, int]]]:

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import ROOT as REPO
 
 from common import errors
 from ina.engine import Aggregator, JobTree, ParameterServer
@@ -39,8 +40,6 @@ from ina.protocol import (
     values_bytes,
     worker_port,
 )
-
-REPO = __file__.rsplit("/tests/", 1)[0]
 
 # Written by hand from the field table: version, flags, job_id, seq, bitmap, fan_in, reserved, slot,
 # count, pad, then 32 big-endian int32 values.

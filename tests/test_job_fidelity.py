@@ -10,11 +10,11 @@ Every bound is hand-computed on a k=4 fat-tree at 4 Gbit/s paper scale, scale 50
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
+from conftest import ROOT as REPO
 
 from common.errors import JobError
 from common.units import scale_bw_mbps
@@ -25,7 +25,6 @@ from measure.cpu import CpuSummary
 from measure.fidelity import JobEvidence, JobVerdict, LinkCheck, assess, job_verdicts
 from topo import fat_tree
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCALE = 500.0
 PAPER_MBPS = 4000.0
 RATE_MBPS = PAPER_MBPS / SCALE  # 8 Mbit/s: 1 byte per microsecond

@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from common.errors import JobError
 from jobs.launcher import Addresses, RankSettings, WorkerSpec, launch, local_exec, plan_workers, wait_all
 from jobs.models import get_model, scaled_buckets
 from placement.base import GpuSlot, JobRequest, Placement
 
-REPO = Path(__file__).resolve().parent.parent
 IPS = {"h1": "10.0.0.1", "h2": "10.0.0.2", "h3": "10.0.0.3"}
 IFNAMES = {"h1": "h1-eth0", "h2": "h2-eth0"}
 

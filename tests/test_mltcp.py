@@ -7,11 +7,11 @@ the file near 2 s on a busy 2-core machine.
 
 from __future__ import annotations
 
-import pathlib
 import subprocess
 import sys
 
 import pytest
+from conftest import REPO
 
 from common.errors import ConfigError
 from sim.mltcp import (
@@ -27,7 +27,6 @@ CAPACITY_GBPS = 50.0
 ITER_MS = 100.0
 COMM_FRACTION = 0.4
 COMM_MS = COMM_FRACTION * ITER_MS
-REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 # --- the spec's reference (§10), verbatim; noqa marks only its one-line statements ---

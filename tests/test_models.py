@@ -7,9 +7,9 @@ import json
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from common.errors import JobError
 from common.units import scale_bytes
@@ -24,7 +24,6 @@ from jobs.models import (
     scaled_buckets,
 )
 
-REPO = Path(__file__).resolve().parent.parent
 TIRESIAS_TENSORS = REPO / "data" / "tiresias" / "model_large_tensors_mb.json"
 
 PUBLISHED_PARAMS = {  # torchvision / Hugging Face parameter counts

@@ -6,9 +6,9 @@ import random
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from common.errors import PlacementError
 from placement import (
@@ -32,7 +32,6 @@ from placement.metrics import (
 )
 
 BASELINES = ["random", "consolidate", "spread"]
-REPO = Path(__file__).resolve().parent.parent
 
 
 def make_cluster(spec: list[tuple[str, int, int, str]]) -> Cluster:

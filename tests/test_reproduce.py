@@ -13,18 +13,15 @@ import csv
 import json
 import os
 import subprocess
-import sys
 
 import pytest
-from conftest import ROOT
+from conftest import CLI
 
 from common.errors import ConfigError, EmulationError
 from experiment import BACKENDS
 from reproduce import REPRODUCTIONS, get
 from reproduce.base import Figure, Reproduction
 from reproduce.run import catalogue_lines, choose_backend, run_reproduction
-
-CLI = [sys.executable, os.path.join(ROOT, "run_testbed.py")]
 
 
 @pytest.mark.parametrize("name,backend", [(n, b) for n, cls in REPRODUCTIONS.items() for b in cls.backends])

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 from test_experiment_loop import small_cfg  # the loop tests' three jobs on a k=4 fat-tree
 
 from backend.protocol import RunEnd
@@ -30,7 +30,6 @@ from placement.base import Cluster, GpuSlot, MachineInfo, Placement
 from scheduling.recorded import RecordedSchedule
 from sim.flowsim import SimJob, simulate
 
-REPO = Path(__file__).resolve().parent.parent
 FIELDS = ("comm_mean_s", "compute_mean_s", "iteration_mean_s")
 
 

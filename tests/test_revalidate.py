@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from common.errors import ConfigError
 from experiment.config import from_dict, to_dict
@@ -28,7 +29,6 @@ from placement.base import GpuSlot, Placement
 from topo import fat_tree
 from topo.io import write_topology_json
 
-REPO = Path(__file__).resolve().parent.parent
 TRUE_LATENCY_US = 80.0
 CFG = {"name": "rv", "topology": {"kind": "fat_tree", "k": 4, "gpus_per_machine": 4, "bw_mbps": 10000},
        "scale": 500, "iterations": 3, "warmup_iterations": 1, "scheduler": "waves", "policies": ["p"],

@@ -7,6 +7,7 @@ import zlib
 
 import networkx as nx
 import pytest
+from conftest import ROOT
 
 from common.errors import TopologyError
 from topo import fat_tree, leaf_spine, machines, natural_key, switches
@@ -21,8 +22,6 @@ from topo.routing import (
     stable_hash,
 )
 from topo.schema import assign_ports, machine_ip, machine_mac
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")

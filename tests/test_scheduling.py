@@ -6,16 +6,14 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from common.errors import ConfigError, JobError
 from experiment.durations import duration_job, run_durations
 from placement import Cluster, MachineInfo, make_policy
 from scheduling import SCHEDULERS, FifoScheduler, JobStatus, TiresiasScheduler, make_scheduler
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def random_statuses(seed: int) -> list[JobStatus]:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, needs
+from conftest import CLI, ROOT, needs, run_cli
 
 from common.errors import ConfigError
 from experiment.config import ExperimentConfig, JobConfig, TopologyConfig
@@ -26,7 +26,6 @@ from experiment.summary import PolicySummary
 from experiment.sweep import ROW_COLUMNS, PointResult, run_sweep, sweep_rows, sweep_stats, table_lines
 from experiment.sweep_spec import Vary, parse_seeds, parse_vary, sweep_points
 
-CLI = [sys.executable, os.path.join(ROOT, "run_testbed.py")]
 OVERSUB = ("topology", "oversubscription")
 TINY_YAML = """name: tiny
 topology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_leaf: 2, gpus_per_machine: 2}
@@ -345,9 +344,6 @@ def test_policy_that_cannot_place_makes_the_sweep_incomplete(tmp_path):
 
 # -- the command line --------------------------------------------------------------------------------
 
-
-def run_cli(*args, timeout=60):
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
 @pytest.mark.parametrize("args, pattern", [

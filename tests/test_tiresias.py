@@ -13,6 +13,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from common.errors import ConfigError, JobError, PlacementError
 from experiment.durations import duration_job, run_durations
@@ -508,7 +509,6 @@ def test_r_compat_sorts_every_queue_including_the_last():
     assert jcts(default) == {"a": 27300, "b": 40090, "c": 100}
 
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def authors_jcts(column: str) -> list[float]:

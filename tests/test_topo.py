@@ -7,6 +7,7 @@ import sys
 
 import networkx as nx
 import pytest
+from conftest import ROOT
 from fifos import read_fifo_within
 
 from common.errors import TopologyError
@@ -24,8 +25,6 @@ from topo import (
 )
 from topo.io import MAX_FILE_BYTES
 from topo.schema import EMULATOR_LIMITS, SIMULATOR_LIMITS, assign_ports, machine_ip, machine_mac
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def tiny_topology() -> nx.Graph:

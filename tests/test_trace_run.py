@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT as REPO
 
 from common.errors import ConfigError
 from experiment import config, make_backend
@@ -19,7 +20,6 @@ from experiment.run import experiment_jobs, trace_jobs
 from experiment.simrun import simulate_policy
 from jobs.models import get_model
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRACE_YAML = os.path.join(REPO, "experiments", "trace.yaml")
 HEADER = "job_id,submission_time,duration,num_gpu\n"
 

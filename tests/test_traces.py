@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 import experiment.traces as traces_module
 from common.errors import ConfigError
@@ -27,7 +28,6 @@ from experiment.traces import (
 )
 from jobs.models import MODELS
 
-REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "traces"
 
 RAW_HEADER = "job_id,submission_time,duration,num_gpu"
