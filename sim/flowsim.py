@@ -26,7 +26,7 @@ communication times can be compared with the emulator's measurements:
   estimate aggregates those records as :func:`measure.iterations.job_iteration_times` does: per
   iteration the slowest rank's communication time, then the mean over iterations.
 
-Modelling decisions where the runtime leaves a choice ([R] in ``shared/specs`` terms):
+Modelling decisions where the runtime leaves a choice ([R], as ``docs/resolutions.md`` tags a resolution):
 
 * [R] The agent hands a message to the kernel with a blocking ``sendall`` and moves on to its
   receptions once the last byte is in the socket buffer, before the peer has it all; here a
@@ -97,7 +97,7 @@ timing. Cost: O(C) more per reallocation, as the token buckets.
 MLTCP ([R], ``SimOptions.mltcp``, :class:`sim.mltcp.MltcpFlows`; off by default: max-min). The
 flows share links by weighted max-min (:func:`sim.maxmin.maxmin_levels`): a flow's rate is its
 weight times the level its links allow, its weight ``F(bytes_ratio) ** gamma`` of its directed
-connection (job run, sender rank, receiver rank), the fluid model of ``shared/specs/cassini.md``
+connection (job run, sender rank, receiver rank), the fluid model of ``docs/resolutions.md`` Cassini
 §6.4 item 5 (a) on a routed fabric. A connection's ``bytes_ratio`` follows the emulator's BPF
 program (:class:`sim.mltcp.MltcpLedger`): bytes delivered since its iteration started, which the
 idle-gap rule decides when a transfer enters the network, over those of its last iteration, learned
