@@ -122,7 +122,7 @@ class Backend(abc.ABC):
     def shift(self, shifts: Sequence[TimeShift]) -> bool:
         """Align these running jobs' iterations from now on: each job's next iteration, and every
         later one it drifts from, starts at ``now_s + shift_s`` modulo its ``period_s`` (Cassini's
-        time shifts, ``shared/specs/cassini.md`` §5.4).
+        time shifts, ``docs/resolutions.md`` Cassini §5.4).
 
         Returns:
             True when this back end applies them; False (the default) when it cannot, which the

@@ -2,7 +2,7 @@
 """Wall time of the flow-level simulator for 100, 1,000 and 10,000 jobs, step-level (sim.flowsim) or fluid (sim.fluid).
 
 The cluster is Titan's simulated one: a k = 16 fat-tree with 8 of its 16 pods used (512
-machines x 8 GPUs; ``shared/specs/titan.md`` A25) at 100 Gbit/s, here the builder's full k = 16
+machines x 8 GPUs; ``docs/resolutions.md`` Titan A25) at 100 Gbit/s, here the builder's full k = 16
 fabric with jobs placed on the first 512 machines. ``--machines N`` places them on the first N
 machines of the smallest fat-tree that has them instead (k = 36 for 10,000: 11,664 machines,
 built with the simulator's size limits, :data:`topo.schema.SIMULATOR_LIMITS`). Jobs arrive as a

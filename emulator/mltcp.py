@@ -1,7 +1,7 @@
 """MLTCP on the emulator: a TCP congestion control registered as BPF struct_ops for the run.
 
 ``congestion_control: mltcp_reno`` or ``mltcp_cubic`` in a config makes every emulated host's TCP
-that MLTCP variant (:data:`VARIANTS`; ``shared/specs/cassini.md`` §6): Reno or CUBIC whose window
+that MLTCP variant (:data:`VARIANTS`; ``docs/resolutions.md`` Cassini §6): Reno or CUBIC whose window
 growth is scaled by ``F = slope × bytes_ratio + intercept``, ``bytes_ratio`` being how far a flow is
 through its iteration's bytes (the last iteration's, learned), iterations told apart by the
 idle-gap rule. The programs are ``emulator/bpf/mltcp_<variant>.bpf.c``; what they share is

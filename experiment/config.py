@@ -73,7 +73,7 @@ RUNTIMES = ("agent", "torch")
 ROUTING_MODES = ("ecmp", "select")
 MLTCP_CONGESTION_CONTROLS = ("mltcp_reno", "mltcp_cubic")
 """MLTCP variants the emulator registers as BPF struct_ops for the run (:data:`emulator.mltcp.VARIANTS`):
-Reno's additive increase, or CUBIC's window growth, scaled by F (``shared/specs/cassini.md`` §6.4 3.)."""
+Reno's additive increase, or CUBIC's window growth, scaled by F (``docs/resolutions.md`` Cassini §6.4 3.)."""
 CONGESTION_CONTROLS = ("reno", "cubic", "dctcp", "bbr", "vegas", "westwood", "htcp", "highspeed", "illinois",
                        "bic", "scalable", "lp", "veno", "yeah", "hybla", "nv", "cdg", *MLTCP_CONGESTION_CONTROLS)
 """Linux TCP congestion-control modules (``tcp_<name>.ko``), whose presence is checked at run time,
@@ -203,7 +203,7 @@ class TraceConfig:
 
     Each trace job is one data-parallel job of ``num_gpu`` workers submitted at its (re-based)
     submission time. Its work is its trace duration taken as time on a free network: iterations =
-    duration / the model's compute time per iteration (NetPack's simulator, ``shared/specs/netpack.md``
+    duration / the model's compute time per iteration (NetPack's simulator, ``docs/resolutions.md`` NetPack
     §5.3: "N = trace duration / ideal iteration time", the ideal here without any communication), so
     a job's JCT over its duration is what queueing and the network cost it.
 

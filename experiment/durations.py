@@ -1,7 +1,7 @@
 """The ``durations`` back end: every job runs for a known time, whatever its placement.
 
 This is the model of the scheduling papers' simulators (Tiresias' authors' simulator with its
-``count`` placement, ``shared/specs/tiresias.md`` §2.4 and Appendix A): a running job gains
+``count`` placement, ``docs/resolutions.md`` Tiresias §2.4 and Appendix A): a running job gains
 ``workers`` GPU-seconds of service per second and finishes when it has run ``duration_s``;
 the network plays no part. Preemption costs nothing and keeps the service attained. With it
 the loop runs the papers' toy examples and the specs' test vectors exactly.

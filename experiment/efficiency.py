@@ -1,4 +1,4 @@
-"""The NetPack paper's job-level metrics (spec ``netpack.md`` §5.6), for both back ends' reports.
+"""The NetPack paper's job-level metrics (``docs/resolutions.md`` NetPack §5.6), for both back ends' reports.
 
 * **JCT normalised to a reference policy**: each policy's mean job completion time over the
   reference's (the paper normalises to NetPack = 1). The reference is the first policy named

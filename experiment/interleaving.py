@@ -1,6 +1,6 @@
 """Whether jobs that share links interleave: per iteration, how much of a job's Up phase another job
 sharing its links spends in its own Up phase, and from which iteration that stays small
-(``shared/specs/cassini.md`` §6.4 item 6: "iterations until interleaving ... Up-phase overlap below
+(``docs/resolutions.md`` Cassini §6.4 item 6: "iterations until interleaving ... Up-phase overlap below
 y%"; §8.6).
 
 Jobs *share links* when one ran while the other did (first iteration's start to last one's end) on a

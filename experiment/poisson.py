@@ -1,4 +1,4 @@
-"""Poisson job traces of chosen models at a chosen load (Cassini's trace (i), ``shared/specs/cassini.md``
+"""Poisson job traces of chosen models at a chosen load (Cassini's trace (i), ``docs/resolutions.md`` Cassini
 §7.4, §8.4): a trace file any experiment reads with ``trace.file``.
 
 Jobs arrive as a Poisson process. Each draws its model uniformly from ``models`` (the thesis's 13

@@ -1,5 +1,5 @@
 """Jobs' iteration and Up-phase times measured in a run, as a ``profiles.json`` Cassini reuses
-(``cassini: {profiles: FILE}``; ``shared/specs/cassini.md`` §2.4: profiles are taken in isolation).
+(``cassini: {profiles: FILE}``; ``docs/resolutions.md`` Cassini §2.4: profiles are taken in isolation).
 
 From a policy's iterations (``<run>/<policy>/timeline.csv``, either back end's;
 :mod:`experiment.timeline`), for every job: its iteration time, the mean interval between the

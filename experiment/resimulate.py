@@ -154,7 +154,7 @@ def start_offsets(phases: Sequence, batches: Sequence[Sequence[str]]) -> dict[st
     (virtual seconds, from :class:`experiment.timeline.UpPhase` s).
 
     [R] Jobs started together are, in the simulator, exactly in step; under MLTCP
-    (:class:`sim.mltcp.MltcpFlows`) that is a fixed point that never separates (``shared/specs/cassini.md``
+    (:class:`sim.mltcp.MltcpFlows`) that is a fixed point that never separates (``docs/resolutions.md`` Cassini
     §6.3) however strongly F favours the leader, while the emulated jobs begin a few ms apart (each rank
     passes the start gate at its own moment) and separate from there. So an emulated MLTCP run is
     re-simulated with each job starting this much after the others, its warm-up run from there; under

@@ -3,7 +3,7 @@
 The NetPack paper's figures vary one parameter (Fig. 12 the cross-rack oversubscription 1:1 to
 20:1, Fig. 11 the switch memory, Fig. 9 the cluster size), run each experiment 10 times and plot
 every policy's mean JCT normalised to NetPack's, bars the mean and error bars the standard
-deviation over the runs (spec ``shared/specs/netpack.md`` §5.6-5.7). ``run_testbed.py sweep``
+deviation over the runs (``docs/resolutions.md`` NetPack §5.6-5.7). ``run_testbed.py sweep``
 does that on the flow-level simulator (or, with ``--backend emu``, on the emulated network, one
 point after another)::
 

@@ -1,6 +1,6 @@
 """When each job communicates: the Up phase of every iteration, from either back end's iteration
 records, as a table (``<policy>/timeline.csv``) and a plot (``timelines.png``): how a person sees
-whether jobs sharing links interleave (Cassini, ``shared/specs/cassini.md`` §8.6).
+whether jobs sharing links interleave (Cassini, ``docs/resolutions.md`` Cassini §8.6).
 
 A job's iteration ``i`` is, over its ranks' records of ``i``: its start (the first rank's), the
 start of its Up phase (the first rank's end of compute: the first bucket's transfers begin) and

@@ -48,7 +48,7 @@ for a field, its line, column and value. Reading is O(n log n) for n rows (the s
 
 :func:`assign_models` gives a model to the jobs of a trace without one, drawn uniformly from a
 pool with a seeded generator; :data:`NETPACK_MODEL_POOL` is NetPack's (Zhao et al., ASPLOS'24,
-``shared/specs/netpack.md`` §5.4: VGG11/16/19, AlexNet, ResNet50/101, uniformly, as Optimus did).
+``docs/resolutions.md`` NetPack §5.4: VGG11/16/19, AlexNet, ResNet50/101, uniformly, as Optimus did).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ MAX_TRACE_BYTES = 64 << 20
 """Largest trace file read (``philly.csv``, 82,247 jobs, is 3.4 MB)."""
 
 NETPACK_MODEL_POOL = ("vgg11", "vgg16", "vgg19", "alexnet", "resnet50", "resnet101")
-"""The models NetPack draws trace jobs' models from, uniformly (``shared/specs/netpack.md`` §5.4)."""
+"""The models NetPack draws trace jobs' models from, uniformly (``docs/resolutions.md`` NetPack §5.4)."""
 
 _TIMESTAMP_RE = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 _EPOCH = datetime(1970, 1, 1)

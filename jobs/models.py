@@ -12,7 +12,7 @@ Where the numbers come from:
   parameter counts (ResNet-50 25,557,032 = 25.6M; VGG-16 138,357,544 = 138.4M; BERT-base
   109,482,240 = 110M), which ``tests/test_models.py`` checks, together with the >1 MiB
   tensors against the list in ``data/tiresias/model_large_tensors_mb.json``. The fp32
-  sizes match the "Memory" column of Cassini's Table 4.2 (``shared/specs/cassini.md`` §7.3:
+  sizes match the "Memory" column of Cassini's Table 4.2 (``docs/resolutions.md`` Cassini §7.3:
   ResNet50 98 MB, VGG16 528 MB, VGG19 549 MB); its BERT row (450 MB) is larger than
   ``BertModel``'s 417.6 MiB, probably because it counts a pre-training head.
   GoogLeNet is TF-benchmarks' version (the model of Tiresias' traces): 6,998,552 parameters,

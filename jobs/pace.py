@@ -1,5 +1,5 @@
 """The common clock of one decision's time-shifted jobs, and the pace that keeps them on it
-(``shared/specs/cassini.md`` §5.4 [REC], extended).
+(``docs/resolutions.md`` Cassini §5.4 [REC], extended).
 
 Cassini's shifts place each job's iterations on one circle: job ``j`` starts an iteration when
 the decision's clock reads ``shift_j`` modulo its iteration time ``T_j``. With the clock the wall

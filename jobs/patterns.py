@@ -8,7 +8,7 @@ same rule (:func:`chunk_elems`, PyTorch's ``tensor_split``) and both skip empty 
 ``tests/test_patterns.py`` checks this against instrumented runs. Empty steps are kept, so
 ``len(pattern(...))`` is the algorithm's step count ``T``.
 
-Algorithms (``shared/specs/titan.md`` §1.3):
+Algorithms (``docs/resolutions.md`` Titan §1.3):
 
 * ``ring`` (§1.3.3): reduce-scatter then allgather, ``2(p-1)`` steps; in every step rank
   ``r`` sends one chunk (about ``M/p``) to ``(r+1) mod p``.

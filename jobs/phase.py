@@ -1,5 +1,5 @@
 """A job's iteration phase against a common time origin: Cassini's time shift applied, its phase
-error measured every iteration, and the re-alignment when it drifts (``shared/specs/cassini.md`` §5.4).
+error measured every iteration, and the re-alignment when it drifts (``docs/resolutions.md`` Cassini §5.4).
 
 A time shift says: from the decision's time ``origin_s`` on, the job's iterations start at
 ``origin_s + shift_s`` modulo its iteration time ``period_s``. Before each iteration the job asks

@@ -133,7 +133,7 @@ class PlacementContext:
 @dataclasses.dataclass(frozen=True)
 class TimeShift:
     """Where a job's iterations should start: at the decision's time plus ``shift_s``, modulo
-    ``period_s`` (Cassini's time-shift against a common origin, ``shared/specs/cassini.md`` §5.4).
+    ``period_s`` (Cassini's time-shift against a common origin, ``docs/resolutions.md`` Cassini §5.4).
 
     Attributes:
         job: the job name (placed now or already running).

@@ -16,7 +16,7 @@ a job of ``w`` workers, with "free" counting GPUs given to earlier jobs of this 
    ``>= r`` free GPUs, the one with the fewest free GPUs (best fit, ties by machine order).
    The ``k``-th machine of the sorted order always qualifies, so ``k`` stays minimal.
 
-YARN-CS (``idle_first=True``). Tiresias (NSDI'19 §2.2; ``shared/specs/tiresias.md`` §4.1,
+YARN-CS (``idle_first=True``). Tiresias (NSDI'19 §2.2; ``docs/resolutions.md`` Tiresias §4.1,
 §6.1) describes Microsoft's YARN-CS as strict consolidation: a job that needs more than one
 machine gets *completely free* machines ("a 16-GPU job on 4-GPU servers needs 4 completely
 free servers"), else it waits, and the authors' simulator does exactly this

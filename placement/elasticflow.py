@@ -1,8 +1,8 @@
 """ElasticFlow placement as Titan's evaluation characterises it ("EF-F"): best-fit consolidation.
 
 Gu et al., "ElasticFlow: An Elastic Serverless Training Platform for Distributed Deep
-Learning", ASPLOS 2023, as a baseline of Titan (``shared/specs/titan.md`` §3.1; tags: [P]
-the Titan paper, [R] the spec's resolution). ElasticFlow places a job's workers on as few
+Learning", ASPLOS 2023, as a baseline of Titan (``docs/resolutions.md`` Titan §3.1; tags: [P]
+the Titan paper, [R] our resolution). ElasticFlow places a job's workers on as few
 machines as possible with best fit, sizes jobs in powers of two, and never spills a job
 over fragments: it waits instead [P]. For a job of ``p`` workers, "free" counting GPUs
 given to earlier jobs of the same call:

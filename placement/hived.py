@@ -1,7 +1,7 @@
 """HiveD placement as Titan's evaluation characterises it ("HiveD-F"): fragments first.
 
 Zhao et al., "HiveD: Sharing a GPU Cluster for Deep Learning with Guarantees", OSDI 2020,
-as a baseline of Titan (``shared/specs/titan.md`` §3.2; [P] the Titan paper, [R] the spec's
+as a baseline of Titan (``docs/resolutions.md`` Titan §3.2; [P] the Titan paper, [R] our
 resolution). HiveD-F uses fragmented GPUs first, so a job's workers spread over partly used
 machines: fewer machines are left fragmented, at the price of cross-machine traffic [P].
 

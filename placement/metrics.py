@@ -47,7 +47,7 @@ def cross_machine_traffic_bytes(placement: Placement, steps) -> int:
 
     Per step, each rank pair on different machines counts once, at the larger of its two
     directions: a symmetric exchange counts the bytes each side sends, a one-way transfer its
-    bytes (spec titan.md §1.3, "accounting convention").
+    bytes (docs/resolutions.md Titan §1.3, "accounting convention").
 
     Args:
         placement: rank ``r`` runs on ``placement.slots[r].machine``.

@@ -1,5 +1,5 @@
 """Themis-like placement: each job on as few racks, then as few machines, as hold it; and the
-alternatives of equal objective that Cassini ranks (``shared/specs/cassini.md`` §5.1, §8.4).
+alternatives of equal objective that Cassini ranks (``docs/resolutions.md`` Cassini §5.1, §8.4).
 
 Themis (Mahajan et al., NSDI'20) allocates GPUs by auctions for finish-time fairness; its only
 network model is a slowdown for workers spread across racks (§5.1 [T]). Its placement is

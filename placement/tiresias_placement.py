@@ -1,13 +1,13 @@
 """Tiresias' profile-based placement as Titan's evaluation characterises it ("Tiresias-F").
 
 Gu et al., "Tiresias: A GPU Cluster Manager for Distributed Deep Learning", NSDI 2019,
-§3.3, as a baseline of Titan (``shared/specs/titan.md`` §3.3; ``shared/specs/tiresias.md``
-§4; [P] a paper, [R] a spec's resolution). Tiresias consolidates only jobs whose model is
+§3.3, as a baseline of Titan (``docs/resolutions.md`` Titan §3.3 and Tiresias
+§4; [P] a paper, [R] our resolution). Tiresias consolidates only jobs whose model is
 sensitive to placement, i.e. whose tensor sizes are skewed (one huge tensor is one huge,
 unsplittable message), and spreads the others to balance network load.
 
-Skew [R] (``tiresias.md`` ⚠ A1, ``titan.md`` ⚠ A24): ``largest tensor / total`` over the
-tensors >= 1 MB that Tiresias' simulator lists (``shared/data/tiresias/
+Skew [R] (``docs/resolutions.md`` Tiresias ⚠ A1, Titan A24): ``largest tensor / total`` over the
+tensors >= 1 MB that Tiresias' simulator lists (``data/tiresias/
 model_large_tensors_mb.json``; the values are in :data:`TENSOR_SKEW`, and
 ``tests/test_tiresias.py`` checks them against the file). The other models the shipped traces
 name (GoogLeNet in Tiresias' trace, ElasticFlow's BERT, GPT-2 and DeepSpeech2 in the ITP and
@@ -26,7 +26,7 @@ For a job of ``p`` workers ("free" counting GPUs given to earlier jobs of the ca
   demand is at least the machine's size (``floor(p / K)`` machines of ``K`` GPUs), plus the
   best-fit machine for the remainder. If that is impossible the job **waits** (``strict``,
   default, Titan's reading) or, with ``strict=False``, takes the machines with the most free
-  GPUs until it fits (Tiresias' non-strict reading, ``tiresias.md`` ⚠ A3).
+  GPUs until it fits (Tiresias' non-strict reading, ⚠ A3).
 * Not sensitive, load-balanced spread [R]: machines with a free GPU ordered by (NIC load
   ascending, free GPUs descending, machine order); take ``min(free, r)`` from each in turn.
   The view carries no traffic, so NIC load is approximated [R] by the number of GPUs on the
@@ -68,7 +68,7 @@ TENSOR_SKEW: dict[str, float] = {
     "inception4": 0.044,
     "inception3": 0.138,
 }
-"""Largest tensor / total over the tensors >= 1 MB of Tiresias' simulator lists (``titan.md`` §3.3)."""
+"""Largest tensor / total over the tensors >= 1 MB of Tiresias' simulator lists (``docs/resolutions.md`` Titan §3.3)."""
 
 TRACE_MODEL_SKEW: dict[str, float] = {
     # Tiresias' Table 6 (NSDI'19 §3.3): largest tensor 3.9 MB / 26.7 MB. Its simulator has no

@@ -1,14 +1,14 @@
 """Titan: non-idle-machine-aware worker placement.
 
 Fang, Zhao, Xu, Luo, Yao, Xie, "Non-Idle Machine-Aware Worker Placement for Efficient Distributed
-Training in GPU Clusters" (IEEE conference; text in ``shared/papers/titan-paper.txt``), implemented
-from ``shared/specs/titan.md``. Objectives, lexicographic (§1.6): (O1) touch as few *idle* machines
+Training in GPU Clusters" (IEEE conference), implemented as ``docs/resolutions.md`` (Titan) resolves
+it. Objectives, lexicographic (§1.6): (O1) touch as few *idle* machines
 as possible, (O2) then as few machines as possible; we add (O3) cross-machine traffic ``X`` (§1.4),
 which the paper's Fig. 1 relies on but its formulation does not contain (§6 A9).
 
 Two algorithms, chosen with ``variant``:
 
-* ``variant="r"`` (default): **Titan-R**, the spec's validated resolution (§2.4, all of it [R]).
+* ``variant="r"`` (default): **Titan-R**, our validated resolution (§2.4, all of it [R]).
   For ``u = u_min ..`` idle machines (taken in :func:`select_idle` order) it covers the rest of
   the job with a max-coverage greedy over non-idle machines (best fit, with a look-ahead on the
   completing pick), maps workers with the pattern-aware :func:`pack` + :func:`refine`, and
@@ -21,7 +21,7 @@ Two algorithms, chosen with ``variant``:
   ``S_f ∪ Φ_n``; ties, which the paper leaves open, go to non-idle machines, then smaller ``R_s``,
   then machine order [R]. Workers go to machines in (shuffled) rank order, with no pattern
   awareness. Kept for comparison: on the paper's own Fig. 1 it picks the idle machine (§5.1
-  discussion), which is why the spec resolves the algorithm as Titan-R.
+  discussion), which is why we resolve the algorithm as Titan-R.
 
 Ring grouping (named deviation from §2.4.2, see :func:`placement.titan_patterns.ring_trees`):
 for a ring, PACK + REFINE run on both the spec's balanced tree of contiguous rank ranges and

@@ -1,6 +1,6 @@
 """Communication patterns ``C^t`` and the placement-dependent traffic quantities of Titan.
 
-Implements ``shared/specs/titan.md`` §1.3 (the ``C^t`` tensor), §1.4 (cross-machine traffic,
+Implements ``docs/resolutions.md`` Titan §1.3 (the ``C^t`` tensor), §1.4 (cross-machine traffic,
 per-step machine-pair volume, NIC egress and the NIC-time model) and §2.4.2 (the block tree of
 "communication-closed" worker groups that Titan-R packs onto machines).
 
@@ -389,9 +389,9 @@ RING_GROUPINGS = ("both", "balanced", "chain")
 def ring_trees(pattern: CommPattern, grouping: str = "both") -> tuple[Block, ...]:
     """The block trees to pack ``pattern`` with: one tree, except for a ring under ``both``.
 
-    Deviation from the spec, resolving an ambiguity of it (``titan.md`` §2.4.2 gives a ring the
-    balanced binary tree of contiguous rank ranges as its closed form, while the same section's
-    generic agglomerative clustering, checked by the spec on HD only, builds the chain for a
+    Deviation from our resolution, settling an ambiguity of it (``docs/resolutions.md`` Titan §2.4.2
+    gives a ring the balanced binary tree of contiguous rank ranges as its closed form, while the
+    same section's generic agglomerative clustering, checked on HD only, builds the chain for a
     ring). PACK of the balanced tree can cut more ring edges than needed: on free GPUs
     ``(4, 4, 3)`` a 10-worker ring packs as ``{0,1,2} {3,4,8,9} {5,6,7}`` (4 cut edges, X = 7.2M)
     and REFINE's single moves and swaps cannot join the two arcs on the middle machine, while 3

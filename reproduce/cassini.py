@@ -1,5 +1,5 @@
 """Cassini with a Themis-like scheduler against Themis alone (Cassini thesis Fig. 4.11(b), §4.5;
-spec ``cassini.md`` §7.4).
+``docs/resolutions.md`` Cassini §7.4).
 
 The thesis: on a Poisson trace of data-parallel jobs on its 24-GPU testbed, Th+Cassini's JCT is
 1.6x lower than Themis's on average and 1.8x at the 99th percentile. Here

@@ -1,4 +1,4 @@
-"""NetPack's headline results (NetPack paper §6; spec ``netpack.md``, its table of headline claims).
+"""NetPack's headline results (NetPack paper §6; ``docs/resolutions.md`` NetPack §5.8, its headline claims).
 
 Figs. 9, 11 and 12 are sweeps of the paper's simulated cluster on the simulator
 (``experiments/netpack_sim.yaml``, ``experiments/netpack_sim_4k.yaml``: Philly jobs as INA
@@ -171,7 +171,7 @@ WORKER_MBPS, PS_MBPS = 10_000.0, 100_000.0
 def aggregation_ratios(jobs: int, pat_ratio: float) -> list[float]:
     """Each job's aggregation ratio at its ToR when ``jobs`` 2-worker jobs (workers at 10 Gbit/s,
     each job's PS at 100 Gbit/s, results by multicast) share one rack whose PAT is ``pat_ratio``
-    times one job's rate (§6.4's set-up, spec ``netpack.md`` §5.2)."""
+    times one job's rate (§6.4's set-up, ``docs/resolutions.md`` NetPack §5.2)."""
     from sim.flowsim import SimJob, SimOptions
     from sim.fluid import FluidEngine
     from sim.ina import InaSpec

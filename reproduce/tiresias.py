@@ -1,4 +1,4 @@
-"""Tiresias on the trace its authors ship, beside their simulator (spec ``tiresias.md`` §2.4, Appendix A).
+"""Tiresias on the trace its authors ship, beside their simulator (``docs/resolutions.md`` Tiresias §2.4, Appendix A).
 
 The authors' simulator (SymbioticLab/Tiresias, ``simulator/run_sim.py``) runs its 60-job sample
 (``traces/tiresias/60_job.csv``) on 2 machines of 4 GPUs with ``count`` placement; its JCTs, job by

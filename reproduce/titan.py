@@ -1,4 +1,4 @@
-"""Titan's motivating example (Titan paper Fig. 1, §5.1; spec ``titan.md`` §5.1).
+"""Titan's motivating example (Titan paper Fig. 1, §5.1; ``docs/resolutions.md`` Titan §5.1).
 
 Four machines of four GPUs with 4, 3, 2 and 1 GPUs free and one 4-worker halving-doubling job
 of M bytes per allreduce. The paper: ElasticFlow packs it on the idle machine (4 machines in

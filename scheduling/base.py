@@ -1,10 +1,10 @@
 """The scheduling interface: which jobs should hold GPUs now, and which running jobs to preempt.
 
-Scheduling is the stage before placement (``shared/STYLE.md``: "Scheduling (order,
-preemption) is a separate stage from placement, so any scheduler combines with any placer").
+Scheduling (order, preemption) is the stage before placement, separate from it so that any
+scheduler combines with any placer (``docs/schedulers.md``).
 A scheduler sees the active jobs as :class:`JobStatus` snapshots (attained service in
 GPU-seconds, arrival time, running or waiting) and decides by GPU *count* only, as Tiresias
-does (``shared/specs/tiresias.md`` §3.6, ⚠ A14)::
+does (``docs/resolutions.md`` Tiresias §3.6, ⚠ A14)::
 
     decision = scheduler.schedule(jobs, total_gpus, now_s)
     runner: preempt decision.preempt, then hand decision.start (in that order) to the placer
@@ -95,7 +95,7 @@ def admit_by_count(ordered: Sequence[JobStatus], total_gpus: int) -> list[JobSta
     """Greedy admission in priority order, skipping jobs that do not fit (no head-of-line blocking).
 
     Every GPU counts as available, including those now held by running jobs
-    (``tiresias.md`` §3.6). O(n).
+    (``docs/resolutions.md`` Tiresias §3.6). O(n).
     """
     free, out = total_gpus, []
     for j in ordered:
@@ -154,7 +154,7 @@ class PriorityScheduler(Scheduler):
 
     Sort every active job by :meth:`key` (smaller first; ties: earlier arrival, then input
     order), admit greedily with skipping, preempt running jobs that are not admitted. This is
-    the continuous 2DAS of ``tiresias.md`` §2 and the oracle baselines of §6.3-6.4.
+    the continuous 2DAS of ``docs/resolutions.md`` Tiresias §2 and the oracle baselines of §6.3-6.4.
     """
 
     @abc.abstractmethod

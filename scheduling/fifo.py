@@ -1,6 +1,6 @@
 """FIFO scheduling: non-preemptive, in arrival order; with or without head-of-line blocking.
 
-Two baselines of Tiresias' evaluation (``shared/specs/tiresias.md`` §6.1-6.2):
+Two baselines of Tiresias' evaluation (``docs/resolutions.md`` Tiresias §6.1-6.2):
 
 * ``fifo`` ("Best-effort", [R]'s ``fjf``): running jobs keep their GPUs; waiting jobs are
   admitted in arrival order, and a job that does not fit in the GPUs left is skipped, so a
@@ -57,7 +57,7 @@ class FifoScheduler(Scheduler):
 
 
 class YarnCsScheduler(FifoScheduler):
-    """FIFO with head-of-line blocking, never preempts (YARN-CS, ``tiresias.md`` §6.1).
+    """FIFO with head-of-line blocking, never preempts (YARN-CS, ``docs/resolutions.md`` Tiresias §6.1).
 
     Args:
         seed: unused (deterministic); kept for the common interface.

@@ -1,4 +1,4 @@
-"""Themis-like scheduling: GPU leases auctioned for finish-time fairness (``shared/specs/cassini.md``
+"""Themis-like scheduling: GPU leases auctioned for finish-time fairness (``docs/resolutions.md`` Cassini
 §5.1, §7.4; Mahajan et al., "Themis: Fair and Efficient GPU Cluster Scheduling", NSDI'20).
 
 A job that wins GPUs holds them for a *lease* (``lease_s``, 10 minutes in the thesis's

@@ -1,8 +1,8 @@
 """Tiresias scheduling: 2D-LAS and 2D-Gittins, continuous and discretized (MLFQ).
 
 J. Gu et al., "Tiresias: A GPU Cluster Manager for Distributed Deep Learning", NSDI 2019,
-§3.2 and Pseudocodes 1-2, as resolved in ``shared/specs/tiresias.md`` (§2, §3; tags [R] =
-the authors' simulator, [S] = the spec's suggestion).
+§3.2 and Pseudocodes 1-2, as resolved in ``docs/resolutions.md`` Tiresias (§2, §3; tags [R] =
+the authors' simulator, [S] = our suggestion).
 
 Attained service is 2D: ``a = workers x executed time`` in GPU-seconds (§2.1).
 
@@ -176,7 +176,7 @@ def _round_half_up(x: float, digits: int) -> float:
 
 
 class RGittinsTable:
-    """The Gittins index exactly as the authors' simulator reads it ([R], ``tiresias.md`` §12).
+    """The Gittins index exactly as the authors' simulator reads it ([R], ``docs/resolutions.md`` Tiresias §12).
 
     SymbioticLab/Tiresias ``simulator/run_sim.py``: ``parse_job_dist`` sorts the integer samples
     and precomputes ``cal_r_gittins_index(v - 1)`` for every sample ``v``; ``get_gittins_index(a)``
@@ -254,7 +254,7 @@ def _distribution(samples_gpu_s: Sequence[float] | None, samples_path: str) -> S
 
 
 class LasScheduler(PriorityScheduler):
-    """Continuous 2D-LAS: least attained 2D service first (``tiresias.md`` §2.2), preemptive.
+    """Continuous 2D-LAS: least attained 2D service first (``docs/resolutions.md`` Tiresias §2.2), preemptive.
 
     Args:
         seed: unused (deterministic); kept for the common interface.
@@ -268,7 +268,7 @@ class LasScheduler(PriorityScheduler):
 
 
 class GittinsScheduler(PriorityScheduler):
-    """Continuous 2D-Gittins: highest sup-form index first (``tiresias.md`` §2.3-2.4), preemptive.
+    """Continuous 2D-Gittins: highest sup-form index first (``docs/resolutions.md`` Tiresias §2.3-2.4), preemptive.
 
     Args:
         seed: unused (deterministic); kept for the common interface.
@@ -293,7 +293,7 @@ class GittinsScheduler(PriorityScheduler):
 
 
 class SrsfScheduler(PriorityScheduler):
-    """Shortest remaining service (remaining time x GPUs) first; an oracle (``tiresias.md`` §6.4).
+    """Shortest remaining service (remaining time x GPUs) first; an oracle (``docs/resolutions.md`` Tiresias §6.4).
 
     Args:
         seed: unused (deterministic); kept for the common interface.
@@ -309,7 +309,7 @@ class SrsfScheduler(PriorityScheduler):
 
 
 class SrtfScheduler(SrsfScheduler):
-    """Shortest remaining time first; an oracle (``tiresias.md`` §6.3).
+    """Shortest remaining time first; an oracle (``docs/resolutions.md`` Tiresias §6.3).
 
     Args:
         seed: unused (deterministic); kept for the common interface.
@@ -323,7 +323,7 @@ class SrtfScheduler(SrsfScheduler):
 
 
 class _QueueState:
-    """Tiresias' bookkeeping for one job (``tiresias.md`` §3.7 per-job state).
+    """Tiresias' bookkeeping for one job (``docs/resolutions.md`` Tiresias §3.7 per-job state).
 
     ``pos`` is the job's place in its queue's list (smaller is nearer the head): a fresh,
     largest number puts the job at the tail, as [R]'s ``list.append`` does.

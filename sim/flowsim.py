@@ -27,7 +27,7 @@ communication times can be compared with the emulator's measurements:
   estimate aggregates those records as :func:`measure.iterations.job_iteration_times` does: per
   iteration the slowest rank's communication time, then the mean over iterations.
 
-Modelling decisions where the runtime leaves a choice ([R] in ``shared/specs`` terms):
+Modelling decisions where the runtime leaves a choice ([R], as ``docs/resolutions.md`` tags a resolution):
 
 * [R] The agent hands a message to the kernel with a blocking ``sendall`` and moves on to its
   receptions once the last byte is in the socket buffer, before the peer has it all; here a

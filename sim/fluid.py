@@ -4,7 +4,7 @@ The step-level engine (:mod:`sim.flowsim`) follows every transfer of every step 
 iteration: right for the testbed's experiments (tens of jobs, tens of iterations), too slow for a
 cluster trace, whose jobs run for hours (millions of iterations, thousands of jobs). This engine
 advances jobs an iteration *rate* at a time instead, the job-progress model of NetPack's
-simulator (``shared/specs/netpack.md`` §5.3, [Ours]):
+simulator (``docs/resolutions.md`` NetPack §5.3, [Ours]):
 
 * a job's iteration is its compute (``compute_s``) and then its communication, with no overlap,
   as the replay runtime runs it and :mod:`sim.flowsim` models it;

@@ -7,7 +7,7 @@ per packet (:func:`ina.protocol.frame_bytes` on the wire with ``mtu``, the paylo
 of the job's tree sum the streams they see (:func:`ina.plan.tree_shape`: a leaf is an INA ToR
 with two machines or more that is not the PS's, the root is the PS's ToR where it has two
 children or more). Each directed link then carries some number of *streams*, each at the job's
-per-worker rate (NetPack ``shared/specs/netpack.md`` §1.6):
+per-worker rate (``docs/resolutions.md`` NetPack §1.6):
 
 * a machine's access link carries its own stream;
 * above a leaf that aggregates, one stream for the leaf; above one that does not, one per machine;

@@ -27,7 +27,7 @@ re-pushed only when it reaches the top of the heap stale. :func:`maxmin_rates` a
 sorting of flows and links, O(F log F + I log L).
 
 :func:`fill_levels` is the job-coupled (weighted) version with in-network aggregators, NetPack's
-Algorithm 1 (``shared/specs/netpack.md`` §2.3): an aggregator that runs out of throughput freezes
+Algorithm 1 (``docs/resolutions.md`` NetPack §2.3): an aggregator that runs out of throughput freezes
 nobody but makes its jobs' further increments cost more links. :func:`maxmin_levels` is it
 without aggregators.
 
@@ -155,7 +155,7 @@ Pairs = Sequence[tuple[int, float]]
 @dataclasses.dataclass(frozen=True)
 class AggregatedDemand:
     """A job whose traffic is summed at aggregators with a limited throughput (in-network
-    aggregation's PAT, NetPack ``shared/specs/netpack.md`` §1.6), for :func:`fill_levels`.
+    aggregation's PAT, ``docs/resolutions.md`` NetPack §1.6), for :func:`fill_levels`.
 
     Attributes:
         aggregators: ``(aggregator id, weight)``: the job's use of each aggregator per unit level
@@ -206,7 +206,7 @@ def maxmin_levels(demands: Sequence[Pairs], capacity: Sequence[float], cap_level
     ``(l, w)`` of ``demands[j]`` (a job is the group of its flows, all progressing at the one
     level). Every unfrozen job's level rises at the same pace; when a link is full the jobs
     crossing it freeze at the level reached; jobs still unfrozen at ``cap_level`` stop there.
-    This is the job-coupled water-filling of NetPack's Algorithm 1 (``shared/specs/netpack.md``
+    This is the job-coupled water-filling of NetPack's Algorithm 1 (``docs/resolutions.md`` NetPack
     §2.3) without in-network aggregation, where a job's weight on a link is its flow count; here
     it is its rate on that link at full speed, so that a level of 1 is the job alone.
 

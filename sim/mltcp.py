@@ -1,5 +1,5 @@
 """MLTCP at the fluid level: training jobs sharing one bottleneck link, each sending faster the further it
-is through its iteration's bytes (``shared/specs/cassini.md`` §6.1-§6.4, route (a) of §6.4 item 5).
+is through its iteration's bytes (``docs/resolutions.md`` Cassini §6.1-§6.4, route (a) of §6.4 item 5).
 
 Each job repeats an iteration of ``compute_ms`` of computation, then the transfer of ``comm_bytes``; the
 iteration ends when its last byte is sent. While several jobs send, the link (capacity C, always fully used

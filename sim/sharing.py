@@ -16,7 +16,7 @@ be oversubscribed at its reduced capacity (:meth:`LinkSharing.capacity_of`).
 MLTCP ([R], :class:`MltcpSharing`, ``SimOptions.mltcp``, :class:`sim.mltcp.MltcpFlows`). The flows
 share links by weighted max-min (:func:`sim.maxmin.maxmin_levels`): a flow's rate is its weight times
 the level its links allow, its weight ``F(bytes_ratio) ** gamma`` of its directed connection (job
-run, sender rank, receiver rank), the fluid model of ``shared/specs/cassini.md`` §6.4 item 5 (a) on a
+run, sender rank, receiver rank), the fluid model of ``docs/resolutions.md`` (Cassini) §6.4 item 5 (a) on a
 routed fabric. A connection's ``bytes_ratio`` follows the emulator's BPF program
 (:class:`sim.mltcp.MltcpLedger`): bytes delivered since its iteration started, which the idle-gap rule
 decides when a transfer enters the network, over those of its last iteration, learned (0 until one

@@ -1,4 +1,4 @@
-"""Cassini's pure core (``placement.cassini``) against the spec (``shared/specs/cassini.md``): the §3.3
+"""Cassini's pure core (``placement.cassini``) against the spec (``docs/resolutions.md`` (Cassini)): the §3.3
 table and §3.2 facts as exact tests, the §4.3 BFS vector and Theorem 1 on random trees, the §10
 candidate-selection example, and the per-link optimum against a brute-force reference on random job sets."""
 

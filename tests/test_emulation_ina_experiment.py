@@ -101,9 +101,10 @@ def test_a_train_mode_job_trains_over_ina_as_it_does_over_the_ring(emulation_ok,
     """Train mode (torch workers, the small CNN really trained with DDP): an INA job and a ring job
     of 3 ranks each, same seed, so the same model and batches, two steps: the first from the same
     weights, the second after one allreduce. consolidate puts the INA job on h1-h3 under l1, its PS
-    on h1: l1 sums h2 and h3. Every step's loss of every rank over INA equals the ring's within the
-    quantisation tolerance, and the job's packets were summed in the switch. (Several ranks of a
-    machine summed in memory first: tests/test_ina_worker.py.)"""
+    on h1: l1 sums h2 and h3 (the software engine, which sums as bmv2 does byte for byte,
+    tests/test_ina_p4.py, at several times bmv2's packet rate). Every step's loss of every rank over
+    INA equals the ring's within the quantisation tolerance, and the job's packets were summed in the
+    switch. (Several ranks of a machine summed in memory first: tests/test_ina_worker.py.)"""
     from emulator.runner import Progress, run_experiment
     from experiment import config
     from jobs.records import read_records
@@ -114,7 +115,7 @@ def test_a_train_mode_job_trains_over_ina_as_it_does_over_the_ring(emulation_ok,
         "jobs": [{"name": "t-ina", "model": "small_cnn", "workers": 3, "collective": "ina"},
                  {"name": "t-ring", "model": "small_cnn", "workers": 3, "collective": "ring"}],
         "scheduler": "fifo", "policies": ["consolidate"], "iterations": 2, "warmup_iterations": 0,
-        "ecn": {"marking": "optional"}, "ina": {"slots": 256}, "results_dir": str(tmp_path)})
+        "ecn": {"marking": "optional"}, "ina": {"engine": "software", "slots": 256}, "results_dir": str(tmp_path)})
     with open(os.devnull, "w") as quiet:
         run_dir = run_experiment(cfg, Progress(quiet))
     policy_dir = os.path.join(run_dir, "consolidate")

@@ -1,4 +1,4 @@
-"""MLTCP's fluid model (``sim/mltcp.py``) against ``shared/specs/cassini.md`` §6.3 and its §10 reference.
+"""MLTCP's fluid model (``sim/mltcp.py``) against ``docs/resolutions.md`` (Cassini) §6.3 and its §10 reference.
 
 The §6.3 numbers are checked on the exact model; the spec's time-stepped reference ``mltcp_fluid`` (copied
 verbatim below) is run at its own dt = 0.01 ms on other settings, with 30 iterations instead of 60 to keep

@@ -1,5 +1,5 @@
 """MLTCP in the step-level engine (``SimOptions.mltcp``, ``sim.flowsim``) and its per-connection accounting
-(``sim.mltcp.MltcpLedger``), against the exact one-link model of ``sim.mltcp`` and ``shared/specs/cassini.md``
+(``sim.mltcp.MltcpLedger``), against the exact one-link model of ``sim.mltcp`` and ``docs/resolutions.md`` (Cassini)
 §6.3, and wired from a config (``experiment.simrun``).
 
 The §6.3 setting on a routed fabric: two jobs of 2 ranks, one on each leaf of a 2-leaf fabric whose one

@@ -1,6 +1,6 @@
 """Tiresias: scheduling (continuous and discretized 2D-LAS / 2D-Gittins) and placement (Tiresias-F).
 
-Vectors from ``shared/specs/tiresias.md`` §2.4 (the paper's Fig. 7 toy example) and Appendix A.
+Vectors from ``docs/resolutions.md`` (Tiresias) §2.4 (the paper's Fig. 7 toy example) and Appendix A.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Titan (placement/titan.py, placement/titan_patterns.py) against shared/specs/titan.md.
+"""Titan (placement/titan.py, placement/titan_patterns.py) against docs/resolutions.md (Titan).
 
 Covers the communication patterns (§1.3), the traffic quantities (§1.4), the worked examples of
 §5 (with EF-F and HiveD-F of §3.1/§3.2 written here as small local helpers, rank-order mapping of

@@ -1,4 +1,4 @@
-// What every MLTCP variant shares (shared/specs/cassini.md §6.1, §6.4): its parameters, its
+// What every MLTCP variant shares (docs/resolutions.md Cassini §6.1, §6.4): its parameters, its
 // counters, a flow's iteration accounting and the scaling factor
 //
 //   F(bytes_ratio) = slope * bytes_ratio + intercept     (in thousandths)

@@ -1,5 +1,5 @@
 // MLTCP-CUBIC: TCP CUBIC (RFC 9438) whose window growth is scaled by how far the flow is through
-// its training iteration's bytes (MLTCP, shared/specs/cassini.md §6.1, §6.4 3.), as BPF struct_ops.
+// its training iteration's bytes (MLTCP, docs/resolutions.md Cassini §6.1, §6.4 3.), as BPF struct_ops.
 // bytes_ratio, F = slope * bytes_ratio + intercept, the idle-gap rule, the parameters (map
 // mltcp_cfg) and the counters (map mltcp_stats) are every variant's: mltcp_common.h.
 //

@@ -1,5 +1,5 @@
 // MLTCP-Reno: TCP Reno whose additive increase is scaled by how far the flow is through its
-// training iteration's bytes (MLTCP, shared/specs/cassini.md §6.1, §6.4 3.), as BPF struct_ops.
+// training iteration's bytes (MLTCP, docs/resolutions.md Cassini §6.1, §6.4 3.), as BPF struct_ops.
 //
 //   cwnd <- cwnd + F(bytes_ratio) * (Reno's per-ACK increase),  F = slope * bytes_ratio + intercept
 //

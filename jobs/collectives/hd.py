@@ -1,7 +1,7 @@
 """Halving-doubling allreduce (Rabenseifner): reduce-scatter by recursive halving, allgather by
 recursive doubling.
 
-Implements ``shared/specs/titan.md`` §1.3.1 with the **gloo labelling**: at reduce-scatter
+Implements ``docs/resolutions.md`` Titan §1.3.1 with the **gloo labelling**: at reduce-scatter
 step ``t = 1..k`` rank ``r`` exchanges with ``r XOR 2^(t-1)`` (rank 0 with 1 first, the
 distance doubling while the payload halves); allgather step ``k+j`` mirrors reduce-scatter
 step ``k+1-j``. The vector is split into ``p`` blocks with ``tensor_split``; at each halving

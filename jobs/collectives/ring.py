@@ -1,6 +1,6 @@
 """Ring allreduce: reduce-scatter then allgather around the ring of ranks.
 
-``shared/specs/titan.md`` §1.3.3 (standard; Patarasuk and Yuan, JPDC 2009). The vector is
+``docs/resolutions.md`` Titan §1.3.3 (standard; Patarasuk and Yuan, JPDC 2009). The vector is
 split into ``p`` chunks with ``tensor_split`` (the first ``n mod p`` chunks have one more
 element, so any length works). ``2(p-1)`` steps; in each, rank ``r`` sends one chunk to
 ``(r+1) mod p`` and receives one from ``(r-1) mod p``:

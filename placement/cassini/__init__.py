@@ -1,4 +1,4 @@
-"""Cassini (network-aware placement with time-shifts; spec ``shared/specs/cassini.md``): the pure core.
+"""Cassini (network-aware placement with time-shifts; ``docs/resolutions.md`` Cassini): the pure core.
 
 * :mod:`placement.cassini.profile`: a job's per-iteration Up/Down demand on a link, on the circle
   of its iteration time and on the unified circle of several jobs (§2.2-2.4);

@@ -1,6 +1,6 @@
 """Cassini's per-link optimisation: the compatibility score of jobs sharing a link, and their rotations.
 
-Spec ``shared/specs/cassini.md`` §3 (Table 4.1). The jobs' profiles are drawn on the link's
+``docs/resolutions.md`` Cassini §3 (Table 4.1). The jobs' profiles are drawn on the link's
 unified circle (perimeter ``p`` = LCM of their quantised iteration times, §2.3) at ``|A|``
 equally spaced angles; job ``j`` is rotated by ``Δ_j`` grid steps, ``0 <= Δ_j < |A| / r_j``
 (Eq. 4.4, ``r_j = p / T_j``), and the rotation that maximises

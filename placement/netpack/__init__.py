@@ -1,4 +1,4 @@
-"""NetPack (Zhao et al., ASPLOS '24; spec ``netpack.md``): placement for clusters with statistical
+"""NetPack (Zhao et al., ASPLOS '24; ``docs/resolutions.md`` NetPack): placement for clusters with statistical
 in-network aggregation, and the paper's baselines.
 
 * :mod:`placement.netpack.network`: the one-big-switch network and a job's flows (§1.6, §2.2).

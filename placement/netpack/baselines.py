@@ -1,4 +1,4 @@
-"""The NetPack paper's placement baselines (spec ``netpack.md`` §4): GB, FB, LF, Optimus, Tetris, Comb.
+"""The NetPack paper's placement baselines (``docs/resolutions.md`` NetPack §4): GB, FB, LF, Optimus, Tetris, Comb.
 
 Zhao et al., "Training Job Placement in Clusters with Statistical In-Network Aggregation",
 ASPLOS '24, §6.1 (GB, FB, LF, Optimus, Tetris) and §6.4 (Comb, the ablation). Every baseline but
