@@ -47,7 +47,7 @@ its bound.
 
     sudo .venv/bin/python bench/ina.py [--seqs 4000] [--fan-in 4] [--window 64 256]
     sudo .venv/bin/python bench/ina.py --fabric [--model vgg16] [--dilation 6] [--iterations 5]
-        [--placements two-racks,one-rack]
+        [--placements two-racks,one-rack] [--fabric-engine auto|bmv2|software]
 """
 
 from __future__ import annotations
@@ -251,7 +251,8 @@ def fabric_rows(args) -> list[list[str]]:
         opts = run_options(g, args.scale, args.dilation, ("l1", "l2", "l3"))
         print(f"  switch ports {opts.switch_ports.name}, ECN {opts.ecn.name} (as an experiment's defaults choose here)",
               flush=True)
-        with EmulatedNetwork(g, tmp, opts) as net, InaFabric(net, values_per_packet=lanes) as fabric:
+        with EmulatedNetwork(g, tmp, opts) as net, \
+                InaFabric(net, args.fabric_engine, values_per_packet=lanes) as fabric:
             for where, workers in placements(args.placements):
                 first = len(rows)
                 for name, collective, ina_switches, results in WAYS:
@@ -357,6 +358,8 @@ def main() -> int:
     ap.add_argument("--scale", type=float, default=500.0)
     ap.add_argument("--dilation", type=float, default=6.0)
     ap.add_argument("--iterations", type=int, default=5)
+    ap.add_argument("--fabric-engine", choices=("auto", "bmv2", "software"), default="auto",
+                    help="the fabric's aggregators (auto: bmv2 where it runs here, else the software engine)")
     ap.add_argument("--placements", default=",".join(w.replace(" ", "-") for w, _ in PLACEMENTS),
                     help="where the fabric job's four workers are (default: %(default)s)")
     args = ap.parse_args()

@@ -126,12 +126,14 @@ def test_ring_spread_smallest(emulation_ok):
 
 def test_ina_smallest(emulation_ok):
     """bench/ina.py, 20 seqs of 32 values from 2 workers, then the fabric job over two racks for 1
-    iteration: every aggregator emits the engine's aggregates, the end hosts' sums are exact, and INA
-    at the leaves sends fewer bytes up the workers' uplinks than the ring."""
+    iteration with the software engine at the leaves (bmv2 in the fabric is tests/test_emulation_ina.py's):
+    every aggregator emits the in-process engine's aggregates, the end hosts' sums are exact, a row per
+    way of running the job, and INA at the leaves sends fewer bytes up the workers' uplinks than the ring."""
     from ina.p4 import build
 
     out = run_bench("ina.py", "--seqs", "20", "--fan-in", "2", "--window", "8", "--values-per-packet", "32",
-                    "--fabric", "--placements", "two-racks", "--model", "resnet50", "--iterations", "1")
+                    "--fabric", "--placements", "two-racks", "--fabric-engine", "software", "--model", "resnet50",
+                    "--iterations", "1")
     rates = read_table(out, "values/packet")
     names = [r["aggregator"] for r in rates]
     tc, why = build.find_toolchain()
@@ -144,4 +146,5 @@ def test_ina_smallest(emulation_ok):
     assert [r["run"] for r in fabric] == ["ring allreduce (TCP)", "INA, results unicast", "INA, results multicast",
                                           "INA protocol, unaggregated (PS only)"], fabric
     assert float(fabric[1]["MB up the workers' uplinks"]) < float(fabric[0]["MB up the workers' uplinks"]), fabric
+    assert "(INA engine: software)" in out, out
     _clean()
