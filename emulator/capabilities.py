@@ -14,9 +14,8 @@ import subprocess
 
 from common.errors import EmulationError
 from emulator import ecn, ports
+from emulator.scratch import remove_stale, scratch_names
 from ina.p4.build import engine_available
-
-PROBE_VETH = ("tbcap0", "tbcap1")
 
 
 def _ok(argv: list[str], timeout_s: float = 10.0) -> bool:
@@ -78,8 +77,8 @@ refusing it: without ``red``, any kernel runs as one without sch_red (the tests 
 
 def qdisc_probe() -> dict[str, bool]:
     """Which qdiscs of :data:`QDISC_TRIALS` the kernel accepts, tried on a throw-away veth pair."""
-    a, b = PROBE_VETH
-    subprocess.run(["ip", "link", "del", a], capture_output=True)
+    remove_stale("q")
+    a, b = scratch_names("q", "a", "b")
     if not _ok(["ip", "link", "add", a, "type", "veth", "peer", "name", b]):
         return {}
     try:

@@ -29,13 +29,13 @@ import re
 
 from common.errors import EmulationError
 from emulator.procs import run
+from emulator.scratch import remove_stale, scratch_names
 from measure.ports import AFXDP_MAX_MTU, PORT_TYPES
 
 PMD_MAXSLEEP_US = 50
 OVS_TRANSACTION_TIMEOUT_S = 120
 """Limit of the one ovs-vsctl transaction that turns every switch port into an AF_XDP port (80 on a
 k=4 fat-tree: ~15 s idle, more than 30 s on a loaded 2-core machine)."""
-PROBE = ("tbxdp0", "tbxdp1", "tbxdpbr", "tbxdpj")
 
 
 def pipe_names(intf: str) -> tuple[str, str, str]:
@@ -52,10 +52,8 @@ def afxdp_missing() -> str | None:
     types = run(["ovs-vsctl", "--timeout=5", "get", "Open_vSwitch", ".", "iface_types"], check=False).stdout
     if "afxdp" not in types:
         return "this Open vSwitch build has no afxdp interface type"
-    a, b, br, joint = PROBE
-    run(["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", br], check=False)
-    for dev in (a, joint):
-        run(["ip", "link", "del", dev], check=False)
+    remove_stale("x")
+    a, b, br, joint = scratch_names("x", "a", "b", "br", "j")
     try:
         if run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=False).returncode != 0:
             return "cannot create a veth pair"

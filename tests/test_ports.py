@@ -50,3 +50,21 @@ def test_unknown_port_type_in_config_is_rejected():
     cfg = config.from_dict({"jobs": [{"name": "a", "model": "resnet50", "workers": 2}], "switch_ports": "dpdk"})
     with pytest.raises(ConfigError, match="switch_ports.*auto, afxdp, system"):
         config.validate(cfg)
+
+
+def test_probe_scratch_names_are_per_process_and_only_dead_probers_are_stale():
+    """A capability probe's throw-away devices carry its PID, fit Linux's 15 characters, and only those of a
+    process that is gone count as stale (another live prober's, or a name of another shape, are left)."""
+    import os
+    import subprocess
+    import sys
+
+    from emulator.scratch import scratch_names, stale
+
+    names = scratch_names("x", "a", "b", "br", "j")
+    assert len(set(names)) == 4 and all(str(os.getpid()) in n and len(n) <= 15 for n in names)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    live = str(os.getppid())
+    assert stale([f"tbx{dead}a", f"tbx{dead}br", f"tbx{live}a", f"tbq{dead}a", "tbxfoo", "e1-eth1",
+                  *names], "x") == [f"tbx{dead}a", f"tbx{dead}br"]
