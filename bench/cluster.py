@@ -40,11 +40,11 @@ def measure(g, out: str, options, machines: list[str], buckets, iterations: int)
     net = EmulatedNetwork(g, out, options)
     with net:
         up_s = time.monotonic() - t0
-        before = net.switch_counters()
+        before = net.counters.switch_counters()
         run = run_job(net, out, OneJob("ring", tuple(machines), "ring", buckets, iterations=iterations,
                                         warmup_iterations=1, compute_s=0.05, timeout_s=600))
         time.sleep(0.3)
-        moved = net.link_bytes(before, net.switch_counters())
+        moved = net.counters.link_bytes(before, net.counters.switch_counters())
         t1 = time.monotonic()
     return {"up_s": up_s, "down_s": time.monotonic() - t1, "comm_s": run.comm_mean_s(), "startup_s": run.startup_s,
             "bytes": moved}

@@ -77,12 +77,12 @@ def main() -> int:
                     spawn = ContainerRunner(net, ContainerSettings(image.tag, args.cpus), [out]) \
                         if kind == "container" else None
                     print(f"run {i + 1}/{args.repeat}, {kind} workers: the {len(ring)}-machine ring ...", flush=True)
-                    before = net.switch_counters()
+                    before = net.counters.switch_counters()
                     run = run_job(net, out, OneJob(f"{kind}{i}", ring, "ring", buckets, iterations=args.iterations,
                                                    warmup_iterations=1, compute_s=0.05, timeout_s=600),
                                   spawn=spawn)
                     time.sleep(0.3)
-                    moved[kind].append(net.link_bytes(before, net.switch_counters()))
+                    moved[kind].append(net.counters.link_bytes(before, net.counters.switch_counters()))
                     comm[kind].append(run.comm_mean_s())
                     rows.append([str(i + 1), kind, f"{run.startup_s:.2f}", f"{comm[kind][-1]:.4f}",
                                  f"{comm[kind][-1] / bound_s:.3f}"])

@@ -184,8 +184,8 @@ def bench_capacity(tmp: str, seconds: float, rates=CAPACITY_RATES, mtus=CAPACITY
             run_dir = os.path.join(tmp, f"cap-{mtu}-{rate:g}")
             with EmulatedNetwork(layout.build(), run_dir, options(rate, True, mtu=mtu)) as net:
                 cpu = CpuSampler(0.25)
-                ports = PortSampler(os.path.join(run_dir, "q.jsonl"), net.port_links(), net.marker, 0.25)
-                before = net.switch_counters()
+                ports = PortSampler(os.path.join(run_dir, "q.jsonl"), net.counters.port_links(), net.marker, 0.25)
+                before = net.counters.switch_counters()
                 t0 = time.time()
                 cpu.start()
                 ports.start()
@@ -193,7 +193,7 @@ def bench_capacity(tmp: str, seconds: float, rates=CAPACITY_RATES, mtus=CAPACITY
                 cpu.stop()
                 ports.stop()
                 elapsed = time.time() - t0
-                after = net.switch_counters()
+                after = net.counters.switch_counters()
             switched = sum(after[k][0] - before[k][0] for k in after) * 8 / elapsed / 1e6
             window = [(t0 + 1.0, t0 + 0.5 + seconds)]
             verdict = assess(cpu.summary(window), link_checks(read_queue_samples(os.path.join(run_dir, "q.jsonl")),

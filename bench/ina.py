@@ -261,7 +261,7 @@ def fabric_rows(args) -> list[list[str]]:
                         plan = plan_job(g, len(rows) + 1, workers, ps, ina_switches, results, lanes)
                         fabric.install([plan], 4096)
                         started = fabric.start_ps([plan], os.path.join(tmp, f"ps{len(rows)}"))
-                    before = net.switch_counters()
+                    before = net.counters.switch_counters()
                     sampler = CpuSampler(0.25, watch=fabric.processes)
                     sampler.start()
                     job = f"job{len(rows)}"
@@ -275,7 +275,7 @@ def fabric_rows(args) -> list[list[str]]:
                             fabric.stop_ps(started)
                     cpu, busiest = sampler.summary(), max(sampler.process_p95().items(), key=lambda kv: kv[1],
                                                           default=None)
-                    links = net.link_bytes(before, net.switch_counters())
+                    links = net.counters.link_bytes(before, net.counters.switch_counters())
                     stats = fabric.stats()
                     aggregates = sum(st.aggregates for st in stats.values()) if plan else None
                     up = links[("l1", "s1")] + links[("l2", "s1")]

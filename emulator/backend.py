@@ -213,7 +213,7 @@ class EmulatorBackend(Backend):
         if self.on_batch is not None:
             self.on_batch(index, list(runs))
 
-        before = self.net.switch_counters()
+        before = self.net.counters.switch_counters()
         t_launch = time.time()
         workers_by_job, plans, ina_endpoints = {}, [], {}
         try:
@@ -392,12 +392,13 @@ class EmulatorBackend(Backend):
         batch.stop_progress.set()
         duration = time.time() - batch.t_launch
         time.sleep(COUNTER_SETTLE_S)
-        after = self.net.switch_counters()
+        after = self.net.counters.switch_counters()
         ecn = ecn_of_wave(batch.ecn_before, ecn_snapshot(self.net), batch.conns) \
             if batch.ecn_before is not None else None
         self.progress.say(f"    wave {batch.index} done in {duration:.1f} s")
-        self.waves.append(WaveResult(batch.index, batch.jobs, duration, self.net.link_bytes(batch.before, after),
-                                     batch.records, ecn=ecn, startup_s=batch.startup_s))
+        moved = self.net.counters.link_bytes(batch.before, after)
+        self.waves.append(WaveResult(batch.index, batch.jobs, duration, moved, batch.records, ecn=ecn,
+                                     startup_s=batch.startup_s))
 
 
 def run_batch(cfg: ExperimentConfig, net: EmulatedNetwork, placed: Sequence[tuple[ExperimentJob, Placement]],

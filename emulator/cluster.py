@@ -108,6 +108,14 @@ def precheck_script(congestion_control: str, probe: str) -> str:
     ])
 
 
+def by_server(nodes, placement: dict[str, str]) -> dict[str, list[str]]:
+    """``nodes`` grouped by the server ``placement`` puts them on, this machine first."""
+    out: dict[str, list[str]] = {}
+    for n in sorted(nodes, key=lambda n: placement[n] != LOCAL):
+        out.setdefault(placement[n], []).append(n)
+    return out
+
+
 class ThisMachine:
     """Where the nodes of a network on this machine alone run: here, with nothing to reach.
 

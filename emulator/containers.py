@@ -37,9 +37,12 @@ import subprocess
 import sys
 
 from common.errors import EmulationError
+from emulator.journal import Change
 
 DOCKER_TIMEOUT_S = 30.0
 """Limit of one short docker command (kill, rm, version)."""
+REMOVE_TIMEOUT_S = 120.0
+"""Limit of removing containers or images (the daemon may take a while)."""
 NETNS_PATH = "/run/dtnet/netns"
 """Where a container sees its emulated machine's network namespace."""
 LABEL = "dtnet.testbed"
@@ -73,6 +76,18 @@ def docker(args: list[str], timeout_s: float = DOCKER_TIMEOUT_S, env: dict | Non
         raise EmulationError(f"`docker {' '.join(args[:3])}` exited {cp.returncode}: "
                              f"{(cp.stderr or cp.stdout).strip().splitlines()[-1:] or ''}")
     return cp
+
+
+def remove_containers(changes: list[Change]) -> dict[Change, str | None]:
+    """The journal's undo of ``container`` changes (:data:`emulator.journal.UNDO`): ``docker rm -f``
+    the named containers at once; a container already gone is done."""
+    names = [c.name for c in changes]
+    try:
+        docker(["rm", "-f", *names], timeout_s=REMOVE_TIMEOUT_S, check=False)
+        left = set(docker(["ps", "-a", "--format", "{{.Names}}"]).stdout.split())
+    except EmulationError as e:
+        return dict.fromkeys(changes, str(e))
+    return {c: "still there after `docker rm -f`" if c.name in left else None for c in changes}
 
 
 def docker_missing() -> str | None:
@@ -187,7 +202,6 @@ class ContainerRunner:
 
     def __call__(self, machine: str, argv: list[str], env: dict, log_path: str) -> ContainerProcess:
         from common.paths import PROJECT_ROOT
-        from emulator.journal import Change
 
         host = self.net.hosts[machine]
         name = f"dtnet-{os.getpid()}-{next(self._names)}-{machine}"

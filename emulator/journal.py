@@ -1,60 +1,68 @@
 """What a run changed on this machine, written down before each change, and undone step by step.
 
-Every change an emulated network makes outside its own results directory is one
-:class:`Change`: a process it started (PID and start time, so a reused PID is never
-signalled), an OVS bridge, a network interface in the root namespace, a bpffs mount, a
-directory, a sysctl or an Open vSwitch ``other_config`` key (with their original values), a
-Docker container (by name), the scratch tree of a worker image build and the build itself
-(its unfinished image layers, by label; :mod:`emulator.worker_image`), a VM run's libvirt domain,
-network and storage pool and the firewall chains libvirt makes for that network (:mod:`vm.run`). A
-:class:`RunJournal` appends each change to a JSON file under :data:`RECORDS_DIR` *before* the
-change is made (atomically: a crash leaves the old or the new file, never half of one), and
+Every change an emulated network (or a VM run, a worker image build) makes outside its own results
+directory is one :class:`Change` of a kind in :data:`UNDO`: a process it started (PID and start time,
+so a reused PID is never signalled), an OVS bridge, an interface, a sysctl with its original value, a
+Docker container, a registered congestion control, a libvirt domain, ... A :class:`RunJournal` appends
+each change to a JSON file under :data:`RECORDS_DIR` *before* the change is made (atomically) and
 removes it once undone; the file goes when nothing is left.
 
-:meth:`RunJournal.unwind` undoes the changes newest first. Each step is isolated from the
-others' failures, runs its commands in their own session (a Ctrl-C at the terminal reaches
-the whole foreground process group, and would kill an ``ovs-vsctl`` in the middle of undoing),
-and is shielded from further SIGINT/SIGTERM: those are only counted, and the unwind reports
-what it could not undo. ``run_testbed.py clean`` unwinds the record of every run whose owner
-died (kill -9, power loss of the process), and nothing else: it never kills by name and never
-deletes what no record names.
+Each kind is undone by a handler of the module that makes it, named in :data:`UNDO` and imported
+when a change of that kind is undone: this module imports none of them, and ``run_testbed.py clean``
+undoes a dead run's record whatever it holds. :meth:`RunJournal.unwind` undoes the changes newest
+first, each step isolated from the others' failures, its commands in their own session, further
+SIGINT/SIGTERM only counted. ``clean`` unwinds the record of every run whose owner died, and nothing
+else. Undoing a change that was recorded but never made is harmless, so recording first is always
+safe.
 
-Undoing a change that was recorded but never made is harmless (a missing bridge, interface,
-mount or process is skipped), so recording first is always safe.
-
-One emulated network (or VM run) at a time per machine: Mininet's node names are global (OVS
-bridges, ``<node>-eth<N>`` interfaces in the root namespace). :class:`EmulatorLock` is that
-machine-wide turn, an ``flock`` on :data:`EMULATOR_LOCK` held for the run's life; the kernel drops it
-when its holder dies, whatever killed it. A second run refuses at once, or waits up to
-``TESTBED_EMULATOR_WAIT_S`` seconds for its turn (:data:`WAIT_ENV`).
+One emulated network (or VM run) at a time per machine: :class:`EmulatorLock` is that machine-wide
+turn, an ``flock`` on :data:`EMULATOR_LOCK` held for the run's life. ``docs/faults.md`` has the design.
 """
-
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import fcntl
+import importlib
 import json
 import math
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from common.errors import EmulationError
 from common.jsonfile import write_json_atomic
-from emulator.procs import process_start_time, signal_group
+from emulator.procs import process_start_time, run_in_session, signal_group
 
 RECORDS_DIR = os.environ.get("TESTBED_RECORDS_DIR", "/var/lib/dtnet-testbed/runs")
-KINDS = ("process", "bridge", "link", "mount", "dir", "sysctl", "ovs_other_config", "container", "tree",
-         "image_build", "struct_ops", "netns", "vm_domain", "vm_network", "vm_pool", "fw_chain")
-LIBVIRT_URI = "qemu:///system"
-"""The libvirt connection of the VM run's domain, network and storage pool (:mod:`vm.run`)."""
+UNDO: dict[str, str] = {
+    "process": "emulator.journal:stop_processes",
+    "bridge": "emulator.journal:remove_bridges",
+    "link": "emulator.journal:remove_links",
+    "mount": "emulator.journal:unmount",
+    "dir": "emulator.journal:remove_dirs",
+    "sysctl": "emulator.journal:restore_sysctls",
+    "ovs_other_config": "emulator.journal:restore_ovs_other_config",
+    "container": "emulator.containers:remove_containers",
+    "tree": "emulator.worker_image:remove_trees",
+    "image_build": "emulator.worker_image:remove_builds",
+    "struct_ops": "emulator.mltcp:unregister",
+    "netns": "emulator.journal:remove_namespaces",
+    "vm_domain": "vm.run:remove_domains",
+    "vm_network": "vm.run:remove_networks",
+    "vm_pool": "vm.run:remove_pools",
+    "fw_chain": "vm.run:remove_firewall_chains",
+}
+"""Kind of change -> ``module:function`` that undoes changes of that kind, imported on demand (a dead
+run's record may hold kinds whose modules ``clean`` has not loaded). The function takes changes of its
+kind, in the order to undo them, and returns ``{change: None when done, else why not}``; a change
+that was never made, or is already gone, is done."""
+KINDS = tuple(UNDO)
 STOP_GRACE_S = 2.0
 COMMAND_TIMEOUT_S = 30.0
 REMOTE_KINDS = ("bridge", "link", "sysctl")
@@ -72,7 +80,7 @@ class Change:
     """One change to the machine.
 
     Attributes:
-        kind: one of :data:`KINDS`.
+        kind: one of :data:`KINDS` (the keys of :data:`UNDO`).
         name: the PID (as a string) for ``process``; bridge, interface or path; sysctl key;
             ``other_config`` key; the name of a registered BPF ``struct_ops`` (a congestion control); a network
             namespace's name (``netns``); a libvirt domain's, network's or storage pool's name (``vm_domain``,
@@ -150,18 +158,43 @@ def finish(proc: subprocess.Popen, timeout_s: float, failure: str) -> None:
         raise EmulationError(f"{failure} (exit {code})")
 
 
-# -- undoing one change --------------------------------------------------------------------------
+# -- undoing changes ------------------------------------------------------------------------------
 
 
-def _run(argv: list[str], timeout_s: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess:
-    """A short command in its own session: a terminal's Ctrl-C does not reach it."""
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, start_new_session=True)
+def undo_handler(kind: str) -> Callable[[list[Change]], dict[Change, str | None]]:
+    """The function that undoes changes of ``kind`` (:data:`UNDO`), its module imported now.
+
+    Raises:
+        ValueError: unknown kind (the message lists the registered ones).
+    """
+    target = UNDO.get(kind)
+    if target is None:
+        raise ValueError(f"unknown change kind {kind!r}; valid: {', '.join(UNDO)}")
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def undo_group(changes: list[Change]) -> dict[Change, str | None]:
+    """Undo changes of one kind together, by that kind's handler (:data:`UNDO`); None per change
+    done, else why not."""
+    kinds = {c.kind for c in changes}
+    if len(kinds) != 1:
+        raise ValueError(f"one kind per group, got {sorted(kinds)}")
+    return undo_handler(kinds.pop())(changes)
 
 
 def _on(via: tuple[str, ...], argv: list[str]) -> list[str]:
     """``argv`` as a command on the server ``via`` reaches (as ``ssh`` does: one string for its
     shell there), or as it is here."""
     return [*via, shlex.join(argv)] if via else list(argv)
+
+
+def _by_server(changes: list[Change]) -> dict[tuple[str, ...], list[Change]]:
+    """Changes grouped by the server they were made on (``via``), order kept."""
+    out: dict[tuple[str, ...], list[Change]] = {}
+    for c in changes:
+        out.setdefault(c.via, []).append(c)
+    return out
 
 
 def _same_process(c: Change) -> bool:
@@ -177,9 +210,9 @@ def _reap(pid: int) -> None:
         pass
 
 
-def _stop_processes(changes: list[Change]) -> dict[Change, str | None]:
-    """Stop recorded processes together: SIGTERM (and SIGHUP, which an interactive shell obeys),
-    then SIGKILL what is left after ``STOP_GRACE_S``."""
+def stop_processes(changes: list[Change]) -> dict[Change, str | None]:
+    """``process``: stop recorded processes together: SIGTERM (and SIGHUP, which an interactive
+    shell obeys), then SIGKILL what is left after ``STOP_GRACE_S``."""
     out: dict[Change, str | None] = {}
     for sigs in ((signal.SIGTERM, signal.SIGHUP), (signal.SIGKILL,)):
         alive = [c for c in changes if c not in out and _same_process(c)]
@@ -202,46 +235,33 @@ def _stop_processes(changes: list[Change]) -> dict[Change, str | None]:
     return out
 
 
-def _mounted(path: str) -> bool:
-    with open("/proc/mounts") as f:
-        return any(line.split()[1] == path for line in f)
-
-
-def undo_group(changes: list[Change]) -> dict[Change, str | None]:
-    """Undo changes of one kind together where that is faster (processes are signalled at once,
-    bridges go in one OVS transaction); None per change done, else why not."""
-    kinds = {c.kind for c in changes}
-    if len(kinds) != 1:
-        raise ValueError(f"one kind per group, got {sorted(kinds)}")
-    if kinds == {"process"}:
-        return _stop_processes(changes)
-    if kinds == {"container"}:
-        return _remove_containers(changes)
-    if kinds == {"bridge"}:
-        out = {}
-        for via, group in _by_server(changes).items():
-            argv = ["ovs-vsctl", f"--timeout={BRIDGE_TIMEOUT_S}"]
-            for c in group:
-                argv += ["--", "--if-exists", "del-br", c.name]
-            cp = _run(_on(via, argv), timeout_s=BRIDGE_TIMEOUT_S + 30)
-            why = None if cp.returncode == 0 else cp.stderr.strip() or f"ovs-vsctl exited {cp.returncode}"
-            out.update(dict.fromkeys(group, why))
-        return out
+def remove_bridges(changes: list[Change]) -> dict[Change, str | None]:
+    """``bridge``: delete OVS bridges, in one transaction per server."""
     out = {}
     for via, group in _by_server(changes).items():
-        if via and kinds == {"link"}:
-            out.update(_remove_remote_links(via, group))
-        else:
-            out.update({c: _undo_one(c) for c in group})
+        argv = ["ovs-vsctl", f"--timeout={BRIDGE_TIMEOUT_S}"]
+        for c in group:
+            argv += ["--", "--if-exists", "del-br", c.name]
+        cp = run_in_session(_on(via, argv), timeout_s=BRIDGE_TIMEOUT_S + 30)
+        why = None if cp.returncode == 0 else cp.stderr.strip() or f"ovs-vsctl exited {cp.returncode}"
+        out.update(dict.fromkeys(group, why))
     return out
 
 
-def _by_server(changes: list[Change]) -> dict[tuple[str, ...], list[Change]]:
-    """Changes grouped by the server they were made on (``via``), order kept."""
-    out: dict[tuple[str, ...], list[Change]] = {}
-    for c in changes:
-        out.setdefault(c.via, []).append(c)
+def remove_links(changes: list[Change]) -> dict[Change, str | None]:
+    """``link``: delete interfaces of the root namespace (a veth's peer goes with it); another
+    server's in one command per server."""
+    out = {}
+    for via, group in _by_server(changes).items():
+        out.update(_remove_remote_links(via, group) if via else {c: _remove_link(c) for c in group})
     return out
+
+
+def _remove_link(c: Change) -> str | None:
+    if not os.path.exists(f"/sys/class/net/{c.name}"):
+        return None
+    cp = run_in_session(["ip", "link", "del", c.name])
+    return None if cp.returncode == 0 or not os.path.exists(f"/sys/class/net/{c.name}") else cp.stderr.strip()
 
 
 def _remove_remote_links(via: tuple[str, ...], changes: list[Change]) -> dict[Change, str | None]:
@@ -250,7 +270,7 @@ def _remove_remote_links(via: tuple[str, ...], changes: list[Change]) -> dict[Ch
     script = (f"for i in {names}; do [ -e /sys/class/net/$i ] && ip link del $i; done; "
               f"for i in {names}; do [ -e /sys/class/net/$i ] && echo $i; done; true")
     try:
-        cp = _run(_on(via, ["sh", "-c", script]))
+        cp = run_in_session(_on(via, ["sh", "-c", script]), timeout_s=COMMAND_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return dict.fromkeys(changes, f"{via[-1]} did not answer within {COMMAND_TIMEOUT_S:.0f} s")
     if cp.returncode != 0:
@@ -259,192 +279,74 @@ def _remove_remote_links(via: tuple[str, ...], changes: list[Change]) -> dict[Ch
     return {c: "still there after `ip link del`" if c.name in left else None for c in changes}
 
 
-def _remove_containers(changes: list[Change]) -> dict[Change, str | None]:
-    """``docker rm -f`` the named containers at once; a container already gone is done."""
-    from emulator.containers import docker
-
-    names = [c.name for c in changes]
-    try:
-        docker(["rm", "-f", *names], timeout_s=BRIDGE_TIMEOUT_S, check=False)
-        left = set(docker(["ps", "-a", "--format", "{{.Names}}"]).stdout.split())
-    except EmulationError as e:
-        return dict.fromkeys(changes, str(e))
-    return {c: "still there after `docker rm -f`" if c.name in left else None for c in changes}
+def remove_namespaces(changes: list[Change]) -> dict[Change, str | None]:
+    """``netns``: delete network namespaces; their interfaces go with them (a veth's peer outside too)."""
+    return {c: _remove_namespace(c) for c in changes}
 
 
-def _remove_build(c: Change) -> str | None:
-    """The unfinished layers of an interrupted image build: its containers and untagged images,
-    found by the build's label (tagged images are finished ones, kept as the cache)."""
-    from emulator.containers import docker
-
-    label = f"dtnet.build={c.name}"
-    try:
-        ids = docker(["ps", "-aq", "--filter", f"label={label}"]).stdout.split()
-        if ids:
-            docker(["rm", "-f", *ids], timeout_s=BRIDGE_TIMEOUT_S)
-        docker(["image", "prune", "-f", "--filter", f"label={label}"], timeout_s=BRIDGE_TIMEOUT_S)
-    except EmulationError as e:
-        return str(e)
-    return None
+def _remove_namespace(c: Change) -> str | None:
+    if not os.path.exists(f"/run/netns/{c.name}"):
+        return None
+    cp = run_in_session(["ip", "netns", "delete", c.name])
+    return None if cp.returncode == 0 or not os.path.exists(f"/run/netns/{c.name}") else cp.stderr.strip()
 
 
-def _remove_tree(c: Change) -> str | None:
-    """A build's scratch directory (a worker image's or the VM's box, or a VM run's state), with
-    whatever was mounted in it (debootstrap mounts /proc and /sys in its target while it runs);
-    only ever under the builds' own directory."""
-    from emulator.worker_image import BUILD_ROOT
-
-    path = os.path.realpath(c.name)
-    if os.path.dirname(path) != os.path.realpath(BUILD_ROOT):
-        return f"not a build directory of ours (outside {BUILD_ROOT})"
+def _mounted(path: str) -> bool:
     with open("/proc/mounts") as f:
-        inside = [line.split()[1] for line in f if line.split()[1].startswith(path + "/")]
-    for mount in sorted(inside, key=len, reverse=True):
-        cp = _run(["umount", "-l", mount])
-        if cp.returncode != 0:
-            return f"cannot unmount {mount}: {cp.stderr.strip()}"
-    shutil.rmtree(path, ignore_errors=True)
-    return f"{path} could not be removed" if os.path.exists(path) else None
+        return any(line.split()[1] == path for line in f)
 
 
-STRUCT_OPS_IN_USE = "BPF_STRUCT_OPS_STATE_INUSE"
-"""A registered struct_ops map's state; an unregistered one lingers (``TOBEFREE``) while a socket still
-holds it."""
+def unmount(changes: list[Change]) -> dict[Change, str | None]:
+    """``mount``: unmount what is still mounted."""
+    return {c: _unmount(c) for c in changes}
 
 
-def struct_ops_in_use(name: str) -> list[tuple[int, dict]] | None:
-    """``(map id, value)`` of every BPF struct_ops map ``name`` (a congestion control) registered in
-    the kernel, from ``bpftool struct_ops dump``; None when ``bpftool`` answers something unreadable."""
-    cp = _run(["bpftool", "-j", "struct_ops", "show"])
-    try:
-        if cp.returncode != 0 or not any(m.get("name") == name for m in json.loads(cp.stdout or "[]")):
-            return []
-        entries = json.loads(_run(["bpftool", "-j", "struct_ops", "dump", "name", name]).stdout)
-        out, map_id = [], None
-        for entry in entries:  # each map's info, then its value
-            if "bpf_map_info" in entry:
-                map_id = entry["bpf_map_info"]["id"]
-                continue
-            value = next(iter(entry.values()))
-            # the state sits in ``common`` from Linux 6.9, at the value's top level before (6.1)
-            if value.get("common", value)["state"] == STRUCT_OPS_IN_USE:
-                out.append((map_id, value))
-        return out
-    except (ValueError, KeyError, TypeError, StopIteration):
-        return None
-
-
-def struct_ops_registered(name: str) -> bool:
-    """Whether a BPF struct_ops map ``name`` (a congestion control) is registered in the kernel; True
-    when ``bpftool`` answers something unreadable (an undo then still tries to unregister it)."""
-    return struct_ops_in_use(name) != []
-
-
-def unregister_struct_ops(name: str) -> str | None:
-    """Unregister the BPF struct_ops map ``name`` if it is registered; None, or why it could not be."""
-    in_use = struct_ops_in_use(name)
-    if in_use == []:
-        return None
-    targets = [["id", str(map_id)] for map_id, _ in in_use] if in_use else [["name", name]]
-    errors = [(cp.stderr or cp.stdout).strip() for cp in (_run(["bpftool", "struct_ops", "unregister", *t])
-                                                         for t in targets) if cp.returncode != 0]
-    return None if not struct_ops_registered(name) else "; ".join(errors) or "still registered"
-
-
-def _virsh(*argv: str) -> subprocess.CompletedProcess:
-    return _run(["virsh", "-q", "-c", LIBVIRT_URI, *argv], timeout_s=BRIDGE_TIMEOUT_S)
-
-
-def _remove_libvirt(c: Change) -> str | None:
-    """A VM run's libvirt domain (stopped, undefined; its log removed, which libvirt keeps), network (stopped,
-    undefined) or storage pool (every volume in it deleted, then the pool stopped and undefined):
-    each skipped when libvirt no longer has it."""
-    if shutil.which("virsh") is None:
-        return None
-    info, stop, forget = {"vm_domain": ("dominfo", "destroy", "undefine"),
-                          "vm_network": ("net-info", "net-destroy", "net-undefine"),
-                          "vm_pool": ("pool-info", "pool-destroy", "pool-undefine")}[c.kind]
-    if c.kind == "vm_domain":  # libvirt keeps a domain's console log after the domain goes
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(f"/var/log/libvirt/qemu/{c.name}.log")
-    if _virsh(info, c.name).returncode != 0:
-        return None
-    if c.kind == "vm_pool":
-        _virsh("pool-refresh", c.name)
-        for volume in _virsh("vol-list", c.name, "--name").stdout.split():
-            _virsh("vol-delete", "--pool", c.name, volume)
-    _virsh(stop, c.name)  # fails harmlessly when it was not running
-    cp = _virsh(forget, c.name)
-    if cp.returncode != 0 and _virsh(info, c.name).returncode == 0:
-        return cp.stderr.strip() or f"virsh {forget} exited {cp.returncode}"
+def _unmount(c: Change) -> str | None:
+    if _mounted(c.name):
+        cp = run_in_session(["umount", c.name])
+        if cp.returncode != 0 and _mounted(c.name):
+            return cp.stderr.strip() or f"umount exited {cp.returncode}"
     return None
 
 
-def _remove_chain(c: Change) -> str | None:
-    """An iptables chain libvirt made for a run (it keeps them, empty, after its networks go): the
-    jumps to it and the chain itself, only while nothing but those jumps uses it."""
-    table, _, chain = c.name.partition("/")
-    if shutil.which("iptables") is None:
+def remove_dirs(changes: list[Change]) -> dict[Change, str | None]:
+    """``dir``: remove directories the run made, only while empty."""
+    return {c: _remove_dir(c) for c in changes}
+
+
+def _remove_dir(c: Change) -> str | None:
+    try:
+        os.rmdir(c.name)  # only ever an empty directory the run made
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        return e.strerror
+    return None
+
+
+def restore_sysctls(changes: list[Change]) -> dict[Change, str | None]:
+    """``sysctl``: write back each key's original value (here or on its server)."""
+    return {c: _restore_sysctl(c) for c in changes}
+
+
+def _restore_sysctl(c: Change) -> str | None:
+    if c.original is None:
         return None
-    rules = _run(["iptables", "-t", table, "-S"]).stdout.splitlines()
-    if f"-N {chain}" not in rules:
-        return None
-    if any(r.startswith(f"-A {chain} ") for r in rules):
-        return "it has rules again (someone else's): left alone"
-    for rule in rules:
-        if rule.endswith(f" -j {chain}") and rule.startswith("-A "):
-            _run(["iptables", "-t", table, "-D", *rule[3:].split()])
-    cp = _run(["iptables", "-t", table, "-X", chain])
+    cp = run_in_session(_on(c.via, ["sysctl", "-w", f"{c.name}={c.original}"]))
     return None if cp.returncode == 0 else cp.stderr.strip()
 
 
-def _undo_one(c: Change) -> str | None:
-    if c.kind == "fw_chain":
-        return _remove_chain(c)
-    if c.kind in ("vm_domain", "vm_network", "vm_pool"):
-        return _remove_libvirt(c)
-    if c.kind == "struct_ops":
-        return unregister_struct_ops(c.name)
-    if c.kind == "image_build":
-        return _remove_build(c)
-    if c.kind == "tree":
-        return _remove_tree(c)
-    if c.kind == "link":
-        if not os.path.exists(f"/sys/class/net/{c.name}"):
-            return None
-        cp = _run(["ip", "link", "del", c.name])
-        return None if cp.returncode == 0 or not os.path.exists(f"/sys/class/net/{c.name}") else cp.stderr.strip()
-    if c.kind == "netns":  # its interfaces go with it (a veth's peer outside too)
-        if not os.path.exists(f"/run/netns/{c.name}"):
-            return None
-        cp = _run(["ip", "netns", "delete", c.name])
-        return None if cp.returncode == 0 or not os.path.exists(f"/run/netns/{c.name}") else cp.stderr.strip()
-    if c.kind == "mount":
-        if _mounted(c.name):
-            cp = _run(["umount", c.name])
-            if cp.returncode != 0 and _mounted(c.name):
-                return cp.stderr.strip() or f"umount exited {cp.returncode}"
-        return None
-    if c.kind == "dir":
-        try:
-            os.rmdir(c.name)  # only ever an empty directory the run made
-        except FileNotFoundError:
-            pass
-        except OSError as e:
-            return e.strerror
-        return None
-    if c.kind == "sysctl":
-        if c.original is None:
-            return None
-        cp = _run(_on(c.via, ["sysctl", "-w", f"{c.name}={c.original}"]))
-        return None if cp.returncode == 0 else cp.stderr.strip()
-    if c.kind == "ovs_other_config":
-        argv = (["ovs-vsctl", "--timeout=10", "remove", "Open_vSwitch", ".", "other_config", c.name]
-                if c.original is None else
-                ["ovs-vsctl", "--timeout=10", "set", "Open_vSwitch", ".", f"other_config:{c.name}={c.original}"])
-        cp = _run(argv)
-        return None if cp.returncode == 0 else cp.stderr.strip()
-    raise ValueError(f"unknown change kind {c.kind!r}")
+def restore_ovs_other_config(changes: list[Change]) -> dict[Change, str | None]:
+    """``ovs_other_config``: set each key back to its original value, or remove it when it was absent."""
+    return {c: _restore_ovs_other_config(c) for c in changes}
+
+
+def _restore_ovs_other_config(c: Change) -> str | None:
+    argv = (["ovs-vsctl", "--timeout=10", "remove", "Open_vSwitch", ".", "other_config", c.name]
+            if c.original is None else
+            ["ovs-vsctl", "--timeout=10", "set", "Open_vSwitch", ".", f"other_config:{c.name}={c.original}"])
+    cp = run_in_session(argv)
+    return None if cp.returncode == 0 else cp.stderr.strip()
 
 
 # -- the record --------------------------------------------------------------------------------

@@ -37,7 +37,8 @@ import subprocess
 import sys
 
 from common.errors import EmulationError
-from emulator.journal import Change, struct_ops_in_use, struct_ops_registered
+from emulator.journal import Change
+from emulator.procs import run_in_session
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BPF_DIR = os.path.join(HERE, "bpf")
@@ -194,6 +195,55 @@ def _bpftool(*args: str, json_out: bool = False):
     return json.loads(cp.stdout) if json_out else cp.stdout
 
 
+STRUCT_OPS_IN_USE = "BPF_STRUCT_OPS_STATE_INUSE"
+"""A registered struct_ops map's state; an unregistered one lingers (``TOBEFREE``) while a socket still
+holds it."""
+
+
+def struct_ops_in_use(name: str) -> list[tuple[int, dict]] | None:
+    """``(map id, value)`` of every BPF struct_ops map ``name`` (a congestion control) registered in
+    the kernel, from ``bpftool struct_ops dump``; None when ``bpftool`` answers something unreadable."""
+    cp = run_in_session(["bpftool", "-j", "struct_ops", "show"])
+    try:
+        if cp.returncode != 0 or not any(m.get("name") == name for m in json.loads(cp.stdout or "[]")):
+            return []
+        entries = json.loads(run_in_session(["bpftool", "-j", "struct_ops", "dump", "name", name]).stdout)
+        out, map_id = [], None
+        for entry in entries:  # each map's info, then its value
+            if "bpf_map_info" in entry:
+                map_id = entry["bpf_map_info"]["id"]
+                continue
+            value = next(iter(entry.values()))
+            # the state sits in ``common`` from Linux 6.9, at the value's top level before (6.1)
+            if value.get("common", value)["state"] == STRUCT_OPS_IN_USE:
+                out.append((map_id, value))
+        return out
+    except (ValueError, KeyError, TypeError, StopIteration):
+        return None
+
+
+def struct_ops_registered(name: str) -> bool:
+    """Whether a BPF struct_ops map ``name`` (a congestion control) is registered in the kernel; True
+    when ``bpftool`` answers something unreadable (an undo then still tries to unregister it)."""
+    return struct_ops_in_use(name) != []
+
+
+def unregister_struct_ops(name: str) -> str | None:
+    """Unregister the BPF struct_ops map ``name`` if it is registered; None, or why it could not be."""
+    in_use = struct_ops_in_use(name)
+    if in_use == []:
+        return None
+    targets = [["id", str(map_id)] for map_id, _ in in_use] if in_use else [["name", name]]
+    errors = [(cp.stderr or cp.stdout).strip() for cp in (run_in_session(["bpftool", "struct_ops", "unregister", *t])
+                                                         for t in targets) if cp.returncode != 0]
+    return None if not struct_ops_registered(name) else "; ".join(errors) or "still registered"
+
+
+def unregister(changes: list[Change]) -> dict[Change, str | None]:
+    """The journal's undo of ``struct_ops`` changes (:data:`emulator.journal.UNDO`): unregister each."""
+    return {c: unregister_struct_ops(c.name) for c in changes}
+
+
 def struct_ops_maps(struct_ops: str) -> dict[str, int]:
     """Name -> id of the maps the programs of the registered struct_ops ``struct_ops`` use.
 
@@ -244,7 +294,7 @@ def _little_endian(hex_bytes: list[str]) -> int:
 
 class MltcpCongestionControl:
     """The run's MLTCP: :meth:`start` registers it and sets its parameters; the run journal's record
-    of it unregisters it (:func:`emulator.journal.unregister_struct_ops`).
+    of it unregisters it (:func:`unregister_struct_ops`).
 
     Args:
         name: the congestion control (a key of :data:`VARIANTS`).

@@ -2,8 +2,11 @@
 
 :class:`EmulatedNetwork` is a context manager. On entry it writes ``topology.json``, starts
 the controller, builds the network and waits until every switch is programmed; on exit
-(success, exception or Ctrl-C) it stops the processes the run started (by PID), stops
-Mininet, and removes any bridge or interface of this network that is left.
+(success, exception or Ctrl-C) it undoes every change the run recorded, newest first. It builds
+the nodes and runs commands in them; what it changes on the servers beside its nodes, and its
+turn at the emulator, are :class:`emulator.host_changes.HostChanges`; the links' shapers and
+queues :class:`emulator.link_shaping.LinkShaping`; the ports' counters
+:class:`emulator.counters.PortCounters`.
 
 Choices forced by the machines this runs on (see ARCHITECTURE.md):
 
@@ -13,9 +16,7 @@ Choices forced by the machines this runs on (see ARCHITECTURE.md):
 * checksum and segmentation offloads are turned off on every interface (the userspace
   datapath stalls TCP otherwise);
 * links are shaped by a token bucket (TBF) at both ends at the scaled rate, with a bounded
-  FIFO below it (or RED with ECN at switch ports);
-  Mininet's TCLink would silently ignore rates above 1000 Mbit/s, so shaping is done here
-  and any rate outside [0.1, 1000] Mbit/s or any failed ``tc`` command is an error;
+  FIFO below it (or RED with ECN at switch ports), by :mod:`emulator.link_shaping`;
 * hosts run TCP with ``tcp_slow_start_after_idle=0``, ``tcp_no_metrics_save=1`` and a
   configured congestion control, IPv6 off, and static ARP entries (no flooding rules are
   needed);
@@ -38,7 +39,6 @@ way to reach it, so the same undo removes it.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shlex
 import subprocess
@@ -50,11 +50,13 @@ from common.lifecycle import StartStop
 from emulator.capabilities import resolve_datapath
 from emulator.cluster import LOCAL, REMOTE_RUN, ClusterOptions, MultiServer, ThisMachine
 from emulator.controller_proc import ControllerProcess
+from emulator.counters import PortCounters
 from emulator.ecn import BpfMarker, wait_unloaded
-from emulator.journal import Change, EmulatorLock, RunJournal, process_change, require_no_leftovers
-from emulator.procs import pid_alive, run, stop_process
-from emulator.variants import ECN_MARKERS, OFFLOADS, SWITCH_PORTS, EcnMarker, SwitchPorts
-from measure import shaping
+from emulator.host_changes import HostChanges, ina_peer, plan_ina_ports
+from emulator.journal import Change, RunJournal, process_change
+from emulator.link_shaping import LinkShaping, script
+from emulator.procs import pid_alive, stop_process
+from emulator.variants import ECN_MARKERS, SWITCH_PORTS, EcnMarker, SwitchPorts
 from measure.marking import MarkingParams
 from measure.shaping import MAX_RATE_MBPS, MIN_RATE_MBPS, link_rates_mbps  # noqa: F401 (re-exported)
 from topo import machines, switches
@@ -149,17 +151,15 @@ def _shell_pid(node) -> int:
     return node.shell.pid if getattr(node, "isRemote", False) else node.pid
 
 
-def script(cmds: list[str]) -> str:
-    """Shell lines run in order that stop at the first failure, naming it on stderr."""
-    return "\n".join(f"{c} || {{ echo {shlex.quote('`' + c + '` failed')} >&2; exit 1; }}" for c in cmds)
-
-
 class EmulatedNetwork(StartStop):
     """A Mininet network built from a topology graph, with its controller.
 
     Use as ``with EmulatedNetwork(g, run_dir, options) as net: ...``. ``net.hosts[name]`` are
     Mininet hosts; :meth:`popen` runs a command in a machine's namespace and records its PID
-    so cleanup can stop it.
+    so cleanup can stop it. Beside the build, three parts: what the network changes on its servers
+    and its turn at the emulator (:attr:`changes`, :class:`emulator.host_changes.HostChanges`), the
+    links' shapers and queues (:attr:`shaping`, :class:`emulator.link_shaping.LinkShaping`), and the
+    switch ports' counters (:attr:`counters`, :class:`emulator.counters.PortCounters`).
     """
 
     def __init__(self, g, run_dir: str, options: NetOptions = NetOptions()):
@@ -167,24 +167,27 @@ class EmulatedNetwork(StartStop):
         self.run_dir = run_dir
         self.options = options
         self.datapath = resolve_datapath(options.datapath)
-        self.rates = link_rates_mbps(g, options.scale, options.dilation)
         self.mn = None
         self.controller: ControllerProcess | None = None
         self.hosts = {}
         self.switch_intfs: dict[tuple[str, str], str] = {}  # (switch, neighbour) -> interface name
         self.host_intf: dict[str, str] = {}
         self._procs: dict[subprocess.Popen, Change] = {}
-        self.record = RunJournal(f"emulated network of {run_dir}")
-        self.turn = EmulatorLock(f"emulated network of {run_dir}")
         self.undo_failures: list[str] = []
         self._vswitchd_pid: int | None = None
         self.marker: BpfMarker | None = None
-        self.ina_ports = self._plan_ina_ports(options.ina_switches)
+        self.rates = link_rates_mbps(g, options.scale, options.dilation)
+        self.ina_ports = plan_ina_ports(g, options.ina_switches)
         if options.ecn.measures and not options.marking:
             raise EmulationError(f"ECN method {options.ecn.name!r} needs marking parameters")
+        self.record = RunJournal(f"emulated network of {run_dir}")
         self.servers = MultiServer(g, options.cluster, self.record) if options.cluster else ThisMachine(g)
         self.servers.refuse(options.switch_ports.name, options.ecn.measures, bool(options.ina_switches))
         self.server_of = self.servers.placement
+        self.changes = HostChanges(g, options, self.servers, self.record, self.ina_ports)
+        self.shaping = LinkShaping(g, options, self.servers, self.rates, self.switch_intfs, self.host_intf,
+                                   self.ina_ports, self.host_script)
+        self.counters = PortCounters(g, self.switch_intfs, self.servers)
         os.makedirs(run_dir, exist_ok=True)
         self.topology_path = os.path.join(run_dir, "topology.json")
 
@@ -208,15 +211,14 @@ class EmulatedNetwork(StartStop):
         from mininet.net import Mininet
 
         setLogLevel("error")
-        self.turn.acquire()
-        require_no_leftovers()
+        self.changes.begin()
         if self.options.mltcp is not None:
-            self._register_mltcp()
+            self.changes.register_mltcp()
         self.servers.precheck(self.options.congestion_control, self.run_dir)
-        self._require_names_free()
+        self.changes.require_names_free()
         self._vswitchd_pid = vswitchd_pid()
         write_topology_json(self.g, self.topology_path)
-        self._allow_congestion_control()
+        self.changes.allow_congestion_control()
         self.controller = ControllerProcess(self.run_dir, self.topology_path, self.options.routing,
                                             self.options.stats_interval_s, self.ina_ports)
         self.controller.start(on_spawn=lambda pid: self.record.add(process_change(pid, "controller")))
@@ -251,18 +253,12 @@ class EmulatedNetwork(StartStop):
         self.mn.start()
         # After the switches start: Open vSwitch replaces the root qdisc of a port it adds
         # (noqueue), so shaping configured earlier would silently vanish.
-        self._configure_interfaces()
-        self._add_ina_ports()
+        self.shaping.configure_interfaces()
+        self.changes.add_ina_ports()
         self.options.switch_ports.attach(self)
-        self._check_shaping()
+        self.shaping.check()
         self.marker = self.options.ecn.start(self)
-        if self.options.mtu != 1500:
-            # The userspace datapath keeps its own MTU per port; ask for the interface's.
-            for intf in self.switch_intfs.values():
-                port = self.options.switch_ports.ovs_port(intf)
-                run(["ovs-vsctl", "set", "Interface", port, f"mtu_request={self.options.mtu}"])
-            for s, port in self.ina_ports.items():  # system ports on either fabric
-                run(["ovs-vsctl", "set", "Interface", f"{s}-eth{port}", f"mtu_request={self.options.mtu}"])
+        self.shaping.request_mtu()
         self.controller.wait_ready()
 
     def _node_params(self, node: str) -> dict:
@@ -273,42 +269,8 @@ class EmulatedNetwork(StartStop):
         """The command prefix that reaches ``node``'s server (empty on this machine)."""
         return self.servers.via(self.server_of[node])
 
-    def _on(self, server: str, argv: list[str], timeout_s: float = 30.0) -> subprocess.CompletedProcess:
-        """Run a short command in the root namespace of ``server``; EmulationError if it fails."""
-        return self.servers.run(server, argv, timeout_s=timeout_s)
-
-    def _servers(self, nodes) -> dict[str, list[str]]:
-        """``nodes`` grouped by their server, this machine first."""
-        out: dict[str, list[str]] = {}
-        for n in sorted(nodes, key=lambda n: self.server_of[n] != LOCAL):
-            out.setdefault(self.server_of[n], []).append(n)
-        return out
-
-    def _require_names_free(self) -> None:
-        """Refuse to touch an OVS bridge or interface this network would create but did not."""
-        for server, group in self._servers(switches(self.g)).items():
-            where = "" if server == LOCAL else f" on {server}"
-            bridges = set(self._on(server, ["ovs-vsctl", "--timeout=10", "list-br"]).stdout.split())
-            taken = sorted(bridges & set(switches(self.g)))
-            if taken:
-                raise EmulationError(f"Open vSwitch bridge(s) {', '.join(taken[:5])} already exist{where} and this "
-                                     f"run did not create them; remove or rename them (`ovs-vsctl del-br NAME`) "
-                                     f"to run here")
-            mine = set(group)
-            wanted = {f"{n}-eth{d['ports'][n]}" for u, v, d in self.g.edges(data=True) for n in (u, v)
-                      if self.g.nodes[n]["role"] == "switch" and n in mine}
-            wanted |= {dev for name in list(wanted) for dev in self.options.switch_ports.devices(name)}
-            wanted |= {f"{s}-eth{p}" for s, p in self.ina_ports.items()}  # system ports, whatever the others
-            wanted |= {self.ina_peer(s) for s in self.ina_ports}
-            present = (os.listdir("/sys/class/net") if server == LOCAL
-                       else self._on(server, ["ls", "/sys/class/net"]).stdout.split())
-            taken = sorted(wanted & set(present))
-            if taken:
-                raise EmulationError(f"network interface(s) {', '.join(taken[:5])} already exist{where} and this "
-                                     f"run did not create them; remove them to run here")
-
     def stop(self) -> None:
-        """Undo everything this network changed, newest first (:meth:`emulator.journal.RunJournal.unwind`).
+        """Undo everything this network changed, newest first (:meth:`emulator.host_changes.HostChanges.undo`).
 
         Idempotent; never raises. Further SIGINT/SIGTERM meanwhile are counted, not obeyed.
         What could not be undone stays recorded for ``run_testbed.py clean`` and is listed in
@@ -324,45 +286,16 @@ class EmulatedNetwork(StartStop):
         # are all in the record.
         self.mn = None
         self._procs.clear()
-        self.undo_failures = self.record.unwind()
-        if prog_id is not None:
-            # Its pins and ports are gone; the kernel frees it after an RCU grace period.
-            wait_unloaded(prog_id)
-        if self.undo_failures:
-            print(f"warning: {len(self.undo_failures)} change(s) of this run could not be undone (first: "
-                  f"{self.undo_failures[0]}); they are recorded: run `sudo python run_testbed.py clean`",
-                  file=sys.stderr, flush=True)
-        self.turn.release()
 
-    # -- INA aggregator ports ----------------------------------------------------------------
+        def marker_freed() -> None:
+            if prog_id is not None:  # its pins and ports are gone; the kernel frees it after an RCU grace period
+                wait_unloaded(prog_id)
 
-    def _plan_ina_ports(self, ina_switches) -> dict[str, int]:
-        """Switch -> OpenFlow port of its aggregator: the one after its links' ports."""
-        out = {}
-        for s in ina_switches:
-            if s not in self.g or self.g.nodes[s].get("role") != "switch":
-                raise EmulationError(f"INA switch {s!r} is not a switch of the topology")
-            out[s] = max(d["ports"][s] for _, _, d in self.g.edges(s, data=True)) + 1
-        return out
+        self.undo_failures = self.changes.undo(settle=marker_freed)
 
     def ina_peer(self, switch: str) -> str:
         """The interface an aggregator engine serves for ``switch`` (the veth peer of its port)."""
-        return f"{switch}-ia{self.ina_ports[switch]}"
-
-    def _add_ina_ports(self) -> None:
-        """Add each INA switch's aggregator port: a veth into the bridge at its planned port number."""
-        off = [a for o in OFFLOADS for a in (o, "off")]
-        for s, port in self.ina_ports.items():
-            intf, peer = f"{s}-eth{port}", self.ina_peer(s)
-            self.record.add(Change("link", intf, what=f"INA aggregator port of {s}"))
-            run(["ip", "link", "add", intf, "mtu", str(self.options.mtu), "type", "veth", "peer", "name", peer,
-                 "mtu", str(self.options.mtu)])
-            for dev in (intf, peer):
-                run(["sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1"])
-                run(["ethtool", "-K", dev, *off])
-                run(["ip", "link", "set", dev, "up"])
-            run(["ovs-vsctl", "--timeout=30", "add-port", s, intf, "--", "set", "Interface", intf,
-                 f"ofport_request={port}"])
+        return ina_peer(switch, self.ina_ports[switch])
 
     def bridge_ports(self) -> dict[str, dict[str, int]]:
         """Bridge -> {switch port interface -> OpenFlow port number}."""
@@ -370,95 +303,6 @@ class EmulatedNetwork(StartStop):
         for (s, other), intf in self.switch_intfs.items():
             out.setdefault(s, {})[intf] = self.g.edges[s, other]["ports"][s]
         return out
-
-    # -- configuration ---------------------------------------------------------------------
-
-    def _register_mltcp(self) -> None:
-        """Register the MLTCP congestion control for this run (recorded: the run's end unregisters it).
-
-        Raises:
-            EmulationError: in cluster mode (other servers' kernels would lack it), or
-                :class:`emulator.mltcp.MltcpUnavailable` where it cannot run.
-        """
-        from emulator.mltcp import MltcpCongestionControl
-
-        if self.options.cluster is not None:
-            raise EmulationError(f"congestion control {self.options.congestion_control} is registered in this "
-                                 "machine's kernel only; cluster mode cannot use it")
-        MltcpCongestionControl(self.options.congestion_control, *self.options.mltcp, record=self.record).start()
-
-    def _allow_congestion_control(self) -> None:
-        """Let the hosts pick the configured congestion control (every server's root namespace)."""
-        key = "net.ipv4.tcp_allowed_congestion_control"
-        cc = self.options.congestion_control
-        for server in self._servers(self.g.nodes):
-            allowed = self._on(server, ["sysctl", "-n", key]).stdout.split()
-            available = self._on(server, ["sysctl", "-n", "net.ipv4.tcp_available_congestion_control"]).stdout.split()
-            if cc not in available:
-                raise EmulationError(f"congestion control {cc!r} is not available"
-                                     f"{'' if server == LOCAL else ' on ' + server}; available: {', '.join(available)}")
-            if cc not in allowed:
-                via = self.servers.via(server)
-                self.record.add(Change("sysctl", key, original=" ".join(allowed), what=f"allow {cc}", via=via))
-                self._on(server, ["sysctl", "-w", f"{key}={' '.join(allowed + [cc])}"])
-
-    def port_rate(self, node: str, other: str) -> float:
-        """Emulated rate of the link between ``node`` and ``other``, Mbit/s."""
-        return self.rates.get((node, other)) or self.rates[(other, node)]
-
-    def _shape_cmds(self, intf: str, rate_mbps: float, switch_port: bool = False) -> list[str]:
-        # TBF rather than HTB: one class needs no hierarchy, and HTB halves what the userspace
-        # datapath can forward (measured: one flow across five switches at 1000 Mbit/s, ~100
-        # Mbit/s with HTB on every port, ~195 with TBF, ~200 unshaped).
-        frame = shaping.frame_bytes(self.options.mtu)
-        burst = shaping.burst_bytes(rate_mbps, self.options.mtu)
-        queue = self.options.queue_packets if switch_port else self.options.host_queue_packets
-        leaf = f"pfifo limit {queue}"
-        if switch_port:  # the marker may be the FIFO itself (RED)
-            params = self.options.marking(rate_mbps) if self.options.ecn.measures else None
-            leaf = self.options.ecn.fifo(params, rate_mbps, self.options.mtu, queue)
-        return [
-            f"tc qdisc replace dev {intf} root handle 5: tbf rate {rate_mbps:.6f}mbit burst {burst} "
-            f"limit {queue * frame}",
-            f"tc qdisc replace dev {intf} parent 5:1 handle 10: {leaf}",
-        ]
-
-    def _configure_interfaces(self) -> None:
-        off = " ".join(f"{o} off" for o in OFFLOADS)
-        root_cmds: dict[str, list[str]] = {}
-        for (s, other), intf in self.switch_intfs.items():
-            cmds = root_cmds.setdefault(self.server_of[s], [])
-            cmds.append(f"ethtool -K {intf} {off}")
-            cmds.append(f"ip link set {intf} mtu {self.options.mtu}")
-            cmds += self._shape_cmds(intf, self.port_rate(s, other), switch_port=True)
-        for server, cmds in root_cmds.items():
-            if server == LOCAL:
-                for cmd in cmds:
-                    cp = subprocess.run(shlex.split(cmd), capture_output=True, text=True, timeout=30)
-                    if cp.returncode != 0:
-                        raise EmulationError(f"`{cmd}` failed: {cp.stderr.strip()}")
-            else:
-                self._on(server, ["sh", "-c", script(cmds)], timeout_s=120)
-        for m, intf in self.host_intf.items():
-            (nbr,) = self.g.neighbors(m)
-            self.host_script(m, [f"ethtool -K {intf} {off}", f"ip link set {intf} mtu {self.options.mtu}",
-                                 *self._shape_cmds(intf, self.port_rate(m, nbr))])
-
-    def _check_shaping(self) -> None:
-        """Raise EmulationError unless every switch port has its shaper (catches anything that resets qdiscs)."""
-        for server, group in self._servers(switches(self.g)).items():
-            cp = subprocess.run(self._wrap(server, ["tc", "-j", "qdisc", "show"]), capture_output=True, text=True,
-                                timeout=30)
-            shaped = {q.get("dev") for q in json.loads(cp.stdout or "[]") if q.get("kind") == "tbf" and q.get("root")}
-            mine = set(group)
-            missing = sorted({i for (s, _), i in self.switch_intfs.items() if s in mine} - shaped)
-            if cp.returncode != 0 or missing:
-                raise EmulationError(f"link shaping is missing on switch ports {', '.join(missing[:5]) or '?'}"
-                                     f"{' ...' if len(missing) > 5 else ''}"
-                                     f"{'' if server == LOCAL else ' on ' + server}: {cp.stderr.strip()}")
-
-    def _wrap(self, server: str, argv: list[str]) -> list[str]:
-        return self.servers.wrap(server, argv)
 
     def _configure_hosts(self) -> None:
         cc = self.options.congestion_control
@@ -485,7 +329,7 @@ class EmulatedNetwork(StartStop):
     def host_exec(self, machine: str, cmd: str, timeout_s: float = 30.0) -> str:
         """Run a short command in a machine's namespace; raise EmulationError if it fails."""
         host = self.hosts[machine]
-        argv = self._wrap(self.server_of[machine], ["mnexec", "-a", str(host.pid)] + shlex.split(cmd))
+        argv = self.servers.wrap(self.server_of[machine], ["mnexec", "-a", str(host.pid)] + shlex.split(cmd))
         cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
         if cp.returncode != 0:
             raise EmulationError(f"{machine}: `{cmd}` failed ({cp.returncode}): {cp.stderr.strip()}")
@@ -602,64 +446,10 @@ class EmulatedNetwork(StartStop):
 
     # -- measurement -----------------------------------------------------------------------
 
-    def qdisc_stats(self) -> dict:
-        """Queue counters of every switch port (:func:`emulator.queues.parse_tc_qdiscs`), read on
-        every server of the network."""
-        from emulator.queues import local_qdiscs, parse_tc_qdiscs
-
-        out = local_qdiscs()
-        for server in self._servers(switches(self.g)):
-            if server != LOCAL:
-                cp = subprocess.run(self._wrap(server, ["tc", "-s", "-j", "qdisc", "show"]), capture_output=True,
-                                    text=True, timeout=30, stdin=subprocess.DEVNULL)
-                if cp.returncode == 0:
-                    out.update(parse_tc_qdiscs(cp.stdout))
-        return out
-
-    def port_links(self) -> dict[str, tuple[str, str]]:
-        """Switch interface -> the directed link it transmits on (switch, neighbour)."""
-        return {intf: key for key, intf in self.switch_intfs.items()}
-
     def host_tcp_settings(self) -> dict[str, dict[str, str]]:
         """What every host's TCP actually uses: ``tcp_ecn`` and ``congestion_control``, read back."""
         out = {}
         for m in sorted(self.hosts, key=lambda h: self.g.nodes[h]["index"]):
             ecn, cc = self.host_exec(m, "sysctl -n net.ipv4.tcp_ecn net.ipv4.tcp_congestion_control").split()
             out[m] = {"tcp_ecn": ecn, "congestion_control": cc}
-        return out
-
-    def switch_counters(self) -> dict[tuple[str, str], tuple[int, int]]:
-        """Kernel byte counters ``(tx_bytes, rx_bytes)`` of every switch port, by (switch, neighbour)."""
-        out = {}
-        for key, intf in self.switch_intfs.items():
-            if self.server_of[key[0]] != LOCAL:
-                continue
-            base = f"/sys/class/net/{intf}/statistics"
-            with open(f"{base}/tx_bytes") as f1, open(f"{base}/rx_bytes") as f2:
-                out[key] = (int(f1.read()), int(f2.read()))
-        for server, group in self._servers(switches(self.g)).items():
-            if server == LOCAL:
-                continue
-            mine = set(group)
-            keys = [key for key in self.switch_intfs if key[0] in mine]
-            files = [f"/sys/class/net/{self.switch_intfs[k]}/statistics/{c}" for k in keys for c in ("tx_bytes",
-                                                                                                      "rx_bytes")]
-            values = [int(v) for v in self._on(server, ["cat", *files]).stdout.split()]
-            for i, key in enumerate(keys):
-                out[key] = (values[2 * i], values[2 * i + 1])
-        return out
-
-    def link_bytes(self, before, after) -> dict[tuple[str, str], int]:
-        """Bytes carried on every directed link between two :meth:`switch_counters` snapshots.
-
-        Direction ``u -> v`` is read on the switch side: the switch's transmit counter when
-        ``u`` is a switch, else the receive counter of the switch port facing ``u``.
-        """
-        out = {}
-        for u, v in self.g.edges():
-            for a, b in ((u, v), (v, u)):
-                if self.g.nodes[a]["role"] == "switch":
-                    out[(a, b)] = after[(a, b)][0] - before[(a, b)][0]
-                else:
-                    out[(a, b)] = after[(b, a)][1] - before[(b, a)][1]
         return out

@@ -68,8 +68,8 @@ class PolicyMeasurement:
         self.sampler = CpuSampler(watch=fabric.processes if fabric is not None else None)
         self.queue_path = os.path.join(pdir, "queue_stats.jsonl")
         net = session.net
-        self.ports = PortSampler(self.queue_path, net.port_links(), net.marker, self.cfg.ecn.sample_interval_s,
-                                 net.qdisc_stats)
+        self.ports = PortSampler(self.queue_path, net.counters.port_links(), net.marker, self.cfg.ecn.sample_interval_s,
+                                 net.counters.qdisc_stats)
         self.batches: list[list[str]] = []
         self.cluster_states: list[ClusterState] = []
         self.cluster = config_cluster(self.cfg, session.g)
@@ -108,7 +108,7 @@ class PolicyMeasurement:
             ina_runs.begin()
         backend = EmulatorBackend(cfg, s.net, self.pdir, s.progress, on_batch=self.on_batch, ina=ina_runs,
                                   spawn=s.spawn)
-        counters_before = s.net.switch_counters()
+        counters_before = s.net.counters.switch_counters()
         self.sampler.start()
         self.ports.start()
         try:
@@ -117,7 +117,7 @@ class PolicyMeasurement:
             backend.close()
             self.sampler.stop()
             self.ports.stop()
-        link_bytes = s.net.link_bytes(counters_before, s.net.switch_counters())
+        link_bytes = s.net.counters.link_bytes(counters_before, s.net.counters.switch_counters())
         if ina_runs is not None:
             ina_result = ina_runs.result(s.ina.engine, s.ina.why)
         elif s.ina is not None:

@@ -21,6 +21,16 @@ def run(argv: list[str], timeout_s: float = 30.0, check: bool = True) -> subproc
     return cp
 
 
+def run_in_session(argv: list[str], timeout_s: float = 30.0) -> subprocess.CompletedProcess:
+    """A short command in its own session (a terminal's Ctrl-C does not reach it), its output
+    captured; its exit status is the caller's to judge.
+
+    Raises:
+        subprocess.TimeoutExpired: it ran longer than ``timeout_s``.
+    """
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, start_new_session=True)
+
+
 def stop_process(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
     """Stop a process we started and its process group: SIGTERM, then SIGKILL after ``grace_s``."""
     if proc.poll() is not None:

@@ -50,7 +50,7 @@ class PortSampler:
         interval_s: sampling period.
         read_qdiscs: returns every port's queue counters (:func:`parse_tc_qdiscs`'s shape); default
             this machine's (``tc``); a network spread over servers reads each server's
-            (:meth:`emulator.net.EmulatedNetwork.qdisc_stats`).
+            (:meth:`emulator.counters.PortCounters.qdisc_stats`).
     """
 
     def __init__(self, path: str, ports: dict[str, tuple[str, str]], marker=None, interval_s: float = 0.25,

@@ -111,7 +111,7 @@ class BpfVirtualQueue(EcnMarker):
 
     def start(self, net) -> BpfMarker:
         marker = BpfMarker(record=net.record)
-        marker.start({intf: (net.port_rate(s, other), net.options.marking(net.port_rate(s, other)))
+        marker.start({intf: (net.shaping.port_rate(s, other), net.options.marking(net.shaping.port_rate(s, other)))
                       for (s, other), intf in net.switch_intfs.items()})
         return marker
 

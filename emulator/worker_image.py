@@ -42,8 +42,9 @@ from collections.abc import Callable
 
 from common.errors import EmulationError
 from common.paths import PROJECT_ROOT
-from emulator.containers import LABEL, SETUP_HINT, docker, docker_cli, docker_missing, image_mounts
+from emulator.containers import LABEL, REMOVE_TIMEOUT_S, SETUP_HINT, docker, docker_cli, docker_missing, image_mounts
 from emulator.journal import Change, RunJournal, finish, recorded
+from emulator.procs import run_in_session
 
 BUILD_ROOT = os.environ.get("DTNET_BUILD_ROOT", "/var/tmp/dtnet-testbed-build")
 """Where builds keep their logs and scratch trees (the VM's box, :mod:`vm.box`)."""
@@ -449,6 +450,49 @@ def _remove_stale(keep: str) -> None:
     stale = [t for t in listed.split() if t != keep and "<none>" not in t]
     if stale:
         docker(["image", "rm", *stale], check=False, timeout_s=120)
+
+
+# -- undoing a build (the journal's handlers, :data:`emulator.journal.UNDO`) -----------------------
+
+
+def remove_builds(changes: list[Change]) -> dict[Change, str | None]:
+    """``image_build``: the unfinished layers of interrupted image builds."""
+    return {c: _remove_build(c) for c in changes}
+
+
+def _remove_build(c: Change) -> str | None:
+    """An interrupted build's containers and untagged images, found by the build's label (tagged
+    images are finished ones, kept as the cache)."""
+    label = f"dtnet.build={c.name}"
+    try:
+        ids = docker(["ps", "-aq", "--filter", f"label={label}"]).stdout.split()
+        if ids:
+            docker(["rm", "-f", *ids], timeout_s=REMOVE_TIMEOUT_S)
+        docker(["image", "prune", "-f", "--filter", f"label={label}"], timeout_s=REMOVE_TIMEOUT_S)
+    except EmulationError as e:
+        return str(e)
+    return None
+
+
+def remove_trees(changes: list[Change]) -> dict[Change, str | None]:
+    """``tree``: scratch directories of builds (a worker image's or the VM's box) or of VM runs."""
+    return {c: _remove_tree(c) for c in changes}
+
+
+def _remove_tree(c: Change) -> str | None:
+    """A scratch directory with whatever was mounted in it (debootstrap mounts /proc and /sys in its
+    target while it runs); only ever one directly under :data:`BUILD_ROOT`."""
+    path = os.path.realpath(c.name)
+    if os.path.dirname(path) != os.path.realpath(BUILD_ROOT):
+        return f"not a build directory of ours (outside {BUILD_ROOT})"
+    with open("/proc/mounts") as f:
+        inside = [line.split()[1] for line in f if line.split()[1].startswith(path + "/")]
+    for mount in sorted(inside, key=len, reverse=True):
+        cp = run_in_session(["umount", "-l", mount])
+        if cp.returncode != 0:
+            return f"cannot unmount {mount}: {cp.stderr.strip()}"
+    shutil.rmtree(path, ignore_errors=True)
+    return f"{path} could not be removed" if os.path.exists(path) else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -208,8 +208,7 @@ def _leftovers_now() -> list[str]:
     if shutil.which("bpftool"):
         progs = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True).stdout
         found += [f"bpf program {p['id']}" for p in json.loads(progs or "[]") if p.get("name") == "vq_ecn"]
-        from emulator.journal import struct_ops_registered
-        from emulator.mltcp import VARIANTS
+        from emulator.mltcp import VARIANTS, struct_ops_registered
 
         found += [f"struct_ops {v.struct_ops}" for v in VARIANTS.values() if struct_ops_registered(v.struct_ops)]
     # Worker containers and unfinished worker image layers (emulator.containers, emulator.worker_image).

@@ -58,7 +58,7 @@ def test_port_counters_see_a_transfer_on_its_routed_path(fabric):
 
     src, dst = "h2", "h15"
     path = ecmp_path(fabric.g, src, dst)
-    before = fabric.switch_counters()
+    before = fabric.counters.switch_counters()
     server = fabric.popen(dst, ["iperf3", "-s", "-1", "-p", "5302"])
     try:
         wait_listening(fabric, dst, 5302)
@@ -71,7 +71,7 @@ def test_port_counters_see_a_transfer_on_its_routed_path(fabric):
     links = path_links(path)
 
     def counted():  # the switches' counters have caught up with the transfer on every link of its path
-        moved = fabric.link_bytes(before, fabric.switch_counters())
+        moved = fabric.counters.link_bytes(before, fabric.counters.switch_counters())
         return moved if all(moved[link] >= received for link in links) else None
 
     moved = wait_until(counted, what=f"counters of {received} bytes on every link of {path}")

@@ -46,7 +46,7 @@ def test_agent_traffic_on_every_link_is_the_pattern(fabric, tmp_path):
     def exec_fn(machine, argv, env, log_path):
         return fabric.popen(machine, argv, env=env, log_path=log_path, cwd=PROJECT_ROOT)
 
-    before = fabric.switch_counters()
+    before = fabric.counters.switch_counters()
     workers = launch_agents(plans, exec_fn, tmp_path)
     try:
         assert open_gate_when_ready(workers, gate, 120) is not None
@@ -54,7 +54,7 @@ def test_agent_traffic_on_every_link_is_the_pattern(fabric, tmp_path):
     finally:
         for p in processes(workers):
             fabric.forget(p)
-    moved = fabric.link_bytes(before, counters_settled(fabric.switch_counters))
+    moved = fabric.counters.link_bytes(before, counters_settled(fabric.counters.switch_counters))
     for ss in specs.values():
         for s in ss:
             assert len(read_records(s.records_path)) == ITERATIONS

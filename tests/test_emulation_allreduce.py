@@ -46,12 +46,12 @@ def test_ring_allreduce_meets_bandwidth_bound_and_counters_agree(fabric, tmp_pat
     def exec_fn(machine, argv, env, log_path):
         return fabric.popen(machine, argv, env=env, log_path=log_path, cwd=PROJECT_ROOT)
 
-    before = fabric.switch_counters()
+    before = fabric.counters.switch_counters()
     workers = launch(specs, exec_fn, str(tmp_path))
     wait_all(workers, timeout_s=180)
     for w in workers:
         fabric.forget(w.process)
-    moved = fabric.link_bytes(before, counters_settled(fabric.switch_counters))
+    moved = fabric.counters.link_bytes(before, counters_settled(fabric.counters.switch_counters))
 
     records = [r for s in specs for r in read_records(s.records_path)]
     per_iter = job_iteration_times(records)["ring4"]

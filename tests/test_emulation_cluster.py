@@ -129,10 +129,10 @@ def test_a_job_across_two_servers_moves_what_it_moves_on_one(server, tmp_path):
             placed[kind] = {"h2 shell": " ".join(net.hosts["h2"].shell.args),
                             "l2 uplink is a tap": os.path.exists("/sys/class/net/l2-eth2/tun_flags"),
                             "servers": dict(net.server_of)}
-            before = net.switch_counters()
+            before = net.counters.switch_counters()
             run = run_job(net, str(out), OneJob(kind, ("h1", "h2"), "ring", buckets, iterations=4,
                                                   warmup_iterations=1, compute_s=0.01, timeout_s=300))
-            moved[kind] = net.link_bytes(before, counters_settled(net.switch_counters))
+            moved[kind] = net.counters.link_bytes(before, counters_settled(net.counters.switch_counters))
             comm[kind] = ring_bound_ratio(net, ("h1", "h2"), buckets, run.comm_mean_s())
             error = net.controller.logged_exception()
         assert error is None, f"controller logged an exception: {error}"

@@ -101,11 +101,11 @@ def test_a_job_in_containers_moves_what_it_moves_as_processes(image, pair_net, t
         out.mkdir()
         spawn = ContainerRunner(net, ContainerSettings(image.tag, 1.0), [str(out)]) if kind == "docker" else None
         since = docker(["system", "info", "--format", "{{.SystemTime}}"]).stdout.strip()
-        before = net.switch_counters()
+        before = net.counters.switch_counters()
         runs[kind] = run_job(net, str(out), OneJob(kind, ("h1", "h2"), "ring", buckets, iterations=4,
                                                          warmup_iterations=1, compute_s=0.01, timeout_s=300),
                              spawn=spawn)
-        moved[kind] = net.link_bytes(before, counters_settled(net.switch_counters))
+        moved[kind] = net.counters.link_bytes(before, counters_settled(net.counters.switch_counters))
         if kind == "docker":
             until = docker(["system", "info", "--format", "{{.SystemTime}}"]).stdout.strip()
             started = docker(["events", "--since", since, "--until", until, "--filter", "type=container",

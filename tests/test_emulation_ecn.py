@@ -50,7 +50,7 @@ def _incast(net, senders: list[str], receiver: str, seconds: float = 6.0) -> dic
     from emulator.queues import PortSampler
 
     path = os.path.join(net.run_dir, f"incast-{time.time():.0f}.jsonl")
-    sampler = PortSampler(path, net.port_links(), net.marker, 0.25)
+    sampler = PortSampler(path, net.counters.port_links(), net.marker, 0.25)
     ip = net.g.nodes[receiver]["ip"]
     servers = [net.popen(receiver, ["iperf3", "-s", "-1", "-p", str(5301 + i)]) for i in range(len(senders))]
     for i in range(len(senders)):

@@ -20,7 +20,7 @@ def test_overloaded_network_is_flagged(emulation_ok, tmp_path):
 
     with EmulatedNetwork(fat_tree(4), str(tmp_path), NetOptions(scale=10)) as net:
         cpu = CpuSampler(0.25)
-        ports = PortSampler(str(tmp_path / "q.jsonl"), net.port_links(), None, 0.25)
+        ports = PortSampler(str(tmp_path / "q.jsonl"), net.counters.port_links(), None, 0.25)
         pairs = [("h1", "h9"), ("h2", "h13"), ("h5", "h10"), ("h6", "h14")]
         servers = [net.popen(d, ["iperf3", "-s", "-1"], log_path=str(tmp_path / f"server-{d}.log")) for _, d in pairs]
         for _, d in pairs:

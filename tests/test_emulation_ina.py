@@ -126,7 +126,7 @@ def _run_jobs(net, fabric, plans, n_slots: int, tag: str, before_workers=None) -
     ps_procs = fabric.start_ps(plans, out_dir)
     if before_workers is not None:
         before_workers(out_dir)
-    before = net.switch_counters()
+    before = net.counters.switch_counters()
     workers = {}
     for p in plans:
         for m, bit in p.bits.items():
@@ -143,10 +143,10 @@ def _run_jobs(net, fabric, plans, n_slots: int, tag: str, before_workers=None) -
         net.forget(proc)
         with open(path) as f:
             outputs[key] = json.load(f)
-    after = net.switch_counters()
+    after = net.counters.switch_counters()
     ps_stats = fabric.stop_ps(ps_procs)
     fabric.check_alive()
-    return outputs, ps_stats, net.link_bytes(before, after)
+    return outputs, ps_stats, net.counters.link_bytes(before, after)
 
 
 def _check_sums(plan, outputs) -> None:
@@ -318,7 +318,7 @@ def test_a_replay_job_runs_over_ina_and_only_its_aggregates_go_up(ina_fabric, tm
     plan = plan_job(net.g, 11, machines, "h6", ["l1", "l2"])
     fabric.install([plan], 1024)
     started = fabric.start_ps([plan], str(tmp_path))
-    before = net.switch_counters()
+    before = net.counters.switch_counters()
     try:
         buckets = (64_000, 6_400, 512)
         run = run_job(net, str(tmp_path), OneJob("inajob", tuple(machines), "ina", buckets, iterations=3,
@@ -326,7 +326,7 @@ def test_a_replay_job_runs_over_ina_and_only_its_aggregates_go_up(ina_fabric, tm
                                                    ina_endpoints=endpoints(net, plan)))
     finally:
         ps = fabric.stop_ps(started)
-    up = net.link_bytes(before, net.switch_counters())[("l1", "s1")]
+    up = net.counters.link_bytes(before, net.counters.switch_counters())[("l1", "s1")]
     stats = fabric.stats()["l1"]
     seqs = 4 * sum(math.ceil(b / 4 / VALUES_PER_PACKET) for b in buckets) \
         + 2 * math.ceil(barrier_bytes(4) / 4 / VALUES_PER_PACKET)

@@ -34,8 +34,14 @@ class StatsWatch:
         self._thread.join(timeout=30)
 
     def _watch(self) -> None:
-        from emulator.journal import struct_ops_registered
-        from emulator.mltcp import STATS_MAP, VARIANTS, MltcpUnavailable, map_stats, struct_ops_maps
+        from emulator.mltcp import (
+            STATS_MAP,
+            VARIANTS,
+            MltcpUnavailable,
+            map_stats,
+            struct_ops_maps,
+            struct_ops_registered,
+        )
 
         struct_ops, map_id = VARIANTS[self.name].struct_ops, None
         while not self._stop.wait(self.period_s):
@@ -52,8 +58,8 @@ class StatsWatch:
 def test_the_hosts_run_mltcp_and_the_run_unregisters_it(variant, emulation_ok, tmp_path):
     """Every host's TCP is the variant, its flows' windows grow scaled by F over learned iterations
     (its counters move), and the run leaves it unregistered."""
-    from emulator.journal import struct_ops_registered as registered
     from emulator.mltcp import kernel_missing, tools_missing
+    from emulator.mltcp import struct_ops_registered as registered
     from emulator.runner import Progress, run_experiment
     from experiment import config
 

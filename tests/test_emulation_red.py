@@ -25,7 +25,7 @@ def test_red_path_marks_where_the_kernel_has_red(emulation_ok, tmp_path):
                          marking=ecn_marking(30000))
     with EmulatedNetwork(fat_tree(4), str(tmp_path), options) as net:
         port = net.switch_intfs[("e2", "h4")]
-        sampler = PortSampler(str(tmp_path / "q.jsonl"), net.port_links(), None, 0.25)
+        sampler = PortSampler(str(tmp_path / "q.jsonl"), net.counters.port_links(), None, 0.25)
         from emulator.flows import netstat_counters
 
         ce0 = netstat_counters(net.hosts["h4"].pid)["IpExtInCEPkts"]

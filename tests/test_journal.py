@@ -184,6 +184,34 @@ def test_unknown_kind_is_rejected():
         Change("file", "/tmp/x")
 
 
+def test_the_journal_imports_no_owner_of_a_kind_and_finds_each_on_demand():
+    """Importing the journal loads none of the modules that undo its kinds (:data:`journal.UNDO`), so
+    they import the journal and not the other way round; asked to undo a kind, the journal imports its
+    owner then, as ``clean`` does for a dead run's record."""
+    owners = sorted({target.partition(":")[0] for target in journal.UNDO.values()} - {"emulator.journal"})
+    code = ("import json, sys\nimport emulator.journal as j\nbefore = sorted(sys.modules)\n"
+            "handlers = {k: callable(j.undo_handler(k)) for k in j.UNDO}\n"
+            "print(json.dumps([before, sorted(sys.modules), handlers]))\n")
+    cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    before, after, handlers = json.loads(cp.stdout)
+    assert owners and [m for m in owners if m in before] == [] and not any(m.startswith("vm") for m in before)
+    assert [m for m in owners if m not in after] == []
+    assert handlers == dict.fromkeys(journal.UNDO, True)
+
+
+def test_every_kind_has_a_handler_named_after_what_it_undoes():
+    """Each registered kind resolves to a function of its owner module; an unknown kind is refused with the
+    registered ones listed."""
+    for kind, target in journal.UNDO.items():
+        module, _, name = target.partition(":")
+        handler = journal.undo_handler(kind)
+        assert callable(handler) and (handler.__module__, handler.__name__) == (module, name)
+    assert journal.KINDS == tuple(journal.UNDO)
+    with pytest.raises(ValueError, match="unknown change kind 'file'; valid: process, bridge, link"):
+        journal.undo_handler("file")
+
+
 def test_a_change_on_another_server_keeps_its_way_there_and_is_undone_through_it(tmp_path):
     """A change made on another server of a cluster is written with the command prefix that
     reaches that server (``ssh ... host``), read back with it, and undone through it: here the

@@ -13,9 +13,9 @@ import subprocess
 import pytest
 from conftest import needs
 
-from emulator import journal, mltcp
-from emulator.journal import struct_ops_registered as registered
+from emulator import mltcp
 from emulator.mltcp import VARIANTS, MltcpCongestionControl, MltcpUnavailable, cfg_bytes
+from emulator.mltcp import struct_ops_registered as registered
 
 NAMES = list(VARIANTS)
 
@@ -124,17 +124,17 @@ def test_an_unregistered_struct_ops_a_socket_still_holds_is_not_registered(monke
         calls.append(argv)
         return _completed(answers.get(argv[3], "")) if argv[:3] == ["bpftool", "-j", "struct_ops"] else None
 
-    monkeypatch.setattr(journal, "_run", fake_run)
-    assert journal.struct_ops_in_use("mltcp_cubic") == [] and not registered("mltcp_cubic")
-    assert journal.unregister_struct_ops("mltcp_cubic") is None
+    monkeypatch.setattr(mltcp, "run_in_session", fake_run)
+    assert mltcp.struct_ops_in_use("mltcp_cubic") == [] and not registered("mltcp_cubic")
+    assert mltcp.unregister_struct_ops("mltcp_cubic") is None
     assert not any("unregister" in argv for argv in calls)
     answers["dump"] = answers["dump"].replace("TOBEFREE", "INUSE")
-    assert [map_id for map_id, _ in journal.struct_ops_in_use("mltcp_cubic")] == [7]
+    assert [map_id for map_id, _ in mltcp.struct_ops_in_use("mltcp_cubic")] == [7]
     # Linux before 6.9 (the VM's 6.1): refcnt and state at the value's top level, no ``common``
     answers["dump"] = ('[{"bpf_map_info": {"id": 9, "name": "mltcp_cubic"}}, {"bpf_struct_ops_tcp_congestion_ops": '
                        '{"refcnt": {"refs": {"counter": 1}}, "state": "BPF_STRUCT_OPS_STATE_INUSE", '
                        '"data": {"init": "void (struct sock *) mcubic_init/prog_id:70"}}}]')
-    assert [map_id for map_id, _ in journal.struct_ops_in_use("mltcp_cubic")] == [9]
+    assert [map_id for map_id, _ in mltcp.struct_ops_in_use("mltcp_cubic")] == [9]
     assert registered("mltcp_cubic")
 
 

@@ -25,6 +25,7 @@ changes are undone by ``run_testbed.py clean``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import ipaddress
@@ -42,15 +43,20 @@ from pathlib import Path
 from common.errors import EmulationError
 from common.jsonfile import write_json_atomic
 from common.paths import PROJECT_ROOT
-from emulator.journal import LIBVIRT_URI, Change, EmulatorLock, RunJournal, process_change, require_no_leftovers
+from emulator.journal import Change, EmulatorLock, RunJournal, process_change, require_no_leftovers
+from emulator.procs import run_in_session
 from emulator.worker_image import BUILD_ROOT
 from vm import accel, box, marks
 
+LIBVIRT_URI = "qemu:///system"
+"""The libvirt connection of the VM run's domain, network and storage pool."""
 VAGRANT_DIR = Path(PROJECT_ROOT) / "vagrant" / "debian"
 GUEST_RESULTS = "/testbed/results/vm"
 GUEST_CONFIG = "experiments/vm.yaml"
 """The experiment run in the VM: sized for software emulation (its dilation), with kernel RED."""
 LIBVIRT_START_TIMEOUT_S = 60.0
+UNDO_TIMEOUT_S = 120.0
+"""Limit of one ``virsh`` command undoing the run's objects (destroying a domain takes a while)."""
 UP_TIMEOUT_S = 5400.0
 STEP_TIMEOUT_S = 5400.0
 DESTROY_TIMEOUT_S = 600.0
@@ -202,6 +208,81 @@ def settled(before: dict[str, list[str]], timeout_s: float = SETTLE_TIMEOUT_S) -
 def host_addresses() -> list[str]:
     return [a for line in _out(["ip", "-o", "-4", "addr", "show"]).splitlines()
             for a in line.split()[3:4]]
+
+
+# -- undoing the run's libvirt objects and firewall chains (the journal's handlers) ---------------
+
+
+def remove_domains(changes: list[Change]) -> dict[Change, str | None]:
+    """``vm_domain``: stop and undefine each domain, and remove its console log, which libvirt keeps
+    after the domain goes (:data:`emulator.journal.UNDO`)."""
+    def forget_log(name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"/var/log/libvirt/qemu/{name}.log")
+
+    return {c: _undefine(c.name, "dominfo", "destroy", "undefine", first=forget_log) for c in changes}
+
+
+def remove_networks(changes: list[Change]) -> dict[Change, str | None]:
+    """``vm_network``: stop and undefine each network (:data:`emulator.journal.UNDO`)."""
+    return {c: _undefine(c.name, "net-info", "net-destroy", "net-undefine") for c in changes}
+
+
+def remove_pools(changes: list[Change]) -> dict[Change, str | None]:
+    """``vm_pool``: delete every volume in each storage pool, then stop and undefine it
+    (:data:`emulator.journal.UNDO`)."""
+    def empty(name: str) -> None:
+        _virsh("pool-refresh", name)
+        for volume in _virsh("vol-list", name, "--name").stdout.split():
+            _virsh("vol-delete", "--pool", name, volume)
+
+    return {c: _undefine(c.name, "pool-info", "pool-destroy", "pool-undefine", present=empty) for c in changes}
+
+
+def _virsh(*argv: str) -> subprocess.CompletedProcess:
+    return run_in_session(["virsh", "-q", "-c", LIBVIRT_URI, *argv], timeout_s=UNDO_TIMEOUT_S)
+
+
+def _undefine(name: str, info: str, stop: str, forget: str, first: Callable[[str], None] | None = None,
+              present: Callable[[str], None] | None = None) -> str | None:
+    """Stop and undefine the libvirt object ``name`` (its ``virsh`` verbs ``info``, ``stop`` and
+    ``forget``), calling ``first`` before looking it up and ``present`` when it is there; skipped when
+    libvirt is not installed or no longer has it. None, or why it is still there."""
+    if shutil.which("virsh") is None:
+        return None
+    if first is not None:
+        first(name)
+    if _virsh(info, name).returncode != 0:
+        return None
+    if present is not None:
+        present(name)
+    _virsh(stop, name)  # fails harmlessly when it was not running
+    cp = _virsh(forget, name)
+    if cp.returncode != 0 and _virsh(info, name).returncode == 0:
+        return cp.stderr.strip() or f"virsh {forget} exited {cp.returncode}"
+    return None
+
+
+def remove_firewall_chains(changes: list[Change]) -> dict[Change, str | None]:
+    """``fw_chain`` (``table/chain``): an iptables chain libvirt made for the run (it keeps them, empty,
+    after its networks go): the jumps to it and the chain itself, only while nothing but those jumps
+    uses it (:data:`emulator.journal.UNDO`)."""
+    return {c: _remove_chain(*c.name.partition("/")[::2]) for c in changes}
+
+
+def _remove_chain(table: str, chain: str) -> str | None:
+    if shutil.which("iptables") is None:
+        return None
+    rules = run_in_session(["iptables", "-t", table, "-S"]).stdout.splitlines()
+    if f"-N {chain}" not in rules:
+        return None
+    if any(r.startswith(f"-A {chain} ") for r in rules):
+        return "it has rules again (someone else's): left alone"
+    for rule in rules:
+        if rule.endswith(f" -j {chain}") and rule.startswith("-A "):
+            run_in_session(["iptables", "-t", table, "-D", *rule[3:].split()])
+    cp = run_in_session(["iptables", "-t", table, "-X", chain])
+    return None if cp.returncode == 0 else cp.stderr.strip()
 
 
 # -- the run -----------------------------------------------------------------------------------
