@@ -47,13 +47,14 @@ import typing
 
 from common.errors import EmulationError
 from common.lifecycle import StartStop
+from congestion import CONGESTION_CONTROLS, CongestionControl
 from emulator.capabilities import resolve_datapath
 from emulator.cluster import LOCAL, REMOTE_RUN, ClusterOptions, MultiServer, ThisMachine
 from emulator.controller_proc import ControllerProcess
 from emulator.ecn import BpfMarker, wait_unloaded
 from emulator.journal import Change, EmulatorLock, RunJournal, process_change, require_no_leftovers
 from emulator.procs import pid_alive, run, stop_process
-from emulator.variants import ECN_MARKERS, OFFLOADS, SWITCH_PORTS, EcnMarker, SwitchPorts
+from emulator.variants import CONGESTION_INSTALLERS, ECN_MARKERS, OFFLOADS, SWITCH_PORTS, EcnMarker, SwitchPorts
 from measure import shaping
 from measure.marking import MarkingParams
 from measure.shaping import MAX_RATE_MBPS, MIN_RATE_MBPS, link_rates_mbps  # noqa: F401 (re-exported)
@@ -79,7 +80,8 @@ class NetOptions:
         host_queue_packets: FIFO limit under each machine's own shaper (its NIC), in packets:
             deep enough that TCP does not overflow it, as a real host's TCP is held back before
             its NIC's queue drops (``host_queue_packets`` in the config).
-        congestion_control: TCP congestion control used in every host.
+        congestion_control: TCP congestion control used in every host (installed as its ``installer``
+            says, :data:`emulator.variants.CONGESTION_INSTALLERS`).
         stats_interval_s: controller port-statistics polling period.
         datapath: the OVS datapath: ``auto`` (the kernel's where the kernel has the openvswitch
             module, as in the VM; else the userspace one, :func:`emulator.capabilities.resolve_datapath`),
@@ -93,8 +95,8 @@ class NetOptions:
             to which the controller steers INA packets (:func:`controller.rules.ina_steering`).
         cluster: the servers the network is spread over (:mod:`emulator.cluster`), or None for
             this machine alone.
-        mltcp: for an MLTCP ``congestion_control``, its ``(slope, intercept, idle gap in wall
-            seconds)``: the run registers it (:mod:`emulator.mltcp`); None otherwise.
+        mltcp: MLTCP's ``(slope, intercept, idle gap in wall seconds)``, with which the run registers an
+            MLTCP ``congestion_control`` (:mod:`emulator.mltcp`); other congestion controls ignore it.
     """
 
     scale: float = 1.0
@@ -103,7 +105,7 @@ class NetOptions:
     routing: str = "ecmp"
     queue_packets: int = 100
     host_queue_packets: int = 1000
-    congestion_control: str = "cubic"
+    congestion_control: CongestionControl = CONGESTION_CONTROLS["cubic"]
     stats_interval_s: float = 0.5
     datapath: str = "auto"
     ecn: EcnMarker = ECN_MARKERS["none"]
@@ -210,9 +212,8 @@ class EmulatedNetwork(StartStop):
         setLogLevel("error")
         self.turn.acquire()
         require_no_leftovers()
-        if self.options.mltcp is not None:
-            self._register_mltcp()
-        self.servers.precheck(self.options.congestion_control, self.run_dir)
+        CONGESTION_INSTALLERS[self.options.congestion_control.installer].install(self)
+        self.servers.precheck(self.options.congestion_control.name, self.run_dir)
         self._require_names_free()
         self._vswitchd_pid = vswitchd_pid()
         write_topology_json(self.g, self.topology_path)
@@ -373,24 +374,10 @@ class EmulatedNetwork(StartStop):
 
     # -- configuration ---------------------------------------------------------------------
 
-    def _register_mltcp(self) -> None:
-        """Register the MLTCP congestion control for this run (recorded: the run's end unregisters it).
-
-        Raises:
-            EmulationError: in cluster mode (other servers' kernels would lack it), or
-                :class:`emulator.mltcp.MltcpUnavailable` where it cannot run.
-        """
-        from emulator.mltcp import MltcpCongestionControl
-
-        if self.options.cluster is not None:
-            raise EmulationError(f"congestion control {self.options.congestion_control} is registered in this "
-                                 "machine's kernel only; cluster mode cannot use it")
-        MltcpCongestionControl(self.options.congestion_control, *self.options.mltcp, record=self.record).start()
-
     def _allow_congestion_control(self) -> None:
         """Let the hosts pick the configured congestion control (every server's root namespace)."""
         key = "net.ipv4.tcp_allowed_congestion_control"
-        cc = self.options.congestion_control
+        cc = self.options.congestion_control.name
         for server in self._servers(self.g.nodes):
             allowed = self._on(server, ["sysctl", "-n", key]).stdout.split()
             available = self._on(server, ["sysctl", "-n", "net.ipv4.tcp_available_congestion_control"]).stdout.split()
@@ -461,7 +448,7 @@ class EmulatedNetwork(StartStop):
         return self.servers.wrap(server, argv)
 
     def _configure_hosts(self) -> None:
-        cc = self.options.congestion_control
+        cc = self.options.congestion_control.name
         ecn = ["sysctl -w net.ipv4.tcp_ecn=1"] if self.options.ecn.measures else []
         for m in self.hosts:
             intf = self.host_intf[m]
