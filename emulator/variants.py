@@ -147,8 +147,8 @@ class StructOps(CongestionInstaller):
         """Register it (recorded: the run's end unregisters it).
 
         Raises:
-            EmulationError: in cluster mode (other servers' kernels would lack it), or
-                :class:`emulator.mltcp.MltcpUnavailable` where it cannot run.
+            EmulationError: in cluster mode (other servers' kernels would lack it), without MLTCP's
+                parameters, or :class:`emulator.mltcp.MltcpUnavailable` where it cannot run.
         """
         from emulator.mltcp import MltcpCongestionControl
 
@@ -156,6 +156,8 @@ class StructOps(CongestionInstaller):
         if net.options.cluster is not None:
             raise EmulationError(f"congestion control {cc.name} is registered in this machine's kernel only; "
                                  "cluster mode cannot use it")
+        if net.options.mltcp is None:
+            raise EmulationError(f"congestion control {cc.name} needs MLTCP's parameters (NetOptions.mltcp)")
         MltcpCongestionControl(cc.name, *net.options.mltcp, record=net.record).start()
 
 

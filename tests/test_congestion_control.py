@@ -191,3 +191,17 @@ def test_the_name_check_sees_a_planted_test():
     """The check is not vacuous: a membership test and an equality are both found."""
     assert name_tests("if cfg.congestion_control in MLTCP:\n    pass\nok = congestion_control == 'bbr'\n") == [1, 3]
 
+
+
+def test_mltcp_without_its_parameters_is_refused_in_one_line(tmp_path):
+    """An emulated network asked for an MLTCP variant without F's parameters stops before touching the
+    kernel, naming what is missing."""
+    from common.errors import EmulationError
+    from emulator.net import EmulatedNetwork, NetOptions
+    from emulator.variants import CONGESTION_INSTALLERS
+    from topo import leaf_spine
+
+    cc = CONGESTION_CONTROLS["mltcp_reno"]
+    net = EmulatedNetwork(leaf_spine(2, 1, 1), str(tmp_path), NetOptions(scale=500, congestion_control=cc))
+    with pytest.raises(EmulationError, match=r"^congestion control mltcp_reno needs MLTCP's parameters"):
+        CONGESTION_INSTALLERS[cc.installer].install(net)
