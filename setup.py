@@ -11,7 +11,7 @@ setup(
     name="dtnet-testbed",
     version=VERSION,
     description="Network-emulation testbed for distributed-training job placement research",
-    packages=find_packages(include=["common*", "topo*", "controller*", "ina*", "jobs*", "placement*",
+    packages=find_packages(include=["common*", "congestion*", "topo*", "controller*", "ina*", "jobs*", "placement*",
                                     "sim*", "emulator*", "measure*", "backend*", "experiment*", "scheduling*", "vm*"]),
     package_data={"ina": ["vectors.json"]},
     py_modules=["run_testbed"],

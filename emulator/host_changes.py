@@ -18,7 +18,7 @@ from common.errors import EmulationError
 from emulator.cluster import LOCAL, by_server
 from emulator.journal import Change, EmulatorLock, RunJournal, require_no_leftovers
 from emulator.procs import run
-from emulator.variants import OFFLOADS
+from emulator.variants import CONGESTION_INSTALLERS, OFFLOADS
 from topo import switches
 
 
@@ -94,19 +94,10 @@ class HostChanges:
                 raise EmulationError(f"network interface(s) {', '.join(taken[:5])} already exist{where} and this "
                                      f"run did not create them; remove them to run here")
 
-    def register_mltcp(self) -> None:
-        """Register the MLTCP congestion control for this run (recorded: the run's end unregisters it).
-
-        Raises:
-            EmulationError: in cluster mode (other servers' kernels would lack it), or
-                :class:`emulator.mltcp.MltcpUnavailable` where it cannot run.
-        """
-        from emulator.mltcp import MltcpCongestionControl
-
-        if self.options.cluster is not None:
-            raise EmulationError(f"congestion control {self.options.congestion_control} is registered in this "
-                                 "machine's kernel only; cluster mode cannot use it")
-        MltcpCongestionControl(self.options.congestion_control, *self.options.mltcp, record=self.record).start()
+    def install_congestion_control(self) -> None:
+        """Give the hosts' kernels the configured congestion control, by its installer
+        (:data:`emulator.variants.CONGESTION_INSTALLERS`; recorded: the run's end undoes it)."""
+        CONGESTION_INSTALLERS[self.options.congestion_control.installer].install(self)
 
     def allow_congestion_control(self) -> None:
         """Let the hosts pick the configured congestion control (every server's root namespace).
@@ -115,7 +106,7 @@ class HostChanges:
             EmulationError: the kernel of a server lacks it.
         """
         key = "net.ipv4.tcp_allowed_congestion_control"
-        cc = self.options.congestion_control
+        cc = self.options.congestion_control.name
         for server in by_server(self.g.nodes, self.servers.placement):
             allowed = self.servers.run(server, ["sysctl", "-n", key]).stdout.split()
             available = self.servers.run(server, ["sysctl", "-n",

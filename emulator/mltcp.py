@@ -80,7 +80,8 @@ VARIANTS = {v.name: v for v in (
     MltcpVariant("mltcp_cubic", "mltcp_cubic.bpf.c", "mltcp_cubic",
                  "CUBIC's per-ACK increment toward its target and its Reno-friendly estimate's growth"),
 )}
-"""Congestion-control name -> the MLTCP variant (``experiment.config.MLTCP_CONGESTION_CONTROLS``)."""
+"""Congestion-control name -> its BPF program (the :class:`congestion.Mltcp` entries of
+:data:`congestion.CONGESTION_CONTROLS`)."""
 
 
 class MltcpUnavailable(EmulationError):

@@ -47,6 +47,7 @@ import typing
 
 from common.errors import EmulationError
 from common.lifecycle import StartStop
+from congestion import CONGESTION_CONTROLS, CongestionControl
 from emulator.capabilities import resolve_datapath
 from emulator.cluster import LOCAL, REMOTE_RUN, ClusterOptions, MultiServer, ThisMachine
 from emulator.controller_proc import ControllerProcess
@@ -81,7 +82,8 @@ class NetOptions:
         host_queue_packets: FIFO limit under each machine's own shaper (its NIC), in packets:
             deep enough that TCP does not overflow it, as a real host's TCP is held back before
             its NIC's queue drops (``host_queue_packets`` in the config).
-        congestion_control: TCP congestion control used in every host.
+        congestion_control: TCP congestion control used in every host (installed as its ``installer``
+            says, :data:`emulator.variants.CONGESTION_INSTALLERS`).
         stats_interval_s: controller port-statistics polling period.
         datapath: the OVS datapath: ``auto`` (the kernel's where the kernel has the openvswitch
             module, as in the VM; else the userspace one, :func:`emulator.capabilities.resolve_datapath`),
@@ -95,8 +97,8 @@ class NetOptions:
             to which the controller steers INA packets (:func:`controller.rules.ina_steering`).
         cluster: the servers the network is spread over (:mod:`emulator.cluster`), or None for
             this machine alone.
-        mltcp: for an MLTCP ``congestion_control``, its ``(slope, intercept, idle gap in wall
-            seconds)``: the run registers it (:mod:`emulator.mltcp`); None otherwise.
+        mltcp: MLTCP's ``(slope, intercept, idle gap in wall seconds)``, with which the run registers an
+            MLTCP ``congestion_control`` (:mod:`emulator.mltcp`); other congestion controls ignore it.
     """
 
     scale: float = 1.0
@@ -105,7 +107,7 @@ class NetOptions:
     routing: str = "ecmp"
     queue_packets: int = 100
     host_queue_packets: int = 1000
-    congestion_control: str = "cubic"
+    congestion_control: CongestionControl = CONGESTION_CONTROLS["cubic"]
     stats_interval_s: float = 0.5
     datapath: str = "auto"
     ecn: EcnMarker = ECN_MARKERS["none"]
@@ -212,9 +214,8 @@ class EmulatedNetwork(StartStop):
 
         setLogLevel("error")
         self.changes.begin()
-        if self.options.mltcp is not None:
-            self.changes.register_mltcp()
-        self.servers.precheck(self.options.congestion_control, self.run_dir)
+        self.changes.install_congestion_control()
+        self.servers.precheck(self.options.congestion_control.name, self.run_dir)
         self.changes.require_names_free()
         self._vswitchd_pid = vswitchd_pid()
         write_topology_json(self.g, self.topology_path)
@@ -305,7 +306,7 @@ class EmulatedNetwork(StartStop):
         return out
 
     def _configure_hosts(self) -> None:
-        cc = self.options.congestion_control
+        cc = self.options.congestion_control.name
         ecn = ["sysctl -w net.ipv4.tcp_ecn=1"] if self.options.ecn.measures else []
         for m in self.hosts:
             intf = self.host_intf[m]

@@ -27,6 +27,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from common.errors import EmulationError
+from congestion import congestion_control
 from emulator.backend import EmulatorBackend, WaveResult
 from emulator.cpu import CpuSampler
 from emulator.ina_runs import InaRuns, unused_result
@@ -40,7 +41,6 @@ from experiment.report import summarise_policy
 from experiment.resimulate import simulate_schedule, start_offsets
 from experiment.results import write_json
 from experiment.run import config_cluster, last_starts, place_and_run
-from experiment.simrun import mltcp_flows
 from experiment.timeline import up_phases
 from measure import fidelity
 from measure.iterations import job_iteration_times
@@ -159,7 +159,7 @@ class PolicyMeasurement:
         # scheduler runs them so, else every start and preemption at its time.
         in_batches = make_scheduler(cfg.scheduler, seed=cfg.seed).starts_in_batches
         timeline = up_phases(records, cfg.dilation)
-        delays = start_offsets(timeline, self.batches) if mltcp_flows(cfg) is not None else None
+        delays = start_offsets(timeline, self.batches) if congestion_control(cfg.congestion_control).is_mltcp else None
         estimates = simulate_schedule(cfg, g, loop, {e.job: e.bucket_bytes for e in evidence if e.bucket_bytes},
                                       self.batches if in_batches else None, delays)
         link_checks = fidelity.link_checks(queue_samples, rates, windows or None, cfg.mtu, cfg.queue_packets)

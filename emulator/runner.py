@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 from common.errors import EmulationError
 from common.units import wall_s
+from congestion import congestion_control
 from emulator import capabilities
 from emulator.backend import uses_agents
 from emulator.cluster import LOCAL, ClusterOptions
@@ -46,7 +47,7 @@ from emulator.ports import resolve_port_type
 from emulator.variants import ECN_MARKERS, SWITCH_PORTS, EcnMarker, SwitchPorts, ecn_marker, switch_ports
 from emulator.worker_image import ensure_image
 from experiment import driver
-from experiment.config import MLTCP_CONGESTION_CONTROLS, ExperimentConfig, ina_jobs, ina_switches
+from experiment.config import ExperimentConfig, ina_jobs, ina_switches
 from experiment.driver import ExperimentBackend, PolicySession
 from experiment.summary import PolicyRun
 from ina.plan import pat_pps
@@ -107,16 +108,13 @@ def net_options(cfg: ExperimentConfig, ecn: EcnMarker = ECN_MARKERS["none"],
         return marking_params(e.threshold_bytes, wall_s(e.threshold_us, cfg.dilation), e.max_threshold_bytes,
                               e.max_probability, rate_mbps, cfg.queue_packets, cfg.mtu)
 
-    mltcp = None
-    if cfg.congestion_control in MLTCP_CONGESTION_CONTROLS:
-        m = cfg.mltcp
-        mltcp = (m.slope, m.intercept, wall_s(m.idle_gap_ms / 1000.0, cfg.dilation))
+    m = cfg.mltcp
     return NetOptions(scale=cfg.scale, dilation=cfg.dilation, mtu=cfg.mtu, routing=cfg.routing,
                       queue_packets=cfg.queue_packets, host_queue_packets=cfg.host_queue_packets,
-                      congestion_control=cfg.congestion_control,
+                      congestion_control=congestion_control(cfg.congestion_control),
                       stats_interval_s=cfg.stats_interval_s, ecn=ecn, marking=marking,
                       switch_ports=ports, ina_switches=tuple(ina_switches), cluster=cluster_options(cfg),
-                      mltcp=mltcp)
+                      mltcp=(m.slope, m.intercept, wall_s(m.idle_gap_ms / 1000.0, cfg.dilation)))
 
 
 def cluster_options(cfg: ExperimentConfig) -> ClusterOptions | None:

@@ -1,4 +1,5 @@
-"""The emulated network's variants, each an object chosen once: switch port kinds and ECN markers.
+"""The emulated network's variants, each an object chosen once: switch port kinds, ECN markers and how
+a congestion control is installed.
 
 A run resolves a name from the config and this machine's capabilities once
 (:func:`emulator.ports.resolve_port_type`, :func:`emulator.ecn.resolve_method`), looks the
@@ -9,7 +10,10 @@ object up here (:func:`switch_ports`, :func:`ecn_marker`) and hands it to
   ``afxdp`` (an AF_XDP socket on a veth pipe of its own, :mod:`emulator.ports`);
 * ECN markers (:data:`ECN_MARKERS`): ``none``, ``red`` (kernel RED with ECN as the FIFO under
   each switch port's shaper) or ``bpf`` (the virtual-queue marker at each switch port's egress,
-  :class:`emulator.ecn.BpfMarker`).
+  :class:`emulator.ecn.BpfMarker`);
+* congestion-control installers (:data:`CONGESTION_INSTALLERS`), keyed by the run's
+  :class:`congestion.CongestionControl`'s ``installer``: ``kernel`` (a Linux module) or ``struct_ops``
+  (an MLTCP variant registered for the run, :mod:`emulator.mltcp`).
 
 The other two variants are objects of their own modules: where the nodes run
 (:class:`emulator.cluster.ThisMachine` or :class:`emulator.cluster.MultiServer`) and the INA
@@ -116,8 +120,51 @@ class BpfVirtualQueue(EcnMarker):
         return marker
 
 
+class CongestionInstaller:
+    """How a run gives the hosts' kernels a congestion control (a :class:`congestion.CongestionControl`,
+    whose ``installer`` names this) before the hosts pick it."""
+
+    name: str = ""
+
+    def install(self, changes) -> None:
+        """Make ``changes.options.congestion_control`` available to the network's hosts, recording it in
+        ``changes.record`` first (``changes``: the run's :class:`emulator.host_changes.HostChanges`)."""
+
+
+class KernelModule(CongestionInstaller):
+    """A Linux module (``tcp_<name>.ko``): the kernel loads it when a host picks it, and the network's
+    pre-check finds it among the available ones on every server; nothing to install."""
+
+    name = "kernel"
+
+
+class StructOps(CongestionInstaller):
+    """An MLTCP variant, registered as BPF struct_ops in this machine's kernel for the run with the run's
+    F and idle gap (:class:`emulator.mltcp.MltcpCongestionControl`); the run's end unregisters it."""
+
+    name = "struct_ops"
+
+    def install(self, changes) -> None:
+        """Register it (recorded: the run's end unregisters it).
+
+        Raises:
+            EmulationError: in cluster mode (other servers' kernels would lack it), without MLTCP's
+                parameters, or :class:`emulator.mltcp.MltcpUnavailable` where it cannot run.
+        """
+        from emulator.mltcp import MltcpCongestionControl
+
+        cc = changes.options.congestion_control
+        if changes.options.cluster is not None:
+            raise EmulationError(f"congestion control {cc.name} is registered in this machine's kernel only; "
+                                 "cluster mode cannot use it")
+        if changes.options.mltcp is None:
+            raise EmulationError(f"congestion control {cc.name} needs MLTCP's parameters (NetOptions.mltcp)")
+        MltcpCongestionControl(cc.name, *changes.options.mltcp, record=changes.record).start()
+
+
 SWITCH_PORTS: dict[str, SwitchPorts] = {"system": SystemPorts(), "afxdp": AfxdpPorts()}
 ECN_MARKERS: dict[str, EcnMarker] = {"none": NoMarker(), "red": RedMarker(), "bpf": BpfVirtualQueue()}
+CONGESTION_INSTALLERS: dict[str, CongestionInstaller] = {"kernel": KernelModule(), "struct_ops": StructOps()}
 
 
 def switch_ports(name: str) -> SwitchPorts:

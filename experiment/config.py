@@ -39,6 +39,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import congestion
 from common.errors import ConfigError, TestbedError
 from experiment.config_file import MAX_FILE_BYTES as MAX_FILE_BYTES  # re-exported: the limit a message names
 from experiment.config_file import read_yaml
@@ -71,14 +72,9 @@ from topo.schema import EMULATOR_LIMITS, SIMULATOR_LIMITS, SizeLimits
 MODES = ("replay", "train")
 RUNTIMES = ("agent", "torch")
 ROUTING_MODES = ("ecmp", "select")
-MLTCP_CONGESTION_CONTROLS = ("mltcp_reno", "mltcp_cubic")
-"""MLTCP variants the emulator registers as BPF struct_ops for the run (:data:`emulator.mltcp.VARIANTS`):
-Reno's additive increase, or CUBIC's window growth, scaled by F (``docs/resolutions.md`` Cassini §6.4 3.)."""
-CONGESTION_CONTROLS = ("reno", "cubic", "dctcp", "bbr", "vegas", "westwood", "htcp", "highspeed", "illinois",
-                       "bic", "scalable", "lp", "veno", "yeah", "hybla", "nv", "cdg", *MLTCP_CONGESTION_CONTROLS)
-"""Linux TCP congestion-control modules (``tcp_<name>.ko``), whose presence is checked at run time,
-and the MLTCP variants the run registers itself."""
-ECN_BLIND_CONGESTION_CONTROLS = ("bbr",)  # ignore CE marks (BBRv1)
+CONGESTION_CONTROLS = tuple(congestion.CONGESTION_CONTROLS)
+"""The names of :data:`congestion.CONGESTION_CONTROLS`: Linux TCP congestion-control modules
+(``tcp_<name>.ko``), whose presence is checked at run time, and the MLTCP variants the run registers itself."""
 
 
 def _topology_kinds():
@@ -458,7 +454,7 @@ class CassiniConfig:
 @dataclasses.dataclass(frozen=True)
 class MltcpConfig:
     """MLTCP's parameters, used when ``congestion_control`` is an
-    MLTCP variant (:data:`MLTCP_CONGESTION_CONTROLS`).
+    MLTCP variant (:class:`congestion.Mltcp`).
 
     Attributes:
         slope: ``F(bytes_ratio) = slope × bytes_ratio + intercept`` scales each flow's window growth
@@ -1043,7 +1039,7 @@ def _validate_ecn(cfg: ExperimentConfig) -> None:
                 fail(f"config.ecn.{key}", value, "is above the queue, so it is never reached",
                      f"an integer in [0, {queue_bytes}]: queue_packets {cfg.queue_packets} x "
                      f"(mtu {cfg.mtu} + {frame_bytes(0)}) bytes")
-    if e.marking != "off" and cfg.congestion_control in ECN_BLIND_CONGESTION_CONTROLS:
+    if e.marking != "off" and not congestion.congestion_control(cfg.congestion_control).reacts_to_ecn:
         raise ConfigError(f"config.congestion_control: {cfg.congestion_control!r} ignores ECN marks; use one "
                           f"that reacts to them (cubic, reno, dctcp) or set ecn.marking: off")
 

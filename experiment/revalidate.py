@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from common.errors import ConfigError
 from common.specs import parse_value, safe_name
+from congestion import congestion_control
 from experiment.config import from_dict, to_dict
 from experiment.config_rules import check_fields
 from experiment.estimates import (
@@ -38,7 +39,6 @@ from experiment.estimates import (
 from experiment.export import read_run
 from experiment.loop import LoopResult, Started
 from experiment.resimulate import simulate_schedule
-from experiment.simrun import mltcp_flows
 from experiment.validation import (
     Comparison,
     MarksComparison,
@@ -151,7 +151,7 @@ def read_recorded_run(run_dir: str) -> RecordedRun:
         experiment.export.ResultsError: a results file is missing or malformed.
     """
     cfg, g, summary, files = read_run(run_dir)
-    if mltcp_flows(cfg) is not None:
+    if congestion_control(cfg.congestion_control).is_mltcp:
         raise EstimatesError(f"{run_dir}: its hosts ran an MLTCP congestion control, whose re-simulation needs "
                              "the measured start offsets of its jobs; compare its own estimates (jobs.csv)")
     in_batches = make_scheduler(cfg.scheduler, seed=cfg.seed).starts_in_batches

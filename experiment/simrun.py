@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from common.units import BITS_PER_BYTE, MEGA, scale_bw_mbps
+from congestion import MLTCP_WEIGHTS, congestion_control
 from experiment.driver import ExperimentBackend, PolicySession, Say, no_resources
 from experiment.efficiency import distribution_efficiency
 from experiment.loop import LoopEvent, LoopResult
@@ -58,12 +59,18 @@ def sim_options(cfg, g) -> SimOptions:
 def mltcp_flows(cfg) -> MltcpFlows | None:
     """MLTCP's shares for the ``steps`` engine when the config's congestion control is an MLTCP variant
     (every variant is the fluid model of spec §6.4 item 5 (a), shares in proportion to F), else None."""
-    from experiment.config import MLTCP_CONGESTION_CONTROLS
-
-    if cfg.congestion_control not in MLTCP_CONGESTION_CONTROLS:
+    if not congestion_control(cfg.congestion_control).is_mltcp:
         return None
     return MltcpFlows(MltcpParams(cfg.mltcp.slope, cfg.mltcp.intercept), idle_gap_s=cfg.mltcp.idle_gap_ms * 1e-3,
                       step=cfg.simulator.mltcp_step)
+
+
+SHARING_SAYS: dict[str, Callable[[object], str]] = {
+    MLTCP_WEIGHTS: lambda cfg: (f"in proportion to MLTCP's F (slope {cfg.mltcp.slope:g}, intercept "
+                                f"{cfg.mltcp.intercept:g}; sim.mltcp.MltcpFlows)"),
+}
+"""A congestion control's own sharing model (:attr:`congestion.Sharing.model`) -> how a run's start says
+the engine shares links under it, from the config; the configured max-min or TCP share says nothing."""
 
 
 def sim_backend(cfg, g, bucket_bytes: Mapping[str, Sequence[int]] | None = None,
@@ -86,16 +93,15 @@ class SimulatorExperiment(ExperimentBackend):
     what = "flow-level simulator"
 
     def prepare(self, cfg, g, say: Say) -> dict:
-        """Nothing to check on the machine; the capabilities say which engine runs (and, for an MLTCP
-        congestion control, how the engine shares links)."""
-        if mltcp_flows(cfg) is not None:
-            if sim_engine(cfg.simulator.mode).models_congestion_control:
-                say(f"congestion control {cfg.congestion_control}: links shared in proportion to MLTCP's F "
-                    f"(slope {cfg.mltcp.slope:g}, intercept {cfg.mltcp.intercept:g}; sim.mltcp.MltcpFlows)")
-            else:
-                say(f"congestion control {cfg.congestion_control}: not modelled by the {cfg.simulator.mode} engine "
-                    "(links are shared max-min; simulator mode: "
-                    f"{engines_where(lambda e: e.models_congestion_control)} models it)")
+        """Nothing to check on the machine; the capabilities say which engine runs (and, for a congestion
+        control with a sharing model of its own, how the engine shares links)."""
+        cc = congestion_control(cfg.congestion_control)
+        engine = sim_engine(cfg.simulator.mode)
+        if not cc.sharing(engine).modelled:
+            say(f"congestion control {cc.name}: not modelled by the {engine.name} engine (links are shared "
+                f"max-min; simulator mode: {engines_where(lambda e: cc.sharing(e).modelled)} models it)")
+        elif (shared := SHARING_SAYS.get(cc.sharing(engine).model)) is not None:
+            say(f"congestion control {cc.name}: links shared {shared(cfg)}")
         return {"engine": cfg.simulator.mode}
 
     def describe(self, cfg, caps: dict, specs: Sequence[str]) -> str:

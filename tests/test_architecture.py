@@ -10,11 +10,11 @@ import pathlib
 import networkx as nx
 from conftest import REPO
 
-PACKAGES = ("common", "backend", "measure", "topo", "placement", "scheduling", "sim", "jobs", "ina", "controller",
-            "experiment", "emulator", "vm", "reproduce")
+PACKAGES = ("common", "congestion", "backend", "measure", "topo", "placement", "scheduling", "sim", "jobs", "ina",
+            "controller", "experiment", "emulator", "vm", "reproduce")
 """The product's top-level packages (``run_testbed.py`` sits above them all)."""
 
-PURE = ("common", "backend", "measure", "topo", "placement", "scheduling", "sim")
+PURE = ("common", "congestion", "backend", "measure", "topo", "placement", "scheduling", "sim")
 """Packages below both back ends and the experiment: they import none of ``experiment``, ``emulator``."""
 
 JOBS_RUNTIME = ("jobs.agent", "jobs.launcher", "jobs.worker", "jobs.collectives", "jobs.nets")
@@ -78,8 +78,8 @@ def test_reproductions_sit_above_the_experiment_and_reach_the_emulator_only_thro
 
 
 def test_the_pure_packages_import_no_back_end_and_no_experiment():
-    """The packages below the back ends (protocol, analysis, topology, placement, scheduling, simulator)
-    import neither ``experiment`` nor ``emulator``."""
+    """The packages below the back ends (congestion controls, protocol, analysis, topology, placement,
+    scheduling, simulator) import neither ``experiment`` nor ``emulator``."""
     g = package_graph()
     wrong = {(a, b): sorted(g.edges[a, b]["files"]) for a in PURE for b in ("experiment", "emulator")
              if g.has_edge(a, b)}

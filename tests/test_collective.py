@@ -112,8 +112,8 @@ def test_ina_aggregates_in_the_fabric_and_falls_back_to_the_ring():
     assert collective_of(INA).aggregates_in_fabric and collective_of(INA).fallback == "ring"
 
 
-PRODUCT = ("common", "backend", "measure", "topo", "placement", "scheduling", "sim", "jobs", "ina", "controller",
-           "experiment", "emulator", "vm", "reproduce", "bench")
+PRODUCT = ("common", "congestion", "backend", "measure", "topo", "placement", "scheduling", "sim", "jobs", "ina",
+           "controller", "experiment", "emulator", "vm", "reproduce", "bench")
 
 
 def name_comparisons(source: str) -> list[int]:

@@ -37,11 +37,13 @@ def loadable(buildable):
 
 
 def test_the_config_offers_exactly_the_built_variants():
-    """experiment.config's MLTCP congestion controls are emulator.mltcp's variants, and valid congestion controls."""
-    from experiment.config import CONGESTION_CONTROLS, MLTCP_CONGESTION_CONTROLS
+    """The registry's MLTCP congestion controls are emulator.mltcp's variants, and valid in a config."""
+    from congestion import CONGESTION_CONTROLS
+    from experiment import config
 
-    assert MLTCP_CONGESTION_CONTROLS == tuple(VARIANTS) == ("mltcp_reno", "mltcp_cubic")
-    assert set(MLTCP_CONGESTION_CONTROLS) <= set(CONGESTION_CONTROLS)
+    mltcp_names = tuple(name for name, cc in CONGESTION_CONTROLS.items() if cc.is_mltcp)
+    assert mltcp_names == tuple(VARIANTS) == ("mltcp_reno", "mltcp_cubic")
+    assert set(mltcp_names) <= set(config.CONGESTION_CONTROLS)
 
 
 @pytest.mark.parametrize("name", NAMES)
