@@ -1,39 +1,14 @@
-"""NetPack's placement (spec §3, Algorithm 2): batch, value servers, pack workers, place the PS,
-then turn INA on where it gains most.
+"""NetPack's placement (``docs/resolutions.md`` NetPack §3, Algorithm 2): batch, value servers, pack
+workers, place the PS, then turn INA on where it gains most.
 
-One :meth:`NetPackPolicy.place` call is one batch period (§3.2; the authors' code runs its loop
-on every arrival, as the experiment loop calls a policy):
+One :meth:`NetPackPolicy.place` call is one batch period (§3.2): a 0/1 knapsack picks the jobs
+(Step ❶), a job that fits one server goes there, the others get candidate worker plans from the
+steady state and a 2-D knapsack (Step ❷), the PS by Eq. 1 with a hot-spot bonus (Step ❸), and INA
+by aggregation efficiency within each ToR's PAT (Step ❹, §3.7). Resolutions of §6 #14-#24, #33 are
+ours where the paper is silent.
 
-1. **Subset** (Step ❶): a 0/1 knapsack over the free GPUs picks the pending jobs to place, each
-   job's value 1 plus 1 for every period it was left out (§3.2, ours: the paper gives neither).
-   They are placed one at a time by value, descending, ties in the scheduler's order.
-2. **A job that fits one server** goes to it, with no PS and no network (§3.3, ``>=`` for the
-   paper's ``>``, §6 #17): best fit (an exact match, else the smallest leftover), ties by more
-   flows then more residual bandwidth, as the authors' code.
-3. **Otherwise** the steady state of the running jobs and those placed earlier in the batch is
-   estimated (:func:`placement.netpack.waterfill.waterfill`, every job with INA on at every rack
-   its tree aggregates in), each server valued (§3.4), and the 2-D knapsack
-   (:func:`placement.netpack.knapsack.worker_plans`, Step ❷) gives the candidate worker plans.
-4. **PS** (Step ❸, Eq. 1): every candidate plan with every server s (any server, its own workers'
-   included, §6 #33) is scored ``V + s.bw − (C − s.bw)/(s.flows + ε + 1) + hot-spot``, ε = 1 when
-   s is not one of the plan's servers. The hot-spot term is the job's expected bottleneck share
-   added as a bonus (§6 #21/#22, ours): ``min(C/(f_max + 1), min over the racks it crosses of
-   C_rack/(FC_r + n_r))``, f_max = max(f, s.flows + ε), n_r its flows on r's uplink with INA on (1
-   from each leaf rack, one per leaf at the PS's rack). The best score wins; GPUs beyond the job's
-   are trimmed from the plan server giving the most GPUs that can absorb them all (the authors'
-   code; a server left with none is dropped, §3.5).
-5. **Selective INA** (Step ❹, §3.7, ours for §6 #23-#24): the batch's multi-server jobs, by
-   aggregation efficiency ``AE = rate × Σ fan-in`` over the ToRs that would aggregate them
-   (rates from the steady state with INA on for all), highest first, get INA at a ToR while its
-   PAT left after the running jobs' aggregated rates covers their rate; elsewhere INA is off.
-   Running jobs keep theirs (no migration). The placement's ``ina_switches`` names the ToRs with
-   INA on (``()``: none).
-
-Server value (§3.4, §6 #20, a switch): ``paper``: ``s.bw − (C − s.bw)/(s.flows + 1)`` (an idle
-server is worth C, so plans of more servers score higher before the hot-spot term and trimming);
-``code``: ``s.bw − C/(s.flows + 1)`` (the authors' code; an idle server is worth 0). ``s.flows``
-are the flows on the server's access link in the estimated steady state (§6 #14, ours), ``s.bw``
-its residual bandwidth with the new job left out (Alg. 2 line 7, §6 #15).
+Each step, the scores and the server value (``value=paper|code``): ``docs/algorithms.md`` (NetPack);
+an overview: ``docs/netpack.md``.
 """
 
 from __future__ import annotations
