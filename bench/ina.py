@@ -77,7 +77,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def end_hosts(seqs: int, fan_in: int, lanes: int) -> dict:
-    """The PS and ``fan_in`` workers on loopback (module docstring): wall seconds from the first worker's
+    """The PS and ``fan_in`` workers on loopback (``docs/benchmarks.md``): wall seconds from the first worker's
     start to the last one's end, whether every worker got the exact sums, the resends, and the CPU
     seconds of the PS (from its start of service to the last worker's end) and of the busiest worker
     (its allreduce)."""
@@ -185,7 +185,7 @@ def run_options(g, scale: float, dilation: float, ina_switches: tuple[str, ...])
 
 
 def fabric_rows(args) -> list[list[str]]:
-    """One row per placement and way of running the job (see the module docstring) on one network."""
+    """One row per placement and way of running the job (see ``docs/benchmarks.md``) on one network."""
     import json
 
     from emulator.cpu import CpuSampler
@@ -269,8 +269,8 @@ def fabric_rows(args) -> list[list[str]]:
 
 
 def packet_rates(args, lanes: int, tc, why: str | None) -> tuple[list[list[str]], bool]:
-    """One row per aggregator and window at ``lanes`` values per packet (the module docstring's
-    workload, ``args.seqs`` values per worker cut into packets of ``lanes``), and whether every
+    """One row per aggregator and window at ``lanes`` values per packet (the workload of
+    ``docs/benchmarks.md``, ``args.seqs`` values per worker cut into packets of ``lanes``), and whether every
     aggregator emitted the engine's aggregates."""
     seqs = max(1, args.seqs * VALUES_PER_PACKET // lanes)
     packets = workload(seqs, args.fan_in, lanes)

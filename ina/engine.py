@@ -232,7 +232,7 @@ class JobTraffic:
 
 
 class Aggregator:
-    """One switch's aggregator pool and per-job table; the module docstring's switch rules.
+    """One switch's aggregator pool and per-job table; the switch rules of ``docs/ina-internals.md``.
 
     Args:
         n_slots: aggregator slots, a power of two in 1..65536. A packet uses slot

@@ -20,7 +20,7 @@ from ina.engine import MAX_BITS, Copy, JobEntry, JobTraffic, JobTree, LeafGroup,
 from ina.protocol import VALUES_PER_PACKET, InaError, check_values_per_packet, frame_bytes
 
 RESULTS = ("unicast", "multicast")
-"""How results reach the workers (module docstring); the simulator models the same two (:data:`sim.ina.RESULTS`)."""
+"""How results reach the workers (``docs/ina.md``); the simulator models the same two (:data:`sim.ina.RESULTS`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +36,7 @@ class JobPlan:
         members: the IPv4 addresses (integers) the job's packets come from: its machines and its
             PS; every switch entry of the job drops packets from any other (engine rule 1b).
         result_to: the IPs the PS sends each result to, in order: every machine's (unicast), or
-            those the switches' copies do not reach (multicast; module docstring).
+            those the switches' copies do not reach (multicast; ``docs/ina.md``).
         values_per_packet: int32 lanes per packet of the job (its workers', switches' and PS's).
     """
 
@@ -107,7 +107,7 @@ def ps_host_of(ps_host: str | None, machines: Sequence[str]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class TreeShape:
-    """Where a job aggregates, by the rule of the module docstring, for any number of machines.
+    """Where a job aggregates, by the rule of ``docs/ina.md``, for any number of machines.
 
     Attributes:
         machines: the job's distinct machines, in first-appearance (rank) order.
@@ -168,7 +168,7 @@ def _copy(g, machine: str) -> Copy:
 
 def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches: Iterable[str],
              results: str = "unicast", values_per_packet: int = VALUES_PER_PACKET) -> JobPlan:
-    """The INA plan of one job (see the module docstring).
+    """The INA plan of one job (see ``docs/ina.md``).
 
     Args:
         g: the topology.

@@ -289,7 +289,7 @@ def decode(buf: bytes | bytearray | memoryview,
            values_per_packet: int = VALUES_PER_PACKET) -> tuple[InaHeader, tuple[int, ...]]:
     """Parse the UDP payload of an INA packet into its header and values.
 
-    Checks in the order of the module docstring and raises nothing but :class:`MalformedPacket`
+    Checks in the order ``docs/ina-internals.md`` lists and raises nothing but :class:`MalformedPacket`
     for any input of a bytes-like type.
     """
     header = decode_header(buf, values_per_packet)

@@ -357,7 +357,7 @@ class ConfigReload:
 
 
 def load_jobs(path: str) -> list[PsJob]:
-    """The jobs of a PS config file (see the module docstring).
+    """The jobs of a PS config file (see ``docs/ina-internals.md``).
 
     Raises:
         InaError: unreadable or malformed, or a job id listed twice.

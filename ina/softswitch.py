@@ -114,7 +114,7 @@ def udp_payload(frame: bytes, start: int) -> bytes:
 
 
 class SoftSwitch:
-    """The engine behind raw sockets (the process's body; see the module docstring)."""
+    """The engine behind raw sockets (the process's body; see ``docs/ina-internals.md``)."""
 
     def __init__(self, ports: Mapping[int, str]):
         self.socks: dict[int, socket.socket] = {}
@@ -131,7 +131,7 @@ class SoftSwitch:
         self.other = 0
 
     def configure(self, msg: dict) -> None:
-        """Install a new engine with ``n_slots`` and ``jobs``, and the routes (see the module docstring)."""
+        """Install a new engine with ``n_slots`` and ``jobs``, and the routes (see ``docs/ina-internals.md``)."""
         engine = Aggregator(check_slots(msg["n_slots"]), check_values_per_packet(msg.get("values_per_packet",
                                                                                           VALUES_PER_PACKET)))
         for job_id, entry in _checked_entries(msg.get("jobs", [])):
@@ -144,7 +144,7 @@ class SoftSwitch:
 
     def add_jobs(self, msg: dict) -> None:
         """Install (or replace) the entries of ``msg["jobs"]``; every other entry, the slots and the
-        counters stay (see the module docstring).
+        counters stay (see ``docs/ina-internals.md``).
 
         Raises:
             KeyError: no ``jobs``.
@@ -198,7 +198,7 @@ class SoftSwitch:
         return out
 
     def job_traffic(self, msg: dict) -> dict:
-        """``msg["job_ids"]``' packets forwarded by direction (see the module docstring).
+        """``msg["job_ids"]``' packets forwarded by direction (see ``docs/ina-internals.md``).
 
         Raises:
             KeyError: no ``job_ids``.
@@ -285,7 +285,7 @@ class SoftSwitch:
                 "set_pat": self.set_pat}
 
     def _answer(self, line: bytes) -> dict:
-        """The answer to one control line (see the module docstring); never raises on its content."""
+        """The answer to one control line (see ``docs/ina-internals.md``); never raises on its content."""
         try:
             msg = json.loads(line)
             op = msg.get("op") if isinstance(msg, dict) else None

@@ -46,7 +46,7 @@ class ModelProfile:
         bucket_bytes: gradient bucket sizes in bytes, in the order DDP allreduces them;
             they sum to ``param_bytes``.
         compute_time_s: forward+backward time of one iteration at paper scale on one
-            V100-class GPU at ``batch_size`` (an estimate; see the module docstring).
+            V100-class GPU at ``batch_size`` (an estimate; see ``docs/fidelity.md``).
         batch_size: per-GPU batch size that ``compute_time_s`` refers to.
         source: where each number comes from, and which are estimates.
         tensor_bytes: parameter tensor sizes in bytes, in registration (forward) order.

@@ -95,7 +95,7 @@ def phase_error_s(start_s: float, aligned_s: float, period_s: float) -> float:
 
 @dataclasses.dataclass
 class PhaseKeeper:
-    """One job's time shift, kept (see the module docstring).
+    """One job's time shift, kept (see ``docs/cassini.md``).
 
     Attributes:
         origin_s: the shift's time origin (the decision's time).
@@ -106,7 +106,7 @@ class PhaseKeeper:
         realign: re-align a drifted job (False: measure only).
         line: the clock whose instants the job keeps (None: the wall clock from ``origin_s``).
         follow: the line follows late jobs: an early start beyond the threshold waits at once, a
-            late one never (module docstring).
+            late one never (``docs/cassini.md``).
         pace: the :class:`jobs.pace.Pace` that moves the line, told of every start (None: moved
             elsewhere, or not at all); ``job`` is this job's name on it.
         errors_s: the phase error of every iteration started since the first wait, in order.
@@ -147,7 +147,7 @@ class PhaseKeeper:
         return phase_error_s(self.line.read(t), self.shift_s, self.period_s) * self.line.stretch(t)
 
     def wait_s(self, start_s: float) -> float:
-        """How long the iteration that could start at ``start_s`` waits first (module docstring);
+        """How long the iteration that could start at ``start_s`` waits first (``docs/cassini.md``);
         records its phase error."""
         if self.pace is not None and self.waits_s:
             self.pace.observe(self.job, start_s, start_s)

@@ -23,13 +23,13 @@ from placement.base import (
 
 
 class ConsolidatePolicy(InOrderPolicy):
-    """Fewest machines, then best fit (see the module docstring for the exact rule).
+    """Fewest machines, then best fit (see ``docs/algorithms.md`` for the exact rule).
 
     Args:
         seed: unused (the policy is deterministic); kept for the common interface.
         strict_order: stop at the first pending job that does not fit (no later job starts).
         idle_first: YARN-CS's strict consolidation: whole idle machines first, the rest on one
-            machine, else wait (see the module docstring).
+            machine, else wait (see ``docs/algorithms.md``).
     """
 
     name = "consolidate"

@@ -58,7 +58,7 @@ def fewest_groups(free: Sequence[tuple[str, int]], need: int, rng: random.Random
 
 
 class ThemisPolicy(InOrderPolicy):
-    """Locality first, racks then machines; equal-objective candidates (see the module docstring).
+    """Locality first, racks then machines; equal-objective candidates (see ``docs/algorithms.md``).
 
     Args:
         seed: seeds the candidates' random choices (the 0th candidate has none).
@@ -70,7 +70,7 @@ class ThemisPolicy(InOrderPolicy):
     """The random choices of a candidate (None: :meth:`place`'s deterministic rule)."""
 
     def choose(self, job: JobRequest, view: ClusterView, tentative: Tentative) -> list[GpuSlot] | None:
-        """The fewest racks, then the fewest machines in each (module docstring)."""
+        """The fewest racks, then the fewest machines in each (``docs/algorithms.md``)."""
         racks = view.racks()
         per_rack = fewest_groups([(r, sum(tentative.n_free(m) for m in ms)) for r, ms in racks.items()],
                                  job.workers, self.rng)
@@ -84,7 +84,7 @@ class ThemisPolicy(InOrderPolicy):
         return sorted(slots, key=lambda s: (order[s.machine], s.gpu))
 
     def candidates(self, pending: Sequence[JobRequest], view: ClusterView, k: int) -> list[list[Placement]]:
-        """Up to ``k`` distinct decisions of the 0th's objective (module docstring), the 0th first."""
+        """Up to ``k`` distinct decisions of the 0th's objective (``docs/algorithms.md``), the 0th first."""
         first = self.place(pending, view)
         out, want = [first], objective(first, view)
         for draw in range(1, 8 * k):

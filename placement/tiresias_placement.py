@@ -82,7 +82,7 @@ def tensor_skew(model: str) -> float:
 
 
 class TiresiasPolicy(PlacementPolicy):
-    """Consolidate skewed models, spread the rest by NIC load (see the module docstring).
+    """Consolidate skewed models, spread the rest by NIC load (see ``docs/algorithms.md``).
 
     Args:
         seed: unused (the policy is deterministic); kept for the common interface.

@@ -489,7 +489,7 @@ def _nic_mbps(graph, machine: str) -> float:
 
 
 class TitanPolicy(PlacementPolicy):
-    """Titan placement (see the module docstring).
+    """Titan placement (see ``docs/algorithms.md``).
 
     Args:
         seed: seeds the paper variant's random initial split; Titan-R does not use it.

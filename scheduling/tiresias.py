@@ -308,7 +308,7 @@ def parse_thresholds(thresholds_gpu_s) -> tuple[float, ...]:
 
 
 class TiresiasScheduler(Scheduler):
-    """Discretized 2D-LAS / 2D-Gittins with K queues (see the module docstring for the rules).
+    """Discretized 2D-LAS / 2D-Gittins with K queues (see ``docs/algorithms.md`` for the rules).
 
     Args:
         seed: unused (deterministic); kept for the common interface.
@@ -319,12 +319,12 @@ class TiresiasScheduler(Scheduler):
             ``inf`` (default, the testbed's setting) disables promotion.
         gittins_delta: the quantum of Q_i (⚠ A7): ``"to_threshold"`` (Q_i^hi - a, default),
             ``"literal"`` (Q_i^hi) or ``"r_compat"`` ([R]'s table index with the fixed quantum
-            Q_1^hi, or 3250 GPU-s with one queue, every queue sorted; see the module docstring).
+            Q_1^hi, or 3250 GPU-s with one queue, every queue sorted; see ``docs/algorithms.md``).
         samples_path: CSV of service samples for Gittins; empty means [R]'s file.
         samples_gpu_s: explicit Gittins samples (Python callers only); overrides ``samples_path``.
         timing: when demotions and promotions happen: ``"exact"`` (when the service reaches the
             limit, resp. the waiting time reaches knob x executed time) or ``"r_compat"`` ([R]'s
-            integer event clock, see the module docstring); empty (default) means ``"r_compat"``
+            integer event clock, see ``docs/algorithms.md``); empty (default) means ``"r_compat"``
             with ``gittins_delta="r_compat"`` and ``"exact"`` otherwise.
 
     Attributes:
@@ -450,7 +450,7 @@ class TiresiasScheduler(Scheduler):
         return self.dist.index(service_gpu_s, hi)
 
     def _queue_order(self, members: list[JobStatus], queue: int) -> list[JobStatus]:
-        """A queue's admission order (see the module docstring)."""
+        """A queue's admission order (see ``docs/algorithms.md``)."""
         by_pos = sorted(members, key=lambda j: self._state[j.name].pos)
         if self.priority == "gittins" and (self.r_table is not None or queue < self.n_queues - 1):
             # [R]: sort(key=(rank, -submit_time), reverse=True), stable: ties keep the list order.

@@ -100,8 +100,8 @@ class SimOptions:
             flows' are (payload, or wire bytes with ``mtu``, as the shaper counts them): a
             number for every link, or a mapping keyed by link in either orientation ``(u, v)``
             (the ``(u, v)`` entry wins for direction u -> v, as in ``rate_mbps``) that must
-            cover every link a flow crosses; 0 is no bucket. None: no token buckets (the
-            module docstring says how they are modelled). For an emulated run,
+            cover every link a flow crosses; 0 is no bucket. None: no token buckets
+            (``docs/simulator-engines.md`` says how they are modelled). For an emulated run,
             ``measure.shaping.burst_bytes(rate, mtu)`` of each link's shaped rate and the
             run's MTU, in emulated bytes like the buckets; a depth in bytes does not change
             with the dilation.
@@ -493,7 +493,7 @@ class FlowEngine:
     simulation runs forward with :meth:`advance`, which stops early when runs finish so that an
     event-driven experiment loop can act on it; :func:`simulate` adds all its jobs and advances
     to the end. Each addition of a job is a run of it; a name may be added again once its run
-    finished or was removed. The module docstring says what is modelled and how.
+    finished or was removed. ``docs/simulator-engines.md`` says what is modelled and how.
 
     Args:
         g: topology graph (:mod:`topo.schema`); routes are :func:`topo.routing.ecmp_path`.

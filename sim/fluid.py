@@ -223,7 +223,7 @@ class FluidEngine:
         rate_mbps: rate of each link in Mbit/s, keyed by either orientation (the ``(u, v)`` entry
             wins for direction u -> v).
         options: ``mtu`` (bytes on the wire) and ``latency_s`` are modelled; ``burst_bytes``,
-            ``ecn`` and ``mltcp`` are not (see the module docstring).
+            ``ecn`` and ``mltcp`` are not (see ``docs/simulator-engines.md``).
 
     Attributes:
         events: event batches processed so far.
@@ -439,7 +439,7 @@ class FluidEngine:
 
     def _independent(self, runs: Sequence[_Run], fill) -> list[float]:
         """The levels of coupled ``runs`` whose communication overlaps independently
-        (``SimOptions.overlap``, the module docstring): from the fill's, each run's level rises
+        (``SimOptions.overlap``, ``docs/simulator-engines.md``): from the fill's, each run's level rises
         until its own load and the others' loads *times the share of time they communicate* fill
         one of its resources, or to its cap; the shares follow the levels, so this is iterated to a
         fixed point (damped by half, at most :data:`OVERLAP_ROUNDS` rounds). A level never falls

@@ -333,7 +333,7 @@ def _check_switch_ports(g: nx.Graph, node, problems: list[str]) -> None:
 
 
 def validate_topology(g: nx.Graph, limits: SizeLimits = EMULATOR_LIMITS) -> None:
-    """Check ``g`` against the schema in this module's docstring.
+    """Check ``g`` against the schema (``docs/topologies.md``).
 
     All problems are collected and reported together (the first few, if there are many).
 

@@ -33,7 +33,7 @@ from placement.netpack.waterfill import SteadyState, waterfill
 
 """Every ToR's PAT in Gbit/s: the paper's simulator default, 1 Tb/s (spec §3.10)."""
 TIE_DIGITS = 9
-"""Decimals kept of a score or a bandwidth (Gbit/s) before sorting (see the module docstring)."""
+"""Decimals kept of a score or a bandwidth (Gbit/s) before sorting (see ``docs/algorithms.md``)."""
 
 
 def endpoint_flows(jobs: Iterable[NetJob]) -> Counter[str]:
@@ -157,7 +157,7 @@ class CallState:
 class BaselinePolicy(PlacementPolicy):
     """A baseline of spec §4: choose the GPUs (:meth:`choose`), then the PS by the fewest-flows rule.
 
-    Places the pending jobs in order (see the module docstring) and remembers each decision, so that
+    Places the pending jobs in order (see ``docs/algorithms.md``) and remembers each decision, so that
     later calls count the PS of the jobs it placed.
 
     Args:
@@ -303,7 +303,7 @@ class _SteadyStatePolicy(RankFillPolicy):
 
 class TetrisPolicy(_SteadyStatePolicy):
     """Tetris (Grandl et al., SIGCOMM '14; spec §4, [Ours]): fill by the alignment score, highest
-    first. ``d_bw`` = the access link's capacity (see the module docstring), unit weights."""
+    first. ``d_bw`` = the access link's capacity (see ``docs/algorithms.md``), unit weights."""
 
     name = "tetris"
     gpu_weight = 1.0

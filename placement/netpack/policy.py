@@ -27,7 +27,7 @@ VALUES = ("paper", "code")
 
 
 def server_value(bw: float, capacity: float, flows: int, kind: str = "paper") -> float:
-    """A server's value (§3.4; see the module docstring): 100, 10 and -25 for the paper's idle,
+    """A server's value (§3.4; see ``docs/algorithms.md``): 100, 10 and -25 for the paper's idle,
     1-flow-60-used and saturated-3-flow examples at C = 100."""
     if kind == "code":
         return bw - capacity / (flows + 1)
@@ -45,7 +45,7 @@ class PsChoice:
 
 def choose_ps(plans: Sequence[WorkerPlan], fabric: Fabric, state: SteadyState, servers: Sequence[str],
               capacity: float) -> PsChoice | None:
-    """Step ❸: the best (plan, PS) pair by Eq. 1 with the hot-spot bonus (module docstring, point 4);
+    """Step ❸: the best (plan, PS) pair by Eq. 1 with the hot-spot bonus (``docs/algorithms.md``, point 4);
     on equal scores a PS in one of the plan's racks (ours: the paper gives no tie rule), then the
     first plan and server.
 
@@ -134,7 +134,7 @@ def trim(plan: Sequence[tuple[str, int]], need: int, ps: str | None = None) -> l
 
 
 class NetPackPolicy(PlacementPolicy):
-    """NetPack (see the module docstring).
+    """NetPack (see ``docs/algorithms.md``).
 
     Args:
         seed: unused (NetPack is deterministic).
@@ -142,7 +142,7 @@ class NetPackPolicy(PlacementPolicy):
             still balances GPUs and bandwidth (§6.3, Fig. 11). Default: the topology's (each INA
             switch's, which an experiment sets from its ``ina.pat_gbps``), else the paper's
             simulator's 1 Tb/s (:meth:`placement.netpack.network.Fabric.from_graph`).
-        value: the server value, ``paper`` or ``code`` (module docstring).
+        value: the server value, ``paper`` or ``code`` (``docs/algorithms.md``).
         min_fan_in: the fan-in a ToR needs to aggregate a job (§6 #12).
         selective_ina: Step ❹; False leaves INA on for every job (as the baselines run).
         ps_loopback: a worker on its job's PS server reaches the PS over loopback, using no network
@@ -170,7 +170,7 @@ class NetPackPolicy(PlacementPolicy):
         self.job_values: dict[str, float] = {}
 
     def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
-        """One batch period (see the module docstring)."""
+        """One batch period (see ``docs/algorithms.md``)."""
         jobs_by_name(pending)
         fabric = self.fabrics.of(view)
         running = self.decisions.running(view, fabric)
@@ -229,7 +229,7 @@ class NetPackPolicy(PlacementPolicy):
         return [slot for s, n in plan for slot in tentative.take(s, n)], best.ps
 
     def _select_ina(self, fabric: Fabric, running: list[NetJob], batch: list[NetJob]) -> dict[str, frozenset[str]]:
-        """Step ❹: the racks where each of the batch's jobs gets INA (module docstring, point 5)."""
+        """Step ❹: the racks where each of the batch's jobs gets INA (``docs/algorithms.md``, point 5)."""
         if not batch:
             return {}
         state = waterfill(fabric, running + batch, self.min_fan_in, ps_loopback=self.ps_loopback)
