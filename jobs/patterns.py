@@ -47,11 +47,6 @@ def chunk_elems(n: int, parts: int) -> list[int]:
     return [q + 1 if i < rem else q for i in range(parts)]
 
 
-def is_power_of_two(p: int) -> bool:
-    """True for 1, 2, 4, 8, ..."""
-    return p >= 1 and p & (p - 1) == 0
-
-
 def hd_fold(p: int) -> tuple[int, int]:
     """``(p', e)`` of the fold-in/fold-out model: ``p' = 2^floor(log2 p)`` run HD, ``e = p - p'`` fold in."""
     p2 = 1 << (p.bit_length() - 1)

@@ -28,7 +28,6 @@ nodes on one port included), and per replica id an ``ina_copy`` entry that addre
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import signal
 import socket
@@ -460,10 +459,3 @@ def aggregator_stats(counters: Mapping[str, int]) -> AggregatorStats:
     """Counters by :data:`STAT_NAMES` as the software engine reports them (``other`` left out)."""
     return AggregatorStats(**{k: v for k, v in counters.items() if ":" not in k and k != "other"},
                            malformed={r: counters[f"malformed:{r}"] for r in MALFORMED_REASONS})
-
-
-def log_dir_for(run_dir: str) -> str:
-    """Where the switches of a run write their logs."""
-    path = os.path.join(run_dir, "bmv2")
-    os.makedirs(path, exist_ok=True)
-    return path
