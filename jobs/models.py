@@ -3,9 +3,10 @@
 A :class:`ModelProfile` holds a model's fp32 parameter bytes, the gradient buckets PyTorch
 DistributedDataParallel (DDP) allreduces each iteration (:func:`ddp_buckets`, DDP's defaults), and
 the forward+backward compute time of one iteration on one V100-class GPU. Parameter tensors are
-exact (built from the published architectures, checked against their parameter counts), buckets
-follow DDP's default settings, compute times are estimates (+/-30%). All sizes are bytes;
-:func:`scaled_buckets` applies the time-preserving scale factor.
+exact (built from the published architectures, checked against their parameter counts and
+Cassini's Table 4.2, ``docs/resolutions.md`` Cassini §7.3), buckets follow DDP's default
+settings, compute times are estimates (+/-30%). All sizes are bytes; :func:`scaled_buckets`
+applies the time-preserving scale factor.
 
 Where each number comes from, and how exact it is: ``docs/fidelity.md`` (Model profiles).
 """
