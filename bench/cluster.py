@@ -1,17 +1,9 @@
 #!/usr/bin/env python3
 """Cluster mode against one machine: the same replay job on a network built here alone and on the
-same network spread over servers (:mod:`emulator.cluster`, Mininet's cluster edition).
+same network spread over servers (``emulator.cluster``, Mininet's cluster edition).
 
-The fabric is a leaf-spine (``--racks`` racks of ``--hosts`` machines, one spine, 10 Gbit/s /
-scale links, dilation D); the job is a ring over one machine of each rack, replaying vgg16's
-scaled DDP buckets (agent runtime). With servers named (``--server``, repeated; ``--ssh-config``)
-the racks are spread over this machine and them; without, over this machine and a loopback
-server started here (:mod:`emulator.loopback_server`: 127.0.0.2 behind an sshd of its own, the
-single-machine form, where the tunnels' SSH encryption shares the 2 cores with everything else).
-
-Prints, per network, the time to build it and to take it down, the tunnels, the job's start-up
-and its communication time per iteration (virtual seconds), and the ratios of the cluster's to
-this machine's measured in the same run (communication time, bytes on every link).
+Prints, per network, build and teardown times, the tunnels, the job's start-up and communication
+time, and the cluster's ratios to this machine's. Details: ``docs/benchmarks.md`` (``bench/cluster.py``).
 
     sudo .venv/bin/python bench/cluster.py [--racks 2] [--hosts 1] [--dilation 3] [--iterations 5]
     sudo .venv/bin/python bench/cluster.py --server host2 --ssh-config ~/.ssh/config

@@ -1,29 +1,12 @@
 """ECN marker and emulation-capacity benchmark (needs root; runs real networks).
 
-Prints four tables:
-
-1. marker overhead: throughput of one TCP flow across five switches with links at 1000 Mbit/s
-   (so the switches, not the links, limit it), without and with the BPF marker on every port;
-   the ratio is the marker's cost;
-2. marks versus K: two senders into one machine at 20 Mbit/s for a fixed time, for several
-   marking thresholds K; marks, marks per 1000 packets, queue depth and goodput;
-3. emulation capacity: eight cross-pod flows on a k=4 fat-tree at rising link rates, with
-   MTU 1500 and 9000; the aggregate switch throughput (bytes sent by every switch port per
-   second) at each rate and the fidelity monitor's verdict; the capacity is the highest
-   aggregate throughput the monitor did not flag;
-4. kernel RED beside the BPF marker: the incast of table 2 at K = 30 kB, once with each marking
-   path the kernel has (RED needs ``sch_red``: the VM), the bottleneck's real FIFO sampled every
-   few milliseconds; marks per 1000 packets, and how often the real queue and the marker's
-   virtual queue stood above K. RED marks on (an average of) the real queue, the BPF marker on
-   the virtual one, so the shares above K say how far apart the two markers must be.
+Prints four tables: the BPF marker's overhead, marks versus the threshold K, the emulation
+capacity the fidelity monitor does not flag, and kernel RED beside the BPF marker. What each
+measures and the options: ``docs/benchmarks.md`` (``bench/ecn.py``); figures: ``docs/ecn.md``.
 
     sudo .venv/bin/python bench/ecn.py [--seconds 5] [--skip overhead,k,capacity,red] [--rate 20] [--switch-ports afxdp]
         [--repeats 2] [--thresholds-kb 3,15,30,60,120] [--rates 2.5,5,10,20,40,80] [--mtus 1500,9000]
         [--fabric fat_tree|leaf_spine]
-
-The fabric is a k=4 fat-tree; ``--fabric leaf_spine`` runs every part on two racks of two machines and
-one spine instead (2:1; one flow across three switches, two senders into a machine from its own rack and
-the other, two cross-rack flows), a quick check that every part runs.
 """
 
 from __future__ import annotations

@@ -2,21 +2,9 @@
 """What an emulated fabric costs this machine, per switch port: the switch daemon's memory, its
 threads' CPU and the time to build and take down the network, per port kind and size.
 
-For each fabric (fat-trees of ``--sizes`` k, and leaf-spines with as many machines: k leaves of
-k^2/4 machines, k/2 spines) and each switch port kind (``--ports``: ``system`` and, where the
-userspace datapath offers it, ``afxdp``), it builds the network (10 Gbit/s / 500 links), checks
-TCP between the first and the last machine, measures, and takes it down. Memory is
-``ovs-vswitchd``'s resident set (``VmRSS``) before the build and with the network up, and its peak
-(``VmHWM``, reset before each build through ``/proc/<pid>/clear_refs``), and the fall of the
-machine's available memory (``MemAvailable``: the daemon, the kernel's veths and namespaces, the
-nodes' shells), which :mod:`measure.footprint` predicts from; CPU is the daemon's threads
-summed over ``--idle-s`` seconds with the network up and idle. A size whose memory, predicted from
-the per-port cost measured at the smaller sizes of the same port kind, would not fit in the memory
-available (less :data:`measure.footprint.RESERVE_BYTES`) is skipped and said so, never built.
-
-Prints one row per network and, per port kind, the machine's memory per switch port (a
-least-squares line through the sizes measured) and the largest fat-tree k that fits this
-machine's memory by that line. JSON with ``--json FILE``.
+Fat-trees of ``--sizes`` k and leaf-spines as large, with each switch port kind; per port kind the
+memory per switch port (a least-squares line) and the largest fat-tree that fits this machine. What
+is measured and how: ``docs/benchmarks.md`` (``bench/emulator_scale.py``).
 
     sudo .venv/bin/python bench/emulator_scale.py [--sizes 4,6,8] [--ports system,afxdp] [--fabrics fat_tree,leaf_spine]
 """

@@ -1,24 +1,12 @@
 #!/usr/bin/env python3
 """Fidelity benchmark: measured allreduce time against its bound, for several time dilations.
 
-For ring and halving-doubling allreduce with 4, 8 and 16 workers (one per machine, spread
-over the pods of a k=4 fat-tree at the default experiment's rate), it replays the gradient
-buckets of a model as the default experiment does (DDP-sized buckets, scaled; ``--model``,
-default vgg16) and prints ``measured / bound`` per dilation factor D, where the bound is the
-contention-free bound the fidelity monitor uses (``jobs.steps.job_bound_s``: every rank runs
-its steps in order, colliding transfers of a step share their link, headers on the wire
-counted). Times are virtual (paper-scale) seconds: measured wall time / D. The
-wall time each D costs is printed beside it, with the CPU during the measurement. Target at
-the default D: every row at most 1.05, except rows whose own transfers collide on a link
-(ECMP; counted in the table), which the bound does not describe (see
-``measure.fidelity.JobVerdict``). Then it runs the default experiment and prints its
-wall time (``--no-default`` skips that).
+Ring and halving-doubling jobs of 4, 8 and 16 workers on a k=4 fat-tree replay a model's buckets;
+it prints ``measured / bound`` per dilation (target: at most 1.05 at the default), then the
+default experiment's wall time. Details: ``docs/benchmarks.md`` (``bench/fidelity.py``).
 
     sudo .venv/bin/python bench/fidelity.py [--dilations 1,2,4,8] [--runtime agent|torch] [--no-default]
         [--workers 4,8,16] [--collectives ring,hd] [--iterations 3] [--fabric fat_tree|leaf_spine]
-
-``--fabric leaf_spine`` runs on two racks of two machines and one spine instead (at most 4 workers):
-the smallest fabric whose jobs cross a spine, for a quick check that every step above runs.
 """
 
 from __future__ import annotations

@@ -1,49 +1,10 @@
 #!/usr/bin/env python3
 """Packet rate of the INA aggregators: bmv2 running ``ina/p4/aggregator.p4``, and the software engine.
 
-The workload: one job aggregated at a leaf (fan-in ``--fan-in`` workers), ``--seqs`` sequence
-numbers, every worker's packet of a seq sent one after another, seqs in order (so a slot is
-freed by its aggregate before the next seq can want it: no collisions). The software engine
-(:class:`ina.engine.Aggregator`) runs the packets in this process; then bmv2 and the software
-engine's own process (:mod:`ina.softswitch`, what a fabric without bmv2 uses) get them as
-Ethernet frames on a veth from a Python raw socket (:class:`ina.rig.SwitchRig`), ``--window`` at a time
-(each window closed by sentinel frames, so nothing waits beyond it and nothing is lost). Both must
-emit the same aggregates byte for byte, checked here. The figures on veths include the sender's cost
-on the same 2 cores, as a worker's would be.
-
-Prints packets/s of each, and its ratio to the in-process engine measured in the same run. The
-veth rows need root; bmv2's a toolchain (P4_PREFIX, /opt/p4 or the PATH).
-
-The end hosts, in the same run: the PS (``python -m ina.ps``) and ``--fan-in`` workers
-(:class:`ina.client.InaClient`, one process each) on loopback addresses (127.0.0.1, and 127.0.0.2
-on), ``--seqs`` seqs of every values-per-packet count allreduced with no switch, so the PS sums every
-worker's packet as it does unaggregated: the packets/s the PS takes in, from the first worker's
-start to the last one's end, all five processes sharing this machine's cores, their sums checked
-exact; and each end host's capacity on a core of its own, from its CPU seconds: the PS's packets in
-per CPU second, a worker's seqs per CPU second (a job feeds an aggregator ``--fan-in`` packets per
-seq). Then the ratio of the end hosts together, and of the slowest end host per core, to each
-aggregator. No root needed for the end hosts.
-
-``--fabric``: then one job on an emulated leaf-spine (three racks of four machines, one spine,
-10 Gbit/s / scale machine links, each leaf's uplink carrying two machines' rate: 2:1
-oversubscribed, dilation D; the ECN marker and switch port kind an experiment's defaults would
-choose here), replaying a model's scaled DDP buckets with the agent
-runtime, four workers in two racks (h1, h2 under l1; h5, h6 under l2), then in one (h1-h4 under
-l1), and, for INA, the PS alone in the third rack (h9): its communication time per iteration (virtual seconds) and the
-bytes up each workers' rack uplink, with a ring allreduce (TCP), with INA aggregating at the
-leaves (one engine per leaf, bmv2 where it runs here, else the software engine), and with the
-same INA protocol passed unaggregated to the PS; and the bytes into and out of h9, whose one link
-carries the PS's traffic (every aggregate in, one result per worker and seq out, or, with results
-multicast, one per seq, which l3 copies to l1 and l2 and they to their workers). Ratios are to the
-ring's in the same run; each row also gets its contention-free bound from its links and its fidelity
-verdict (:func:`measure.fidelity.job_verdicts`, as a run judges it: ok within 1.10x of the bound),
-the simulator's estimate of the same job (its fluid engine), the evidence that the emulator kept up
-(95th percentiles over the run of the machine's CPU, of the busiest switch thread and of the
-busiest INA process's busiest thread, as a run samples them: :class:`emulator.cpu.CpuSampler`),
-and the INA workers' counters (results, of which ECN-marked, resends by timeout and by RACK).
-The dilation is 6 by default: at 3, on a 2-core machine, the multicast job's four workers, PS and
-three bmv2 processes together take the whole machine (CPU p95 91-98%) and the job runs 1.16-1.33x
-its bound.
+Also the end hosts (the PS and the workers on loopback) against them, and with ``--fabric`` one
+job on an emulated leaf-spine as a TCP ring, with INA at the leaves and with INA passed
+unaggregated to the PS. The workload, what each row measures and why the fabric's dilation is 6:
+``docs/benchmarks.md`` (``bench/ina.py``). The veth rows need root; bmv2's a toolchain.
 
     sudo .venv/bin/python bench/ina.py [--seqs 4000] [--fan-in 4] [--window 64 256]
     sudo .venv/bin/python bench/ina.py --fabric [--model vgg16] [--dilation 6] [--iterations 5]
@@ -116,7 +77,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def end_hosts(seqs: int, fan_in: int, lanes: int) -> dict:
-    """The PS and ``fan_in`` workers on loopback (module docstring): wall seconds from the first worker's
+    """The PS and ``fan_in`` workers on loopback (``docs/benchmarks.md``): wall seconds from the first worker's
     start to the last one's end, whether every worker got the exact sums, the resends, and the CPU
     seconds of the PS (from its start of service to the last worker's end) and of the busiest worker
     (its allreduce)."""
@@ -224,7 +185,7 @@ def run_options(g, scale: float, dilation: float, ina_switches: tuple[str, ...])
 
 
 def fabric_rows(args) -> list[list[str]]:
-    """One row per placement and way of running the job (see the module docstring) on one network."""
+    """One row per placement and way of running the job (see ``docs/benchmarks.md``) on one network."""
     import json
 
     from emulator.cpu import CpuSampler
@@ -308,8 +269,8 @@ def fabric_rows(args) -> list[list[str]]:
 
 
 def packet_rates(args, lanes: int, tc, why: str | None) -> tuple[list[list[str]], bool]:
-    """One row per aggregator and window at ``lanes`` values per packet (the module docstring's
-    workload, ``args.seqs`` values per worker cut into packets of ``lanes``), and whether every
+    """One row per aggregator and window at ``lanes`` values per packet (the workload of
+    ``docs/benchmarks.md``, ``args.seqs`` values per worker cut into packets of ``lanes``), and whether every
     aggregator emitted the engine's aggregates."""
     seqs = max(1, args.seqs * VALUES_PER_PACKET // lanes)
     packets = workload(seqs, args.fan_in, lanes)

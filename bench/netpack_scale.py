@@ -2,19 +2,9 @@
 """NetPack's placement time at scale (spec §5.8 H8, Fig. 10): time per placed job on clusters of
 100, 1,000 and 10,000 servers, and the total for a 4,000-job real trace.
 
-Clusters are the paper's simulator's shape (§5.3): 16 servers per rack, 4 GPUs per server, one
-big switch with 100 Gb/s access links and 1:1 rack uplinks, PAT 1 Tb/s. Jobs are the first
-4,000 of Philly (Pollux's ``philly.csv``, ``traces/philly/philly.csv``; GPU demands above
-the cluster's are skipped), replayed in virtual time: each arrival calls ``place`` with every
-pending job (NetPack's batch), a job holds its GPUs for its trace duration, and completions
-free them before the next arrival. Only ``place`` calls are timed.
-
-The paper reports 3.25e-4 s per job at 10^2 servers and 1.36e-2 s at 10^4 (its host not
-stated), about a minute for 4,000 jobs. Target here: 4,000 jobs on 10,000 servers in under
-30 s on this 2-core machine. Printed: seconds per placed job and the total, the paper's per-job
-figure and the ratio to it, and the total against the target, all measured in this run. A
-cluster too small for the trace queues most jobs: then each call's batch knapsack runs over the
-whole queue, and the time per call, not per placed job, is the figure to read.
+Clusters of the paper's simulator's shape (§5.3), the first 4,000 jobs of Philly replayed in
+virtual time, only ``place`` calls timed; target: 4,000 jobs on 10,000 servers in under 30 s on a
+2-core machine. Details: ``docs/benchmarks.md`` (``bench/netpack_scale.py``).
 
     .venv/bin/python bench/netpack_scale.py [--servers 100 1000 10000] [--jobs 4000]
 """

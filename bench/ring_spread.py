@@ -1,24 +1,13 @@
 #!/usr/bin/env python3
 """What keeps a ring from its bound: the fabric's size, the machines it spans, or its hosts' queues.
 
-One job, an 8-rank ring replaying a model's scaled DDP buckets, runs alone in the first rack of
-leaf-spine fabrics of 4 machines per rack and 2 spines, its ranks dealt over 2, 3 or 4 of the
-rack's machines (4 + 4, 3 + 3 + 2, 2 + 2 + 2 + 2: ``hived`` and ``netpack`` spread ``vgg-a``
-over 3 and 6 machines on a k = 6 fat-tree, the other policies over 2). Its path and its
-contention-free bound (``jobs.steps.job_bound_s``, as the fidelity monitor judges it) stay the
-same whatever the fabric's size, so more racks only add switch ports that carry nothing.
-
-Per fabric, switch port kind and depth of the machines' own queues (``host_queue_packets``), it
-prints the ring's communication time per iteration against its bound, its TCP retransmissions
-(the kernel's counters of every connection), the CPU, and the userspace datapath's PMD loop
-(``ovs-appctl dpif-netdev/pmd-perf-show``, AF_XDP ports only): its mean length, idle and with
-the job, the share of its iterations that end in a sleep and the mean sleep.
+One 8-rank ring alone in the first rack of leaf-spines of growing size, its ranks over 2, 3 or 4
+machines; per fabric, port kind and host queue depth, its time against its bound, TCP
+retransmissions, CPU and the userspace datapath's PMD loop. Details: ``docs/benchmarks.md``
+(``bench/ring_spread.py``).
 
     sudo .venv/bin/python bench/ring_spread.py [--racks 2,24] [--ports afxdp,system]
         [--host-queues 100,1000] [--spreads 2,3,4] [--scale 500] [--dilation 3]
-
-A fabric predicted not to fit in the machine's memory (:mod:`measure.footprint`) is skipped and
-said so.
 """
 
 from __future__ import annotations

@@ -1,36 +1,12 @@
 #!/usr/bin/env python3
 """Wall time of the flow-level simulator for 100, 1,000 and 10,000 jobs, step-level (sim.flowsim) or fluid (sim.fluid).
 
-The cluster is Titan's simulated one: a k = 16 fat-tree with 8 of its 16 pods used (512
-machines x 8 GPUs; ``docs/resolutions.md`` Titan A25) at 100 Gbit/s, here the builder's full k = 16
-fabric with jobs placed on the first 512 machines. ``--machines N`` places them on the first N
-machines of the smallest fat-tree that has them instead (k = 36 for 10,000: 11,664 machines,
-built with the simulator's size limits, :data:`topo.schema.SIMULATOR_LIMITS`). Jobs arrive as a
-Poisson process (mean gap ``--gap`` seconds), each of 2-64 workers (a Philly-like mix of
-data-parallel ring, halving-doubling and gloo jobs of resnet50, vgg16 and bert_base) placed on
-whole consecutive machines from a random offset, so jobs of different sizes share racks,
-aggregation and core links; every job runs ``--iterations`` iterations. The simulator is handed
-the placements and arrival times (it does not queue: GPU capacity is not enforced here, only the
-network is simulated).
-
-Prints, per size, simulated events, the simulated span, the wall time and the growth exponent
-between sizes (wall ~ jobs^k); with the fluid engine also how many jobs ran at once on average
-and the share of them slowed by sharing links (level below 1), sampled every tenth completion:
-the contention the run met. The targets on a 2-core machine: 10,000 jobs under 5 minutes on the
-step-level engine (512 machines), under 2 minutes on the fluid engine with 10,000 machines and
-contention (``--engine fluid --machines 10000 --gap 0.002``). A size is skipped (and its wall
-time extrapolated with the last exponent) when the previous one took longer than ``--budget``
-seconds.
-
-``--engine fluid`` times the iteration-level engine instead (:mod:`sim.fluid`, the one traces run
-on); ``--engine both`` runs both at every size the step-level one can afford and prints how far
-the fluid engine's per-job communication time is from the step-level one's (ratio fluid / steps:
-median, p10, p90 over the jobs that communicate), the price of its speed. ``--iterations``
-matters only to the step-level engine's cost: the fluid one costs the same for 20 or 2 million.
-
-``--overlap independent`` runs the fluid engine with ``simulator.overlap: independent`` (each job
-meets the others' traffic for the share of time they communicate), whose fixed point costs more
-per event than the default ``together``.
+Jobs of 2-64 workers arrive as a Poisson process on Titan's simulated cluster (512 machines x 8
+GPUs of a k = 16 fat-tree, ``docs/resolutions.md`` Titan A25) or on ``--machines N``; the simulator
+gets the placements and arrival times and only the network is simulated. Prints events, simulated
+span, wall time and growth exponent per size (and the contention the run met, or with ``--engine
+both`` how far the fluid engine is from the step-level one). Targets, workload and options:
+``docs/benchmarks.md`` (``bench/sim_scale.py``).
 
     .venv/bin/python bench/sim_scale.py [--sizes 100 1000 10000] [--budget 600] [--engine steps|fluid|both]
                                         [--machines 512] [--gap 2.0] [--overlap together|independent]

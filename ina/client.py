@@ -1,29 +1,13 @@
 """The worker side of INA: an allreduce over the aggregation protocol, and a PyTorch DDP hook.
 
-:class:`InaClient` sums a vector of floats with the job's other workers: it scales them to int32
-(:func:`ina.protocol.to_fixed`), cuts them into packets of ``values_per_packet`` (default
-:data:`~ina.protocol.VALUES_PER_PACKET`) lanes with consecutive sequence numbers (seq ``k`` of
-every worker is the same slice), sends
-them to the job's parameter server through the switches, and collects the results the PS sends back
-to its port (:func:`ina.protocol.worker_port`). Sending is windowed (ATP §3.4's congestion control,
-:class:`AimdWindow`): a seq is sent only within ``window`` seqs of the oldest one without a result
-(a range, as TCP's window: a hole never lets the worker run further ahead); each result without ECN
-grows the window by one packet per window's worth of results, a result carrying ECN (a CE mark seen
-on any contribution, OR-ed by switches and the PS) halves it, at most once per window of packets.
-A seq is taken for lost, resent and the window halved, once a seq sent after it has its result
-and a round trip has passed (RFC 8985's RACK: holes found while results flow, lost resends
-included); when no result of any seq comes for a retransmission timeout (RFC 6298's estimator
-over the results' round-trip times, its timer restarted by every result), the seqs sent a
-timeout ago are resent with RESEND and the window halves. A resend request from the PS (its
-switch sum overflowed) is answered with a RESEND of that seq at once.
+:class:`InaClient` sums a vector of floats with the job's other workers: scaled to int32, cut into
+packets of consecutive seqs, sent to the job's parameter server through the switches, with a window
+(:class:`AimdWindow`, ATP §3.4: AIMD on ECN), loss detection (RFC 8985's RACK), retransmission
+timeouts (RFC 6298) and resends; the result is the PS's exact sum. :func:`ddp_hook` wraps a client
+as a DistributedDataParallel communication hook.
 
-The result is the exact sum the PS computed (saturated to int32 with OVERFLOW when even that
-does not fit; such lanes are counted in :attr:`ClientStats.saturated_lanes`); divided by the
-scale it differs from the float sum by at most ``workers / (2 * scale)`` per lane (each worker's
-rounding is at most half a unit).
-
-:func:`ddp_hook` wraps a client as a ``torch.nn.parallel.DistributedDataParallel``
-communication hook: every gradient bucket is summed over INA and divided by the world size.
+The window, losses and resends, and the result's error bound: ``docs/ina-internals.md`` (The worker
+client) and ``docs/ina.md`` (The worker's window, losses and ECN).
 """
 
 from __future__ import annotations
@@ -196,7 +180,7 @@ class ClientStats:
 
 
 class InaClient:
-    """One worker's INA endpoint (see the module docstring).
+    """One worker's INA endpoint (see ``docs/ina-internals.md``).
 
     Args:
         job_id: the job.

@@ -1,109 +1,14 @@
 """The INA switch state machine and the parameter server, pure and byte-exact.
 
-Statistical in-network aggregation as in ATP (Lao et al., NSDI '21, §3) and NetPack (ASPLOS
-'24, spec §1.4): a switch's memory is one pool of aggregator slots shared by every job; the
-first packet of a ``(job_id, seq)`` claims the slot its header names, later packets of the same
-``(job_id, seq)`` add into it lane by lane, and the result on its way back from the parameter
-server (PS) frees it. A packet whose slot is held by another ``(job_id, seq)`` falls back: it
-travels unaggregated to the PS, which finishes the sum. Aggregation is at most two levels
-(spec §1.6): *leaf* switches (a rack's ToR) aggregate their rack's workers and send one partial
-aggregate up; the *root* (the PS's ToR) aggregates its own rack's workers and the leaves'
-partials and sends the full aggregate to the PS.
+Statistical in-network aggregation as in ATP (Lao et al., NSDI '21, §3) and NetPack (ASPLOS '24,
+``docs/resolutions.md`` NetPack §1.4, §1.6): switches share one pool of aggregator slots between
+jobs, a packet whose slot is taken falls back to the parameter server (PS), and aggregation is at
+most two levels (leaves, then the PS's ToR as root). :class:`Aggregator` applies the numbered
+switch rules a P4 program (``ina/p4/aggregator.p4``) mirrors, :class:`ParameterServer` the PS's
+rules; :class:`JobTree` is a job's bit plan.
 
-The bit plan (:class:`JobTree`). Every worker of a job and every aggregating leaf gets its own
-bit, distinct within the job (so ``workers + leaves <= 32``). A worker's packets carry its bit; a
-leaf's partial carries the leaf's bit (its ``out_bit``). Each switch thus sees one distinct bit per
-child, as the header demands, and the PS can tell any bitmap's workers apart: a leaf bit stands
-for that leaf's workers. A worker under a leaf that does not aggregate the job (not installed
-there) is a child of the root directly. The controller installs ``fan_in = len(root children)``
-at the root and ``fan_in = len(leaf workers)``, ``out_bit = leaf bit`` at each leaf.
-
-Switch rules (:meth:`Aggregator.process`), applied in order; a P4_16 v1model program mirrors
-them with one register per value lane plus per-slot registers ``state``, ``key``
-(``job_id << 32 | seq``), ``bitmap``, ``count`` and ``flags``, and a per-job exact-match table
-(action parameters ``fan_in``, ``role``, ``out_bit``). ``i = slot & (n_slots - 1)``; the slot
-*holds* the packet when ``state[i] != FREE and key[i] == job_id << 32 | seq``.
-
-1. Malformed (:func:`ina.protocol.decode` fails): drop; count ``malformed[reason]``.
-1b. The job is installed with members (the IPv4 sources its packets may come from: its
-   machines and its PS) and the packet's source is not one of them: drop; count ``foreign``.
-   A host outside the job could otherwise claim a worker's bit in a slot, and the worker's own
-   packet would then be dropped as a duplicate: a wrong aggregate.
-2. RESULT: if slot ``i`` holds the packet, free it (``released``). Forward the packet
-   unchanged to the workers (``results``), whether the job is installed or not; where the job's
-   entry lists ``copies`` (results multicast, as ATP's switch multicast), one copy to each of
-   them instead, each addressed to its child (:class:`Copy`).
-3. Job not in the table: forward unchanged towards the PS (``passed``).
-4. From here on the packet is modified: if the IP header's ECN field is CE (``ecn_ce``), set
-   the ECN flag.
-5. RESEND: forward to the PS (``resends``); never claims or adds (the PS answers it).
-6. COLLISION already set (it fell back at a lower switch): forward to the PS (``passed``).
-7. ``bitmap`` not exactly one bit (``bitmap == 0 or bitmap & (bitmap - 1) != 0``): drop; count
-   ``malformed["bad_bitmap"]`` (every contribution a switch sees is one child's).
-8a. Slot free and the switch's PAT meter (:class:`PatMeter`, set with :meth:`Aggregator.set_pat`;
-   none: never) has no token for a claim: hold the slot ``BYPASS`` for the packet's ``(job,
-   seq)`` (``key``, ``bitmap = 0``), set COLLISION and forward the packet to the PS unaggregated (``over_pat``,
-   ``collisions``); the seq's later packets here fall back by rule 11 until its result frees the
-   slot (rule 2). Seqs beyond the PAT pass unaggregated, as the simulator's INA model spills
-   what a ToR's PAT cannot take (:mod:`sim.fluid`).
-8. Slot free: claim it, ``state = AGGREGATING``, ``key``, ``values = packet values``,
-   ``bitmap = packet bitmap``, ``count = 1``, ``flags = packet flags & (ECN | OVERFLOW)``
-   (``claims``, ``contributions``); go to rule 12.
-9. Slot holds the packet and ``packet bitmap & bitmap[i] != 0``: a duplicate; drop
-   (``duplicates``).
-10. Slot holds the packet and is AGGREGATING: add lane by lane with int32 wrap-around; a lane
-    that wraps sets OVERFLOW in ``flags[i]``; ``bitmap |= packet bitmap``, ``count += 1``,
-    ``flags |= packet flags & (ECN | OVERFLOW)`` (``contributions``); go to rule 12.
-11. Otherwise (held by another ``(job, seq)``, or held COMPLETE by a root, see rule 12): set
-    COLLISION, forward the packet to the PS unaggregated (``collisions``).
-12. If ``count >= fan_in`` (the table's): emit the aggregate to the PS, the completing packet
-    rewritten: ``flags = PARTIAL | flags[i]``, ``bitmap = 1 << out_bit`` (leaf) or ``bitmap[i]``
-    (root), ``fan_in`` = the table's, values = the slot's lanes (``aggregates``, and
-    ``overflows`` if OVERFLOW). A leaf frees the slot at once; a root sets ``state =
-    COMPLETE`` and keeps the slot until the result frees it (rule 2). Else drop the packet, it
-    is absorbed.
-
-[R] The root keeps a completed slot until the result, as ATP and spec §1.4 say ("the
-ACK/result packet on the way back frees the slot"): for that RTT a duplicate is still
-recognised and dropped (rule 9), where a freed slot would be re-claimed by it and could stay
-held with no result left to free it. A new contribution to a COMPLETE slot (possible only with
-a wrong fan-in) falls back rather than being lost. The leaf frees at once (its slot is needed for the next seq):
-its partial's duplicates are dropped by the root instead. PARTIAL marks every switch-emitted
-aggregate, the root's included.
-
-Known costs, as in ATP: a contribution stuck in a slot that never completes (its sibling
-collided, or was lost) waits for the workers' resend timeout; the result of the resent seq
-frees it. A data packet that arrives after its own result passed claims a slot nothing frees
-(the slot then makes other packets fall back, which stays correct).
-
-PS rules (:meth:`ParameterServer.process`), in order:
-
-1. Malformed: drop, count ``malformed[reason]``. A RESULT: drop (``unexpected``). Job not
-   installed: drop (``unknown_job``).
-2. ``seq`` already completed: a RESEND gets the stored result packet again (``resends_answered``);
-   anything else is late and dropped (``late``); so is any packet of a seq the PS has forgotten
-   (:meth:`ParameterServer.forget` with ``below_seq``).
-3. The packet covers ``JobTree.expand(bitmap)`` workers; unknown bits or none: drop
-   (``unknown_bits``). Its ECN (flag or ``ecn_ce``) is OR-ed into the seq's result.
-4. Covers only workers already covered: a duplicate, dropped (``duplicates``).
-5. OVERFLOW (a switch sum wrapped): the integer sum cannot be used; answer with a *resend
-   request*, a RESULT | RESEND | OVERFLOW packet of zero values to the workers (it frees the
-   slots on the way, rule 2), on which every worker resends the seq with RESEND
-   (``resend_requests``).
-6. Stored contributions whose workers the packet covers are replaced by it (``subsumed``);
-   if it still overlaps one, the two cross (impossible in a tree): dropped (``overlaps``).
-   Else stored (``contributions``).
-7. When the stored contributions cover every worker: sum them in Python integers (exact),
-   emit the RESULT (flags RESULT, plus ECN, plus OVERFLOW if a lane's exact sum is outside int32
-   and was saturated; bitmap 0, fan_in 0, the contributions' slot), store it, count
-   ``results``. The exact sums stay readable by :meth:`ParameterServer.result`.
-
-Complexity: O(values_per_packet) per packet at the switch; at the PS O(values_per_packet *
-contributions) once per seq. Memory: the PS keeps every completed seq's result (to answer
-resends) until :meth:`ParameterServer.forget`.
-
-Standard library; the PS sums its contributions as numpy arrays (an end host has to keep ahead of
-the aggregators, :mod:`ina.ps`), the switch lane by lane in Python, as its P4 program reads it.
+The bit plan, every switch and PS rule in order, the [R] resolution of when a root frees its slot,
+known costs and complexity: ``docs/ina-internals.md``. Standard library; the PS sums as numpy arrays.
 """
 
 from __future__ import annotations
@@ -327,7 +232,7 @@ class JobTraffic:
 
 
 class Aggregator:
-    """One switch's aggregator pool and per-job table; the module docstring's switch rules.
+    """One switch's aggregator pool and per-job table; the switch rules of ``docs/ina-internals.md``.
 
     Args:
         n_slots: aggregator slots, a power of two in 1..65536. A packet uses slot

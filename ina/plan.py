@@ -1,39 +1,12 @@
 """A job's INA plan on a fabric: which switch aggregates what, each machine's bit, the PS's job.
 
 Pure: a topology graph (:mod:`topo.schema`) and a placement's machines in, plain records out,
-shared by the emulator (what to install in each aggregator, what to tell the PS and each
-worker) and by tests.
+shared by the emulator and tests. ATP's two levels (NetPack §1.2-1.6, ``docs/resolutions.md``), one
+INA endpoint per machine and job: leaves (INA ToRs of two or more of the job's machines), the root
+(the PS's ToR), everything else unaggregated; a switch with a single child gets no entry (this
+project's resolution). Results go back ``unicast`` or ``multicast`` (:data:`RESULTS`).
 
-The plan follows ATP's two levels (NetPack spec §1.2-1.6), with one INA endpoint per machine
-and job: a machine's ranks sum locally first, so the tree's workers are machines, each with one
-bit (:class:`ina.engine.JobTree`, at most :data:`ina.engine.MAX_BITS` bits with the leaves').
-
-* A **leaf** is an INA switch (in the placement's ``ina_switches``) that is the ToR of at least
-  two of the job's machines and not the PS's ToR: it sums their packets into one partial,
-  sent on to the PS with the leaf's own bit.
-* The **root** is the PS's ToR, where it is an INA switch and has at least two children (the
-  job's machines under it and the leaves): it sums those into the aggregate the PS receives.
-  The PS's own machine, when it is one of the job's, is not among them: its packets reach the
-  PS over loopback, never through the ToR, so the root's fan-in leaves it out and the PS adds
-  that machine's packet to the root's aggregate.
-* Everything else reaches the next level unaggregated: machines under a ToR that does not
-  aggregate the job are the root's workers (the PS's, where the root does not aggregate).
-
-Resolution (this project's, not a paper's): a switch with a single child would aggregate
-nothing, only hold a slot, so it gets no entry; where the PS's ToR has none, the PS itself
-completes the tree (its rules accept leaves' partials and workers' packets alike).
-
-Results go back one of two ways (:data:`RESULTS`, the config's ``ina.results``):
-
-* ``unicast``: the PS sends every result to every machine of the job.
-* ``multicast`` (ATP's switch multicast, as NetPack models it): each switch with an entry copies
-  a result to its children (:attr:`ina.engine.JobEntry.copies`): a leaf to its rack's machines,
-  the root to the machines at the root (but the PS's own) and to one machine under each leaf,
-  whose leaf copies it on. The PS sends one result into the network per seq, to the root's first
-  child, or, where the root has no entry, one to each of the root's children; a worker on the PS's
-  own machine gets its copy over loopback (:attr:`JobPlan.result_to`).
-
-Complexity: O(machines) per job.
+The tree and the results' paths: ``docs/ina.md`` (How it works). O(machines) per job.
 """
 
 from __future__ import annotations
@@ -47,7 +20,7 @@ from ina.engine import MAX_BITS, Copy, JobEntry, JobTraffic, JobTree, LeafGroup,
 from ina.protocol import VALUES_PER_PACKET, InaError, check_values_per_packet, frame_bytes
 
 RESULTS = ("unicast", "multicast")
-"""How results reach the workers (module docstring); the simulator models the same two (:data:`sim.ina.RESULTS`)."""
+"""How results reach the workers (``docs/ina.md``); the simulator models the same two (:data:`sim.ina.RESULTS`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +36,7 @@ class JobPlan:
         members: the IPv4 addresses (integers) the job's packets come from: its machines and its
             PS; every switch entry of the job drops packets from any other (engine rule 1b).
         result_to: the IPs the PS sends each result to, in order: every machine's (unicast), or
-            those the switches' copies do not reach (multicast; module docstring).
+            those the switches' copies do not reach (multicast; ``docs/ina.md``).
         values_per_packet: int32 lanes per packet of the job (its workers', switches' and PS's).
     """
 
@@ -134,7 +107,7 @@ def ps_host_of(ps_host: str | None, machines: Sequence[str]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class TreeShape:
-    """Where a job aggregates, by the rule of the module docstring, for any number of machines.
+    """Where a job aggregates, by the rule of ``docs/ina.md``, for any number of machines.
 
     Attributes:
         machines: the job's distinct machines, in first-appearance (rank) order.
@@ -195,7 +168,7 @@ def _copy(g, machine: str) -> Copy:
 
 def plan_job(g, job_id: int, machines: Sequence[str], ps_host: str, ina_switches: Iterable[str],
              results: str = "unicast", values_per_packet: int = VALUES_PER_PACKET) -> JobPlan:
-    """The INA plan of one job (see the module docstring).
+    """The INA plan of one job (see ``docs/ina.md``).
 
     Args:
         g: the topology.

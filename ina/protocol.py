@@ -1,58 +1,14 @@
 """The INA wire format, declared once: a field table, and the struct codec derived from it.
 
-An INA packet is Ethernet / IPv4 / UDP / the 20-byte INA header / ``count`` signed 32-bit
-values, everything in network byte order. Workers send to the PS's UDP port
-:data:`INA_UDP_PORT`; the PS sends results from that port to each worker's own port
-(:func:`worker_port`), so a switch recognises INA by either UDP port being :data:`INA_UDP_PORT`. The header is
-:data:`HEADER_FIELDS`, a table of (name, width in bits, meaning) in wire order; the struct
-format, :class:`InaHeader`, the range checks of :func:`encode` and the Scapy layer
-(:mod:`ina.scapy_layer`) are all derived from it, so a field is added or widened in one place.
+An INA packet is Ethernet / IPv4 / UDP (port :data:`INA_UDP_PORT` either way) / the 20-byte INA
+header / ``count`` signed 32-bit values, in network byte order. :data:`HEADER_FIELDS` is the header
+as (name, width in bits, meaning) in wire order; the struct format, :class:`InaHeader`, the range
+checks of :func:`encode` and the Scapy layer (:mod:`ina.scapy_layer`) derive from it. :func:`decode`
+raises :class:`MalformedPacket` with one of :data:`MALFORMED_REASONS`; :func:`slot_of` is the slot
+hash; :func:`to_fixed` / :func:`from_fixed` convert gradients to int32.
 
-=========  ====  ==================================================================
-field      bits  meaning
-=========  ====  ==================================================================
-version       8  :data:`VERSION` (1); any other value is malformed
-flags         8  :class:`Flag` bits; bits 6-7 are reserved and must be 0
-job_id       16  the job, the key of every switch's per-job table
-seq          32  packet sequence number: packet k of every worker is gradient slice k
-bitmap       32  contributors carried by the packet, one bit per child of the switch
-                 that aggregates it (see :mod:`ina.engine` for the bit plan)
-fan_in        8  informational: contributions expected at the current level (the
-                 switch takes the authoritative fan-in from its per-job table)
-reserved      8  0
-slot         16  aggregator index chosen by the end host, :func:`slot_of`
-count        16  values that follow: the job's values per packet (default :data:`VALUES_PER_PACKET`)
-pad          16  0; pads the header to 20 bytes, so the values are 32-bit aligned
-=========  ====  ==================================================================
-
-[R] The trailing ``pad`` field makes the header 20 bytes, so the int32 values that follow are
-4-byte aligned. Like
-``reserved`` and the reserved flag bits it must be 0, which leaves room for a later version.
-
-Malformed packets: :func:`decode` checks, in this order (a P4 parser and ingress check the
-same things in the same order, so the same reason counter counts each packet), and raises
-:class:`MalformedPacket` whose ``reason`` is one of :data:`MALFORMED_REASONS`:
-
-1. ``truncated``: shorter than the header;
-2. ``bad_version``: ``version != 1``;
-3. ``reserved_bits``: a reserved flag bit, ``reserved`` or ``pad`` not 0;
-4. ``bad_count``: ``count`` is not the values per packet the node was built for;
-5. ``truncated``: shorter than the header plus ``count`` values;
-6. ``trailing_bytes``: longer than that.
-
-The slot hash, :func:`slot_of`, is CRC-32 (IEEE 802.3, as ``zlib.crc32`` and v1model's
-``HashAlgorithm.crc32``) of the 6 bytes ``job_id (2) | seq (4)``, big-endian, masked to
-``n_slots - 1``. Hosts use the whole 16-bit :data:`SLOT_SPACE`; a switch with ``m`` slots (a
-power of two) uses ``slot & (m - 1)``, which is then the same hash modulo ``m``.
-
-Worker side: :func:`data_packet` builds a packet with one precompiled :class:`struct.Struct`
-(no dataclass, no Scapy); a stream of packets is cheaper still as one :func:`values_bytes` of the
-whole vector and a :func:`data_header` per packet before its slice. :func:`to_fixed` and
-:func:`from_fixed` convert gradients to and from int32 at a fixed-point scale (ATP sends scaled
-int32 gradients the same way). End hosts read a packet's values as an array
-(:func:`values_array`) after :func:`decode_header`: the per-value work is numpy's, not Python's.
-
-Standard library and numpy.
+The field table, the [R] ``pad`` field, the malformed checks in order, the slot hash and the fast
+paths for end hosts: ``docs/ina-internals.md``. Standard library and numpy.
 """
 
 from __future__ import annotations
@@ -333,7 +289,7 @@ def decode(buf: bytes | bytearray | memoryview,
            values_per_packet: int = VALUES_PER_PACKET) -> tuple[InaHeader, tuple[int, ...]]:
     """Parse the UDP payload of an INA packet into its header and values.
 
-    Checks in the order of the module docstring and raises nothing but :class:`MalformedPacket`
+    Checks in the order ``docs/ina-internals.md`` lists and raises nothing but :class:`MalformedPacket`
     for any input of a bytes-like type.
     """
     header = decode_header(buf, values_per_packet)

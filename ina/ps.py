@@ -1,39 +1,13 @@
 """The parameter server as a process: :class:`ina.engine.ParameterServer` behind a UDP socket.
 
 One PS process per machine serves every job whose PS is on it, on UDP port
-:data:`~ina.protocol.INA_UDP_PORT`. It finishes each seq from whatever reaches it (the root
-switch's aggregates, fall-backs, resends, or every worker's own packet where no switch
-aggregates) and sends the result, from its port, to every worker of the job at the worker's
-address (:func:`~ina.protocol.worker_port` of the job on the worker's machine), or, where the
-switches multicast results, to the addresses the job's plan names (:attr:`ina.plan.JobPlan.result_to`). The IP header's
-ECN field of each datagram is read (``IP_RECVTOS``) and OR-ed into the seq's result, as a switch
-does with a CE mark.
+:data:`ina.protocol.INA_UDP_PORT`: it finishes each seq from whatever reaches it, sends the result
+to the job's workers (or where the plan's multicast says), ORs the datagrams' ECN into it, keeps
+the last :data:`KEEP_SEQS` results per job for resends, and counts each job's datagrams
+(:class:`PsJobCounters`). ``python -m ina.ps --config ps.json``; SIGHUP reloads the jobs, SIGTERM
+writes the counters.
 
-A job's completed seqs are kept to answer resends; the oldest are forgotten beyond
-:data:`KEEP_SEQS` per job (a packet of a forgotten seq is dropped as ``late``). A worker's
-window is a range of seqs much smaller than that (:class:`ina.client.AimdWindow`), so no worker
-still needs a forgotten result.
-
-Each job's datagrams are counted as they arrive and leave (:class:`PsJobCounters`: received,
-aggregated in the network, fallen back, resent, results sent, seqs completed), beside the
-engine's counters of the PS rules.
-
-Run as ``python -m ina.ps --config ps.json [--stats stats.json] [--bind ADDR] [--ack ack.json]
-[--values-per-packet N]``,
-the config ``{"jobs": [{"job_id": 1, "root_workers": [0, 1], "leaves": [[2, [3, 4]]],
-"workers": {"0": "10.0.0.1", ...}, "result_to": ["10.0.0.2"]}]}`` (worker bit -> machine IP; a
-:class:`ina.engine.JobTree` plus addresses; ``result_to``, optional: where each result goes, every
-worker when absent). On SIGTERM it writes its counters (:meth:`PsService.stats`) to ``--stats`` and
-exits 0.
-
-Jobs start and end while others run: on SIGHUP the PS reads ``--config`` again and serves
-exactly its jobs (:meth:`PsService.set_jobs`: new ones installed, unlisted ones uninstalled,
-unchanged ones untouched, their pending seqs kept; one listed with another tree or other
-addresses is installed afresh). The reload runs in the serve loop between
-datagrams, never in the signal handler. A config it cannot use changes nothing: one line to
-stderr, and it serves on. After the first load and after each reload it writes ``--ack``
-atomically, ``{"generation": n, "jobs": [sorted job ids]}``, ``n`` counting loads from 1, so the
-sender of a SIGHUP knows when its new config is served (:meth:`emulator.ina_fabric.InaFabric.add_jobs`).
+Its command line, config, reload and acknowledgement protocol: ``docs/ina-internals.md``.
 """
 
 from __future__ import annotations
@@ -383,7 +357,7 @@ class ConfigReload:
 
 
 def load_jobs(path: str) -> list[PsJob]:
-    """The jobs of a PS config file (see the module docstring).
+    """The jobs of a PS config file (see ``docs/ina-internals.md``).
 
     Raises:
         InaError: unreadable or malformed, or a job id listed twice.

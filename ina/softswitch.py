@@ -1,46 +1,13 @@
 """The software INA aggregator as a packet-processing element: :class:`ina.engine.Aggregator` on
 raw sockets, where bmv2 is missing.
 
-It behaves as ``ina/p4/aggregator.p4`` on bmv2 does, seen from the wire: frames arrive on
-numbered ports (interfaces), UDP to :data:`~ina.protocol.INA_UDP_PORT` goes through the engine's
-switch rules, and what the engine emits leaves towards the PS or the workers by the ``routes``
-(port per direction; none: back out of the port it came in on, one-armed). A rewritten packet
-gets UDP checksum 0; a result copied to a job's children (results multicast) leaves once per
-child, its Ethernet and IPv4 destination the child's (:func:`addressed_to`); everything else is
-forwarded unchanged. Other frames are forwarded by
-destination MAC (``plain``) or dropped and counted (``other``). The counters are the engine's plus
-``other``, by the same names as the P4 program's ``stats`` register (:data:`ina.p4.switch.STAT_NAMES`).
+Seen from the wire it behaves as ``ina/p4/aggregator.p4`` on bmv2 does, with the same counters.
+``python -m ina.softswitch --control PATH -i 0@eth0 ...`` is programmed over a UNIX socket, one JSON
+object per line (configure, add and remove jobs without disturbing the others' slots, counters,
+PAT meter, ...). :class:`SoftAggregator` starts it and speaks that protocol with the methods of
+:class:`ina.p4.switch.Bmv2Aggregator`, so either serves a rig or a fabric.
 
-Run as ``python -m ina.softswitch --control PATH -i 0@eth0 -i 1@eth1 ...``; it is programmed
-over a UNIX stream socket at ``PATH``, one JSON object per line, each answered by one line:
-
-- ``{"op": "configure", "n_slots": 64, "jobs": [[job_id, fan_in, role, out_bit, members, copies], ...],
-  "routes": {"0": port, "1": port}, "plain": {"02:00:00:00:00:01": port}, "values_per_packet": 32}``
-  -> ``{"ok": true}`` (direction 0: towards the PS, 1: towards the workers; ``values_per_packet``,
-  optional: lanes per packet, :data:`~ina.protocol.VALUES_PER_PACKET` when absent);
-- ``{"op": "add_jobs", "jobs": [[job_id, fan_in, role, out_bit, members, copies], ...]}`` -> these jobs'
-  entries installed (an id already installed: its entry replaced); every other entry, the slots and
-  the counters stay. All or nothing: a bad entry installs none;
-  (``members``, optional: the IPv4 sources, as integers, the job's packets may come from; empty
-  or absent: any; ``copies``, optional: ``[[ip, mac], ...]``, the children each result is copied
-  to, :class:`ina.engine.Copy`; empty or absent: results pass unchanged);
-- ``{"op": "remove_jobs", "job_ids": [job_id, ...]}`` -> those entries removed (ids not installed
-  are ignored); the slots (a removed job's included, freed by their results) and the counters stay;
-- ``{"op": "release_slots"}`` -> every slot free; the table and the counters stay;
-- ``{"op": "reset"}`` -> every slot free, counters 0;
-- ``{"op": "counters"}`` -> ``{"ok": true, "counters": {name: value}}``;
-- ``{"op": "job_traffic", "job_ids": [job_id, ...]}`` -> ``{"ok": true, "jobs": [[job_id, to_ps,
-  to_workers], ...]}``: each job's packets forwarded by direction (the P4 program's per-job counters);
-- ``{"op": "set_pat", "rate_pps": 1074.0, "burst": 4}`` -> claims metered at the switch's PAT
-  (:class:`ina.engine.PatMeter`, rule 8a; ``rate_pps`` null: unmetered), kept across configure
-  and reset (the P4 program's ``pat`` meter);
-- anything else -> ``{"ok": false, "error": "..."}``.
-
-These are the operations an online schedule needs: jobs start and end while others run, so a
-job is added or removed without disturbing the slots the running jobs hold.
-
-:class:`SoftAggregator` starts it and speaks this protocol, with the methods of
-:class:`ina.p4.switch.Bmv2Aggregator`, so either can serve a rig or a fabric.
+How it forwards and its control protocol, operation by operation: ``docs/ina-internals.md``.
 """
 
 from __future__ import annotations
@@ -147,7 +114,7 @@ def udp_payload(frame: bytes, start: int) -> bytes:
 
 
 class SoftSwitch:
-    """The engine behind raw sockets (the process's body; see the module docstring)."""
+    """The engine behind raw sockets (the process's body; see ``docs/ina-internals.md``)."""
 
     def __init__(self, ports: Mapping[int, str]):
         self.socks: dict[int, socket.socket] = {}
@@ -164,7 +131,7 @@ class SoftSwitch:
         self.other = 0
 
     def configure(self, msg: dict) -> None:
-        """Install a new engine with ``n_slots`` and ``jobs``, and the routes (see the module docstring)."""
+        """Install a new engine with ``n_slots`` and ``jobs``, and the routes (see ``docs/ina-internals.md``)."""
         engine = Aggregator(check_slots(msg["n_slots"]), check_values_per_packet(msg.get("values_per_packet",
                                                                                           VALUES_PER_PACKET)))
         for job_id, entry in _checked_entries(msg.get("jobs", [])):
@@ -177,7 +144,7 @@ class SoftSwitch:
 
     def add_jobs(self, msg: dict) -> None:
         """Install (or replace) the entries of ``msg["jobs"]``; every other entry, the slots and the
-        counters stay (see the module docstring).
+        counters stay (see ``docs/ina-internals.md``).
 
         Raises:
             KeyError: no ``jobs``.
@@ -231,7 +198,7 @@ class SoftSwitch:
         return out
 
     def job_traffic(self, msg: dict) -> dict:
-        """``msg["job_ids"]``' packets forwarded by direction (see the module docstring).
+        """``msg["job_ids"]``' packets forwarded by direction (see ``docs/ina-internals.md``).
 
         Raises:
             KeyError: no ``job_ids``.
@@ -318,7 +285,7 @@ class SoftSwitch:
                 "set_pat": self.set_pat}
 
     def _answer(self, line: bytes) -> dict:
-        """The answer to one control line (see the module docstring); never raises on its content."""
+        """The answer to one control line (see ``docs/ina-internals.md``); never raises on its content."""
         try:
             msg = json.loads(line)
             op = msg.get("op") if isinstance(msg, dict) else None

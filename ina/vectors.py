@@ -1,33 +1,12 @@
 """Test vectors of the INA switch, generated from :mod:`ina.engine` and stored as data (``vectors.json``).
 
-The P4 program and the Python engine must agree byte for byte, so both replay :data:`VECTORS`.
-Each vector is a named scenario:
+The P4 program and the Python engine must agree byte for byte, so both replay :data:`VECTORS`: named
+scenarios of switches, a parameter server, packets in and the packets, counters and sums expected
+out. Every vector uses :data:`VECTOR_SLOTS` slots so any power-of-two slot count from there to
+65536 sees the same collisions. After a deliberate change of the engine, regenerate with
+``python -m ina.vectors --write`` (the tests fail while the stored data and :func:`generate` disagree).
 
-- ``doc``: what it shows.
-- ``switches``: ``name -> {"n_slots": int, "jobs": [[job_id, fan_in, role, out_bit], ...]}``,
-  the switches to build (empty slots) and their per-job table entries.
-- ``ps``: the jobs the parameter server (node ``"ps"``) serves, each
-  ``{"job_id": int, "root_workers": [bit, ...], "leaves": [[leaf_bit, [worker_bit, ...]], ...]}``
-  (a :class:`ina.engine.JobTree`).
-- ``steps``: ``[node, ecn_ce, packet, outputs]`` in order, where ``packet`` is the UDP
-  payload in hex (spaces between groups; ``bytes.fromhex`` skips them), ``ecn_ce`` the IP
-  header's CE mark, and ``outputs`` the expected ``[dest, reason, packet]`` (``dest`` is
-  ``to_ps``, ``to_workers`` or ``drop``; a drop's packet is ``""``).
-- ``stats``: per node, the counters that are not zero after the last step
-  (``"malformed:<reason>"`` for the malformed ones).
-- ``results``: ``[job_id, seq, exact sums]`` of every seq the PS completed.
-
-Replaying: build the nodes, feed every step's packet to its node, and compare what comes out
-(a P4 harness wraps the packet in Ethernet/IPv4/UDP to port 18766, sets IP ECN to CE when
-``ecn_ce``, maps ``to_ps``/``to_workers`` to its uplink port and multicast group and a drop to
-no packet; the PS steps, node ``"ps"``, it skips). Then compare the counters.
-
-Slot counts: every vector uses :data:`VECTOR_SLOTS` slots, and its packets' ``slot`` fields either
-agree in all 16 bits (an intended collision) or differ modulo :data:`VECTOR_SLOTS`, so a switch
-with any power-of-two slot count from :data:`VECTOR_SLOTS` to 65536 sees the same collisions.
-
-Regenerate ``vectors.json`` after a deliberate change of the engine with ``python -m ina.vectors
---write`` (the tests fail while the stored data and :func:`generate` disagree).
+A vector's fields and how a harness replays one: ``docs/ina-internals.md`` (Test vectors).
 """
 
 from __future__ import annotations
@@ -144,7 +123,7 @@ class _Run:
         }
 
     def _check_slots(self) -> None:
-        """Packets whose slots agree modulo VECTOR_SLOTS agree in all 16 bits (see the module docstring)."""
+        """Packets whose slots agree modulo VECTOR_SLOTS agree in all 16 bits (see ``docs/ina-internals.md``)."""
         seen: dict[int, int] = {}
         for packet in self.packets:
             try:
@@ -468,7 +447,7 @@ def format_vectors(value, indent: str = "") -> str:
 
 
 VECTORS = load()
-"""Every stored vector by name (see the module docstring for its fields)."""
+"""Every stored vector by name (see ``docs/ina-internals.md`` for its fields)."""
 
 
 if __name__ == "__main__":

@@ -1,56 +1,14 @@
 """The light replay runtime: one agent per emulated machine runs every rank placed on it.
 
-``python -m jobs.agent PLAN.json`` runs inside a machine's host. The plan
-(:class:`AgentPlan`) lists the ranks of every job of the wave that live on this machine (as
-:class:`jobs.launcher.WorkerSpec`), where every rank of those jobs lives, and the address of
-every machine's agent. Each rank is a thread that does what :mod:`jobs.worker` does in
-``replay`` mode (emulated compute, then one allreduce per gradient bucket, timed), except
-that the allreduce is the collective's exact point-to-point pattern
-(:func:`jobs.patterns.replay_pattern`) carried out with plain TCP sockets instead of torch
-and gloo:
+``python -m jobs.agent PLAN.json`` runs inside a machine's host (:class:`AgentPlan`). Each rank is a
+thread doing what :mod:`jobs.worker` does in ``replay`` mode, except that an allreduce is the
+collective's exact point-to-point pattern (:func:`jobs.patterns.replay_pattern`) over plain TCP, one
+connection per communicating rank pair, with in-memory hand-over between ranks of one machine; an
+INA job's machine sums its ranks and streams the sum through :class:`ina.client.InaClient`. Every
+cross-machine byte crosses the fabric as the torch runtime's would, at a fraction of its cost.
 
-* a transfer between ranks on different machines is one message (14-byte header + payload)
-  on the TCP connection of that rank pair: one connection per pair of ranks that exchange
-  data, as gloo keeps one per pair, opened by the agent of the lower rank;
-* a transfer between ranks on the same machine is handed over in memory and costs nothing,
-  like NVLink/PCIe next to the fabric; it never touches loopback TCP;
-* each rank sends its transfers of a step, then waits for its receptions, before its next
-  step, as the torch collectives' paired ``isend``/``irecv`` do; a reader thread per
-  connection drains it continuously (like gloo's I/O loop), so two ranks sending to each
-  other never deadlock.
-
-So every cross-machine byte of the rank-level collective crosses the emulated fabric, in the
-same steps and with the same payload sizes as the torch runtime, and ``tests`` check the
-bytes on every link against the pattern. What the agent saves is the cost: no torch import
-(start-up in well under a second instead of ~25 s per rank), no loopback TCP between ranks
-of one machine, one process per machine instead of one per rank.
-
-Barriers (before the first recorded iteration and at the end) are an allreduce of ``4·p``
-bytes with the job's own pattern: each rank's completion depends on every rank having
-entered. Received headers are checked (job, ranks, sequence number and size against the
-pattern), so a broken exchange fails loudly instead of producing timings.
-
-**INA jobs** (a collective that aggregates in the fabric, :attr:`jobs.collective.Collective.aggregates_in_fabric`,
-with an :class:`InaEndpoint` in the plan): the
-ranks of a machine reduce in memory (free, as above), and one :class:`ina.client.InaClient` per
-machine and job sends the machine's sum, as int32 lanes of the bucket's size (one lane per 4
-bytes), to the job's parameter server through the fabric's aggregators, and waits for the
-result (:mod:`ina.client`: windowed, AIMD on ECN, timeouts and resends). An iteration's buckets
-go as one stream, each bucket's packets following the last one's without waiting for its last
-results (:meth:`ina.client.InaClient.allreduce_stream`, as SwitchML's and ATP's workers stream
-tensors through their slots); a bucket's time runs to its last result. Every machine
-contributes its number of local ranks in every lane, so each lane of the result must equal the
-job's world size: a wrong aggregate fails loudly. No TCP connection is opened for such a job.
-The client's counters go to ``ina_path``.
-
-Files: each rank writes its records to ``spec.records_path`` and, once every connection of
-the machine is up, ``jobs.launcher.ready_path(spec)``; the agent writes the TCP connections
-of each job to ``conns_path`` (for per-job ECN attribution), and at the end the kernel's TCP
-counters of every connection to ``tcp_path`` (what really crossed). Each rank's record of an
-iteration carries the CE-marked packets that reached it over the fabric during the iteration
-(:func:`ce_received`, read on its connections at the iteration's start and end). Exit code 0 on
-success; on any failure one line ``jobs.agent: machine M: job J rank R: <error>`` on stderr and
-exit code 1. Standard library only (no torch).
+How it runs a job, its barriers and checks, INA jobs, the files it writes and its exit codes:
+``docs/fidelity.md`` (How the agent runs a job). Standard library only (no torch).
 """
 
 from __future__ import annotations

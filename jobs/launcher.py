@@ -1,24 +1,12 @@
 """Plan, launch and wait for the workers of a job (process runtime; no Mininet, no torch).
 
-Three steps, each usable on its own::
+Three steps, each usable on its own: :func:`plan_workers` (pure) gives each rank's
+:class:`WorkerSpec`, :func:`launch` writes the spec files and starts ``python -m jobs.worker SPEC``
+through the caller's ``exec_fn`` (the testbed's runs it in the machine's Mininet host,
+:func:`local_exec` as a local subprocess), and :func:`wait_all` waits with a timeout, killing by PID
+what ``launch`` started and raising :class:`JobError` when a rank fails.
 
-    run = RankSettings(scale=500, iterations=20, warmup_iterations=2, mode="replay", out_dir=run_dir)
-    specs = plan_workers(job, placement, profile, run, Addresses(machine_ip, machine_ifname), master_port=29500)
-    workers = launch(specs, exec_fn, run_dir)
-    wait_all(workers, timeout_s=600)
-
-:func:`plan_workers` is pure. :func:`launch` writes one spec file per rank and starts
-``python -m jobs.worker SPEC`` through ``exec_fn(machine, argv, env, log_path)``, which the
-caller supplies: the testbed's runs the command inside the machine's Mininet host,
-:func:`local_exec` runs it as a local subprocess (tests, dry runs on 127.0.0.1). The project
-root reaches the worker through ``PYTHONPATH`` in ``env``, so the command works from any
-working directory and inside a host's namespaces. :func:`wait_all` waits with a timeout and,
-when a rank fails or time runs out, kills by PID the processes :func:`launch` started and
-raises :class:`JobError` naming the job, the rank, its exit code and its log.
-
-Files in ``out_dir`` per rank ``r`` of job ``J``: ``J-rank{r}.json`` (the spec),
-``J-rank{r}.log`` (stdout and stderr), ``J-rank{r}.jsonl`` (iteration records, see
-:mod:`jobs.records`).
+An example, the files each rank writes: ``docs/fidelity.md`` (Launching torch workers).
 """
 
 from __future__ import annotations

@@ -1,37 +1,14 @@
 """Model profiles: what one data-parallel iteration of a model computes and communicates.
 
 A :class:`ModelProfile` holds a model's fp32 parameter bytes, the gradient buckets PyTorch
-DistributedDataParallel (DDP) allreduces each iteration, and the forward+backward compute
-time of one iteration on one V100-class GPU.
+DistributedDataParallel (DDP) allreduces each iteration (:func:`ddp_buckets`, DDP's defaults), and
+the forward+backward compute time of one iteration on one V100-class GPU. Parameter tensors are
+exact (built from the published architectures, checked against their parameter counts and
+Cassini's Table 4.2, ``docs/resolutions.md`` Cassini §7.3), buckets follow DDP's default
+settings, compute times are estimates (+/-30%). All sizes are bytes; :func:`scaled_buckets`
+applies the time-preserving scale factor.
 
-Where the numbers come from:
-
-* **Parameter tensors are exact.** Each profile is built from the model's real list of
-  parameter tensors, derived here from the published architecture (torchvision's ResNet and
-  VGG, Hugging Face's ``BertModel``) in registration order. The totals equal the published
-  parameter counts (ResNet-50 25,557,032 = 25.6M; VGG-16 138,357,544 = 138.4M; BERT-base
-  109,482,240 = 110M), which ``tests/test_models.py`` checks, together with the >1 MiB
-  tensors against the list in ``data/tiresias/model_large_tensors_mb.json``. The fp32
-  sizes match the "Memory" column of Cassini's Table 4.2 (``docs/resolutions.md`` Cassini §7.3:
-  ResNet50 98 MB, VGG16 528 MB, VGG19 549 MB); its BERT row (450 MB) is larger than
-  ``BertModel``'s 417.6 MiB, probably because it counts a pre-training head.
-  GoogLeNet is TF-benchmarks' version (the model of Tiresias' traces): 6,998,552 parameters,
-  whose size (26.7 MiB), tensors >= 1 MiB (7) and largest tensor (3.9 MiB) equal Tiresias'
-  Table 6, which ``tests/test_tiresias.py`` checks.
-* **Buckets follow DDP's default settings** (see :func:`ddp_buckets`): steady-state buckets
-  after DDP's first-iteration rebuild, i.e. gradients in backward-ready order, the first
-  bucket closed at 1 MiB, later ones at 25 MiB, a tensor never split. We take the ready
-  order to be the reverse of registration order. That is exact for the small CNN (checked
-  against the buckets a real DDP run hands its communication hook) and for VGG; where
-  autograd may finish parallel branches in either order (ResNet's downsample branch, BERT's
-  query/key/value) a real run can move a bucket boundary by one tensor.
-* **Compute times are estimates** (``compute_time_s``): forward+backward of one iteration at
-  the stated per-GPU batch size, fp32, from commonly reported V100 training throughputs
-  (about 360 img/s for ResNet-50, 230 img/s for VGG-16, 170 sequences/s for BERT-base at
-  sequence length 128); ResNet-101, VGG-19 and GoogLeNet are scaled from those by forward
-  FLOPs. Treat them as +/-30%. The small CNN's time is its rough CPU step time here, not a GPU time.
-
-All sizes are bytes; :func:`scaled_buckets` applies the time-preserving scale factor.
+Where each number comes from, and how exact it is: ``docs/fidelity.md`` (Model profiles).
 """
 
 from __future__ import annotations
@@ -70,7 +47,7 @@ class ModelProfile:
         bucket_bytes: gradient bucket sizes in bytes, in the order DDP allreduces them;
             they sum to ``param_bytes``.
         compute_time_s: forward+backward time of one iteration at paper scale on one
-            V100-class GPU at ``batch_size`` (an estimate; see the module docstring).
+            V100-class GPU at ``batch_size`` (an estimate; see ``docs/fidelity.md``).
         batch_size: per-GPU batch size that ``compute_time_s`` refers to.
         source: where each number comes from, and which are estimates.
         tensor_bytes: parameter tensor sizes in bytes, in registration (forward) order.

@@ -1,29 +1,13 @@
 """The common clock of one decision's time-shifted jobs, and the pace that keeps them on it
 (``docs/resolutions.md`` Cassini §5.4 [REC], extended).
 
-Cassini's shifts place each job's iterations on one circle: job ``j`` starts an iteration when
-the decision's clock reads ``shift_j`` modulo its iteration time ``T_j``. With the clock the wall
-clock from the decision's origin, a job that runs slower than its profile (a link scoring below
-1 makes it wait for bandwidth; a model's period a little off) falls behind its instants for good,
-and a rule that re-aligns it alone waits most of a period each time, while the jobs it should
-interleave with stay where they were.
+What interleaving needs is the jobs' *relative* phase, so the decision's jobs share a :class:`Line`
+that may run slower or faster than the wall clock (its ``stretch``) and be set back; :class:`Pace`
+moves it: at the pace of the decision's slowest job, and back by the lateness of a job later than
+half its drift threshold (:data:`LEAD`). No job then waits more than another's lateness. Pure: the
+simulator calls it with its virtual time, the emulator's back end with each job's recorded starts.
 
-What interleaving needs is the jobs' *relative* phase. So the clock is a :class:`Line` that the
-decision's jobs share and that may run slower or faster than the wall clock (its ``stretch``) and
-be set back; :class:`Pace` moves it:
-
-* **rate**: the line runs at the pace of the decision's slowest job, its stretch the largest of
-  the jobs' natural periods (start to start, less any wait) over their profiled ones, the median
-  of each job's last ``window`` iterations; it changes when that differs by more than
-  ``tolerance``;
-* **offset**: a job that starts later than the line's instant by more than half its drift
-  threshold (``LEAD``) sets the whole line back by its error, so it is on the line again and every other job finds
-  itself early by as much, and waits that (:class:`jobs.phase.PhaseKeeper` with ``follow``).
-
-No job then waits more than the lateness of another, never most of a period, and the jobs keep
-the relative phase the decision gave them within their thresholds. Pure: the simulator calls it
-at every start with its virtual time; the emulator's back end with each job's recorded starts and
-the wall clock, its changes taking effect a guard later so every rank reads them first.
+Why, and the rules in full: ``docs/cassini.md`` (Using it: the line).
 """
 
 from __future__ import annotations
@@ -121,7 +105,7 @@ class Member:
 
 
 class Pace:
-    """Keeps one decision's jobs on one :class:`Line` (module docstring).
+    """Keeps one decision's jobs on one :class:`Line` (``docs/cassini.md``).
 
     Attributes:
         line: the jobs' common clock.

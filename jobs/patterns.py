@@ -1,33 +1,13 @@
 """The exact point-to-point traffic of each allreduce algorithm in :mod:`jobs.collectives`.
 
-``pattern(name, p, size_bytes)`` returns the steps of one allreduce of a ``size_bytes``
-float32 vector over ``p`` ranks; each step is a list of ``(src_rank, dst_rank, bytes)``
-transfers that run concurrently. It matches byte for byte the payloads the torch
-implementations send (gloo/TCP headers not counted), because both split the vector with the
-same rule (:func:`chunk_elems`, PyTorch's ``tensor_split``) and both skip empty transfers;
-``tests/test_patterns.py`` checks this against instrumented runs. Empty steps are kept, so
-``len(pattern(...))`` is the algorithm's step count ``T``.
+:func:`pattern` gives the steps of one allreduce, each a list of concurrent ``(src_rank, dst_rank,
+bytes)`` transfers, byte for byte the payloads the torch implementations send (``tests/test_patterns.py``):
+``ring`` and ``hd`` (``docs/resolutions.md`` Titan §1.3). gloo's own allreduce is not modelled;
+:func:`replay_pattern` stands in for it with a mirrored ring of the same bytes per rank and
+neighbour, which the replay runtime runs and the fidelity bounds use.
 
-Algorithms (``docs/resolutions.md`` Titan §1.3):
-
-* ``ring`` (§1.3.3): reduce-scatter then allgather, ``2(p-1)`` steps; in every step rank
-  ``r`` sends one chunk (about ``M/p``) to ``(r+1) mod p``.
-* ``hd`` (§1.3.1, §1.3.2): halving-doubling (Rabenseifner), gloo labelling. See
-  :mod:`jobs.collectives.hd` for the algorithm; for ``p`` not a power of two the
-  fold-in/fold-out model: ``2·log2(p') + 2`` steps with ``p' = 2^floor(log2 p)``.
-* ``gloo`` (gloo's own ``allreduce``, called through ``torch.distributed.all_reduce``) is
-  **not modelled**: :func:`pattern` raises :class:`JobError` for it. In the gloo source we
-  read (``gloo/allreduce.cc``) it is a ring that sends to ``r-1`` and receives from ``r+1``,
-  with each chunk cut into segments (at least two per chunk, capped in size) and two
-  segments in flight, so it is pipelined rather than step-synchronous, and its segment cap
-  and algorithm choice are internal to the gloo build PyTorch ships. If a model is needed,
-  the nearest is ``ring`` mirrored (``r -> r-1``) with the same per-rank volume
-  ``2(p-1)/p·M``; say so where it is used. :func:`replay_pattern` is that model: the
-  light replay runtime (:mod:`jobs.agent`) runs it for ``gloo`` jobs, and the fidelity
-  bounds use it (same bytes per rank and per ring neighbour as gloo; gloo's segment
-  pipelining is not reproduced).
-
-Pure: standard library only. Cost O(p log p) transfers for ``hd``, O(p²) for ``ring``.
+Each algorithm, and why gloo's is not modelled: ``docs/fidelity.md`` (The collectives' exact
+traffic). Pure: standard library only. Cost O(p log p) transfers for ``hd``, O(p²) for ``ring``.
 """
 
 from __future__ import annotations
@@ -45,11 +25,6 @@ def chunk_elems(n: int, parts: int) -> list[int]:
     """Sizes of ``torch.tensor_split(x, parts)`` for ``len(x) == n``: the first ``n % parts`` get one more."""
     q, rem = divmod(n, parts)
     return [q + 1 if i < rem else q for i in range(parts)]
-
-
-def is_power_of_two(p: int) -> bool:
-    """True for 1, 2, 4, 8, ..."""
-    return p >= 1 and p & (p - 1) == 0
 
 
 def hd_fold(p: int) -> tuple[int, int]:
@@ -166,7 +141,7 @@ def pattern(name: str, p: int, size_bytes: int) -> list[list[Transfer]]:
 def mirrored_ring_pattern(p: int, size_bytes: int) -> list[list[Transfer]]:
     """The ring of :func:`ring_pattern` run the other way round: rank ``r`` sends to ``(r-1) mod p``.
 
-    The model of gloo's own allreduce (see the module docstring): the same chunks, steps and
+    The model of gloo's own allreduce (see ``docs/fidelity.md``): the same chunks, steps and
     volume as ``ring``, with every transfer's direction reversed.
     """
     return [[(s, (s - 1) % p, b) for s, _, b in step] for step in ring_pattern(p, size_bytes)]

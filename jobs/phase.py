@@ -2,35 +2,13 @@
 error measured every iteration, and the re-alignment when it drifts (``docs/resolutions.md`` Cassini §5.4).
 
 A time shift says: from the decision's time ``origin_s`` on, the job's iterations start at
-``origin_s + shift_s`` modulo its iteration time ``period_s``. Before each iteration the job asks
-:meth:`PhaseKeeper.wait_s` how long to sleep first:
+``origin_s + shift_s`` modulo its period. :class:`PhaseKeeper` says before each iteration how long
+to wait (§5.4's one-time delay, then a re-alignment when a window of iterations all erred by more
+than ``max(2 ms, 2% of T)``, §5.3 [REC]), or follows a decision's paced line (:mod:`jobs.pace`). It
+is pure, with no clock of its own; a worker's :class:`ShiftFollower` reads its job's shift file and
+the wall clock.
 
-* the first iteration after the shift waits the one-time delay of §5.4,
-  ``d = (φ − (start mod T)) mod T`` with ``φ = (origin + shift) mod T``, except that a start late
-  by no more than twice the threshold goes at once: the ranks of a job each time their own start,
-  and a rank a hair past the aligned instant must not wait a whole period for the others;
-* every later one starts when it starts, and its *phase error* ``e`` (its start minus the
-  nearest aligned instant, in ``[−T/2, T/2)``) is recorded;
-* when the last ``window`` iterations all erred by more than the threshold (``max(2 ms, 2% of
-  T)``, §5.3 [REC], over a window of 10), the job drifted: that iteration waits ``(−e) mod T``
-  to start aligned again, and the re-alignment is counted.
-
-A job never waits to fix an error within the threshold, so noise alone does not cost it whole
-periods; one that runs persistently slower or faster than its period is put back in phase once
-per ``window`` iterations at most. Every recorded error is that of the iteration's actual start
-(after any wait): the error a re-alignment leaves is 0.
-
-With ``follow`` (the decision's jobs kept on one paced line, :mod:`jobs.pace`), the instants are
-the line's, which the decision's slowest and latest job sets: an iteration early by more than the
-threshold waits at once to its instant (less than half a period), and a late one never waits,
-because the line comes to it (:meth:`jobs.pace.Pace.observe`, which the keeper calls first when it
-holds the pace, as in the simulator; on the emulator the back end moves the line from the
-recorded starts and rewrites the shift file).
-
-:class:`PhaseKeeper` is pure, with no clock of its own: the simulator calls it with its virtual
-time, a worker with its wall clock (every worker of a job on one machine's clock, or clocks
-synchronised as §5.4 asks), in one unit of time. A worker's :class:`ShiftFollower` reads its job's
-shift file and the wall clock, and sleeps before each iteration (both runtimes alike).
+The rules (the one-time wait, phase errors, drift, the paced line): ``docs/cassini.md`` (Using it).
 """
 
 from __future__ import annotations
@@ -117,7 +95,7 @@ def phase_error_s(start_s: float, aligned_s: float, period_s: float) -> float:
 
 @dataclasses.dataclass
 class PhaseKeeper:
-    """One job's time shift, kept (see the module docstring).
+    """One job's time shift, kept (see ``docs/cassini.md``).
 
     Attributes:
         origin_s: the shift's time origin (the decision's time).
@@ -128,7 +106,7 @@ class PhaseKeeper:
         realign: re-align a drifted job (False: measure only).
         line: the clock whose instants the job keeps (None: the wall clock from ``origin_s``).
         follow: the line follows late jobs: an early start beyond the threshold waits at once, a
-            late one never (module docstring).
+            late one never (``docs/cassini.md``).
         pace: the :class:`jobs.pace.Pace` that moves the line, told of every start (None: moved
             elsewhere, or not at all); ``job`` is this job's name on it.
         errors_s: the phase error of every iteration started since the first wait, in order.
@@ -169,7 +147,7 @@ class PhaseKeeper:
         return phase_error_s(self.line.read(t), self.shift_s, self.period_s) * self.line.stretch(t)
 
     def wait_s(self, start_s: float) -> float:
-        """How long the iteration that could start at ``start_s`` waits first (module docstring);
+        """How long the iteration that could start at ``start_s`` waits first (``docs/cassini.md``);
         records its phase error."""
         if self.pace is not None and self.waits_s:
             self.pace.observe(self.job, start_s, start_s)

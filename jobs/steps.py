@@ -1,22 +1,13 @@
 """Bandwidth bound of a step-synchronous collective on a routed fabric.
 
-Each step of a collective (``jobs.patterns.pattern``) is a set of concurrent transfers. A
-transfer between ranks on the same machine costs nothing on the network; every other one
-follows the shared routing function (:func:`topo.routing.ecmp_path`, the path the
-controller installs). A step cannot end before its most loaded directed link has carried its
-bytes, so
+A step of a collective (:func:`jobs.patterns.pattern`) cannot end before its most loaded directed
+link has carried its bytes (on the wire with ``mtu``) along the controller's routes
+(:func:`topo.routing.ecmp_path`), so ``bound = sum over steps of max over links (bytes * 8 /
+rate)``: the lower bound the emulation's measured times are compared with. :func:`job_bound_s` sums
+it over a job's buckets; :func:`job_links` is the set of directed links a job loads.
 
-    bound = sum over steps of  max over links  (bytes on the link * 8 / link rate)
-
-This ignores latency and TCP dynamics: it is the lower bound the emulation's measured times
-are compared with. Given ``mtu``, a transfer costs its bytes on the wire (TCP/IP and Ethernet
-headers of every segment, :func:`common.units.wire_bytes`: 4.6% at MTU 1500, as on the
-network being emulated); without it, its payload. Cost: O(steps * transfers * path length).
-
-A training job's iteration is one allreduce per gradient bucket, run one after another
-(:mod:`jobs.agent` times them in sequence), so :func:`job_bound_s` sums a per-bucket bound;
-:func:`job_links` is the set of directed links a job loads, from which the fidelity monitor
-(:mod:`measure.fidelity`) decides which jobs of a wave contended.
+The bound and what it ignores: ``docs/fidelity.md`` (Jobs against their contention-free bound).
+Cost: O(steps * transfers * path length).
 """
 
 from __future__ import annotations

@@ -1,29 +1,12 @@
 """The worker program run inside an emulated host: ``python -m jobs.worker SPEC.json``.
 
-It reads a :class:`jobs.launcher.WorkerSpec`, joins the job's gloo process group
-(``tcp://master_addr:master_port``; ``GLOO_SOCKET_IFNAME`` set to the spec's interface) and
-runs ``warmup_iterations + iterations`` iterations in one of two modes:
+It reads a :class:`jobs.launcher.WorkerSpec`, joins the job's gloo process group and runs its
+iterations in ``replay`` mode (emulated compute, then each bucket allreduced with the job's
+collective, timed and checked) or ``train`` mode (real DDP training with a communication hook
+timing the collective), following its job's time shift (:class:`jobs.phase.ShiftFollower`) and
+appending one record per measured iteration (:mod:`jobs.records`).
 
-* ``replay``: sleep ``compute_s`` (emulated compute: the GPU is not emulated, so compute
-  time stays at paper scale), then allreduce each of the spec's buckets in order with the
-  job's collective, timing each. The buckets are refilled with ones before every iteration
-  and the first and last element of each result are checked against ``world``, so a broken
-  collective fails loudly instead of producing timings.
-* ``train``: really train the model (``jobs.nets.TRAINABLE``) with
-  ``DistributedDataParallel`` on a fixed synthetic batch; a DDP communication hook runs the
-  job's collective on each gradient bucket, averages it and accumulates the time spent in
-  the collective (``comm_s``). ``compute_s`` is the rest of the iteration.
-
-All ranks pass a barrier before the first recorded iteration and another at the end. Before
-every iteration a rank sleeps what its job's time shift asks (the spec's ``shift_path``, read by
-:class:`jobs.phase.ShiftFollower` as in the agent runtime) and records the iteration's phase.
-The follower's guard has every rank apply a new shift at the same iteration, and its first wait
-lets a rank a hair past the aligned instant go at once, so the ranks still meet at each
-collective without one waiting a period for the others. Warm-up iterations are run but not
-recorded; each recorded iteration appends one JSON line to ``records_path`` (:mod:`jobs.records`),
-which is emptied at start. Exit code 0 on success; on any failure one line
-``jobs.worker: job J rank R: <error>`` on stderr and exit code 1
-(set ``JOBS_WORKER_DEBUG=1`` for the traceback too).
+Both modes, barriers, shifts, records and exit codes: ``docs/fidelity.md`` (The torch worker).
 """
 
 from __future__ import annotations

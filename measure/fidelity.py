@@ -1,46 +1,14 @@
 """Fidelity monitor: can a run's timings be trusted as a network measurement?
 
-In the spirit of Mininet-HiFi, two checks over a run's measurement windows:
+In the spirit of Mininet-HiFi, a run is checked three ways: the CPU (whole machine and busiest
+switch-datapath thread, :mod:`emulator.cpu`), each switch port's rate (``virtual-queue`` where the
+BPF ECN marker runs, else ``busy-rate``) and each job that had its links to itself against its
+contention-free bound (:func:`job_verdicts`, :func:`jobs.steps.job_bound_s`). A run failing a check
+is flagged untrustworthy, with the reasons; a saturated CPU flags it only when no job could be
+checked.
 
-* **CPU**: whole-machine utilisation and the busiest switch-datapath thread (see
-  :mod:`emulator.cpu`); a 95th percentile at or above 95% of either means the emulator itself
-  may have been the bottleneck;
-* **link rate**, per switch port, by one of two methods (each port's row says which ran):
-
-  - ``virtual-queue`` (wherever the BPF ECN marker runs): the marker keeps, per port, a
-    virtual queue fed the same packets as the real one and drained at exactly the port's
-    rate, so it is the queue an ideal token-bucket port would hold; its FIFO part is
-    ``max(0, virtual backlog - bucket)``. At every sample the *lag* is real FIFO backlog minus
-    that ideal backlog: how many bytes the real port is behind an ideal one. A port that
-    served its queue at its rate has no lag beyond the sample's read skew (the two counters
-    are read up to ``vq_read_skew_s`` apart: at most the rate times the skew) and
-    ``LAG_SLACK_FRAMES`` frames of packet granularity. A port whose lag beyond that exceeds
-    ``MAX_LAG_S`` of its own transmission time (or half its FIFO, if smaller) at any sample
-    inside the measurement windows fell behind its rate: it is what a port running 10% below
-    its rate throughout a one-second busy stretch accumulates. Unlike the backlog-stretch
-    method this does not depend on the queue staying full between samples, so a queue that
-    drains and refills between samples cannot raise a false alarm.
-  - ``busy-rate`` (no virtual queue: kernel RED or no marker): a port whose FIFO held a
-    standing queue (at least ``MIN_BACKLOG_PACKETS`` full-size packets) at
-    ``MIN_STRETCH_SAMPLES`` or more consecutive samples is taken as saturated over that
-    stretch, so it must have sent at its configured rate. Over all such stretches of a port
-    (at least ``MIN_BUSY_S`` in total), achieved = bytes sent / stretch time; a port that
-    achieved less than ``MIN_RATE_RATIO`` of its rate could not be served fast enough by the
-    machine. Samples are instants: a queue that drained and refilled between two samples
-    counts as busy, so bursty traffic understates the achieved rate (measured: 0.82 of the
-    rate on a port whose lag never exceeded 23 kB, one read skew), which is why the
-    virtual-queue method is preferred wherever it can run.
-
-A third check is per job (:func:`job_verdicts`): a job that shared no directed link with
-another job of its wave had the fabric to itself, so its measured communication time per
-iteration must lie within ``[MIN_JOB_RATIO, MAX_JOB_RATIO]`` times its contention-free bound
-(:func:`jobs.steps.job_bound_s`). Jobs that contended, ran on one machine or did not complete
-are reported but not checked.
-
-A run failing a check is flagged untrustworthy, with the reasons, in the report and its
-JSON. A saturated CPU flags the run only when no job could be checked: a job measured
-within its bound is direct evidence that the emulator kept up, so once one is checked the
-CPU figure is kept as evidence (``cpu_saturated``) rather than a verdict.
+Each check, its thresholds (the constants below) and the verdicts: ``docs/fidelity.md`` (The
+fidelity monitor).
 """
 
 from __future__ import annotations

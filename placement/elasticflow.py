@@ -1,33 +1,13 @@
 """ElasticFlow placement as Titan's evaluation characterises it ("EF-F"): best-fit consolidation.
 
-Gu et al., "ElasticFlow: An Elastic Serverless Training Platform for Distributed Deep
-Learning", ASPLOS 2023, as a baseline of Titan (``docs/resolutions.md`` Titan §3.1; tags: [P]
-the Titan paper, [R] our resolution). ElasticFlow places a job's workers on as few
-machines as possible with best fit, sizes jobs in powers of two, and never spills a job
-over fragments: it waits instead [P]. For a job of ``p`` workers, "free" counting GPUs
-given to earlier jobs of the same call:
+Gu et al., "ElasticFlow: An Elastic Serverless Training Platform for Distributed Deep Learning",
+ASPLOS 2023, as a baseline of Titan (``docs/resolutions.md`` Titan §3.1; [P] the Titan paper, [R]
+our resolution). A job, rounded up to a power of two (``pow2_round``, [R, ⚠ A22]), goes on one
+machine by best fit, else on whole idle machines, from one rack if it can [R]; it never spills over
+fragments but waits [P; §5.2]. The rounding GPUs are reserved within one ``place`` call only [R].
 
-1. ``g = 2^ceil(log2 p)`` when ``pow2_round`` (default), else ``g = p`` [R, ⚠ A22].
-2. If ``g`` is at most the largest machine's GPU count: among all machines (idle or not)
-   with ``>= g`` free GPUs take the one with the fewest (best fit; ties by machine order);
-   all ``p`` workers go there.
-3. Otherwise: whole **idle** machines (largest first, ties by machine order) holding ``>= g``
-   GPUs together, from one rack if some rack has enough (the rack needing the fewest
-   machines, then with the least idle capacity, then in rack order), else from racks taken
-   in decreasing idle capacity [R]. Ranks fill the machines in that order, each machine
-   completely before the next (rank ``w`` on machine ``floor(w / K)`` for ``K`` GPUs each).
-4. If neither is possible the job **waits** (it is absent from the result), even when
-   enough GPUs are free in fragments [P; §5.2: a 16-worker job with one idle 8-GPU machine
-   waits].
-
-[R] Reservation: the ``g - p`` rounding GPUs cannot be expressed in a :class:`Placement`
-(one slot per worker), so they are reserved only within one ``place`` call (later jobs of
-the call cannot take them); a runner that wants to count them as busy across calls must do
-so itself. With ``pow2_round=False`` nothing is reserved.
-
-Queueing: ``pending`` in order; a job that cannot be placed waits and later jobs may still
-be placed (no head-of-line blocking) unless ``strict_order=True``. The model is not read.
-Cost: O(M log M) per job for M machines.
+The steps, the reservation, rank order and queueing: ``docs/algorithms.md`` (ElasticFlow). The
+model is not read. Cost: O(M log M) per job for M machines.
 """
 
 from __future__ import annotations
@@ -86,7 +66,7 @@ class ElasticFlowPolicy(InOrderPolicy):
 
     @staticmethod
     def _idle_machines(g: int, view: ClusterView, tentative: Tentative) -> list[str] | None:
-        """Idle machines holding ``>= g`` GPUs, from one rack when possible (see the module docstring)."""
+        """Idle machines holding ``>= g`` GPUs, from one rack when possible (see ``docs/algorithms.md``)."""
         def take_largest(names: list[str]) -> list[str]:
             out, total = [], 0
             for m in sorted(names, key=lambda n: -view.machine(n).gpus):

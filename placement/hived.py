@@ -1,33 +1,13 @@
 """HiveD placement as Titan's evaluation characterises it ("HiveD-F"): fragments first.
 
-Zhao et al., "HiveD: Sharing a GPU Cluster for Deep Learning with Guarantees", OSDI 2020,
-as a baseline of Titan (``docs/resolutions.md`` Titan §3.2; [P] the Titan paper, [R] our
-resolution). HiveD-F uses fragmented GPUs first, so a job's workers spread over partly used
-machines: fewer machines are left fragmented, at the price of cross-machine traffic [P].
+Zhao et al., "HiveD: Sharing a GPU Cluster for Deep Learning with Guarantees", OSDI 2020, as a
+baseline of Titan (``docs/resolutions.md`` Titan §3.2; [P] the Titan paper, [R] our resolution).
+A job's workers fill partly used machines first, then whole idle machines [R, ⚠ A23, the only
+simple rule that reproduces Titan's Fig. 1]; with ``rack_first`` (default) within the smallest rack
+that holds the job [R]. A job that does not fit waits.
 
-Rule for a job of ``p`` workers, "free" counting GPUs given to earlier jobs of the call,
-"fragment" a machine that is partly used and has a free GPU [R, ⚠ A23, the only simple rule
-that reproduces Titan's Fig. 1]::
-
-    r = p; frag = fragments in machine order
-    while r > 0 and frag:
-        F = fragments with free <= r
-        s = F's fragment with the most free GPUs (fills it completely)   if F
-            else frag's fragment with the fewest free GPUs (best fit for the tail)
-        take min(free(s), r) GPUs of s; drop s from frag
-    then whole idle machines in machine order, min(gpus, r) GPUs each
-    the job waits if fewer than p GPUs are free
-
-Multi-level cells [R] (HiveD allocates buddy cells GPU < machine < rack): with
-``rack_first`` (default) the job is confined to the smallest rack cell that can hold it,
-i.e. the rack with the fewest free GPUs ``>= p`` (ties by rack order), and the rule above
-runs over that rack's machines; only when no single rack can hold it does the rule run over
-the whole cluster. The real HiveD keeps a gang inside one buddy cell and never splits it
-over arbitrary fragments; like Titan's paper we implement the simplification.
-
-Ranks go machine by machine in the order the machines were chosen, lowest free GPU indices
-first. Queueing: ``pending`` in order; a job that does not fit waits and later jobs may
-still be placed unless ``strict_order=True``. The model is not read. Cost: O(M^2) per job.
+The rule in full, the rack cells, rank order and queueing: ``docs/algorithms.md`` (HiveD). The
+model is not read. Cost: O(M^2) per job.
 """
 
 from __future__ import annotations
@@ -67,7 +47,7 @@ def fragment_first_plan(workers: int, machines: Sequence[str], tentative: Tentat
 
 
 class HivedPolicy(InOrderPolicy):
-    """Fragment-first placement within the smallest rack that fits (see the module docstring).
+    """Fragment-first placement within the smallest rack that fits (see ``docs/algorithms.md``).
 
     Args:
         seed: unused (the policy is deterministic); kept for the common interface.

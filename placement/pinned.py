@@ -1,21 +1,12 @@
 """Pinned placement: each job on the machines its config names, the others consolidated.
 
-For experiments that need a given placement, not a policy's choice: a validation suite of jobs
-that share exactly one link, a placement from a paper's figure, a bug report's. A job is pinned
-by its config entry (``machines``: the machine of each rank, in rank order; a machine named twice
-hosts two of its ranks)::
+For experiments that need a given placement, not a policy's choice (a validation suite, a paper's
+figure, a bug report's): a job's config entry names the machine of each rank (``machines``), each
+rank takes its machine's lowest free GPU, and a job not pinned is placed by
+:class:`placement.consolidate.ConsolidatePolicy`'s rule. A pin naming a machine the cluster does not
+have, or not one machine per worker, is a :class:`common.errors.PlacementError`.
 
-    jobs:
-      - {name: ring-a, model: vgg16, workers: 2, machines: [h1, h3]}
-      - {name: ring-b, model: vgg16, workers: 2, machines: [h1, h4]}
-    policies: [pinned]
-
-puts both rings across h1's link. Each rank takes the lowest free GPU of its machine. A pinned job
-whose machines do not have the GPUs free waits (as any job that does not fit); a job not pinned
-is placed by :class:`placement.consolidate.ConsolidatePolicy`'s rule, after the jobs placed
-before it in the same call have taken their GPUs. The config checks the pins against the topology
-(:func:`experiment.config.validate`); a pin naming a machine the cluster does not have, or not
-one machine per worker, is a :class:`common.errors.PlacementError` here too.
+An example and the rules: ``docs/algorithms.md`` (Pinned placement).
 """
 
 from __future__ import annotations
@@ -28,7 +19,7 @@ from placement.consolidate import ConsolidatePolicy
 
 
 class PinnedPolicy(ConsolidatePolicy):
-    """Pinned jobs on their machines, the others by consolidation (module docstring).
+    """Pinned jobs on their machines, the others by consolidation (``docs/algorithms.md``).
 
     Args:
         seed: unused (deterministic); kept for the common interface.

@@ -1,25 +1,12 @@
 """Spread: deal a job's workers across racks, one per rack in turn.
 
-The pessimistic baseline: it maximises cross-rack (and cross-machine) traffic, so it
-bounds from above what a placement does to the network.
+The pessimistic baseline: it maximises cross-rack (and cross-machine) traffic, so it bounds from
+above what a placement does to the network. Round after round over the racks in the cluster's
+order, each rack with a free GPU gives the next worker one GPU of its machine with the most free
+GPUs.
 
-Rule, for a job of ``w`` workers, with "free" counting GPUs given to earlier jobs of this
-call and to this job's earlier workers: visit the racks in the cluster's rack order
-(:meth:`ClusterView.racks`), round after round, skipping racks with no free GPU; in each
-visited rack give the next worker one GPU of the machine with the most free GPUs (ties by
-machine order). Every round starts again at the first rack, so a job of ``w`` workers uses
-``min(w, racks with a free GPU)`` racks and the workers are balanced across racks as far
-as their free GPUs allow.
-
-Queueing: ``pending`` is processed in order. A job needing more GPUs than are still free
-waits (is absent from the result) and later smaller jobs may still be placed: no
-head-of-line blocking unless ``strict_order=True``, which stops at the first job that does
-not fit.
-
-Ranks are grouped by machine (all ranks of a machine contiguous), machines in the order
-they first received a worker, lowest free GPU indices first within a machine.
-
-Cost: O(w * M) per job for M machines.
+The rule, queueing and rank order: ``docs/algorithms.md`` (Spread). Cost: O(w * M) per job for M
+machines.
 """
 
 from __future__ import annotations

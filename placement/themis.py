@@ -1,36 +1,14 @@
 """Themis-like placement: each job on as few racks, then as few machines, as hold it; and the
 alternatives of equal objective that Cassini ranks (``docs/resolutions.md`` Cassini §5.1, §8.4).
 
-Themis (Mahajan et al., NSDI'20) allocates GPUs by auctions for finish-time fairness; its only
-network model is a slowdown for workers spread across racks (§5.1 [T]). Its placement is
-therefore locality first: the objective of a job's placement is ``(racks it spans, machines it
-spans)``, fewer being better, and a job whose workers do not fit in the free GPUs waits. For a
-job of ``w`` workers, with "free" counting GPUs given to earlier jobs of this call:
+Themis (Mahajan et al., NSDI'20) models the network only as a slowdown for workers spread across
+racks (§5.1 [T]), so its placement is locality first: objective ``(racks, machines)`` spanned, the
+last rack and machine by best fit; a job that does not fit waits. :meth:`ThemisPolicy.candidates`
+draws seeded alternatives with the same objective for every job. [R]: worker counts are the jobs'
+own; Themis's auctions are not modelled (the scheduler side is :mod:`scheduling.themis`).
 
-1. Racks, by free GPUs decreasing (ties by the cluster's order): the smallest prefix holding
-   ``w`` gives the fewest racks ``r``. The first ``r - 1`` are taken whole; the rest of the job
-   goes to one more rack that holds it, the one with the fewest free GPUs among those (best fit).
-2. Within each chosen rack, machines the same way: the fewest machines, the last best fit.
-
-Ranks follow the cluster's machine order (racks are contiguous in it), lowest free GPU indices
-first within a machine, so a ring crosses each rack boundary as few times as it can and two
-candidates on the same GPUs are the same candidate.
-
-Candidates (:meth:`ThemisPolicy.candidates`, §5.1 step 1: "all candidates reach the same
-finish-time fairness; they differ only in which physical servers the workers land on"): the
-0th is :meth:`place`'s decision; the others replace every tie-break and every best fit by a
-seeded random choice among the racks and machines that keep the objective (any rack or machine
-that holds the rest, the largest ones taken whole in a random order among equals). A candidate
-counts only if it places the same jobs with the same objective for every one of them as the
-0th (a random choice for an early job can cost a later one a rack), and each candidate is
-distinct. With ``k`` = 10 (the thesis's N), up to ``8k`` draws are tried.
-
-Simplification ([R]): worker counts are the jobs' own (the experiment fixes them); Themis's
-auctions that change them are not modelled. The scheduler side (leases, auctions, finish-time
-fairness) is :mod:`scheduling.themis`.
-
-Cost: O(R log R + M log M) per job for R racks and M machines; candidates cost ``k`` to ``8k``
-times that per job.
+The rule, rank order and how candidates are drawn: ``docs/algorithms.md`` (Themis' placement).
+Cost: O(R log R + M log M) per job for R racks and M machines; candidates ``k`` to ``8k`` times that.
 """
 
 from __future__ import annotations
@@ -80,7 +58,7 @@ def fewest_groups(free: Sequence[tuple[str, int]], need: int, rng: random.Random
 
 
 class ThemisPolicy(InOrderPolicy):
-    """Locality first, racks then machines; equal-objective candidates (see the module docstring).
+    """Locality first, racks then machines; equal-objective candidates (see ``docs/algorithms.md``).
 
     Args:
         seed: seeds the candidates' random choices (the 0th candidate has none).
@@ -92,7 +70,7 @@ class ThemisPolicy(InOrderPolicy):
     """The random choices of a candidate (None: :meth:`place`'s deterministic rule)."""
 
     def choose(self, job: JobRequest, view: ClusterView, tentative: Tentative) -> list[GpuSlot] | None:
-        """The fewest racks, then the fewest machines in each (module docstring)."""
+        """The fewest racks, then the fewest machines in each (``docs/algorithms.md``)."""
         racks = view.racks()
         per_rack = fewest_groups([(r, sum(tentative.n_free(m) for m in ms)) for r, ms in racks.items()],
                                  job.workers, self.rng)
@@ -106,7 +84,7 @@ class ThemisPolicy(InOrderPolicy):
         return sorted(slots, key=lambda s: (order[s.machine], s.gpu))
 
     def candidates(self, pending: Sequence[JobRequest], view: ClusterView, k: int) -> list[list[Placement]]:
-        """Up to ``k`` distinct decisions of the 0th's objective (module docstring), the 0th first."""
+        """Up to ``k`` distinct decisions of the 0th's objective (``docs/algorithms.md``), the 0th first."""
         first = self.place(pending, view)
         out, want = [first], objective(first, view)
         for draw in range(1, 8 * k):

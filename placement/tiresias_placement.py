@@ -1,41 +1,13 @@
 """Tiresias' profile-based placement as Titan's evaluation characterises it ("Tiresias-F").
 
-Gu et al., "Tiresias: A GPU Cluster Manager for Distributed Deep Learning", NSDI 2019,
-§3.3, as a baseline of Titan (``docs/resolutions.md`` Titan §3.3 and Tiresias
-§4; [P] a paper, [R] our resolution). Tiresias consolidates only jobs whose model is
-sensitive to placement, i.e. whose tensor sizes are skewed (one huge tensor is one huge,
-unsplittable message), and spreads the others to balance network load.
+Gu et al., NSDI 2019, §3.3, as a baseline of Titan (``docs/resolutions.md`` Titan §3.3 and Tiresias
+§4). A job whose model's tensor sizes are skewed (``skew > pack_limit``, [R]: Tiresias ⚠ A1, Titan
+A24; :data:`TENSOR_SKEW`, :data:`TRACE_MODEL_SKEW`, else the :mod:`jobs.models` profile) is
+consolidated on the fewest machines, waiting if it cannot be (``strict``, ⚠ A3); the others are
+spread to balance NIC load [R]. An unknown model is a :class:`PlacementError`.
 
-Skew [R] (``docs/resolutions.md`` Tiresias ⚠ A1, Titan A24): ``largest tensor / total`` over the
-tensors >= 1 MB that Tiresias' simulator lists (``data/tiresias/
-model_large_tensors_mb.json``; the values are in :data:`TENSOR_SKEW`, and
-``tests/test_tiresias.py`` checks them against the file). The other models the shipped traces
-name (GoogLeNet in Tiresias' trace, ElasticFlow's BERT, GPT-2 and DeepSpeech2 in the ITP and
-Philly traces) take the largest-tensor ratio over all their tensors from
-:data:`TRACE_MODEL_SKEW`. Any other model uses the same ratio over every parameter tensor of
-its :mod:`jobs.models` profile (``bert_base``, ``small_cnn``). A job is consolidated iff
-``skew > pack_limit``; the default 0.5 (Titan's) and Tiresias' suggested 0.3 both make
-exactly VGG11/16/19 and AlexNet sensitive among Tiresias' models (GPT-2, 0.310, is sensitive
-at 0.3). An unknown model is a :class:`PlacementError` naming the valid ones.
-
-For a job of ``p`` workers ("free" counting GPUs given to earlier jobs of the call):
-
-* Sensitive, consolidate on the fewest machines, no power-of-two rounding [R]: if some
-  machine has ``>= p`` free GPUs, the one with the fewest (best fit; ties by machine order).
-  Otherwise whole idle machines, largest first (ties by machine order), while the remaining
-  demand is at least the machine's size (``floor(p / K)`` machines of ``K`` GPUs), plus the
-  best-fit machine for the remainder. If that is impossible the job **waits** (``strict``,
-  default, Titan's reading) or, with ``strict=False``, takes the machines with the most free
-  GPUs until it fits (Tiresias' non-strict reading, ⚠ A3).
-* Not sensitive, load-balanced spread [R]: machines with a free GPU ordered by (NIC load
-  ascending, free GPUs descending, machine order); take ``min(free, r)`` from each in turn.
-  The view carries no traffic, so NIC load is approximated [R] by the number of GPUs on the
-  machine held by jobs that span several machines (their workers talk across machines),
-  counting jobs placed earlier in this call; background work counts as no load.
-
-Ranks go machine by machine in choice order. Queueing: ``pending`` in order; a job that
-cannot be placed waits, later jobs may still be placed unless ``strict_order=True``.
-Cost: O(M log M + G) per job for M machines and G GPUs.
+The skew, both rules, the NIC-load approximation and queueing: ``docs/algorithms.md`` (Tiresias'
+placement). Cost: O(M log M + G) per job for M machines and G GPUs.
 """
 
 from __future__ import annotations
@@ -110,7 +82,7 @@ def tensor_skew(model: str) -> float:
 
 
 class TiresiasPolicy(PlacementPolicy):
-    """Consolidate skewed models, spread the rest by NIC load (see the module docstring).
+    """Consolidate skewed models, spread the rest by NIC load (see ``docs/algorithms.md``).
 
     Args:
         seed: unused (the policy is deterministic); kept for the common interface.

@@ -1,57 +1,15 @@
 """Titan: non-idle-machine-aware worker placement.
 
 Fang, Zhao, Xu, Luo, Yao, Xie, "Non-Idle Machine-Aware Worker Placement for Efficient Distributed
-Training in GPU Clusters" (IEEE conference), implemented as ``docs/resolutions.md`` (Titan) resolves
-it. Objectives, lexicographic (§1.6): (O1) touch as few *idle* machines
-as possible, (O2) then as few machines as possible; we add (O3) cross-machine traffic ``X`` (§1.4),
-which the paper's Fig. 1 relies on but its formulation does not contain (§6 A9).
+Training in GPU Clusters", as ``docs/resolutions.md`` (Titan) resolves it. Objectives, lexicographic
+(§1.6): (O1) fewest *idle* machines, (O2) fewest machines; we add (O3) cross-machine traffic ``X``
+(§1.4, §6 A9). ``variant="r"`` (default) is Titan-R, our resolution (§2.4, [R]): per count of idle
+machines, a max-coverage greedy over fragments, PACK + REFINE, and a traffic guard against the best
+consolidated plan; ``variant="paper"`` is the paper's two-pass greedy read literally (§2.3). A ring
+is packed on two block trees and the cheaper kept (a named deviation from §2.4.2, ``ring_grouping``).
 
-Two algorithms, chosen with ``variant``:
-
-* ``variant="r"`` (default): **Titan-R**, our validated resolution (§2.4, all of it [R]).
-  For ``u = u_min ..`` idle machines (taken in :func:`select_idle` order) it covers the rest of
-  the job with a max-coverage greedy over non-idle machines (best fit, with a look-ahead on the
-  completing pick), maps workers with the pattern-aware :func:`pack` + :func:`refine`, and
-  returns the first plan whose traffic fits the guard ``X <= X_cons + gamma·M`` (§2.4.4), where
-  ``X_cons`` is the traffic of the best consolidated plan. ``gamma = inf`` gives pure
-  lexicographic (O1, O2, X); ``gamma = 0`` uses fragments only when that costs no extra traffic.
-* ``variant="paper"``: the paper's two-pass greedy read literally with its text semantics (§2.3):
-  a seeded random initial split of the workers (the paper's "random distribution"), pass 1 a
-  max-coverage greedy over idle machines (giving ``Φ_n``), pass 2 the same greedy over
-  ``S_f ∪ Φ_n``; ties, which the paper leaves open, go to non-idle machines, then smaller ``R_s``,
-  then machine order [R]. Workers go to machines in (shuffled) rank order, with no pattern
-  awareness. Kept for comparison: on the paper's own Fig. 1 it picks the idle machine (§5.1
-  discussion), which is why we resolve the algorithm as Titan-R.
-
-Ring grouping (named deviation from §2.4.2, see :func:`placement.titan_patterns.ring_trees`):
-for a ring, PACK + REFINE run on both the spec's balanced tree of contiguous rank ranges and
-the chain that clustering builds, and the plan with less traffic is kept, in the mapping of
-every candidate machine set and in ``X_cons``. The balanced tree alone cut more ring edges
-than needed on about one seeded random ring instance in ten (``K`` in {4, 8}, 2-8 machines,
-up to 24 workers; e.g. 4 cuts instead of 3 for a 10-worker ring on free GPUs 4/3/1/4/4 with
-``K = 4``), which also inflated the guard; ``ring_grouping`` selects one tree for comparison.
-Packing two trees doubles the mapping cost of a ring job.
-
-Rank-to-GPU mapping: rank ``r`` runs on ``slots[r]``; the ranks Titan puts on a machine take its
-lowest free GPUs in rank order, so the testbed launches each rank where Titan placed it.
-
-Generalisations of the spec, which assumes ``K`` GPUs on every machine [R]: a machine is idle
-when all its GPUs are free and a usable fragment when ``1 <= R_s < gpus``; ``u_min`` is the
-fewest idle machines (in :func:`select_idle` order) whose GPUs plus every fragment cover the
-job; ``X_cons`` packs onto ``ceil(p / K)`` virtual machines of ``K`` = the largest machine size.
-
-Bandwidth (C3, §2.4.4): ``bw_mode="off"`` (default, the paper gives no values), or
-``"per_step_pair"``: every step's volume on every machine pair must satisfy
-``V^t_{s,s'} <= beta·M·b_{s,s'} / b_max`` with ``b_{s,s'}`` the bottleneck bandwidth of the ECMP path
-(from ``view.graph``; uniform :data:`DEFAULT_BW_MBPS` when the view has no graph) and ``b_max`` the
-fastest NIC; or ``"per_step_nic"``: the same test on each machine's NIC egress,
-``E^t_s <= beta·M·B_s / b_max`` with ``B_s`` its link bandwidth. Traffic already committed by
-running jobs is not subtracted (the view does not say what pattern other jobs run) [R].
-
-Complexity (§2.4.5): per job ``O((ceil(p/K)+1)·(m·f + K·passes·p²·Δ))`` with ``m`` machines in
-the plan, ``f`` fragments, ``Δ`` partners per worker; swaps are skipped above ``swaps_max_p``.
-Measured on 512 machines x 8 GPUs with random background load (one core, CPython): HD jobs of
-8/64/256/512 workers take about 1.5 ms / 65 ms / 0.4 s / 1.2 s (gamma = 1), ring the same order.
+Each variant step by step, the generalisation to machines of any size [R], the bandwidth modes (C3,
+§2.4.4), complexity (§2.4.5) and measured times: ``docs/algorithms.md`` (Titan).
 """
 
 from __future__ import annotations
@@ -531,7 +489,7 @@ def _nic_mbps(graph, machine: str) -> float:
 
 
 class TitanPolicy(PlacementPolicy):
-    """Titan placement (see the module docstring).
+    """Titan placement (see ``docs/algorithms.md``).
 
     Args:
         seed: seeds the paper variant's random initial split; Titan-R does not use it.

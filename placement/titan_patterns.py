@@ -1,28 +1,13 @@
 """Communication patterns ``C^t`` and the placement-dependent traffic quantities of Titan.
 
-Implements ``docs/resolutions.md`` Titan §1.3 (the ``C^t`` tensor), §1.4 (cross-machine traffic,
-per-step machine-pair volume, NIC egress and the NIC-time model) and §2.4.2 (the block tree of
-"communication-closed" worker groups that Titan-R packs onto machines).
+Implements ``docs/resolutions.md`` Titan §1.3 (the ``C^t`` tensor: ``hd``, ``ring``, ``tree``, and
+``gloo`` as ``ring`` [R]), §1.4 (cross-machine traffic, per-step machine-pair volume, NIC egress
+and the NIC-time model) and §2.4.2 (the block tree of "communication-closed" worker groups that
+Titan-R packs onto machines). A symmetric exchange counts the bytes each side sends, once per
+unordered pair and step (§1.3, [D]), which gives the paper's Fig. 1 numbers.
 
-Accounting convention (§1.3, [D]): ``C^t[(n, n')]`` is the number of bytes *each* side sends to
-the other in a symmetric pairwise exchange (the bytes sent for a one-way transfer), and an
-unordered pair ``n < n'`` is stored and counted once per step. Under it the paper's Fig. 1 numbers
-come out (HiveD 3M/2, Titan M). ``M`` (``size_bytes``) is the synchronised tensor size.
-
-Patterns (closed forms, exact for a vector divisible into ``p`` equal chunks):
-
-* ``hd`` (§1.3.1/§1.3.2): halving-doubling, reduce-scatter by recursive halving then allgather by
-  recursive doubling; ``labelling="gloo"`` (step ``t`` partner ``r XOR 2^(t-1)``, what
-  :mod:`jobs.patterns` and the testbed run) or ``"paper"`` (partner ``r XOR 2^(k-t)``, Fig. 1(a)).
-  For ``p`` not a power of two, the [R] fold-in/fold-out model of :func:`jobs.patterns.hd_fold`.
-* ``ring`` (§1.3.3): ``2(p-1)`` steps, rank ``r`` sends ``M/p`` to ``(r+1) mod p``.
-* ``tree`` (§1.3.4, [R]): binary-tree reduce then broadcast, parent of ``r`` is ``(r-1)//2``.
-* ``gloo`` (gloo's own pipelined ring, not modelled by :mod:`jobs.patterns`): modelled here as
-  ``ring`` [R], the nearest model that module names; undirected pair volumes are the same for the
-  mirrored ring it describes.
-
-Pure: standard library, project code. Costs: building a pattern is O(total transfers), i.e.
-O(p log p) for HD, O(p²) for ring; the traffic measures are linear in the transfers.
+The accounting convention and each pattern: ``docs/algorithms.md`` (Titan's communication
+patterns). Pure. Building a pattern is O(total transfers); the traffic measures are linear in them.
 """
 
 from __future__ import annotations
@@ -158,7 +143,7 @@ _BUILDERS = {
 }
 """Each pattern's steps and the labelling they follow (HD's alone has one)."""
 _MODELLED_AS = {"gloo": "ring"}
-"""Collectives whose pattern is another's: gloo's own allreduce is modelled as the ring (module docstring)."""
+"""Collectives whose pattern is another's: gloo's own allreduce is modelled as the ring (``docs/algorithms.md``)."""
 
 
 def comm_pattern(collective: str, p: int, size_bytes: float, labelling: str = "gloo") -> CommPattern:

@@ -1,28 +1,13 @@
 """``RecordedSchedule``: another run's schedule, replayed through the experiment loop.
 
-To estimate a recorded run (the emulator's, say) on another back end, the loop re-drives the
-record: this scheduler says when each job starts and stops, and a placer re-applies each
-recorded start's placement (:mod:`experiment.resimulate`). How the record is followed is chosen
-once, by the constructor:
+To estimate a recorded run on another back end, the loop re-drives the record: this scheduler says
+when each job starts and stops, and a placer re-applies each recorded placement
+(:mod:`experiment.resimulate`). :meth:`RecordedSchedule.at_recorded_times` follows an online
+scheduler's run, :meth:`RecordedSchedule.in_recorded_batches` a ``waves`` run batch by batch; where
+the record and this back end disagree it resolves as ``docs/simulator-engines.md`` says ([R]).
 
-* :meth:`RecordedSchedule.at_recorded_times` (a run of an online scheduler: runs overlap, jobs
-  are preempted): every recorded start at its time and every recorded preemption at its time,
-  the scheduler waking the loop at the next one (:attr:`scheduling.base.Decision.wake_s`);
-* :meth:`RecordedSchedule.in_recorded_batches` (a ``waves`` run): the recorded batches, the
-  jobs started together, one after another: batch k+1 starts once every job of batch k has
-  finished on *this* back end, so each wave runs alone whatever the back ends' speeds.
-
-Where the record and this back end disagree ([R]: the record leaves it open):
-
-* an event of a job that has already finished here is void: a recorded preemption of it, and
-  any later recorded start;
-* a start whose placer leaves it waiting (its recorded GPUs still held here by a job that runs
-  longer than it did in the record) stays due, and is asked again at every call until it is
-  made; a recorded preemption of the job cancels it (the run it began never happens here).
-
-Not in :data:`scheduling.SCHEDULERS`: it is built from a record, not from a spec string. Jobs are
-named by strings and times are seconds: plain data, no experiment type. Cost: O(e log e) to
-build for e recorded events, then O(jobs + events due) per call.
+Not in ``scheduling.SCHEDULERS``: it is built from a record, not from a spec string. Cost:
+O(e log e) to build for e recorded events, then O(jobs + events due) per call.
 """
 
 from __future__ import annotations
@@ -42,7 +27,7 @@ _PREEMPT, _START = 0, 1
 
 
 class RecordedSchedule(Scheduler):
-    """A recorded schedule, replayed (see the module docstring); build it with a constructor.
+    """A recorded schedule, replayed (see ``docs/simulator-engines.md``); build it with a constructor.
 
     The placer re-applies the placement of the recorded start the scheduler asks for:
     :meth:`start_asked` says which.

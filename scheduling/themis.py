@@ -1,34 +1,14 @@
 """Themis-like scheduling: GPU leases auctioned for finish-time fairness (``docs/resolutions.md`` Cassini
 §5.1, §7.4; Mahajan et al., "Themis: Fair and Efficient GPU Cluster Scheduling", NSDI'20).
 
-A job that wins GPUs holds them for a *lease* (``lease_s``, 10 minutes in the thesis's
-evaluation); when its lease expires its GPUs go back to auction. Leases are not synchronised:
-each lasts from its job's start (§7.4 "Leases are not synchronized across servers"). At every
-call:
+A job that wins GPUs holds them for a lease (``lease_s``), unsynchronised across jobs; at each call
+the jobs without an unexpired lease bid, ranked by finish-time fairness ``ρ = T_shared / T_ideal``
+([R]: its estimates from what the loop knows), winners are admitted by GPU count with skipping and
+losers that ran are preempted. Worker counts are the jobs' own [R]; the placement half is
+:mod:`placement.themis`.
 
-1. running jobs whose lease has not expired keep their GPUs;
-2. every other active job (waiting, or running with an expired lease) bids, and the bids are
-   ranked by *finish-time fairness* ``ρ = T_shared / T_ideal``, the least fairly treated first;
-   winners are admitted by GPU count, with skipping, into the GPUs the unexpired leases leave;
-3. a running job that bid and lost is preempted; a winner (new or renewed) gets a lease of
-   ``lease_s`` from now.
-
-The next call is due when the earliest lease expires (:attr:`Decision.wake_s`).
-
-Finish-time fairness ([R], Themis's definition with its estimates taken from what the loop
-knows): ``T_ideal`` is the job's running time alone on its ``1/N`` share of the cluster (``N``
-active jobs of ``G`` GPUs): its total work ``W = service + remaining`` (GPU-seconds) over
-``min(workers, G/N)`` GPUs; ``T_shared`` is the time since its arrival plus the time its
-remaining work takes on its own workers if it ran now. Where the remaining work is unknown (jobs
-given as iterations on a network back end), ``ρ`` is the time since arrival over the time run so
-far (plus one lease, so a job that never ran ranks by how long it waited): 1 for a job that never
-waited. Ties go to the earlier arrival, then to input order.
-
-Simplifications ([R]): worker counts are the jobs' own (Themis's arbiter also trades GPU counts
-between jobs; the experiments here fix them); the placement half of Themis (locality, and the
-equal-objective candidates Cassini ranks) is :mod:`placement.themis`.
-
-Cost per call: O(J log J).
+Each step and how ``ρ`` is estimated: ``docs/algorithms.md`` (Themis' scheduler). Cost per call:
+O(J log J).
 """
 
 from __future__ import annotations
@@ -41,7 +21,7 @@ from scheduling.base import Decision, JobStatus, Scheduler, admit_by_count, chec
 
 
 class ThemisScheduler(Scheduler):
-    """Leases and finish-time-fair auctions (see the module docstring).
+    """Leases and finish-time-fair auctions (see ``docs/algorithms.md``).
 
     Args:
         seed: unused (deterministic); kept for the common interface.
@@ -61,7 +41,7 @@ class ThemisScheduler(Scheduler):
         self._lease_end: dict[str, float] = {}
 
     def fairness(self, job: JobStatus, active: int, total_gpus: int, now_s: float) -> float:
-        """The job's finish-time fairness ``ρ`` at ``now_s`` among ``active`` jobs (module docstring)."""
+        """The job's finish-time fairness ``ρ`` at ``now_s`` among ``active`` jobs (``docs/algorithms.md``)."""
         waited = max(0.0, now_s - job.arrival_s)
         ran_s = job.service_gpu_s / job.workers
         if job.remaining_gpu_s is None:
@@ -73,7 +53,7 @@ class ThemisScheduler(Scheduler):
         return shared / ideal if ideal > 0 else 1.0
 
     def schedule(self, jobs: Sequence[JobStatus], total_gpus: int, now_s: float) -> Decision:
-        """Keep unexpired leases, auction the rest by finish-time fairness (module docstring)."""
+        """Keep unexpired leases, auction the rest by finish-time fairness (``docs/algorithms.md``)."""
         check_jobs(jobs, total_gpus)
         names = {j.name for j in jobs}
         self._lease_end = {n: t for n, t in self._lease_end.items() if n in names}

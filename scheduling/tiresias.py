@@ -1,71 +1,16 @@
 """Tiresias scheduling: 2D-LAS and 2D-Gittins, continuous and discretized (MLFQ).
 
-J. Gu et al., "Tiresias: A GPU Cluster Manager for Distributed Deep Learning", NSDI 2019,
-§3.2 and Pseudocodes 1-2, as resolved in ``docs/resolutions.md`` Tiresias (§2, §3; tags [R] =
-the authors' simulator, [S] = our suggestion).
+J. Gu et al., "Tiresias: A GPU Cluster Manager for Distributed Deep Learning", NSDI 2019, §3.2 and
+Pseudocodes 1-2, as resolved in ``docs/resolutions.md`` Tiresias (§2, §3; [R] = the authors'
+simulator, [S] = our suggestion; ⚠ A7-A28). Attained service is ``workers x executed time``.
+Continuous 2DAS: :class:`LasScheduler`, :class:`GittinsScheduler` and the oracles
+:class:`SrsfScheduler`, :class:`SrtfScheduler`. Discretized 2DAS, the actual scheduler:
+:class:`TiresiasScheduler`, K queues with demotion, promotion and queue lists kept as [R] keeps
+them; ``timing="r_compat"`` (with ``gittins_delta="r_compat"`` for Gittins) reproduces [R]'s JCTs
+job by job.
 
-Attained service is 2D: ``a = workers x executed time`` in GPU-seconds (§2.1).
-
-Continuous 2DAS (§2.2-2.4, the paper's Fig. 7 toy example), preemptive and re-evaluated at
-every call, admission by GPU count with skipping:
-
-* :class:`LasScheduler` (``las``): least attained service first.
-* :class:`GittinsScheduler` (``gittins``): highest Gittins index first, the sup over the
-  quantum taken at ``Δ = s - a`` for every sample ``s > a``.
-* :class:`SrsfScheduler` / :class:`SrtfScheduler` (``srsf``, ``srtf``): the oracle baselines,
-  shortest remaining service (GPU-seconds) / remaining time first (§6.3-6.4).
-
-Discretized 2DAS, the actual Tiresias scheduler (§3), :class:`TiresiasScheduler`
-(``tiresias``): K queues split by thresholds on ``a``; a job joins Q1 on arrival (⚠ A12),
-moves down when its queue service reaches the queue's upper limit, and (when
-``promote_knob`` is finite) goes back to Q1 with its queueing clocks reset once it has
-waited ``promote_knob`` times its executed time (§3.5, [R] details ⚠ A15). Each call
-rebuilds the allocation from scratch in queue order with skipping and preempts running jobs
-not admitted (§3.6); one pass per call (⚠ A26).
-
-Each queue is a list, kept as the authors' simulator keeps it ([R], SymbioticLab/Tiresias
-``simulator/run_sim.py``, ``dlas_sim_jobs``): an arriving job is appended to Q1, a demoted
-job to the next queue and a promoted job to Q1 (§3.4: "to the tail"), and after every pass
-each queue puts the jobs that run, in order, ahead of those that wait ("sort based on the
-job start time"). Within a queue:
-
-* LAS: list order, i.e. FIFO by start time (⚠ A11): running jobs by their latest start, then
-  waiting jobs. A running job that is demoted is appended behind the jobs already waiting in
-  its new queue, so they may preempt it, as in [R].
-* Gittins: queues Q1..Q(K-1) by the discretized index (highest first; ties earlier arrival,
-  then list order, ⚠ A9), re-sorted at every call including running jobs (⚠ A28); the last
-  queue in list order as LAS. The quantum is ``Δ = Q_i^hi - a`` by default (⚠ A7 [S]),
-  ``Δ = Q_i^hi`` with ``gittins_delta="literal"``.
-* ``gittins_delta="r_compat"`` reproduces [R]'s ``dlas-gpu-gittins`` schedule: the index is
-  read from [R]'s precomputed table (:class:`RGittinsTable`: sample points, one quantum for
-  every queue, rounded to 4 decimals), every queue including the last is sorted by it (ties:
-  earlier submission, then list order: ``queue.sort(key=(rank, -submit_time),
-  reverse=True)``), and demotions and promotions follow [R]'s integer event clock (below).
-
-``timing``: ``"exact"`` demotes a job when its service reaches the limit and promotes it when
-its waiting time reaches knob x executed time. ``"r_compat"`` ([R] ``dlas_sim_jobs``,
-"next_job_jump"): a running job's demotion is checked only at an event, by one queue per
-event, and its next check is scheduled ``(limit - t) // W`` seconds ahead, where ``t`` is its
-executed time in seconds and the limit GPU-seconds, so a multi-GPU job is demoted later than
-its service says (a 4-GPU job at 1421 s instead of 812.5 s for a 3250 GPU-s limit);
-promotions are checked at ``int(knob x t - waited)`` and waiting counts only while the job
-has executed since its last reset. With this timing Tiresias-L, and Tiresias-G with
-``gittins_delta="r_compat"``, give the same JCT, job by job, as [R]'s ``dlas-gpu`` /
-``dlas-gpu-<knob>`` and ``dlas-gpu-gittins`` with ``count`` placement on integer traces
-(checked on the shipped 60-job trace, in ``tests/test_tiresias.py``, and on 30 random ones);
-with exact timing Tiresias-L differs only where [R] sees a demotion late. [R]'s
-``dlas-gpu-gittins-<knob>`` schedules never rank by the index (the code tests the schedule
-name ``dlas-gpu-gittins`` literally), so they are Tiresias-L with promotion.
-
-Gittins index from samples ``D`` of job service (GPU-seconds), for attained service ``a``
-(§2.3, ⚠ A8): ``G = P(S - a <= Δ | S > a) / E[min(S - a, Δ) | S > a]``; the ``"r_compat"``
-variant of the continuous :class:`GittinsScheduler` uses ``E[S if S <= a + Δ else Δ | S > a]``,
-which is what reproduces the paper's Fig. 7 value (avg JCT 10 rather than the textbook
-formula's 9.33). ``G = 0`` when no sample exceeds ``a`` (⚠ A9). With the samples sorted and
-prefix sums, one index costs O(log n) for a fixed quantum and O(n) for the sup; [R]'s table
-costs O(n log n) once and O(log n) per lookup.
-
-Cost per call: O(J log J) plus the index computations (Gittins).
+Queues, ordering within a queue, both timings, the Gittins index and its cost:
+``docs/algorithms.md`` (Tiresias' scheduler). Cost per call: O(J log J) plus the index computations.
 """
 
 from __future__ import annotations
@@ -363,7 +308,7 @@ def parse_thresholds(thresholds_gpu_s) -> tuple[float, ...]:
 
 
 class TiresiasScheduler(Scheduler):
-    """Discretized 2D-LAS / 2D-Gittins with K queues (see the module docstring for the rules).
+    """Discretized 2D-LAS / 2D-Gittins with K queues (see ``docs/algorithms.md`` for the rules).
 
     Args:
         seed: unused (deterministic); kept for the common interface.
@@ -374,12 +319,12 @@ class TiresiasScheduler(Scheduler):
             ``inf`` (default, the testbed's setting) disables promotion.
         gittins_delta: the quantum of Q_i (⚠ A7): ``"to_threshold"`` (Q_i^hi - a, default),
             ``"literal"`` (Q_i^hi) or ``"r_compat"`` ([R]'s table index with the fixed quantum
-            Q_1^hi, or 3250 GPU-s with one queue, every queue sorted; see the module docstring).
+            Q_1^hi, or 3250 GPU-s with one queue, every queue sorted; see ``docs/algorithms.md``).
         samples_path: CSV of service samples for Gittins; empty means [R]'s file.
         samples_gpu_s: explicit Gittins samples (Python callers only); overrides ``samples_path``.
         timing: when demotions and promotions happen: ``"exact"`` (when the service reaches the
             limit, resp. the waiting time reaches knob x executed time) or ``"r_compat"`` ([R]'s
-            integer event clock, see the module docstring); empty (default) means ``"r_compat"``
+            integer event clock, see ``docs/algorithms.md``); empty (default) means ``"r_compat"``
             with ``gittins_delta="r_compat"`` and ``"exact"`` otherwise.
 
     Attributes:
@@ -505,7 +450,7 @@ class TiresiasScheduler(Scheduler):
         return self.dist.index(service_gpu_s, hi)
 
     def _queue_order(self, members: list[JobStatus], queue: int) -> list[JobStatus]:
-        """A queue's admission order (see the module docstring)."""
+        """A queue's admission order (see ``docs/algorithms.md``)."""
         by_pos = sorted(members, key=lambda j: self._state[j.name].pos)
         if self.priority == "gittins" and (self.r_table is not None or queue < self.n_queues - 1):
             # [R]: sort(key=(rank, -submit_time), reverse=True), stable: ties keep the list order.

@@ -1,128 +1,14 @@
-"""Event-driven flow-level simulation of concurrent training jobs on a routed fabric.
+"""Event-driven flow-level simulation of concurrent training jobs on a routed fabric (the step-level engine).
 
-It models what the light replay runtime (:mod:`jobs.agent`) does, so that its per-job
-communication times can be compared with the emulator's measurements:
+It models what the light replay runtime (:mod:`jobs.agent`) does, step by step and transfer by
+transfer, so that its per-job communication times compare with the emulator's measurements: every
+cross-machine transfer is a flow on its ECMP path, flows share links as :mod:`sim.sharing` has them,
+and a job's estimate is the mean over measured iterations of the slowest rank's communication time.
+:class:`FlowEngine` is the incremental event loop an experiment loop drives; :func:`simulate` runs
+a fixed set of jobs to the end.
 
-* every rank of a job runs, one after another: the barrier allreduce of
-  :func:`jobs.patterns.barrier_bytes` bytes before the first measured iteration (after the
-  warm-up ones), then per iteration the compute (a timer of ``compute_s``) and one allreduce
-  per gradient bucket in order, and a last barrier allreduce at the end (``_Rank.run``);
-* an allreduce runs the steps of :func:`jobs.agent.rank_steps` (the collective's
-  :func:`jobs.patterns.replay_pattern`) in order; in each step a rank starts its sends, then
-  waits until each of its sends and receptions of the step has completed (``_Rank.allreduce``);
-* a transfer between ranks on different machines is a flow on the ECMP path
-  (:func:`topo.routing.ecmp_path`, the controller's routes) carrying its payload, or with
-  ``mtu`` its bytes on the wire (:func:`common.units.wire_bytes`, as :mod:`jobs.steps`); a
-  transfer on one machine, or of zero bytes, is handed over at the moment its sender starts it
-  (the agent's in-memory hand-over);
-* with ``SimOptions.burst_bytes``, every directed link has a token bucket as the emulator's
-  shaper does, and a flow entering the network first sends what the buckets of its path let
-  through at once (see the modelling decisions below);
-* active flows share every directed link as the engine's link sharing has them
-  (:mod:`sim.sharing`: max-min, the steady state TCP's congestion control is taken to converge
-  to, by default; TCP's share of a shared link; MLTCP's weights); rates change only when a flow
-  starts or ends (or, under MLTCP, its weight);
-* every rank records, per measured iteration, its compute time and the time of each bucket's
-  allreduce measured from its own start of that allreduce (``record_iteration``), and a job's
-  estimate aggregates those records as :func:`measure.iterations.job_iteration_times` does: per
-  iteration the slowest rank's communication time, then the mean over iterations.
-
-Modelling decisions where the runtime leaves a choice ([R], as ``docs/resolutions.md`` tags a resolution):
-
-* [R] The agent hands a message to the kernel with a blocking ``sendall`` and moves on to its
-  receptions once the last byte is in the socket buffer, before the peer has it all; here a
-  sender's step ends when its flow has reached the receiver. A sender can thus move on earlier
-  than modelled by at most the time its link takes to drain one socket buffer, per step.
-* [R] The agent's reader threads drain every connection continuously, so a rank that is ahead
-  sends its next step's message while its peer is still in an earlier step; here a flow starts
-  when its sender starts the step, whatever the receiver is doing, and a reception that ends
-  before the receiver reaches its step counts when it gets there.
-* [R] ``SimOptions.latency_s`` (software latency of a message: system calls, wake-ups) delays
-  the moment a cross-machine flow enters the network; it then competes for bandwidth like any
-  other flow. Alone on its path a transfer thus lasts ``latency_s + bytes * 8 / rate``
-  (without token buckets).
-* [R] The 14-byte header the agent puts before every message is not counted, as in
-  :mod:`jobs.steps`, so that an uncontended job's estimate equals :func:`jobs.steps.job_bound_s`
-  (without token buckets: they make it shorter).
-* [R] Token buckets (``SimOptions.burst_bytes``; None, the default, models none). The emulator
-  shapes each direction of a link with a token bucket filter of depth B bytes at the link's
-  rate R on an interface much faster than R (``emulator.net``, ``measure.shaping``), so after
-  an idle spell a link lets up to B bytes through at once, and transfers of a few buckets'
-  worth take far less than ``bytes / R``. Fluid model: every directed link holds tokens b in
-  [0, B], full at time 0; while the flows on it are allocated r bytes/s in total (r <= R),
-  b grows at R - r up to B, so a saturated link gains none. A flow entering the network sends
-  at once min(its bytes, the least b along its path), which is taken from every link of the
-  path; its remaining bytes then compete max-min as any flow's. A flow carried whole by its
-  burst arrives the moment it enters the network (after ``latency_s``), as an in-memory
-  hand-over does. Flows entering at one instant draw on a shared bucket one after another, in
-  the order simultaneous events are handled (see Determinism below). Between events a link's
-  tokens change linearly, so they are computed at the events that read them (a flow's entry)
-  or change their slope (a reallocation), from the level and time of the last such event:
-  event times stay exact.
-  Limits of the model:
-
-  - a burst takes no time: the unshaped interface's own rate is not modelled (it would add
-    B / line rate per burst);
-  - a link of the path holding more tokens than the path's tightest one keeps the difference
-    while the flow runs. The shaper lets those bytes through at once too, they wait in the
-    tighter link's queue, and the link earns the tokens back while that queue drains at the
-    end of the flow (for a flow alone the levels agree again when it ends); a flow that
-    enters on such a link in the meantime bursts more here than it would there;
-  - packets of flows entering a bucket together interleave and share its tokens; here the
-    first handled takes what it can and the next ones what is left;
-  - the shaper counts frames (payload and TCP/IP and Ethernet headers): the flows' bytes are
-    frames only with ``mtu``, and a packet waits for tokens for all of its frame, which a
-    fluid ignores;
-  - TCP's congestion window can cap a burst (Linux restarts it at ten segments, five of the
-    shaper's two-frame buckets at MTU 1500, on a connection idle for a retransmission timeout);
-    as said below, TCP's dynamics are not modelled.
-* Every rank of a pattern sends at most one transfer per step, so the agent's sending them
-  one after another and this model's starting them together never differ.
-
-The ECN marking estimate (``SimOptions.ecn``) is an observer of the flows and the links' rates
-(:mod:`sim.ecn_marks`).
-
-Not modelled: TCP's own dynamics (slow start, losses, queueing) beyond that share, the links' propagation delay
-(``delay_us``; fold it into ``latency_s`` if it matters), the shapers' token buckets unless
-``burst_bytes`` is given, and CPU contention in the emulator.
-
-Times, bytes and rates share one time base, as in :func:`jobs.steps.job_bound_s` (see
-:func:`simulate`): bytes and rates scaled alike give the same, paper-scale, seconds; rates
-dilated by D give D times longer wall-clock seconds.
-
-Determinism: no randomness; every flow, timer and rank is keyed by its job run's ``(name, run
-number)`` (the run number counts earlier runs of that name, see Incremental use) and by rank
-indices, links are numbered in sorted order, and simultaneous events are handled in key order, so
-the result does not depend on the order of the jobs list (checked bit for bit by the tests): with
-one run per job these keys sort as the jobs sorted by name. Events closer than a relative ``EPS``
-are simultaneous: a flow whose remaining bytes are within ``EPS`` of its size completes with the
-flow that triggered the event.
-
-Incremental use: :class:`FlowEngine` is the event loop :func:`simulate` runs, open to an
-event-driven experiment loop as its back end. ``add`` starts a job (a run of it) at a time no
-earlier than the engine's clock, ``remove`` preempts a run at the clock's time, and ``advance``
-processes events up to a time, stopping right after the first event batch in which runs finished,
-so the caller can place other jobs at once. Preemption: a removed run's flows leave the network at
-once (the other flows' rates are recomputed at the removal time, before any later event), its
-pending timers and delayed flow starts are skipped, never processed, and its partial iteration is
-lost: it reports the measured iterations every rank completed, and a job restarted elsewhere is a
-new run (same name, next run number, so its keys never meet the old run's stale heap entries).
-:func:`simulate` adds every job, then advances to the end.
-
-Cost per event (a batch of simultaneous flow completions and timers): O(log E) per event popped
-from the heaps, plus one max-min computation over the connected component of the flow-link
-graph that holds the flows that started or ended, O(C log C) for C the sum of path lengths of
-that component's flows (every active flow in the worst case, where core links tie every job
-together); flows of other components keep their rates untouched, and flows of the component
-whose rate did not change keep their projected end. Jobs packed into pods thus cost far less
-per event than jobs spread over the fabric. Token buckets leave that order unchanged: a
-reallocation also brings the tokens of every link of the component up to date and sums the
-new rates on each, O(C), and a flow's entry reads and charges the buckets of its path.
-A rank entering a step costs O(1) per send, the send's route and wire bytes having been
-worked out once per job. Building the jobs costs one ECMP path per communicating machine pair
-(cached) and the patterns' transfers, one pass over each step. Incremental use changes none of
-this: adding a job is building it; removing one costs a pass over the active flows, and its
-stale heap entries O(log E) each when they surface.
+What it models, its modelling decisions ([R]: where the runtime leaves a choice), the token-bucket
+model, determinism, incremental use and cost per event: ``docs/simulator-engines.md``.
 """
 
 from __future__ import annotations
@@ -214,8 +100,8 @@ class SimOptions:
             flows' are (payload, or wire bytes with ``mtu``, as the shaper counts them): a
             number for every link, or a mapping keyed by link in either orientation ``(u, v)``
             (the ``(u, v)`` entry wins for direction u -> v, as in ``rate_mbps``) that must
-            cover every link a flow crosses; 0 is no bucket. None: no token buckets (the
-            module docstring says how they are modelled). For an emulated run,
+            cover every link a flow crosses; 0 is no bucket. None: no token buckets
+            (``docs/simulator-engines.md`` says how they are modelled). For an emulated run,
             ``measure.shaping.burst_bytes(rate, mtu)`` of each link's shaped rate and the
             run's MTU, in emulated bytes like the buckets; a depth in bytes does not change
             with the dilation.
@@ -607,7 +493,7 @@ class FlowEngine:
     simulation runs forward with :meth:`advance`, which stops early when runs finish so that an
     event-driven experiment loop can act on it; :func:`simulate` adds all its jobs and advances
     to the end. Each addition of a job is a run of it; a name may be added again once its run
-    finished or was removed. The module docstring says what is modelled and how.
+    finished or was removed. ``docs/simulator-engines.md`` says what is modelled and how.
 
     Args:
         g: topology graph (:mod:`topo.schema`); routes are :func:`topo.routing.ecmp_path`.

@@ -1,74 +1,13 @@
 """Iteration-level (fluid) simulation of training jobs on a routed fabric, for trace scale.
 
-The step-level engine (:mod:`sim.flowsim`) follows every transfer of every step of every
-iteration: right for the testbed's experiments (tens of jobs, tens of iterations), too slow for a
-cluster trace, whose jobs run for hours (millions of iterations, thousands of jobs). This engine
-advances jobs an iteration *rate* at a time instead, the job-progress model of NetPack's
-simulator (``docs/resolutions.md`` NetPack §5.3, [Ours]):
+Each job advances at an iteration *rate*: its compute, then its contention-free communication
+bound (:func:`jobs.steps.job_bound_s`) stretched by its level in a job-coupled max-min fill of the
+links and INA aggregators it shares (:mod:`sim.maxmin`), recomputed at every start, completion and
+removal for the jobs it couples. NetPack's job-progress model (``docs/resolutions.md`` NetPack §5.3,
+[Ours]; Algorithm 1, §2.3).
 
-* a job's iteration is its compute (``compute_s``) and then its communication, with no overlap,
-  as the replay runtime runs it and :mod:`sim.flowsim` models it;
-* its communication alone takes ``bound`` = :func:`jobs.steps.job_bound_s` (the contention-free
-  bound of its collective's steps on its routes, headers counted with ``mtu``) plus
-  ``latency_s`` per step that has a cross-machine transfer;
-* the jobs whose traffic shares links slow one another down: every job is one *fluid* whose
-  rate on each directed link at full speed is the bytes its iteration puts on the link over
-  ``bound``; the jobs' levels ``x`` (1 = full speed) are the weighted max-min fair allocation
-  (:func:`sim.maxmin.maxmin_levels`: the job-coupled water-filling of NetPack's Algorithm 1,
-  §2.3, without aggregation), and the job's communication then takes ``bound / x`` (latency
-  unchanged);
-* the levels are recomputed at every event (a start, a completion, a removal) and are constant
-  in between, so a job's progress is linear between events and its completion time exact. An
-  event changes the levels of the jobs coupled to its own through shared links and aggregators
-  only (the water-filling of separate groups is separate), so those alone are filled again.
-* an INA job (collective ``ina``: its machines stream to its parameter server, the ToRs of its
-  tree sum them, :mod:`sim.ina`) loads its links with *streams* and each summing ToR's Peak
-  Aggregation Throughput (``SimOptions.pat_bytes_s``) with its per-worker rate; where a ToR's PAT
-  runs out, the job's further rate passes it unaggregated (:func:`sim.maxmin.fill_levels`,
-  NetPack's Algorithm 1 on routed links). Its level in the fill is its per-worker rate, in one
-  unit for every INA job (the fabric's fastest link), capped at its rate alone: INA jobs share
-  as NetPack's water-filling has them (equal per-worker rates, §2.3), other jobs as above.
-
-Modelling decisions ([R]):
-
-* [R] With ``SimOptions.overlap`` ``together`` (this class's default, NetPack's model; a config's
-  default is ``independent``, measured nearer) the fluid charges a job's traffic to its
-  links all the time, as if the jobs sharing a link always communicated together (NetPack's
-  model: "per-iteration time = t_comp + d/v"). Jobs that interleave their communication (compute
-  of one during the transfers of the other) meet less contention in the step-level engine and
-  on the emulator: the fluid is pessimistic for them. With ``independent`` each job's phases are
-  taken as independent of the others': a job communicating meets each other job's traffic for
-  the share of time that job communicates, its average load (a mean field), and rises from the
-  fill's level until its own load and the others' average loads fill one of its resources
-  (:meth:`FluidEngine._independent`; an INA job keeps the spills the fill found). Two identical
-  jobs alone on a link, each communicating a share ``a`` of its iteration when alone, get the
-  level ``x = 1 / (1 + a(x))`` instead of 1/2. ``docs/validation.md`` has both against the
-  emulator.
-* [R] A job's level is a fraction of its own speed alone, an INA job's a per-worker rate: where
-  the two kinds share a link, each unit of level costs each job its own rate on the link. Both
-  are what the fill's max-min rule compares; neither kind is favoured by a rule of its own.
-* [R] Warm-up iterations are run (they cost time) but not measured; the barriers before and
-  after the measured iterations, the token buckets (``SimOptions.burst_bytes``) and the ECN
-  estimate are not modelled (estimates carry no marks).
-* [R] A removed run keeps the measured iterations it completed; its partial iteration is lost,
-  as in :mod:`sim.flowsim`.
-
-Cost per event: O(log R) to find it among the R running jobs, plus O(I log I) for the
-water-filling of the jobs it couples (I = their link counts: the group of jobs that share links or
-aggregators with the jobs starting or ending, directly or through others; every running job when
-they are all coupled). Once per run added: the bound and the link loads of one iteration of its
-collective, memoised per placement, collective and buckets, and per bucket for every placement of
-the same shape (the same ranks per machine, routes of the same links up to their names, the same
-rates), so jobs of one shape in different places cost the routing of their rank pairs only. Jobs
-whose ranks share one machine load no link and cost O(1). A job's progress is brought up to date
-when its level changes, so the jobs an event leaves alone cost it nothing.
-
-Determinism: no randomness; runs are keyed by ``(name, run number)``, links numbered in sorted
-order and coupled jobs filled in name order, so the result does not depend on the order of
-additions at one instant. Estimates equal those of a water-filling of every running job at every
-event up to floating-point rounding (progress is summed over fewer, longer intervals; tested).
-
-Times and bytes are in the time base of the inputs, as for :func:`sim.flowsim.simulate`.
+The model, its resolutions ([R]: the ``overlap`` choice, INA and non-INA levels, what is not
+modelled), cost per event and determinism: ``docs/simulator-engines.md``.
 """
 
 from __future__ import annotations
@@ -284,7 +223,7 @@ class FluidEngine:
         rate_mbps: rate of each link in Mbit/s, keyed by either orientation (the ``(u, v)`` entry
             wins for direction u -> v).
         options: ``mtu`` (bytes on the wire) and ``latency_s`` are modelled; ``burst_bytes``,
-            ``ecn`` and ``mltcp`` are not (see the module docstring).
+            ``ecn`` and ``mltcp`` are not (see ``docs/simulator-engines.md``).
 
     Attributes:
         events: event batches processed so far.
@@ -500,7 +439,7 @@ class FluidEngine:
 
     def _independent(self, runs: Sequence[_Run], fill) -> list[float]:
         """The levels of coupled ``runs`` whose communication overlaps independently
-        (``SimOptions.overlap``, the module docstring): from the fill's, each run's level rises
+        (``SimOptions.overlap``, ``docs/simulator-engines.md``): from the fill's, each run's level rises
         until its own load and the others' loads *times the share of time they communicate* fill
         one of its resources, or to its cap; the shares follow the levels, so this is iterated to a
         fixed point (damped by half, at most :data:`OVERLAP_ROUNDS` rounds). A level never falls

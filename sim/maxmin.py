@@ -1,37 +1,13 @@
 """Max-min fair rates of flows sharing links, by progressive filling (water-filling).
 
-Every flow crosses a set of links; every link has a capacity. Progressive filling raises the
-rate of every unfrozen flow at the same pace; when a link is full, the flows crossing it are
-frozen at the rate they reached. The result is the max-min fair allocation: no flow's rate can
-grow without shrinking the rate of a flow that has no more (Bertsekas and Gallager, *Data
-Networks*, 2nd ed., 1992, §6.5.2).
+:func:`maxmin_rates` is the classic allocation (Bertsekas and Gallager, *Data Networks*, 2nd ed.,
+1992, §6.5.2); :func:`fill_levels` the job-coupled, weighted version with in-network aggregators,
+NetPack's Algorithm 1 (``docs/resolutions.md`` NetPack §2.3), and :func:`maxmin_levels` it without
+aggregators. Deterministic (sorted order), tolerant of float ties (``EPS``); O(I + (L + R) log L)
+for I = sum of path lengths, L links, R lazy heap refreshes.
 
-Implementation: each link's *fair share* is its unused capacity over its number of unfrozen
-flows. The link with the smallest share is the next to fill; its share is the level every
-unfrozen flow has reached, so its unfrozen flows are frozen at that level, which lowers the
-unused capacity and the flow count of the other links they cross (and can only raise their
-share). A heap of shares, refreshed lazily when a stale entry comes to the top, finds the
-next link.
-
-Float tolerance: links whose shares are within a relative ``EPS`` (1e-9) of the lowest fill
-together, at the lowest share, so that links that tie in exact arithmetic saturate in one
-round whatever the rounding of the capacities left.
-
-Determinism: flows and links are visited in sorted order (flow ids and links must be mutually
-comparable, e.g. tuples of strings and ints), so the result does not depend on the order of
-the input mappings.
-
-Complexity: O(I + (L + R) log L) for I = sum of path lengths over flows, L links and R heap
-refreshes (R <= I): every freeze updates the links of one flow once, and a link's entry is
-re-pushed only when it reaches the top of the heap stale. :func:`maxmin_rates` adds the
-sorting of flows and links, O(F log F + I log L).
-
-:func:`fill_levels` is the job-coupled (weighted) version with in-network aggregators, NetPack's
-Algorithm 1 (``docs/resolutions.md`` NetPack §2.3): an aggregator that runs out of throughput freezes
-nobody but makes its jobs' further increments cost more links. :func:`maxmin_levels` is it
-without aggregators.
-
-Pure: standard library only. Rates come back in the unit of the capacities.
+The algorithm, its float tolerance and cost in full: ``docs/simulator-engines.md``. Pure: standard
+library only. Rates come back in the unit of the capacities.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """The k-ary fat-tree of Al-Fares, Loukissas and Vahdat, SIGCOMM 2008 (Section 3.2).
 
-``k`` pods, each with ``k/2`` edge and ``k/2`` aggregation switches; ``(k/2)**2`` core switches;
-``k/2`` machines per edge switch, so ``k**3/4`` machines, ``5*k**2/4`` switches and ``3*k**3/4``
-links (host links, edge-agg links and agg-core links, ``k**3/4`` each).
+``k`` pods of ``k/2`` edge and ``k/2`` aggregation switches, ``(k/2)**2`` cores, ``k/2`` machines per
+edge switch: ``k**3/4`` machines, ``5*k**2/4`` switches and ``3*k**3/4`` links. Switches are ``e{n}``,
+``a{n}``, ``c{n}`` and machines ``h{n}``, numbered globally from 1 in pod order; DPIDs encode the tier
+in the third byte.
 
-Naming (numbers are global and 1-based; ``h = k // 2``):
-
-- edge switch ``j`` of pod ``i`` (0-based) is ``e{i*h + j + 1}``; aggregation switch ``j`` of pod
-  ``i`` is ``a{i*h + j + 1}``; cores are ``c1 .. c{h*h}``.
-- the machines of edge switch ``e{n}`` are ``h{(n-1)*h + 1} .. h{n*h}``, so machine order follows
-  pods, then edge switches.
-- within a pod every edge switch connects to every aggregation switch.
-- aggregation switch ``j`` of every pod connects to cores ``c{j*h + 1} .. c{(j+1)*h}`` (the paper's
-  wiring: core ``c`` connects to one switch per pod, the ``(c-1) // h``-th). So core ``c`` has
-  port ``i + 1`` towards pod ``i``.
-
-DPIDs encode the tier in the third byte, so ``ovs-ofctl`` output reads back: edge ``e{n}`` has
-dpid ``0x1_0000 + n``, ``a{n}`` ``0x2_0000 + n``, ``c{n}`` ``0x3_0000 + n``.
+The naming, wiring and DPIDs in full: ``docs/topologies.md`` (Fat-tree names and DPIDs).
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """The one routing function shared by the OpenFlow controller and the flow-level simulator.
 
-Routing is minimum-hop with deterministic ECMP: among all minimum-hop paths from ``src`` to
-``dst``, listed in a fixed order, a flow takes number ``stable_hash(src, dst) % len(paths)``. The
-controller installs exactly these paths and the simulator places flows on them, so the simulator
-knows every flow's path. Nothing here is random or depends on Python's salted ``hash``: the same
-graph gives the same routes in every process.
+Minimum-hop with deterministic ECMP: among all minimum-hop paths from ``src`` to ``dst``, in natural
+name order, a flow takes number ``stable_hash(src, dst) % len(paths)``; each direction is hashed on
+its own. The controller installs exactly these paths and the simulator places flows on them, so the
+simulator knows every flow's path; the same graph gives the same routes in every process.
 
-Path order: paths are sorted lexicographically by :func:`topo.schema.natural_key` of their node
-names (``h2`` before ``h10``). Because every path starts at ``src``, this is the order of a
-depth-first walk that tries next hops in natural order, which lets :func:`ecmp_path` and
-:func:`route_table` pick path ``i`` from path counts without listing all paths.
-
-Direction: ``(src, dst)`` and ``(dst, src)`` are hashed separately, so a flow and its reverse may
-take different paths, as in a real ECMP fabric hashing each direction's headers.
-
-Complexity: one breadth-first search from ``dst`` (O(V + E)) serves every source; picking a path
-then costs O(path length * degree). :class:`EcmpRoutes` (and :func:`route_table`) share one BFS,
-over the switches only, among the machines of a rack.
+The path order, directions and cost: ``docs/topologies.md`` (Routing). One breadth-first search from
+``dst`` (O(V + E)) serves every source; picking a path then costs O(path length * degree).
 """
 
 from __future__ import annotations

@@ -1,53 +1,13 @@
 """The topology schema: what every cluster graph carries, and its validator.
 
-A topology is an undirected :class:`networkx.Graph` (not a multigraph, not directed). Every
-builder returns one that passes :func:`validate_topology`, and :func:`topo.io.read_topology_json`
-validates what it loads, so the controller, the simulator and the emulator may rely on all of this.
+A topology is an undirected :class:`networkx.Graph` whose graph, machine-node, switch-node and edge
+attributes, port numbering and names follow one schema; every builder returns a graph that passes
+:func:`validate_topology`, and :func:`topo.io.read_topology_json` validates what it loads, so the
+controller, the simulator and the emulator may rely on it. Its size is bounded by the back end
+that takes it (:class:`SizeLimits`: :data:`EMULATOR_LIMITS`, the default, or
+:data:`SIMULATOR_LIMITS`); builders check the counts before they build (:func:`check_size`).
 
-Graph attributes:
-
-- ``name`` (str, non-empty): a label for reports, e.g. ``"fat_tree_k4"``.
-- ``kind`` (str): ``"fat_tree"``, ``"leaf_spine"`` or ``"file"`` (hand-written).
-- ``params`` (dict): the builder's arguments, defaults included.
-
-Machine nodes (``role="machine"``):
-
-- ``gpus`` (int, 1..:data:`MAX_GPUS_PER_MACHINE`): GPU slots on the machine.
-- ``index`` (int >= 1, unique): the machine order (``h1`` is index 1); :func:`machines` lists
-  machines by it.
-- ``rack`` (str): the name of the switch the machine attaches to.
-- ``pod`` (str): e.g. ``"p0"``; every machine of a leaf-spine is in ``"p0"``.
-- ``ip`` (str, unique): builders derive it from the index, ``10.0.X.Y`` with
-  ``X = index // 256`` and ``Y = index % 256`` (see :func:`machine_ip`).
-- ``mac`` (str, unique): builders derive it from the index, ``00:00:00:00:XX:YY`` with the same
-  two bytes (see :func:`machine_mac`).
-- exactly one link, and it goes to a switch.
-
-Switch nodes (``role="switch"``):
-
-- ``tier`` (str): ``"edge"``, ``"agg"`` or ``"core"`` in a fat-tree; ``"leaf"`` or ``"spine"`` in
-  a leaf-spine; any of the five in a file topology.
-- ``dpid`` (int, 1 <= dpid < 2**64, unique): set explicitly, because Mininet would otherwise derive
-  it from the first number in the name (``a1_2`` and ``a1_3`` would collide).
-- ``pod`` (str): ``""`` for core and spine switches.
-
-Edges:
-
-- ``bw_mbps`` (float > 0, finite): the paper-scale rate; the emulator divides it by the scale factor.
-- ``delay_us`` (float >= 0, finite): one-way propagation delay.
-- ``ports`` (dict node name -> int): the port number of the link on each of its two ends. A
-  machine's single port is 0 (its interface is ``<name>-eth0``). A switch's ports are exactly
-  1..degree; builders number them by :func:`assign_ports` (links to lower tiers first: hosts, then
-  upward links, each group in natural name order) so ``ovs-ofctl dump-ports`` reads top-down.
-
-Names: letters and digits only (no ``-`` or ``_``), starting with a letter, at most
-:data:`MAX_NAME_LEN` characters, and short enough that ``<name>-eth<max port>`` fits Linux's
-15-character interface-name limit.
-
-The graph is connected and has at least one machine. Its size is bounded by the back end that
-takes it (:class:`SizeLimits`: :data:`EMULATOR_LIMITS`, the default everywhere, or
-:data:`SIMULATOR_LIMITS`); builders check the counts from their parameters before they build
-anything (:func:`check_size`).
+Every attribute, its type and range, and the naming rule: ``docs/topologies.md`` (The topology schema).
 """
 
 from __future__ import annotations
@@ -373,7 +333,7 @@ def _check_switch_ports(g: nx.Graph, node, problems: list[str]) -> None:
 
 
 def validate_topology(g: nx.Graph, limits: SizeLimits = EMULATOR_LIMITS) -> None:
-    """Check ``g`` against the schema in this module's docstring.
+    """Check ``g`` against the schema (``docs/topologies.md``).
 
     All problems are collected and reported together (the first few, if there are many).
 

@@ -1,22 +1,12 @@
 """The P4 tools (bmv2 ``simple_switch``, its runtime CLI, ``p4c-bm2-ss``) and the aggregator's build.
 
-Where the tools come from, first found wins:
+:func:`find_toolchain` looks in ``$P4_PREFIX``, then ``/opt/p4``, then the ``PATH`` (first found
+wins), prefers a prefix's ``perf/bin/simple_switch`` and rebuilds the library links of a prefix
+copied without them. :func:`compile_program` compiles ``aggregator.p4`` into :data:`BUILD_DIR` when
+its source, slot count or compiler changed. ``python -m ina.p4.build`` does that from the set-up and
+says which engine INA will use: bmv2, or the software engine where no toolchain is found.
 
-1. ``$P4_PREFIX``: a prefix holding ``bin/simple_switch``, ``bin/simple_switch_CLI``,
-   ``bin/p4c-bm2-ss`` (and ``lib/``, ``share/p4c/p4include``), as ``build-from-source.sh`` or
-   a prebuilt copy installs them;
-2. ``/opt/p4``, the recipe's default prefix;
-3. the ``PATH`` (p4lang's packages install there).
-
-A prefix's ``perf/bin/simple_switch`` (built without per-packet logging, about twice the packet
-rate) is preferred when present. A prefix copied without its symbolic links (each library
-link flattened into a small file naming its target) still runs: :func:`find_toolchain` rebuilds
-the links in :data:`BUILD_DIR` and puts them first on the library path.
-
-:func:`compile_program` compiles ``aggregator.p4`` into :data:`BUILD_DIR` when its source, the
-slot count or the compiler changed (a stamp holds their hash), never from a checked-in JSON.
-``python -m ina.p4.build`` does that from the set-up and says which engine INA will use: the
-bmv2 switch, or the software engine (:mod:`ina.engine`) where no toolchain is found.
+Where the tools come from and how to install them: ``docs/ina.md`` (Setting up bmv2 and p4c).
 """
 
 from __future__ import annotations
@@ -130,7 +120,7 @@ def _from_prefix(prefix: str, origin: str) -> Toolchain | None:
 
 
 def find_toolchain() -> tuple[Toolchain | None, str]:
-    """The P4 tools (see the module docstring), or None and why not."""
+    """The P4 tools (see ``docs/ina.md``), or None and why not."""
     tried = []
     env_prefix = os.environ.get("P4_PREFIX")
     for prefix, origin in ((env_prefix, f"P4_PREFIX={env_prefix}"), (DEFAULT_PREFIX, DEFAULT_PREFIX)):

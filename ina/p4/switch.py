@@ -1,34 +1,18 @@
 """A bmv2 ``simple_switch`` running the INA aggregator: start, program, read counters, stop.
 
-The impure shell around :mod:`ina.p4.build`'s JSON: one ``simple_switch`` process, started on
-named interfaces (optionally inside a network namespace), programmed through
-``simple_switch_CLI`` with the tables of ``aggregator.p4`` (``ina_config``, ``ina_job``,
-``ina_out``, ``plain``), its ``stats`` register read back as :class:`ina.engine.AggregatorStats`.
-Stopped by its PID only.
+The impure shell around :mod:`ina.p4.build`'s JSON: one ``simple_switch`` process (optionally in a
+network namespace), programmed through ``simple_switch_CLI`` with the tables of ``aggregator.p4``,
+its ``stats`` register read back as :class:`ina.engine.AggregatorStats`, stopped by its PID only.
+:class:`Bmv2Aggregator` adds and removes jobs by entry handle without touching the others' entries
+or the registers, and gives a job with results multicast its own group.
 
-Port numbers of ``ina_out``: direction 0 is towards the parameter server, 1 towards the workers
-(:data:`TO_PS`, :data:`TO_WORKERS`); without an entry a packet leaves by the port it came in on
-(an aggregator attached one-armed to its ToR).
-
-Jobs come and go while others run (:meth:`Bmv2Aggregator.add_jobs`,
-:meth:`Bmv2Aggregator.remove_jobs`): the ``ina_job`` entries are changed one by one through the
-entry handles bmv2 gave them (``table_add`` prints ``Entry has been added with handle N``;
-``table_modify`` and ``table_delete`` take ``N``), so the other jobs' entries, the slot registers
-and the ``stats`` register are never touched. After a CLI session that failed part-way the
-handles are unknown and only :meth:`Bmv2Aggregator.configure` (which clears the table) is
-accepted until it succeeds.
-
-A job whose entry lists ``copies`` (results multicast, :class:`ina.engine.Copy`) gets a multicast
-group of its own (``mc_mgrp_create``), one node per copy on the port towards the workers, each
-with its own replica id (``mc_node_create``: bmv2 replicates a packet once per node, several
-nodes on one port included), and per replica id an ``ina_copy`` entry that addresses the copy
-(egress); its ``set_job`` entry names the group. Removing or replacing the job undoes all four.
+Port directions, entry handles, multicast groups: ``docs/ina-internals.md`` (bmv2 running the
+aggregator).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import signal
 import socket
@@ -159,7 +143,7 @@ class Bmv2Aggregator:
         self.proc: subprocess.Popen | None = None
         self._handles: dict[int, int] | None = {}
         self._members: dict[int, list[int]] = {}  # job id -> handles of its ina_member entries
-        """``ina_job`` entry handle by job id; None after a failed update (see the module docstring)."""
+        """``ina_job`` entry handle by job id; None after a failed update (see ``docs/ina-internals.md``)."""
         self._groups: dict[int, _Group] = {}  # job id -> its results multicast group
         self._copy_port: int | None = None  # where a group's copies leave (configure)
 
@@ -364,7 +348,7 @@ class Bmv2Aggregator:
 
         Raises:
             InaError: a bad entry (nothing sent to the switch).
-            P4Error: the CLI refused a command, or the handles are unknown (see the module docstring).
+            P4Error: the CLI refused a command, or the handles are unknown (see ``docs/ina-internals.md``).
         """
         handles = self._known_handles()
         _check_entries(jobs)
@@ -393,7 +377,7 @@ class Bmv2Aggregator:
         are ignored); the slots (a removed job's are freed by their results) and the counters untouched.
 
         Raises:
-            P4Error: the CLI refused a command, or the handles are unknown (see the module docstring).
+            P4Error: the CLI refused a command, or the handles are unknown (see ``docs/ina-internals.md``).
         """
         handles = self._known_handles()
         removed = [j for j in sorted(set(job_ids)) if j in handles]
@@ -460,10 +444,3 @@ def aggregator_stats(counters: Mapping[str, int]) -> AggregatorStats:
     """Counters by :data:`STAT_NAMES` as the software engine reports them (``other`` left out)."""
     return AggregatorStats(**{k: v for k, v in counters.items() if ":" not in k and k != "other"},
                            malformed={r: counters[f"malformed:{r}"] for r in MALFORMED_REASONS})
-
-
-def log_dir_for(run_dir: str) -> str:
-    """Where the switches of a run write their logs."""
-    path = os.path.join(run_dir, "bmv2")
-    os.makedirs(path, exist_ok=True)
-    return path

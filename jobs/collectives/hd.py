@@ -1,23 +1,13 @@
 """Halving-doubling allreduce (Rabenseifner): reduce-scatter by recursive halving, allgather by
 recursive doubling.
 
-Implements ``docs/resolutions.md`` Titan §1.3.1 with the **gloo labelling**: at reduce-scatter
-step ``t = 1..k`` rank ``r`` exchanges with ``r XOR 2^(t-1)`` (rank 0 with 1 first, the
-distance doubling while the payload halves); allgather step ``k+j`` mirrors reduce-scatter
-step ``k+1-j``. The vector is split into ``p`` blocks with ``tensor_split``; at each halving
-a rank keeps the lower half of its current block range when bit ``t-1`` of its rank is 0
-(see :func:`jobs.patterns.hd_segments`), so ranges stay contiguous and rank ``r`` ends the
-reduce-scatter owning block ``bitreverse(r)``.
-
-For ``p`` not a power of two this is the **fold-in/fold-out model of §1.3.2** ([R] in the
-spec, which notes that gloo itself uses binary blocks instead): with ``p' = 2^floor(log2 p)``
-and ``e = p - p'``, rank ``p'+i`` (``i < e``) first sends its whole vector to rank ``i``,
-which adds it; ranks ``0..p'-1`` run HD; finally rank ``i`` returns the whole result to rank
-``p'+i``. ``T = 2·log2 p' + 2`` steps.
-
-Cost: ``2·log2 p`` steps and ``2(p-1)/p·M`` bytes per rank for a power of two; folding adds
-``2M`` on each folded pair. Extra memory: half the vector (fold-in: the whole vector).
+Implements ``docs/resolutions.md`` Titan §1.3.1 with the gloo labelling (step ``t`` partner
+``r XOR 2^(t-1)``), and for ``p`` not a power of two the fold-in/fold-out model of §1.3.2 ([R]).
 :func:`jobs.patterns.hd_pattern` gives the same traffic.
+
+The exchanges, the blocks each rank keeps and the folding: ``docs/fidelity.md`` (Halving-doubling).
+Cost: ``2·log2 p`` steps and ``2(p-1)/p·M`` bytes per rank for a power of two; folding adds ``2M`` on
+each folded pair. Extra memory: half the vector (fold-in: the whole vector).
 """
 
 from __future__ import annotations

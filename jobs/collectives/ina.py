@@ -1,25 +1,13 @@
 """The collective ``ina`` for torch workers: each machine's ranks sum in memory, one client per
 machine sums the machines over in-network aggregation.
 
-The same shape as the agent runtime's (:class:`jobs.agent._InaGroup`), with gloo inside a machine:
+The same shape as the agent runtime's (``jobs.agent._InaGroup``), with gloo inside a machine: the
+ranks of a machine reduce to its lowest rank, that rank sums the machine's tensor with the others'
+through its :class:`ina.client.InaClient` (fixed point at :data:`SCALE`), and broadcasts the sum to
+the machine's ranks.
 
-1. the ranks of a machine reduce the tensor to its lowest rank (``dist.reduce`` in a group of
-   that machine's ranks; nothing with one rank);
-2. that rank sums the machine's tensor with the other machines' through its
-   :class:`ina.client.InaClient` (fixed point at :data:`SCALE`, a packet per
-   :data:`ina.protocol.VALUES_PER_PACKET` lanes, through the ToRs' aggregators to the job's
-   parameter server and back);
-3. it broadcasts the sum to the machine's ranks.
-
-The machine's endpoint (its bit in the job's tree, the PS's address) comes from the worker's spec
-(:attr:`jobs.launcher.WorkerSpec.ina`), the machine of every rank from
-:attr:`~jobs.launcher.WorkerSpec.rank_machines`. Every rank creates every machine's group, in
-the order of their lowest ranks, as ``torch.distributed.new_group`` demands.
-
-Precision: a lane's result differs from the float sum by at most ``machines / (2 * SCALE)``
-(:mod:`ina.client`), about 5e-7 per machine; a sum beyond ``2**31 / SCALE`` (2048) in a lane
-saturates, and is counted (``saturated_lanes``) rather than wrapped. The replay mode's buckets
-of ones sum exactly (a power-of-two scale).
+Where the endpoint comes from, the process groups and the precision: ``docs/ina.md`` (Replay and
+torch workers over INA).
 """
 
 from __future__ import annotations
@@ -39,7 +27,7 @@ SCALE = float(2 ** 20)
 
 
 class InaCollective:
-    """The allreduce of one rank of an INA job (see the module docstring); call it as any collective.
+    """The allreduce of one rank of an INA job (see ``docs/ina.md``); call it as any collective.
 
     Raises:
         JobError: the spec fails :meth:`check`.

@@ -1,34 +1,13 @@
 """Cassini's per-link optimisation: the compatibility score of jobs sharing a link, and their rotations.
 
-``docs/resolutions.md`` Cassini §3 (Table 4.1). The jobs' profiles are drawn on the link's
-unified circle (perimeter ``p`` = LCM of their quantised iteration times, §2.3) at ``|A|``
-equally spaced angles; job ``j`` is rotated by ``Δ_j`` grid steps, ``0 <= Δ_j < |A| / r_j``
-(Eq. 4.4, ``r_j = p / T_j``), and the rotation that maximises
+``docs/resolutions.md`` Cassini §3 (Table 4.1, Eqs. 4.1-4.5). The jobs' profiles are drawn on the
+link's unified circle; :func:`link_score` finds the rotations that maximise the score (1: the summed
+demand fits the capacity everywhere) and turns each into the job's per-link time shift. Resolutions
+([R], spec §9 #2-#5): the rotation sign, the grid, quantised iteration times, the solver
+(exhaustive up to ``max_exhaustive`` jobs, else coordinate descent) and centring among equal optima.
 
-    score = 1 − Σ_α max(0, Σ_j bw_j(α − Δ_j) − C) / (|A| · C)          (Eqs. 4.1-4.3)
-
-is the link's score (1: some rotation keeps the summed demand within capacity everywhere; it
-can be negative). A rotation becomes the job's per-link time-shift ``t_j = (Δ_j / |A| · p) mod T_j``
-(Eq. 4.5): the delay the job inserts before its next iteration.
-
-Resolutions ([R], spec §9): the rotated demand reads ``α − Δ`` (rotation = delaying the job, #2);
-the grid spans the unified circle (#3); iteration times are quantised before the LCM (#4,
-:mod:`placement.cassini.profile`); the solver (#5) is exhaustive search with the first job (by
-name) pinned at 0 (a uniform rotation leaves the score unchanged, §3.2) up to
-``max_exhaustive`` jobs, ties to the first rotation in lexicographic order, as the spec's
-reference code; above that, coordinate descent from no rotation (§3.4 [REC]), one job at a time
-until no move improves the score.
-
-Centring ([R], ``centre=True``; the thesis leaves the choice among equal optima open, §9 #5): the
-first optimum on the grid often sits at the edge of the feasible rotations (the §3.3 VGG16 case:
-113.3 ms for a feasible range of [114, 141] ms), where a job whose time differs from its profile
-by a bin overlaps its neighbour at once. Centring moves each job but the pinned one, in turn and
-with the others held, to the middle of the run of adjacent rotations that keep the optimum, so
-the interleaving has slack on both sides. :func:`link_score` keeps the first optimum by default
-(the reference's); Cassini's policy centres.
-
-Cost: exhaustive ``O(|A| · Π_{j≠first} ⌈|A|/r_j⌉)`` numpy work (the last two jobs' choices
-vectorised); coordinate descent ``O(rounds · k · |A|²)``.
+The score, the resolutions and the cost of each solver: ``docs/algorithms.md`` (Cassini's per-link
+score).
 """
 
 from __future__ import annotations
@@ -80,7 +59,7 @@ class LinkFit:
 def link_score(profiles: Mapping[str, Profile], capacity_gbps: float, step_deg: float = DEFAULT_STEP_DEG,
                quantum_ms: float = 1.0, max_exhaustive: int = MAX_EXHAUSTIVE_JOBS, centre: bool = False) -> LinkFit:
     """The compatibility score of the jobs of ``profiles`` on a link of ``capacity_gbps``, and their
-    rotations and time-shifts (see the module docstring).
+    rotations and time-shifts (see ``docs/algorithms.md``).
 
     Args:
         profiles: job name -> its demand on this link.
@@ -88,7 +67,7 @@ def link_score(profiles: Mapping[str, Profile], capacity_gbps: float, step_deg: 
         step_deg: the angle grid, degrees (5: 72 angles).
         quantum_ms: the grid iteration times are rounded to before the LCM.
         max_exhaustive: the most jobs solved by exhaustive search.
-        centre: move each job to the middle of its optimal rotations (module docstring).
+        centre: move each job to the middle of its optimal rotations (``docs/algorithms.md``).
 
     Raises:
         ValueError: no job, a non-positive capacity, or a grid that does not divide 360 degrees.
@@ -165,7 +144,7 @@ def _exhaustive(bw: np.ndarray, choices: list[int], capacity: float) -> tuple[li
 def _centred(bw: np.ndarray, choices: list[int], cyclic: list[bool], capacity: float, ks: list[int],
              excess: float) -> list[int]:
     """Each job but the first, in turn, moved to the middle of the adjacent rotations (cyclic when
-    they span its period exactly) whose excess stays within the optimum's (module docstring)."""
+    they span its period exactly) whose excess stays within the optimum's (``docs/algorithms.md``)."""
     k, angles = len(choices), bw.shape[1]
     ks = list(ks)
     rolled = [_rolled(bw[i], choices[i]) for i in range(k)]

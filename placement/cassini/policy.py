@@ -1,34 +1,13 @@
-"""``cassini,inner=<policy>``: Cassini as a plug-in over another policy's candidates (spec §5, Algorithm 2).
+"""``cassini,inner=<policy>``: Cassini as a plug-in over another policy's candidates (spec §5,
+Algorithm 2; ``docs/resolutions.md`` Cassini §5).
 
-At every decision the inner policy offers up to ``candidates`` placements of the pending jobs that
-it rates equal (:meth:`placement.base.PlacementPolicy.candidates`; ``themis`` offers the
-equal-objective alternatives of §5.1, ``random`` independent draws, a policy with one answer that
-one). Each candidate, with the jobs already running where they run, becomes every job's
-communication profile on every directed link it loads (:func:`placement.cassini.profiles.job_profiles`,
-from its model, costed as the run costs transfers: ``PlacementContext``);
-:func:`placement.cassini.select.choose` scores the candidates' shared links, discards those
-whose affinity graph has a loop and keeps the best (ties to the inner policy's order). Its
-placements start, and every job of its affinity graph, running or new, gets its time shift
-(:class:`placement.base.TimeShift`: iterations aligned on the decision's time plus the shift,
-modulo the job's profiled iteration time, §5.4), which the back end applies. Every
-decision goes to the run's decision log (§8.6): the pending jobs, each candidate's machines, score,
-per-link scores and loop, the chosen one, the shifts and the solver's time.
+At every decision the inner policy offers up to ``candidates`` placements it rates equal; each,
+with the running jobs where they run, becomes every job's profile on every link it loads
+(:func:`placement.cassini.profiles.job_profiles`), :func:`placement.cassini.select.choose` keeps the
+best, its jobs get their time shifts (§5.4) and the decision is logged (§8.6).
 
-Options (spec string keys): ``inner`` (a registered policy name; the default ``themis`` is the
-thesis's Th+Cassini), ``candidates`` (N = 10, §5.3), ``aggregate`` (``mean`` as the thesis, or
-``min``, the tail its footnote allows), ``step_deg`` (5°), ``quantum_ms`` (the iteration-time
-grid, §3.2 [R]), ``merge`` (link classes before the loop test, §4.5 [R]; false is the thesis as
-written), ``centre`` (rotations in the middle of their optimal range rather than at its first
-grid point, [R] :mod:`placement.cassini.compat`; false is the reference's first optimum),
-and ``shift`` (false: rank candidates only, no time shifts; for comparing the two parts). A job
-whose iteration and Up times were measured alone (the config's ``cassini.profiles``,
-:mod:`experiment.profiles`; ``PlacementContext.timings``) is profiled with those times, §2.4.
-
-A job's shift is taken modulo its profiled iteration time itself (the circle quantises it for the
-LCM only), so that a job running at its profile keeps its phase. [R] Where the spec is silent: the
-running jobs' profiles are those of the placements this policy
-gave them (a job started by another policy is invisible to it); a decision with no pending job
-placed by any candidate is the inner policy's, unlogged; a job alone on its links gets no shift.
+The spec string's keys, measured profiles and the resolutions where the spec is silent [R]:
+``docs/algorithms.md`` (Cassini as a plug-in); usage: ``docs/cassini.md``.
 """
 
 from __future__ import annotations
@@ -107,7 +86,7 @@ class CassiniPolicy(PlacementPolicy):
         return list(self.decide(pending, view).placements)
 
     def decide(self, pending: Sequence[JobRequest], view: ClusterView) -> PlacementDecision:
-        """Algorithm 2 over the inner policy's candidates (see the module docstring).
+        """Algorithm 2 over the inner policy's candidates (see ``docs/algorithms.md``).
 
         Raises:
             PlacementError: the view has no topology to route the jobs on.

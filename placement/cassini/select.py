@@ -1,27 +1,13 @@
 """Cassini as a plug-in: rank a base scheduler's candidate placements, shift the winner's jobs
-(spec §5, Algorithm 2).
+(spec §5, Algorithm 2; ``docs/resolutions.md`` Cassini §5).
 
-Each candidate is every job's profile on each link it crosses under it (a job's demand on a link
-depends on its placement: :func:`placement.cassini.profiles.job_profiles`). Its affinity graph (links carrying more
-than one job) is built; a candidate whose graph has a loop is discarded (§4.5 [T]); every shared
-link is scored (:func:`placement.cassini.compat.link_score`) and the candidate's score is an
-aggregate of its links' scores (the mean, §5.1; a tail aggregate is allowed by the thesis's
-footnote: ``min`` here). The best candidate wins, ties to the base scheduler's order (§9 #11 [R]),
-and its per-link shifts become one shift per job (:func:`placement.cassini.affinity.time_shifts`).
+:func:`choose` builds each candidate's affinity graph, discards those with a loop (§4.5 [T]; with
+``merge`` links of one class count once, §4.5 [REC]), scores every shared link
+(:func:`placement.cassini.compat.link_score`), aggregates (``mean`` or ``min``), and turns the
+winner's per-link shifts into one shift per job. Resolutions of spec §9 #6, #8, #10, #11 [R].
 
-Resolutions ([R], spec §9): ``w(j, l)`` is the job's per-link shift from the optimisation (#6); a
-candidate with no shared link scores 1.0 (#10); when every candidate has a loop, the base
-scheduler's first candidate is kept with no shifts (§4.5 [REC]), and the decision says so.
-
-Loops (#8): two jobs sharing two or more links (a ring's uplink and downlink, both directions of
-a link) form a loop, which on a fat-tree is the rule rather than the exception. With
-``merge=True`` (the default, §4.5 [REC]) the links that carry the same jobs with the same
-profiles and capacity are one *link class* before the loop test: their optimisations are
-identical, so the class has one solution, scored once and counted once in the aggregate.
-``merge=False`` is the thesis as written: any such loop discards the candidate.
-
-Cost: per candidate, the loop test plus one :func:`~placement.cassini.compat.link_score` per
-shared link (the dominant term, §4.6).
+The rules and resolutions in full, and the cost: ``docs/algorithms.md`` (Cassini's ranking of
+candidates).
 """
 
 from __future__ import annotations
@@ -130,7 +116,7 @@ Candidate = Mapping[str, Mapping[Hashable, Profile]]
 def score_candidate(index: int, candidate: Candidate, capacity_gbps: Mapping[Hashable, float],
                     aggregate: str = "mean", step_deg: float = DEFAULT_STEP_DEG, quantum_ms: float = 1.0,
                     merge: bool = True, centre: bool = False) -> CandidateScore:
-    """One candidate's score; with ``merge``, links of one class count once (see the module docstring);
+    """One candidate's score; with ``merge``, links of one class count once (see ``docs/algorithms.md``);
     ``centre``: each link's rotations centred in their optimal range (:func:`link_score`)."""
 
     def profile_of(job: str, link: Hashable) -> Profile:

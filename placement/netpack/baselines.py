@@ -1,65 +1,14 @@
-"""The NetPack paper's placement baselines (``docs/resolutions.md`` NetPack §4): GB, FB, LF, Optimus, Tetris, Comb.
+"""The NetPack paper's placement baselines (``docs/resolutions.md`` NetPack §4): GB, FB, LF, Optimus,
+Tetris, Comb.
 
-Zhao et al., "Training Job Placement in Clusters with Statistical In-Network Aggregation",
-ASPLOS '24, §6.1 (GB, FB, LF, Optimus, Tetris) and §6.4 (Comb, the ablation). Every baseline but
-Optimus ranks the servers and then *fills*: it walks the ranked list taking min(remaining demand,
-free GPUs) from each server, lowest free GPU indices first, and stops once the demand is met.
-Every sort is stable, so ties keep the view's machine order.
+Zhao et al., ASPLOS '24, §6.1 (GB, FB, LF, Optimus, Tetris) and §6.4 (Comb, the ablation). Every
+baseline but Optimus ranks the servers and then *fills* them in that order, lowest free GPU indices
+first; Optimus deals GPUs round-robin over the fewest servers. The PS goes on the server with the
+fewest flows ([Code]); INA stays on everywhere ([P]).
 
-=======================  ===================================  ==========================================
-registry key             class                                rank (↓ descending, ↑ ascending)
-=======================  ===================================  ==========================================
-``gpu_balance``          :class:`GpuBalancePolicy` (GB)       free GPUs ↓
-``flow_balance``         :class:`FlowBalancePolicy` (FB)      ``s.flows`` ↑
-``least_fragmentation``  :class:`LeastFragmentationPolicy`    used GPUs ↓, full servers skipped
-``optimus``              :class:`OptimusPolicy`               free GPUs ↓, then deal (no fill)
-``tetris``               :class:`TetrisPolicy`                alignment score ↓
-``comb``                 :class:`CombPolicy`                  (free GPUs, ToR PAT left, access bw left) ↓
-=======================  ===================================  ==========================================
-
-How the paper's one-line descriptions are resolved here (the spec's tags: [P] the paper, [Code] the
-authors' ATP-Controller, [Ours] our choice where both are silent):
-
-* ``s.flows`` [Code] (§4; §6 #14 leaves it open): the static endpoint count, not the water-filling's
-  flow counts. Each running multi-server job (:meth:`placement.netpack.state.Decisions.running`)
-  counts one flow on each of its worker servers and one on its PS server (two where the PS shares a
-  worker's server); jobs placed earlier in the same call count the same way.
-* PS [Code] (§4; §6 #34: the paper is silent): only for a job on more than one server. It goes on
-  the server with the fewest flows once the job's own worker servers are counted, any machine of
-  the cluster (its own workers' included, §6 #33), lowest machine-order index on ties. A
-  single-server job has no PS (§1.1).
-* INA [P] (§4): the baselines ignore INA when placing, and at run time it is on for all their jobs:
-  every placement has ``ina_switches=None`` (INA left on at every switch) and the recorded decision
-  (:class:`placement.netpack.state.Decision`) names every rack.
-* Optimus [P]+[Code] (§4): sort by free GPUs ↓; take the smallest prefix of ``k`` servers whose
-  free GPUs cover the demand; deal the GPUs one at a time round-robin over those ``k`` servers,
-  skipping a server once it has no free GPU left. The PS follows the fewest-flows rule ([Code]),
-  not Optimus's own spreading.
-* Tetris [Ours] (§4): ``score(s) = w_g·(free_s/G)·(min(g, G)/G) + w_b·(bw_s/C)·(d_bw/C)`` with unit
-  weights; ``G`` is the server's GPU count, ``C`` its access link's capacity, ``bw_s`` that link's
-  residual in the water-filling steady state (§2.3). ``d_bw`` = ``C``: a job's per-worker rate has
-  no value before it is placed (§1.1: it streams as fast as its bottleneck allows), so each worker
-  asks for its link's full rate, and the bandwidth term reduces to ``bw_s/C``. (Not ``d_bw = 0``
-  for a job that fits one server: fill may still split it, so its network demand is not known
-  before the ranking either.) [Code]'s ascending ``used·g/G² + flows`` is not used.
-* Comb [Ours] (§4, the paper's "first matched"): the lexicographic key (free GPUs, PAT left at the
-  server's ToR, residual bandwidth of its access link), all descending, then fill.
-* Steady state (Tetris, Comb) [Ours]: ``waterfill(Fabric.from_view(view, pat_gbps), jobs)`` over the
-  running multi-server jobs *and* the multi-server jobs placed earlier in the same call, re-run
-  after each such job: §3.3's rule for NetPack ("jobs placed earlier in the same batch count as
-  existing"), so that every job of a call sees the flows of the earlier ones. PAT defaults to the
-  paper's simulator value, 1 Tb/s at every ToR (§3.10).
-* Ties [Ours]: scores and bandwidths are rounded to ``TIE_DIGITS`` decimals before sorting, so float
-  noise from the water-filling cannot break a tie the machine order should decide.
-* Queueing (as :class:`placement.base.InOrderPolicy`): jobs are placed in the scheduler's order,
-  each seeing the GPUs (:class:`placement.base.Tentative`) and flows taken by the earlier ones; a
-  job needing more GPUs than are still free waits, later jobs may still start unless
-  ``strict_order=True``.
-* Rank order: the order the GPUs were taken (grouped by server for the fills, interleaved for
-  Optimus's deal).
-
-Cost per job, for M machines: O(M log M) for the sort and the fill; Tetris and Comb add one
-water-filling, O(M²) (§3.9), after each multi-server job placed.
+Each baseline's rank, and how the paper's one-line descriptions are resolved ([P], [Code], [Ours]:
+``s.flows``, the PS, Tetris' score, Comb's key, the steady state, ties, queueing, rank order) and
+their cost: ``docs/algorithms.md`` (NetPack's baselines).
 """
 
 from __future__ import annotations
@@ -84,7 +33,7 @@ from placement.netpack.waterfill import SteadyState, waterfill
 
 """Every ToR's PAT in Gbit/s: the paper's simulator default, 1 Tb/s (spec §3.10)."""
 TIE_DIGITS = 9
-"""Decimals kept of a score or a bandwidth (Gbit/s) before sorting (see the module docstring)."""
+"""Decimals kept of a score or a bandwidth (Gbit/s) before sorting (see ``docs/algorithms.md``)."""
 
 
 def endpoint_flows(jobs: Iterable[NetJob]) -> Counter[str]:
@@ -208,7 +157,7 @@ class CallState:
 class BaselinePolicy(PlacementPolicy):
     """A baseline of spec §4: choose the GPUs (:meth:`choose`), then the PS by the fewest-flows rule.
 
-    Places the pending jobs in order (see the module docstring) and remembers each decision, so that
+    Places the pending jobs in order (see ``docs/algorithms.md``) and remembers each decision, so that
     later calls count the PS of the jobs it placed.
 
     Args:
@@ -354,7 +303,7 @@ class _SteadyStatePolicy(RankFillPolicy):
 
 class TetrisPolicy(_SteadyStatePolicy):
     """Tetris (Grandl et al., SIGCOMM '14; spec §4, [Ours]): fill by the alignment score, highest
-    first. ``d_bw`` = the access link's capacity (see the module docstring), unit weights."""
+    first. ``d_bw`` = the access link's capacity (see ``docs/algorithms.md``), unit weights."""
 
     name = "tetris"
     gpu_weight = 1.0

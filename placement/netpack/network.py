@@ -1,23 +1,12 @@
 """NetPack's view of the network (spec §2.2): servers, racks, their links and the ToRs' PAT.
 
-Estimation uses the "one big switch" view of the data-centre network: the only capacitated links
-are each server's access link (server <-> ToR) and each rack's uplink (ToR <-> the rest), both
-undirected (§1.1: results come back along the gradients' path, so a flow uses a link whatever
-its direction). Each ToR r aggregates with a Peak Aggregation Throughput PAT[r] (§1.6: its memory
-as a rate, A = M / T). Only ToRs aggregate.
+The "one big switch" view: each server's access link and each rack's uplink, undirected, in Gbit/s
+(``("access", server)``, ``("uplink", rack)``), and each ToR's Peak Aggregation Throughput. A
+placed multi-server job (:class:`NetJob`) is a two-level tree; :func:`job_flows` gives the flows it
+puts on each link and the ToRs aggregating it (one flow per worker server, §6 #11; ``min_fan_in``,
+§6 #12, ours; ``ps_loopback``, §6 #33, ours).
 
-Links are named ``("access", server)`` and ``("uplink", rack)``. Rates are in Gbit/s.
-
-A placed multi-server job (:class:`NetJob`) is a two-level tree (§1.6): its worker servers, its
-PS server, and the racks where INA is on for it. :func:`job_flows` is the spec's clarified
-``FLOWS`` (§2.3): the flows it puts on each link given which ToRs still have PAT, and the ToRs
-aggregating it. One flow per worker *server*, as the authors' code counts (§6 #11: a server's GPUs
-reduce locally first). A ToR aggregates a job only where its fan-in (children there) is at least
-``min_fan_in`` (default 2; §6 #12, ours: a ToR with a single child has nothing to sum, and our
-INA plans, :func:`ina.plan.plan_job`, install nothing there). With ``ps_loopback`` (ours, §6 #33;
-off by default, the paper's model) a worker server that is also the job's PS server reaches the
-PS without the network, as in our fabric (:mod:`ina.plan`: the PS's own machine sends over
-loopback): it puts no flow on its access link and is no child at the PS's ToR.
+The model in full: ``docs/algorithms.md`` (NetPack's network model).
 """
 
 from __future__ import annotations
@@ -54,7 +43,7 @@ def uplink(rack: str) -> Link:
 
 @dataclasses.dataclass(frozen=True)
 class Fabric:
-    """The one-big-switch network (see the module docstring).
+    """The one-big-switch network (see ``docs/algorithms.md``).
 
     Attributes:
         rack_of: server -> its rack (its ToR switch's name).
@@ -199,7 +188,7 @@ class JobFlows:
 
 def job_flows(fabric: Fabric, job: NetJob, pat_left: Mapping[str, float], min_fan_in: int = 2,
               ps_loopback: bool = False) -> JobFlows:
-    """The spec's ``FLOWS(j)`` (§2.3, clarified; see the module docstring).
+    """The spec's ``FLOWS(j)`` (§2.3, clarified; see ``docs/algorithms.md``).
 
     A leaf rack r (workers, not the PS's) sends 1 flow up if INA is on for the job at r, r's PAT is
     not used up and the job has ``min_fan_in`` servers there; else one per worker server. The PS's

@@ -1,39 +1,14 @@
-"""NetPack's placement (spec §3, Algorithm 2): batch, value servers, pack workers, place the PS,
-then turn INA on where it gains most.
+"""NetPack's placement (``docs/resolutions.md`` NetPack §3, Algorithm 2): batch, value servers, pack
+workers, place the PS, then turn INA on where it gains most.
 
-One :meth:`NetPackPolicy.place` call is one batch period (§3.2; the authors' code runs its loop
-on every arrival, as the experiment loop calls a policy):
+One :meth:`NetPackPolicy.place` call is one batch period (§3.2): a 0/1 knapsack picks the jobs
+(Step ❶), a job that fits one server goes there, the others get candidate worker plans from the
+steady state and a 2-D knapsack (Step ❷), the PS by Eq. 1 with a hot-spot bonus (Step ❸), and INA
+by aggregation efficiency within each ToR's PAT (Step ❹, §3.7). Resolutions of §6 #14-#24, #33 are
+ours where the paper is silent.
 
-1. **Subset** (Step ❶): a 0/1 knapsack over the free GPUs picks the pending jobs to place, each
-   job's value 1 plus 1 for every period it was left out (§3.2, ours: the paper gives neither).
-   They are placed one at a time by value, descending, ties in the scheduler's order.
-2. **A job that fits one server** goes to it, with no PS and no network (§3.3, ``>=`` for the
-   paper's ``>``, §6 #17): best fit (an exact match, else the smallest leftover), ties by more
-   flows then more residual bandwidth, as the authors' code.
-3. **Otherwise** the steady state of the running jobs and those placed earlier in the batch is
-   estimated (:func:`placement.netpack.waterfill.waterfill`, every job with INA on at every rack
-   its tree aggregates in), each server valued (§3.4), and the 2-D knapsack
-   (:func:`placement.netpack.knapsack.worker_plans`, Step ❷) gives the candidate worker plans.
-4. **PS** (Step ❸, Eq. 1): every candidate plan with every server s (any server, its own workers'
-   included, §6 #33) is scored ``V + s.bw − (C − s.bw)/(s.flows + ε + 1) + hot-spot``, ε = 1 when
-   s is not one of the plan's servers. The hot-spot term is the job's expected bottleneck share
-   added as a bonus (§6 #21/#22, ours): ``min(C/(f_max + 1), min over the racks it crosses of
-   C_rack/(FC_r + n_r))``, f_max = max(f, s.flows + ε), n_r its flows on r's uplink with INA on (1
-   from each leaf rack, one per leaf at the PS's rack). The best score wins; GPUs beyond the job's
-   are trimmed from the plan server giving the most GPUs that can absorb them all (the authors'
-   code; a server left with none is dropped, §3.5).
-5. **Selective INA** (Step ❹, §3.7, ours for §6 #23-#24): the batch's multi-server jobs, by
-   aggregation efficiency ``AE = rate × Σ fan-in`` over the ToRs that would aggregate them
-   (rates from the steady state with INA on for all), highest first, get INA at a ToR while its
-   PAT left after the running jobs' aggregated rates covers their rate; elsewhere INA is off.
-   Running jobs keep theirs (no migration). The placement's ``ina_switches`` names the ToRs with
-   INA on (``()``: none).
-
-Server value (§3.4, §6 #20, a switch): ``paper``: ``s.bw − (C − s.bw)/(s.flows + 1)`` (an idle
-server is worth C, so plans of more servers score higher before the hot-spot term and trimming);
-``code``: ``s.bw − C/(s.flows + 1)`` (the authors' code; an idle server is worth 0). ``s.flows``
-are the flows on the server's access link in the estimated steady state (§6 #14, ours), ``s.bw``
-its residual bandwidth with the new job left out (Alg. 2 line 7, §6 #15).
+Each step, the scores and the server value (``value=paper|code``): ``docs/algorithms.md`` (NetPack);
+an overview: ``docs/netpack.md``.
 """
 
 from __future__ import annotations
@@ -52,7 +27,7 @@ VALUES = ("paper", "code")
 
 
 def server_value(bw: float, capacity: float, flows: int, kind: str = "paper") -> float:
-    """A server's value (§3.4; see the module docstring): 100, 10 and -25 for the paper's idle,
+    """A server's value (§3.4; see ``docs/algorithms.md``): 100, 10 and -25 for the paper's idle,
     1-flow-60-used and saturated-3-flow examples at C = 100."""
     if kind == "code":
         return bw - capacity / (flows + 1)
@@ -70,7 +45,7 @@ class PsChoice:
 
 def choose_ps(plans: Sequence[WorkerPlan], fabric: Fabric, state: SteadyState, servers: Sequence[str],
               capacity: float) -> PsChoice | None:
-    """Step ❸: the best (plan, PS) pair by Eq. 1 with the hot-spot bonus (module docstring, point 4);
+    """Step ❸: the best (plan, PS) pair by Eq. 1 with the hot-spot bonus (``docs/algorithms.md``, point 4);
     on equal scores a PS in one of the plan's racks (ours: the paper gives no tie rule), then the
     first plan and server.
 
@@ -159,7 +134,7 @@ def trim(plan: Sequence[tuple[str, int]], need: int, ps: str | None = None) -> l
 
 
 class NetPackPolicy(PlacementPolicy):
-    """NetPack (see the module docstring).
+    """NetPack (see ``docs/algorithms.md``).
 
     Args:
         seed: unused (NetPack is deterministic).
@@ -167,7 +142,7 @@ class NetPackPolicy(PlacementPolicy):
             still balances GPUs and bandwidth (§6.3, Fig. 11). Default: the topology's (each INA
             switch's, which an experiment sets from its ``ina.pat_gbps``), else the paper's
             simulator's 1 Tb/s (:meth:`placement.netpack.network.Fabric.from_graph`).
-        value: the server value, ``paper`` or ``code`` (module docstring).
+        value: the server value, ``paper`` or ``code`` (``docs/algorithms.md``).
         min_fan_in: the fan-in a ToR needs to aggregate a job (§6 #12).
         selective_ina: Step ❹; False leaves INA on for every job (as the baselines run).
         ps_loopback: a worker on its job's PS server reaches the PS over loopback, using no network
@@ -195,7 +170,7 @@ class NetPackPolicy(PlacementPolicy):
         self.job_values: dict[str, float] = {}
 
     def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
-        """One batch period (see the module docstring)."""
+        """One batch period (see ``docs/algorithms.md``)."""
         jobs_by_name(pending)
         fabric = self.fabrics.of(view)
         running = self.decisions.running(view, fabric)
@@ -254,7 +229,7 @@ class NetPackPolicy(PlacementPolicy):
         return [slot for s, n in plan for slot in tentative.take(s, n)], best.ps
 
     def _select_ina(self, fabric: Fabric, running: list[NetJob], batch: list[NetJob]) -> dict[str, frozenset[str]]:
-        """Step ❹: the racks where each of the batch's jobs gets INA (module docstring, point 5)."""
+        """Step ❹: the racks where each of the batch's jobs gets INA (``docs/algorithms.md``, point 5)."""
         if not batch:
             return {}
         state = waterfill(fabric, running + batch, self.min_fan_in, ps_loopback=self.ps_loopback)

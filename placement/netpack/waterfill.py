@@ -1,24 +1,13 @@
 """NetPack's steady-state estimation: INA-aware water-filling (spec §2.3, Algorithm 1).
 
-Every active job's per-worker rate rises by the same step δ each round. A link carrying N active
-flows loses δ·N of its residual bandwidth; a ToR aggregating a job loses δ of its PAT per job. A
-round ends where the first link saturates (its jobs freeze) or the first ToR's PAT is used up:
-that freezes nobody, but from the next round the ToR passes the flows through unaggregated, so
-its outgoing flow count jumps from 1 to its children's (:func:`placement.netpack.network.job_flows`)
-and rising rates cost more bandwidth above it. That couples the two resources.
+Every active job's per-worker rate rises by the same step each round; a link loses the step times
+its flows, an aggregating ToR the step per job from its PAT. A round ends where the first link
+saturates (its jobs freeze) or a ToR's PAT runs out (from then on it passes flows unaggregated).
+The spec's resolutions of the paper's pseudocode (§6 #4, #7-#12) apply; at most ``|links| + |ToRs|``
+rounds, a bound of twice that reported (``bound_hit``).
 
-The spec's resolutions of the paper's pseudocode (§6), each applied here:
-
-* #7: PAT is charged **once per (job, ToR) per round**, not once per link of the path.
-* #8: a link is charged the flows of the edge that crosses it (``child.flows``).
-* #9: saturation is ``<= EPS``, never exact equality.
-* #10: a saturated link freezes only the active jobs with flows on it.
-* #11/#12: one flow per worker server; a ToR aggregates a job only with fan-in >= ``min_fan_in``.
-* The rate is the per-worker rate ``v`` (the §4 "C", a rate; §6 #4: not the link capacity).
-
-Termination: each round saturates at least one link or one ToR's PAT, so there are at most
-``|links| + |ToRs|`` rounds; a bound of twice that is enforced and reported (``bound_hit``) rather
-than looping. Cost per round O(jobs × their links).
+The rules and resolutions in full: ``docs/algorithms.md`` (NetPack's steady state). Cost per round
+O(jobs × their links).
 """
 
 from __future__ import annotations
@@ -67,7 +56,7 @@ class SteadyState:
 
 def waterfill(fabric: Fabric, jobs: Sequence[NetJob], min_fan_in: int = 2,
               max_rounds: int | None = None, ps_loopback: bool = False) -> SteadyState:
-    """The steady state of ``jobs`` on ``fabric`` (see the module docstring).
+    """The steady state of ``jobs`` on ``fabric`` (see ``docs/algorithms.md``).
 
     Args:
         fabric: the network.
