@@ -111,7 +111,7 @@ def container_env_keys(env: dict) -> list[str]:
 def run_argv(name: str, image: str, netns: str, cpus: float, mounts: list[str], env_keys: list[str],
              workdir: str, argv: list[str], labels: dict[str, str],
              read_only: tuple[str, ...] | list[str] = ()) -> list[str]:
-    """The ``docker run`` arguments of one worker container (see the module docstring).
+    """The ``docker run`` arguments of one worker container (``docs/docker.md``, The container).
 
     Args:
         name: the container's name (unique on this machine).

@@ -92,7 +92,7 @@ class _JobRuns:
 
 
 class InaRuns:
-    """One policy's INA jobs on ``fabric`` (see the module docstring).
+    """One policy's INA jobs on ``fabric`` (``docs/ina.md``, INA jobs in an experiment).
 
     Args:
         g: the topology.

@@ -52,7 +52,7 @@ class MaxMin(LinkSharing):
 
 class TcpShare(LinkSharing):
     """Max-min, then every link saturated by two flows or more at ``efficiency`` of its capacity
-    (see the module docstring).
+    (``docs/simulator-engines.md``, How flows share links).
 
     Args:
         capacity: as :class:`LinkSharing`.
@@ -92,7 +92,7 @@ class TcpShare(LinkSharing):
 
 
 class MltcpSharing(LinkSharing):
-    """Weighted max-min, each flow weighted by its connection's F (see the module docstring).
+    """Weighted max-min, each flow weighted by its connection's F (``docs/simulator-engines.md``).
 
     Args:
         capacity: as :class:`LinkSharing`.
