@@ -1,24 +1,14 @@
 """The os-ken application: installs the rule set of :mod:`controller.rules` and polls port counters.
 
 Configuration comes from a JSON file named by the ``TESTBED_CONTROLLER_CONF`` environment
-variable (written by the testbed)::
+variable (written by the testbed). When a switch connects the app replaces its flows and groups
+with its rules and, on the barrier reply, records it as ready in the status file the testbed
+waits on; port statistics are appended to a JSON-lines file. Every handler is wrapped by
+:func:`fatal_on_error`, so a controller bug ends the process (exit code 2) and fails the run
+instead of leaving switches half-programmed.
 
-    {"topology": ".../topology.json", "mode": "ecmp", "stats_interval_s": 0.5,
-     "stats_path": ".../port_stats.jsonl", "status_path": ".../controller_status.json",
-     "ina_ports": {"l1": 7}}
-
-(``ina_ports``, optional: switch -> OpenFlow port of its INA aggregator, steered to by
-:func:`controller.rules.ina_steering`.)
-
-When a switch connects the app deletes its flows and groups, installs the switch's rules
-and sends a barrier; on the barrier reply it records the switch as ready in ``status_path``
-(written atomically), which the testbed waits on. Port statistics are appended to
-``stats_path`` as JSON lines ``{"t": wall_s, "dpid": .., "port": .., "rx_bytes": .., ...}``.
-
-os-ken logs and swallows exceptions raised in event handlers. Every handler here is
-wrapped by :func:`fatal_on_error`, which logs the traceback, records it in the status file
-and ends the process with exit code 2, so a controller bug fails the run instead of
-leaving switches half-programmed.
+The configuration file's keys, the files written and why handlers are fatal:
+``docs/topologies.md`` (The controller process).
 """
 
 from __future__ import annotations

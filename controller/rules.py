@@ -1,34 +1,13 @@
 """Pure rule computation: topology graph -> OpenFlow rules per switch.
 
-Two routing modes, both proactive (every rule is installed when the switch connects):
+Two routing modes, both proactive (every rule installed when the switch connects): ``ecmp`` (the
+default), one rule per machine pair routed through a switch, on the pair's
+:func:`topo.routing.ecmp_path`, the simulator's path; ``select``, one rule per destination,
+pointing at a SELECT group where several next hops lie on minimum-hop paths.
+:func:`ina_steering` sends INA packets to a switch's one-armed aggregator, above the routes. Only
+IPv4 is forwarded; what matches no rule is dropped. Priorities live here, in one place.
 
-``ecmp`` (default)
-    Deterministic ECMP per machine pair: the path of every (src, dst) machine pair is
-    :func:`topo.routing.ecmp_path`, the same function the simulator uses, so the simulator
-    knows every flow's path. Each switch on the path gets one rule matching
-    ``ipv4_src, ipv4_dst`` and outputting towards the next hop. Rules per switch grow with
-    the number of pairs routed through it (k=4 fat-tree: 240 pairs, at most 5 rules each).
-
-``select``
-    OVS per-flow hashing: each switch gets, per destination machine, one rule matching
-    ``ipv4_dst``; where several next hops lie on minimum-hop paths the rule points at a
-    SELECT group with one bucket per next hop, and the switch hashes each flow onto a
-    bucket. The simulator cannot predict those paths, so this is not the validation default.
-
-**INA steering.** A switch with an INA aggregator attached one-armed (``ina_ports``: switch ->
-the OpenFlow port of its aggregator) sends every INA packet (UDP with either port
-:data:`ina.protocol.INA_UDP_PORT`: workers' data towards a PS, the PS's results) that arrives
-on any other port to the aggregator, at a priority above the routes; what comes back from the
-aggregator port matches no steering rule and is routed as usual. Everything else passes the
-aggregator by. Only ToRs carry aggregators, and a ToR is the first and last switch of every
-path through it, so each INA packet meets the aggregators of its source's and destination's
-racks only.
-
-Only IPv4 is forwarded. Hosts get static ARP entries from the testbed, so no ARP or
-flooding rules are needed; anything that matches no rule is dropped (the switches run in
-secure fail mode with no table-miss entry).
-
-Priorities live here, in one place.
+The rules in full: ``docs/topologies.md`` (The controller's rules).
 """
 
 from __future__ import annotations

@@ -1,26 +1,14 @@
 """The emulator back end of the experiment loop: jobs run as real processes in the emulated network.
 
 :class:`EmulatorBackend` implements :class:`backend.protocol.Backend` on a running
-:class:`emulator.net.EmulatedNetwork`:
+:class:`emulator.net.EmulatedNetwork`: ``start`` launches every rank of a *batch* (the jobs
+starting at one instant) behind one start gate, ``advance`` waits for a job to end or the loop's
+next event while checking the controller and the switch daemon, ``stop`` kills a job's processes
+(preemption), and a batch whose last job has ended becomes a :class:`WaveResult`. The clock is
+the wall clock since the back end was made, divided by the dilation: virtual, paper-scale
+seconds like every reported time.
 
-* ``start`` launches every rank of the jobs starting at one instant (a *batch*): replay jobs in
-  the agent runtime (:mod:`jobs.agent`, one process per machine and job) unless the config's
-  runtime is ``torch``, train jobs one torch process per rank (:mod:`jobs.worker`), compute
-  and timeouts dilated by D. The batch's ranks share a start gate, opened once all have
-  joined, so its jobs begin their iterations together. The switch port counters (and, with
-  ECN, the marker's flow counters and the hosts' CE counters) are read at the gate;
-* ``advance`` waits (polling the processes, checking the controller and the switch daemon every
-  :data:`jobs.launcher.LIVENESS_INTERVAL_S`) until a job's processes have all exited, or until
-  the loop's next event; a rank that fails, or a batch past ``job_timeout_s``, stops every
-  running job and raises;
-* ``stop`` kills a job's processes (preemption); its measured iterations are kept and its next
-  start runs only the iterations it has left, after the warm-up again, in a new output directory;
-* when the last job of a batch has ended, the batch's port counters are read again and it
-  becomes a :class:`WaveResult`: its jobs, duration, bytes per link, iteration records and
-  ECN marks per job.
-
-The clock is the wall clock since the back end was made, divided by the dilation: virtual,
-paper-scale seconds like every reported time.
+Each call in full: ``docs/architecture.md`` (The emulator back end).
 """
 
 from __future__ import annotations

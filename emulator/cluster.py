@@ -2,31 +2,14 @@
 
 Mininet's cluster edition (``mininet.examples.cluster``) runs a node on another server by
 starting its shell there over SSH (``RemoteHost``, ``RemoteOVSSwitch``) and joins two nodes on
-different servers with a tunnel (``RemoteSSHLink``: a tap device at each end, carried by ``ssh
--w``). This module uses those classes, with what a measured run needs on top:
+different servers with a tunnel (``RemoteSSHLink``). This module uses those classes, with what a
+measured run needs on top: pods or racks placed whole (:func:`topo.partition.assign_servers`),
+one SSH session per server recorded by PID, tunnels with tap numbers of their own, a precheck of
+every server before anything starts, and workers started through :mod:`emulator.remote_run`.
+:class:`ThisMachine` and :class:`MultiServer` are where the nodes run, a variant chosen once.
 
-* **placement**: :func:`topo.partition.assign_servers` (pods or racks whole, in even bins; the
-  pod-less core or spine switches on this machine, so every tunnel has one end here);
-* **one SSH session per server**, recorded by PID: every node shell, command and worker on
-  that server is multiplexed over it (``ControlPath``), and it forwards the controller's port
-  to the server's loopback (``-R``), so the controller keeps listening on 127.0.0.1 only;
-* **tunnels** with their own tap numbers (Mininet's hard-wired ``tap9`` allows one tunnel at a
-  time per server pair), each tunnel's ``ssh`` process and tap devices recorded;
-* **a precheck** of every server before anything starts anywhere: reachable without a
-  password, root, the tools, Open vSwitch running, the project and its venv at this machine's
-  paths, the run directory seen at its path (workers write their records there: a shared
-  filesystem), ``/dev/net/tun``; the first problem is one line, and nothing is left on any server;
-* **workers** started through :mod:`emulator.remote_run`, which ends them when their SSH
-  session ends, so stopping the local ``ssh`` client (or a killed runner) stops them there.
-
-A server is named as ``ssh`` knows it (a host name, an address or a ``Host`` of the SSH
-configuration file given). The single-machine form, used by the tests, names a second
-loopback address (``127.0.0.2``) served by an ``sshd`` of its own: every mechanism is the
-multi-machine one (SSH sessions, tunnels, remote commands), only the kernel is shared.
-
-Limits (checked by :class:`emulator.net.EmulatedNetwork`): plain veth switch ports (no AF_XDP
-pipes), no ECN marker, no INA aggregators, no Docker workers; the CPU and the Open vSwitch
-daemon are watched on this machine only.
+How each piece works, the single-machine form (a second loopback address served by an ``sshd``
+of its own) and the limits: ``docs/cluster.md``.
 """
 
 from __future__ import annotations

@@ -1,29 +1,14 @@
 """Workers in Docker containers on the emulated machines' network (``container: {engine: docker}``).
 
-Each worker process (or, in the agent runtime, each machine's agent) runs in its own container
-of the locally built worker image (:mod:`emulator.worker_image`), started by ``docker run``:
+Each worker process (or, in the agent runtime, each machine's agent) runs in a container of its own,
+of the locally built worker image (:mod:`emulator.worker_image`), started by ``docker run``: no
+network of its own, its command entering the emulated machine's network namespace
+(:data:`NETNS_PATH`) with ``nsenter --net``; a CPU cap; the venv and the code bind-mounted
+read-only (:func:`image_mounts`), the run's directory read-write; the worker's variables named by
+:data:`ENV_PREFIXES`. :class:`ContainerProcess` signals the container through the daemon. Every
+container is in the run record (:mod:`emulator.journal`) before it starts.
 
-* **network**: the container is created with no network of its own (``--network none``); its
-  command enters the emulated machine's network namespace, bind-mounted read-only at
-  :data:`NETNS_PATH`, with ``nsenter --net`` before it runs the worker, so the worker sees the
-  machine's interface, address and routes exactly as a process started there does (what
-  Containernet achieves by moving the interface into the container). Entering a namespace
-  needs ``CAP_SYS_ADMIN``, the only capability added;
-* **CPU**: ``--cpus`` caps each container (cgroup CPU quota), ``container.cpus`` of the config;
-* **files**: the image holds this machine's packages the workers run on; the venv and the
-  project's code are bind-mounted read-only at their paths (:func:`image_mounts`), so the
-  worker's command and environment are unchanged; the run's directory is bind-mounted
-  read-write at its own path, where the worker reads its spec and writes its records and log;
-* **environment**: the worker's variables whose names start with :data:`ENV_PREFIXES` (Python's,
-  OpenMP's, gloo's, torch's, the project's); the rest (PATH, HOME, ...) is the image's;
-* **processes**: ``--init`` runs a minimal init as the container's PID 1, which passes signals
-  on; the ``docker run`` client stays attached, so its exit status is the worker's and its
-  output goes to the worker's log. Signalling the client alone would not stop the container:
-  :class:`ContainerProcess` signals the container through the daemon.
-
-Every container is written to the network's run record (:mod:`emulator.journal`) before it is
-started, so an interrupted or killed run removes it (``docker rm -f`` by its name), and
-``--rm`` removes it when its worker exits.
+The container's network, files, environment, processes and clean-up: ``docs/docker.md``.
 """
 
 from __future__ import annotations
@@ -126,7 +111,7 @@ def container_env_keys(env: dict) -> list[str]:
 def run_argv(name: str, image: str, netns: str, cpus: float, mounts: list[str], env_keys: list[str],
              workdir: str, argv: list[str], labels: dict[str, str],
              read_only: tuple[str, ...] | list[str] = ()) -> list[str]:
-    """The ``docker run`` arguments of one worker container (see the module docstring).
+    """The ``docker run`` arguments of one worker container (``docs/docker.md``, The container).
 
     Args:
         name: the container's name (unique on this machine).

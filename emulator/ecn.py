@@ -1,20 +1,14 @@
 """ECN marking at the egress of every emulated switch port.
 
 Two real paths, chosen by :func:`resolve_method` from the machine's capabilities and recorded
-with every run:
+with every run: ``red``, kernel RED with ECN as the FIFO under each port's shaper, where the kernel
+has ``sch_red``; ``bpf``, where it has none, :class:`BpfMarker`: the program in
+``emulator/bpf/vq_ecn.bpf.c`` on each port's ``clsact`` egress hook, marking CE when a virtual
+queue drained at the port's configured rate holds more than K. The BPF object is compiled by the
+set-up (``python -m emulator.ecn build``); one program and its maps are loaded once per network,
+pinned in a private bpffs mount, and shared by every port.
 
-* ``red``: kernel RED with ECN as the FIFO under each port's shaper, where the kernel
-  has ``sch_red`` (the Vagrant VM). RED marks on its *averaged* queue; its ``marked``
-  counter is read from ``tc -s``.
-* ``bpf``: where there is no RED (these machines), :class:`BpfMarker` attaches the program
-  in ``emulator/bpf/vq_ecn.bpf.c`` to each port's ``clsact`` egress hook. It keeps a virtual
-  queue drained at the port's configured rate and sets CE on ECN-capable packets when the
-  virtual backlog exceeds the threshold K (step marking, DCTCP-style; or a linear ramp up to
-  K_max, WRED-style). Counters (per port, and per port and flow) live in BPF maps.
-
-The BPF object is compiled by the set-up (``python -m emulator.ecn build``); one program and
-its maps are loaded once per network, pinned in a private bpffs mount, and shared by every
-port (maps are keyed by interface index).
+How each path marks and what it counts: ``docs/ecn.md`` (How it works).
 """
 
 from __future__ import annotations

@@ -2,34 +2,15 @@
 
 :class:`emulator.net.EmulatedNetwork` gives each switch of its ``ina_switches`` an aggregator
 port, and its controller steers INA packets there (:func:`controller.rules.ina_steering`).
-:class:`InaFabric` serves those ports: it starts an aggregator engine on each port's peer, the
-bmv2 ``simple_switch`` running ``ina/p4/aggregator.p4`` where a P4 toolchain runs here, else
-the software engine (:mod:`ina.softswitch`, the same rules), and installs the jobs' table
-entries from their plans (:func:`ina.plan.plan_job`). Every engine leaves by the port it came
-in on (``ina_out`` empty: one-armed), back to its switch, which routes it on.
+:class:`InaFabric` serves those ports: an aggregator engine on each port's peer (bmv2 running
+``ina/p4/aggregator.p4``, else the software engine, :mod:`ina.softswitch`), the jobs' table entries
+from their plans (:func:`ina.plan.plan_job`), and the jobs' parameter servers, one ``python -m
+ina.ps`` per PS machine. Before the engines start, :func:`engine_rate` and
+:class:`EngineCapacity` say whether the aggregators keep up with their links. Its engines are
+processes of the run, recorded by PID in the network's run record.
 
-It also runs the jobs' parameter servers: one ``python -m ina.ps`` per PS machine, serving
-every job whose PS is there.
-
-Before the engines start it takes one engine's packet rate on this machine (:func:`engine_rate`:
-measured on veths once per engine, values per packet and program, then read back) and sets it
-against what each INA switch's links can bring it (:class:`EngineCapacity`): whether the
-aggregators keep up with their links, and the dilation that would where they may not.
-
-Two ways to use it. A fixed set of jobs: :meth:`InaFabric.install` programs every aggregator
-(everything reset), :meth:`InaFabric.start_ps` starts their parameter servers and
-:meth:`InaFabric.stop_ps` stops them, returning their counters. An online schedule, jobs
-starting and ending while others run: :meth:`InaFabric.add_jobs` adds a job's table entries
-beside the running jobs' (their entries, slots and counters untouched) and has its PS machine
-serve it (a PS started there if none runs, else its config rewritten and reloaded with SIGHUP,
-waiting for its acknowledgement, :mod:`ina.ps`); :meth:`InaFabric.remove_jobs` undoes that
-(a PS left with no job keeps running), :meth:`InaFabric.release_slots` frees every slot (slots
-a job held when it ended are otherwise held until a result frees them), and
-:meth:`InaFabric.stop_all_ps` stops the parameter servers, returning their counters with each
-job's (:class:`ina.ps.PsJobCounters`).
-
-The engines are processes of the run: recorded by PID in the network's run record when
-spawned (so ``run_testbed.py clean`` stops them after a crash) and stopped by :meth:`stop`.
+A fixed set of jobs (:meth:`InaFabric.install`) or an online schedule (:meth:`InaFabric.add_jobs`,
+:meth:`InaFabric.remove_jobs`): ``docs/ina.md`` (Aggregators attached to the ToRs; Capacity and PAT).
 """
 
 from __future__ import annotations

@@ -3,25 +3,13 @@
 An experiment whose jobs name collective ``ina`` (:data:`jobs.collective.INA`) runs with an
 aggregator on every INA switch (:func:`experiment.config.ina_switches`) and one
 :class:`InaRuns` per policy, which the emulator back end (:class:`emulator.backend.EmulatorBackend`)
-calls as jobs start and end:
+calls as jobs start and end: :meth:`InaRuns.begin` clears every aggregator, :meth:`InaRuns.start`
+installs a job run's plan beside the running jobs' and has its PS serve it, :meth:`InaRuns.end`
+reads its counters and removes it, :meth:`InaRuns.result` gives the counters as an
+:class:`experiment.measurements.InaResult`. The PS defaults to rank 0's machine and every INA
+switch may aggregate; a placement's ``ps_host`` and ``ina_switches`` override them.
 
-* :meth:`InaRuns.begin`: every aggregator's tables, slots and counters cleared for the policy;
-* :meth:`InaRuns.start`: a run of an INA job gets a new INA id and its plan
-  (:func:`ina.plan.plan_job`: the ToRs with two or more of its machines aggregate them, the PS's
-  ToR aggregates the rest), installed beside the running jobs' entries, and its parameter
-  server serves it; the machines' endpoints go to the agents;
-* :meth:`InaRuns.end`: its packets up each rack's uplinks read from the aggregators' per-job
-  counters (:func:`ina.plan.uplink_packets`), its entries and PS job removed and its workers'
-  client counters read; when no INA job runs any more every slot is freed (a preempted job's claimed slots are
-  otherwise held until then);
-* :meth:`InaRuns.result`: the aggregators' and parameter servers' counters as an
-  :class:`experiment.measurements.InaResult`.
-
-Defaults where the placement says nothing (this project's, the specs leave them to the
-system): the PS runs on the machine of the job's rank 0 (:func:`ina.plan.ps_host_of`), and
-every INA switch may aggregate the job. A placement's ``ps_host`` and ``ina_switches`` (NetPack)
-override them; switches it names without an aggregator are left out, and ``ina_switches = ()``
-turns INA off for the job (its packets go to its PS unaggregated, the PS sums them).
+Each step and the defaults in full: ``docs/ina.md`` (INA jobs in an experiment).
 """
 
 from __future__ import annotations
@@ -104,7 +92,7 @@ class _JobRuns:
 
 
 class InaRuns:
-    """One policy's INA jobs on ``fabric`` (see the module docstring).
+    """One policy's INA jobs on ``fabric`` (``docs/ina.md``, INA jobs in an experiment).
 
     Args:
         g: the topology.

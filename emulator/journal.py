@@ -1,22 +1,14 @@
 """What a run changed on this machine, written down before each change, and undone step by step.
 
 Every change an emulated network (or a VM run, a worker image build) makes outside its own results
-directory is one :class:`Change` of a kind in :data:`UNDO`: a process it started (PID and start time,
-so a reused PID is never signalled), an OVS bridge, an interface, a sysctl with its original value, a
-Docker container, a registered congestion control, a libvirt domain, ... A :class:`RunJournal` appends
-each change to a JSON file under :data:`RECORDS_DIR` *before* the change is made (atomically) and
-removes it once undone; the file goes when nothing is left.
+directory is one :class:`Change` of a kind in :data:`UNDO`, appended by a :class:`RunJournal` to a
+JSON file under :data:`RECORDS_DIR` *before* the change is made, and removed once undone. Each kind
+is undone by a handler of the module that makes it, named in :data:`UNDO` and imported only then,
+so ``run_testbed.py clean`` undoes a dead run's record whatever it holds. :meth:`RunJournal.unwind`
+undoes the changes newest first, each step isolated from the others' failures.
+:class:`EmulatorLock` is the machine-wide turn at the emulator, an ``flock`` on :data:`EMULATOR_LOCK`.
 
-Each kind is undone by a handler of the module that makes it, named in :data:`UNDO` and imported
-when a change of that kind is undone: this module imports none of them, and ``run_testbed.py clean``
-undoes a dead run's record whatever it holds. :meth:`RunJournal.unwind` undoes the changes newest
-first, each step isolated from the others' failures, its commands in their own session, further
-SIGINT/SIGTERM only counted. ``clean`` unwinds the record of every run whose owner died, and nothing
-else. Undoing a change that was recorded but never made is harmless, so recording first is always
-safe.
-
-One emulated network (or VM run) at a time per machine: :class:`EmulatorLock` is that machine-wide
-turn, an ``flock`` on :data:`EMULATOR_LOCK` held for the run's life. ``docs/faults.md`` has the design.
+What is recorded, how it is undone and why recording first is safe: ``docs/faults.md``.
 """
 from __future__ import annotations
 

@@ -2,27 +2,15 @@
 
 ``congestion_control: mltcp_reno`` or ``mltcp_cubic`` in a config makes every emulated host's TCP
 that MLTCP variant (:data:`VARIANTS`; ``docs/resolutions.md`` Cassini §6): Reno or CUBIC whose window
-growth is scaled by ``F = slope × bytes_ratio + intercept``, ``bytes_ratio`` being how far a flow is
-through its iteration's bytes (the last iteration's, learned), iterations told apart by the
-idle-gap rule. The programs are ``emulator/bpf/mltcp_<variant>.bpf.c``; what they share is
-``emulator/bpf/mltcp_common.h``.
+growth is scaled by ``F = slope × bytes_ratio + intercept``. The programs are
+``emulator/bpf/mltcp_<variant>.bpf.c``; what they share is ``emulator/bpf/mltcp_common.h``. The run
+compiles the variant if needed (``python -m emulator.mltcp build``), registers it, writes the
+config's parameters to its ``mltcp_cfg`` map and records the registration in the run journal,
+which unregisters it. Where the kernel refuses the program, the run stops with one line
+(:class:`MltcpUnavailable`); cluster mode is refused.
 
-[R] Where F applies in CUBIC (spec §6.4 3., §9 #21; ``mltcp_cubic.bpf.c``'s header has the
-details): every ACKed segment of congestion avoidance counts F times, both toward cwnd's next
-segment (CUBIC's per-ACK increment ``1/cnt`` times F: ``cnt`` divided by F, so cwnd approaches
-its target F times faster) and toward the Reno-friendly estimate W_est (F times CUBIC's alpha).
-CUBIC's decrease to beta = 0.7 with fast convergence, its slow start and undo are kept; HyStart is
-off.
-
-The run compiles the chosen variant if needed (the set-up compiles all: ``python -m emulator.mltcp
-build``, with ``vmlinux.h`` from the kernel's BTF), registers it (``bpftool struct_ops register``),
-which adds it to the kernel's congestion controls, writes the config's parameters to its
-``mltcp_cfg`` map (the idle gap dilated), and records the registration in the run journal, which
-unregisters it when the run ends, fails or is cleaned after a crash. A registered variant's maps
-are found through its own programs, so two variants registered at once are never confused. Where
-the kernel refuses the program, the run stops with one line saying why (:class:`MltcpUnavailable`).
-
-Only this machine's kernel gets it: cluster mode (hosts on other servers) is refused.
+Where F applies in CUBIC ([R]), the accounting and the counters: ``docs/cassini.md`` (MLTCP on the
+emulator).
 """
 
 from __future__ import annotations

@@ -8,32 +8,8 @@ turn at the emulator, are :class:`emulator.host_changes.HostChanges`; the links'
 queues :class:`emulator.link_shaping.LinkShaping`; the ports' counters
 :class:`emulator.counters.PortCounters`.
 
-Choices forced by the machines this runs on (see ARCHITECTURE.md):
-
-* switches are Open vSwitch bridges with the userspace datapath (``datapath_type=netdev``),
-  their ports AF_XDP sockets or plain veths (see :mod:`emulator.ports`),
-  unless the kernel has the openvswitch module, in secure fail mode, OpenFlow 1.3;
-* checksum and segmentation offloads are turned off on every interface (the userspace
-  datapath stalls TCP otherwise);
-* links are shaped by a token bucket (TBF) at both ends at the scaled rate, with a bounded
-  FIFO below it (or RED with ECN at switch ports), by :mod:`emulator.link_shaping`;
-* hosts run TCP with ``tcp_slow_start_after_idle=0``, ``tcp_no_metrics_save=1`` and a
-  configured congestion control, IPv6 off, and static ARP entries (no flooding rules are
-  needed);
-* with ECN marking (marker ``red`` or ``bpf``, :mod:`emulator.variants`, :mod:`emulator.ecn`) every switch
-  port marks CE on its egress, and hosts run with ``net.ipv4.tcp_ecn=1``;
-* each INA switch (``ina_switches``) gets one more port, after its links' (``<switch>-eth<P>``),
-  a veth whose peer ``<switch>-ia<P>`` an INA aggregator engine serves one-armed
-  (:mod:`emulator.ina_fabric`); it is not shaped (the aggregator stands for the switch's own
-  pipeline) and carries only what the controller steers to it. It stays a ``system`` port on an
-  AF_XDP fabric (OVS's userspace datapath polls both kinds): behind an AF_XDP pipe
-  (:mod:`emulator.ports`) the aggregator's packets back into its switch were lost after the first
-  few (a 4-machine INA job stalled), as a system port the same job completes.
-
-In cluster mode (``cluster``, :mod:`emulator.cluster`) the nodes are spread over several servers
-with Mininet's cluster edition: every command for a node (configuration, shaping, counters,
-workers) runs on the node's server, and what the network creates there is recorded with the
-way to reach it, so the same undo removes it.
+The choices the machines force (datapath, offloads, shaping, the hosts' TCP, ECN, the INA
+aggregators' ports) and cluster mode: ``docs/architecture.md`` (The emulated network).
 """
 
 from __future__ import annotations

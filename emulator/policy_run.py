@@ -1,21 +1,15 @@
 """One policy's run on the emulated network, measured: place, run every job, collect the evidence.
 
 :class:`PolicyMeasurement` is one policy's run on a session's network
-(:class:`emulator.runner.EmulatorSession`), in steps:
+(:class:`emulator.runner.EmulatorSession`), in steps: :meth:`~PolicyMeasurement.run_loop` (the
+experiment loop, :mod:`experiment.loop`, drives the emulator's clock,
+:class:`emulator.backend.EmulatorBackend`, with the CPU and the switch ports sampled meanwhile),
+:meth:`~PolicyMeasurement.check_health` (the port sampler and the controller kept up) and
+:meth:`~PolicyMeasurement.result` (bytes and marks per link and wave, CPU, every job's evidence and
+verdict, :mod:`measure.fidelity`, and the simulator's estimate on the run's own schedule,
+:mod:`experiment.resimulate`).
 
-1. :meth:`~PolicyMeasurement.run_loop`: the experiment loop (:mod:`experiment.loop`) drives the
-   emulator's clock (:class:`emulator.backend.EmulatorBackend`) with the config's scheduler, the
-   CPU and the switch ports sampled meanwhile; with the default ``waves`` scheduler the jobs the
-   policy places run together as a wave and the others wait for the whole wave to end;
-2. :meth:`~PolicyMeasurement.check_health`: the port sampler and the controller kept up;
-3. :meth:`~PolicyMeasurement.result`: bytes and marks per link and wave, CPU in the
-   measurement windows, every job's evidence and verdict (:mod:`measure.fidelity`), and the
-   simulator's estimate of every job on the run's own schedule (:mod:`experiment.resimulate`).
-
-The network is shared by the policies of a run, one after another: its routes are static
-(every machine pair), every wave ends with its workers gone and its queues drained, the hosts
-keep no TCP metrics between connections, and every figure is a difference of counters or a time
-window of the policy's own waves.
+Why the policies of a run can share one network: ``docs/architecture.md`` (The emulator back end).
 """
 
 from __future__ import annotations

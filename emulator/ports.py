@@ -1,25 +1,13 @@
 """How switch ports reach Open vSwitch's userspace datapath: ``system`` or ``afxdp`` ports.
 
-``system``: the link's veth (``<switch>-eth<N>``) is itself the OVS port. OVS's main thread
-polls every such port on every wake-up (a ``recvmmsg`` that first allocates and then frees 32
-packet buffers), then runs every bridge: measured here, about 0.13 ms per wake-up with two
-bridges and 0.4 ms with the 20 bridges of a k=4 fat-tree, for every packet of a slow flow, so
-one 20 Mbit/s flow across five switches takes a whole core.
+``system``: the link's veth (``<switch>-eth<N>``) is itself the OVS port, polled by OVS's main
+thread on every wake-up (a whole core for one slow flow across five switches). ``afxdp``: each
+switch port is an AF_XDP socket polled by a PMD thread that sleeps up to ``PMD_MAXSLEEP_US`` when
+idle, on a veth pair of its own (``<switch>-x<N>`` / ``<switch>-y<N>``) joined to the link's veth
+by a two-port Linux bridge (``<switch>-b<N>``), so the link's veth keeps its shaper, FIFO, marker
+and counters either way. Jumbo frames (MTU above ``AFXDP_MAX_MTU``) need ``system`` ports.
 
-``afxdp``: each switch port is an AF_XDP socket (XDP generic mode) polled by a PMD thread that
-sleeps up to ``PMD_MAXSLEEP_US`` when idle (``other_config:pmd-maxsleep``): measured here, one
-20 Mbit/s flow through a switch costs about 6% of a core. AF_XDP transmits straight to the
-driver, bypassing the qdisc layer, so the socket sits on its own veth pair
-(``<switch>-x<N>`` in OVS, ``<switch>-y<N>`` its peer) joined to the link's veth by a two-port
-Linux bridge (``<switch>-b<N>``; a tc ``mirred`` redirect would not do: the kernel skips XDP for
-redirected packets)::
-
-    OVS --AF_XDP--> x -> y --(bridge b)--> eth (egress: shaper, FIFO, ECN marker) -> link
-    link -> eth --(bridge b)--> y -> x --(XDP)--> OVS
-
-The link's veth therefore keeps its shaper, FIFO and marker on its egress, and its counters,
-exactly as with ``system`` ports: nothing that measures a port needs to know the port type.
-AF_XDP frames are 4 kB, so jumbo frames (MTU above ``AFXDP_MAX_MTU``) need ``system`` ports.
+What each costs, the pipe's layout and when ``auto`` falls back: ``docs/fidelity.md`` (Switch ports).
 """
 
 from __future__ import annotations

@@ -5,21 +5,12 @@ as ``emu``): one network per run, then for each policy in turn: place, run every
 switch port kind, INA engine, one machine or several servers, processes or containers);
 :meth:`EmulatorExperiment.open` builds the network and yields a session whose
 :meth:`EmulatorSession.run_policy` measures one policy (:func:`run_policy`). The driver
-(:mod:`experiment.driver`) keeps the run's status, progress, files and report.
+(:mod:`experiment.driver`) keeps the run's status, progress, files and report. The network is
+built once per run and shared by the policies one after another; each policy's results are
+written to ``<run>/<policy>/`` as soon as it finishes.
 
-The network is built once per run and shared by the policies one after another (its routes
-cover every machine pair; each policy's figures are counter differences and time windows of
-its own waves). One policy's run, step by step:
-
-1. a cluster with the configured background load (non-idle machines);
-2. the policy places the pending jobs; the placed ones form a *wave* and run concurrently;
-   jobs that did not fit wait for the next wave (after the wave's GPUs are released);
-3. each wave launches every rank of every job in its placed machine's host (ranks on one
-   machine share its interface), waits for all, and snapshots the switch port counters
-   before and after;
-4. the policy's results (placements, iteration records, bytes per directed link, CPU
-   samples) are written to ``<run>/<policy>/`` as soon as the policy finishes, so an
-   interrupted run keeps what it measured.
+Why sharing the network is sound, and one policy's run step by step: ``docs/architecture.md``
+(The emulator back end).
 """
 
 from __future__ import annotations

@@ -4,20 +4,12 @@ a congestion control is installed.
 A run resolves a name from the config and this machine's capabilities once
 (:func:`emulator.ports.resolve_port_type`, :func:`emulator.ecn.resolve_method`), looks the
 object up here (:func:`switch_ports`, :func:`ecn_marker`) and hands it to
-:class:`emulator.net.EmulatedNetwork`, which asks the object, never the name, what to build:
+:class:`emulator.net.EmulatedNetwork`, which asks the object, never the name, what to build.
+Registries: :data:`SWITCH_PORTS` (``system``, ``afxdp``), :data:`ECN_MARKERS` (``none``, ``red``,
+``bpf``) and :data:`CONGESTION_INSTALLERS` (``kernel``, ``struct_ops``, keyed by the run's
+:class:`congestion.CongestionControl`'s ``installer``).
 
-* switch ports (:data:`SWITCH_PORTS`): ``system`` (the link's veth is the OVS port) or
-  ``afxdp`` (an AF_XDP socket on a veth pipe of its own, :mod:`emulator.ports`);
-* ECN markers (:data:`ECN_MARKERS`): ``none``, ``red`` (kernel RED with ECN as the FIFO under
-  each switch port's shaper) or ``bpf`` (the virtual-queue marker at each switch port's egress,
-  :class:`emulator.ecn.BpfMarker`);
-* congestion-control installers (:data:`CONGESTION_INSTALLERS`), keyed by the run's
-  :class:`congestion.CongestionControl`'s ``installer``: ``kernel`` (a Linux module) or ``struct_ops``
-  (an MLTCP variant registered for the run, :mod:`emulator.mltcp`).
-
-The other two variants are objects of their own modules: where the nodes run
-(:class:`emulator.cluster.ThisMachine` or :class:`emulator.cluster.MultiServer`) and the INA
-engine (:data:`emulator.ina_fabric.INA_ENGINES`).
+Every variant and what resolves it: ``docs/architecture.md`` (The emulator's variants).
 """
 
 from __future__ import annotations

@@ -1,28 +1,13 @@
 """The worker image: made here of this machine's own packages, for workers in containers (:mod:`emulator.containers`).
 
-Nothing is pulled or downloaded. The image, ``dtnet-worker:<digest>``, is one layer: the files
-this machine's package manager installed for the interpreter the project's venv runs on, for the
-libraries its compiled modules link (found with ``ldd`` and ``dpkg -S``) and for ``nsenter``
-(a container's command enters its machine's network namespace with it), with every package they
-depend on and the distribution's essential set (which Debian packages may use without declaring
-it); documentation, manuals and translations left out; streamed as a tar to ``docker import``.
-These are the same files, byte for byte, a worker process runs on, in the way Google's
-distroless images are made of packages' files without their install scripts.
+Nothing is pulled or downloaded. The image, ``dtnet-worker:<digest>``, is one layer of the files
+this machine's package manager installed for the venv's interpreter, the libraries its compiled
+modules link and ``nsenter``, with their dependencies and the distribution's essential set; the
+venv and the code are mounted, not copied in. The tag is a digest of the packages and of
+:data:`RECIPE`; a new image is checked before it is tagged, and each build step is in a run
+record (:mod:`emulator.journal`) first.
 
-The venv and the project's code are not in the image: every container mounts them read-only at
-their paths (:func:`emulator.containers.image_mounts`), so a container runs the interpreter,
-packages and code a process runs, and a change to the code or the venv rebuilds nothing. The tag
-is a digest of the packages' names, architectures and versions and of :data:`RECIPE`: a package
-upgraded or added (the venv linking a new library) makes a new image, and the older tags of the
-project's images are then removed, so only the current one stays cached.
-
-A new image is checked before it is tagged: a container of it, with those mounts, enters a
-network namespace as a worker's does and imports the worker, the agent and ``torch.distributed``.
-
-Each build step runs in its own session (a Ctrl-C at the terminal reaches this process, which
-stops the step itself) and is written to a run record first (:mod:`emulator.journal`): the untagged
-image and the check's container (labelled ``dtnet.build=<build id>``) and the build's processes are
-removed after an interrupted or failed build, or by ``run_testbed.py clean`` after a killed one.
+What goes in, the check, the tag and what an interrupted build leaves: ``docs/docker.md``.
 """
 
 from __future__ import annotations

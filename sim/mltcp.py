@@ -1,46 +1,15 @@
 """MLTCP at the fluid level: training jobs sharing one bottleneck link, each sending faster the further it
 is through its iteration's bytes (``docs/resolutions.md`` Cassini §6.1-§6.4, route (a) of §6.4 item 5).
 
-Each job repeats an iteration of ``compute_ms`` of computation, then the transfer of ``comm_bytes``; the
-iteration ends when its last byte is sent. While several jobs send, the link (capacity C, always fully used
-while anyone sends) is shared in proportion to ``F(b_k) ** gamma``, where ``b_k`` is the fraction of its
-iteration's bytes job k has sent and ``F(b) = slope * b + intercept``, optionally capped
-(:class:`MltcpParams`). Fair sharing is ``slope = 0`` (:meth:`MltcpParams.fair`), through the same code.
+While several jobs send, the link is shared in proportion to ``F(b_k) ** gamma``, ``b_k`` the
+fraction of its iteration's bytes job k has sent and ``F(b) = slope * b + intercept``, optionally
+capped (:class:`MltcpParams`; fair sharing is ``slope = 0``). :func:`simulate` solves that model
+exactly, with no time step; :func:`shift_ms` and :func:`shift_iterations_to_interleave` are the
+§6.2 shift equation, a second, independent model. :class:`MltcpFlows` and :class:`MltcpLedger`
+give the step-level engine its flows' weights.
 
-Exact solution, no time step. In the virtual time ``tau`` of generalised processor sharing
-(``dtau = C dt / sum_k w_k``), sender k, at ``s_k`` of its ``L_k`` (both in ms of the link at full rate),
-obeys an ODE of its own, ``ds_k/dtau = F(s_k/L_k) ** gamma``, with a closed form (exponential for
-gamma = 1, a power law otherwise, linear once capped); real time is the sum of what the senders sent. So
-the next transfer end comes in closed form and the next compute end from a bracketed Newton solve of a
-convex increasing function: :func:`simulate` gives the durations of the continuous model to float
-precision. The spec's reference ``mltcp_fluid`` (§10) steps ``dt = 0.01`` ms and
-its durations carry an O(dt) bias (139.01 ms for 139, 100.02 for 100); the §6.3 iteration counts agree.
-
-Second, independent model: the shift equation of §6.2 (:func:`shift_ms`,
-:func:`shift_iterations_to_interleave`), the offset of two identical jobs mapped one iteration on.
-
-Resolutions ([R]; the thesis's MLTCP chapter is missing, §9 #21):
-
-* [R] F is linear, ``slope * b + intercept`` (the third-party form of §6.2), with ``intercept > 0``
-  (§6.4 item 4), ``slope >= 0`` ("linearly increasing", §6.1) and an optional ``cap >= intercept`` (§6.4
-  item 4); ``b = min(1, bytes_ratio)`` (§6.4 item 1). One flow per job, so per-flow and per-job ratios agree.
-* [R] Shares are proportional to ``F ** gamma``: gamma = 1 for synchronised-loss AIMD, 0.5 for
-  unsynchronised losses (§6.4 item 5 (a)).
-* [R] A job's first iteration starts at its ``offset_ms``; as in the reference, the durations reported are
-  those between consecutive iteration ends, so the first iteration, with no earlier end to count from,
-  is not among them. This keeps the §6.3 counts (10, 6, 4) as they are.
-* [R] :func:`iterations_to_converge` also tries the last full window, which the reference's loop skips.
-* [R] The shift equation is rederived with weights: ``Shift = (aT - D) * (1 - w(0) / w(D / aT))``, the
-  bandwidth ratio frozen at the start of the overlap (§6.2); for gamma = 1 and no cap it is §6.2's
-  ``S * D * (aT - D) / (aT * I + D * S)``. No overlap (``D >= aT``) shifts nothing.
-
-Complexity: two events per job iteration; an event costs O(m) for m senders, a compute end O(m k) more
-for k Newton steps (3 to 7 on the tested settings); n jobs and N iterations take O(n**2 N k) at worst
-(the §6.3 run of 60 iterations: under 1 ms, against 0.4 s for the reference). The shift model is O(1)
-per iteration.
-
-Invalid inputs raise :class:`common.errors.ConfigError` naming the value. Pure: standard library and
-``common`` only; deterministic (no randomness, jobs visited in input order).
+The exact solution, the resolutions ([R]) and the cost: ``docs/simulator-engines.md`` (MLTCP's fluid
+model on one link). Pure: standard library and ``common`` only; deterministic.
 """
 
 from __future__ import annotations

@@ -1,31 +1,13 @@
 """How the step-level engine's flows (:class:`sim.flowsim.FlowEngine`) share the links of a component they
 load together: one strategy chosen when the engine is built (:func:`link_sharing`).
 
-Max-min (:class:`MaxMin`, the literature's model): every directed link's capacity is shared max-min
-fairly (:func:`sim.maxmin.maxmin_indexed`), the steady state TCP's congestion control is taken to converge to.
+:class:`MaxMin` shares every directed link max-min fairly; :class:`TcpShare` ([R],
+``SimOptions.shared_efficiency``) gives each link that two flows or more saturate that share of its
+capacity and fills the component again; :class:`MltcpSharing` ([R], ``SimOptions.mltcp``) shares by
+weighted max-min, each flow weighted by MLTCP's ``F(bytes_ratio) ** gamma`` of its connection
+(:class:`sim.mltcp.MltcpFlows`), re-weighed every ``step`` of its iteration's bytes.
 
-TCP's share of a shared link ([R], :class:`TcpShare`, ``SimOptions.shared_efficiency`` below 1).
-Measured on the emulator, TCP flows that saturate a link together carry less than its rate (their
-windows halve at ECN marks and restart after idle), and max-min estimates every contended job too
-short. So after the max-min fill of a component, each link it saturates with two flows or more gets
-``shared_efficiency`` of its capacity and the component is filled again: a link one flow saturates,
-or none, keeps its rate, and a job alone on its links keeps its bound. One more fill per
-reallocation that saturates such a link. The ECN estimate (:mod:`sim.ecn_marks`) takes such a link to
-be oversubscribed at its reduced capacity (:meth:`LinkSharing.capacity_of`).
-
-MLTCP ([R], :class:`MltcpSharing`, ``SimOptions.mltcp``, :class:`sim.mltcp.MltcpFlows`). The flows
-share links by weighted max-min (:func:`sim.maxmin.maxmin_levels`): a flow's rate is its weight times
-the level its links allow, its weight ``F(bytes_ratio) ** gamma`` of its directed connection (job
-run, sender rank, receiver rank), the fluid model of ``docs/resolutions.md`` (Cassini) §6.4 item 5 (a) on a
-routed fabric. A connection's ``bytes_ratio`` follows the emulator's BPF program
-(:class:`sim.mltcp.MltcpLedger`): bytes delivered since its iteration started, which the idle-gap rule
-decides when a transfer enters the network, over those of its last iteration, learned (0 until one
-is). Weights are taken when a component's rates are recomputed, and again each time a flow that
-shares a link crosses a multiple of ``step`` of its iteration's bytes, so a weight lags its flow's
-progress by at most ``step`` (with gamma 1 and no cap, the ratio of two flows' weights on one link
-does not change while both send, and the shares are exact whatever the step). Slow start and the
-multiplicative decrease are not modelled, as for every flow. Cost: one re-weigh event per ``step``
-per connection per iteration while it shares a link, each a reallocation of its component.
+Each model's rules and cost: ``docs/simulator-engines.md`` (How flows share links).
 """
 
 from __future__ import annotations
@@ -70,7 +52,7 @@ class MaxMin(LinkSharing):
 
 class TcpShare(LinkSharing):
     """Max-min, then every link saturated by two flows or more at ``efficiency`` of its capacity
-    (see the module docstring).
+    (``docs/simulator-engines.md``, How flows share links).
 
     Args:
         capacity: as :class:`LinkSharing`.
@@ -110,7 +92,7 @@ class TcpShare(LinkSharing):
 
 
 class MltcpSharing(LinkSharing):
-    """Weighted max-min, each flow weighted by its connection's F (see the module docstring).
+    """Weighted max-min, each flow weighted by its connection's F (``docs/simulator-engines.md``).
 
     Args:
         capacity: as :class:`LinkSharing`.

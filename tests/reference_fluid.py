@@ -1,10 +1,10 @@
 """A brute-force reference of the fluid model of :mod:`sim.fluid`, written apart from its engine.
 
-The model (the engine's module docstring, overlap ``together``): a job's iteration is its compute and then
-its communication, ``bound / level`` plus its latency; the running jobs' levels are the weighted max-min
-fair fill of their traffic, INA jobs in per-worker rates of the fabric's fastest link with their ToRs'
-throughput (PAT) spilling into unaggregated streams; levels change only at a start, a finish or a removal,
-so progress is linear in between. This reference computes the same thing the slow, obvious way:
+The model (``docs/simulator-engines.md``, The fluid engine; overlap ``together``): a job's iteration is its
+compute and then its communication, ``bound / level`` plus its latency; the running jobs' levels are the
+weighted max-min fair fill of their traffic, INA jobs in per-worker rates of the fabric's fastest link with
+their ToRs' throughput (PAT) spilling into unaggregated streams; levels change only at a start, a finish or a
+removal, so progress is linear in between. This reference computes the same thing the slow, obvious way:
 
 * costs from the modules the model names, not the engine's memoised shapes: a collective's bound is
   :func:`jobs.steps.job_bound_s`, its bytes per link :func:`jobs.steps.link_loads` over every step of

@@ -1,7 +1,7 @@
 """Unit tests of the incremental flow-level simulator (``sim.flowsim.FlowEngine``): driven to the end
 it gives what ``simulate`` gives bit for bit; late additions, preemption (``remove``) and restarts
-(a job added again as a new run) behave as the module docstring says; ``advance`` stops where it
-should; misuse fails with the offending value."""
+(a job added again as a new run) behave as ``docs/simulator-engines.md`` (Incremental use) says;
+``advance`` stops where it should; misuse fails with the offending value."""
 
 import math
 

@@ -37,7 +37,8 @@ def random_cluster(seed: int) -> Cluster:
 
 
 def with_topology(machines: list[MachineInfo]) -> Cluster:
-    """A cluster of ``machines`` with the module docstring's three-tier graph."""
+    """A cluster of ``machines`` with a three-tier graph: machines under their rack's switch, racks under
+    their pod's, pods under one core; 10 Gbit/s links."""
     g = nx.Graph()
     for m in machines:
         g.add_node(m.name, role="machine", gpus=m.gpus, rack=m.rack, pod=m.pod)

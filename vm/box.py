@@ -1,27 +1,14 @@
 """The VM's box: Debian 12 made here from Debian's packages, packaged for Vagrant's libvirt provider.
 
 No box registry is reachable from every machine the testbed runs on, so the box is built
-offline from what the machine's own package mirror serves:
+offline from what the machine's own package mirror serves: ``debootstrap`` with the stock kernel
+and every package the set-up installs, a ``vagrant`` account, the project's venv from wheels
+downloaded here (:func:`ensure_wheels`), an ext4 image converted to qcow2, and the box's files
+beside the kernel and initrd. Everything the build makes outside :data:`BOX_DIR` is in the run
+record (:mod:`emulator.journal`) and removed whether the build finishes or not; the box is kept as
+a cache, keyed by a digest of its inputs.
 
-1. ``debootstrap`` of this machine's Debian release (its mirror, as for the worker image,
-   :func:`emulator.worker_image.host_distribution`) with the stock kernel (``linux-image-amd64``,
-   whose modules include ``openvswitch``, ``sch_red`` and ``sch_netem``), systemd, OpenSSH and
-   rsync, and every package the project's set-up installs (``scripts/setup.sh --list-packages``),
-   so that the set-up in the VM needs no mirror;
-2. a ``vagrant`` account with passwordless sudo and a key pair made for this box, DHCP on the
-   first interface (systemd-networkd), the root file system on the whole disk (``/dev/vda``);
-   the project's venv made where the VM syncs the project (``/testbed/.venv``) and its Python
-   packages installed from wheels downloaded here (:func:`ensure_wheels`), with the set-up's
-   stamp, so that the set-up in the VM finds them installed instead of running pip under
-   software emulation (about 6 minutes);
-3. the tree as an ext4 image (``mkfs.ext4 -d``: no loop device, no mount) converted to qcow2;
-4. the box: ``box.img``, ``metadata.json``, the kernel and initrd beside them, booted by the
-   provider directly (no boot loader), and a ``Vagrantfile`` that points the provider at them
-   and vagrant at the key.
-
-Everything the build makes outside :data:`BOX_DIR` (the scratch tree, the processes) is in the
-run record (:mod:`emulator.journal`) and removed whether the build finishes or not. The box file
-is kept as a cache, keyed by a digest of its inputs (packages, guest files, this module).
+Each step of the build: ``docs/vm.md`` (``make vm``, step 1).
 """
 
 from __future__ import annotations

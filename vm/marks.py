@@ -2,17 +2,12 @@
 
 The BPF marker (:mod:`emulator.ecn`) stands in for RED where the kernel has no ``sch_red``; the
 VM runs both. This module reads the two runs' results and sets their marks side by side, per
-policy, per switch port (``link_bytes.csv``'s ``window_marks``: marks at the port inside the
-measurement windows, summed over waves) and per job (``summary.json``: the marked packets of
-the job's connections)::
+policy, per switch port and per job::
 
     python -m vm.marks RED_RUN_DIR BPF_RUN_DIR [--csv marks.csv]
 
-Why they differ where they do: RED marks on an exponentially weighted average of its real queue
-(``qavg``, weight ``2^-Wlog``), so it marks later than a queue crosses K and goes on marking after
-it drains; the BPF marker marks on the instantaneous backlog of a virtual queue drained at the
-port's configured rate, so it marks exactly while that backlog exceeds K. Transient queues (a
-burst that drains within RED's averaging time) are marked by the BPF marker and not by RED.
+What it compares, and why RED and the BPF marker differ where they do: ``docs/vm.md`` (RED beside
+the BPF marker) and ``docs/ecn.md``.
 """
 
 from __future__ import annotations

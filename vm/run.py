@@ -2,25 +2,14 @@
 destroy it, and leave nothing on this machine.
 
 The stock kernel's paths (the Open vSwitch kernel datapath, kernel RED for ECN, netem) run only
-in the VM where the host's kernel lacks them. One run (``make vm``, ``python -m vm``):
+in the VM where the host's kernel lacks them. One run (``make vm``, ``python -m vm``) builds the box
+when it is missing (:mod:`vm.box`), picks KVM or TCG by a probe (:mod:`vm.accel`), brings the VM up
+with libvirt and Vagrant in names and a Vagrant home of the run's own, runs the guest steps
+(:data:`STEPS`), copies ``results/vm`` out, destroys the VM and undoes every recorded change
+(:mod:`emulator.journal`). ``vm.json`` holds the machine's libvirt state before and after, what
+differs, every step's time and exit status and the probe.
 
-1. builds the offline Debian box when it is missing (:mod:`vm.box`: the project's packages and
-   venv in it, so that the set-up in the VM reaches no mirror or index);
-2. picks the accelerator by a probe (:mod:`vm.accel`): KVM where a guest runs under it, else TCG;
-3. starts libvirt's daemons where none runs, makes a storage pool and names an isolated
-   management network and a domain of the run's own, and ``vagrant up``-s
-   ``vagrant/debian/Vagrantfile`` in a Vagrant home of the run's own (the box added there), which
-   syncs the project in and provisions it with ``vagrant/provision.sh`` and the project's set-up;
-4. runs the guest steps (:data:`STEPS`): the capabilities the testbed detects there, the tests
-   that need the stock kernel, and an experiment sized for the accelerator;
-5. copies ``results/vm`` out of the guest, ``vagrant destroy``-s the VM and undoes every recorded
-   change (:mod:`emulator.journal`): domain, network, pool and its volumes, the Vagrant home
-   with its box, the daemons it started.
-
-The machine's libvirt state (domains, networks, pools, volumes), its virtualization processes
-and its firewall chains are read before and after; ``vm.json`` in the results directory holds
-both, what differs, every step's time and exit status and the accelerator's probe. A killed run's
-changes are undone by ``run_testbed.py clean``.
+The run step by step: ``docs/vm.md`` (``make vm``).
 """
 
 from __future__ import annotations

@@ -202,7 +202,7 @@ def job_flows(fabric: Fabric, job: NetJob, pat_left: Mapping[str, float], min_fa
     by_rack: dict[str, int] = {}
     for w in job.servers:
         if ps_loopback and w == job.ps:
-            continue  # reaches its PS over loopback (see the module docstring)
+            continue  # reaches its PS over loopback (docs/algorithms.md, NetPack's network model)
         n[access(w)] = n.get(access(w), 0) + 1
         by_rack[rack_of[w]] = by_rack.get(rack_of[w], 0) + 1
     p = rack_of[job.ps]
