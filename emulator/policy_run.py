@@ -32,6 +32,7 @@ from emulator.cpu import CpuSampler
 from emulator.ina_runs import InaRuns, unused_result
 from emulator.net import link_rates_mbps
 from emulator.queues import PortSampler
+from emulator.runner import EmulatorExperiment
 from experiment.config import ExperimentConfig
 from experiment.ina_results import InaJobResult, InaResult
 from experiment.loop import LoopEvent, LoopResult
@@ -95,7 +96,7 @@ class PolicyMeasurement:
         records = [r for w in waves for r in w.records]
         result = self.result(loop, waves, records, link_bytes, ina_result)
         write_json(os.path.join(self.pdir, "measurements.json"), result.to_dict())
-        result.summary = summarise_policy(self.cfg, self.s.g, result, records)
+        result.summary = summarise_policy(self.cfg, self.s.g, result, records, EmulatorExperiment.name)
         return result
 
     def run_loop(self) -> tuple[LoopResult, EmulatorBackend, dict, InaResult | None]:

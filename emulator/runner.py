@@ -30,29 +30,28 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from common.errors import EmulationError
 from common.units import wall_s
-from emulator import capabilities
-from emulator.backend import uses_agents
+from emulator import config_checks
 from emulator.cluster import LOCAL, ClusterOptions
-from emulator.containers import ContainerRunner, ContainerSettings
-from emulator.ecn import resolve_method
-from emulator.ina_fabric import InaFabric
-from emulator.ina_runs import InaSetup, resolve_ina, without_ina
-from emulator.net import EmulatedNetwork, NetOptions
-from emulator.policy_run import PolicyMeasurement
-from emulator.ports import resolve_port_type
-from emulator.variants import ECN_MARKERS, SWITCH_PORTS, EcnMarker, SwitchPorts, ecn_marker, switch_ports
-from emulator.worker_image import ensure_image
+from emulator.variants import ECN_MARKERS, SWITCH_PORTS, EcnMarker, SwitchPorts
 from experiment import driver
-from experiment.config import MLTCP_CONGESTION_CONTROLS, ExperimentConfig, ina_jobs, ina_switches
+from experiment.config import MLTCP_CONGESTION_CONTROLS, BackendChecks, ExperimentConfig, ina_jobs, ina_switches
 from experiment.driver import ExperimentBackend, PolicySession
 from experiment.summary import PolicyRun
-from ina.plan import pat_pps
 from jobs.launcher import ExecFn, ready_path
-from measure.footprint import check_memory, footprint, mem_available_bytes
 from measure.marking import marking_params
+from topo.schema import EMULATOR_LIMITS
+
+if TYPE_CHECKING:
+    from emulator.containers import ContainerSettings
+    from emulator.ina_runs import InaSetup
+    from emulator.net import EmulatedNetwork, NetOptions
+
+# The network, its processes and the measurements (os-ken's controller among them) are imported by
+# the methods that use them: `--help` and `run_testbed.py list` read this module's back end class.
 
 
 class Progress:
@@ -99,6 +98,8 @@ def net_options(cfg: ExperimentConfig, ecn: EcnMarker = ECN_MARKERS["none"],
                 ports: SwitchPorts = SWITCH_PORTS["system"], ina_switches: tuple[str, ...] = ()) -> NetOptions:
     """The network options of an experiment, with its ECN marker and switch port kind (resolved
     once, :mod:`emulator.variants`) and the switches that get an INA aggregator port."""
+    from emulator.net import NetOptions
+
     e = cfg.ecn
 
     def marking(rate_mbps: float):
@@ -147,7 +148,18 @@ class EmulatorExperiment(ExperimentBackend):
 
     name = "emu"
     what = "emulated network"
+    help = "the emulated network: real traffic in Mininet, bandwidth-limited links (root needed)"
+    report_name = "emulated"
+    measured = True
     concurrent_runs = False  # one network of this machine's at a time
+    checks = BackendChecks(
+        shaped=True, fields=(config_checks.ecn_thresholds, config_checks.afxdp_mtu),
+        topology=(config_checks.cluster_mode, config_checks.threshold_delay, config_checks.marking_ramp,
+                  config_checks.runs_no_trace),
+        last=(config_checks.time_limit,), describe=config_checks.describe, limits=EMULATOR_LIMITS)
+    """Its links must be rates it can shape, ECN thresholds within its queues, AF_XDP frames within
+    4 kB, cluster mode without what runs on one machine, the run within ``time_limit_s``, and no
+    trace (:mod:`emulator.config_checks`)."""
 
     def __init__(self):
         self.ecn: tuple[str, str] = ("none", "not requested")
@@ -158,6 +170,15 @@ class EmulatorExperiment(ExperimentBackend):
 
     def prepare(self, cfg: ExperimentConfig, g, say) -> dict:
         """Root, tools and this machine's capabilities, with every variant resolved and why."""
+        from emulator import capabilities
+        from emulator.containers import ContainerSettings
+        from emulator.ecn import resolve_method
+        from emulator.ina_runs import InaSetup, resolve_ina
+        from emulator.ports import resolve_port_type
+        from emulator.variants import ecn_marker, switch_ports
+        from emulator.worker_image import ensure_image
+        from measure.footprint import check_memory, footprint, mem_available_bytes
+
         capabilities.require_root()
         capabilities.require_tools()
         caps = capabilities.detect()
@@ -195,6 +216,8 @@ class EmulatorExperiment(ExperimentBackend):
 
     def describe(self, cfg: ExperimentConfig, caps: dict, specs) -> str:
         """The jobs, policies, scale and dilation, runtime, datapath, ports, ECN and INA of the run."""
+        from emulator.backend import uses_agents
+
         runtime = "agent" if uses_agents(cfg) else "torch"
         if self.containers is not None:
             runtime += (f" runtime in docker containers ({self.containers.image}, {self.containers.cpus:g} CPU "
@@ -219,6 +242,12 @@ class EmulatorExperiment(ExperimentBackend):
         With INA jobs and no INA engine (``ina.use: optional``), they run the ring allreduce
         (:func:`emulator.ina_runs.without_ina`); ``config.json`` keeps what was asked.
         """
+        from emulator.containers import ContainerRunner
+        from emulator.ina_fabric import InaFabric
+        from emulator.ina_runs import without_ina
+        from emulator.net import EmulatedNetwork
+        from ina.plan import pat_pps
+
         ina = self.ina
         if ina is not None and ina.engine is None:
             cfg = without_ina(cfg)
@@ -258,6 +287,8 @@ class EmulatorSession(PolicySession):
     def run_policy(self, spec: str, pdir: str) -> PolicyRun:
         """Measure policy ``spec`` (:class:`emulator.policy_run.PolicyMeasurement`); its
         measurements go to ``pdir`` as they are taken."""
+        from emulator.policy_run import PolicyMeasurement
+
         result = PolicyMeasurement(self, spec, pdir).run()
         return PolicyRun(result.summary, result, tuple(p.to_dict() for p in result.placements),
                          tuple(s.to_dict() for s in result.starts), result.decisions, result.timeline)

@@ -26,6 +26,7 @@ import dataclasses
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar
 
 from common.errors import PlacementError, TestbedError
 from common.specs import safe_name
@@ -35,6 +36,9 @@ from experiment.runlog import RunLog
 from experiment.summary import PolicyRun
 from experiment.timeline import write_timeline_csv
 from topo.schema import SizeLimits
+
+if TYPE_CHECKING:
+    from experiment.config import BackendChecks
 
 Say = Callable[[str], None]
 
@@ -52,23 +56,39 @@ class PolicySession(abc.ABC):
 
 
 class ExperimentBackend(abc.ABC):
-    """A back end as the driver sees it: its config checks, its set-up and its sessions.
+    """A back end as the driver sees it: everything about it, in one class named by one line of
+    ``experiment.BACKENDS``. Its module must import without the back end's heavy dependencies
+    (``--help`` and ``run_testbed.py list`` read the class): those go inside its methods.
 
-    Subclasses set ``name`` (the registry key), ``what`` (how reports name it) and
-    ``concurrent_runs`` (whether several runs may go at once, in a pool of processes).
+    Subclasses set:
+        name: the registry key (``--backend``, ``capabilities.json``'s ``backend``).
+        what: how messages name it (``the {what} runs ...``).
+        help: its line in ``--help`` and ``run_testbed.py list``.
+        report_name: how the report's tables name it (with ``measured`` or ``estimated``).
+        measured: whether its figures are measured (then the report sets the simulator's
+            estimates beside them) or computed.
+        concurrent_runs: whether several runs may go at once, in a pool of processes.
+        checks: what it checks of a config beyond the common checks, with its size limits and
+            what ``run_testbed.py check`` says of a config it takes.
     """
 
-    name: str = ""
-    what: str = ""
-    concurrent_runs: bool = True
+    name: ClassVar[str]
+    what: ClassVar[str]
+    help: ClassVar[str]
+    report_name: ClassVar[str]
+    measured: ClassVar[bool] = False
+    concurrent_runs: ClassVar[bool] = True
+    checks: ClassVar[BackendChecks]
+
+    @classmethod
+    def report_heading(cls) -> str:
+        """How the report's tables name this back end: ``emulated, measured``."""
+        return f"{cls.report_name}, {'measured' if cls.measured else 'estimated'}"
 
     @property
     def size_limits(self) -> SizeLimits:
-        """The largest topology this back end takes (its config checks',
-        :data:`experiment.config.CHECKS`)."""
-        from experiment.config import CHECKS
-
-        return CHECKS[self.name].limits
+        """The largest topology this back end takes (its :attr:`checks`')."""
+        return self.checks.limits
 
     def check(self, cfg):
         """Validate ``cfg`` for this back end without touching the machine; returns the topology.
@@ -76,9 +96,9 @@ class ExperimentBackend(abc.ABC):
         Raises:
             ConfigError: naming the offending value and the valid choices.
         """
-        from experiment.config import validate
+        from experiment.config import validate_for
 
-        return validate(cfg, backend=self.name)
+        return validate_for(cfg, self.checks)
 
     @abc.abstractmethod
     def prepare(self, cfg, g, say: Say) -> dict:

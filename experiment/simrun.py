@@ -17,7 +17,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from common.errors import ConfigError
 from common.units import BITS_PER_BYTE, MEGA, scale_bw_mbps
+from experiment.config import BackendChecks
 from experiment.driver import ExperimentBackend, PolicySession, Say, no_resources
 from experiment.efficiency import distribution_efficiency
 from experiment.loop import LoopEvent, LoopResult
@@ -30,6 +32,7 @@ from sim.backend import FlowSimBackend
 from sim.engines import engines_where, sim_engine
 from sim.flowsim import SimOptions
 from sim.mltcp import MltcpFlows, MltcpParams
+from topo.schema import SIMULATOR_LIMITS
 
 
 def sim_rates_mbps(g, scale: float, dilation: float = 1.0) -> dict[tuple[str, str], float]:
@@ -79,11 +82,28 @@ def sim_backend(cfg, g, bucket_bytes: Mapping[str, Sequence[int]] | None = None,
                          start_delays_s=start_delays_s)
 
 
+def _ina_needs_an_ina_engine(cfg, who: str) -> None:
+    if not sim_engine(cfg.simulator.mode).models_ina:
+        modes = engines_where(lambda e: e.models_ina)
+        raise ConfigError(f"config.jobs: {who} uses collective 'ina', which the simulator models in its {modes} "
+                          f"mode only; set simulator: {{mode: {modes}}}")
+
+
+def _describe_simulated(cfg, g) -> str:
+    return f"on the simulator ({cfg.simulator.mode} mode)"
+
+
 class SimulatorExperiment(ExperimentBackend):
     """The flow-level simulator as the driver runs it: no root, nothing on the machine to set up."""
 
     name = "sim"
     what = "flow-level simulator"
+    help = "the flow-level simulator: every job's collectives on the routed fabric, max-min fair rates (no root)"
+    report_name = "flow-level simulator"
+    checks = BackendChecks(shaped=False, ina=(_ina_needs_an_ina_engine,), describe=_describe_simulated,
+                           limits=SIMULATOR_LIMITS)
+    """The simulator models INA in some engines only, and holds paper-scale fabrics (NetPack's 10,000
+    servers: :data:`topo.schema.SIMULATOR_LIMITS`); its links need not be shapeable."""
 
     def prepare(self, cfg, g, say: Say) -> dict:
         """Nothing to check on the machine; the capabilities say which engine runs (and, for an MLTCP
@@ -198,7 +218,7 @@ def summarise_simulated(cfg, g, spec: str, jobs, loop: LoopResult, starts: Seque
         jobs_checked=None, jobs_failed=None, worst_job_ratio=None, jobs=tuple(per_job), ina=None,
         distribution_efficiency=distribution_efficiency((j.iterations_recorded, j.compute_mean_s, j.jct_s)
                                                         for j in per_job),
-        backend="sim", **completion_figures(per_job))
+        backend=SimulatorExperiment.name, **completion_figures(per_job))
 
 
 def _total(values: Sequence[float | None]) -> float | None:

@@ -192,7 +192,7 @@ class PolicySummary:
         ina: in-network aggregation over the policy (None: no job uses collective ``ina``).
         distribution_efficiency: NetPack's DE over the jobs (:mod:`experiment.efficiency`; None:
             no job with a JCT).
-        backend: the back end that ran the policy (``emu`` or ``sim``).
+        backend: the name of the back end that ran the policy (``experiment.BACKENDS``).
         comm_p90_s: 90th percentile (nearest rank) over jobs of their mean communication time
             per iteration (None: no job measured one).
         jct_p90_s: 90th percentile (nearest rank) over jobs of their completion time.
