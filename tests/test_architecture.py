@@ -165,8 +165,8 @@ def test_help_and_list_read_every_back_end_class_without_its_heavy_imports():
             "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
             "        run_testbed.main(argv)\n"
             "from experiment import backend_classes\nassert backend_classes()['emu'].measured\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mininet', 'os_ken', 'torch')\n"
-            "             or m in ('emulator.net', 'emulator.backend', 'emulator.policy_run', 'emulator.controller_proc')))")
+            "heavy = ('emulator.net', 'emulator.backend', 'emulator.policy_run', 'emulator.controller_proc')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mininet', 'os_ken', 'torch') or m in heavy))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout + out.stderr

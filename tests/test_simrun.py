@@ -56,7 +56,8 @@ def test_each_back_end_holds_topologies_up_to_its_own_size_limits():
     from experiment import backend_class
     from topo.schema import EMULATOR_LIMITS, SIMULATOR_LIMITS
 
-    assert backend_class("emu").checks.limits is EMULATOR_LIMITS and backend_class("sim").checks.limits is SIMULATOR_LIMITS
+    assert backend_class("emu").checks.limits is EMULATOR_LIMITS
+    assert backend_class("sim").checks.limits is SIMULATOR_LIMITS
     assert make_backend("sim").size_limits is SIMULATOR_LIMITS
 
 
