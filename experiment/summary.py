@@ -4,7 +4,8 @@ same for every back end.
 Each back end builds a :class:`PolicySummary` of every policy it ran: the emulator with
 :func:`experiment.report.summarise_policy` from a policy's
 :class:`experiment.measurements.PolicyResult` and its iteration records, the simulator with
-:func:`experiment.simrun.summarise_simulated` from its loop and estimates. A figure a back end
+:func:`experiment.run.summarise_loop` from its loop and estimates (as any back end that
+measures no network). A figure a back end
 does not measure is None (empty in the CSVs, "-" in the tables), never zero, and
 ``backend`` says which back end measured the rest; the report's writers read its attributes.
 :meth:`PolicySummary.to_dict` is the layout of a policy's entry in ``summary.json`` (and of
