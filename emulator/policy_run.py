@@ -10,7 +10,8 @@
 2. :meth:`~PolicyMeasurement.check_health`: the port sampler and the controller kept up;
 3. :meth:`~PolicyMeasurement.result`: bytes and marks per link and wave, CPU in the
    measurement windows, every job's evidence and verdict (:mod:`measure.fidelity`), and the
-   simulator's estimate of every job on the run's own schedule (:mod:`experiment.resimulate`).
+   simulator's estimate of every job on the run's own schedule (the session's ``estimate``, which
+   the driver hands the emulator: :class:`experiment.driver.ScheduleEstimator`).
 
 The network is shared by the policies of a run, one after another: its routes are static
 (every machine pair), every wave ends with its workers gone and its queues drained, the hosts
@@ -38,16 +39,13 @@ from experiment.ina_results import InaJobResult, InaResult
 from experiment.loop import LoopEvent, LoopResult
 from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
 from experiment.report import summarise_policy
-from experiment.resimulate import simulate_schedule, start_offsets
 from experiment.results import write_json
 from experiment.run import config_cluster, last_starts, place_and_run
-from experiment.simrun import mltcp_flows
 from experiment.timeline import up_phases
 from measure import fidelity
 from measure.iterations import job_iteration_times
 from measure.linkstats import LinkSeries, counter_series, read_queue_samples
 from placement.metrics import fragmentation, used_machines
-from scheduling import make_scheduler
 
 
 class PolicyMeasurement:
@@ -156,13 +154,9 @@ class PolicyMeasurement:
             ina_result = dataclasses.replace(ina_result, cpu=self.sampler.process_p95(windows or None))
         evidence = job_evidence(cfg, placements, records, ina_result.jobs if ina_result else None)
         verdicts = fidelity.job_verdicts(g, link_rates_mbps(g, cfg.scale), evidence, cfg.mtu)
-        # The simulator re-drives the run's schedule: its batches one after another where the
-        # scheduler runs them so, else every start and preemption at its time.
-        in_batches = make_scheduler(cfg.scheduler, seed=cfg.seed).starts_in_batches
         timeline = up_phases(records, cfg.dilation)
-        delays = start_offsets(timeline, self.batches) if mltcp_flows(cfg) is not None else None
-        estimates = simulate_schedule(cfg, g, loop, {e.job: e.bucket_bytes for e in evidence if e.bucket_bytes},
-                                      self.batches if in_batches else None, delays)
+        estimates = s.estimate(cfg, g, loop, self.batches, timeline,
+                               {e.job: e.bucket_bytes for e in evidence if e.bucket_bytes})
         link_checks = fidelity.link_checks(queue_samples, rates, windows or None, cfg.mtu, cfg.queue_packets)
         ports = self.ports
         return PolicyResult(

@@ -39,7 +39,7 @@ from emulator.cluster import LOCAL, ClusterOptions
 from emulator.variants import ECN_MARKERS, SWITCH_PORTS, EcnMarker, SwitchPorts
 from experiment import driver
 from experiment.config import MLTCP_CONGESTION_CONTROLS, BackendChecks, ExperimentConfig, ina_jobs, ina_switches
-from experiment.driver import ExperimentBackend, PolicySession
+from experiment.driver import ExperimentBackend, PolicySession, ScheduleEstimator
 from experiment.summary import PolicyRun
 from jobs.launcher import ExecFn, ready_path
 from measure.marking import marking_params
@@ -236,8 +236,9 @@ class EmulatorExperiment(ExperimentBackend):
                 + (f", INA {ina.engine or 'not used'} ({ina.why})" if ina is not None else ""))
 
     @contextlib.contextmanager
-    def open(self, cfg: ExperimentConfig, g, run_dir: str, caps: dict, say):
-        """The run's network (and INA aggregators), checked with TCP, shared by every policy in turn.
+    def open(self, cfg: ExperimentConfig, g, run_dir: str, caps: dict, say, estimate: ScheduleEstimator):
+        """The run's network (and INA aggregators), checked with TCP, shared by every policy in turn;
+        its sessions set ``estimate``'s figures beside what they measure.
 
         With INA jobs and no INA engine (``ina.use: optional``), they run the ring allreduce
         (:func:`emulator.ina_runs.without_ina`); ``config.json`` keeps what was asked.
@@ -273,16 +274,18 @@ class EmulatorExperiment(ExperimentBackend):
             hosts_tcp = net.host_tcp_settings()
             spawn = ContainerRunner(net, self.containers, [run_dir]) if self.containers is not None else None
             sanity_check(net, run_dir)
-            yield EmulatorSession(cfg, g, net, progress, self.ecn, hosts_tcp, ina, spawn)
+            yield EmulatorSession(cfg, g, net, progress, self.ecn, hosts_tcp, ina, spawn, estimate)
 
 
 class EmulatorSession(PolicySession):
     """Policies one after another on the run's emulated network (:func:`run_policy`)."""
 
     def __init__(self, cfg: ExperimentConfig, g, net: EmulatedNetwork, progress: Progress,
-                 ecn: tuple[str, str], hosts_tcp: dict, ina: InaSetup | None, spawn: ExecFn | None):
+                 ecn: tuple[str, str], hosts_tcp: dict, ina: InaSetup | None, spawn: ExecFn | None,
+                 estimate: ScheduleEstimator):
         self.cfg, self.g, self.net, self.progress = cfg, g, net, progress
         self.ecn, self.hosts_tcp, self.ina, self.spawn = ecn, hosts_tcp, ina, spawn
+        self.estimate = estimate
 
     def run_policy(self, spec: str, pdir: str) -> PolicyRun:
         """Measure policy ``spec`` (:class:`emulator.policy_run.PolicyMeasurement`); its

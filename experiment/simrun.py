@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from common.errors import ConfigError
 from common.units import BITS_PER_BYTE, MEGA, scale_bw_mbps
 from experiment.config import BackendChecks
-from experiment.driver import ExperimentBackend, PolicySession, Say, no_resources
+from experiment.driver import ExperimentBackend, PolicySession, Say, ScheduleEstimator, no_resources
 from experiment.run import experiment_jobs, run_policy_loop, summarise_loop
 from experiment.summary import PolicyRun
 from experiment.timeline import up_phases
@@ -120,7 +120,7 @@ class SimulatorExperiment(ExperimentBackend):
         return (f"{source}, {len(specs)} policies on the flow-level simulator ({cfg.simulator.mode} mode, "
                 f"scale {cfg.scale:g}, scheduler {cfg.scheduler}); times in paper-scale seconds")
 
-    def open(self, cfg, g, run_dir: str, caps: dict, say: Say):
+    def open(self, cfg, g, run_dir: str, caps: dict, say: Say, estimate: ScheduleEstimator | None):
         """A session that holds nothing: each policy gets a fresh simulator."""
         return no_resources(SimulatorSession(cfg, g, say))
 

@@ -48,7 +48,7 @@ class DurationsExperiment(ExperimentBackend):
     def describe(self, cfg, caps, specs) -> str:
         return f"{len(cfg.jobs)} jobs, {len(specs)} policies on the durations model"
 
-    def open(self, cfg, g, run_dir, caps, say):
+    def open(self, cfg, g, run_dir, caps, say, estimate):
         return no_resources(DurationsSession(cfg, g))
 
 
