@@ -46,6 +46,7 @@ from measure.marking import marking_params
 from topo.schema import EMULATOR_LIMITS
 
 if TYPE_CHECKING:
+    from emulator.capabilities import RunCapabilities
     from emulator.containers import ContainerSettings
     from emulator.ina_runs import InaSetup
     from emulator.net import EmulatedNetwork, NetOptions
@@ -167,6 +168,7 @@ class EmulatorExperiment(ExperimentBackend):
         self.ports: SwitchPorts = SWITCH_PORTS["system"]
         self.ina: InaSetup | None = None
         self.containers: ContainerSettings | None = None
+        self.caps: RunCapabilities | None = None  # what prepare() found and chose
 
     def prepare(self, cfg: ExperimentConfig, g, say) -> dict:
         """Root, tools and this machine's capabilities, with every variant resolved and why."""
@@ -181,41 +183,46 @@ class EmulatorExperiment(ExperimentBackend):
 
         capabilities.require_root()
         capabilities.require_tools()
-        caps = capabilities.detect()
+        machine = capabilities.detect()
         cluster = cluster_options(cfg)
         if cluster is not None and cfg.ecn.marking != "off":  # validate() let only `optional` through
             self.ecn = ("none", "ECN not measured: cluster mode (the marker runs on one machine)")
         else:
-            self.ecn = resolve_method(cfg.ecn.marking, cfg.ecn.method, caps)
-        caps["ecn_method"], caps["ecn_why"] = self.ecn
+            self.ecn = resolve_method(cfg.ecn.marking, cfg.ecn.method, machine.has_red, machine.bpf_marker_missing)
         self.marker = ecn_marker(self.ecn[0])
+        ina_engine = ina_why = None
         if ina_jobs(cfg):
-            engine, why = resolve_ina(cfg)
-            self.ina = InaSetup(engine, why, ina_switches(cfg, g) if engine else ())
-            caps["ina_engine"], caps["ina_why"] = engine or "none", why
+            engine, ina_why = resolve_ina(cfg)
+            self.ina = InaSetup(engine, ina_why, ina_switches(cfg, g) if engine else ())
+            ina_engine = engine or "none"
+        cluster_record = memory = None
         if cluster is not None:  # validate() refused switch_ports: afxdp
-            caps["switch_ports"], caps["switch_ports_why"] = "system", "cluster mode: plain veth ports on every server"
-            caps["cluster"] = cluster_caps(g, cluster)
+            ports, ports_why = "system", "cluster mode: plain veth ports on every server"
+            cluster_record = cluster_caps(g, cluster)
         else:
             available = mem_available_bytes()
             afxdp = footprint(g, "afxdp", available)
             too_big = None if afxdp.fits else (
                 f"AF_XDP ports would take {afxdp.text()}; plain veths wake ovs-vswitchd's main thread for every "
                 f"packet, so the fidelity monitor's verdict says whether the network kept up")
-            caps["switch_ports"], caps["switch_ports_why"] = resolve_port_type(
-                cfg.switch_ports, cfg.mtu, caps["ovs_datapath"], caps["afxdp_missing"], too_big)
-            caps["memory"] = check_memory(g, caps["switch_ports"], available, cfg.memory_check)
-        self.ports = switch_ports(caps["switch_ports"])
+            ports, ports_why = resolve_port_type(cfg.switch_ports, cfg.mtu, machine.ovs_datapath,
+                                                 machine.afxdp_missing, too_big)
+            memory = check_memory(g, ports, available, cfg.memory_check)
+        self.ports = switch_ports(ports)
         if cfg.container.engine == "docker":
             image = ensure_image(say)
             self.containers = ContainerSettings(image.tag, cfg.container.cpus)
-            caps["container"] = {"engine": "docker", "cpus": cfg.container.cpus, **image.to_dict()}
+            container = {"engine": "docker", "cpus": cfg.container.cpus, **image.to_dict()}
         else:
-            caps["container"] = {"engine": "none"}
-        return caps
+            container = {"engine": "none"}
+        self.caps = capabilities.RunCapabilities(
+            machine, self.ecn[0], self.ecn[1], ports, ports_why, container, ina_engine=ina_engine, ina_why=ina_why,
+            cluster=cluster_record, memory=memory)
+        return self.caps.to_dict()
 
     def describe(self, cfg: ExperimentConfig, caps: dict, specs) -> str:
-        """The jobs, policies, scale and dilation, runtime, datapath, ports, ECN and INA of the run."""
+        """The jobs, policies, scale and dilation, runtime, datapath, ports, ECN and INA of the run, as
+        :meth:`prepare` found and chose them."""
         from emulator.backend import uses_agents
 
         runtime = "agent" if uses_agents(cfg) else "torch"
@@ -224,15 +231,16 @@ class EmulatorExperiment(ExperimentBackend):
                         f"each)")
         else:
             runtime += " runtime as processes"
-        if "cluster" in caps:
-            c = caps["cluster"]
+        run = self.caps
+        if run.cluster is not None:
+            c = run.cluster
             runtime += (f", spread over {len(c['servers'])} servers ({', '.join(c['servers'])}; "
                         f"{len(c['tunnels'])} links as SSH tunnels)")
         ecn, ina = self.ecn, self.ina
         return (f"{len(cfg.jobs)} jobs, {len(specs)} policies, scale {cfg.scale:g}, dilation {cfg.dilation:g} "
                 f"(wall time of the iterations x{cfg.dilation:g}; times reported in paper-scale seconds), {runtime}, "
-                f"datapath {caps['ovs_datapath']} with {caps['switch_ports']} switch ports "
-                f"({caps['switch_ports_why']}), ECN {ecn[0]} ({ecn[1]})"
+                f"datapath {run.machine.ovs_datapath} with {run.switch_ports} switch ports "
+                f"({run.switch_ports_why}), ECN {ecn[0]} ({ecn[1]})"
                 + (f", INA {ina.engine or 'not used'} ({ina.why})" if ina is not None else ""))
 
     @contextlib.contextmanager
