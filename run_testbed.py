@@ -48,7 +48,7 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 from common.errors import ConfigError, TestbedError  # noqa: E402
-from experiment import BACKEND_HELP, BACKENDS, results  # noqa: E402
+from experiment import BACKENDS, results  # noqa: E402
 
 DEFAULT_CONFIG = os.path.join(HERE, "experiments", "default.yaml")
 
@@ -90,7 +90,7 @@ def cmd_run(args) -> int:
 
 def cmd_check(args) -> int:
     """Validate a config without root: everything a run would reject for the config alone."""
-    from experiment import config
+    from experiment import backend_class, config
     from experiment.overrides import apply_settings
 
     cfg = apply_settings(config.load(args.config), args.set)
@@ -105,7 +105,7 @@ def cmd_check(args) -> int:
         jobs = f"{len(cfg.jobs)} jobs"
     head = f"{args.config}: ok: {cfg.topology.kind} with {n_m} machines / {gpus} GPUs, {jobs}, " \
            f"policies {', '.join(config.policy_specs(cfg))}"
-    print(f"{head}; {config.CHECKS[args.backend].describe(cfg, g)}")
+    print(f"{head}; {backend_class(args.backend).checks.describe(cfg, g)}")
     return 0
 
 
@@ -371,7 +371,9 @@ def _parser() -> argparse.ArgumentParser:
     config.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="change a config field (dotted path, e.g. topology.k=6, jobs.0.workers=4, "
                              "policies=[consolidate,spread]); repeatable; checked as the file is")
-    backend_help = "; ".join(f"{k}: {v}" for k, v in BACKEND_HELP.items())
+    from experiment import backend_classes
+
+    backend_help = "; ".join(f"{name}: {cls.help}" for name, cls in backend_classes().items())
     sub = ap.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     run = sub.add_parser("run", parents=[common, config], help="run an experiment (the default command)")
     run.add_argument("-p", "--policy", action="append",

@@ -113,7 +113,7 @@ def main() -> int:
     kinds = []
     for kind in args.ports.split(","):
         try:
-            kinds.append(resolve_port_type(kind, 1500, caps["ovs_datapath"], caps["afxdp_missing"])[0])
+            kinds.append(resolve_port_type(kind, 1500, caps.ovs_datapath, caps.afxdp_missing)[0])
         except TestbedError as e:
             print(f"{kind}: skipped: {e}")
     rows, results, lines = [], [], {}
@@ -140,7 +140,7 @@ def main() -> int:
                 lines.setdefault(kind, []).append((ports, r["machine_bytes"]))
                 machines = sum(1 for _, d in g.nodes(data=True) if d["role"] == "machine")
                 results.append({"fabric": fab, "k": k, "machines": machines, "switches": g.number_of_nodes() - machines,
-                                "switch_ports": ports, "port_kind": kind, "datapath": caps["ovs_datapath"], **r})
+                                "switch_ports": ports, "port_kind": kind, "datapath": caps.ovs_datapath, **r})
                 rows.append([fab, str(machines), str(ports), kind, f"{r['up_s']:.1f}", f"{r['down_s']:.1f}",
                              f"{r['rss_before'] / MB:,.0f}", f"{r['rss_up'] / MB:,.0f}", f"{r['peak'] / MB:,.0f}",
                              f"{grown / ports / MB:.2f}", f"{r['machine_bytes'] / ports / MB:.2f}",
@@ -158,7 +158,7 @@ def main() -> int:
             continue
         fits = [k for k in range(4, 26, 2)  # k = 24: the emulator's largest fat-tree
                 if line[0] + line[1] * switch_port_count(fabric("fat_tree", k)) + RESERVE_BYTES <= available]
-        print(f"{kind} ports ({caps['ovs_datapath']} datapath): the machine's available memory falls "
+        print(f"{kind} ports ({caps.ovs_datapath} datapath): the machine's available memory falls "
               f"{line[1] / MB:.2f} MB per switch port (+{line[0] / MB:,.0f} MB); the largest fat-tree in the "
               f"{available / MB:,.0f} MB available: k = {max(fits) if fits else 'none'}")
     if args.json:

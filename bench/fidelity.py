@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     except TestbedError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    ports, why = resolve_port_type("auto", 1500, caps["ovs_datapath"], caps["afxdp_missing"])
+    ports, why = resolve_port_type("auto", 1500, caps.ovs_datapath, caps.afxdp_missing)
     what, build = FABRICS[args.fabric]
     g = build()
     largest = max(int(x) for x in args.workers.split(","))

@@ -155,7 +155,7 @@ def main(argv=None) -> int:
         kinds = [k.strip() for k in args.ports.split(",") if k.strip()]
         for kind in kinds:
             if kind != "system":
-                resolve_port_type(kind, 1500, caps["ovs_datapath"], caps["afxdp_missing"])
+                resolve_port_type(kind, 1500, caps.ovs_datapath, caps.afxdp_missing)
         racks = [int(x) for x in args.racks.split(",")]
         queues = [int(x) for x in args.host_queues.split(",")]
         spreads = [int(x) for x in args.spreads.split(",")]

@@ -1,13 +1,15 @@
 """Detect what this machine offers the emulator, and check the preconditions of a run.
 
-The result is recorded with every run (``capabilities.json``) so a reader knows which path
-was used: OVS datapath, whether AF_XDP switch ports can run, available qdiscs, congestion
-controls, CPU count, whether the BPF ECN marker can run, and (added by the runner) the ECN
-marking path and the switch port type the run used.
+The result is recorded with every run (``capabilities.json``: :class:`RunCapabilities`) so a reader
+knows which path was used: OVS datapath, whether AF_XDP switch ports can run, available qdiscs,
+congestion controls, CPU count, whether the BPF ECN marker can run (:class:`MachineCapabilities`),
+and every variant the run chose (the ECN marking path, the INA engine, the switch port type, the
+servers or the memory check, the container engine), each with why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -95,8 +97,86 @@ def qdisc_probe() -> dict[str, bool]:
         subprocess.run(["ip", "link", "del", a], capture_output=True)
 
 
-def detect() -> dict:
-    """Probe the machine (needs root). Returns a JSON-serialisable dict."""
+@dataclasses.dataclass(frozen=True)
+class MachineCapabilities:
+    """What this machine offers the emulator (:func:`detect`).
+
+    Attributes:
+        kernel: the kernel release.
+        cpus: the CPU count.
+        ovs_version: ``ovs-vsctl --version``'s first line (None: no answer).
+        ovs_datapath: the datapath an ``auto`` run uses: ``kernel`` where its module can run, else ``user``.
+        qdiscs: each qdisc of :data:`QDISC_TRIALS` -> whether the kernel accepts it (empty: no probe).
+        congestion_controls: the TCP congestion controls the kernel has available.
+        bpf_marker: whether the BPF ECN marker can run; bpf_marker_missing: why not (None: it can).
+        afxdp_missing: why AF_XDP switch ports cannot run (None: they can).
+        ina_engine_available, ina_engine_why: the INA engine a run here would use, and why.
+    """
+
+    kernel: str
+    cpus: int | None
+    ovs_version: str | None
+    ovs_datapath: str
+    qdiscs: dict[str, bool]
+    congestion_controls: list[str]
+    bpf_marker: bool
+    bpf_marker_missing: str | None
+    afxdp_missing: str | None
+    ina_engine_available: str
+    ina_engine_why: str
+
+    @property
+    def has_red(self) -> bool:
+        """Whether the kernel takes the RED qdisc (with ECN)."""
+        return bool(self.qdiscs.get("red"))
+
+    def to_dict(self) -> dict:
+        """JSON form: the first keys of ``capabilities.json``, in field order."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunCapabilities:
+    """What a run records of this machine and of what it chose (``capabilities.json`` but its
+    ``backend``, which the driver adds), each choice with why.
+
+    Attributes:
+        machine: what the machine offers.
+        ecn_method, ecn_why: the ECN marking path (``red``, ``bpf``, ``none``).
+        switch_ports, switch_ports_why: the switch port kind.
+        container: the container engine and, for ``docker``, its CPUs and image.
+        ina_engine, ina_why: the INA engine (``none``: the INA jobs run without one; None: no INA jobs).
+        cluster: a cluster-mode run's servers, nodes and tunnels (None: on this machine alone).
+        memory: the network's predicted memory against what is available (None: in cluster mode).
+    """
+
+    machine: MachineCapabilities
+    ecn_method: str
+    ecn_why: str
+    switch_ports: str
+    switch_ports_why: str
+    container: dict
+    ina_engine: str | None = None
+    ina_why: str | None = None
+    cluster: dict | None = None
+    memory: dict | None = None
+
+    def to_dict(self) -> dict:
+        """JSON form: the machine's keys, then the choices, an absent one left out."""
+        out = {**self.machine.to_dict(), "ecn_method": self.ecn_method, "ecn_why": self.ecn_why}
+        if self.ina_engine is not None:
+            out["ina_engine"], out["ina_why"] = self.ina_engine, self.ina_why
+        out["switch_ports"], out["switch_ports_why"] = self.switch_ports, self.switch_ports_why
+        if self.cluster is not None:
+            out["cluster"] = self.cluster
+        if self.memory is not None:
+            out["memory"] = self.memory
+        out["container"] = self.container
+        return out
+
+
+def detect() -> MachineCapabilities:
+    """Probe the machine (needs root)."""
     def sysctl(key):
         cp = subprocess.run(["sysctl", "-n", key], capture_output=True, text=True)
         return cp.stdout.split() if cp.returncode == 0 else []
@@ -104,15 +184,12 @@ def detect() -> dict:
     ovs = subprocess.run(["ovs-vsctl", "--version"], capture_output=True, text=True).stdout.splitlines()
     kernel_ovs = kernel_datapath_available()
     ina_engine, ina_why = engine_available()
-    return {
-        "kernel": os.uname().release,
-        "cpus": os.cpu_count(),
-        "ovs_version": ovs[0] if ovs else None,
-        "ovs_datapath": "kernel" if kernel_ovs else "user",
-        "qdiscs": qdisc_probe(),
-        "congestion_controls": sysctl("net.ipv4.tcp_available_congestion_control"),
-        **ecn.detect(),
-        "afxdp_missing": ports.afxdp_missing() if not kernel_ovs else "kernel datapath",
+    bpf_why = ecn.bpf_marker_missing()
+    return MachineCapabilities(
+        kernel=os.uname().release, cpus=os.cpu_count(), ovs_version=ovs[0] if ovs else None,
+        ovs_datapath="kernel" if kernel_ovs else "user", qdiscs=qdisc_probe(),
+        congestion_controls=sysctl("net.ipv4.tcp_available_congestion_control"),
+        bpf_marker=bpf_why is None, bpf_marker_missing=bpf_why,
+        afxdp_missing=ports.afxdp_missing() if not kernel_ovs else "kernel datapath",
         # No job runs over INA yet: which engine would aggregate here, and why.
-        "ina_engine_available": ina_engine, "ina_engine_why": ina_why,
-    }
+        ina_engine_available=ina_engine, ina_engine_why=ina_why)

@@ -82,8 +82,8 @@ def bpf_missing(compile_too: bool = True) -> str | None:
     return None
 
 
-def detect() -> dict:
-    """Whether the BPF marker can run here (compiling it if needed): ``bpf_marker_missing`` is why not."""
+def bpf_marker_missing() -> str | None:
+    """Why the BPF marker cannot run here (compiling it if needed); None: it can."""
     why = bpf_missing(compile_too=False)
     if why is None:
         try:
@@ -91,7 +91,7 @@ def detect() -> dict:
             trial_load()
         except EmulationError as e:
             why = str(e)
-    return {"bpf_marker": why is None, "bpf_marker_missing": why}
+    return why
 
 
 def trial_load() -> None:
@@ -128,8 +128,9 @@ def build(force: bool = False) -> str:
     return OBJECT
 
 
-def resolve_method(marking: str, method: str, caps: dict) -> tuple[str, str]:
-    """Which marking path a run uses.
+def resolve_method(marking: str, method: str, has_red: bool, bpf_why: str | None) -> tuple[str, str]:
+    """Which marking path a run uses, where the kernel takes RED or not (``has_red``) and the BPF
+    marker cannot run for ``bpf_why`` (None: it can).
 
     Returns:
         ``(method, why)``: method is ``red``, ``bpf`` or ``none``; ``why`` says why.
@@ -139,8 +140,6 @@ def resolve_method(marking: str, method: str, caps: dict) -> tuple[str, str]:
     """
     if marking == "off":
         return "none", "ECN marking is off in the configuration"
-    has_red = bool(caps.get("qdiscs", {}).get("red"))
-    bpf_why = caps.get("bpf_marker_missing")
     if method == "auto":
         method = "red" if has_red else "bpf"
     if method == "red" and not has_red:

@@ -21,18 +21,17 @@ import time
 from collections.abc import Mapping, Sequence
 
 from common.errors import EmulationError
-from congestion import congestion_control
 from emulator.backend import EmulatorBackend, WaveResult
 from emulator.cpu import CpuSampler
 from emulator.ina_runs import InaRuns, unused_result
 from emulator.net import link_rates_mbps
 from emulator.queues import PortSampler
+from emulator.runner import EmulatorExperiment
 from experiment.config import ExperimentConfig
 from experiment.ina_results import InaJobResult, InaResult
 from experiment.loop import LoopEvent, LoopResult
 from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
 from experiment.report import summarise_policy
-from experiment.resimulate import simulate_schedule, start_offsets
 from experiment.results import write_json
 from experiment.run import config_cluster, last_starts, place_and_run
 from experiment.timeline import up_phases
@@ -40,7 +39,6 @@ from measure import fidelity
 from measure.iterations import job_iteration_times
 from measure.linkstats import LinkSeries, counter_series, read_queue_samples
 from placement.metrics import fragmentation, used_machines
-from scheduling import make_scheduler
 
 
 class PolicyMeasurement:
@@ -89,7 +87,7 @@ class PolicyMeasurement:
         records = [r for w in waves for r in w.records]
         result = self.result(loop, waves, records, link_bytes, ina_result)
         write_json(os.path.join(self.pdir, "measurements.json"), result.to_dict())
-        result.summary = summarise_policy(self.cfg, self.s.g, result, records)
+        result.summary = summarise_policy(self.cfg, self.s.g, result, records, EmulatorExperiment.name)
         return result
 
     def run_loop(self) -> tuple[LoopResult, EmulatorBackend, dict, InaResult | None]:
@@ -149,13 +147,9 @@ class PolicyMeasurement:
             ina_result = dataclasses.replace(ina_result, cpu=self.sampler.process_p95(windows or None))
         evidence = job_evidence(cfg, placements, records, ina_result.jobs if ina_result else None)
         verdicts = fidelity.job_verdicts(g, link_rates_mbps(g, cfg.scale), evidence, cfg.mtu)
-        # The simulator re-drives the run's schedule: its batches one after another where the
-        # scheduler runs them so, else every start and preemption at its time.
-        in_batches = make_scheduler(cfg.scheduler, seed=cfg.seed).starts_in_batches
         timeline = up_phases(records, cfg.dilation)
-        delays = start_offsets(timeline, self.batches) if congestion_control(cfg.congestion_control).is_mltcp else None
-        estimates = simulate_schedule(cfg, g, loop, {e.job: e.bucket_bytes for e in evidence if e.bucket_bytes},
-                                      self.batches if in_batches else None, delays)
+        estimates = s.estimate(cfg, g, loop, self.batches, timeline,
+                               {e.job: e.bucket_bytes for e in evidence if e.bucket_bytes})
         link_checks = fidelity.link_checks(queue_samples, rates, windows or None, cfg.mtu, cfg.queue_packets)
         ports = self.ports
         return PolicyResult(

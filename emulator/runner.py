@@ -21,30 +21,30 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from common.errors import EmulationError
 from common.units import wall_s
 from congestion import congestion_control
-from emulator import capabilities
-from emulator.backend import uses_agents
+from emulator import config_checks
 from emulator.cluster import LOCAL, ClusterOptions
-from emulator.containers import ContainerRunner, ContainerSettings
-from emulator.ecn import resolve_method
-from emulator.ina_fabric import InaFabric
-from emulator.ina_runs import InaSetup, resolve_ina, without_ina
-from emulator.net import EmulatedNetwork, NetOptions
-from emulator.policy_run import PolicyMeasurement
-from emulator.ports import resolve_port_type
-from emulator.variants import ECN_MARKERS, SWITCH_PORTS, EcnMarker, SwitchPorts, ecn_marker, switch_ports
-from emulator.worker_image import ensure_image
+from emulator.variants import ECN_MARKERS, SWITCH_PORTS, EcnMarker, SwitchPorts
 from experiment import driver
-from experiment.config import ExperimentConfig, ina_jobs, ina_switches
-from experiment.driver import ExperimentBackend, PolicySession
+from experiment.config import BackendChecks, ExperimentConfig, ina_jobs, ina_switches
+from experiment.driver import ExperimentBackend, PolicySession, ScheduleEstimator
 from experiment.summary import PolicyRun
-from ina.plan import pat_pps
 from jobs.launcher import ExecFn, ready_path
-from measure.footprint import check_memory, footprint, mem_available_bytes
 from measure.marking import marking_params
+from topo.schema import EMULATOR_LIMITS
+
+if TYPE_CHECKING:
+    from emulator.capabilities import RunCapabilities
+    from emulator.containers import ContainerSettings
+    from emulator.ina_runs import InaSetup
+    from emulator.net import EmulatedNetwork, NetOptions
+
+# The network, its processes and the measurements (os-ken's controller among them) are imported by
+# the methods that use them: `--help` and `run_testbed.py list` read this module's back end class.
 
 
 class Progress:
@@ -91,6 +91,8 @@ def net_options(cfg: ExperimentConfig, ecn: EcnMarker = ECN_MARKERS["none"],
                 ports: SwitchPorts = SWITCH_PORTS["system"], ina_switches: tuple[str, ...] = ()) -> NetOptions:
     """The network options of an experiment, with its ECN marker and switch port kind (resolved
     once, :mod:`emulator.variants`) and the switches that get an INA aggregator port."""
+    from emulator.net import NetOptions
+
     e = cfg.ecn
 
     def marking(rate_mbps: float):
@@ -136,7 +138,18 @@ class EmulatorExperiment(ExperimentBackend):
 
     name = "emu"
     what = "emulated network"
+    help = "the emulated network: real traffic in Mininet, bandwidth-limited links (root needed)"
+    report_name = "emulated"
+    measured = True
     concurrent_runs = False  # one network of this machine's at a time
+    checks = BackendChecks(
+        shaped=True, fields=(config_checks.ecn_thresholds, config_checks.afxdp_mtu),
+        topology=(config_checks.cluster_mode, config_checks.threshold_delay, config_checks.marking_ramp,
+                  config_checks.runs_no_trace),
+        last=(config_checks.time_limit,), describe=config_checks.describe, limits=EMULATOR_LIMITS)
+    """Its links must be rates it can shape, ECN thresholds within its queues, AF_XDP frames within
+    4 kB, cluster mode without what runs on one machine, the run within ``time_limit_s``, and no
+    trace (:mod:`emulator.config_checks`)."""
 
     def __init__(self):
         self.ecn: tuple[str, str] = ("none", "not requested")
@@ -144,70 +157,95 @@ class EmulatorExperiment(ExperimentBackend):
         self.ports: SwitchPorts = SWITCH_PORTS["system"]
         self.ina: InaSetup | None = None
         self.containers: ContainerSettings | None = None
+        self.caps: RunCapabilities | None = None  # what prepare() found and chose
 
     def prepare(self, cfg: ExperimentConfig, g, say) -> dict:
         """Root, tools and this machine's capabilities, with every variant resolved and why."""
+        from emulator import capabilities
+        from emulator.containers import ContainerSettings
+        from emulator.ecn import resolve_method
+        from emulator.ina_runs import InaSetup, resolve_ina
+        from emulator.ports import resolve_port_type
+        from emulator.variants import ecn_marker, switch_ports
+        from emulator.worker_image import ensure_image
+        from measure.footprint import check_memory, footprint, mem_available_bytes
+
         capabilities.require_root()
         capabilities.require_tools()
-        caps = capabilities.detect()
+        machine = capabilities.detect()
         cluster = cluster_options(cfg)
         if cluster is not None and cfg.ecn.marking != "off":  # validate() let only `optional` through
             self.ecn = ("none", "ECN not measured: cluster mode (the marker runs on one machine)")
         else:
-            self.ecn = resolve_method(cfg.ecn.marking, cfg.ecn.method, caps)
-        caps["ecn_method"], caps["ecn_why"] = self.ecn
+            self.ecn = resolve_method(cfg.ecn.marking, cfg.ecn.method, machine.has_red, machine.bpf_marker_missing)
         self.marker = ecn_marker(self.ecn[0])
+        ina_engine = ina_why = None
         if ina_jobs(cfg):
-            engine, why = resolve_ina(cfg)
-            self.ina = InaSetup(engine, why, ina_switches(cfg, g) if engine else ())
-            caps["ina_engine"], caps["ina_why"] = engine or "none", why
+            engine, ina_why = resolve_ina(cfg)
+            self.ina = InaSetup(engine, ina_why, ina_switches(cfg, g) if engine else ())
+            ina_engine = engine or "none"
+        cluster_record = memory = None
         if cluster is not None:  # validate() refused switch_ports: afxdp
-            caps["switch_ports"], caps["switch_ports_why"] = "system", "cluster mode: plain veth ports on every server"
-            caps["cluster"] = cluster_caps(g, cluster)
+            ports, ports_why = "system", "cluster mode: plain veth ports on every server"
+            cluster_record = cluster_caps(g, cluster)
         else:
             available = mem_available_bytes()
             afxdp = footprint(g, "afxdp", available)
             too_big = None if afxdp.fits else (
                 f"AF_XDP ports would take {afxdp.text()}; plain veths wake ovs-vswitchd's main thread for every "
                 f"packet, so the fidelity monitor's verdict says whether the network kept up")
-            caps["switch_ports"], caps["switch_ports_why"] = resolve_port_type(
-                cfg.switch_ports, cfg.mtu, caps["ovs_datapath"], caps["afxdp_missing"], too_big)
-            caps["memory"] = check_memory(g, caps["switch_ports"], available, cfg.memory_check)
-        self.ports = switch_ports(caps["switch_ports"])
+            ports, ports_why = resolve_port_type(cfg.switch_ports, cfg.mtu, machine.ovs_datapath,
+                                                 machine.afxdp_missing, too_big)
+            memory = check_memory(g, ports, available, cfg.memory_check)
+        self.ports = switch_ports(ports)
         if cfg.container.engine == "docker":
             image = ensure_image(say)
             self.containers = ContainerSettings(image.tag, cfg.container.cpus)
-            caps["container"] = {"engine": "docker", "cpus": cfg.container.cpus, **image.to_dict()}
+            container = {"engine": "docker", "cpus": cfg.container.cpus, **image.to_dict()}
         else:
-            caps["container"] = {"engine": "none"}
-        return caps
+            container = {"engine": "none"}
+        self.caps = capabilities.RunCapabilities(
+            machine, self.ecn[0], self.ecn[1], ports, ports_why, container, ina_engine=ina_engine, ina_why=ina_why,
+            cluster=cluster_record, memory=memory)
+        return self.caps.to_dict()
 
     def describe(self, cfg: ExperimentConfig, caps: dict, specs) -> str:
-        """The jobs, policies, scale and dilation, runtime, datapath, ports, ECN and INA of the run."""
+        """The jobs, policies, scale and dilation, runtime, datapath, ports, ECN and INA of the run, as
+        :meth:`prepare` found and chose them."""
+        from emulator.backend import uses_agents
+
         runtime = "agent" if uses_agents(cfg) else "torch"
         if self.containers is not None:
             runtime += (f" runtime in docker containers ({self.containers.image}, {self.containers.cpus:g} CPU "
                         f"each)")
         else:
             runtime += " runtime as processes"
-        if "cluster" in caps:
-            c = caps["cluster"]
+        run = self.caps
+        if run.cluster is not None:
+            c = run.cluster
             runtime += (f", spread over {len(c['servers'])} servers ({', '.join(c['servers'])}; "
                         f"{len(c['tunnels'])} links as SSH tunnels)")
         ecn, ina = self.ecn, self.ina
         return (f"{len(cfg.jobs)} jobs, {len(specs)} policies, scale {cfg.scale:g}, dilation {cfg.dilation:g} "
                 f"(wall time of the iterations x{cfg.dilation:g}; times reported in paper-scale seconds), {runtime}, "
-                f"datapath {caps['ovs_datapath']} with {caps['switch_ports']} switch ports "
-                f"({caps['switch_ports_why']}), ECN {ecn[0]} ({ecn[1]})"
+                f"datapath {run.machine.ovs_datapath} with {run.switch_ports} switch ports "
+                f"({run.switch_ports_why}), ECN {ecn[0]} ({ecn[1]})"
                 + (f", INA {ina.engine or 'not used'} ({ina.why})" if ina is not None else ""))
 
     @contextlib.contextmanager
-    def open(self, cfg: ExperimentConfig, g, run_dir: str, caps: dict, say):
-        """The run's network (and INA aggregators), checked with TCP, shared by every policy in turn.
+    def open(self, cfg: ExperimentConfig, g, run_dir: str, caps: dict, say, estimate: ScheduleEstimator):
+        """The run's network (and INA aggregators), checked with TCP, shared by every policy in turn;
+        its sessions set ``estimate``'s figures beside what they measure.
 
         With INA jobs and no INA engine (``ina.use: optional``), they run the ring allreduce
         (:func:`emulator.ina_runs.without_ina`); ``config.json`` keeps what was asked.
         """
+        from emulator.containers import ContainerRunner
+        from emulator.ina_fabric import InaFabric
+        from emulator.ina_runs import without_ina
+        from emulator.net import EmulatedNetwork
+        from ina.plan import pat_pps
+
         ina = self.ina
         if ina is not None and ina.engine is None:
             cfg = without_ina(cfg)
@@ -233,20 +271,24 @@ class EmulatorExperiment(ExperimentBackend):
             hosts_tcp = net.host_tcp_settings()
             spawn = ContainerRunner(net, self.containers, [run_dir]) if self.containers is not None else None
             sanity_check(net, run_dir)
-            yield EmulatorSession(cfg, g, net, progress, self.ecn, hosts_tcp, ina, spawn)
+            yield EmulatorSession(cfg, g, net, progress, self.ecn, hosts_tcp, ina, spawn, estimate)
 
 
 class EmulatorSession(PolicySession):
     """Policies one after another on the run's emulated network (:func:`run_policy`)."""
 
     def __init__(self, cfg: ExperimentConfig, g, net: EmulatedNetwork, progress: Progress,
-                 ecn: tuple[str, str], hosts_tcp: dict, ina: InaSetup | None, spawn: ExecFn | None):
+                 ecn: tuple[str, str], hosts_tcp: dict, ina: InaSetup | None, spawn: ExecFn | None,
+                 estimate: ScheduleEstimator):
         self.cfg, self.g, self.net, self.progress = cfg, g, net, progress
         self.ecn, self.hosts_tcp, self.ina, self.spawn = ecn, hosts_tcp, ina, spawn
+        self.estimate = estimate
 
     def run_policy(self, spec: str, pdir: str) -> PolicyRun:
         """Measure policy ``spec`` (:class:`emulator.policy_run.PolicyMeasurement`); its
         measurements go to ``pdir`` as they are taken."""
+        from emulator.policy_run import PolicyMeasurement
+
         result = PolicyMeasurement(self, spec, pdir).run()
         return PolicyRun(result.summary, result, tuple(p.to_dict() for p in result.placements),
                          tuple(s.to_dict() for s in result.starts), result.decisions, result.timeline)

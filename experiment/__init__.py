@@ -28,15 +28,9 @@ BACKENDS: dict[str, str] = {
     "emu": "emulator.runner:EmulatorExperiment",
     "sim": "experiment.simrun:SimulatorExperiment",
 }
-"""Back end name -> ``module:class`` of its :class:`experiment.driver.ExperimentBackend`, imported on
-demand so that choosing ``sim`` never loads Mininet."""
-
-
-BACKEND_HELP: dict[str, str] = {
-    "emu": "the emulated network: real traffic in Mininet, bandwidth-limited links (root needed)",
-    "sim": "the flow-level simulator: every job's collectives on the routed fabric, max-min fair rates (no root)",
-}
-"""One line per back end, for ``--help`` and ``run_testbed.py list``."""
+"""Back end name -> ``module:class`` of its :class:`experiment.driver.ExperimentBackend` (which holds
+everything else about it: its help line, report name, config checks), imported on demand so that
+choosing ``sim`` never loads the emulator."""
 
 
 def make_backend(name: str):
@@ -55,3 +49,14 @@ def backend_class(name: str):
         raise ConfigError(f"unknown back end {name!r}; valid: {', '.join(BACKENDS)}")
     module, _, cls = target.partition(":")
     return getattr(importlib.import_module(module), cls)
+
+
+def saved_backend_class(name: str):
+    """The class of the back end a saved run names, or None for a name not registered here (a run of
+    another installation's back end): the report then names it as it is and calls nothing measured."""
+    return backend_class(name) if name in BACKENDS else None
+
+
+def backend_classes() -> dict:
+    """Every registered back end's class, by name, in registry order (for ``--help`` and ``list``)."""
+    return {name: backend_class(name) for name in BACKENDS}

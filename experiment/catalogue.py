@@ -55,7 +55,7 @@ def spec_rows(registry: dict, context: tuple[str, ...] = ()) -> tuple[Row, ...]:
 
 def sections() -> tuple[Section, ...]:
     """Every registry a config names entries of, in the order a config file meets them."""
-    from experiment import BACKEND_HELP
+    from experiment import backend_classes
     from jobs.collective import JOB_COLLECTIVES
     from jobs.models import MODELS
     from placement import POLICIES
@@ -75,7 +75,7 @@ def sections() -> tuple[Section, ...]:
         Section("collectives", "jobs[].collective", collectives),
         Section("placement policies", "policies (spec: name,key=value,...)", spec_rows(POLICIES, ("context",))),
         Section("schedulers", "scheduler (spec: name,key=value,...)", spec_rows(SCHEDULERS)),
-        Section("back ends", "run --backend", tuple((name, "", text) for name, text in BACKEND_HELP.items())),
+        Section("back ends", "run --backend", tuple((name, "", cls.help) for name, cls in backend_classes().items())),
     )
 
 

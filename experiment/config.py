@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -63,11 +62,10 @@ from experiment.config_rules import (
     show,
 )
 from measure.marking import MARKING, METHODS
-from measure.ports import AFXDP_MAX_MTU, PORT_TYPES
-from measure.shaping import frame_bytes
-from sim.engines import SIM_ENGINES, engines_where, sim_engine
+from measure.ports import PORT_TYPES
+from sim.engines import SIM_ENGINES
 from sim.flowsim import OVERLAPS, SHARINGS
-from topo.schema import EMULATOR_LIMITS, SIMULATOR_LIMITS, SizeLimits
+from topo.schema import EMULATOR_LIMITS, SizeLimits
 
 MODES = ("replay", "train")
 RUNTIMES = ("agent", "torch")
@@ -681,10 +679,10 @@ def wall_time_lower_bound_s(cfg: ExperimentConfig) -> float:
     Raises:
         JobError: when a job names an unknown model.
     """
-    return len(policy_specs(cfg)) * _latest_end_s(cfg) * cfg.dilation
+    return len(policy_specs(cfg)) * latest_end_s(cfg) * cfg.dilation
 
 
-def _latest_end_s(cfg: ExperimentConfig) -> float:
+def latest_end_s(cfg: ExperimentConfig) -> float:
     """The latest any job can end alone, virtual seconds: its arrival plus its iterations' compute."""
     from jobs.models import get_model
 
@@ -692,35 +690,15 @@ def _latest_end_s(cfg: ExperimentConfig) -> float:
     return max((j.arrival_s + iterations * get_model(j.model).compute_time_s for j in cfg.jobs), default=0.0)
 
 
-def _slowest_compute(cfg: ExperimentConfig) -> tuple[str, float]:
-    """The model with the longest paper-scale compute time per iteration among the jobs, and that time."""
-    from jobs.models import get_model
-
-    return max(((j.model, get_model(j.model).compute_time_s) for j in cfg.jobs), key=lambda t: t[1],
-               default=("", 0.0))
-
-
-def _format_duration(seconds: float) -> str:
-    """``8h 20m``, ``12m 5s`` or ``42.5 s``: a wall time for a human."""
-    if seconds < 60:
-        return f"{seconds:.3g} s"
-    minutes = round(seconds / 60)
-    if minutes < 60:
-        m, s = divmod(round(seconds), 60)
-        return f"{m}m {s}s"
-    h, m = divmod(minutes, 60)
-    return f"{h}h {m}m"
-
-
 # -- validation: what needs more than one field --------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
 class BackendChecks:
-    """What one back end checks of a config on top of what every back end checks (:func:`validate`).
+    """What one back end checks of a config on top of what every back end checks (:func:`validate`):
+    the ``checks`` of its :class:`experiment.driver.ExperimentBackend`.
 
     Attributes:
-        name: the back end (``experiment.BACKENDS``).
         shaped: its links must be rates the emulator can shape.
         fields: checks of the config alone, before the topology is built.
         topology: checks of the config against its topology, before the jobs'.
@@ -730,7 +708,6 @@ class BackendChecks:
         limits: the largest topology it takes (:class:`topo.schema.SizeLimits`).
     """
 
-    name: str
     shaped: bool
     fields: tuple[Callable[[ExperimentConfig], None], ...] = ()
     topology: tuple[Callable[[ExperimentConfig, Any], None], ...] = ()
@@ -740,31 +717,22 @@ class BackendChecks:
     limits: SizeLimits = EMULATOR_LIMITS
 
 
-def _emulator_runs_no_trace(cfg: ExperimentConfig) -> None:
-    if cfg.trace.file:
-        raise ConfigError("config.trace: traces run on the simulator back end (run_testbed.py --backend sim, "
-                          "check --backend sim); the emulator runs a jobs: list")
-
-
-def _afxdp_mtu(cfg: ExperimentConfig) -> None:
-    if cfg.switch_ports == "afxdp" and cfg.mtu > AFXDP_MAX_MTU:
-        fail("config.mtu", cfg.mtu, "is above what AF_XDP ports carry (4 kB frames)",
-             f"at most {AFXDP_MAX_MTU} with switch_ports: afxdp; use switch_ports: auto or system")
-
-
-
-
-def _ina_needs_an_ina_engine(cfg: ExperimentConfig, who: str) -> None:
-    if not sim_engine(cfg.simulator.mode).models_ina:
-        modes = engines_where(lambda e: e.models_ina)
-        raise ConfigError(f"config.jobs: {who} uses collective 'ina', which the simulator models in its {modes} "
-                          f"mode only; set simulator: {{mode: {modes}}}")
-
-
 def validate(cfg: ExperimentConfig, backend: str = "emu"):
+    """:func:`validate_for` the back end registered as ``backend`` (``experiment.BACKENDS``): its
+    :attr:`~experiment.driver.ExperimentBackend.checks`.
+
+    Raises:
+        ConfigError: naming the offending value and the valid choices (or an unknown back end).
+    """
+    from experiment import backend_class
+
+    return validate_for(cfg, backend_class(backend).checks)
+
+
+def validate_for(cfg: ExperimentConfig, checks: BackendChecks):
     """Check every field (:func:`check_fields`), then what needs several fields, the registries and
     the topology (within the back end's size limits), and what the back end checks of its own
-    (:data:`CHECKS`); everything a run would reject for the configuration alone is rejected here.
+    (``checks``); everything a run would reject for the configuration alone is rejected here.
 
     Returns:
         The topology graph the configuration describes.
@@ -772,9 +740,6 @@ def validate(cfg: ExperimentConfig, backend: str = "emu"):
     Raises:
         ConfigError: naming the offending value and the valid choices.
     """
-    checks = CHECKS.get(backend)
-    if checks is None:
-        raise ConfigError(f"unknown back end {backend!r}; valid: {', '.join(CHECKS)}")
     cfg = check_fields(cfg)
     for check in checks.fields:
         check(cfg)
@@ -833,35 +798,6 @@ def _check_machine(where: str, m: str, g) -> None:
         names = machines(g)
         fail(where, m, "is not a machine of the topology",
              f"machines: {', '.join(names[:3])} ... {names[-1]}" if len(names) > 4 else ", ".join(names))
-
-
-def _validate_cluster(cfg: ExperimentConfig, g) -> None:
-    """Cluster mode: servers named once, none of them this machine, no more than the racks or pods
-    to spread, and none of what runs on one machine only (an ECN marker that must run, AF_XDP
-    ports, INA aggregators, Docker workers)."""
-    from topo.partition import rack_groups
-
-    c = cfg.cluster
-    if not c.servers:
-        return
-    where = "config.cluster.servers"
-    for s in c.servers:
-        if s in LOCAL_NAMES:
-            fail(where, s, "is this machine, which always takes part", "the other servers only")
-    if len(set(c.servers)) != len(c.servers):
-        fail(where, list(c.servers), "names a server twice", "each server once")
-    units = len(rack_groups(g))
-    if len(c.servers) + 1 > units:
-        fail(where, list(c.servers), f"is more servers than the topology's {units} racks or pods to spread "
-             f"(this machine takes a share too)", f"at most {units - 1} other server(s)")
-    blockers = [(cfg.ecn.marking == "required", "ecn.marking: required (the ECN marker runs on one machine; "
-                 "set ecn.marking: optional or off)"),
-                (cfg.switch_ports == "afxdp", "switch_ports: afxdp (set switch_ports: auto or system)"),
-                (bool(ina_jobs(cfg)), "INA jobs (their aggregators run on one machine)"),
-                (cfg.container.engine != "none", f"container.engine: {cfg.container.engine}")]
-    for blocked, what in blockers:
-        if blocked:
-            raise ConfigError(f"config.cluster: cluster mode runs without {what}")
 
 
 def _validate_trace(cfg: ExperimentConfig, free: int) -> None:
@@ -998,145 +934,3 @@ def _validate_scheduler(cfg: ExperimentConfig) -> None:
         make_scheduler(cfg.scheduler, seed=cfg.seed)
     except TestbedError as e:
         raise ConfigError(f"config.scheduler: {e}") from None
-
-
-def _validate_time_limit(cfg: ExperimentConfig) -> None:
-    """Reject a configuration whose wall-time lower bound exceeds ``time_limit_s``, naming the fix."""
-    bound_s = wall_time_lower_bound_s(cfg)
-    if bound_s <= cfg.time_limit_s:
-        return
-    model, compute_s = _slowest_compute(cfg)
-    n_policies = len(policy_specs(cfg))
-    last = max(cfg.jobs, key=lambda j: j.arrival_s)
-    if last.arrival_s > 0 and _latest_end_s(cfg) > (cfg.warmup_iterations + cfg.iterations) * compute_s:
-        terms = (f"{n_policies} {'policy' if n_policies == 1 else 'policies'} x (job {last.name!r} arriving "
-                 f"at {last.arrival_s:g} s + its iterations) x {cfg.dilation:g}")
-    else:
-        terms = (f"{n_policies} {'policy' if n_policies == 1 else 'policies'} x "
-                 f"{cfg.warmup_iterations + cfg.iterations} iterations x {compute_s:g} s compute ({model}) x "
-                 f"{cfg.dilation:g}")
-    in_s = f" ({bound_s:.0f} s)" if bound_s >= 60 else ""
-    takes = f"at least {_format_duration(bound_s)}{in_s} of wall time ({terms})"
-    limit = f"above time_limit_s {cfg.time_limit_s:g} s"
-    if cfg.dilation > 1:
-        raise ConfigError(f"config.dilation: {cfg.dilation:g} makes the experiment take {takes}, {limit}; "
-                          f"lower dilation or raise time_limit_s")
-    raise ConfigError(f"config.time_limit_s: the experiment takes {takes}, {limit}; raise time_limit_s "
-                      f"or run fewer iterations or policies")
-
-
-def _validate_ecn(cfg: ExperimentConfig) -> None:
-    e = cfg.ecn
-    if e.max_threshold_bytes and e.max_threshold_bytes < e.threshold_bytes:
-        raise ConfigError(f"config.ecn.max_threshold_bytes: {e.max_threshold_bytes} is below threshold_bytes "
-                          f"{e.threshold_bytes}")
-    if e.marking != "off":
-        # A threshold above the FIFO's limit is never reached: nothing would be marked.
-        queue_bytes = cfg.queue_packets * frame_bytes(cfg.mtu)
-        for key in ("threshold_bytes", "max_threshold_bytes"):
-            value = getattr(e, key)
-            if value > queue_bytes and not (key == "threshold_bytes" and e.threshold_us > 0):
-                fail(f"config.ecn.{key}", value, "is above the queue, so it is never reached",
-                     f"an integer in [0, {queue_bytes}]: queue_packets {cfg.queue_packets} x "
-                     f"(mtu {cfg.mtu} + {frame_bytes(0)}) bytes")
-    if e.marking != "off" and not congestion.congestion_control(cfg.congestion_control).reacts_to_ecn:
-        raise ConfigError(f"config.congestion_control: {cfg.congestion_control!r} ignores ECN marks; use one "
-                          f"that reacts to them (cubic, reno, dctcp) or set ecn.marking: off")
-
-
-def _validate_threshold_delay(cfg: ExperimentConfig, g) -> None:
-    """K given as a delay (``threshold_us``) is held to the queue as ``threshold_bytes`` is.
-
-    A port holds K as the bytes its rate drains in that delay, so K is fewest bytes at the
-    slowest port: a K above the queue there is above it at every port and is never reached.
-    """
-    from common.units import transfer_time_s, virtual_s, wall_s
-    from measure.marking import marking_params
-    from measure.shaping import link_rates_mbps
-
-    e = cfg.ecn
-    if e.marking == "off" or not e.threshold_us > 0:
-        return
-    rate_mbps = min(link_rates_mbps(g, cfg.scale, cfg.dilation).values())
-    p = marking_params(e.threshold_bytes, wall_s(e.threshold_us, cfg.dilation), e.max_threshold_bytes,
-                       e.max_probability, rate_mbps, cfg.queue_packets, cfg.mtu)
-    if p.threshold_bytes > p.limit_bytes:
-        max_us = round(virtual_s(transfer_time_s(p.limit_bytes, rate_mbps), cfg.dilation) * 1e6, 6)
-        fail("config.ecn.threshold_us", e.threshold_us,
-             f"is {p.threshold_bytes:.0f} bytes of queue at the slowest port ({rate_mbps:g} Mbit/s), above the "
-             f"queue, so it is never reached",
-             f"at most {math.floor(max_us)} us: the time that port takes to drain the queue, queue_packets "
-             f"{cfg.queue_packets} x (mtu {cfg.mtu} + {frame_bytes(0)}) = {p.limit_bytes:.0f} bytes")
-
-
-def _validate_marking_ramp(cfg: ExperimentConfig, g) -> None:
-    """The BPF marker (``method`` bpf, or auto where the kernel lacks RED) holds the K..K_max ramp as a
-    time at the port's rate, of at most ``MAX_RAMP_NS``; check it at the slowest port, where it is longest."""
-    from common.units import wall_s
-    from measure.marking import MAX_RAMP_NS, bytes_to_ns, marking_params
-    from measure.shaping import link_rates_mbps
-
-    e = cfg.ecn
-    if e.marking == "off" or e.method == "red" or not e.max_threshold_bytes:
-        return
-    for rate_mbps in sorted(set(link_rates_mbps(g, cfg.scale, cfg.dilation).values())):
-        p = marking_params(e.threshold_bytes, wall_s(e.threshold_us, cfg.dilation), e.max_threshold_bytes,
-                           e.max_probability, rate_mbps, cfg.queue_packets, cfg.mtu)
-        ramp_ns = bytes_to_ns(p.max_threshold_bytes, rate_mbps) - bytes_to_ns(p.threshold_bytes, rate_mbps)
-        if ramp_ns > MAX_RAMP_NS:
-            fail("config.ecn.max_threshold_bytes", e.max_threshold_bytes,
-                 f"makes the marking ramp K..K_max {ramp_ns / 1e9:.1f} s long at {rate_mbps:g} Mbit/s",
-                 f"the BPF marker holds at most {MAX_RAMP_NS / 1e9:g} s; lower it or use ecn.method: red")
-
-
-def _describe_emulated(cfg: ExperimentConfig, g) -> str:
-    """The dilation, the least wall time and, in cluster mode, how the network is spread."""
-    spread = ""
-    if cfg.cluster.servers:
-        from topo import partition
-
-        servers = ["localhost", *cfg.cluster.servers]
-        how = partition.spread(g, servers)
-        spread = (f"; spread over {len(servers)} servers ("
-                  + ", ".join(f"{s}: {len(how['nodes'][s])} nodes" for s in servers)
-                  + f"; {len(how['tunnels'])} links as SSH tunnels)")
-    return (f"dilation {cfg.dilation:g}: at least {wall_time_lower_bound_s(cfg):.0f} s of wall time (limit "
-            f"{cfg.time_limit_s:g} s){spread}{_describe_memory(cfg, g)}")
-
-
-def _describe_memory(cfg: ExperimentConfig, g) -> str:
-    """The network's predicted memory on this machine (:mod:`measure.footprint`), per port kind the
-    config allows; on one machine only."""
-    from measure.footprint import footprint, mem_available_bytes
-
-    if cfg.cluster.servers:
-        return ""
-    try:
-        available = mem_available_bytes()
-    except (OSError, KeyError, ValueError):
-        return ""
-    kinds = {"auto": ("afxdp", "system"), "afxdp": ("afxdp",), "system": ("system",)}[cfg.switch_ports]
-    prints = [footprint(g, kind, available) for kind in kinds]
-    parts = [f"{fp.predicted_bytes / 1e9:.1f} GB with {fp.port_kind} ports" + ("" if fp.fits else " (does not fit)")
-             for fp in prints]
-    return (f"; network memory about {' or '.join(parts)} ({prints[0].switch_ports} switch ports), of "
-            f"{available / 1e9:.1f} GB available")
-
-
-def _describe_simulated(cfg: ExperimentConfig, g) -> str:
-    return f"on the simulator ({cfg.simulator.mode} mode)"
-
-
-CHECKS: dict[str, BackendChecks] = {
-    "emu": BackendChecks(
-        "emu", shaped=True, fields=(_validate_ecn, _afxdp_mtu),
-        topology=(_validate_cluster, _validate_threshold_delay, _validate_marking_ramp,
-                  lambda cfg, _g: _emulator_runs_no_trace(cfg)),
-        last=(_validate_time_limit,), describe=_describe_emulated),
-    "sim": BackendChecks("sim", shaped=False, ina=(_ina_needs_an_ina_engine,), describe=_describe_simulated,
-                         limits=SIMULATOR_LIMITS),
-}
-"""Back end name -> what it checks of a config beyond the common checks (:func:`validate`): the
-emulator its shaping, ECN thresholds against its queues, AF_XDP frame sizes, cluster mode and the
-wall-time limit, and it runs no trace; the simulator models INA in its fluid
-engine only, and holds paper-scale fabrics (NetPack's 10,000 servers: its size limits)."""

@@ -5,17 +5,18 @@
     backend = experiment.make_backend("emu")        # or "sim": the registry, by name
     g = backend.check(cfg)                          # the config, for this back end
     caps = backend.prepare(cfg, g, say)             # this machine, for this config
-    with backend.open(cfg, g, run_dir, caps, say) as session:
+    with backend.open(cfg, g, run_dir, caps, say, estimate) as session:
         for spec in policies:
             run = session.run_policy(spec, pdir)    # a PolicyRun: the same records from every back end
 
-and around it the driver alone keeps the run's status (``status.json``), its progress lines,
-its interrupts (Ctrl-C, SIGTERM: ``interrupted``) and its files: ``config.json``,
-``capabilities.json`` (with ``backend``), ``topology.json``, then the report
-(:func:`experiment.report.write_run_report`: ``summary.json``, ``summary.csv``, ``jobs.csv``,
-``report.txt``, plots) and ``experiment.json`` (:mod:`experiment.export`), written after every
-policy that finished, also when a later one failed. A policy that cannot place every job is a
-result: the others run, and the run ends ``incomplete``.
+(``estimate``: the simulator's estimate of a recorded run, :class:`ScheduleEstimator`, handed to a
+back end whose figures are measured, so that it needs no simulator of its own), and around it the
+driver alone keeps the run's status (``status.json``), its progress lines, its interrupts (Ctrl-C,
+SIGTERM: ``interrupted``) and its files: ``config.json``, ``capabilities.json`` (with ``backend``),
+``topology.json``, then the report (:func:`experiment.report.write_run_report`: ``summary.json``,
+``summary.csv``, ``jobs.csv``, ``report.txt``, plots) and ``experiment.json``
+(:mod:`experiment.export`), written after every policy that finished, also when a later one failed.
+A policy that cannot place every job is a result: the others run, and the run ends ``incomplete``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import dataclasses
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from common.errors import PlacementError, TestbedError
 from common.specs import safe_name
@@ -36,7 +38,28 @@ from experiment.summary import PolicyRun
 from experiment.timeline import write_timeline_csv
 from topo.schema import SizeLimits
 
+if TYPE_CHECKING:
+    from experiment.config import BackendChecks
+
 Say = Callable[[str], None]
+
+
+class ScheduleEstimator(Protocol):
+    """The simulator's estimate of every job of a measured run, under the run's own schedule, by job
+    name (:func:`experiment.resimulate.estimate_recorded_run`): what the driver hands a back end whose
+    figures are measured, to set beside its measurements.
+
+    Args:
+        cfg, g: the config the run ran (as the back end ran it) and its topology.
+        loop: the loop's record of the run: its starts, preempted runs and placer decisions.
+        batches: the jobs of each batch the loop started, in order.
+        timeline: every job's iterations and their Up phases (:class:`experiment.timeline.UpPhase`).
+        bucket_bytes: per job, its measured gradient buckets.
+    """
+
+    def __call__(self, cfg, g, loop, batches: Sequence[Sequence[str]], timeline: Sequence,
+                 bucket_bytes: Mapping[str, Sequence[int]]) -> Mapping:
+        ...
 
 
 class PolicySession(abc.ABC):
@@ -52,23 +75,39 @@ class PolicySession(abc.ABC):
 
 
 class ExperimentBackend(abc.ABC):
-    """A back end as the driver sees it: its config checks, its set-up and its sessions.
+    """A back end as the driver sees it: everything about it, in one class named by one line of
+    ``experiment.BACKENDS``. Its module must import without the back end's heavy dependencies
+    (``--help`` and ``run_testbed.py list`` read the class): those go inside its methods.
 
-    Subclasses set ``name`` (the registry key), ``what`` (how reports name it) and
-    ``concurrent_runs`` (whether several runs may go at once, in a pool of processes).
+    Subclasses set:
+        name: the registry key (``--backend``, ``capabilities.json``'s ``backend``).
+        what: how messages name it (``the {what} runs ...``).
+        help: its line in ``--help`` and ``run_testbed.py list``.
+        report_name: how the report's tables name it (with ``measured`` or ``estimated``).
+        measured: whether its figures are measured (then the report sets the simulator's
+            estimates beside them) or computed.
+        concurrent_runs: whether several runs may go at once, in a pool of processes.
+        checks: what it checks of a config beyond the common checks, with its size limits and
+            what ``run_testbed.py check`` says of a config it takes.
     """
 
-    name: str = ""
-    what: str = ""
-    concurrent_runs: bool = True
+    name: ClassVar[str]
+    what: ClassVar[str]
+    help: ClassVar[str]
+    report_name: ClassVar[str]
+    measured: ClassVar[bool] = False
+    concurrent_runs: ClassVar[bool] = True
+    checks: ClassVar[BackendChecks]
+
+    @classmethod
+    def report_heading(cls) -> str:
+        """How the report's tables name this back end: ``emulated, measured``."""
+        return f"{cls.report_name}, {'measured' if cls.measured else 'estimated'}"
 
     @property
     def size_limits(self) -> SizeLimits:
-        """The largest topology this back end takes (its config checks',
-        :data:`experiment.config.CHECKS`)."""
-        from experiment.config import CHECKS
-
-        return CHECKS[self.name].limits
+        """The largest topology this back end takes (its :attr:`checks`')."""
+        return self.checks.limits
 
     def check(self, cfg):
         """Validate ``cfg`` for this back end without touching the machine; returns the topology.
@@ -76,9 +115,9 @@ class ExperimentBackend(abc.ABC):
         Raises:
             ConfigError: naming the offending value and the valid choices.
         """
-        from experiment.config import validate
+        from experiment.config import validate_for
 
-        return validate(cfg, backend=self.name)
+        return validate_for(cfg, self.checks)
 
     @abc.abstractmethod
     def prepare(self, cfg, g, say: Say) -> dict:
@@ -90,8 +129,11 @@ class ExperimentBackend(abc.ABC):
         """The run's first progress line after its directory: what runs, on what."""
 
     @abc.abstractmethod
-    def open(self, cfg, g, run_dir: str, caps: dict, say: Say) -> contextlib.AbstractContextManager[PolicySession]:
-        """A session for the run's policies; leaving it releases everything the back end holds."""
+    def open(self, cfg, g, run_dir: str, caps: dict, say: Say,
+             estimate: ScheduleEstimator | None) -> contextlib.AbstractContextManager[PolicySession]:
+        """A session for the run's policies; leaving it releases everything the back end holds.
+        ``estimate``: the simulator's estimate of a recorded run, for a back end whose figures are
+        :attr:`measured` (None for the others)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,7 +218,7 @@ def _run_policies(cfg, g, backend: ExperimentBackend, run_dir: str, caps: dict, 
     runs: dict[str, PolicyRun] = {}
     unplaced: dict[str, str] = {}
     try:
-        with backend.open(cfg, g, run_dir, caps, say) as session:
+        with backend.open(cfg, g, run_dir, caps, say, _estimator(backend)) as session:
             for i, spec in enumerate(specs, 1):
                 say(f"[{i}/{len(specs)}] policy {spec}")
                 pdir = os.path.join(run_dir, safe_name(spec))
@@ -197,6 +239,15 @@ def _run_policies(cfg, g, backend: ExperimentBackend, run_dir: str, caps: dict, 
         if runs or unplaced:
             _report(run_dir, cfg, g, runs, caps, unplaced, say, stream)
     return runs, unplaced
+
+
+def _estimator(backend: ExperimentBackend) -> ScheduleEstimator | None:
+    """The simulator's estimate of a recorded run, for a back end whose figures are measured."""
+    if not backend.measured:
+        return None
+    from experiment.resimulate import estimate_recorded_run
+
+    return estimate_recorded_run
 
 
 def _write_policy_files(pdir: str, run: PolicyRun, shared: Mapping[str, Sequence[str]]) -> None:

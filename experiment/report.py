@@ -132,8 +132,9 @@ def link_rows(result: PolicyResult):
                           None if w.window_link_marks is None else w.window_link_marks.get((u, v)))
 
 
-def summarise_policy(cfg, g, result: PolicyResult, records) -> PolicySummary:
-    """The per-policy summary written to ``summary.json`` and shown in the tables."""
+def summarise_policy(cfg, g, result: PolicyResult, records, backend: str) -> PolicySummary:
+    """The per-policy summary written to ``summary.json`` and shown in the tables; ``backend``: the name
+    of the back end that measured ``result``."""
     machines_used = sorted({m for p in result.placements for m in p.machines_by_rank},
                            key=lambda m: g.nodes[m]["index"])
     idle_before = [m for m in machines_used if cfg.background.get(m, 0) == 0]
@@ -243,7 +244,7 @@ def summarise_policy(cfg, g, result: PolicyResult, records) -> PolicySummary:
         ina=result.ina,
         distribution_efficiency=distribution_efficiency(
             (cfg.iterations, j.compute_mean_s, j.jct_s) for j in per_job),
-        backend="emu",
+        backend=backend,
         buckets=tuple(buckets),
         **completion_figures(per_job),
     )
@@ -346,15 +347,16 @@ def _measured_columns(columns, items, value) -> tuple[list, list[str]]:
     return kept, [h for k, h, _ in columns if (k, h, _) not in kept]
 
 
-def summary_tables(summaries: Sequence[PolicySummary], backend: str = "emu",
+def summary_tables(summaries: Sequence[PolicySummary], backend: str | None = None,
                    timelines: Mapping[str, Sequence] | None = None) -> str:
     """The terminal report: one row per policy, then one table per policy's jobs (up to
     :data:`MAX_JOB_TABLE_ROWS` jobs). Columns no policy has a figure for are left out and named.
+    ``backend``: the name of the back end that ran them (default: the first summary's).
     ``timelines`` (each policy's :class:`experiment.timeline.UpPhase` s) adds each job's ECN marks
     per iteration under its job table, where they were measured."""
     columns, missing = _measured_columns(SUMMARY_COLUMNS, summaries, lambda k, s: getattr(s, k))
     rows = [[_fmt(k, f, getattr(s, k)) for k, _, f in columns] for s in summaries]
-    what = BACKEND_WHAT.get(backend, backend)
+    what = backend_heading(backend or (summaries[0].backend if summaries else ""))
     parts = [f"Per policy ({what}):", format_table([h for _, h, _ in columns], rows)]
     if missing:
         parts.append(f"  not measured here: {', '.join(missing)}")
@@ -489,7 +491,13 @@ JOB_CSV_COLUMNS = (
     "drift_threshold_s", "realignments", "pace_stretch")
 """``jobs.csv``: a row per policy and job, from either back end (empty: not measured by that back end)."""
 
-BACKEND_WHAT = {"emu": "emulated, measured", "sim": "flow-level simulator, estimated"}
+def backend_heading(name: str) -> str:
+    """How the tables name the back end called ``name``: its class's
+    :meth:`~experiment.driver.ExperimentBackend.report_heading`, or the name for one not registered here."""
+    from experiment import saved_backend_class
+
+    cls = saved_backend_class(name)
+    return name if cls is None else cls.report_heading()
 
 
 def _cell(value):
@@ -562,7 +570,7 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
             for row in r.fidelity.links:
                 w.writerow([spec, *("" if getattr(row, c) is None else getattr(row, c) for c in cols)])
     timelines = {r.summary.policy: r.timeline for r in runs.values()}
-    text = report_text(summaries, caps.get("backend", "emu"), timelines, bool(measured), unplaced)
+    text = report_text(summaries, caps.get("backend"), timelines, bool(measured), unplaced)
     with open(os.path.join(run_dir, "report.txt"), "w") as f:
         f.write(text + "\n")
     plots = summary_plots(run_dir, summaries, timelines)
@@ -578,7 +586,7 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
           flush=True)
 
 
-def report_text(summaries: Sequence[PolicySummary], backend: str, timelines: Mapping[str, Sequence],
+def report_text(summaries: Sequence[PolicySummary], backend: str | None, timelines: Mapping[str, Sequence],
                 measured: bool, unplaced: Mapping[str, str]) -> str:
     """``report.txt``: the summary tables, the simulator's validation against the measurements (when
     the emulator measured), and the policies that could not place every job."""

@@ -29,7 +29,7 @@ class SavedRun:
 
     Attributes:
         run_dir: the directory.
-        backend: the back end that ran it (``emu`` or ``sim``).
+        backend: the name of the back end that ran it (``experiment.BACKENDS``).
         summaries: every policy that finished, in the order it ran.
         unplaced: the policies that could not place every job, with why.
         timelines: each policy's iterations and Up phases (empty where none were recorded).
@@ -93,9 +93,12 @@ def _in_placement_order(s: PolicySummary, names: Sequence[str]) -> PolicySummary
 
 def render(saved: SavedRun) -> str:
     """``report.txt``'s text (without its final newline), from the saved files."""
+    from experiment import saved_backend_class
     from experiment.report import report_text
 
-    return report_text(saved.summaries, saved.backend, saved.timelines, saved.backend == "emu", saved.unplaced)
+    cls = saved_backend_class(saved.backend)
+    return report_text(saved.summaries, saved.backend, saved.timelines, cls is not None and cls.measured,
+                       saved.unplaced)
 
 
 def redraw(saved: SavedRun) -> list[str]:

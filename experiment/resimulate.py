@@ -149,6 +149,21 @@ def simulate_schedule(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seque
     return {name: backend.estimate(name) for name in jobs if backend.done.get(name)}
 
 
+def estimate_recorded_run(cfg, g, loop: LoopResult, batches: Sequence[Sequence[str]], timeline: Sequence,
+                          bucket_bytes: Mapping[str, Sequence[int]]) -> dict[str, JobEstimate]:
+    """The simulator's estimate of every job of a measured run (:class:`experiment.driver.ScheduleEstimator`):
+    :func:`simulate_schedule` in the run's ``batches`` where the config's scheduler starts jobs in
+    batches, else at the recorded times; under an MLTCP congestion control each job starting when
+    its first measured iteration began after its batch's first (:func:`start_offsets`, from the
+    run's ``timeline`` of Up phases). ``bucket_bytes``: each job's measured buckets."""
+    from congestion import congestion_control
+    from scheduling import make_scheduler
+
+    in_batches = make_scheduler(cfg.scheduler, seed=cfg.seed).starts_in_batches
+    delays = start_offsets(timeline, batches) if congestion_control(cfg.congestion_control).is_mltcp else None
+    return simulate_schedule(cfg, g, loop, bucket_bytes, batches if in_batches else None, delays)
+
+
 def start_offsets(phases: Sequence, batches: Sequence[Sequence[str]]) -> dict[str, float]:
     """Per job of each batch, how much later than the batch's earliest its first recorded iteration began
     (virtual seconds, from :class:`experiment.timeline.UpPhase` s).

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from backend.protocol import Backend, ExperimentJob
 from common.errors import ConfigError, PlacementError
@@ -123,3 +124,136 @@ def batch_starts(loop: LoopResult) -> tuple[StartRecord, ...]:
     """Every start of ``loop`` with its batch (:func:`batches_of`)."""
     index = [i for i, batch in enumerate(batches_of(loop)) for _ in batch]
     return tuple(StartRecord(i, st.time_s, st.placement) for i, st in zip(index, loop.starts, strict=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyLoop:
+    """One policy's loop on a clock (:func:`run_policy_loop`), with what its summary takes beyond the
+    loop's result.
+
+    Attributes:
+        jobs: the config's jobs as the loop ran them (:func:`experiment_jobs`).
+        loop: the loop's result.
+        starts: every start, with its batch (:func:`batch_starts`).
+        states: the machines in use and fragmented as each batch started.
+    """
+
+    jobs: tuple[ExperimentJob, ...]
+    loop: LoopResult
+    starts: tuple[StartRecord, ...]
+    states: tuple[tuple[int, int], ...]
+
+    def policy_run(self, summary, timeline: Sequence = ()):
+        """The :class:`experiment.summary.PolicyRun` of this loop with ``summary`` (and the jobs'
+        iterations ``timeline``): where each job last started, every start, the placer's decisions."""
+        from experiment.summary import PolicyRun
+
+        return PolicyRun(summary, None, tuple(s.to_dict() for s in last_starts(self.starts)),
+                         tuple(s.to_dict() for s in self.starts), tuple(d.to_dict() for d in self.loop.decisions),
+                         tuple(timeline))
+
+
+def run_policy_loop(cfg, g, spec: str, clock: Backend,
+                    on_event: Callable[[LoopEvent], None] | None = None) -> PolicyLoop:
+    """:func:`place_and_run` for policy ``spec`` on ``clock``, noting the cluster's machines in use and
+    fragmented as each batch starts (``on_event`` sees every event too).
+
+    Raises:
+        PlacementError: the policy left waiting jobs that nothing would ever let it place.
+    """
+    from placement.metrics import fragmentation, used_machines
+
+    states: list[tuple[int, int]] = []
+    cluster = config_cluster(cfg, g)
+    last_start_s = None
+
+    def noting(event: LoopEvent) -> None:
+        nonlocal last_start_s
+        if event.kind == "started" and event.time_s != last_start_s:  # a new batch, as batches_of cuts them
+            view = cluster.view()
+            states.append((used_machines(view), fragmentation(view)))
+            last_start_s = event.time_s
+        if on_event is not None:
+            on_event(event)
+
+    jobs = tuple(experiment_jobs(cfg, g))
+    loop = place_and_run(cfg, g, spec, clock, on_event=noting, cluster=cluster)
+    return PolicyLoop(jobs, loop, batch_starts(loop), tuple(states))
+
+
+def summarise_loop(cfg, spec: str, run: PolicyLoop, backend: str, wall_time_s: float,
+                   figures: Callable[[str], Any] | None = None, phases: Mapping[str, dict] | None = None):
+    """The :class:`experiment.summary.PolicySummary` of a policy's loop on a back end that measures no
+    network: each job's placement, runs and completion from the loop, and the cluster figures every
+    back end reports; what the back end does not give is None.
+
+    Args:
+        backend: the back end's name (``experiment.BACKENDS``).
+        figures: a job's name -> its per-iteration figures (``iterations``, ``comm_mean_s``,
+            ``compute_mean_s``, ``iteration_mean_s``, ``ecn_marks``: :class:`sim.flowsim.JobEstimate`);
+            None: the clock ran every iteration and times none of them.
+        phases: a time-shifted job's name -> its phase figures (``shift_s``, ``max_abs_error_s``,
+            ``beyond``, ``threshold_s``, ``realignments``, ``stretch``).
+    """
+    from experiment.efficiency import distribution_efficiency
+    from experiment.summary import JobSummary, PolicySummary, completion_figures
+
+    loop, starts, phases = run.loop, run.starts, phases or {}
+    last = {s.job: s for s in last_starts(starts)}
+    runs_of: dict[str, list] = {}
+    for r in loop.runs:
+        runs_of.setdefault(r.job, []).append(r)
+    first_start: dict[str, float] = {}
+    for s in starts:
+        first_start.setdefault(s.job, s.start_s)
+    per_job = []
+    for j in run.jobs:
+        est = figures(j.name) if figures is not None else None
+
+        iterations = j.iterations if est is None else est.iterations
+        p = last[j.name]
+        phase = phases.get(j.name) or {}
+        per_job.append(JobSummary(
+            job=j.name, model=j.model, workers=j.workers, collective=j.collective, wave=p.wave,
+            machines=tuple(dict.fromkeys(p.machines_by_rank)), iterations_recorded=iterations,
+            complete=iterations == j.iterations, comm_mean_s=_figure(est, "comm_mean_s"), comm_p99_s=None,
+            compute_mean_s=_figure(est, "compute_mean_s"), ecn_marks=_figure(est, "ecn_marks"), fidelity=None,
+            bound_s=None, bound_ratio=None, contended_with=(), estimate_s=None, estimate_error=None,
+            estimate_ecn_marks=None,
+            jct_s=loop.jct_s[j.name], arrival_s=j.arrival_s, start_s=first_start[j.name],
+            end_s=runs_of[j.name][-1].end_s, runs=len(runs_of[j.name]),
+            iteration_mean_s=_figure(est, "iteration_mean_s"), duration_s=j.duration_s,
+            time_shift_s=phase.get("shift_s"), phase_error_max_s=phase.get("max_abs_error_s"),
+            phase_errors_beyond=phase.get("beyond"), drift_threshold_s=phase.get("threshold_s"),
+            realignments=phase.get("realignments"), pace_stretch=phase.get("stretch")))
+    measured = [(j.comm_mean_s, j.iterations_recorded) for j in per_job if j.comm_mean_s is not None]
+    iterations = sum(n for _, n in measured)
+    machines = {m for j in per_job for m in j.machines}
+    return PolicySummary(
+        policy=spec, machines_used=len(machines),
+        idle_machines_used=sum(1 for m in machines if cfg.background.get(m, 0) == 0),
+        cross_machine_bytes=None, cluster_machines_in_use=max((u for u, _ in run.states), default=0),
+        fragmented_machines=max((f for _, f in run.states), default=0),
+        comm_mean_s=sum(c * n for c, n in measured) / iterations if iterations else None, comm_p99_s=None,
+        busiest_link=None, busiest_link_utilisation=None, waves=len({s.wave for s in starts}),
+        scheduler=cfg.scheduler, preemptions=loop.preemptions,
+        jct_mean_s=sum(loop.jct_s.values()) / len(loop.jct_s), wall_time_s=wall_time_s, cpu_mean=None,
+        cpu_p95=None, cpu_saturated=None, cpu_switch_thread_p95=None, ecn_method=None, host_tcp={},
+        ecn_marks=_total([j.ecn_marks for j in per_job]), ecn_busiest_port=None, ecn_marks_busiest_port=None,
+        ecn_most_marked_link=None,
+        ecn_most_marked_link_marks=None, scale=cfg.scale, dilation=cfg.dilation, trustworthy=None,
+        fidelity_reasons=(), links_checked=None, links_failed=None, link_check_methods={}, worst_link_check=None,
+        jobs_checked=None, jobs_failed=None, worst_job_ratio=None, jobs=tuple(per_job), ina=None,
+        distribution_efficiency=distribution_efficiency((j.iterations_recorded, j.compute_mean_s, j.jct_s)
+                                                        for j in per_job),
+        backend=backend, **completion_figures(per_job))
+
+
+def _figure(est, key: str):
+    """A job's figure ``key`` of its per-iteration figures ``est``, None without them."""
+    return None if est is None else getattr(est, key)
+
+
+def _total(values: Sequence[float | None]) -> float | None:
+    """The sum of ``values``, None when any is None (not estimated)."""
+    return None if not values or any(v is None for v in values) else sum(values)

@@ -17,20 +17,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from common.errors import ConfigError
 from common.units import BITS_PER_BYTE, MEGA, scale_bw_mbps
 from congestion import MLTCP_WEIGHTS, congestion_control
-from experiment.driver import ExperimentBackend, PolicySession, Say, no_resources
-from experiment.efficiency import distribution_efficiency
-from experiment.loop import LoopEvent, LoopResult
-from experiment.measurements import StartRecord
-from experiment.run import batch_starts, config_cluster, experiment_jobs, last_starts, place_and_run
-from experiment.summary import JobSummary, PolicyRun, PolicySummary, completion_figures
+from experiment.config import BackendChecks
+from experiment.driver import ExperimentBackend, PolicySession, Say, ScheduleEstimator, no_resources
+from experiment.run import experiment_jobs, run_policy_loop, summarise_loop
+from experiment.summary import PolicyRun
 from experiment.timeline import up_phases
-from placement.metrics import fragmentation, used_machines
 from sim.backend import FlowSimBackend
 from sim.engines import engines_where, sim_engine
 from sim.flowsim import SimOptions
 from sim.mltcp import MltcpFlows, MltcpParams
+from topo.schema import SIMULATOR_LIMITS
 
 
 def sim_rates_mbps(g, scale: float, dilation: float = 1.0) -> dict[tuple[str, str], float]:
@@ -86,11 +85,28 @@ def sim_backend(cfg, g, bucket_bytes: Mapping[str, Sequence[int]] | None = None,
                          start_delays_s=start_delays_s)
 
 
+def _ina_needs_an_ina_engine(cfg, who: str) -> None:
+    if not sim_engine(cfg.simulator.mode).models_ina:
+        modes = engines_where(lambda e: e.models_ina)
+        raise ConfigError(f"config.jobs: {who} uses collective 'ina', which the simulator models in its {modes} "
+                          f"mode only; set simulator: {{mode: {modes}}}")
+
+
+def _describe_simulated(cfg, g) -> str:
+    return f"on the simulator ({cfg.simulator.mode} mode)"
+
+
 class SimulatorExperiment(ExperimentBackend):
     """The flow-level simulator as the driver runs it: no root, nothing on the machine to set up."""
 
     name = "sim"
     what = "flow-level simulator"
+    help = "the flow-level simulator: every job's collectives on the routed fabric, max-min fair rates (no root)"
+    report_name = "flow-level simulator"
+    checks = BackendChecks(shaped=False, ina=(_ina_needs_an_ina_engine,), describe=_describe_simulated,
+                           limits=SIMULATOR_LIMITS)
+    """The simulator models INA in some engines only, and holds paper-scale fabrics (NetPack's 10,000
+    servers: :data:`topo.schema.SIMULATOR_LIMITS`); its links need not be shapeable."""
 
     def prepare(self, cfg, g, say: Say) -> dict:
         """Nothing to check on the machine; the capabilities say which engine runs (and, for a congestion
@@ -110,7 +126,7 @@ class SimulatorExperiment(ExperimentBackend):
         return (f"{source}, {len(specs)} policies on the flow-level simulator ({cfg.simulator.mode} mode, "
                 f"scale {cfg.scale:g}, scheduler {cfg.scheduler}); times in paper-scale seconds")
 
-    def open(self, cfg, g, run_dir: str, caps: dict, say: Say):
+    def open(self, cfg, g, run_dir: str, caps: dict, say: Say, estimate: ScheduleEstimator | None):
         """A session that holds nothing: each policy gets a fresh simulator."""
         return no_resources(SimulatorSession(cfg, g, say))
 
@@ -127,89 +143,16 @@ class SimulatorSession(PolicySession):
         cfg, g = self.cfg, self.g
         t0 = time.monotonic()
         backend = sim_backend(cfg, g)
-        jobs = experiment_jobs(cfg, g)
-        progress = _progress(len(jobs), self.say) if cfg.trace.file else None
-        states: list[tuple[int, int]] = []  # machines in use and fragmented as each batch started
-        cluster = config_cluster(cfg, g)
-        last_start_s = None
-
-        def on_event(event: LoopEvent) -> None:
-            nonlocal last_start_s
-            if event.kind == "started" and event.time_s != last_start_s:  # a new batch, as batches_of cuts them
-                view = cluster.view()
-                states.append((used_machines(view), fragmentation(view)))
-                last_start_s = event.time_s
-            if progress is not None:
-                progress(event)
-
-        loop = place_and_run(cfg, g, spec, backend, on_event=on_event, cluster=cluster)
-        starts = batch_starts(loop)
-        summary = summarise_simulated(cfg, g, spec, jobs, loop, starts, backend, states, time.monotonic() - t0)
-        self.say(f"    {len(jobs)} jobs simulated in {summary.wall_time_s:.1f} s")
-        if any(d.shifts and not d.applied for d in loop.decisions):
+        progress = _progress(len(experiment_jobs(cfg, g)), self.say) if cfg.trace.file else None
+        run = run_policy_loop(cfg, g, spec, backend, on_event=progress)
+        summary = summarise_loop(cfg, spec, run, SimulatorExperiment.name, time.monotonic() - t0,
+                                 figures=backend.estimate, phases=getattr(backend, "phases", {}))
+        self.say(f"    {len(run.jobs)} jobs simulated in {summary.wall_time_s:.1f} s")
+        if any(d.shifts and not d.applied for d in run.loop.decisions):
             self.say(f"    time shifts not applied: the {cfg.simulator.mode} engine has no iteration phases to align "
                      f"(simulator mode: {engines_where(lambda e: e.aligns_phases)} has); decisions.json keeps them")
         records = getattr(backend, "records", {})
-        return PolicyRun(summary, None, tuple(s.to_dict() for s in last_starts(starts)),
-                         tuple(s.to_dict() for s in starts), tuple(d.to_dict() for d in loop.decisions),
-                         up_phases(r for recs in records.values() for r in recs))
-
-
-def summarise_simulated(cfg, g, spec: str, jobs, loop: LoopResult, starts: Sequence[StartRecord], backend,
-                        states: Sequence[tuple[int, int]], wall_time_s: float) -> PolicySummary:
-    """The :class:`PolicySummary` of a policy on the simulator: its jobs' simulated times and the
-    cluster figures the emulator reports too; what only the emulator measures is None."""
-    last = {s.job: s for s in last_starts(starts)}
-    runs_of: dict[str, list] = {}
-    for run in loop.runs:
-        runs_of.setdefault(run.job, []).append(run)
-    first_start = {}
-    for s in starts:
-        first_start.setdefault(s.job, s.start_s)
-    per_job = []
-    phases = getattr(backend, "phases", {})
-    for j in jobs:
-        est = backend.estimate(j.name)
-        p = last[j.name]
-        phase = phases.get(j.name) or {}
-        per_job.append(JobSummary(
-            job=j.name, model=j.model, workers=j.workers, collective=j.collective, wave=p.wave,
-            machines=tuple(dict.fromkeys(p.machines_by_rank)), iterations_recorded=est.iterations,
-            complete=est.iterations == j.iterations, comm_mean_s=est.comm_mean_s, comm_p99_s=None,
-            compute_mean_s=est.compute_mean_s, ecn_marks=est.ecn_marks, fidelity=None, bound_s=None,
-            bound_ratio=None, contended_with=(), estimate_s=None, estimate_error=None, estimate_ecn_marks=None,
-            jct_s=loop.jct_s[j.name], arrival_s=j.arrival_s, start_s=first_start[j.name],
-            end_s=runs_of[j.name][-1].end_s, runs=len(runs_of[j.name]), iteration_mean_s=est.iteration_mean_s,
-            duration_s=j.duration_s, time_shift_s=phase.get("shift_s"), phase_error_max_s=phase.get("max_abs_error_s"),
-            phase_errors_beyond=phase.get("beyond"),
-            drift_threshold_s=phase.get("threshold_s"), realignments=phase.get("realignments"),
-            pace_stretch=phase.get("stretch")))
-    measured = [(j.comm_mean_s, j.iterations_recorded) for j in per_job if j.comm_mean_s is not None]
-    iterations = sum(n for _, n in measured)
-    machines = {m for j in per_job for m in j.machines}
-    return PolicySummary(
-        policy=spec, machines_used=len(machines),
-        idle_machines_used=sum(1 for m in machines if cfg.background.get(m, 0) == 0),
-        cross_machine_bytes=None, cluster_machines_in_use=max((u for u, _ in states), default=0),
-        fragmented_machines=max((f for _, f in states), default=0),
-        comm_mean_s=sum(c * n for c, n in measured) / iterations if iterations else None, comm_p99_s=None,
-        busiest_link=None, busiest_link_utilisation=None, waves=len({s.wave for s in starts}),
-        scheduler=cfg.scheduler, preemptions=loop.preemptions,
-        jct_mean_s=sum(loop.jct_s.values()) / len(loop.jct_s), wall_time_s=wall_time_s, cpu_mean=None,
-        cpu_p95=None, cpu_saturated=None, cpu_switch_thread_p95=None, ecn_method=None, host_tcp={},
-        ecn_marks=_total([j.ecn_marks for j in per_job]), ecn_busiest_port=None, ecn_marks_busiest_port=None,
-        ecn_most_marked_link=None,
-        ecn_most_marked_link_marks=None, scale=cfg.scale, dilation=cfg.dilation, trustworthy=None,
-        fidelity_reasons=(), links_checked=None, links_failed=None, link_check_methods={}, worst_link_check=None,
-        jobs_checked=None, jobs_failed=None, worst_job_ratio=None, jobs=tuple(per_job), ina=None,
-        distribution_efficiency=distribution_efficiency((j.iterations_recorded, j.compute_mean_s, j.jct_s)
-                                                        for j in per_job),
-        backend="sim", **completion_figures(per_job))
-
-
-def _total(values: Sequence[float | None]) -> float | None:
-    """The sum of ``values``, None when any is None (not estimated)."""
-    return None if not values or any(v is None for v in values) else sum(values)
+        return run.policy_run(summary, up_phases(r for recs in records.values() for r in recs))
 
 
 def _progress(total: int, say: Callable[[str], None]) -> Callable:

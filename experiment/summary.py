@@ -4,7 +4,8 @@ same for every back end.
 Each back end builds a :class:`PolicySummary` of every policy it ran: the emulator with
 :func:`experiment.report.summarise_policy` from a policy's
 :class:`experiment.measurements.PolicyResult` and its iteration records, the simulator with
-:func:`experiment.simrun.summarise_simulated` from its loop and estimates. A figure a back end
+:func:`experiment.run.summarise_loop` from its loop and estimates (as any back end that
+measures no network). A figure a back end
 does not measure is None (empty in the CSVs, "-" in the tables), never zero, and
 ``backend`` says which back end measured the rest; the report's writers read its attributes.
 :meth:`PolicySummary.to_dict` is the layout of a policy's entry in ``summary.json`` (and of
@@ -192,7 +193,7 @@ class PolicySummary:
         ina: in-network aggregation over the policy (None: no job uses collective ``ina``).
         distribution_efficiency: NetPack's DE over the jobs (:mod:`experiment.efficiency`; None:
             no job with a JCT).
-        backend: the back end that ran the policy (``emu`` or ``sim``).
+        backend: the name of the back end that ran the policy (``experiment.BACKENDS``).
         comm_p90_s: 90th percentile (nearest rank) over jobs of their mean communication time
             per iteration (None: no job measured one).
         jct_p90_s: 90th percentile (nearest rank) over jobs of their completion time.

@@ -151,3 +151,22 @@ def test_the_graph_sees_a_planted_cycle(tmp_path, monkeypatch):
         (tmp_path / name).mkdir(exist_ok=True)
     monkeypatch.setattr(__import__(__name__), "REPO", tmp_path)
     assert sorted(map(sorted, nx.simple_cycles(package_graph()))) == [["backend", "common"]]
+
+
+def test_help_and_list_read_every_back_end_class_without_its_heavy_imports():
+    """``--help`` and ``run_testbed.py list`` read each registered back end's class (its help line);
+    the emulator's class imports without Mininet, os-ken or the emulated network, whose imports sit in
+    its methods."""
+    import subprocess
+    import sys
+
+    code = ("import contextlib, io, sys\nimport run_testbed\n"
+            "for argv in (['--help'], ['run', '--help'], ['list', 'back']):\n"
+            "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+            "        run_testbed.main(argv)\n"
+            "from experiment import backend_classes\nassert backend_classes()['emu'].measured\n"
+            "heavy = ('emulator.net', 'emulator.backend', 'emulator.policy_run', 'emulator.controller_proc')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mininet', 'os_ken', 'torch') or m in heavy))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -137,8 +137,8 @@ def test_a_network_predicted_not_to_fit_is_refused_before_anything_starts(emulat
     from topo import fat_tree
 
     caps = detect()
-    if caps["ovs_datapath"] != "user" or caps["afxdp_missing"]:
-        pytest.skip(f"AF_XDP ports cannot run here: {caps['afxdp_missing'] or 'the kernel datapath'}")
+    if caps.ovs_datapath != "user" or caps.afxdp_missing:
+        pytest.skip(f"AF_XDP ports cannot run here: {caps.afxdp_missing or 'the kernel datapath'}")
     if footprint(fat_tree(8), "afxdp", mem_available_bytes()).fits:
         pytest.skip("this machine has the memory for a k = 8 fat-tree of AF_XDP ports")
     cp = run_cli("--set", "topology.k=8", "--set", "switch_ports=afxdp", "--results", str(tmp_path / "res"))

@@ -73,8 +73,8 @@ def test_every_reported_time_is_invariant_under_dilation(dilation):
     (comm mean and p99, compute, per job and per policy), every bound and every ratio."""
     base = from_dict({"jobs": JOBS, "dilation": 1, "iterations": ITERATIONS})
     dilated = dataclasses.replace(base, dilation=dilation)
-    s1 = summarise_policy(base, G, result(base, records(1.0)), records(1.0))
-    sd = summarise_policy(dilated, G, result(dilated, records(dilation)), records(dilation))
+    s1 = summarise_policy(base, G, result(base, records(1.0)), records(1.0), "emu")
+    sd = summarise_policy(dilated, G, result(dilated, records(dilation)), records(dilation), "emu")
     assert s1.comm_mean_s == pytest.approx(sd.comm_mean_s) == pytest.approx(
         (0.37 + 0.025) * (1 + 1.1 + 1.2) / 6)  # both jobs' slowest ranks, three iterations each
     assert s1.comm_p99_s == pytest.approx(sd.comm_p99_s)

@@ -65,9 +65,9 @@ def test_red_arguments_keep_min_below_max_below_limit():
 # -- resolving the marking path ----------------------------------------------------------------
 
 
-CAPS_RED = {"qdiscs": {"red": True}, "bpf_marker_missing": None}
-CAPS_BPF = {"qdiscs": {"red": False}, "bpf_marker_missing": None}
-CAPS_NONE = {"qdiscs": {"red": False}, "bpf_marker_missing": "clang is not installed"}
+CAPS_RED = (True, None)  # the kernel takes RED; why the BPF marker cannot run (None: it can)
+CAPS_BPF = (False, None)
+CAPS_NONE = (False, "clang is not installed")
 
 
 @pytest.mark.parametrize("marking,method,caps,expected", [
@@ -79,7 +79,7 @@ CAPS_NONE = {"qdiscs": {"red": False}, "bpf_marker_missing": "clang is not insta
     ("off", "auto", CAPS_RED, "none"),
 ])
 def test_resolve_method(marking, method, caps, expected):
-    got, why = ecn.resolve_method(marking, method, caps)
+    got, why = ecn.resolve_method(marking, method, *caps)
     assert got == expected and why
     if marking == "optional" and expected == "none":
         assert why.startswith("ECN not measured")
@@ -88,7 +88,7 @@ def test_resolve_method(marking, method, caps, expected):
 @pytest.mark.parametrize("method,caps,missing", [("auto", CAPS_NONE, "clang"), ("red", CAPS_BPF, "sch_red")])
 def test_required_marking_that_cannot_run_names_what_is_missing(method, caps, missing):
     with pytest.raises(ecn.EcnUnavailable, match=missing):
-        ecn.resolve_method("required", method, caps)
+        ecn.resolve_method("required", method, *caps)
 
 
 def test_marker_source_compiles(tmp_path, monkeypatch):
@@ -270,12 +270,12 @@ def test_report_never_shows_zero_marks_when_ecn_was_not_measured():
 
     cfg = from_dict({"jobs": JOBS})
     g = fat_tree(4)
-    off = summarise_policy(cfg, g, _result("none", None), [])
+    off = summarise_policy(cfg, g, _result("none", None), [], "emu")
     assert off.cross_machine_bytes == 900  # machine -> switch bytes of the whole policy, counted once
     assert off.ecn_marks is None and off.ecn_marks_busiest_port is None and off.job("a").ecn_marks is None
     lines = summary_tables([off]).splitlines()
     assert "ECN marks" not in lines[1] and "marks busiest port" not in lines[1]  # the two ECN columns: left out
     assert "ECN marks, marks busiest port" in lines[4] and lines[4].startswith("  not measured here:")
-    on = summarise_policy(cfg, g, _result("bpf", {("e1", "h1"): 5}), [])
+    on = summarise_policy(cfg, g, _result("bpf", {("e1", "h1"): 5}), [], "emu")
     assert on.ecn_marks == 5 and on.ecn_marks_busiest_port == 5 and on.job("a").ecn_marks == 4
     assert on.ecn_most_marked_link == "e1->h1"

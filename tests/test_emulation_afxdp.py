@@ -29,7 +29,7 @@ def test_afxdp_ports_shape_mark_and_clean_up(emulation_ok, tmp_path):
     why = afxdp_missing()
     if why:
         pytest.skip(f"AF_XDP switch ports: {why}")
-    assert detect()["afxdp_missing"] is None
+    assert detect().afxdp_missing is None
     build()
     before = _pmd_maxsleep()
     opts = NetOptions(scale=SCALE, queue_packets=ECN_QUEUE_PACKETS, ecn=ecn_marker("bpf"), marking=ecn_marking(30000),

@@ -36,7 +36,7 @@ def _measured_job(tmp_path, name: str, machines: list[str], dilation: float):
     buckets = tuple(scaled_buckets(get_model("vgg16"), SCALE))
     assert job_collisions(g, link_rates_mbps(g, SCALE), machines, "ring", buckets) == 0  # its bound applies
     caps = detect()
-    ports, _ = resolve_port_type("auto", 1500, caps["ovs_datapath"], caps["afxdp_missing"])
+    ports, _ = resolve_port_type("auto", 1500, caps.ovs_datapath, caps.afxdp_missing)
     out = tmp_path / name
     out.mkdir()
     opts = NetOptions(scale=SCALE, dilation=dilation, switch_ports=switch_ports(ports))

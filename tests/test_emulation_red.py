@@ -19,7 +19,7 @@ def test_red_path_marks_where_the_kernel_has_red(emulation_ok, tmp_path):
     from emulator.variants import ecn_marker
     from topo import fat_tree
 
-    if not detect()["qdiscs"].get("red"):
+    if not detect().has_red:
         pytest.skip("the kernel has no sch_red (RED qdisc): the RED marking path cannot run here")
     options = NetOptions(scale=SCALE, queue_packets=ECN_QUEUE_PACKETS, ecn=ecn_marker("red"),
                          marking=ecn_marking(30000))

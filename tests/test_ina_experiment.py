@@ -270,7 +270,7 @@ def ina_policy_result():
 
 def test_the_report_has_an_ina_table_csv_and_plot_panel(tmp_path):
     r = ina_policy_result()
-    s = r.summary = summarise_policy(CFG, G, r, records())
+    s = r.summary = summarise_policy(CFG, G, r, records(), "emu")
     assert s.ina_packets_per_ps_packet == 2.0
     assert s.to_dict()["ina"]["jobs"]["a"]["ps"]["fallback"] == 20
     assert r.to_dict()["ina"]["engine"] == "bmv2"
@@ -300,7 +300,7 @@ def test_the_report_has_an_ina_table_csv_and_plot_panel(tmp_path):
 
 def test_a_run_without_ina_jobs_writes_no_ina_file_and_no_ina_key(tmp_path):
     r = result()
-    r.summary = summarise_policy(CFG, G, r, records())
+    r.summary = summarise_policy(CFG, G, r, records(), "emu")
     assert "ina" not in r.to_dict() and "ina" not in r.summary.to_dict()
     write_run_report(str(tmp_path), CFG, G, {"p": PolicyRun(r.summary, r)}, {}, io.StringIO())
     assert not (tmp_path / "ina.csv").exists()
@@ -308,7 +308,7 @@ def test_a_run_without_ina_jobs_writes_no_ina_file_and_no_ina_key(tmp_path):
 
 def test_ina_not_used_is_said_in_the_table():
     r = dataclasses.replace(result(), ina=unused_result("no bmv2; INA jobs ran the ring allreduce", 1024))
-    s = summarise_policy(CFG, G, r, records())
+    s = summarise_policy(CFG, G, r, records(), "emu")
     assert ina_lines(s) == ["INA under p: not used (no bmv2; INA jobs ran the ring allreduce)"]
     assert s.ina_packets_per_ps_packet is None
 

@@ -18,7 +18,7 @@ from common.errors import PlacementError
 from experiment.config import ExperimentConfig, JobConfig, SimulatorConfig, load, validate
 from experiment.durations import DurationBackend, duration_job
 from experiment.loop import Started, run_loop
-from experiment.resimulate import RecordedPlacements, simulate_schedule
+from experiment.resimulate import RecordedPlacements, estimate_recorded_run, simulate_schedule
 from experiment.run import batches_of, experiment_jobs, place_and_run
 from experiment.simrun import sim_backend, sim_options
 from jobs.collective import INA
@@ -312,3 +312,16 @@ def test_mltcp_jobs_started_in_step_never_separate_and_a_recorded_offset_lets_th
     for job in ("vgg19-a", "vgg19-b"):
         assert together[job].comm_mean_s == pytest.approx(shared_s, rel=1e-9)
         assert bound <= apart[job].comm_mean_s < 1.1 * bound
+
+
+@pytest.mark.parametrize("scheduler", ["waves", "fifo"])
+def test_the_estimator_handed_to_a_measuring_back_end_follows_its_scheduler(scheduler):
+    """``estimate_recorded_run`` (what the driver hands the emulator's session) re-simulates in the run's
+    batches where the scheduler starts jobs in batches (``waves``), else at the recorded times."""
+    cfg = small_cfg(scheduler=scheduler)
+    g = validate(cfg, backend="sim")
+    loop = place_and_run(cfg, g, "consolidate", sim_backend(cfg, g))
+    batches, buckets = batches_of(loop), scaled(cfg, g, 2.0)
+    want = simulate_schedule(cfg, g, loop, buckets, batches if scheduler == "waves" else None)
+    assert_same_estimates(estimate_recorded_run(cfg, g, loop, batches, (), buckets), want)
+

@@ -52,11 +52,12 @@ def test_the_registry_names_the_user_facing_back_ends():
 
 def test_each_back_end_holds_topologies_up_to_its_own_size_limits():
     """The simulator's back end takes the simulator's size limits (paper-scale fabrics); the emulator's
-    keeps the emulator's: its config checks' (experiment.config.CHECKS), which validate() applies."""
-    from experiment.config import CHECKS
+    keeps the emulator's: each class's config checks (``checks``), which validate() applies."""
+    from experiment import backend_class
     from topo.schema import EMULATOR_LIMITS, SIMULATOR_LIMITS
 
-    assert CHECKS["emu"].limits is EMULATOR_LIMITS and CHECKS["sim"].limits is SIMULATOR_LIMITS
+    assert backend_class("emu").checks.limits is EMULATOR_LIMITS
+    assert backend_class("sim").checks.limits is SIMULATOR_LIMITS
     assert make_backend("sim").size_limits is SIMULATOR_LIMITS
 
 

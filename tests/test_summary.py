@@ -56,7 +56,7 @@ def result() -> PolicyResult:
 
 
 def summary() -> PolicySummary:
-    return summarise_policy(CFG, G, result(), records())
+    return summarise_policy(CFG, G, result(), records(), "emu")
 
 
 def test_job_summary_json_is_the_summary_json_layout():
@@ -138,7 +138,7 @@ def test_tables_are_built_from_the_records():
 def test_run_report_files_are_written_from_the_records(tmp_path):
     """summary.json holds the records' JSON; summary.csv and jobs.csv one row per policy and per job."""
     r = result()
-    r.summary = summarise_policy(CFG, G, r, records())
+    r.summary = summarise_policy(CFG, G, r, records(), "emu")
     out = io.StringIO()
     write_run_report(str(tmp_path), CFG, G, {"p": PolicyRun(r.summary, r)}, {"ecn_method": "bpf"}, out,
                      {"titan": "placed none"})

@@ -77,7 +77,8 @@ GUEST_TESTS = ("tests/test_emulation_ecn.py", "tests/test_emulation_red.py", "te
 the kernel has no ``sch_red``; MLTCP's congestion controls (BPF ``struct_ops``) on the stock kernel."""
 STEPS = (
     GuestStep("capabilities", ".venv/bin/python -c 'import json; from emulator.capabilities import detect; "
-                              f"print(json.dumps(detect(), indent=1))' | tee {GUEST_RESULTS}/capabilities.json",
+                              "print(json.dumps(detect().to_dict(), indent=1))' "
+                              f"| tee {GUEST_RESULTS}/capabilities.json",
               "what the testbed detects in the VM (datapath, qdiscs, ECN marker)"),
     GuestStep("tests", f".venv/bin/python -m pytest -q -rs -p no:cacheprovider --junitxml={GUEST_RESULTS}/tests.xml "
                        + " ".join(GUEST_TESTS), "the tests that need the stock kernel's paths"),
