@@ -40,9 +40,14 @@ from emulator.ina_runs import InaRuns
 from emulator.net import EmulatedNetwork
 from emulator.pacing import PaceFeed
 from experiment.config import ExperimentConfig
-from jobs.agent import launch_agents, plan_agents, read_conns
 from jobs.collective import collective_of
-from jobs.launcher import (
+from jobs.models import get_model
+from jobs.pace import Paces
+from jobs.phase import SHIFT_GUARD_S, write_shift
+from jobs.records import measured_window_s, read_records
+from placement.base import Placement, TimeShift
+from workers.agent import launch_agents, plan_agents, read_conns
+from workers.launcher import (
     LIVENESS_INTERVAL_S,
     Addresses,
     ExecFn,
@@ -57,11 +62,6 @@ from jobs.launcher import (
     timeout_failure,
     with_ina,
 )
-from jobs.models import get_model
-from jobs.pace import Paces
-from jobs.phase import SHIFT_GUARD_S, write_shift
-from jobs.records import measured_window_s, read_records
-from placement.base import Placement, TimeShift
 
 SHIFT_FILE = "shift.json"
 """A running job's time shift, in its run directory, which its workers follow (``jobs.phase``)."""

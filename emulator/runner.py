@@ -51,9 +51,9 @@ from experiment.config import ExperimentConfig, ina_jobs, ina_switches
 from experiment.driver import ExperimentBackend, PolicySession
 from experiment.summary import PolicyRun
 from ina.plan import pat_pps
-from jobs.launcher import ExecFn, ready_path
 from measure.footprint import check_memory, footprint, mem_available_bytes
 from measure.marking import marking_params
+from workers.launcher import ExecFn, ready_path
 
 
 class Progress:
