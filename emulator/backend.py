@@ -4,13 +4,13 @@
 :class:`emulator.net.EmulatedNetwork`:
 
 * ``start`` launches every rank of the jobs starting at one instant (a *batch*): replay jobs in
-  the agent runtime (:mod:`jobs.agent`, one process per machine and job) unless the config's
-  runtime is ``torch``, train jobs one torch process per rank (:mod:`jobs.worker`), compute
+  the agent runtime (:mod:`workers.agent`, one process per machine and job) unless the config's
+  runtime is ``torch``, train jobs one torch process per rank (:mod:`workers.worker`), compute
   and timeouts dilated by D. The batch's ranks share a start gate, opened once all have
   joined, so its jobs begin their iterations together. The switch port counters (and, with
   ECN, the marker's flow counters and the hosts' CE counters) are read at the gate;
 * ``advance`` waits (polling the processes, checking the controller and the switch daemon every
-  :data:`jobs.launcher.LIVENESS_INTERVAL_S`) until a job's processes have all exited, or until
+  :data:`workers.launcher.LIVENESS_INTERVAL_S`) until a job's processes have all exited, or until
   the loop's next event; a rank that fails, or a batch past ``job_timeout_s``, stops every
   running job and raises;
 * ``stop`` kills a job's processes (preemption); its measured iterations are kept and its next
@@ -158,7 +158,7 @@ class EmulatorBackend(Backend):
         on_batch: called with each batch's index and its ``(job, placement)`` pairs as it starts.
         ina: the policy's INA jobs on the fabric (:class:`emulator.ina_runs.InaRuns`); None when
             no job uses collective ``ina``.
-        spawn: starts one worker or agent (:data:`jobs.launcher.ExecFn`); default: a process in
+        spawn: starts one worker or agent (:data:`workers.launcher.ExecFn`); default: a process in
             its machine (:meth:`emulator.net.EmulatedNetwork.popen`); workers in containers:
             :class:`emulator.containers.ContainerRunner`.
     """
