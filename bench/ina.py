@@ -193,11 +193,11 @@ def fabric_rows(args) -> list[list[str]]:
     from emulator.net import EmulatedNetwork
     from emulator.one_job import OneJob, run_job
     from ina.plan import plan_job
-    from jobs.launcher import ina_counters_path
     from jobs.models import get_model, scaled_buckets
     from measure.fidelity import JobEvidence, job_verdicts
     from measure.shaping import link_rates_mbps
     from topo import leaf_spine
+    from workers.launcher import ina_counters_path
 
     g = leaf_spine(3, 1, 4, oversubscription=2)
     ps = "h9"

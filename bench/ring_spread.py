@@ -77,7 +77,7 @@ def ring_ranks(spread: int) -> tuple[str, ...]:
 
 def retransmits(run_dir: str) -> int:
     """TCP segments retransmitted by the job's connections: the kernel's counters each agent writes
-    at the end, one entry per connection (``agent-<machine>.tcp.json``, :meth:`jobs.agent.Agent.write_tcp`)."""
+    at the end, one entry per connection (``agent-<machine>.tcp.json``, :meth:`workers.agent.Agent.write_tcp`)."""
     total = 0
     for path in glob.glob(os.path.join(run_dir, "**", "*.tcp.json"), recursive=True):
         with open(path) as f:

@@ -28,9 +28,14 @@ from emulator.ina_runs import InaRuns
 from emulator.net import EmulatedNetwork
 from emulator.pacing import PaceFeed
 from experiment.config import ExperimentConfig
-from jobs.agent import launch_agents, plan_agents, read_conns
 from jobs.collective import collective_of
-from jobs.launcher import (
+from jobs.models import get_model
+from jobs.pace import Paces
+from jobs.phase import SHIFT_GUARD_S, write_shift
+from jobs.records import measured_window_s, read_records
+from placement.base import Placement, TimeShift
+from workers.agent import launch_agents, plan_agents, read_conns
+from workers.launcher import (
     LIVENESS_INTERVAL_S,
     Addresses,
     ExecFn,
@@ -45,11 +50,6 @@ from jobs.launcher import (
     timeout_failure,
     with_ina,
 )
-from jobs.models import get_model
-from jobs.pace import Paces
-from jobs.phase import SHIFT_GUARD_S, write_shift
-from jobs.records import measured_window_s, read_records
-from placement.base import Placement, TimeShift
 
 SHIFT_FILE = "shift.json"
 """A running job's time shift, in its run directory, which its workers follow (``jobs.phase``)."""
@@ -146,7 +146,7 @@ class EmulatorBackend(Backend):
         on_batch: called with each batch's index and its ``(job, placement)`` pairs as it starts.
         ina: the policy's INA jobs on the fabric (:class:`emulator.ina_runs.InaRuns`); None when
             no job uses collective ``ina``.
-        spawn: starts one worker or agent (:data:`jobs.launcher.ExecFn`); default: a process in
+        spawn: starts one worker or agent (:data:`workers.launcher.ExecFn`); default: a process in
             its machine (:meth:`emulator.net.EmulatedNetwork.popen`); workers in containers:
             :class:`emulator.containers.ContainerRunner`.
     """

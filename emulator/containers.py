@@ -172,7 +172,7 @@ class ContainerSettings:
 
 class ContainerRunner:
     """Starts workers in containers on an emulated network's machines: an ``exec_fn``
-    (:data:`jobs.launcher.ExecFn`) for :func:`jobs.launcher.launch` and :func:`jobs.agent.launch_agents`.
+    (:data:`workers.launcher.ExecFn`) for :func:`workers.launcher.launch` and :func:`workers.agent.launch_agents`.
 
     Args:
         net: the running :class:`emulator.net.EmulatedNetwork` (its machines' shells and run record).

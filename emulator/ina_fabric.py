@@ -258,8 +258,8 @@ def resolve_engine(requested: str = "auto") -> tuple[str, str]:
 
 
 def endpoints(net, plan: JobPlan) -> dict:
-    """Each machine's :class:`jobs.launcher.InaEndpoint` of a job planned on ``net``'s topology."""
-    from jobs.launcher import InaEndpoint
+    """Each machine's :class:`workers.launcher.InaEndpoint` of a job planned on ``net``'s topology."""
+    from workers.launcher import InaEndpoint
 
     ps_addr = net.g.nodes[plan.ps_host]["ip"]
     return {m: InaEndpoint(plan.job_id, bit, ps_addr, net.g.nodes[m]["ip"], plan.values_per_packet)

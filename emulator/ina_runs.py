@@ -27,8 +27,8 @@ from experiment.ina_results import InaJobResult, InaResult
 from ina.engine import Role
 from ina.plan import JobPlan, plan_job, ps_host_of, tor_of, uplink_packets
 from jobs.collective import INA, collective_of
-from jobs.launcher import ina_counters_path
 from placement.base import Placement
+from workers.launcher import ina_counters_path
 
 FALLBACK_COLLECTIVE = collective_of(INA).fallback
 """What an INA job runs when INA is optional and no engine can run."""
@@ -122,7 +122,7 @@ class InaRuns:
         self.fabric.install([], self.slots)
 
     def start(self, job: ExperimentJob, placement: Placement) -> dict:
-        """Plan and install a run of INA job ``job``; its machines' :class:`jobs.launcher.InaEndpoint`.
+        """Plan and install a run of INA job ``job``; its machines' :class:`workers.launcher.InaEndpoint`.
 
         Raises:
             EmulationError: the job cannot be planned (too many machines for the header's
@@ -148,7 +148,7 @@ class InaRuns:
 
     def end(self, job: str, run_dir: str) -> None:
         """A run of ``job`` ended (finished, preempted or failed to start): remove it from the
-        fabric and add its workers' client counters (:func:`jobs.launcher.ina_counters_path` in ``run_dir``)."""
+        fabric and add its workers' client counters (:func:`workers.launcher.ina_counters_path` in ``run_dir``)."""
         plan = self.running.pop(job, None)
         if plan is None:
             return

@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from common.paths import PROJECT_ROOT
 from common.sockets import free_tcp_port
 from common.units import wall_s
-from jobs.agent import launch_agents, plan_agents
-from jobs.launcher import ExecFn, WorkerSpec, launch, open_gate_when_ready, processes, wait_all
 from jobs.records import IterationRecord, read_records
 from measure.iterations import job_iteration_times
+from workers.agent import launch_agents, plan_agents
+from workers.launcher import ExecFn, WorkerSpec, launch, open_gate_when_ready, processes, wait_all
 
 RUNTIMES = ("agent", "torch")
 
@@ -60,11 +60,11 @@ class OneJob:
         buckets: bytes allreduced every iteration, already scaled.
         iterations, warmup_iterations: recorded iterations, and unrecorded ones before them.
         compute_s: emulated compute per iteration, virtual seconds.
-        runtime: ``agent`` (:mod:`jobs.agent`) or ``torch`` (:mod:`jobs.worker`).
+        runtime: ``agent`` (:mod:`workers.agent`) or ``torch`` (:mod:`workers.worker`).
         timeout_s: virtual seconds before the job is stopped and reported.
         model: the model profile named in its workers' specs.
         ina_endpoints: for collective ``ina`` (agent runtime), each machine's
-            :class:`jobs.launcher.InaEndpoint` (:func:`emulator.ina_fabric.endpoints`); the caller has
+            :class:`workers.launcher.InaEndpoint` (:func:`emulator.ina_fabric.endpoints`); the caller has
             installed the job on the aggregators and started its parameter server
             (:class:`emulator.ina_fabric.InaFabric`).
     """

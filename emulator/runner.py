@@ -33,9 +33,9 @@ from experiment import driver
 from experiment.config import BackendChecks, ExperimentConfig, ina_jobs, ina_switches
 from experiment.driver import ExperimentBackend, PolicySession, ScheduleEstimator
 from experiment.summary import PolicyRun
-from jobs.launcher import ExecFn, ready_path
 from measure.marking import marking_params
 from topo.schema import EMULATOR_LIMITS
+from workers.launcher import ExecFn, ready_path
 
 if TYPE_CHECKING:
     from emulator.capabilities import RunCapabilities

@@ -48,7 +48,7 @@ ACCOUNTS = {"/etc/passwd": "root:x:0:0:root:/root:/bin/sh\n"
 RECIPE = ("files-of-installed-packages", "depends+pre-depends+essential", *LEFT_OUT,
           *(f"{path}={text}" for path, text in sorted(ACCOUNTS.items())))
 """How the image is made from the packages (in its tag: a change to it makes a new image)."""
-CHECK = "import jobs.worker, jobs.agent, torch.distributed"
+CHECK = "import workers.worker, workers.agent, torch.distributed"
 IMPORT_TIMEOUT_S = 600.0
 CHECK_TIMEOUT_S = 300.0
 SKIP_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".vagrant", ".mypy_cache", ".box"}

@@ -496,8 +496,8 @@ class ExperimentConfig:
         mode: worker mode, ``replay`` (model profile buckets, emulated compute) or ``train``
             (real DDP training of a small model).
         runtime: how replay ranks run: ``agent`` (one light process per machine running all of
-            its ranks over plain TCP, no torch; :mod:`jobs.agent`) or ``torch`` (one gloo
-            process per rank, :mod:`jobs.worker`; gloo's own allreduce runs for real instead
+            its ranks over plain TCP, no torch; :mod:`workers.agent`) or ``torch`` (one gloo
+            process per rank, :mod:`workers.worker`; gloo's own allreduce runs for real instead
             of its mirrored-ring model). ``train`` mode always runs one torch process per rank.
         mtu: MTU on every emulated interface, bytes (up to 9000, jumbo frames).
         switch_ports: how switch ports reach the userspace datapath: ``auto`` (AF_XDP where it

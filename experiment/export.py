@@ -522,7 +522,7 @@ def read_policy_files(pdir: str) -> PolicyFiles:
     waves = tuple(w for w in waves if isinstance(w, dict)) if isinstance(waves, list) else None
     recorded = {}
     for p in placements:
-        # Rank 0's records file, named as jobs.launcher.file_stem names it.
+        # Rank 0's records file, named as workers.launcher.file_stem names it.
         b = first_recorded_buckets(os.path.join(pdir, "jobs", p["job"], f"{p['job']}-rank0.jsonl"))
         if b:
             recorded[p["job"]] = b

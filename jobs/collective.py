@@ -4,7 +4,7 @@ A part of the testbed that treats collectives differently asks the job's :class:
 (``collective_of(job.collective)``) what it needs to know, rather than comparing names: whether
 the sum is made in the fabric (by aggregating switches and a parameter server) and what runs
 instead where the fabric cannot aggregate. The traffic of the collectives that exchange transfers
-between ranks is :mod:`jobs.patterns`; their torch implementations are :mod:`jobs.collectives`.
+between ranks is :mod:`jobs.patterns`; their torch implementations are :mod:`workers.collectives`.
 
 Adding a collective is one entry in :data:`JOB_COLLECTIVES` (plus its implementation, and its
 traffic if it is modelled). Pure: standard library only.
@@ -18,7 +18,7 @@ from common.errors import JobError, unknown_name
 
 INA = "ina"
 """In-network aggregation (:mod:`ina`): one INA client per machine summing its ranks' sum, in the
-agent runtime (:mod:`jobs.agent`) and in torch workers (:mod:`jobs.collectives.ina`), run where the
+agent runtime (:mod:`workers.agent`) and in torch workers (:mod:`workers.collectives.ina`), run where the
 emulated fabric has aggregators (:mod:`emulator.ina_fabric`); its pattern is not a transfer schedule."""
 
 
@@ -41,9 +41,10 @@ class Collective:
 
 
 JOB_COLLECTIVES: dict[str, Collective] = {
-    "ring": Collective("ring", "ring allreduce: reduce-scatter then allgather, 2(p-1) steps (jobs.collectives.ring)"),
+    "ring": Collective("ring", "ring allreduce: reduce-scatter then allgather, 2(p-1) steps "
+                               "(workers.collectives.ring)"),
     "hd": Collective("hd", "halving-doubling allreduce, fold-in/fold-out where p is not a power of two "
-                           "(jobs.collectives.hd)"),
+                           "(workers.collectives.hd)"),
     "gloo": Collective("gloo", "torch.distributed.all_reduce (gloo's own algorithm; the replay runtime and the "
                                "bounds use ring's traffic)"),
     INA: Collective(INA, "in-network aggregation on the fabric's P4 switches (ina/), one client per machine",

@@ -25,7 +25,7 @@ DDP_FIRST_BUCKET_BYTES = 1 * MIB
 DDP_BUCKET_CAP_BYTES = 25 * MIB
 """DDP's default ``bucket_cap_mb`` (25 MiB)."""
 
-# The small CNN that ``train`` mode really trains (``jobs.nets.SmallCNN`` is built from these).
+# The small CNN that ``train`` mode really trains (``workers.nets.SmallCNN`` is built from these).
 SMALL_CNN_IMAGE_PX = 32
 SMALL_CNN_IN_CHANNELS = 3
 SMALL_CNN_CHANNELS = (16, 32)
@@ -34,7 +34,7 @@ SMALL_CNN_CLASSES = 10
 SMALL_CNN_BATCH = 16
 
 TRAINABLE_MODELS = frozenset({"small_cnn"})
-"""Profiles that ``train`` mode can really train (each has a torch module in ``jobs.nets.TRAINABLE``)."""
+"""Profiles that ``train`` mode can really train (each has a torch module in ``workers.nets.TRAINABLE``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,7 +199,7 @@ def _googlenet_tensors(classes: int = 1000) -> list[int]:
 
 
 def _small_cnn_tensors() -> list[int]:
-    """``jobs.nets.SmallCNN``: two 3x3 conv+pool stages and two linear layers."""
+    """``workers.nets.SmallCNN``: two 3x3 conv+pool stages and two linear layers."""
     out, c_in = [], SMALL_CNN_IN_CHANNELS
     for c in SMALL_CNN_CHANNELS:
         out += [c * c_in * 9, c]
@@ -267,7 +267,7 @@ MODELS: dict[str, ModelProfile] = {
         + "compute_time_s ESTIMATE: 32 sequences of 128 tokens / ~170 seq/s, V100 fp32"),
     "small_cnn": _profile(
         "small_cnn", _small_cnn_tensors(), compute_time_s=0.005, batch_size=SMALL_CNN_BATCH,
-        source="parameter tensors exact (jobs.nets.SmallCNN, checked against torch); buckets exact for "
+        source="parameter tensors exact (workers.nets.SmallCNN, checked against torch); buckets exact for "
         "DDP defaults (checked against a real DDP run); compute_time_s ESTIMATE: rough CPU step time "
         "of this machine at batch 16, not a GPU time"),
 }

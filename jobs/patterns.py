@@ -1,4 +1,4 @@
-"""The exact point-to-point traffic of each allreduce algorithm in :mod:`jobs.collectives`.
+"""The exact point-to-point traffic of each allreduce algorithm in :mod:`workers.collectives`.
 
 :func:`pattern` gives the steps of one allreduce, each a list of concurrent ``(src_rank, dst_rank,
 bytes)`` transfers, byte for byte the payloads the torch implementations send (``tests/test_patterns.py``):
@@ -56,7 +56,7 @@ def hd_segments(rank: int, p2: int) -> list[tuple[int, int, int, int]]:
 
 
 def ring_pattern(p: int, size_bytes: int) -> list[list[Transfer]]:
-    """Steps of :func:`jobs.collectives.ring.allreduce` (``2(p-1)`` steps)."""
+    """Steps of :func:`workers.collectives.ring.allreduce` (``2(p-1)`` steps)."""
     n = _elems(size_bytes)
     sizes = chunk_elems(n, p)
     steps: list[list[Transfer]] = []
@@ -68,7 +68,7 @@ def ring_pattern(p: int, size_bytes: int) -> list[list[Transfer]]:
 
 
 def hd_pattern(p: int, size_bytes: int) -> list[list[Transfer]]:
-    """Steps of :func:`jobs.collectives.hd.allreduce` (``2·log2 p`` steps, ``+2`` when folding)."""
+    """Steps of :func:`workers.collectives.hd.allreduce` (``2·log2 p`` steps, ``+2`` when folding)."""
     n = _elems(size_bytes)
     if p == 1:
         return []
@@ -108,7 +108,7 @@ PATTERNS = {
 }
 
 COLLECTIVE_NAMES = frozenset(PATTERNS) | NOT_MODELLED
-"""Every collective name ``jobs.collectives.COLLECTIVES`` registers (checked by a test), for
+"""Every collective name ``workers.collectives.COLLECTIVES`` registers (checked by a test), for
 code that must validate a name without importing torch."""
 
 

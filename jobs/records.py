@@ -41,7 +41,7 @@ class IterationRecord:
             shift, the wait before the iteration, the phase error of its start, the drift threshold,
             the re-alignments so far, wall seconds), None when the job is not shifted.
         ecn_marks: CE-marked packets that reached the rank over the fabric during the iteration
-            (:func:`jobs.agent.ce_received`: its TCP connections' received-CE counters, end minus
+            (:func:`workers.agent.ce_received`: its TCP connections' received-CE counters, end minus
             start), None where not measured (no ECN on its connections, no TCP connection, the
             torch runtime, a kernel before Linux 6.18). Records written before the field existed
             read back as None.
@@ -100,10 +100,10 @@ def record_iteration(spec, iteration: int, start_time_s: float, compute_s: float
                      phase: dict | None = None, ecn_marks: int | None = None) -> None:
     """Append one recorded iteration of the rank described by ``spec`` to its records file.
 
-    ``spec`` is a :class:`jobs.launcher.WorkerSpec` (job, rank, world, mode, collective and
+    ``spec`` is a :class:`workers.launcher.WorkerSpec` (job, rank, world, mode, collective and
     ``records_path`` are read); ``sizes`` and ``times`` are the bytes and the seconds of each
     bucket's allreduce, in order; ``ecn_marks`` the CE-marked packets the rank received in the
-    iteration (None: not measured). Shared by both worker runtimes (:mod:`jobs.worker`, :mod:`jobs.agent`).
+    iteration (None: not measured). Shared by both worker runtimes (:mod:`workers.worker`, :mod:`workers.agent`).
     """
     append_record(spec.records_path, IterationRecord(
         job=spec.job, rank=spec.rank, world=spec.world, iteration=iteration, start_time_s=start_time_s,

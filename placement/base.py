@@ -38,7 +38,7 @@ class JobRequest:
         name: unique job name.
         model: model profile name (see ``jobs.models``).
         workers: number of workers, one GPU each.
-        collective: allreduce algorithm name (see ``jobs.collectives``).
+        collective: allreduce algorithm name (see ``workers.collectives``).
         arrival_s: arrival time in seconds (0 for a static experiment).
         machines: the machine of each rank, when the experiment pins the job (the ``pinned``
             policy places it there, :mod:`placement.pinned`); empty: not pinned.

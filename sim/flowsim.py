@@ -1,6 +1,6 @@
 """Event-driven flow-level simulation of concurrent training jobs on a routed fabric (the step-level engine).
 
-It models what the light replay runtime (:mod:`jobs.agent`) does, step by step and transfer by
+It models what the light replay runtime (:mod:`workers.agent`) does, step by step and transfer by
 transfer, so that its per-job communication times compare with the emulator's measurements: every
 cross-machine transfer is a flow on its ECMP path, flows share links as :mod:`sim.sharing` has them,
 and a job's estimate is the mean over measured iterations of the slowest rank's communication time.
@@ -452,7 +452,7 @@ class _Job:
         # steps[size][t][rank] = (sends as ((dst, bytes), ...), number of receptions)
         self.steps: dict[int, list[list[tuple[tuple[tuple[int, int], ...], int]]]] = {}
         for size in sorted({*spec.bucket_bytes, barrier}):
-            # What jobs.agent.rank_steps gives every rank, from one pass over each step.
+            # What workers.agent.rank_steps gives every rank, from one pass over each step.
             self.steps[size] = []
             for transfers in replay_pattern(spec.collective, p, size):
                 sends: list[list[tuple[int, int]]] = [[] for _ in range(p)]

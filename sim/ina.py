@@ -1,7 +1,7 @@
 """In-network aggregation in the fluid simulator: an INA job's streams on its routes (pure).
 
 An INA job (collective ``ina``) runs as the emulator runs it (:mod:`ina.plan`,
-:mod:`jobs.collectives.ina`): a machine's ranks sum locally first, then each of its machines but
+:mod:`workers.collectives.ina`): a machine's ranks sum locally first, then each of its machines but
 the PS's own streams its gradient to the job's parameter server, one INA packet per its values
 per packet (:func:`ina.protocol.frame_bytes` on the wire with ``mtu``, the payload without), and the ToRs
 of the job's tree sum the streams they see (:func:`ina.plan.tree_shape`: a leaf is an INA ToR

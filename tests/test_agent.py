@@ -1,4 +1,4 @@
-"""Tests of the light replay runtime (jobs.agent) on loopback: no root, no emulated network.
+"""Tests of the light replay runtime (workers.agent) on loopback: no root, no emulated network.
 
 Each "machine" is an address of its own in this test process's loopback /24 (conftest.loopback: the
 whole 127/8 is this machine), so agents listen and connect as they do in the emulated hosts, and the
@@ -25,7 +25,9 @@ from common.sockets import free_tcp_port
 from ina.engine import JobTree
 from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET
 from ina.ps import PsJob, PsService
-from jobs.agent import (
+from jobs.patterns import barrier_bytes, replay_pattern
+from jobs.records import read_records
+from workers.agent import (
     HEADER,
     TCP_INFO_CE,
     TCP_INFO_FIELDS,
@@ -41,9 +43,7 @@ from jobs.agent import (
     read_conns,
     remote_pairs,
 )
-from jobs.launcher import WorkerSpec, local_exec, open_gate_when_ready, ready_path, wait_all, worker_env
-from jobs.patterns import barrier_bytes, replay_pattern
-from jobs.records import read_records
+from workers.launcher import WorkerSpec, local_exec, open_gate_when_ready, ready_path, wait_all, worker_env
 
 IPS = {f"m{i}": loopback(20 + i) for i in range(4)}
 ITERATIONS, WARMUP = 3, 1
@@ -167,7 +167,7 @@ def test_dead_peer_fails_the_agent_in_bounded_time_naming_it(tmp_path):
     with pytest.raises(JobError, match="failed with exit code 1"):
         wait_all(workers, timeout_s=30)
     err = open(workers[0].log_path).read().strip().splitlines()[-1]
-    assert err.startswith("jobs.agent: machine m0: ") and f"rank 0 -> rank 1 at {IPS['m1']}" in err, err
+    assert err.startswith("workers.agent: machine m0: ") and f"rank 0 -> rank 1 at {IPS['m1']}" in err, err
 
 
 def test_killed_peer_fails_the_survivor_on_the_close_not_its_timeout(tmp_path):
@@ -190,7 +190,7 @@ def test_killed_peer_fails_the_survivor_on_the_close_not_its_timeout(tmp_path):
                 w.process.kill()
                 w.process.wait()
     err = open(next(w for w in workers if w.spec.machine == "m0").log_path).read().strip().splitlines()[-1]
-    assert err.startswith("jobs.agent: machine m0: job j rank 0:") and "rank 1 (m1)" in err, err
+    assert err.startswith("workers.agent: machine m0: job j rank 0:") and "rank 1 (m1)" in err, err
     assert "closed its connection while a message was due" in err, err
 
 
@@ -204,8 +204,8 @@ def test_malformed_plan_is_one_line_and_exit_1(tmp_path):
 
 
 def test_agent_does_not_import_torch():
-    """The runtime's whole point is start-up: importing jobs.agent loads no torch."""
-    code = "import sys, jobs.agent; print('torch' in sys.modules)"
+    """The runtime's whole point is start-up: importing workers.agent loads no torch."""
+    code = "import sys, workers.agent; print('torch' in sys.modules)"
     cp = subprocess.run([sys.executable, "-c", code], env=worker_env(), capture_output=True, text=True,
                         timeout=60, cwd=ROOT)
     assert cp.stdout.strip() == "False", cp.stderr
@@ -312,7 +312,7 @@ def test_ce_received_on_a_real_connection_with_ecn():
     code = ("import socket, subprocess\n"
             "open('/proc/sys/net/ipv4/tcp_ecn', 'w').write('1')\n"
             "subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)\n"
-            "from jobs.agent import TCP_INFO_CE, ce_counts\n"
+            "from workers.agent import TCP_INFO_CE, ce_counts\n"
             "srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen()\n"
             "c = socket.create_connection(srv.getsockname()); s, _ = srv.accept()\n"
             "c.sendall(b'x' * 100000); s.recv(1000)\n"

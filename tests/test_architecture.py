@@ -1,25 +1,32 @@
 """The product's package structure: the import graph of its top-level packages has no cycle, and the
 layers the architecture names hold (the experiment package never imports the emulator; only the
-emulator imports Mininet; the pure packages import neither a back end nor the experiment)."""
+emulator imports Mininet and the worker runtime; the pure packages import neither a back end nor the
+experiment)."""
 
 from __future__ import annotations
 
 import ast
 import pathlib
+import subprocess
+import sys
 
 import networkx as nx
 from conftest import REPO
 
 PACKAGES = ("common", "congestion", "backend", "measure", "topo", "placement", "scheduling", "sim", "jobs", "ina",
-            "controller", "experiment", "emulator", "vm", "reproduce")
+            "workers", "controller", "experiment", "emulator", "vm", "reproduce")
 """The product's top-level packages (``run_testbed.py`` sits above them all)."""
 
 PURE = ("common", "congestion", "backend", "measure", "topo", "placement", "scheduling", "sim")
 """Packages below both back ends and the experiment: they import none of ``experiment``, ``emulator``."""
 
-JOBS_RUNTIME = ("jobs.agent", "jobs.launcher", "jobs.worker", "jobs.collectives", "jobs.nets")
-"""The modules of ``jobs`` that run workers (sockets, processes, torch); the rest of ``jobs`` is the pure
-description of a job (models, patterns, steps, records, phases) that the pure packages may use."""
+RUNTIME_USERS = ("emulator",)
+"""The packages that may import ``workers``, the runtime that runs a job's ranks as processes (sockets,
+torch): the emulator alone starts workers. Every other package, ``jobs`` among them (the pure description
+of a job: models, patterns, steps, records, phases), takes what a job is from ``jobs``."""
+
+NEVER_BELOW_THE_RUNTIME = ("torch", "workers", "mininet", "os_ken", "emulator", "experiment")
+"""Top-level modules that importing the pure ``jobs`` package must not load."""
 
 SHARED = {"PROJECT_ROOT": "common.paths", "free_tcp_port": "common.sockets"}
 """Constants and helpers every layer uses, by name -> the one module of ``common`` that defines them."""
@@ -86,30 +93,37 @@ def test_the_pure_packages_import_no_back_end_and_no_experiment():
     assert wrong == {}
 
 
-def runtime_imports_below_jobs() -> dict[str, list[str]]:
-    """File of a pure package -> the modules of the jobs runtime (:data:`JOBS_RUNTIME`) it imports."""
-    out = {}
-    for pkg in PURE:
-        for path in sorted((REPO / pkg).rglob("*.py")):
-            bad = sorted(m for m in imports_of(path) if any(m == r or m.startswith(r + ".") for r in JOBS_RUNTIME))
-            if bad:
-                out[str(path.relative_to(REPO))] = bad
-    return out
+def runtime_importers() -> dict[str, list[str]]:
+    """Package outside :data:`RUNTIME_USERS` that imports ``workers`` -> its files that do."""
+    g = package_graph()
+    return {a: sorted(g.edges[a, "workers"]["files"]) for a in g.predecessors("workers") if a not in RUNTIME_USERS}
 
 
-def test_the_pure_packages_import_no_module_of_the_jobs_runtime():
-    """The simulator and the other pure packages take what a job is from the pure modules of ``jobs``, never
-    from the runtime that launches workers and moves bytes over sockets."""
-    assert runtime_imports_below_jobs() == {}
+def test_only_the_emulator_imports_the_worker_runtime():
+    """The simulator, the pure packages and the experiment take what a job is from ``jobs``, never from the
+    runtime that launches workers and moves bytes over sockets; only the emulator starts workers."""
+    assert runtime_importers() == {}
 
 
 def test_a_planted_runtime_import_in_the_simulator_is_reported(tmp_path, monkeypatch):
-    """The runtime check is not vacuous: a simulator module importing ``jobs.agent`` is reported."""
+    """The runtime check is not vacuous: a simulator module importing ``workers.agent`` is reported."""
     for name in PACKAGES:
         (tmp_path / name).mkdir()
-    (tmp_path / "sim" / "x.py").write_text("from jobs.agent import HEADER\nfrom jobs.patterns import INA\n")
+    (tmp_path / "sim" / "x.py").write_text("from workers.agent import HEADER\nfrom jobs.patterns import INA\n")
     monkeypatch.setattr(__import__(__name__), "REPO", tmp_path)
-    assert runtime_imports_below_jobs() == {"sim/x.py": ["jobs.agent", "jobs.agent.HEADER"]}
+    assert runtime_importers() == {"sim": ["sim/x.py"]}
+
+
+def test_the_jobs_package_loads_neither_torch_nor_the_worker_runtime():
+    """Importing every module of ``jobs`` in a fresh interpreter loads no torch, no module of ``workers``, no
+    Mininet, os-ken, emulator or experiment."""
+    modules = sorted(f"jobs.{p.stem}" for p in (REPO / "jobs").glob("*.py") if p.stem != "__init__")
+    assert "jobs.models" in modules and "jobs.phase" in modules
+    code = (f"import sys, {', '.join(modules)}\n"
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {NEVER_BELOW_THE_RUNTIME!r}))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 def test_shared_constants_come_from_common():

@@ -51,8 +51,8 @@ def test_a_fabric_collective_falls_back_to_one_that_needs_no_fabric(name):
 @pytest.mark.parametrize("name", ENTRIES)
 def test_a_worker_can_run_every_entry(name):
     """The torch registry implements exactly the collectives that need no fabric; the worker runs the
-    others through the fabric's client (``jobs.collectives.ina``)."""
-    from jobs.collectives import COLLECTIVES
+    others through the fabric's client (``workers.collectives.ina``)."""
+    from workers.collectives import COLLECTIVES
 
     assert (name in COLLECTIVES) == (not JOB_COLLECTIVES[name].aggregates_in_fabric)
 

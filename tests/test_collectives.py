@@ -41,7 +41,7 @@ def _child(rank: int, store_dir: str, out_path: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from jobs.collectives import COLLECTIVES
+    from workers.collectives import COLLECTIVES
 
     sends: list[tuple[int, int]] = []
     real_isend = dist.isend
@@ -117,8 +117,8 @@ def test_sends_match_pattern(runs, name, p):
 
 def test_registry_names_match_patterns():
     """COLLECTIVES registers exactly the names jobs.patterns knows (modelled or not)."""
-    from jobs.collectives import COLLECTIVES
     from jobs.patterns import COLLECTIVE_NAMES, PATTERNS
+    from workers.collectives import COLLECTIVES
 
     assert set(COLLECTIVES) == set(COLLECTIVE_NAMES) == set(PATTERNS) | {"gloo"}
 
@@ -126,7 +126,7 @@ def test_registry_names_match_patterns():
 def test_unknown_collective_lists_valid_names():
     """get_collective on an unknown name raises JobError naming the valid ones."""
     from common.errors import JobError
-    from jobs.collectives import get_collective
+    from workers.collectives import get_collective
 
     assert get_collective("ring") is not None
     with pytest.raises(JobError, match=r"unknown collective 'rnig'.*gloo, hd, ring.*did you mean 'ring'"):

@@ -20,11 +20,11 @@ def test_a_worker_container_enters_its_machines_namespace_with_nothing_else_of_i
     from emulator.containers import NETNS_PATH, run_argv
 
     argv = run_argv("dtnet-1-1-h1", "dtnet-worker:abc", "/proc/42/ns/net", 0.5, ["/runs/r1"], ["OMP_NUM_THREADS"],
-                    "/proj", ["/venv/bin/python", "-m", "jobs.agent", "/runs/r1/a.json"], {"dtnet.owner": "7"},
+                    "/proj", ["/venv/bin/python", "-m", "workers.agent", "/runs/r1/a.json"], {"dtnet.owner": "7"},
                     ["/proj", "/venv"])
     image_at = argv.index("dtnet-worker:abc")
     options, command = argv[:image_at], argv[image_at + 1:]
-    assert command == ["nsenter", f"--net={NETNS_PATH}", "--", "/venv/bin/python", "-m", "jobs.agent",
+    assert command == ["nsenter", f"--net={NETNS_PATH}", "--", "/venv/bin/python", "-m", "workers.agent",
                        "/runs/r1/a.json"]
     pairs = list(zip(options, options[1:], strict=False))
     assert ("--network", "none") in pairs and ("--cpus", "0.5") in pairs and ("--name", "dtnet-1-1-h1") in pairs
@@ -60,12 +60,12 @@ def test_the_projects_files_are_the_code_without_caches_results_venv_or_build_pr
     .git or build products."""
     from emulator.worker_image import project_files
 
-    _tree(tmp_path, {"run_testbed.py": "", "jobs/worker.py": "", "jobs/__pycache__/worker.cpython-311.pyc": "",
+    _tree(tmp_path, {"run_testbed.py": "", "workers/worker.py": "", "workers/__pycache__/worker.cpython-311.pyc": "",
                      "experiment/results.py": "", "results/20260101-x/summary.json": "", ".venv/bin/python": "",
                      ".git/HEAD": "", "ina/p4/build/aggregator.json": "", "ina/p4/aggregator.p4": "",
                      "emulator/bpf/vq_ecn.bpf.o": "", "dtnet_testbed.egg-info/PKG-INFO": "", "docs/results/x.md": ""})
     assert project_files(str(tmp_path)) == ["docs/results/x.md", "experiment/results.py", "ina/p4/aggregator.p4",
-                                            "jobs/worker.py", "run_testbed.py"]
+                                            "run_testbed.py", "workers/worker.py"]
 
 
 DPKG_LINES = [  # dpkg-query -W -f DPKG_FORMAT's fields: name, arch, version, status, essential, provides, pre, depends

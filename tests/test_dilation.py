@@ -18,13 +18,13 @@ from emulator.variants import ecn_marker
 from experiment.config import from_dict
 from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
 from experiment.report import summarise_policy
-from jobs.launcher import Addresses, RankSettings, plan_workers
 from jobs.models import get_model
 from jobs.records import IterationRecord
 from measure.cpu import CpuSummary
 from measure.fidelity import assess, job_verdicts
 from placement.base import GpuSlot, JobRequest, Placement
 from topo import fat_tree
+from workers.launcher import Addresses, RankSettings, plan_workers
 
 G = fat_tree(4)
 CPU = CpuSummary(10, 0.5, 0.6, 0.7, None, False)

@@ -1,4 +1,4 @@
-"""Emulation test of the light replay runtime (jobs.agent): its traffic on the emulated fabric is the
+"""Emulation test of the light replay runtime (workers.agent): its traffic on the emulated fabric is the
 collective's pattern."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from conftest import counters_settled
 pytestmark = pytest.mark.emulation
 
 ITERATIONS, WARMUP = 2, 1
-HEADER_BYTES = 14  # jobs.agent.HEADER
+HEADER_BYTES = 14  # workers.agent.HEADER
 
 
 def test_agent_traffic_on_every_link_is_the_pattern(fabric, tmp_path):
@@ -24,11 +24,11 @@ def test_agent_traffic_on_every_link_is_the_pattern(fabric, tmp_path):
     from common.paths import PROJECT_ROOT
     from common.sockets import free_tcp_port
     from common.units import wire_bytes
-    from jobs.agent import HEADER, launch_agents, plan_agents, remote_pairs
-    from jobs.launcher import WorkerSpec, open_gate_when_ready, processes, wait_all
     from jobs.patterns import barrier_bytes, replay_pattern
     from jobs.records import read_records
     from topo.routing import ecmp_path, path_links
+    from workers.agent import HEADER, launch_agents, plan_agents, remote_pairs
+    from workers.launcher import WorkerSpec, open_gate_when_ready, processes, wait_all
 
     assert HEADER.size == HEADER_BYTES
     g = fabric.g

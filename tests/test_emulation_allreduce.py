@@ -28,10 +28,10 @@ def test_ring_allreduce_meets_bandwidth_bound_and_counters_agree(fabric, tmp_pat
     a test: on a busy 2-core machine one uncontended ring measured 1.10x here and 1.34x on another run."""
     from common.paths import PROJECT_ROOT
     from common.sockets import free_tcp_port
-    from jobs.launcher import WorkerSpec, launch, wait_all
     from jobs.records import read_records
     from measure.iterations import job_iteration_times
     from topo.routing import ecmp_path, path_links
+    from workers.launcher import WorkerSpec, launch, wait_all
 
     n = 4
     machines = ["h1", "h1", "h5", "h5"]

@@ -200,7 +200,7 @@ def test_two_jobs_sharing_a_bottleneck_are_both_marked(ecn_net, tmp_path):
     # loaded machine makes them (30% of a job's marks in one run, most above 40%). That the sum over
     # all connections is the marker's count is checked above (receiver_ce_total). A kernel before 6.18
     # (the VM's 6.1) has no tcpi_received_ce: no rank can count, and every iteration says so (None).
-    from jobs.agent import received_ce_supported
+    from workers.agent import received_ce_supported
 
     counts = received_ce_supported()
     for job in ("a", "b"):

@@ -21,7 +21,7 @@ from conftest import CLI, ROOT, scan_processes, session_ifname, wait_until
 
 pytestmark = pytest.mark.emulation
 
-RUN_MARKERS = ("controller.serve", "-is mininet:", "jobs.agent", "jobs.worker", "emulator.tcpcheck")
+RUN_MARKERS = ("controller.serve", "-is mininet:", "workers.agent", "workers.worker", "emulator.tcpcheck")
 SYSCTLS = ("net/ipv4/tcp_allowed_congestion_control", "net/ipv4/tcp_congestion_control")
 # Two machines on two leaves, one long job: the wave runs for minutes unless a fault ends it.
 LONG = ("topology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_leaf: 1}\n"
@@ -130,7 +130,7 @@ def assert_one_line_error(run: Run, code: int, pattern: str) -> None:
     assert err and pattern in err[-1], run.text
 
 
-WORKER = "python -m jobs.agent"  # how the run records a worker process
+WORKER = "python -m workers.agent"  # how the run records a worker process
 AGAIN = "interrupted again"  # the line a signal prints once the run is already stopping
 UNDOING = "interrupted again: still undoing this run's changes"  # ... printed by the unwind's shield
 
@@ -225,7 +225,7 @@ def test_worker_death_fails_the_run_naming_it(before, tmp_path):
     """kill -9 of a worker process during a wave: exit 2, one line naming the job, rank and machine."""
     run = Run(tmp_path, LONG)
     run.wait_for("ranks joined")
-    os.kill(run.recorded_pid("python -m jobs.agent"), signal.SIGKILL)
+    os.kill(run.recorded_pid("python -m workers.agent"), signal.SIGKILL)
     run.finish(timeout_s=120)
     assert_one_line_error(run, 2, "job 'j'")
 

@@ -560,9 +560,9 @@ def test_bad_bucket_depths_are_named():
 
 @pytest.mark.parametrize("collective", ["ring", "hd", "gloo"])
 def test_step_plan_matches_the_agents_rank_steps(collective):
-    """Each rank's per-step sends, hand-overs and reception counts are those of jobs.agent.rank_steps."""
-    from jobs.agent import rank_steps
+    """Each rank's per-step sends, hand-overs and reception counts are those of workers.agent.rank_steps."""
     from sim.flowsim import _Job
+    from workers.agent import rank_steps
 
     ranks = ("m0", "m0", "m1", "m2", "m2", "m2")
     spec = SimJob(name="j", machines_by_rank=ranks, collective=collective, bucket_bytes=(4, 400, 4000),

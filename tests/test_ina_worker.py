@@ -1,5 +1,5 @@
-"""The torch worker's collective ``ina`` (:mod:`jobs.collectives.ina`), on loopback: the product's
-``python -m jobs.worker`` processes, two of three ranks on one machine, a parameter server on a
+"""The torch worker's collective ``ina`` (:mod:`workers.collectives.ina`), on loopback: the product's
+``python -m workers.worker`` processes, two of three ranks on one machine, a parameter server on a
 thread summing the two machines (no switch: the PS does what a root would).
 
 In train mode the small CNN's losses over INA equal the ring allreduce's within the quantisation
@@ -18,15 +18,15 @@ import pytest
 from test_ina_client import PS_IP, Ps, _job, _worker_ip
 
 from common.sockets import free_tcp_port
-from jobs.launcher import InaEndpoint, WorkerSpec, ina_counters_path, with_ina, worker_argv, worker_env
 from jobs.records import read_records
+from workers.launcher import InaEndpoint, WorkerSpec, ina_counters_path, with_ina, worker_argv, worker_env
 
 MACHINES = ("m0", "m0", "m1")  # rank -> machine: ranks 0 and 1 share m0
 ADDR = {"m0": _worker_ip(0), "m1": _worker_ip(1)}
 
 
 def _run(tmp_path, tag: str, mode: str, collective: str, job_id: int = 0) -> list[list]:
-    """Three ranks of job ``j`` through ``python -m jobs.worker``; each rank's records."""
+    """Three ranks of job ``j`` through ``python -m workers.worker``; each rank's records."""
     out = tmp_path / tag
     out.mkdir()
     port = free_tcp_port()
@@ -84,7 +84,7 @@ def test_an_ina_rank_without_its_endpoint_fails_in_one_line(tmp_path):
     p = subprocess.run(worker_argv(tmp_path / "spec.json"), env=worker_env(), capture_output=True, text=True,
                        timeout=120, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert p.returncode == 1
-    assert p.stderr.strip().splitlines()[-1] == ("jobs.worker: job j rank 0: JobError: job 'j' rank 0: collective "
+    assert p.stderr.strip().splitlines()[-1] == ("workers.worker: job j rank 0: JobError: job 'j' rank 0: collective "
                                                  "'ina' needs its machine's INA endpoint and the machine of each of "
                                                  "its 1 ranks")
 
@@ -108,7 +108,7 @@ def test_an_ina_spec_is_checked_before_any_process_group():
     """InaCollective.check (run by the worker before it joins the group): a missing endpoint, a
     rank_machines of the wrong length, and one putting the rank on another machine are refused."""
     from common.errors import JobError
-    from jobs.collectives.ina import InaCollective
+    from workers.collectives.ina import InaCollective
 
     base = WorkerSpec(job="j", rank=1, world=2, machine="m1", master_addr="127.0.0.1", master_port=1, ifname=None,
                       mode="replay", model="small_cnn", bucket_bytes=(4,), compute_s=0.0, iterations=1,

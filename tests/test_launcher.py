@@ -1,4 +1,4 @@
-"""jobs.launcher: planning worker specs, launching through an exec function, waiting and killing.
+"""workers.launcher: planning worker specs, launching through an exec function, waiting and killing.
 
 These tests use stand-in commands (no torch); tests/test_worker.py runs real workers.
 """
@@ -13,9 +13,9 @@ import pytest
 from conftest import REPO
 
 from common.errors import JobError
-from jobs.launcher import Addresses, RankSettings, WorkerSpec, launch, local_exec, plan_workers, wait_all
 from jobs.models import get_model, scaled_buckets
 from placement.base import GpuSlot, JobRequest, Placement
+from workers.launcher import Addresses, RankSettings, WorkerSpec, launch, local_exec, plan_workers, wait_all
 
 IPS = {"h1": "10.0.0.1", "h2": "10.0.0.2", "h3": "10.0.0.3"}
 IFNAMES = {"h1": "h1-eth0", "h2": "h2-eth0"}
@@ -119,7 +119,7 @@ def test_launch_runs_worker_command_and_waits(tmp_path):
     assert wait_all(workers, timeout_s=30) == [0, 0, 0]
     for (machine, argv, env), spec, w in zip(calls, specs, workers, strict=True):
         assert machine == spec.machine
-        assert argv == [sys.executable, "-m", "jobs.worker", w.spec_path]
+        assert argv == [sys.executable, "-m", "workers.worker", w.spec_path]
         assert env["PYTHONPATH"].split(":")[0] == str(REPO)
         assert WorkerSpec.load(w.spec_path) == spec
         assert Path(w.log_path).read_text().strip() == "ok"

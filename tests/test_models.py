@@ -96,7 +96,7 @@ def test_small_cnn_matches_real_torch_model():
     """small_cnn's tensors (order and sizes) and param_bytes equal the real torch module's parameters."""
     import torch  # noqa: F401 (the worker-side module needs it)
 
-    from jobs.nets import TRAINABLE, SmallCNN
+    from workers.nets import TRAINABLE, SmallCNN
 
     params = list(SmallCNN().parameters())
     prof = MODELS["small_cnn"]
@@ -125,8 +125,8 @@ def test_unknown_model_lists_names():
 
 
 def test_pure_modules_load_no_torch():
-    """Importing jobs.models, .patterns, .records and .launcher loads no torch, mininet or os_ken."""
-    code = ("import sys, jobs.models, jobs.patterns, jobs.records, jobs.launcher; "
+    """Importing jobs.models, .patterns, .records and workers.launcher loads no torch, mininet or os_ken."""
+    code = ("import sys, jobs.models, jobs.patterns, jobs.records, workers.launcher; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'mininet', 'os_ken')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -1,4 +1,4 @@
-"""The real worker program (python -m jobs.worker) run through jobs.launcher on 127.0.0.1 over gloo.
+"""The real worker program (python -m workers.worker) run through workers.launcher on 127.0.0.1 over gloo.
 
 Each launch starts one torch process per rank (about 2 s of CPU each), so the cases are few
 and small: tiny replay buckets, the small CNN, a handful of iterations.
@@ -14,10 +14,10 @@ import pytest
 
 from common.errors import JobError
 from common.sockets import free_tcp_port
-from jobs.launcher import Addresses, RankSettings, launch, local_exec, plan_workers, wait_all
 from jobs.models import get_model
 from jobs.records import read_job_records
 from placement.base import GpuSlot, JobRequest, Placement
+from workers.launcher import Addresses, RankSettings, launch, local_exec, plan_workers, wait_all
 
 ITERATIONS = 3
 WAIT_S = 90
@@ -76,7 +76,7 @@ def test_failing_rank_raises_and_leaves_nothing_running(tmp_path):
         wait_all(workers, timeout_s=WAIT_S)
     msg = str(err.value)
     assert "rank 1 on m1 failed with exit code 1" in msg and workers[1].log_path in msg
-    assert "jobs.worker: job job1 rank 1: JobError: unknown collective 'nope'" in msg
+    assert "workers.worker: job job1 rank 1: JobError: unknown collective 'nope'" in msg
     assert all(w.process.poll() is not None for w in workers)
 
 
@@ -91,9 +91,9 @@ def test_hung_job_times_out_and_is_killed(tmp_path):
 
 def test_worker_main_reports_one_line_error(tmp_path, capsys):
     """The worker's entry point returns 1 with one error line for an unreadable spec, 2 for bad usage."""
-    from jobs.worker import main
+    from workers.worker import main
 
     assert main([str(tmp_path / "missing.json")]) == 1
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("jobs.worker: ") and "cannot read worker spec" in err
+    assert len(err.splitlines()) == 1 and err.startswith("workers.worker: ") and "cannot read worker spec" in err
     assert main([]) == 2

@@ -3,7 +3,7 @@
 Cassini scores jobs on a link from each job's per-iteration demand on it, profiled in isolation
 (:class:`placement.cassini.profile.Profile`). Here that demand is computed from the job's model on
 its placement (costed at the run's scale, headers and latency; rates reported at paper scale), as
-the replay runtime runs an iteration (:mod:`jobs.agent`): a Down phase of the model's compute
+the replay runtime runs an iteration (:mod:`workers.agent`): a Down phase of the model's compute
 time, then an Up phase in which the job allreduces its gradient buckets one after another at its
 contention-free bound (:func:`jobs.steps.job_bound_s`). A directed link the job loads carries its
 bytes of the iteration over that Up phase, so its rate there is ``bytes × 8 / up time`` (§2.4

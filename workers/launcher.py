@@ -1,7 +1,7 @@
 """Plan, launch and wait for the workers of a job (process runtime; no Mininet, no torch).
 
 Three steps, each usable on its own: :func:`plan_workers` (pure) gives each rank's
-:class:`WorkerSpec`, :func:`launch` writes the spec files and starts ``python -m jobs.worker SPEC``
+:class:`WorkerSpec`, :func:`launch` writes the spec files and starts ``python -m workers.worker SPEC``
 through the caller's ``exec_fn`` (the testbed's runs it in the machine's Mininet host,
 :func:`local_exec` as a local subprocess), and :func:`wait_all` waits with a timeout, killing by PID
 what ``launch`` started and raising :class:`JobError` when a rank fails.
@@ -127,7 +127,7 @@ class WorkerSpec:
         compute_s: emulated compute time per iteration in replay mode.
         iterations: recorded iterations.
         warmup_iterations: iterations run before them and not recorded.
-        collective: allreduce algorithm name (see :mod:`jobs.collectives`).
+        collective: allreduce algorithm name (see :mod:`workers.collectives`).
         records_path: JSON-lines file this rank writes its records to.
         timeout_s: gloo timeout for rendezvous and each collective operation.
         seed: seed of the model initialisation and synthetic data (train mode).
@@ -345,7 +345,7 @@ def ready_path(spec: WorkerSpec) -> str:
 
 def worker_argv(spec_path: str | Path) -> list[str]:
     """The command that runs one worker."""
-    return [sys.executable, "-m", "jobs.worker", str(spec_path)]
+    return [sys.executable, "-m", "workers.worker", str(spec_path)]
 
 
 def worker_env(base: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from jobs.collectives._p2p import exchange
 from jobs.patterns import hd_fold, hd_segments
+from workers.collectives._p2p import exchange
 
 
 def allreduce(tensor: torch.Tensor) -> None:

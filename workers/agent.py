@@ -1,7 +1,7 @@
 """The light replay runtime: one agent per emulated machine runs every rank placed on it.
 
-``python -m jobs.agent PLAN.json`` runs inside a machine's host (:class:`AgentPlan`). Each rank is a
-thread doing what :mod:`jobs.worker` does in ``replay`` mode, except that an allreduce is the
+``python -m workers.agent PLAN.json`` runs inside a machine's host (:class:`AgentPlan`). Each rank is a
+thread doing what :mod:`workers.worker` does in ``replay`` mode, except that an allreduce is the
 collective's exact point-to-point pattern (:func:`jobs.patterns.replay_pattern`) over plain TCP, one
 connection per communicating rank pair, with in-memory hand-over between ranks of one machine; an
 INA job's machine sums its ranks and streams the sum through :class:`ina.client.InaClient`. Every
@@ -28,7 +28,10 @@ from pathlib import Path
 
 from common.errors import JobError
 from jobs.collective import collective_of
-from jobs.launcher import (
+from jobs.patterns import barrier_bytes, replay_pattern
+from jobs.phase import ShiftFollower
+from jobs.records import record_iteration
+from workers.launcher import (
     ExecFn,
     InaEndpoint,
     RunningWorker,
@@ -40,9 +43,6 @@ from jobs.launcher import (
     worker_env,
     write_json_file,
 )
-from jobs.patterns import barrier_bytes, replay_pattern
-from jobs.phase import ShiftFollower
-from jobs.records import record_iteration
 
 HEADER = struct.Struct("!HHHII")
 """Message header: job index, source rank, destination rank, sequence number, payload bytes."""
@@ -124,7 +124,7 @@ def plan_agents(specs_by_job: Mapping[str, list[WorkerSpec]], machine_ip: Mappin
     """One :class:`AgentPlan` per machine hosting a rank of the wave's jobs (pure).
 
     Args:
-        specs_by_job: every job of the wave with its rank specs (:func:`jobs.launcher.plan_workers`).
+        specs_by_job: every job of the wave with its rank specs (:func:`workers.launcher.plan_workers`).
         machine_ip: IP address of each machine.
         port: the agents' TCP port (each machine has its own address, so one port serves all).
         out_dir: directory of the agents' connection files.
@@ -160,15 +160,15 @@ def plan_agents(specs_by_job: Mapping[str, list[WorkerSpec]], machine_ip: Mappin
 
 def agent_argv(plan_path: str | Path) -> list[str]:
     """The command that runs one agent."""
-    return [sys.executable, "-m", "jobs.agent", str(plan_path)]
+    return [sys.executable, "-m", "workers.agent", str(plan_path)]
 
 
 def launch_agents(plans: list[AgentPlan], exec_fn: ExecFn, out_dir: str | Path) -> list[RunningWorker]:
     """Write each plan to ``out_dir`` and start its agent with ``exec_fn``.
 
-    Returns one :class:`jobs.launcher.RunningWorker` per rank (the ranks of one machine share
-    its agent's process and log), so :func:`jobs.launcher.wait_all` and
-    :func:`jobs.launcher.open_gate_when_ready` work unchanged. If ``exec_fn`` fails for one
+    Returns one :class:`workers.launcher.RunningWorker` per rank (the ranks of one machine share
+    its agent's process and log), so :func:`workers.launcher.wait_all` and
+    :func:`workers.launcher.open_gate_when_ready` work unchanged. If ``exec_fn`` fails for one
     machine, the agents already started are killed and :class:`JobError` is raised.
     """
     out_dir = Path(out_dir)
@@ -659,7 +659,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: run the agent described by the plan file in ``argv``; return the exit code."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m jobs.agent PLAN.json", file=sys.stderr)
+        print("usage: python -m workers.agent PLAN.json", file=sys.stderr)
         return 2
     where = args[0]
     try:
@@ -675,11 +675,11 @@ def main(argv: list[str] | None = None) -> int:
             agent.close()
         print(f"agent on {plan.machine}: done in {time.monotonic() - t0:.1f} s", flush=True)
     except _Failure as exc:
-        print(f"jobs.agent: {where}: {exc}", file=sys.stderr, flush=True)
+        print(f"workers.agent: {where}: {exc}", file=sys.stderr, flush=True)
         os._exit(1)  # rank and reader threads may be blocked in the kernel: do not wait for them
     except Exception as exc:  # noqa: BLE001 - the launcher reads this one line from the log
         msg = " ".join(str(exc).split())
-        print(f"jobs.agent: {where}: {type(exc).__name__}: {msg}", file=sys.stderr, flush=True)
+        print(f"workers.agent: {where}: {type(exc).__name__}: {msg}", file=sys.stderr, flush=True)
         os._exit(1)
     return 0
 

@@ -9,10 +9,10 @@ Adding one is a module with an ``allreduce`` function plus one line in :data:`CO
 in :data:`jobs.collective.JOB_COLLECTIVES` (what every other part asks of it) and, if its traffic
 is modelled, one in :data:`jobs.patterns.PATTERNS`.
 
-* ``ring``: :mod:`jobs.collectives.ring` (reduce-scatter + allgather, ``2(p-1)`` steps).
-* ``hd``: :mod:`jobs.collectives.hd` (halving-doubling, fold-in/fold-out for ``p`` not a
+* ``ring``: :mod:`workers.collectives.ring` (reduce-scatter + allgather, ``2(p-1)`` steps).
+* ``hd``: :mod:`workers.collectives.hd` (halving-doubling, fold-in/fold-out for ``p`` not a
   power of two).
-* ``gloo``: :mod:`jobs.collectives.gloo` (``torch.distributed.all_reduce``).
+* ``gloo``: :mod:`workers.collectives.gloo` (``torch.distributed.all_reduce``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 
 from common.errors import JobError, unknown_name
-from jobs.collectives import gloo, hd, ring
+from workers.collectives import gloo, hd, ring
 
 Allreduce = Callable[[torch.Tensor], None]
 """One rank's allreduce, in place: what a job's collective runs in a torch worker."""

@@ -1,6 +1,6 @@
-"""The worker program run inside an emulated host: ``python -m jobs.worker SPEC.json``.
+"""The worker program run inside an emulated host: ``python -m workers.worker SPEC.json``.
 
-It reads a :class:`jobs.launcher.WorkerSpec`, joins the job's gloo process group and runs its
+It reads a :class:`workers.launcher.WorkerSpec`, joins the job's gloo process group and runs its
 iterations in ``replay`` mode (emulated compute, then each bucket allreduced with the job's
 collective, timed and checked) or ``train`` mode (real DDP training with a communication hook
 timing the collective), following its job's time shift (:class:`jobs.phase.ShiftFollower`) and
@@ -24,14 +24,14 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from common.errors import JobError
-from jobs import nets
 from jobs.collective import collective_of
-from jobs.collectives import Allreduce, get_collective
-from jobs.collectives.ina import InaCollective
-from jobs.launcher import WorkerSpec, ready_path
 from jobs.models import get_model
 from jobs.phase import ShiftFollower
 from jobs.records import record_iteration
+from workers import nets
+from workers.collectives import Allreduce, get_collective
+from workers.collectives.ina import InaCollective
+from workers.launcher import WorkerSpec, ready_path
 
 TRAIN_LR = 0.05
 _START_MONOTONIC = time.monotonic()
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: run the worker described by the spec file in ``argv``; return the exit code."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m jobs.worker SPEC.json", file=sys.stderr)
+        print("usage: python -m workers.worker SPEC.json", file=sys.stderr)
         return 2
     where = args[0]
     try:
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("JOBS_WORKER_DEBUG") == "1":
             traceback.print_exc()
         msg = " ".join(str(exc).split())
-        print(f"jobs.worker: {where}: {type(exc).__name__}: {msg}", file=sys.stderr)
+        print(f"workers.worker: {where}: {type(exc).__name__}: {msg}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,7 +1,7 @@
 """The collective ``ina`` for torch workers: each machine's ranks sum in memory, one client per
 machine sums the machines over in-network aggregation.
 
-The same shape as the agent runtime's (``jobs.agent._InaGroup``), with gloo inside a machine: the
+The same shape as the agent runtime's (``workers.agent._InaGroup``), with gloo inside a machine: the
 ranks of a machine reduce to its lowest rank, that rank sums the machine's tensor with the others'
 through its :class:`ina.client.InaClient` (fixed point at :data:`SCALE`), and broadcasts the sum to
 the machine's ranks.
@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from common.errors import JobError
-from jobs.launcher import WorkerSpec, ina_counters_path
+from workers.launcher import WorkerSpec, ina_counters_path
 
 SCALE = float(2 ** 20)
 """Fixed-point scale of the gradients: int32 = round(float * SCALE)."""
@@ -73,7 +73,7 @@ class InaCollective:
 
     def close(self) -> None:
         """Close the client; the machine's leader writes its counters to
-        :func:`jobs.launcher.ina_counters_path` in the records' directory."""
+        :func:`workers.launcher.ina_counters_path` in the records' directory."""
         if self.client is None:
             return
         self.client.close()

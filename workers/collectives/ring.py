@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from jobs.collectives._p2p import exchange
+from workers.collectives._p2p import exchange
 
 
 def allreduce(tensor: torch.Tensor) -> None:
