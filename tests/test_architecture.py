@@ -184,3 +184,12 @@ def test_help_and_list_read_every_back_end_class_without_its_heavy_imports():
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_installed_distribution_holds_every_package():
+    """``setup.py`` installs every top-level package of :data:`PACKAGES` and no other (an installed copy runs
+    ``reproduce`` as a checkout does)."""
+    import re
+
+    listed = re.search(r"find_packages\(include=\[(.*?)\]\)", (REPO / "setup.py").read_text(), re.S).group(1)
+    assert sorted(re.findall(r'"(\w+)\*"', listed)) == sorted(PACKAGES)
