@@ -128,10 +128,10 @@ def test_shared_constants_come_from_common():
 def test_the_emulator_takes_no_measurement_primitive_from_the_report():
     """What the emulator measures is computed by ``measure`` (iteration times among it): of the experiment's
     report the emulator imports only its own summariser, ``summarise_policy``."""
-    used = {str(p.relative_to(REPO)): sorted(m for m in imports_of(p) if m.startswith("experiment.report."))
+    used = {str(p.relative_to(REPO)): sorted(m for m in imports_of(p) if m.startswith("experiment.reporting.report."))
             for p in sorted((REPO / "emulator").rglob("*.py"))}
     assert {f: names for f, names in used.items() if names} == {
-        "emulator/policy_run.py": ["experiment.report.summarise_policy"]}
+        "emulator/policy_run.py": ["experiment.reporting.report.summarise_policy"]}
 
 
 def test_only_the_emulator_imports_mininet():
