@@ -14,6 +14,10 @@ the loop starts and says when it finishes. Back ends a user picks (``--backend``
 The durations model (:mod:`experiment.run.durations`: each job runs for a known time, no network) is
 a clock for the loop alone: the toy examples and test vectors of the scheduling specs.
 
+Its subpackages, each importing only those before it (checked by a test): ``config`` (the config
+and what it reads), ``reporting`` (a run's records, report and files), ``run`` (the driver, the
+loop, the simulator back end, sweeps) and ``validate`` (simulators against a run).
+
 This package imports neither Mininet nor os-ken nor the emulator (checked by a test); the
 emulator back end is imported only when it is asked for.
 """
