@@ -48,7 +48,8 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 from common.errors import ConfigError, TestbedError  # noqa: E402
-from experiment import BACKENDS, results  # noqa: E402
+from experiment import BACKENDS  # noqa: E402
+from experiment.reporting import results  # noqa: E402
 
 DEFAULT_CONFIG = os.path.join(HERE, "experiments", "default.yaml")
 
@@ -68,9 +69,10 @@ def _again(signum, frame):
 def cmd_run(args) -> int:
     """Run an experiment; the command-line overrides are validated with the rest of the config
     (run_experiment validates before it needs root or builds anything)."""
-    from experiment import config, make_backend
-    from experiment.driver import run_experiment
-    from experiment.overrides import apply_settings
+    from experiment import make_backend
+    from experiment.config import schema as config
+    from experiment.config.overrides import apply_settings
+    from experiment.run.driver import run_experiment
 
     cfg = apply_settings(config.load(args.config), args.set)
     changes = {}
@@ -90,15 +92,16 @@ def cmd_run(args) -> int:
 
 def cmd_check(args) -> int:
     """Validate a config without root: everything a run would reject for the config alone."""
-    from experiment import backend_class, config
-    from experiment.overrides import apply_settings
+    from experiment import backend_class
+    from experiment.config import schema as config
+    from experiment.config.overrides import apply_settings
 
     cfg = apply_settings(config.load(args.config), args.set)
     g = config.validate(cfg, backend=args.backend)
     n_m = sum(1 for _, d in g.nodes(data=True) if d["role"] == "machine")
     gpus = sum(d["gpus"] for _, d in g.nodes(data=True) if d["role"] == "machine")
     if cfg.trace.file:
-        from experiment.run import experiment_jobs
+        from experiment.config.workload import experiment_jobs
 
         jobs = f"{len(experiment_jobs(cfg, g))} jobs of trace {cfg.trace.file}"
     else:
@@ -131,9 +134,9 @@ def cmd_validate(args) -> int:
     with a run's measurements; no root needed."""
     from common.jsonfile import write_json_atomic
     from common.specs import safe_name
-    from experiment.estimates import compare_estimates, read_estimates, report_lines, write_estimates_report
-    from experiment.revalidate import options_name, parse_simulator_options, read_recorded_run
-    from experiment.validation import marks_to_dict, marks_validation_lines
+    from experiment.reporting.validation import marks_to_dict, marks_validation_lines
+    from experiment.validate.estimates import compare_estimates, read_estimates, report_lines, write_estimates_report
+    from experiment.validate.revalidate import options_name, parse_simulator_options, read_recorded_run
 
     if (args.estimates is None) == (args.simulator is None):
         print("error: give one of --estimates FILE.csv or --simulator KEY=VALUE,...", file=sys.stderr)
@@ -167,7 +170,7 @@ def cmd_calibrate(args) -> int:
     """Fit the simulator's per-message latency to a run's uncontended jobs, TCP's share of a shared link
     and the ECN mark share to its contended ones, whichever the run has; no root needed."""
     from common.jsonfile import write_json_atomic
-    from experiment.revalidate import (
+    from experiment.validate.revalidate import (
         CALIBRATED_CLASS,
         MARKS_CLASS,
         SHARED_CLASS,
@@ -235,10 +238,10 @@ def cmd_calibrate(args) -> int:
 def cmd_sweep(args) -> int:
     """Sweep one config field over values and seeds on the simulator (no root). Every point is
     validated before anything runs; the run directory is printed at the end."""
-    from experiment import config
-    from experiment.overrides import apply_settings
-    from experiment.sweep import run_sweep
-    from experiment.sweep_spec import parse_seeds, parse_vary
+    from experiment.config import schema as config
+    from experiment.config.overrides import apply_settings
+    from experiment.run.sweep import run_sweep
+    from experiment.run.sweep_spec import parse_seeds, parse_vary
 
     cfg = apply_settings(config.load(args.config), args.set)
     if args.results is not None:
@@ -262,7 +265,7 @@ def cmd_sweep(args) -> int:
 def cmd_report(args) -> int:
     """A saved run's tables and plots rendered again from its files (``summary.json``, the timelines,
     the CSVs); ``report.txt`` is written where it is missing. No root."""
-    from experiment.rerender import load_run, redraw, render
+    from experiment.reporting.rerender import load_run, redraw, render
 
     saved = load_run(args.run_dir)
     text = render(saved)
@@ -302,7 +305,7 @@ def cmd_reproduce(args) -> int:
 
 def cmd_list(args) -> int:
     """What a config can name: topologies, models, collectives, policies, schedulers, back ends."""
-    from experiment.catalogue import matches, render, sections
+    from experiment.config.catalogue import matches, render, sections
 
     titles = [sec.title for sec in sections()]
     if not any(matches(t, args.what) for t in titles):

@@ -1,6 +1,6 @@
 """The back-end protocol of the experiment loop, and the records that cross it.
 
-A back end owns a clock and runs jobs. The loop (:func:`experiment.loop.run_loop`) calls::
+A back end owns a clock and runs jobs. The loop (:func:`experiment.run.loop.run_loop`) calls::
 
     backend.start([(job, placement), ...])   # these jobs start now, together
     ends = backend.advance(until_s)          # run until a job finishes or until_s

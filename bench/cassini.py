@@ -25,7 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiment.tables import format_table  # noqa: E402
+from experiment.reporting.tables import format_table  # noqa: E402
 from jobs.models import get_model  # noqa: E402
 from placement import Cluster, JobRequest, make_policy  # noqa: E402
 from placement.cassini.affinity import affinity_edges  # noqa: E402

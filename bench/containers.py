@@ -26,7 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiment.report import format_table  # noqa: E402
+from experiment.reporting.report import format_table  # noqa: E402
 
 KINDS = ("process", "container")
 

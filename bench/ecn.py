@@ -31,7 +31,7 @@ from emulator.ecn import build  # noqa: E402
 from emulator.net import EmulatedNetwork, NetOptions  # noqa: E402
 from emulator.queues import PortSampler, parse_tc_qdiscs  # noqa: E402
 from emulator.variants import ecn_marker, switch_ports  # noqa: E402
-from experiment.report import format_table  # noqa: E402
+from experiment.reporting.report import format_table  # noqa: E402
 from measure.fidelity import assess, link_checks  # noqa: E402
 from measure.linkstats import read_queue_samples  # noqa: E402
 from measure.marking import marking_params  # noqa: E402

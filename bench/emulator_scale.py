@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiment.tables import format_table  # noqa: E402
+from experiment.reporting.tables import format_table  # noqa: E402
 from measure.footprint import RESERVE_BYTES, mem_available_bytes, switch_port_count  # noqa: E402
 
 MB = 1024 * 1024

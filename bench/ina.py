@@ -24,8 +24,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from experiment.config import InaConfig  # noqa: E402
-from experiment.report import format_table  # noqa: E402
+from experiment.config.schema import InaConfig  # noqa: E402
+from experiment.reporting.report import format_table  # noqa: E402
 from ina.engine import Aggregator, Dest, JobEntry, Role  # noqa: E402
 from ina.p4 import build  # noqa: E402
 from ina.protocol import VALUES_PER_PACKET, data_packet  # noqa: E402
@@ -176,7 +176,7 @@ def run_options(g, scale: float, dilation: float, ina_switches: tuple[str, ...])
     import dataclasses
 
     from emulator.runner import EmulatorExperiment, net_options
-    from experiment.config import load
+    from experiment.config.schema import load
 
     cfg = dataclasses.replace(load(os.path.join(ROOT, "experiments", "default.yaml")), scale=scale, dilation=dilation)
     experiment = EmulatorExperiment()

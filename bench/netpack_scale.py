@@ -19,8 +19,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiment.report import format_table  # noqa: E402
-from experiment.traces import read_trace  # noqa: E402
+from experiment.config.traces import read_trace  # noqa: E402
+from experiment.reporting.report import format_table  # noqa: E402
 from placement import Cluster, JobRequest, MachineInfo  # noqa: E402
 from placement.netpack.policy import NetPackPolicy  # noqa: E402
 

@@ -21,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiment.report import format_table, percentile  # noqa: E402
+from experiment.reporting.report import format_table, percentile  # noqa: E402
 from placement import POLICIES, Cluster, JobRequest, make_policy  # noqa: E402
 from topo import leaf_spine  # noqa: E402
 

@@ -32,7 +32,7 @@ from emulator.net import EmulatedNetwork, NetOptions  # noqa: E402
 from emulator.one_job import OneJob, run_job  # noqa: E402
 from emulator.ports import resolve_port_type  # noqa: E402
 from emulator.variants import switch_ports  # noqa: E402
-from experiment.report import format_table  # noqa: E402
+from experiment.reporting.report import format_table  # noqa: E402
 from jobs.models import get_model, scaled_buckets  # noqa: E402
 from jobs.records import measured_window_s  # noqa: E402
 from jobs.steps import job_bound_s  # noqa: E402

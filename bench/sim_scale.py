@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from experiment.report import format_table  # noqa: E402
+from experiment.reporting.report import format_table  # noqa: E402
 from jobs.models import get_model  # noqa: E402
 from sim.flowsim import OVERLAPS, SimJob, SimOptions, simulate  # noqa: E402
 from sim.fluid import FluidEngine  # noqa: E402

@@ -27,7 +27,7 @@ from emulator import flows
 from emulator.ina_runs import InaRuns
 from emulator.net import EmulatedNetwork
 from emulator.pacing import PaceFeed
-from experiment.config import ExperimentConfig
+from experiment.config.schema import ExperimentConfig
 from jobs.collective import collective_of
 from jobs.models import get_model
 from jobs.pace import Paces

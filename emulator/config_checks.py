@@ -1,5 +1,5 @@
 """What the emulator checks of a config on top of what every back end checks
-(:func:`experiment.config.validate`): its ECN thresholds against its queues, AF_XDP frame sizes,
+(:func:`experiment.config.schema.validate`): its ECN thresholds against its queues, AF_XDP frame sizes,
 cluster mode, the wall-time limit, and that it runs a jobs list (no trace); and what
 ``run_testbed.py check`` adds about a config it takes. Pure: no root, nothing on the machine
 touched but reading its free memory.
@@ -11,7 +11,7 @@ import math
 
 from common.errors import ConfigError
 from congestion import congestion_control
-from experiment.config import (
+from experiment.config.schema import (
     LOCAL_NAMES,
     ExperimentConfig,
     fail,

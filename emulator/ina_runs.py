@@ -1,12 +1,12 @@
 """INA jobs in an experiment: the emulator back end's side of :class:`emulator.ina_fabric.InaFabric`.
 
 An experiment whose jobs name collective ``ina`` (:data:`jobs.collective.INA`) runs with an
-aggregator on every INA switch (:func:`experiment.config.ina_switches`) and one
+aggregator on every INA switch (:func:`experiment.config.schema.ina_switches`) and one
 :class:`InaRuns` per policy, which the emulator back end (:class:`emulator.backend.EmulatorBackend`)
 calls as jobs start and end: :meth:`InaRuns.begin` clears every aggregator, :meth:`InaRuns.start`
 installs a job run's plan beside the running jobs' and has its PS serve it, :meth:`InaRuns.end`
 reads its counters and removes it, :meth:`InaRuns.result` gives the counters as an
-:class:`experiment.measurements.InaResult`. The PS defaults to rank 0's machine and every INA
+:class:`experiment.reporting.measurements.InaResult`. The PS defaults to rank 0's machine and every INA
 switch may aggregate; a placement's ``ps_host`` and ``ina_switches`` override them.
 
 Each step and the defaults in full: ``docs/ina.md`` (INA jobs in an experiment).
@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from backend.protocol import ExperimentJob
 from common.errors import ConfigError, EmulationError, TestbedError
 from emulator.ina_fabric import InaFabric, endpoints, resolve_engine
-from experiment.config import ExperimentConfig, ina_jobs
-from experiment.ina_results import InaJobResult, InaResult
+from experiment.config.schema import ExperimentConfig, ina_jobs
+from experiment.reporting.ina_results import InaJobResult, InaResult
 from ina.engine import Role
 from ina.plan import JobPlan, plan_job, ps_host_of, tor_of, uplink_packets
 from jobs.collective import INA, collective_of

@@ -2,12 +2,12 @@
 
 :class:`PolicyMeasurement` is one policy's run on a session's network
 (:class:`emulator.runner.EmulatorSession`), in steps: :meth:`~PolicyMeasurement.run_loop` (the
-experiment loop, :mod:`experiment.loop`, drives the emulator's clock,
+experiment loop, :mod:`experiment.run.loop`, drives the emulator's clock,
 :class:`emulator.backend.EmulatorBackend`, with the CPU and the switch ports sampled meanwhile),
 :meth:`~PolicyMeasurement.check_health` (the port sampler and the controller kept up) and
 :meth:`~PolicyMeasurement.result` (bytes and marks per link and wave, CPU, every job's evidence and
 verdict, :mod:`measure.fidelity`, and the simulator's estimate on the run's own schedule,
-:mod:`experiment.resimulate`).
+:mod:`experiment.run.resimulate`).
 
 Why the policies of a run can share one network: ``docs/architecture.md`` (The emulator back end).
 """
@@ -27,14 +27,22 @@ from emulator.ina_runs import InaRuns, unused_result
 from emulator.net import link_rates_mbps
 from emulator.queues import PortSampler
 from emulator.runner import EmulatorExperiment
-from experiment.config import ExperimentConfig
-from experiment.ina_results import InaJobResult, InaResult
-from experiment.loop import LoopEvent, LoopResult
-from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
-from experiment.report import summarise_policy
-from experiment.results import write_json
-from experiment.run import config_cluster, last_starts, place_and_run
-from experiment.timeline import up_phases
+from experiment.config.schema import ExperimentConfig
+from experiment.config.workload import config_cluster
+from experiment.reporting.ina_results import InaJobResult, InaResult
+from experiment.reporting.measurements import (
+    ClusterState,
+    EcnSetup,
+    PolicyResult,
+    PortSamplerStats,
+    StartRecord,
+    WaveLinks,
+)
+from experiment.reporting.report import summarise_policy
+from experiment.reporting.results import write_json
+from experiment.reporting.timeline import up_phases
+from experiment.run.loop import LoopEvent, LoopResult
+from experiment.run.policy import last_starts, place_and_run
 from measure import fidelity
 from measure.iterations import job_iteration_times
 from measure.linkstats import LinkSeries, counter_series, read_queue_samples

@@ -5,7 +5,7 @@ as ``emu``): one network per run, then for each policy in turn: place, run every
 switch port kind, INA engine, one machine or several servers, processes or containers);
 :meth:`EmulatorExperiment.open` builds the network and yields a session whose
 :meth:`EmulatorSession.run_policy` measures one policy (:func:`run_policy`). The driver
-(:mod:`experiment.driver`) keeps the run's status, progress, files and report. The network is
+(:mod:`experiment.run.driver`) keeps the run's status, progress, files and report. The network is
 built once per run and shared by the policies one after another; each policy's results are
 written to ``<run>/<policy>/`` as soon as it finishes.
 
@@ -29,10 +29,10 @@ from congestion import congestion_control
 from emulator import config_checks
 from emulator.cluster import LOCAL, ClusterOptions
 from emulator.variants import ECN_MARKERS, SWITCH_PORTS, EcnMarker, SwitchPorts
-from experiment import driver
-from experiment.config import BackendChecks, ExperimentConfig, ina_jobs, ina_switches
-from experiment.driver import ExperimentBackend, PolicySession, ScheduleEstimator
-from experiment.summary import PolicyRun
+from experiment.config.schema import BackendChecks, ExperimentConfig, ina_jobs, ina_switches
+from experiment.reporting.summary import PolicyRun
+from experiment.run import driver
+from experiment.run.driver import ExperimentBackend, PolicySession, ScheduleEstimator
 from measure.marking import marking_params
 from topo.schema import EMULATOR_LIMITS
 from workers.launcher import ExecFn, ready_path
@@ -296,7 +296,7 @@ class EmulatorSession(PolicySession):
 
 def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_dir: str | None = None,
                    policies: list[str] | None = None) -> str:
-    """:func:`experiment.driver.run_experiment` on the emulator, with ``progress``'s stream; returns the
+    """:func:`experiment.run.driver.run_experiment` on the emulator, with ``progress``'s stream; returns the
     run directory."""
     progress = progress or Progress()
     return driver.run_experiment(cfg, EmulatorExperiment(), progress.say, run_dir, policies, progress.stream)

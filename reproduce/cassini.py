@@ -22,7 +22,7 @@ PAPER = {"mean": 1.6, "p99": 1.8}
 
 def jct_stats(jcts: list[float]) -> dict[str, float | None]:
     """Mean and 99th percentile of JCTs (None without any)."""
-    from experiment.report import percentile
+    from experiment.reporting.report import percentile
 
     return {"mean": sum(jcts) / len(jcts) if jcts else None, "p99": percentile(jcts, 99)}
 

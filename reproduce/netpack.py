@@ -53,7 +53,7 @@ class _NetPackSweep(Reproduction):
     xlabel: str
 
     def values(self) -> tuple:
-        from experiment.sweep_spec import parse_vary
+        from experiment.run.sweep_spec import parse_vary
 
         return parse_vary(self.vary).values
 

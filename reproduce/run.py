@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 
 from common.errors import ConfigError
-from experiment import results
-from experiment.tables import format_table
+from experiment.reporting import results
+from experiment.reporting.tables import format_table
 from reproduce import REPRODUCTIONS, get
 from reproduce.base import Context, Outcome, Reproduction, number_text
 

@@ -1,5 +1,5 @@
 """The experiments a reproduction runs, through the testbed's one path: a config run by the driver
-(:func:`experiment.driver.execute`) or swept (:func:`experiment.sweep.run_sweep`), into the
+(:func:`experiment.run.driver.execute`) or swept (:func:`experiment.run.sweep.run_sweep`), into the
 reproduction's directory. Configs are read from the repository, whatever the current directory.
 """
 
@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def load(rel_path: str):
     """The experiment config at ``rel_path`` in the repository, its trace file (relative to the
     repository, as the config's comments run it) made absolute."""
-    from experiment import config
+    from experiment.config import schema as config
 
     cfg = config.load(os.path.join(ROOT, rel_path))
     if cfg.trace.file and not os.path.isabs(cfg.trace.file):
@@ -27,7 +27,7 @@ def load(rel_path: str):
 
 def check_config(cfg, backend: str) -> str:
     """Validate ``cfg`` for ``backend`` as ``run_testbed.py check`` does; what it runs, in a few words."""
-    from experiment import config
+    from experiment.config import schema as config
 
     g = config.validate(cfg, backend=backend)
     machines = sum(1 for _, d in g.nodes(data=True) if d["role"] == "machine")
@@ -35,10 +35,10 @@ def check_config(cfg, backend: str) -> str:
 
 
 def check_sweep(cfg, vary: str, seeds: Sequence[int], backend: str) -> str:
-    """Validate the sweep's config at every value (:func:`experiment.sweep_spec.sweep_points`, with its
+    """Validate the sweep's config at every value (:func:`experiment.run.sweep_spec.sweep_points`, with its
     first seed: the seeds change nothing a check looks at, and the sweep checks every point again
     before it runs); what it runs."""
-    from experiment.sweep_spec import parse_vary, sweep_points
+    from experiment.run.sweep_spec import parse_vary, sweep_points
 
     parsed = parse_vary(vary)
     sweep_points(cfg, parsed, seeds[:1], backend)
@@ -48,14 +48,14 @@ def check_sweep(cfg, vary: str, seeds: Sequence[int], backend: str) -> str:
 
 def run_config(cfg, ctx: Context, label: str):
     """Run every policy of ``cfg`` on the context's back end into ``label/``; the
-    :class:`experiment.driver.RunOutcome`.
+    :class:`experiment.run.driver.RunOutcome`.
 
     Raises:
         PolicyIncomplete: some policy could not place every job (the others' results are written).
         TestbedError: the back end failed.
     """
     from experiment import make_backend
-    from experiment.driver import execute
+    from experiment.run.driver import execute
 
     with open(os.devnull, "w") as report:  # the run's report.txt keeps its tables; the reproduction prints its own
         out = execute(cfg, make_backend(ctx.backend), say=ctx.say, run_dir=ctx.path(label), stream=report)
@@ -66,9 +66,9 @@ def run_config(cfg, ctx: Context, label: str):
 
 def run_sweep(cfg, vary: str, seeds: Sequence[int], ctx: Context, label: str):
     """Sweep ``cfg`` over ``vary`` (``PATH=V1,V2,...``) and ``seeds`` into ``label/``; the
-    :class:`experiment.sweep.SweepResult`."""
-    from experiment.sweep import run_sweep as sweep
-    from experiment.sweep_spec import parse_vary
+    :class:`experiment.run.sweep.SweepResult`."""
+    from experiment.run.sweep import run_sweep as sweep
+    from experiment.run.sweep_spec import parse_vary
 
     return sweep(cfg, parse_vary(vary), seeds, run_dir=ctx.path(label), workers=ctx.workers, say=ctx.say,
                  backend=ctx.backend)

@@ -41,7 +41,7 @@ def read_rows(rel_path: str) -> list[dict]:
 
 def run_variant(spec: str, trace_rows: list[dict]) -> dict[int, float]:
     """Every job's JCT under scheduler ``spec`` on the durations clock, by job id."""
-    from experiment.durations import duration_job, run_durations
+    from experiment.run.durations import duration_job, run_durations
     from scheduling import make_scheduler
 
     jobs = [duration_job(f"j{r['job_id']}", int(r["num_gpu"]), float(r["duration"]), float(r["submit_time"]))

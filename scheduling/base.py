@@ -129,7 +129,7 @@ class Scheduler(abc.ABC):
     starts_in_batches: bool = False
     """True when the jobs it starts together run alone until the last of them ends (``waves``):
     another back end re-driving a run of it follows its batches, not their times
-    (:func:`experiment.resimulate.simulate_schedule`)."""
+    (:func:`experiment.run.resimulate.simulate_schedule`)."""
 
     def __init__(self, seed: int = 0):
         self.seed = seed

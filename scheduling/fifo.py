@@ -8,7 +8,7 @@ Two baselines of Tiresias' evaluation (``docs/resolutions.md`` Tiresias §6.1-6.
 * ``yarn_cs`` (YARN-CS, Microsoft's production scheduler): the same, but the scan stops at the
   first waiting job that does not fit (head-of-line blocking). A job larger than
   ``total_gpus`` therefore blocks every job behind it for ever; that is YARN-CS's semantics,
-  and :func:`experiment.loop.run_loop` rejects such a job up front.
+  and :func:`experiment.run.loop.run_loop` rejects such a job up front.
 
 Neither ever preempts. Ties in arrival time go to the earlier position in the input. O(n log n).
 """

@@ -2,7 +2,7 @@
 
 To estimate a recorded run on another back end, the loop re-drives the record: this scheduler says
 when each job starts and stops, and a placer re-applies each recorded placement
-(:mod:`experiment.resimulate`). :meth:`RecordedSchedule.at_recorded_times` follows an online
+(:mod:`experiment.run.resimulate`). :meth:`RecordedSchedule.at_recorded_times` follows an online
 scheduler's run, :meth:`RecordedSchedule.in_recorded_batches` a ``waves`` run batch by batch; where
 the record and this back end disagree it resolves as ``docs/simulator-engines.md`` says ([R]).
 

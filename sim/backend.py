@@ -6,7 +6,7 @@ placement's machines (rank order), with its model's gradient buckets at the expe
 scale and its model's compute time per iteration, running the iterations it has left after
 its warm-up; a preempted job loses its partial iteration and keeps the ones it completed.
 Times are virtual (paper-scale) seconds: emulated bytes over the links' rates at the scale,
-undilated, as a run's estimates cost them (:func:`experiment.resimulate.simulate_schedule`).
+undilated, as a run's estimates cost them (:func:`experiment.run.resimulate.simulate_schedule`).
 Pure: no root, no processes.
 
 :class:`FluidSimBackend` is the same on the iteration-level engine (:class:`sim.fluid.FluidEngine`),

@@ -412,7 +412,7 @@ def run_bench(script: str, *args: str, timeout_s: float = 600) -> str:
 
 def read_table(text: str, first_header: str, nth: int = 0) -> list[dict[str, str]]:
     """The rows of the ``nth`` table (from 0) whose first column is ``first_header`` in ``text``, as
-    :func:`experiment.tables.format_table` prints it: one dict of header -> cell per row. Columns are
+    :func:`experiment.reporting.tables.format_table` prints it: one dict of header -> cell per row. Columns are
     the separator line's runs of dashes; the table ends at the first line that does not fit them."""
     import re
 

@@ -1,7 +1,7 @@
 """The product's package structure: the import graph of its top-level packages has no cycle, and the
 layers the architecture names hold (the experiment package never imports the emulator; only the
 emulator imports Mininet and the worker runtime; the pure packages import neither a back end nor the
-experiment)."""
+experiment; the experiment's subpackages import only those below them)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,12 @@ of a job: models, patterns, steps, records, phases), takes what a job is from ``
 
 NEVER_BELOW_THE_RUNTIME = ("torch", "workers", "mininet", "os_ken", "emulator", "experiment")
 """Top-level modules that importing the pure ``jobs`` package must not load."""
+
+EXPERIMENT_LAYERS = {"config": (), "reporting": ("config",), "run": ("config", "reporting"),
+                     "validate": ("config", "reporting", "run")}
+"""Subpackage of ``experiment`` -> the subpackages it may import: the config imports none of them, the
+reporting of a run only the config, running an experiment the config and the reporting, and validating
+simulators against a run any of them. Any of them may import the back-end registry (``experiment``)."""
 
 SHARED = {"PROJECT_ROOT": "common.paths", "free_tcp_port": "common.sockets"}
 """Constants and helpers every layer uses, by name -> the one module of ``common`` that defines them."""
@@ -142,10 +148,10 @@ def test_shared_constants_come_from_common():
 def test_the_emulator_takes_no_measurement_primitive_from_the_report():
     """What the emulator measures is computed by ``measure`` (iteration times among it): of the experiment's
     report the emulator imports only its own summariser, ``summarise_policy``."""
-    used = {str(p.relative_to(REPO)): sorted(m for m in imports_of(p) if m.startswith("experiment.report."))
+    used = {str(p.relative_to(REPO)): sorted(m for m in imports_of(p) if m.startswith("experiment.reporting.report."))
             for p in sorted((REPO / "emulator").rglob("*.py"))}
     assert {f: names for f, names in used.items() if names} == {
-        "emulator/policy_run.py": ["experiment.report.summarise_policy"]}
+        "emulator/policy_run.py": ["experiment.reporting.report.summarise_policy"]}
 
 
 def test_only_the_emulator_imports_mininet():
@@ -193,3 +199,61 @@ def test_the_installed_distribution_holds_every_package():
 
     listed = re.search(r"find_packages\(include=\[(.*?)\]\)", (REPO / "setup.py").read_text(), re.S).group(1)
     assert sorted(re.findall(r'"(\w+)\*"', listed)) == sorted(PACKAGES)
+
+
+def experiment_graph() -> nx.DiGraph:
+    """Subpackage of ``experiment`` -> the subpackages it imports, each edge with the files that import."""
+    g = nx.DiGraph()
+    g.add_nodes_from(EXPERIMENT_LAYERS)
+    for sub in EXPERIMENT_LAYERS:
+        for path in sorted((REPO / "experiment" / sub).rglob("*.py")):
+            for mod in imports_of(path):
+                parts = mod.split(".")
+                if parts[0] == "experiment" and len(parts) > 1 and parts[1] in EXPERIMENT_LAYERS and parts[1] != sub:
+                    if not g.has_edge(sub, parts[1]):
+                        g.add_edge(sub, parts[1], files=set())
+                    g.edges[sub, parts[1]]["files"].add(str(path.relative_to(REPO)))
+    return g
+
+
+def test_every_module_of_the_experiment_sits_in_a_subpackage():
+    """``experiment`` is its back-end registry (``__init__.py``) and the subpackages of
+    :data:`EXPERIMENT_LAYERS`, each a package: no flat module beside them, no subpackage unlisted."""
+    top = REPO / "experiment"
+    assert sorted(p.name for p in top.glob("*.py")) == ["__init__.py"]
+    subs = sorted(p.name for p in top.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert subs == sorted(EXPERIMENT_LAYERS)
+    assert all((top / s / "__init__.py").is_file() for s in subs)
+
+
+def test_the_experiment_subpackages_import_only_those_below_them():
+    """Each subpackage of ``experiment`` imports only the subpackages :data:`EXPERIMENT_LAYERS` allows it,
+    so the config never imports a run or its reporting, and the reporting never imports the running."""
+    g = experiment_graph()
+    wrong = {(a, b): sorted(g.edges[a, b]["files"]) for a, b in g.edges if b not in EXPERIMENT_LAYERS[a]}
+    assert wrong == {}
+
+
+def test_the_experiment_subpackages_import_each_other_without_a_cycle():
+    """No cycle among the subpackages of ``experiment``, and the layers allowed have none either."""
+    assert list(nx.simple_cycles(experiment_graph())) == []
+    allowed = nx.DiGraph([(a, b) for a, below in EXPERIMENT_LAYERS.items() for b in below])
+    assert list(nx.simple_cycles(allowed)) == []
+
+
+def test_the_back_end_registry_imports_no_subpackage_of_the_experiment():
+    """``experiment/__init__.py`` names its back ends by ``module:class`` and imports none of its
+    subpackages, so any subpackage may read the registry without a cycle."""
+    mods = imports_of(REPO / "experiment" / "__init__.py")
+    assert sorted(m for m in mods if m.split(".")[0] == "experiment") == []
+
+
+def test_a_planted_back_edge_between_experiment_subpackages_is_reported(tmp_path, monkeypatch):
+    """The layer check is not vacuous: the config importing the reporting is reported."""
+    for sub in EXPERIMENT_LAYERS:
+        (tmp_path / "experiment" / sub).mkdir(parents=True)
+    (tmp_path / "experiment" / "config" / "x.py").write_text("from experiment.reporting.summary import PolicyRun\n")
+    monkeypatch.setattr(__import__(__name__), "REPO", tmp_path)
+    g = experiment_graph()
+    assert list(g.edges) == [("config", "reporting")]
+    assert g.edges["config", "reporting"]["files"] == {"experiment/config/x.py"}

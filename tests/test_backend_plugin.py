@@ -1,6 +1,6 @@
-"""A new back end is one class and one registry line: the durations clock (:mod:`experiment.durations`)
+"""A new back end is one class and one registry line: the durations clock (:mod:`experiment.run.durations`)
 as a back end of the driver, registered for the test, runs a config through
-:func:`experiment.driver.run_experiment` into the same files as the emulator and the simulator."""
+:func:`experiment.run.driver.run_experiment` into the same files as the emulator and the simulator."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 import experiment
-from experiment.config import BackendChecks, ExperimentConfig, JobConfig, TopologyConfig
-from experiment.driver import ExperimentBackend, PolicySession, no_resources, run_experiment
-from experiment.durations import DurationBackend
-from experiment.run import run_policy_loop, summarise_loop
+from experiment.config.schema import BackendChecks, ExperimentConfig, JobConfig, TopologyConfig
+from experiment.run.driver import ExperimentBackend, PolicySession, no_resources, run_experiment
+from experiment.run.durations import DurationBackend
+from experiment.run.policy import run_policy_loop, summarise_loop
 from jobs.models import get_model
 from topo.schema import SIMULATOR_LIMITS
 
@@ -84,7 +84,7 @@ def small_cfg(results_dir: str) -> ExperimentConfig:
 def test_a_registered_back_end_is_found_by_name_and_listed(durations):
     assert isinstance(durations, DurationsExperiment)
     assert experiment.backend_classes()["durations"] is DurationsExperiment
-    from experiment.catalogue import render
+    from experiment.config.catalogue import render
 
     assert "\n  durations  every job runs for its iterations' compute time" in render("back")
 
@@ -117,7 +117,7 @@ def test_a_third_back_end_runs_through_the_driver(durations, tmp_path):
 
 def test_check_names_a_registered_back_end_and_its_limits(durations, tmp_path):
     """``validate`` finds the back end's checks by name through the registry."""
-    from experiment.config import validate
+    from experiment.config.schema import validate
 
     g = validate(small_cfg(str(tmp_path)), backend="durations")
     assert durations.size_limits is SIMULATOR_LIMITS and g.number_of_nodes() > 0

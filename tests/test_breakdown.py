@@ -1,11 +1,11 @@
 """Per-bucket times of measured and simulated records (``jobs.records.bucket_times_s``), the
-simulator's per-bucket estimate, and where a class of jobs' error lies (``experiment.breakdown``)."""
+simulator's per-bucket estimate, and where a class of jobs' error lies (``experiment.reporting.breakdown``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from experiment.breakdown import BucketComparison, bucket_kind, compare_buckets, error_split
+from experiment.reporting.breakdown import BucketComparison, bucket_kind, compare_buckets, error_split
 from jobs.records import IterationRecord, bucket_times_s
 from jobs.steps import job_bound_s
 from sim.flowsim import SimJob, simulate

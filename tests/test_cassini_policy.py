@@ -13,11 +13,11 @@ import math
 import pytest
 
 from common.errors import PlacementError
-from experiment import config
-from experiment.driver import run_experiment
-from experiment.run import placement_context
-from experiment.simrun import SimulatorExperiment, sim_backend, simulate_policy
-from experiment.timeline import read_timeline_csv
+from experiment.config import schema as config
+from experiment.reporting.timeline import read_timeline_csv
+from experiment.run.driver import run_experiment
+from experiment.run.policy import placement_context
+from experiment.run.simrun import SimulatorExperiment, sim_backend, simulate_policy
 from jobs.models import get_model
 from placement import Cluster, JobRequest, make_policy
 from placement.cassini.compat import link_score
@@ -175,11 +175,11 @@ def test_the_drift_rule_comes_from_the_config():
 
 
 def test_measured_timings_replace_the_models_in_the_profiles(tmp_path):
-    """``python -m experiment.profiles`` measures each job's iteration (start to start) and Up phase
+    """``python -m experiment.reporting.profiles`` measures each job's iteration (start to start) and Up phase
     from a run's timeline, as every run's ``<policy>/profiles.json`` does, which also says whom each job
     shared links with; ``cassini.profiles`` makes Cassini profile those jobs with them: the same
     bytes on each link over the measured Up phase, and the shift taken modulo the measured period."""
-    from experiment.profiles import main as measure
+    from experiment.reporting.profiles import main as measure
     from placement.cassini.profiles import measured, read_timings
 
     cfg = cassini_cfg(results_dir=str(tmp_path), iterations=4)

@@ -11,8 +11,8 @@ from conftest import ROOT
 from test_cli import DEFAULT, assert_clean_error, run_cli
 
 from common.errors import ConfigError
-from experiment import config
-from experiment.overrides import apply_settings
+from experiment.config import schema as config
+from experiment.config.overrides import apply_settings
 
 
 def test_version_and_help_show_exit_codes_and_run_flags():
@@ -58,7 +58,7 @@ def test_a_link_delay_is_refused_not_ignored():
 
 
 def test_list_names_every_registered_entry():
-    from experiment.catalogue import render
+    from experiment.config.catalogue import render
     from jobs.collective import JOB_COLLECTIVES
     from jobs.models import MODELS
     from placement import POLICIES
@@ -89,7 +89,7 @@ def test_run_log_keeps_what_the_run_printed(tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="handing files to another user needs root")
 def test_results_written_under_sudo_go_to_the_invoking_user(tmp_path, monkeypatch):
-    from experiment.results import handed_to_invoker
+    from experiment.reporting.results import handed_to_invoker
 
     base = tmp_path / "results"
     base.mkdir()

@@ -9,7 +9,7 @@ from conftest import ROOT
 from fifos import read_fifo_within
 
 from common.errors import ConfigError
-from experiment import config
+from experiment.config import schema as config
 from placement.base import PlacementPolicy
 
 DEFAULT = os.path.join(ROOT, "experiments", "default.yaml")
@@ -705,7 +705,7 @@ def test_a_cluster_config_validates_round_trips_and_is_ignored_by_the_simulator(
 
 
 def test_ina_pat_is_declared_or_not_and_the_models_take_1_tbps_when_not():
-    from experiment import config
+    from experiment.config import schema as config
 
     base = {"jobs": [{"name": "a", "model": "resnet50", "workers": 2, "collective": "ina"}]}
     assert config.from_dict(base).ina.pat_gbps is None

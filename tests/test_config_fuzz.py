@@ -243,7 +243,7 @@ def test_malformed_config_through_the_real_cli(tmp_path, name):
 
 def resolved_default() -> str:
     """The default config as a run writes it (config.json)."""
-    from experiment import config
+    from experiment.config import schema as config
 
     return json.dumps(config.to_dict(config.load(DEFAULT)))
 

@@ -14,7 +14,7 @@ from conftest import REPO
 
 from common.errors import ConfigError
 from congestion import CONFIGURED, CONGESTION_CONTROLS, MAXMIN, MLTCP_WEIGHTS, congestion_control
-from experiment import config
+from experiment.config import schema as config
 from sim.engines import SIM_ENGINES
 
 ENTRIES = list(CONGESTION_CONTROLS)
@@ -124,7 +124,7 @@ def test_some_engine_models_every_entry(name):
 def test_the_step_level_engine_builds_the_entry_s_sharing(name, sharing):
     """The strategy the step-level engine builds from the config's options is the entry's model: MLTCP's
     weights, or the configured TCP share or max-min."""
-    from experiment.simrun import sim_options
+    from experiment.run.simrun import sim_options
     from sim.sharing import MaxMin, MltcpSharing, TcpShare, link_sharing
     from topo import build_topology
 
@@ -140,7 +140,7 @@ def test_the_step_level_engine_builds_the_entry_s_sharing(name, sharing):
 def test_the_simulator_says_how_an_engine_shares_links_under_its_own_model(name, engine):
     """A run on the simulator says nothing for the configured sharing, how MLTCP's F shares links, or that
     the engine does not model the congestion control and which engine does."""
-    from experiment.simrun import SimulatorExperiment
+    from experiment.run.simrun import SimulatorExperiment
 
     cfg = with_cc(name, simulator={"mode": engine}, mltcp={"slope": 20})
     said = []

@@ -61,11 +61,12 @@ def test_the_projects_files_are_the_code_without_caches_results_venv_or_build_pr
     from emulator.worker_image import project_files
 
     _tree(tmp_path, {"run_testbed.py": "", "workers/worker.py": "", "workers/__pycache__/worker.cpython-311.pyc": "",
-                     "experiment/results.py": "", "results/20260101-x/summary.json": "", ".venv/bin/python": "",
+                     "experiment/reporting/results.py": "", "results/20260101-x/summary.json": "",
+                     ".venv/bin/python": "",
                      ".git/HEAD": "", "ina/p4/build/aggregator.json": "", "ina/p4/aggregator.p4": "",
                      "emulator/bpf/vq_ecn.bpf.o": "", "dtnet_testbed.egg-info/PKG-INFO": "", "docs/results/x.md": ""})
-    assert project_files(str(tmp_path)) == ["docs/results/x.md", "experiment/results.py", "ina/p4/aggregator.p4",
-                                            "run_testbed.py", "workers/worker.py"]
+    assert project_files(str(tmp_path)) == ["docs/results/x.md", "experiment/reporting/results.py",
+                                            "ina/p4/aggregator.p4", "run_testbed.py", "workers/worker.py"]
 
 
 DPKG_LINES = [  # dpkg-query -W -f DPKG_FORMAT's fields: name, arch, version, status, essential, provides, pre, depends
@@ -151,7 +152,7 @@ def test_the_machines_distribution_is_read_and_others_refused(tmp_path):
 
 def test_the_container_section_is_checked_like_the_rest():
     """The config's container section is read and checked like the rest: unknown engine, CPUs out of range."""
-    from experiment.config import from_dict, validate
+    from experiment.config.schema import from_dict, validate
 
     cfg = from_dict({"container": {"engine": "docker", "cpus": 0.5}, "policies": ["random"]})
     assert (cfg.container.engine, cfg.container.cpus) == ("docker", 0.5)

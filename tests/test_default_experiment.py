@@ -52,9 +52,9 @@ def test_default_experiment_runs_end_to_end_and_cleans_up(emulation_ok, tmp_path
     machine's capabilities, the validation's correlation is that of its compared jobs, `report RUN_DIR`
     renders the tables again byte for byte, packing uses fewer machines and cross-machine bytes than
     spreading, no controller logged an exception and nothing is left running."""
-    from experiment.config import ExperimentConfig
-    from experiment.rerender import load_run, render
-    from experiment.validation import job_class
+    from experiment.config.schema import ExperimentConfig
+    from experiment.reporting.rerender import load_run, render
+    from experiment.reporting.validation import job_class
     from measure.fidelity import JOB_STATUSES as FIDELITY_STATUSES
 
     cp = subprocess.run([sys.executable, os.path.join(ROOT, "run_testbed.py"), *SMALL, "--results", str(tmp_path),
@@ -140,7 +140,7 @@ def test_default_experiment_runs_every_policy_on_the_simulator(tmp_path):
     """Every policy of the default experiment places the whole job mix, and every job completes, on the
     simulator (the same placement code the emulator runs); 2 measured iterations of each job instead of 10
     (placement does not depend on them)."""
-    from experiment.config import load, policy_specs
+    from experiment.config.schema import load, policy_specs
 
     cp = subprocess.run([sys.executable, os.path.join(ROOT, "run_testbed.py"), "--backend", "sim", "-q",
                          "--iterations", "2", "--results", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,

@@ -15,9 +15,16 @@ from emulator.net import link_rates_mbps
 from emulator.policy_run import job_evidence
 from emulator.runner import net_options
 from emulator.variants import ecn_marker
-from experiment.config import from_dict
-from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
-from experiment.report import summarise_policy
+from experiment.config.schema import from_dict
+from experiment.reporting.measurements import (
+    ClusterState,
+    EcnSetup,
+    PolicyResult,
+    PortSamplerStats,
+    StartRecord,
+    WaveLinks,
+)
+from experiment.reporting.report import summarise_policy
 from jobs.models import get_model
 from jobs.records import IterationRecord
 from measure.cpu import CpuSummary

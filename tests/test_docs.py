@@ -18,12 +18,12 @@ def _pages() -> list[str]:
 
 
 def test_configuration_reference_is_generated_and_describes_every_field():
-    from experiment.config import ExperimentConfig
-    from experiment.config_reference import missing_descriptions, render
+    from experiment.config.reference import missing_descriptions, render
+    from experiment.config.schema import ExperimentConfig
 
     assert missing_descriptions(ExperimentConfig) == []
     with open(os.path.join(ROOT, "docs", "configuration.md")) as f:
-        assert f.read() == render(), "docs/configuration.md is stale: python -m experiment.config_reference > it"
+        assert f.read() == render(), "docs/configuration.md is stale: python -m experiment.config.reference > it"
 
 
 def test_relative_links_resolve_and_nothing_points_outside_the_repository():

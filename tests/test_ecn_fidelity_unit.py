@@ -14,7 +14,7 @@ from conftest import needs
 from common.errors import ConfigError
 from emulator import ecn, flows
 from emulator.queues import parse_tc_qdiscs
-from experiment.config import from_dict, validate
+from experiment.config.schema import from_dict, validate
 from measure import fidelity, marking
 from measure.cpu import CpuSummary
 
@@ -104,7 +104,7 @@ def test_marker_source_compiles(tmp_path, monkeypatch):
 
 
 def test_ecn_section_parses_and_round_trips():
-    from experiment.config import to_dict
+    from experiment.config.schema import to_dict
 
     cfg = from_dict({"jobs": JOBS, "ecn": {"marking": "optional", "threshold_us": 500}})
     validate(cfg)
@@ -248,7 +248,14 @@ def test_cpu_saturation_flags_and_names_the_switch_thread():
 
 
 def _result(method: str, marks):
-    from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
+    from experiment.reporting.measurements import (
+        ClusterState,
+        EcnSetup,
+        PolicyResult,
+        PortSamplerStats,
+        StartRecord,
+        WaveLinks,
+    )
     from placement.base import GpuSlot, Placement
 
     start = StartRecord(0, 0.0, Placement("a", (GpuSlot("h1", 0), GpuSlot("h2", 0))))
@@ -265,7 +272,7 @@ def _result(method: str, marks):
 
 
 def test_report_never_shows_zero_marks_when_ecn_was_not_measured():
-    from experiment.report import summarise_policy, summary_tables
+    from experiment.reporting.report import summarise_policy, summary_tables
     from topo import fat_tree
 
     cfg = from_dict({"jobs": JOBS})

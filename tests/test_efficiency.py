@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiment.efficiency import distribution_efficiency, jct_lines, normalised, reference_policy
+from experiment.reporting.efficiency import distribution_efficiency, jct_lines, normalised, reference_policy
 
 
 def test_distribution_efficiency_is_compute_time_over_jct_averaged_over_jobs():

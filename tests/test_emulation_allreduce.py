@@ -101,7 +101,7 @@ def test_torch_workers_follow_a_shift_given_while_they_run(fabric, tmp_path):
     from backend.protocol import ExperimentJob
     from emulator.backend import SHIFT_FILE, EmulatorBackend
     from emulator.runner import Progress
-    from experiment.config import ExperimentConfig, JobConfig, TimeShiftConfig
+    from experiment.config.schema import ExperimentConfig, JobConfig, TimeShiftConfig
     from jobs.phase import phase_error_s, phase_figures
     from placement.base import GpuSlot, Placement, TimeShift
 

@@ -41,7 +41,7 @@ def test_cassinis_shift_interleaves_two_jobs_on_a_shared_bottleneck(emulation_ok
     its communication near that bound, every rank-0 phase figure the report keeps equal to what
     rank 0 announced as it started, and their Up phases interleaved."""
     from emulator.runner import Progress, run_experiment
-    from experiment import config
+    from experiment.config import schema as config
     from jobs.records import read_records
 
     cfg = config.load(os.path.join(ROOT, "experiments", "cassini.yaml"))

@@ -167,7 +167,7 @@ def test_two_jobs_sharing_a_bottleneck_are_both_marked(ecn_net, tmp_path):
     from backend.protocol import ExperimentJob
     from emulator.backend import run_batch
     from emulator.runner import Progress
-    from experiment.config import ExperimentConfig, JobConfig
+    from experiment.config.schema import ExperimentConfig, JobConfig
     from placement.base import GpuSlot, Placement
 
     cfg = ExperimentConfig(jobs=(JobConfig("a", "vgg16", 2), JobConfig("b", "vgg16", 2)), iterations=4,

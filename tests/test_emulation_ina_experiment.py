@@ -27,7 +27,7 @@ pytestmark = pytest.mark.emulation
 @pytest.mark.parametrize(("engine", "results"), [("bmv2", "unicast"), ("software", "multicast")])
 def test_an_experiment_runs_ina_jobs_and_reports_them(emulation_ok, tmp_path, engine, results):
     from emulator.runner import Progress, run_experiment
-    from experiment import config
+    from experiment.config import schema as config
     from ina.p4.build import engine_available
 
     available, why = engine_available()
@@ -106,7 +106,7 @@ def test_a_train_mode_job_trains_over_ina_as_it_does_over_the_ring(emulation_ok,
     INA equals the ring's within the quantisation tolerance, and the job's packets were summed in the
     switch. (Several ranks of a machine summed in memory first: tests/test_ina_worker.py.)"""
     from emulator.runner import Progress, run_experiment
-    from experiment import config
+    from experiment.config import schema as config
     from jobs.records import read_records
 
     cfg = config.from_dict({
@@ -146,7 +146,7 @@ def test_a_preempted_ina_job_resumes_with_a_fresh_id_and_both_finish(emulation_o
     missing (said, not guessed), every run's seqs completed, every job's iterations recorded
     once, and nothing is left behind (the PS and the aggregators stopped)."""
     from emulator.runner import Progress, run_experiment
-    from experiment import config
+    from experiment.config import schema as config
 
     cfg = config.from_dict({
         "name": "ina-preempt", "scale": SCALE, "dilation": 2,
@@ -183,7 +183,7 @@ def test_ina_optional_where_its_engine_cannot_run_runs_the_ring_and_says_so(emul
     import io
 
     from emulator.runner import Progress, run_experiment
-    from experiment import config
+    from experiment.config import schema as config
 
     monkeypatch.setenv("P4_PREFIX", str(tmp_path / "none"))
     monkeypatch.setattr("ina.p4.build.DEFAULT_PREFIX", str(tmp_path / "none"))
@@ -250,7 +250,7 @@ def test_a_parameter_server_that_dies_mid_run_stops_the_run_naming_it(emulation_
     from emulator.journal import RECORDS_DIR, RunJournal
     from emulator.procs import process_start_time
     from emulator.runner import Progress, run_experiment
-    from experiment import config
+    from experiment.config import schema as config
 
     cfg = config.from_dict({
         "name": "ina-ps-dies", "scale": SCALE, "dilation": 2,

@@ -23,7 +23,7 @@ ITERATIONS = 8
 
 def test_arrival_and_preemption_on_the_emulator(emulation_ok, tmp_path):
     from emulator.runner import Progress, run_experiment
-    from experiment import config
+    from experiment.config import schema as config
 
     cfg = config.from_dict({
         "name": "loop", "scale": SCALE, "dilation": 2,
@@ -65,9 +65,9 @@ def test_arrival_and_preemption_on_the_emulator(emulation_ok, tmp_path):
 def test_a_sweep_runs_on_the_emulator_through_the_driver(emulation_ok, tmp_path):
     """``sweep --backend emu``: every point is an emulated run through the one driver (its own network,
     its files as any run's), one after another; the sweep's rows are those runs' measured JCTs."""
-    from experiment import config
-    from experiment.sweep import run_sweep
-    from experiment.sweep_spec import parse_vary
+    from experiment.config import schema as config
+    from experiment.run.sweep import run_sweep
+    from experiment.run.sweep_spec import parse_vary
 
     cfg = config.from_dict({
         "name": "emusweep", "scale": SCALE, "dilation": 2,

@@ -61,7 +61,7 @@ def test_the_hosts_run_mltcp_and_the_run_unregisters_it(variant, emulation_ok, t
     from emulator.mltcp import kernel_missing, tools_missing
     from emulator.mltcp import struct_ops_registered as registered
     from emulator.runner import Progress, run_experiment
-    from experiment import config
+    from experiment.config import schema as config
 
     needs(tools_missing(), "MLTCP's build tools")
     if kernel_missing():

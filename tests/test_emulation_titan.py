@@ -29,7 +29,7 @@ def test_titan_motivating_example_measured(emulation_ok, tmp_path):
     """Measured cross-machine bytes per allreduce are ~0, ~1.5M and ~M (within 10% of M) and the cluster
     uses 4/3/3 machines under ElasticFlow, HiveD and Titan."""
     from emulator.runner import Progress, run_experiment
-    from experiment import config
+    from experiment.config import schema as config
     from jobs.models import get_model, scaled_buckets
 
     background = {"h2": 1, "h3": 2, "h4": 3}

@@ -1,5 +1,6 @@
-"""Any simulator's per-job estimates against a run (``experiment.estimates``): exact statistics on hand-computed
-numbers, every bad row counted under its reason, and files that cannot be used failing with one clear line."""
+"""Any simulator's per-job estimates against a run (``experiment.validate.estimates``): exact statistics on
+hand-computed numbers, every bad row counted under its reason, and files that cannot be used failing with one clear
+line."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import os
 
 import pytest
 
-from experiment.estimates import (
+from experiment.reporting.export import ResultsError
+from experiment.reporting.summary import JobSummary, job_comparisons
+from experiment.reporting.validation import pearson_r, validation_stats
+from experiment.validate.estimates import (
     MAX_FILE_BYTES,
     REASONS,
     EstimatesError,
@@ -22,9 +26,6 @@ from experiment.estimates import (
     run_measurements,
     write_estimates_report,
 )
-from experiment.export import ResultsError
-from experiment.summary import JobSummary, job_comparisons
-from experiment.validation import pearson_r, validation_stats
 
 PACK = "pack,x=1"  # a spec string with a comma: quoted in CSV, or named by its directory pack_x=1
 

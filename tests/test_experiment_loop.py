@@ -18,12 +18,13 @@ from conftest import REPO
 from backend.protocol import ExperimentJob
 from common.errors import ConfigError, JobError, PlacementError
 from experiment import make_backend
-from experiment.config import ExperimentConfig, JobConfig, TopologyConfig, load, validate
-from experiment.driver import run_experiment
-from experiment.durations import DurationBackend, duration_job, run_durations
-from experiment.loop import NeverPlaced, run_loop
-from experiment.run import experiment_jobs, place_and_run
-from experiment.simrun import sim_backend, sim_options, sim_rates_mbps
+from experiment.config.schema import ExperimentConfig, JobConfig, TopologyConfig, load, validate
+from experiment.config.workload import experiment_jobs
+from experiment.run.driver import run_experiment
+from experiment.run.durations import DurationBackend, duration_job, run_durations
+from experiment.run.loop import NeverPlaced, run_loop
+from experiment.run.policy import place_and_run
+from experiment.run.simrun import sim_backend, sim_options, sim_rates_mbps
 from jobs.models import get_model, scaled_buckets
 from placement import make_policy
 from placement.base import Cluster, MachineInfo
@@ -196,11 +197,13 @@ def test_experiment_package_imports_no_emulator():
     """The experiment package (config, loop, back-end protocol, results, the simulated run, the run's
     records, report, export and estimates) and the simulator back end load neither Mininet, os-ken nor
     torch, nor the emulator's network, back end and runner."""
-    modules = ("experiment", "backend.protocol", "experiment.loop", "experiment.durations", "experiment.run",
-               "experiment.simrun", "experiment.results", "experiment.config", "experiment.config_rules",
-               "experiment.config_file", "experiment.validation", "experiment.measurements", "experiment.report",
-               "experiment.export", "experiment.estimates", "sim.backend",
-               # what experiment.report imports inside its functions
+    modules = ("experiment", "backend.protocol", "experiment.run.loop", "experiment.run.durations",
+               "experiment.run.policy", "experiment.run.simrun", "experiment.reporting.results",
+               "experiment.config.schema", "experiment.config.rules", "experiment.config.file",
+               "experiment.config.workload", "experiment.reporting.validation", "experiment.reporting.measurements",
+               "experiment.reporting.report", "experiment.reporting.export", "experiment.validate.estimates",
+               "sim.backend",
+               # what experiment.reporting.report imports inside its functions
                "measure.fidelity", "measure.linkstats")
     code = (f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
             "bad = [m for m in ('mininet', 'os_ken', 'torch', 'emulator.net', 'emulator.backend', 'emulator.runner',"
@@ -226,7 +229,7 @@ def test_jobs_package_does_not_import_placement():
 def test_resimulating_a_schedule_reproduces_it():
     """Re-simulating a simulated run's own schedule (arrival, preemptions, restarts) through the loop gives
     the same estimate of every job: that is how an emulated run with an online scheduler is validated."""
-    from experiment.resimulate import simulate_schedule
+    from experiment.run.resimulate import simulate_schedule
 
     cfg = small_cfg(2, jobs=(JobConfig("a", "resnet50", 4, "ring"), JobConfig("b", "vgg16", 4, "hd", 1.0)),
                     scheduler="tiresias,thresholds_gpu_s=1", iterations=5)
@@ -245,7 +248,7 @@ def test_resimulating_a_schedule_reproduces_it():
 def test_arrivals_count_in_the_wall_time_bound():
     """A job arriving at 1000 s cannot end before 1000 s: with dilation 3 the emulator needs at least
     3000 s of wall time per policy, which a one-hour limit rejects for two policies."""
-    from experiment.config import wall_time_lower_bound_s
+    from experiment.config.schema import wall_time_lower_bound_s
 
     cfg = small_cfg(jobs=(JobConfig("a", "resnet50", 2), JobConfig("late", "resnet50", 2, arrival_s=1000.0)),
                     policies=("consolidate", "spread"), dilation=3.0)

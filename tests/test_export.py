@@ -1,4 +1,4 @@
-"""``experiment.json`` (``experiment.export``): the description of what a run ran, checked field by field on a
+"""``experiment.json`` (``experiment.reporting.export``): the description of what a run ran, checked field by field on a
 small synthetic run directory (and on a recorded run when one is at hand)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sys
 import pytest
 from conftest import ROOT
 
-from experiment.config import from_dict, to_dict
-from experiment.export import EXPORT_FILE, FORMAT_VERSION, ResultsError, export_run, write_export
+from experiment.config.schema import from_dict, to_dict
+from experiment.reporting.export import EXPORT_FILE, FORMAT_VERSION, ResultsError, export_run, write_export
 from jobs.models import get_model, scaled_buckets
 from jobs.records import IterationRecord, append_record
 from topo import build_topology
@@ -218,7 +218,7 @@ def test_not_a_run_directory_is_one_clear_error(tmp_path):
 
 def test_import_loads_no_heavy_modules():
     """Importing the export and the estimates modules loads no torch, mininet, os_ken or matplotlib."""
-    code = ("import sys, experiment.export, experiment.estimates\n"
+    code = ("import sys, experiment.reporting.export, experiment.validate.estimates\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'torch', 'mininet', 'os_ken', 'matplotlib'})\n"
             "print(','.join(bad))\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,

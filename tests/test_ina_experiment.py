@@ -14,11 +14,20 @@ from test_summary import CFG, G, records, result
 
 from common.errors import ConfigError
 from emulator.ina_runs import FALLBACK_COLLECTIVE, resolve_ina, unused_result, without_ina
-from experiment.config import INA_MAX_SLOTS, INA_RESULTS, from_dict, ina_jobs, ina_switches, load, to_dict, validate
-from experiment.export import job_record
-from experiment.ina_results import InaJobResult, InaResult
-from experiment.report import ina_lines, summarise_policy, summary_tables, write_run_report
-from experiment.summary import PolicyRun
+from experiment.config.schema import (
+    INA_MAX_SLOTS,
+    INA_RESULTS,
+    from_dict,
+    ina_jobs,
+    ina_switches,
+    load,
+    to_dict,
+    validate,
+)
+from experiment.reporting.export import job_record
+from experiment.reporting.ina_results import InaJobResult, InaResult
+from experiment.reporting.report import ina_lines, summarise_policy, summary_tables, write_run_report
+from experiment.reporting.summary import PolicyRun
 from ina.p4.build import DEFAULT_SLOTS
 from ina.protocol import HEADER_BYTES
 from measure.fidelity import JobEvidence, ina_bound_s, ina_links, job_verdicts
@@ -53,7 +62,7 @@ def test_the_example_ina_experiment_is_valid():
 
 def test_slot_limit_is_the_bmv2_programs_register_size():
     assert INA_MAX_SLOTS == DEFAULT_SLOTS
-    from experiment.config import INA_MAX_VALUES_PER_PACKET
+    from experiment.config.schema import INA_MAX_VALUES_PER_PACKET
     from ina.protocol import MAX_VALUES_PER_PACKET
 
     assert INA_MAX_VALUES_PER_PACKET == MAX_VALUES_PER_PACKET
@@ -213,7 +222,7 @@ def test_ina_links_are_every_machine_to_its_ps_and_back():
 
 
 def test_export_pairs_of_an_ina_job_are_its_machines_and_its_ps():
-    from experiment.export import Wave
+    from experiment.reporting.export import Wave
 
     c = cfg()
     placement = {"job": "a", "slots": [["h1", 0], ["h2", 0], ["h5", 0], ["h5", 1]], "ps_host": None}

@@ -1,13 +1,13 @@
 """Up-phase overlap of jobs that share links, and the iteration from which they interleave
-(``experiment/interleaving.py``), on hand-made timelines and on the simulator's runs of
+(``experiment/reporting/interleaving.py``), on hand-made timelines and on the simulator's runs of
 ``experiments/cassini.yaml``."""
 
 from __future__ import annotations
 
 import pytest
 
-from experiment.interleaving import Interleaving, interleaved_from, interleaving, shared_with, with_overlaps
-from experiment.timeline import UpPhase, read_timeline_csv, write_timeline_csv
+from experiment.reporting.interleaving import Interleaving, interleaved_from, interleaving, shared_with, with_overlaps
+from experiment.reporting.timeline import UpPhase, read_timeline_csv, write_timeline_csv
 from topo.leaf_spine import leaf_spine
 
 

@@ -1,5 +1,5 @@
 """The typed records a policy's emulated run hands to the report, and their JSON forms
-(``measurements.json``), which the run-directory readers (:mod:`experiment.export`) rely on."""
+(``measurements.json``), which the run-directory readers (:mod:`experiment.reporting.export`) rely on."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from conftest import wait_until
 
 from emulator.cpu import CLK_TCK, CpuSampler, _busiest, thread_ticks
-from experiment.export import wave_records
-from experiment.measurements import PortSamplerStats, WaveLinks
-from experiment.report import LinkRow, link_rows
+from experiment.reporting.export import wave_records
+from experiment.reporting.measurements import PortSamplerStats, WaveLinks
+from experiment.reporting.report import LinkRow, link_rows
 from measure.cpu import CpuSummary
 from measure.fidelity import LinkCheck, assess
 

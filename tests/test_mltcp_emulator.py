@@ -39,7 +39,7 @@ def loadable(buildable):
 def test_the_config_offers_exactly_the_built_variants():
     """The registry's MLTCP congestion controls are emulator.mltcp's variants, and valid in a config."""
     from congestion import CONGESTION_CONTROLS
-    from experiment import config
+    from experiment.config import schema as config
 
     mltcp_names = tuple(name for name, cc in CONGESTION_CONTROLS.items() if cc.is_mltcp)
     assert mltcp_names == tuple(VARIANTS) == ("mltcp_reno", "mltcp_cubic")

@@ -1,6 +1,6 @@
 """MLTCP in the step-level engine (``SimOptions.mltcp``, ``sim.flowsim``) and its per-connection accounting
 (``sim.mltcp.MltcpLedger``), against the exact one-link model of ``sim.mltcp`` and ``docs/resolutions.md`` (Cassini)
-§6.3, and wired from a config (``experiment.simrun``).
+§6.3, and wired from a config (``experiment.run.simrun``).
 
 The §6.3 setting on a routed fabric: two jobs of 2 ranks, one on each leaf of a 2-leaf fabric whose one
 uplink per direction (50 Gbit/s) is their only shared link; a 100 ms iteration, 60 ms of compute and 40 ms
@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from common.errors import ConfigError
-from experiment import config
-from experiment.simrun import SimulatorExperiment, mltcp_flows, sim_options
+from experiment.config import schema as config
+from experiment.run.simrun import SimulatorExperiment, mltcp_flows, sim_options
 from sim.flowsim import SimJob, SimOptions, simulate
 from sim.mltcp import FluidJob, MltcpFlows, MltcpLedger, MltcpParams, iterations_to_converge
 from sim.mltcp import simulate as one_link

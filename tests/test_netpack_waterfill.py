@@ -175,7 +175,7 @@ def test_with_ps_loopback_a_worker_on_the_ps_server_uses_no_network():
 def test_the_fabric_takes_its_pat_from_the_topologys_switches():
     """An experiment sets each INA switch's PAT on the graph (ina.pat_gbps): a fabric without a PAT of
     its own reads it (0 on a ToR without one), and the paper's 1 Tb/s where no switch has one."""
-    from experiment.config import from_dict, validate
+    from experiment.config.schema import from_dict, validate
     from placement.netpack.network import DEFAULT_PAT_GBPS, PAT_ATTRIBUTE
 
     g = build_topology("leaf_spine", n_leaf=2, n_spine=1, hosts_per_leaf=2)

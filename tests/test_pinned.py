@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from common.errors import ConfigError, PlacementError
-from experiment.config import from_dict, validate
+from experiment.config.schema import from_dict, validate
 from placement import Cluster, GpuSlot, JobRequest, MachineInfo, make_policy
 
 MACHINES = [MachineInfo(f"h{i}", 4, rack=f"r{(i - 1) // 2}", pod="p0") for i in range(1, 5)]

@@ -1,12 +1,12 @@
-"""Poisson traces (``experiment.poisson``): seeded, at the offered load asked, readable as a trace."""
+"""Poisson traces (``experiment.config.poisson``): seeded, at the offered load asked, readable as a trace."""
 
 from __future__ import annotations
 
 import pytest
 
 from common.errors import ConfigError
-from experiment.poisson import main, poisson_jobs
-from experiment.traces import read_trace
+from experiment.config.poisson import main, poisson_jobs
+from experiment.config.traces import read_trace
 from jobs.models import get_model
 
 

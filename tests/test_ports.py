@@ -45,7 +45,7 @@ def test_afxdp_that_cannot_run_is_one_clear_error(mtu, datapath, missing, words)
 
 def test_unknown_port_type_in_config_is_rejected():
     """An unknown switch_ports value is a config error listing the valid ones."""
-    from experiment import config
+    from experiment.config import schema as config
 
     cfg = config.from_dict({"jobs": [{"name": "a", "model": "resnet50", "workers": 2}], "switch_ports": "dpdk"})
     with pytest.raises(ConfigError, match="switch_ports.*auto, afxdp, system"):

@@ -1,4 +1,4 @@
-"""Plots drawn from a run directory's files (experiment.report_files) and `run_testbed.py report RUN_DIR`."""
+"""Plots drawn from a run directory's files (experiment.reporting.report_files) and `run_testbed.py report RUN_DIR`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import csv
 
 from test_cli import assert_clean_error, run_cli
 
-from experiment.report_files import MIN_CDF_JOBS, jct_by_policy, layout, link_utilisation, write_file_plots
+from experiment.reporting.report_files import MIN_CDF_JOBS, jct_by_policy, layout, link_utilisation, write_file_plots
 from topo import fat_tree
 from topo.io import write_topology_json
 

@@ -103,7 +103,7 @@ def test_netpack_fig14_follows_the_papers_lines(tmp_path):
 def test_netpacks_average_reduction_is_the_mean_over_the_baselines():
     """At 1:1, baselines at 1.08, 1.01, 1.30, 1.08, 1.01, 1.04 of NetPack's JCT cut it by 7.3% on
     average; NetPack's own row and baselines without a figure are left out."""
-    from experiment.sweep import SweepStat
+    from experiment.run.sweep import SweepStat
     from reproduce.netpack import mean_reduction
 
     norms = {"netpack": 1.0, "gpu_balance": 1.08, "flow_balance": 1.01, "least_fragmentation": 1.30,

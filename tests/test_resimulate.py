@@ -1,4 +1,4 @@
-"""The simulator re-drives a recorded schedule through the loop (:mod:`experiment.resimulate`): the
+"""The simulator re-drives a recorded schedule through the loop (:mod:`experiment.run.resimulate`): the
 recorded scheduler alone on hand-made schedules, and its estimates against two independent
 references written here without the loop (``replay_on_simulator``: the record's events made on a
 bare simulator back end at their times; ``sim_estimates``: each wave on the batch simulator
@@ -15,12 +15,13 @@ from test_experiment_loop import small_cfg  # the loop tests' three jobs on a k=
 
 from backend.protocol import RunEnd
 from common.errors import PlacementError
-from experiment.config import ExperimentConfig, JobConfig, SimulatorConfig, load, validate
-from experiment.durations import DurationBackend, duration_job
-from experiment.loop import Started, run_loop
-from experiment.resimulate import RecordedPlacements, estimate_recorded_run, simulate_schedule
-from experiment.run import batches_of, experiment_jobs, place_and_run
-from experiment.simrun import sim_backend, sim_options
+from experiment.config.schema import ExperimentConfig, JobConfig, SimulatorConfig, load, validate
+from experiment.config.workload import experiment_jobs
+from experiment.run.durations import DurationBackend, duration_job
+from experiment.run.loop import Started, run_loop
+from experiment.run.policy import batches_of, place_and_run
+from experiment.run.resimulate import RecordedPlacements, estimate_recorded_run, simulate_schedule
+from experiment.run.simrun import sim_backend, sim_options
 from jobs.collective import INA
 from jobs.models import get_model, scaled_buckets
 from jobs.steps import job_bound_s
@@ -279,8 +280,8 @@ def test_in_recorded_batches_equals_sim_estimates(two_waves, spec):
 
 
 def test_start_offsets_are_each_jobs_first_iteration_after_its_batchs_earliest():
-    from experiment.resimulate import start_offsets
-    from experiment.timeline import UpPhase
+    from experiment.reporting.timeline import UpPhase
+    from experiment.run.resimulate import start_offsets
 
     phases = [UpPhase("a", 0, 1.0, 1.5, 2.0), UpPhase("a", 1, 2.0, 2.5, 3.0), UpPhase("b", 0, 1.02, 1.5, 2.0),
               UpPhase("c", 0, 9.0, 9.5, 10.0)]

@@ -1,4 +1,4 @@
-"""A recorded run re-simulated with other simulator options (``experiment.revalidate``, ``run_testbed.py
+"""A recorded run re-simulated with other simulator options (``experiment.validate.revalidate``, ``run_testbed.py
 validate --simulator`` and ``calibrate``): on a run directory whose "measurements" are the step-level
 simulator's own estimates with a known per-message latency, the re-simulation with that latency agrees
 exactly and the calibration finds it."""
@@ -15,9 +15,9 @@ import pytest
 from conftest import REPO
 
 from common.errors import ConfigError
-from experiment.config import from_dict, to_dict
-from experiment.estimates import EstimatesError
-from experiment.revalidate import (
+from experiment.config.schema import from_dict, to_dict
+from experiment.validate.estimates import EstimatesError
+from experiment.validate.revalidate import (
     calibrate_latency,
     calibrate_mark_share,
     calibrate_tcp_efficiency,

@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO
 
 from common.errors import ConfigError, JobError
-from experiment.durations import duration_job, run_durations
+from experiment.run.durations import duration_job, run_durations
 from placement import Cluster, MachineInfo, make_policy
 from scheduling import SCHEDULERS, FifoScheduler, JobStatus, TiresiasScheduler, make_scheduler
 
@@ -126,7 +126,7 @@ def test_bad_jobs():
 
 def test_pure_import():
     """Importing the scheduling package loads no torch, Mininet or os-ken."""
-    code = ("import sys, scheduling, experiment, experiment.loop, experiment.durations; "
+    code = ("import sys, scheduling, experiment, experiment.run.loop, experiment.run.durations; "
             "bad = [m for m in ('torch', 'mininet', 'os_ken') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

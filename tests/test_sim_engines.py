@@ -51,7 +51,7 @@ def two_contended_runs(name: str, options: SimOptions) -> tuple[float, float]:
 
 def test_the_registry_has_the_step_level_and_the_fluid_engine():
     """The config's ``simulator.mode`` values are the registry's names, each entry keyed by its own name."""
-    from experiment.config import SIM_MODES
+    from experiment.config.schema import SIM_MODES
 
     assert SIM_MODES == tuple(SIM_ENGINES) == ("steps", "fluid")
     assert all(engine.name == name for name, engine in SIM_ENGINES.items())
@@ -61,9 +61,9 @@ def test_the_registry_has_the_step_level_and_the_fluid_engine():
 
 @pytest.mark.parametrize("name", ENGINES)
 def test_every_engine_builds_its_back_end_from_a_config(name):
-    """The run's back end (experiment.simrun.sim_backend) is the class the engine names, a protocol back end."""
-    from experiment.config import ExperimentConfig, JobConfig, TopologyConfig, validate
-    from experiment.simrun import sim_backend
+    """The run's back end (experiment.run.simrun.sim_backend) is the class the engine names, a protocol back end."""
+    from experiment.config.schema import ExperimentConfig, JobConfig, TopologyConfig, validate
+    from experiment.run.simrun import sim_backend
 
     cfg = ExperimentConfig(name="engines", topology=TopologyConfig("fat_tree", {"k": 4}),
                            jobs=(JobConfig("a", "resnet50", 2, "ring"),), policies=("consolidate",))
@@ -90,7 +90,7 @@ def test_models_ina_says_whether_an_ina_job_runs(name):
 @pytest.mark.parametrize("name", ENGINES)
 def test_the_config_accepts_an_ina_job_only_on_an_engine_that_models_it(name):
     """The simulator's config check names the engines that model INA when the chosen one does not."""
-    from experiment.config import from_dict, validate
+    from experiment.config.schema import from_dict, validate
 
     cfg = from_dict({
         "name": "ina", "topology": {"kind": "leaf_spine", "n_leaf": 2, "n_spine": 1, "hosts_per_leaf": 3,

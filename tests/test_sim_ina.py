@@ -254,7 +254,7 @@ def test_a_ring_and_an_ina_job_share_a_link_half_and_half():
 
 
 def sim_cfg(**over):
-    from experiment.config import from_dict
+    from experiment.config.schema import from_dict
 
     return from_dict({
         "name": "ina-sim", "scale": 1, "iterations": 4, "warmup_iterations": 0,
@@ -269,8 +269,8 @@ def test_an_experiment_on_the_simulator_runs_ina_jobs(pat, switches, ps_streams)
     """4 workers on 1-GPU machines, consolidated: h1-h3 under l1, h4 under l2, the PS on h1 (rank 0's
     machine, loopback). With l1 summing h2, h3 and h4 (l2 has one machine: no leaf) the PS's link
     carries 1 stream; without PAT, or with INA on l2 only, 3."""
-    from experiment.config import validate
-    from experiment.simrun import simulate_policy
+    from experiment.config.schema import validate
+    from experiment.run.simrun import simulate_policy
 
     cfg = sim_cfg(ina={"results": "multicast", "pat_gbps": pat, "switches": switches})
     (row,) = simulate_policy(cfg, validate(cfg, backend="sim"), "consolidate").summary.jobs
@@ -284,7 +284,7 @@ def test_every_shipped_experiment_validates_for_its_back_ends():
     import glob
     import os
 
-    from experiment.config import load, validate
+    from experiment.config.schema import load, validate
 
     paths = sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(__file__)), "experiments", "*.yaml")))
     assert len(paths) >= 6
@@ -305,9 +305,9 @@ def test_the_netpack_simulator_experiment_runs_a_slice(tmp_path, monkeypatch):
     import json
     import os
 
-    from experiment.config import load
-    from experiment.driver import run_experiment
-    from experiment.simrun import SimulatorExperiment
+    from experiment.config.schema import load
+    from experiment.run.driver import run_experiment
+    from experiment.run.simrun import SimulatorExperiment
 
     root = os.path.dirname(os.path.dirname(__file__))
     monkeypatch.chdir(root)

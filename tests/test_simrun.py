@@ -11,12 +11,12 @@ import json
 import pytest
 
 from experiment import make_backend
-from experiment.config import ExperimentConfig, JobConfig, TopologyConfig, validate
-from experiment.driver import execute, run_experiment
-from experiment.report import JOB_CSV_COLUMNS, SUMMARY_CSV_COLUMNS, summary_tables
-from experiment.results import PolicyIncomplete
-from experiment.simrun import SimulatorExperiment, SimulatorSession
-from experiment.summary import JobSummary, completion_figures
+from experiment.config.schema import ExperimentConfig, JobConfig, TopologyConfig, validate
+from experiment.reporting.report import JOB_CSV_COLUMNS, SUMMARY_CSV_COLUMNS, summary_tables
+from experiment.reporting.results import PolicyIncomplete
+from experiment.reporting.summary import JobSummary, completion_figures
+from experiment.run.driver import execute, run_experiment
+from experiment.run.simrun import SimulatorExperiment, SimulatorSession
 from jobs.models import get_model, scaled_buckets
 from jobs.steps import job_bound_s
 from topo import fat_tree

@@ -1,4 +1,4 @@
-"""The report's per-policy summary records (``experiment.summary``): their JSON forms keep the
+"""The report's per-policy summary records (``experiment.reporting.summary``): their JSON forms keep the
 layout of ``summary.json`` key for key, and the tables and CSV files are written from them."""
 
 from __future__ import annotations
@@ -9,10 +9,17 @@ import json
 
 import pytest
 
-from experiment.config import from_dict
-from experiment.measurements import ClusterState, EcnSetup, PolicyResult, PortSamplerStats, StartRecord, WaveLinks
-from experiment.report import summarise_policy, summary_tables, write_run_report
-from experiment.summary import PolicyRun, PolicySummary
+from experiment.config.schema import from_dict
+from experiment.reporting.measurements import (
+    ClusterState,
+    EcnSetup,
+    PolicyResult,
+    PortSamplerStats,
+    StartRecord,
+    WaveLinks,
+)
+from experiment.reporting.report import summarise_policy, summary_tables, write_run_report
+from experiment.reporting.summary import PolicyRun, PolicySummary
 from jobs.records import IterationRecord
 from measure.cpu import CpuSummary
 from measure.fidelity import JobVerdict, LinkCheck, assess

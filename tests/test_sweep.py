@@ -1,4 +1,4 @@
-"""The simulator sweep (``experiment.sweep``, ``run_testbed.py sweep``): parsing, every point validated before
+"""The simulator sweep (``experiment.run.sweep``, ``run_testbed.py sweep``): parsing, every point validated before
 anything runs, the written figures against each point's own simulated run, a process pool giving the same rows,
 and the command line's exit codes and one-line errors. Real simulator runs on a 4-machine leaf-spine."""
 
@@ -20,11 +20,11 @@ import pytest
 from conftest import CLI, ROOT, needs, run_cli
 
 from common.errors import ConfigError
-from experiment.config import ExperimentConfig, JobConfig, TopologyConfig
-from experiment.results import PolicyIncomplete
-from experiment.summary import PolicySummary
-from experiment.sweep import ROW_COLUMNS, PointResult, run_sweep, sweep_rows, sweep_stats, table_lines
-from experiment.sweep_spec import Vary, parse_seeds, parse_vary, sweep_points
+from experiment.config.schema import ExperimentConfig, JobConfig, TopologyConfig
+from experiment.reporting.results import PolicyIncomplete
+from experiment.reporting.summary import PolicySummary
+from experiment.run.sweep import ROW_COLUMNS, PointResult, run_sweep, sweep_rows, sweep_stats, table_lines
+from experiment.run.sweep_spec import Vary, parse_seeds, parse_vary, sweep_points
 
 OVERSUB = ("topology", "oversubscription")
 TINY_YAML = """name: tiny
@@ -312,7 +312,7 @@ def test_a_bad_executor_or_scheduler_is_one_error(tmp_path, monkeypatch, kwargs,
     loopback, tried for 1 s here) is one ConfigError."""
     if kwargs["on"] == "dask":
         needs(_dask_missing(), "Dask")
-        monkeypatch.setattr("experiment.executors.CONNECT_TIMEOUT_S", 1.0)
+        monkeypatch.setattr("experiment.run.executors.CONNECT_TIMEOUT_S", 1.0)
     with pytest.raises(ConfigError, match=pattern) as e:
         run_sweep(tiny_cfg(), Vary(OVERSUB, (2,)), (1,), str(tmp_path / "run"), say=lambda line: None, **kwargs)
     assert "\n" not in str(e.value)
@@ -452,7 +452,7 @@ def test_cli_ctrl_c_stops_the_pool_and_writes_what_was_done(tmp_path):
 POOL_INTERRUPTED = """
 import signal, sys
 sys.path.insert(0, sys.argv[1])
-from experiment.executors import run_local
+from experiment.run.executors import run_local
 
 def work(blob, i):
     if i:

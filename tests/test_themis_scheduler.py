@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from common.errors import JobError
-from experiment.durations import duration_job, run_durations
+from experiment.run.durations import duration_job, run_durations
 from scheduling import JobStatus, make_scheduler
 from scheduling.themis import ThemisScheduler
 

@@ -1,4 +1,4 @@
-"""Up-phase timelines (``experiment.timeline``) from either back end's iteration records."""
+"""Up-phase timelines (``experiment.reporting.timeline``) from either back end's iteration records."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import csv
 
 import pytest
 
-from experiment.report import marks_lines
-from experiment.timeline import (
+from experiment.reporting.report import marks_lines
+from experiment.reporting.timeline import (
     COLUMNS,
     UpPhase,
     mean_marks,

@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO
 
 from common.errors import ConfigError, JobError, PlacementError
-from experiment.durations import duration_job, run_durations
+from experiment.run.durations import duration_job, run_durations
 from jobs.models import MIB, MODELS
 from placement import Cluster, GpuSlot, JobRequest, MachineInfo, Placement, make_policy
 from placement.tiresias_placement import TENSOR_SKEW, TRACE_MODEL_SKEW, TiresiasPolicy, tensor_skew

@@ -14,10 +14,11 @@ import pytest
 from conftest import ROOT as REPO
 
 from common.errors import ConfigError
-from experiment import config, make_backend
-from experiment.driver import run_experiment
-from experiment.run import experiment_jobs, trace_jobs
-from experiment.simrun import simulate_policy
+from experiment import make_backend
+from experiment.config import schema as config
+from experiment.config.workload import experiment_jobs, trace_jobs
+from experiment.run.driver import run_experiment
+from experiment.run.simrun import simulate_policy
 from jobs.models import get_model
 
 TRACE_YAML = os.path.join(REPO, "experiments", "trace.yaml")

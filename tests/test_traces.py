@@ -1,4 +1,4 @@
-"""Trace reader (experiment.traces): shipped traces read exactly, selection and skips on crafted files,
+"""Trace reader (experiment.config.traces): shipped traces read exactly, selection and skips on crafted files,
 one-line ConfigErrors for every malformed input, the larger shared traces, model assignment."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-import experiment.traces as traces_module
+import experiment.config.traces as traces_module
 from common.errors import ConfigError
-from experiment.config_rules import NAME_RE
-from experiment.traces import (
+from experiment.config.rules import NAME_RE
+from experiment.config.traces import (
     NETPACK_MODEL_POOL,
     TRACE_FORMATS,
     Trace,
@@ -380,8 +380,8 @@ def test_assign_models_fills_only_missing_ones_deterministically(tmp_path):
 
 
 def test_traces_module_is_pure():
-    """Importing experiment.traces loads no emulator, Mininet, os-ken, torch or YAML module."""
-    code = ("import sys, experiment.traces; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+    """Importing experiment.config.traces loads no emulator, Mininet, os-ken, torch or YAML module."""
+    code = ("import sys, experiment.config.traces; print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('emulator', 'mininet', 'os_ken', 'torch', 'yaml', 'numpy', 'networkx')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -1,4 +1,4 @@
-"""Validation statistics (``experiment.validation``): hand-computed Pearson r, error percentiles and the
+"""Validation statistics (``experiment.reporting.validation``): hand-computed Pearson r, error percentiles and the
 jobs that cannot be compared."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from experiment.validation import (
+from experiment.reporting.validation import (
     VALIDATION_CLASSES,
     Comparison,
     MarksComparison,
@@ -89,14 +89,14 @@ def test_no_comparisons():
 
 
 def test_run_estimates_follow_the_simulator_options():
-    """A run's estimate of a job (its recorded wave re-simulated, experiment.resimulate) is the simulator's on
+    """A run's estimate of a job (its recorded wave re-simulated, experiment.run.resimulate) is the simulator's on
     the job's placement with its recorded buckets: alone on its links it equals the contention-free bound;
     per-message latency adds to it; the shapers' token buckets (on request) let small transfers pass faster."""
     import dataclasses
 
-    from experiment.config import ExperimentConfig, JobConfig, SimulatorConfig, validate
-    from experiment.loop import LoopResult, Started
-    from experiment.resimulate import simulate_schedule
+    from experiment.config.schema import ExperimentConfig, JobConfig, SimulatorConfig, validate
+    from experiment.run.loop import LoopResult, Started
+    from experiment.run.resimulate import simulate_schedule
     from jobs.steps import job_bound_s
     from measure.shaping import link_rates_mbps
     from placement.base import GpuSlot, Placement

@@ -115,7 +115,7 @@ def measured(profiles: Mapping[Link, Profile], iter_ms: float, up_ms: float) -> 
 
 
 def read_timings(path: str) -> dict[str, tuple[float, float]]:
-    """A ``profiles.json`` of measured timings (:mod:`experiment.profiles`): job -> ``(iter_ms, up_ms)``.
+    """A ``profiles.json`` of measured timings (:mod:`experiment.reporting.profiles`): job -> ``(iter_ms, up_ms)``.
 
     Raises:
         ValueError: unreadable, not JSON, or an entry without positive ``iter_ms`` and ``up_ms``.

@@ -1,7 +1,7 @@
 """Typed records of in-network aggregation over one policy's emulated run (:mod:`emulator.ina_runs`).
 
 :class:`InaResult` is ``measurements.json``'s ``ina`` and ``summary.json``'s per-policy ``ina``;
-``ina.csv`` has a row per INA job (:func:`experiment.report.write_run_report`).
+``ina.csv`` has a row per INA job (:func:`experiment.reporting.report.write_run_report`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 :class:`PolicyResult` is what :class:`emulator.policy_run.PolicyMeasurement` measured;
 :meth:`PolicyResult.to_dict` is ``<policy>/measurements.json``, whose layout readers of a run
-directory (:mod:`experiment.export`, :mod:`experiment.estimates`) rely on. The per-wave link data
+directory (:mod:`experiment.reporting.export`, :mod:`experiment.validate.estimates`) rely on. The per-wave link data
 (:class:`WaveLinks`), the CPU summaries (:class:`measure.cpu.CpuSummary`) and the port
 sampler's figures (:class:`PortSamplerStats`) are typed too; only a wave's ECN counters (the
 marker's per-job attribution, :func:`emulator.backend.ecn_of_wave`) stay in their JSON form,
@@ -14,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from experiment.ina_results import InaResult
-from experiment.summary import PolicySummary
+from experiment.reporting.ina_results import InaResult
+from experiment.reporting.summary import PolicySummary
 from measure.cpu import CpuSummary
 from measure.fidelity import FidelityVerdict
 from placement.base import Placement
@@ -129,7 +129,7 @@ class PortSamplerStats:
 @dataclasses.dataclass
 class PolicyResult:
     """What one policy's run measured (see the module docstring); ``summary`` is the report's
-    (:func:`experiment.report.summarise_policy`)."""
+    (:func:`experiment.reporting.report.summarise_policy`)."""
 
     policy: str
     scheduler: str
@@ -155,7 +155,7 @@ class PolicyResult:
     ina: InaResult | None = None  # None: no job of the run uses collective ina
     summary: PolicySummary | None = None
     decisions: tuple[dict, ...] = ()  # the placer's decisions that timed jobs or logged (decisions.json)
-    timeline: tuple = ()  # every job's iterations and Up phases (experiment.timeline.UpPhase)
+    timeline: tuple = ()  # every job's iterations and Up phases (experiment.reporting.timeline.UpPhase)
 
     def to_dict(self) -> dict:
         """JSON form (``measurements.json``), without the summary (``summary.json`` holds it)."""

@@ -5,15 +5,15 @@ Jobs arrive as a Poisson process. Each draws its model uniformly from ``models``
 with equal probability; here those with a profile), its workers uniformly in ``gpus`` (Themis's
 1-12 at arrival) and its length uniformly in ``iterations`` (200-1,000); its duration is that many
 iterations at the model's compute time, so the loop runs those iterations back
-(:func:`experiment.run.trace_jobs`). The arrival rate makes the offered load (the thesis's "average
+(:func:`experiment.config.workload.trace_jobs`). The arrival rate makes the offered load (the thesis's "average
 fraction of GPUs busy with active jobs", 80-100%) ``load``: ``λ = load × G / E[workers ×
 duration]`` over the drawn jobs, on a cluster of ``G`` GPUs. Seeded: the same arguments give the
 same file.
 
 The file is in Tiresias' layout (``job_id,num_gpu,submit_time,iterations,model_name,duration,
-interval``, :mod:`experiment.traces`), times in whole milliseconds' precision::
+interval``, :mod:`experiment.config.traces`), times in whole milliseconds' precision::
 
-    python -m experiment.poisson --out experiments/traces/cassini-poisson-24gpu.csv --jobs 40 --gpus-total 24 \\
+    python -m experiment.config.poisson --out experiments/traces/cassini-poisson-24gpu.csv --jobs 40 --gpus-total 24 \\
         --load 0.9 --seed 1
 """
 
@@ -90,7 +90,7 @@ def write_trace(path: str, rows: Sequence[PoissonJob]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line of the module docstring."""
-    ap = argparse.ArgumentParser(prog="python -m experiment.poisson", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m experiment.config.poisson", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="the CSV to write")
     ap.add_argument("--jobs", type=int, default=40)
     ap.add_argument("--gpus-total", type=int, required=True, help="the cluster's GPUs (sets the arrival rate)")

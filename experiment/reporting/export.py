@@ -2,7 +2,7 @@
 
 A simulator fed this file simulates exactly the experiment the testbed measured: the same
 fabric, routes, placements, jobs and traffic, and can then be validated against the run's
-measurements with :mod:`experiment.estimates`. Everything comes from the run directory
+measurements with :mod:`experiment.validate.estimates`. Everything comes from the run directory
 (``config.json``, ``topology.json``, ``summary.json`` and, per policy, ``placements.json``,
 ``measurements.json`` and rank 0's iteration records); nothing is measured again.
 
@@ -108,7 +108,7 @@ from common.files import UnreadableFile, read_regular_file
 from common.jsonfile import write_json_atomic
 from common.specs import safe_name
 from common.units import scale_bw_mbps, virtual_s
-from experiment.config import ExperimentConfig, load
+from experiment.config.schema import ExperimentConfig, load
 from ina.plan import ps_host_of
 from jobs.collective import collective_of
 from jobs.models import get_model, scaled_buckets
@@ -379,8 +379,8 @@ def _finite(x) -> bool:
 def job_record(cfg: ExperimentConfig, placement: dict, wave: Wave, summary_job: dict | None,
                recorded: tuple[int, ...] | None, specs: dict | None = None) -> Job:
     """One placed job: its ranks, traffic, compute and the run's measurement of it. ``specs``: the
-    run's jobs by name (:func:`experiment.run.experiment_jobs`; default: the config's ``jobs``)."""
-    from experiment.run import experiment_jobs
+    run's jobs by name (:func:`experiment.config.workload.experiment_jobs`; default: the config's ``jobs``)."""
+    from experiment.config.workload import experiment_jobs
 
     name = placement["job"]
     specs = specs if specs is not None else {j.name: j for j in experiment_jobs(cfg)}
@@ -432,7 +432,7 @@ def build_experiment(cfg: ExperimentConfig, g: nx.Graph, summary: dict, files: d
     Raises:
         ResultsError: a policy of the summary has no files, or a placement is malformed.
     """
-    from experiment.run import experiment_jobs
+    from experiment.config.workload import experiment_jobs
 
     nodes, links = topology_records(g, cfg.scale, cfg.dilation)
     specs = {j.name: j for j in experiment_jobs(cfg, g)}

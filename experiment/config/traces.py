@@ -66,7 +66,7 @@ from typing import NamedTuple, NoReturn
 
 from common.errors import ConfigError, unknown_name
 from common.files import UnreadableFile, read_regular_file
-from experiment.config_rules import NAME_RE, NAME_RULE, show
+from experiment.config.rules import NAME_RE, NAME_RULE, show
 
 MAX_TRACE_BYTES = 64 << 20
 """Largest trace file read (``philly.csv``, 82,247 jobs, is 3.4 MB)."""

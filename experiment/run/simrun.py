@@ -1,8 +1,8 @@
 """The simulator back end of the experiment driver: every policy through the loop, no root needed.
 
 ``run_testbed.py --backend sim`` runs :class:`SimulatorExperiment` through the one driver
-(:func:`experiment.driver.run_experiment`), which writes the same files as for the emulator. For
-each policy the experiment loop (:mod:`experiment.loop`) places and schedules the config's jobs
+(:func:`experiment.run.driver.run_experiment`), which writes the same files as for the emulator. For
+each policy the experiment loop (:mod:`experiment.run.loop`) places and schedules the config's jobs
 as on the emulator, and the engine ``simulator.mode`` names (:data:`sim.engines.SIM_ENGINES`: its
 back end, :mod:`sim.backend`) runs them: the same topology, routes (ECMP),
 collectives, scaled gradient buckets and compute times, with rates max-min shared as the
@@ -20,11 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from common.errors import ConfigError
 from common.units import BITS_PER_BYTE, MEGA, scale_bw_mbps
 from congestion import MLTCP_WEIGHTS, congestion_control
-from experiment.config import BackendChecks
-from experiment.driver import ExperimentBackend, PolicySession, Say, ScheduleEstimator, no_resources
-from experiment.run import experiment_jobs, run_policy_loop, summarise_loop
-from experiment.summary import PolicyRun
-from experiment.timeline import up_phases
+from experiment.config.schema import BackendChecks
+from experiment.config.workload import experiment_jobs
+from experiment.reporting.summary import PolicyRun
+from experiment.reporting.timeline import up_phases
+from experiment.run.driver import ExperimentBackend, PolicySession, Say, ScheduleEstimator, no_resources
+from experiment.run.policy import run_policy_loop, summarise_loop
 from sim.backend import FlowSimBackend
 from sim.engines import engines_where, sim_engine
 from sim.flowsim import SimOptions
@@ -77,7 +78,7 @@ def sim_backend(cfg, g, bucket_bytes: Mapping[str, Sequence[int]] | None = None,
     """A fresh simulator back end for config ``cfg`` on topology ``g``: the links' rates at the scale,
     the config's warm-up and ``simulator`` options (``bucket_bytes``, ``start_delays_s``: as
     :class:`FlowSimBackend`)."""
-    from experiment.config import ina_switches
+    from experiment.config.schema import ina_switches
 
     backend_class = sim_engine(cfg.simulator.mode).backend_class()
     return backend_class(g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations, sim_options(cfg, g),

@@ -2,8 +2,8 @@
 
 To judge an emulated run, the flow-level simulator runs the same jobs on the same placements
 under the same schedule, and its estimate of every job is set beside the measurement. No second
-loop does it: :func:`experiment.loop.run_loop` drives a fresh simulator back end
-(:func:`experiment.simrun.sim_backend`) with a :class:`scheduling.recorded.RecordedSchedule` built
+loop does it: :func:`experiment.run.loop.run_loop` drives a fresh simulator back end
+(:func:`experiment.run.simrun.sim_backend`) with a :class:`scheduling.recorded.RecordedSchedule` built
 from the run's record and :class:`RecordedPlacements`, which re-applies the placement of each
 recorded start, so the loop's cluster bookkeeping holds exactly the recorded placements. Two
 ways to follow the record (the scheduler's two constructors say how each decides):
@@ -16,7 +16,7 @@ ways to follow the record (the scheduler's two constructors say how each decides
 * in the recorded batches (a ``waves`` run): each batch, its jobs starting together, once every
   job of the batch before has finished in the simulator, so each wave runs alone on it.
 
-A recorded placer decision that time-shifted jobs (Cassini's, :class:`experiment.loop.PlacerDecision`)
+A recorded placer decision that time-shifted jobs (Cassini's, :class:`experiment.run.loop.PlacerDecision`)
 is replayed with its starts: the simulator aligns the same jobs by the same shifts from the
 moment it starts them (:class:`RecordedPlacements` hands them to the loop).
 
@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 from backend.protocol import ExperimentJob
 from common.errors import JobError, PlacementError
-from experiment.loop import LoopResult, Started, run_loop
-from experiment.run import config_cluster, experiment_jobs
-from experiment.simrun import sim_backend
+from experiment.config.workload import config_cluster, experiment_jobs
+from experiment.run.loop import LoopResult, Started, run_loop
+from experiment.run.simrun import sim_backend
 from jobs.collective import collective_of
 from placement.base import ClusterView, GpuSlot, JobRequest, Placement, PlacementDecision, PlacementPolicy, TimeShift
 from scheduling.recorded import RecordedSchedule
@@ -113,7 +113,7 @@ def simulate_schedule(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seque
             was measured of it); None leaves none out.
         batches: None: every start and preemption at its recorded time. Else the run's batches
             (a ``waves`` run: the jobs of each start call of the loop, in start order, as the
-            emulator's waves or :func:`experiment.run.batches_of` list them): each batch starts once every job
+            emulator's waves or :func:`experiment.run.policy.batches_of` list them): each batch starts once every job
             of the one before has finished in the simulator.
         start_delays_s: per job, how long after its recorded start it begins (:func:`start_offsets`).
 
@@ -151,7 +151,7 @@ def simulate_schedule(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seque
 
 def estimate_recorded_run(cfg, g, loop: LoopResult, batches: Sequence[Sequence[str]], timeline: Sequence,
                           bucket_bytes: Mapping[str, Sequence[int]]) -> dict[str, JobEstimate]:
-    """The simulator's estimate of every job of a measured run (:class:`experiment.driver.ScheduleEstimator`):
+    """The simulator's estimate of every job of a measured run (:class:`experiment.run.driver.ScheduleEstimator`):
     :func:`simulate_schedule` in the run's ``batches`` where the config's scheduler starts jobs in
     batches, else at the recorded times; under an MLTCP congestion control each job starting when
     its first measured iteration began after its batch's first (:func:`start_offsets`, from the
@@ -166,7 +166,7 @@ def estimate_recorded_run(cfg, g, loop: LoopResult, batches: Sequence[Sequence[s
 
 def start_offsets(phases: Sequence, batches: Sequence[Sequence[str]]) -> dict[str, float]:
     """Per job of each batch, how much later than the batch's earliest its first recorded iteration began
-    (virtual seconds, from :class:`experiment.timeline.UpPhase` s).
+    (virtual seconds, from :class:`experiment.reporting.timeline.UpPhase` s).
 
     [R] Jobs started together are, in the simulator, exactly in step; under MLTCP
     (:class:`sim.mltcp.MltcpFlows`) that is a fixed point that never separates (``docs/resolutions.md`` Cassini

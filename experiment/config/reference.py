@@ -1,12 +1,12 @@
 """The configuration reference (``docs/configuration.md``), generated from the declared field rules.
 
 Every key of a config file, section by section: its rule (type and range, from
-:mod:`experiment.config_rules`), its default, and the first sentence of its description in its
+:mod:`experiment.config.rules`), its default, and the first sentence of its description in its
 dataclass's ``Attributes:`` docstring; the topology builders' parameters from their ``Args:``.
 Pure: the config classes in, Markdown out. A test checks that the committed page is this output
 and that every field has a description.
 
-    python -m experiment.config_reference > docs/configuration.md
+    python -m experiment.config.reference > docs/configuration.md
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import inspect
 import json
 import re
 
-from experiment.catalogue import first_sentence, summary
-from experiment.config_rules import Section
+from experiment.config.catalogue import first_sentence, summary
+from experiment.config.rules import Section
 
 HEADER = """\
 # Configuration reference
@@ -34,7 +34,7 @@ alike, and `dilation` slows the emulated network and compute together
 ([fidelity.md](fidelity.md)). What each name a config can use means (policies, schedulers,
 models, collectives, topologies): `python run_testbed.py list`.
 
-This page is generated from the declared rules (`python -m experiment.config_reference >
+This page is generated from the declared rules (`python -m experiment.config.reference >
 docs/configuration.md`).
 """
 
@@ -151,7 +151,7 @@ def _topology_section() -> list[str]:
 
 def render() -> str:
     """The whole reference page."""
-    from experiment.config import ExperimentConfig, TopologyConfig
+    from experiment.config.schema import ExperimentConfig, TopologyConfig
 
     sections: list[tuple[str, type]] = []
     out = [HEADER, "## Top level", ""]

@@ -13,9 +13,9 @@
 back end whose figures are measured, so that it needs no simulator of its own), and around it the
 driver alone keeps the run's status (``status.json``), its progress lines, its interrupts (Ctrl-C,
 SIGTERM: ``interrupted``) and its files: ``config.json``, ``capabilities.json`` (with ``backend``),
-``topology.json``, then the report (:func:`experiment.report.write_run_report`: ``summary.json``,
+``topology.json``, then the report (:func:`experiment.reporting.report.write_run_report`: ``summary.json``,
 ``summary.csv``, ``jobs.csv``, ``report.txt``, plots) and ``experiment.json``
-(:mod:`experiment.export`), written after every policy that finished, also when a later one failed.
+(:mod:`experiment.reporting.export`), written after every policy that finished, also when a later one failed.
 A policy that cannot place every job is a result: the others run, and the run ends ``incomplete``.
 """
 
@@ -31,29 +31,29 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from common.errors import PlacementError, TestbedError
 from common.specs import safe_name
-from experiment import results
-from experiment.interleaving import annotate
-from experiment.runlog import RunLog
-from experiment.summary import PolicyRun
-from experiment.timeline import write_timeline_csv
+from experiment.reporting import results
+from experiment.reporting.interleaving import annotate
+from experiment.reporting.runlog import RunLog
+from experiment.reporting.summary import PolicyRun
+from experiment.reporting.timeline import write_timeline_csv
 from topo.schema import SizeLimits
 
 if TYPE_CHECKING:
-    from experiment.config import BackendChecks
+    from experiment.config.schema import BackendChecks
 
 Say = Callable[[str], None]
 
 
 class ScheduleEstimator(Protocol):
     """The simulator's estimate of every job of a measured run, under the run's own schedule, by job
-    name (:func:`experiment.resimulate.estimate_recorded_run`): what the driver hands a back end whose
+    name (:func:`experiment.run.resimulate.estimate_recorded_run`): what the driver hands a back end whose
     figures are measured, to set beside its measurements.
 
     Args:
         cfg, g: the config the run ran (as the back end ran it) and its topology.
         loop: the loop's record of the run: its starts, preempted runs and placer decisions.
         batches: the jobs of each batch the loop started, in order.
-        timeline: every job's iterations and their Up phases (:class:`experiment.timeline.UpPhase`).
+        timeline: every job's iterations and their Up phases (:class:`experiment.reporting.timeline.UpPhase`).
         bucket_bytes: per job, its measured gradient buckets.
     """
 
@@ -115,7 +115,7 @@ class ExperimentBackend(abc.ABC):
         Raises:
             ConfigError: naming the offending value and the valid choices.
         """
-        from experiment.config import validate_for
+        from experiment.config.schema import validate_for
 
         return validate_for(cfg, self.checks)
 
@@ -171,7 +171,7 @@ def execute(cfg, backend: ExperimentBackend, say: Say | None = None, run_dir: st
     """The run of :func:`run_experiment`, ending ``complete`` or ``incomplete`` without raising for
     policies that could not place every job. ``g``: the topology of a config already checked for
     this back end (skips :meth:`ExperimentBackend.check`). Every line said and printed is also
-    kept in the run directory's ``run.log`` (:class:`experiment.runlog.RunLog`)."""
+    kept in the run directory's ``run.log`` (:class:`experiment.reporting.runlog.RunLog`)."""
     stream = stream or sys.stdout
     log = RunLog(say or (lambda msg: print(msg, file=stream, flush=True)), stream)
     with contextlib.closing(log):
@@ -180,7 +180,7 @@ def execute(cfg, backend: ExperimentBackend, say: Say | None = None, run_dir: st
 
 def _execute(cfg, backend: ExperimentBackend, log: RunLog, run_dir: str | None, policies: Sequence[str] | None,
              g) -> RunOutcome:
-    from experiment.config import policy_specs, to_dict
+    from experiment.config.schema import policy_specs, to_dict
     from topo.io import write_topology_json
 
     say, stream = log.say, log
@@ -245,17 +245,17 @@ def _estimator(backend: ExperimentBackend) -> ScheduleEstimator | None:
     """The simulator's estimate of a recorded run, for a back end whose figures are measured."""
     if not backend.measured:
         return None
-    from experiment.resimulate import estimate_recorded_run
+    from experiment.run.resimulate import estimate_recorded_run
 
     return estimate_recorded_run
 
 
 def _write_policy_files(pdir: str, run: PolicyRun, shared: Mapping[str, Sequence[str]]) -> None:
     """``<policy>/placements.json``, ``starts.json``, ``summary.json``, ``timeline.csv`` and
-    ``profiles.json`` (when iterations were recorded; :mod:`experiment.profiles`, ``shared`` saying who
+    ``profiles.json`` (when iterations were recorded; :mod:`experiment.reporting.profiles`, ``shared`` saying who
     shared links with whom) and, for a placer that times jobs or logs its decisions, ``decisions.json``,
     from every back end alike."""
-    from experiment.profiles import run_profiles
+    from experiment.reporting.profiles import run_profiles
 
     results.write_json(os.path.join(pdir, "placements.json"), list(run.placements))
     if run.decisions:
@@ -271,8 +271,8 @@ def _report(run_dir: str, cfg, g, runs: dict[str, PolicyRun], caps: dict, unplac
             stream) -> None:
     """The report and ``experiment.json``. A failure of the export is said, not raised: it must not
     hide the run's results or its own error."""
-    from experiment.export import write_export
-    from experiment.report import write_run_report
+    from experiment.reporting.export import write_export
+    from experiment.reporting.report import write_run_report
 
     write_run_report(run_dir, cfg, g, runs, caps, stream, unplaced)
     try:

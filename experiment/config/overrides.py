@@ -1,11 +1,11 @@
 """``--set KEY=VALUE``: one config field changed from the command line. Pure: a config and text in,
 a config out.
 
-A key is the field's dotted path in the config's dict form (:func:`experiment.config.to_dict`),
+A key is the field's dotted path in the config's dict form (:func:`experiment.config.schema.to_dict`),
 as a file writes it: ``iterations``, ``topology.k``, ``ecn.method``, ``background.h1``; a list
 item by its index, ``jobs.0.workers``. The value is read as the file reads a value (YAML:
 ``[consolidate, spread]`` is a list, ``1e3`` a float). The changed config is rebuilt and checked
-by the same rules as a file (:func:`experiment.config.from_dict`, :func:`~experiment.config_rules.check_fields`);
+by the same rules as a file (:func:`experiment.config.schema.from_dict`, :func:`~experiment.config.rules.check_fields`);
 whether it suits the back end is the run's validation, as for a file.
 """
 
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from common.errors import ConfigError
-from experiment.config import ExperimentConfig, from_dict, to_dict
-from experiment.config_file import parse_value
-from experiment.config_rules import check_fields
+from experiment.config.file import parse_value
+from experiment.config.rules import check_fields
+from experiment.config.schema import ExperimentConfig, from_dict, to_dict
 
 
 def parse_setting(text: str) -> tuple[tuple[str, ...], Any]:

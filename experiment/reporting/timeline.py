@@ -33,7 +33,7 @@ PLOTTED_ITERATIONS = 8
 class UpPhase:
     """One iteration of one job: when it started, communicated and ended (virtual seconds), the
     ECN-marked packets its ranks received in it (None: not measured) and the part of its Up phase the
-    jobs sharing its links spent in theirs (:mod:`experiment.interleaving`; None: it shares none)."""
+    jobs sharing its links spent in theirs (:mod:`experiment.reporting.interleaving`; None: it shares none)."""
 
     job: str
     iteration: int

@@ -1,11 +1,11 @@
 """A finished run rendered again from its saved files: ``run_testbed.py report RUN_DIR``.
 
 :func:`load_run` reads what the tables and plots are made of: ``summary.json`` (every policy's
-:class:`experiment.summary.PolicySummary`, the back end, the policies that could not place every
+:class:`experiment.reporting.summary.PolicySummary`, the back end, the policies that could not place every
 job), ``jobs.csv`` (the order the jobs were placed in) and each policy's ``timeline.csv``.
 :func:`render` gives ``report.txt``'s text from them (byte for byte what the run wrote, for runs of
 this version) and :func:`redraw` draws every plot they hold again, with those of
-:mod:`experiment.report_files`. The queue plots need the emulator's per-port samples, which a run
+:mod:`experiment.reporting.report_files`. The queue plots need the emulator's per-port samples, which a run
 does not keep beyond ``queues.csv``'s summary: they are the run's own.
 """
 
@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 
 from common.errors import ConfigError
 from common.specs import safe_name
-from experiment.summary import PolicySummary
-from experiment.timeline import read_timeline_csv
+from experiment.reporting.summary import PolicySummary
+from experiment.reporting.timeline import read_timeline_csv
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +94,7 @@ def _in_placement_order(s: PolicySummary, names: Sequence[str]) -> PolicySummary
 def render(saved: SavedRun) -> str:
     """``report.txt``'s text (without its final newline), from the saved files."""
     from experiment import saved_backend_class
-    from experiment.report import report_text
+    from experiment.reporting.report import report_text
 
     cls = saved_backend_class(saved.backend)
     return report_text(saved.summaries, saved.backend, saved.timelines, cls is not None and cls.measured,
@@ -103,7 +103,7 @@ def render(saved: SavedRun) -> str:
 
 def redraw(saved: SavedRun) -> list[str]:
     """Draw every plot the saved files hold into the run directory again; the paths drawn."""
-    from experiment.report import summary_plots
-    from experiment.report_files import write_file_plots
+    from experiment.reporting.report import summary_plots
+    from experiment.reporting.report_files import write_file_plots
 
     return summary_plots(saved.run_dir, saved.summaries, saved.timelines) + write_file_plots(saved.run_dir)

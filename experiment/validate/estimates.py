@@ -1,9 +1,9 @@
 """Validating any simulator against a run: per-job estimates from a CSV file against the measurements.
 
-A user simulates the experiment a run measured (``experiment.json``, :mod:`experiment.export`),
+A user simulates the experiment a run measured (``experiment.json``, :mod:`experiment.reporting.export`),
 writes one estimate per job to a CSV file, and :func:`compare_estimates` pairs each estimate
-with the run's measurement of the same job as a :class:`experiment.validation.Comparison`, then
-summarises them per policy and overall (:func:`experiment.validation.validation_stats`: Pearson's
+with the run's measurement of the same job as a :class:`experiment.reporting.validation.Comparison`, then
+summarises them per policy and overall (:func:`experiment.reporting.validation.validation_stats`: Pearson's
 r, median and 90th percentile of ``|estimated - measured| / measured``).
 
 CSV format (UTF-8, comma-separated, a header line first; at most :data:`MAX_FILE_BYTES`):
@@ -37,7 +37,7 @@ reason (:data:`REASONS`, with a few example line numbers), never dropped silentl
 one good and one bad value contributes the good one and is counted for the bad one. Jobs
 whose ranks all ran on one machine (*local*: no traffic left the machine, the testbed
 emulates no intra-machine interconnect) and jobs with no measurement are not compared in
-either metric (the semantics of :func:`experiment.validation.comparable`, where such jobs have
+either metric (the semantics of :func:`experiment.reporting.validation.comparable`, where such jobs have
 no positive estimate); nor is an estimate of 0. Jobs of the run without a row are listed as
 *missing* (those that could have been compared apart from the others).
 
@@ -63,8 +63,8 @@ from common.errors import TestbedError
 from common.files import UnreadableFile, read_regular_file
 from common.jsonfile import write_json_atomic
 from common.specs import safe_name
-from experiment.export import read_run_json
-from experiment.validation import Comparison, ValidationStats, job_class, stats_by_class, validation_stats
+from experiment.reporting.export import read_run_json
+from experiment.reporting.validation import Comparison, ValidationStats, job_class, stats_by_class, validation_stats
 
 MAX_FILE_BYTES = 16 << 20
 EXAMPLES_PER_REASON = 3
@@ -244,7 +244,7 @@ class MeasuredJob:
         comm_mean_s: mean communication time per iteration (``summary.json``'s ``comm_mean_s``).
         compute_mean_s: mean compute time per iteration.
         jct_s: job completion time (None: the run did not record it).
-        job_class: its validation class by its fidelity verdict (:func:`experiment.validation.job_class`;
+        job_class: its validation class by its fidelity verdict (:func:`experiment.reporting.validation.job_class`;
             None: no verdict, as on the simulator).
     """
 
@@ -561,7 +561,7 @@ def compare_estimates(run_dir: str, estimates: EstimatesFile) -> EstimatesReport
     """:func:`compare` ``estimates`` with the measurements of the run in ``run_dir`` (its ``summary.json``).
 
     Raises:
-        experiment.export.ResultsError: ``summary.json`` is missing or unreadable.
+        experiment.reporting.export.ResultsError: ``summary.json`` is missing or unreadable.
         EstimatesError: see :func:`compare`.
     """
     summary = read_run_json(os.path.join(run_dir, "summary.json"), "run summary")

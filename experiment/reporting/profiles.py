@@ -2,19 +2,19 @@
 (``cassini: {profiles: FILE}``; ``docs/resolutions.md`` Cassini §2.4: profiles are taken in isolation).
 
 From a policy's iterations (``<run>/<policy>/timeline.csv``, either back end's;
-:mod:`experiment.timeline`), for every job: its iteration time, the mean interval between the
+:mod:`experiment.reporting.timeline`), for every job: its iteration time, the mean interval between the
 starts of its consecutive iterations, and its Up phase, the mean time from its first rank's end of
 compute to its last rank's end of communication, in paper-scale ms.
 
 Every run writes ``<policy>/profiles.json`` beside its ``timeline.csv`` (:func:`run_profiles`), and
 says for each job which other jobs ran at the same time on a link of a path between its machines
-(``shared_with``, :func:`experiment.interleaving.shared_with`; those paths cover every link its
+(``shared_with``, :func:`experiment.reporting.interleaving.shared_with`; those paths cover every link its
 collective uses, so an empty list means it ran alone on its links). Profiles are taken in
 isolation: reuse the file of a policy under which the jobs to profile have ``shared_with: []`` (the
 config's jobs placed apart, e.g. ``-p consolidate``).
 For a run without that file::
 
-    python -m experiment.profiles RUN_DIR --policy consolidate --out profiles.json
+    python -m experiment.reporting.profiles RUN_DIR --policy consolidate --out profiles.json
 
 The file: ``{"source": RUN_DIR/POLICY, "jobs": {job: {"iter_ms", "up_ms", "iterations"[,
 "shared_with"]}}}``.
@@ -30,7 +30,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 
 from common.errors import ConfigError
-from experiment.timeline import UpPhase, read_timeline_csv
+from experiment.reporting.timeline import UpPhase, read_timeline_csv
 
 
 def measured_timings(timeline_csv: str) -> dict[str, dict]:
@@ -67,14 +67,14 @@ def timings(phases: Iterable[UpPhase]) -> dict[str, dict]:
 
 def run_profiles(source: str, shared: Mapping[str, Sequence[str]], phases: Sequence[UpPhase]) -> dict:
     """The ``profiles.json`` of one policy's run (module docstring): its jobs' timings from ``phases`` and whom
-    each shared links with (:func:`experiment.interleaving.shared_with`)."""
+    each shared links with (:func:`experiment.reporting.interleaving.shared_with`)."""
     return {"source": source,
             "jobs": {job: {**t, "shared_with": list(shared.get(job, ()))} for job, t in timings(phases).items()}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line of the module docstring."""
-    ap = argparse.ArgumentParser(prog="python -m experiment.profiles", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m experiment.reporting.profiles", description=__doc__.split("\n\n")[0])
     ap.add_argument("run_dir")
     ap.add_argument("--policy", required=True, help="the policy whose run measured the jobs alone")
     ap.add_argument("--out", default="profiles.json")

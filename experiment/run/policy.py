@@ -1,73 +1,20 @@
 """One policy's run of an experiment config on a back end: the config's jobs, cluster, policy and
-scheduler handed to the loop (:func:`experiment.loop.run_loop`), for every back end alike."""
+scheduler handed to the loop (:func:`experiment.run.loop.run_loop`), for every back end alike."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from backend.protocol import Backend, ExperimentJob
-from common.errors import ConfigError, PlacementError
-from experiment.loop import LoopEvent, LoopResult, NeverPlaced, run_loop
-from experiment.measurements import StartRecord
+from common.errors import PlacementError
+from experiment.config.workload import config_cluster, experiment_jobs
+from experiment.reporting.measurements import StartRecord
+from experiment.run.loop import LoopEvent, LoopResult, NeverPlaced, run_loop
 from placement import make_policy
 from placement.base import Cluster, PlacementContext
 from scheduling import make_scheduler
-
-
-def experiment_jobs(cfg, g=None) -> list[ExperimentJob]:
-    """The jobs of config ``cfg`` as the loop runs them: each ``cfg.iterations`` measured iterations;
-    or, with a trace, its jobs that fit the cluster of topology ``g`` (:func:`trace_jobs`)."""
-    if cfg.trace.file:
-        if g is None:
-            raise ValueError("the jobs of a trace depend on the cluster: give the topology")
-        return list(trace_jobs(cfg, config_cluster(cfg, g).view().total_free))
-    return [ExperimentJob(j.name, j.workers, j.arrival_s, model=j.model, collective=j.collective,
-                          iterations=cfg.iterations, machines=j.machines) for j in cfg.jobs]
-
-
-def trace_jobs(cfg, free_gpus: int) -> tuple[ExperimentJob, ...]:
-    """The jobs of the config's trace (:class:`experiment.config.TraceConfig`) that fit ``free_gpus``:
-    each with its trace duration as ``duration_s`` and as measured iterations, duration over its
-    model's compute time per iteration (at least 1), as the config section says. Read once per
-    trace file version, window and cluster size."""
-    t = cfg.trace
-    try:
-        version = os.stat(t.file).st_mtime_ns
-    except OSError:
-        version = None  # read_trace reports it
-    return _trace_jobs(t, cfg.seed, free_gpus, version)
-
-
-@functools.lru_cache(maxsize=4)
-def _trace_jobs(t, seed: int, free_gpus: int, _version) -> tuple[ExperimentJob, ...]:
-    from experiment.traces import assign_models, read_trace
-    from jobs.models import MODELS, get_model
-
-    trace = read_trace(t.file, t.format, max_jobs=t.max_jobs or None, start_s=t.start_s, span_s=t.span_s or None,
-                       max_gpus=free_gpus, min_gpus=t.min_gpus)
-    jobs = trace.jobs
-    if t.model_source == "pool":
-        jobs = tuple(dataclasses.replace(j, model=None) for j in jobs)
-    unknown = sorted({j.model for j in jobs if j.model is not None and j.model not in MODELS})
-    if unknown:
-        raise ConfigError(f"config.trace: {t.file} names models with no profile ({', '.join(unknown)}; profiles: "
-                          f"{', '.join(sorted(MODELS))}); set trace.model_source: pool to draw every job's model "
-                          f"from trace.models")
-    return tuple(ExperimentJob(j.name, j.gpus, j.arrival_s, model=j.model, collective=t.collective,
-                               iterations=max(1, round(j.duration_s / get_model(j.model).compute_time_s)),
-                               duration_s=j.duration_s)
-                 for j in assign_models(jobs, t.models, seed))
-
-
-def config_cluster(cfg, g) -> Cluster:
-    """The cluster of topology ``g`` with the config's background load."""
-    cluster = Cluster.from_topology(g)
-    cluster.set_background(cfg.background)
-    return cluster
 
 
 def placement_context(cfg) -> PlacementContext:
@@ -85,7 +32,8 @@ def placement_context(cfg) -> PlacementContext:
 def place_and_run(cfg, g, spec: str, backend: Backend, on_event: Callable[[LoopEvent], None] | None = None,
                   cluster: Cluster | None = None) -> LoopResult:
     """The loop for placement policy ``spec`` and the config's scheduler on ``backend``, on
-    ``cluster`` (default: :func:`config_cluster`), the policy and scheduler seeded from the config.
+    ``cluster`` (default: :func:`experiment.config.workload.config_cluster`), the policy and scheduler
+    seeded from the config.
 
     Raises:
         PlacementError: the policy left waiting jobs that nothing would ever let it place.
@@ -132,7 +80,7 @@ class PolicyLoop:
     loop's result.
 
     Attributes:
-        jobs: the config's jobs as the loop ran them (:func:`experiment_jobs`).
+        jobs: the config's jobs as the loop ran them (:func:`experiment.config.workload.experiment_jobs`).
         loop: the loop's result.
         starts: every start, with its batch (:func:`batch_starts`).
         states: the machines in use and fragmented as each batch started.
@@ -144,9 +92,9 @@ class PolicyLoop:
     states: tuple[tuple[int, int], ...]
 
     def policy_run(self, summary, timeline: Sequence = ()):
-        """The :class:`experiment.summary.PolicyRun` of this loop with ``summary`` (and the jobs'
+        """The :class:`experiment.reporting.summary.PolicyRun` of this loop with ``summary`` (and the jobs'
         iterations ``timeline``): where each job last started, every start, the placer's decisions."""
-        from experiment.summary import PolicyRun
+        from experiment.reporting.summary import PolicyRun
 
         return PolicyRun(summary, None, tuple(s.to_dict() for s in last_starts(self.starts)),
                          tuple(s.to_dict() for s in self.starts), tuple(d.to_dict() for d in self.loop.decisions),
@@ -183,7 +131,7 @@ def run_policy_loop(cfg, g, spec: str, clock: Backend,
 
 def summarise_loop(cfg, spec: str, run: PolicyLoop, backend: str, wall_time_s: float,
                    figures: Callable[[str], Any] | None = None, phases: Mapping[str, dict] | None = None):
-    """The :class:`experiment.summary.PolicySummary` of a policy's loop on a back end that measures no
+    """The :class:`experiment.reporting.summary.PolicySummary` of a policy's loop on a back end that measures no
     network: each job's placement, runs and completion from the loop, and the cluster figures every
     back end reports; what the back end does not give is None.
 
@@ -195,8 +143,8 @@ def summarise_loop(cfg, spec: str, run: PolicyLoop, backend: str, wall_time_s: f
         phases: a time-shifted job's name -> its phase figures (``shift_s``, ``max_abs_error_s``,
             ``beyond``, ``threshold_s``, ``realignments``, ``stretch``).
     """
-    from experiment.efficiency import distribution_efficiency
-    from experiment.summary import JobSummary, PolicySummary, completion_figures
+    from experiment.reporting.efficiency import distribution_efficiency
+    from experiment.reporting.summary import JobSummary, PolicySummary, completion_figures
 
     loop, starts, phases = run.loop, run.starts, phases or {}
     last = {s.job: s for s in last_starts(starts)}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from experiment.tables import format_table
+from experiment.reporting.tables import format_table
 
 
 def _name(spec: str) -> str:

@@ -2,17 +2,17 @@
 same for every back end.
 
 Each back end builds a :class:`PolicySummary` of every policy it ran: the emulator with
-:func:`experiment.report.summarise_policy` from a policy's
-:class:`experiment.measurements.PolicyResult` and its iteration records, the simulator with
-:func:`experiment.run.summarise_loop` from its loop and estimates (as any back end that
+:func:`experiment.reporting.report.summarise_policy` from a policy's
+:class:`experiment.reporting.measurements.PolicyResult` and its iteration records, the simulator with
+:func:`experiment.run.policy.summarise_loop` from its loop and estimates (as any back end that
 measures no network). A figure a back end
 does not measure is None (empty in the CSVs, "-" in the tables), never zero, and
 ``backend`` says which back end measured the rest; the report's writers read its attributes.
 :meth:`PolicySummary.to_dict` is the layout of a policy's entry in ``summary.json`` (and of
 ``<policy>/summary.json``); :meth:`PolicySummary.from_dict` reads it back, for ``run_testbed.py
-report`` to render a saved run again (the run-directory readers :mod:`experiment.export` and
-:mod:`experiment.estimates` parse it leniently, so older runs still load). Definitions of the
-figures are in :mod:`experiment.report`. Times are virtual (paper-scale) seconds.
+report`` to render a saved run again (the run-directory readers :mod:`experiment.reporting.export` and
+:mod:`experiment.validate.estimates` parse it leniently, so older runs still load). Definitions of the
+figures are in :mod:`experiment.reporting.report`. Times are virtual (paper-scale) seconds.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
-from experiment.breakdown import BucketComparison
-from experiment.ina_results import InaResult
-from experiment.validation import (
+from experiment.reporting.breakdown import BucketComparison
+from experiment.reporting.ina_results import InaResult
+from experiment.reporting.validation import (
     Comparison,
     MarksComparison,
     ValidationStats,
@@ -54,7 +54,7 @@ class JobSummary:
         contended_with: the jobs of its wave it shared a directed link with.
         estimate_s: the simulator's communication time per iteration (None: not simulated).
         estimate_error: ``(estimate_s - comm_mean_s) / comm_mean_s`` where the two are comparable
-            (:func:`experiment.validation.comparable`), else None.
+            (:func:`experiment.reporting.validation.comparable`), else None.
         estimate_ecn_marks: the simulator's ECN marks of the job (None: not estimated).
         jct_s: job completion time, from arrival to the end of its last run (None: not recorded).
         arrival_s: when the job arrived (its submission time).
@@ -191,7 +191,7 @@ class PolicySummary:
         worst_job_ratio: the checked job's measured / bound furthest from 1 (None: none checked).
         jobs: every placed job, in placement order.
         ina: in-network aggregation over the policy (None: no job uses collective ``ina``).
-        distribution_efficiency: NetPack's DE over the jobs (:mod:`experiment.efficiency`; None:
+        distribution_efficiency: NetPack's DE over the jobs (:mod:`experiment.reporting.efficiency`; None:
             no job with a JCT).
         backend: the name of the back end that ran the policy (``experiment.BACKENDS``).
         comm_p90_s: 90th percentile (nearest rank) over jobs of their mean communication time
@@ -251,7 +251,7 @@ class PolicySummary:
     makespan_s: float | None = None
     jct_over_duration_mean: float | None = None
     buckets: tuple[BucketComparison, ...] = ()
-    """Every job's buckets, measured against the simulator's estimate (:mod:`experiment.breakdown`;
+    """Every job's buckets, measured against the simulator's estimate (:mod:`experiment.reporting.breakdown`;
     empty where either side has no per-bucket times)."""
 
     def job(self, name: str) -> JobSummary:
@@ -383,14 +383,14 @@ class PolicyRun:
 
     Attributes:
         summary: the policy's :class:`PolicySummary`.
-        measurements: the emulator's :class:`experiment.measurements.PolicyResult` (per-link bytes,
+        measurements: the emulator's :class:`experiment.reporting.measurements.PolicyResult` (per-link bytes,
             port checks, queues), or None.
         placements: the entries of ``<policy>/placements.json``: where each job last started
-            (:class:`experiment.measurements.StartRecord`, with its ``wave``).
+            (:class:`experiment.reporting.measurements.StartRecord`, with its ``wave``).
         starts: the entries of ``<policy>/starts.json``: every start, a preempted job's earlier ones too.
         decisions: the entries of ``<policy>/decisions.json``: the placer's decisions that timed jobs
-            or logged themselves (:class:`experiment.loop.PlacerDecision`; Cassini's log, §8.6).
-        timeline: every job's iterations and their Up phases (:class:`experiment.timeline.UpPhase`;
+            or logged themselves (:class:`experiment.run.loop.PlacerDecision`; Cassini's log, §8.6).
+        timeline: every job's iterations and their Up phases (:class:`experiment.reporting.timeline.UpPhase`;
             ``<policy>/timeline.csv`` and ``timelines.png``), empty where nothing was recorded.
     """
 

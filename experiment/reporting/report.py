@@ -46,16 +46,22 @@ from collections.abc import Mapping, Sequence
 
 from common.jsonfile import write_json_atomic
 from common.units import MEGA
-from experiment.breakdown import BucketComparison, compare_buckets, error_split
-from experiment.efficiency import distribution_efficiency, jct_lines
-from experiment.ina_results import InaJobResult, InaResult
-from experiment.interleaving import HOLD, OVERLAP_THRESHOLD, interleaving
-from experiment.measurements import PolicyResult
-from experiment.report_files import write_file_plots
-from experiment.summary import JobSummary, PolicySummary, all_comparisons, all_mark_comparisons, completion_figures
-from experiment.tables import format_table
-from experiment.timeline import format_marks, mean_marks, plot_timelines
-from experiment.validation import (
+from experiment.reporting.breakdown import BucketComparison, compare_buckets, error_split
+from experiment.reporting.efficiency import distribution_efficiency, jct_lines
+from experiment.reporting.ina_results import InaJobResult, InaResult
+from experiment.reporting.interleaving import HOLD, OVERLAP_THRESHOLD, interleaving
+from experiment.reporting.measurements import PolicyResult
+from experiment.reporting.report_files import write_file_plots
+from experiment.reporting.summary import (
+    JobSummary,
+    PolicySummary,
+    all_comparisons,
+    all_mark_comparisons,
+    completion_figures,
+)
+from experiment.reporting.tables import format_table
+from experiment.reporting.timeline import format_marks, mean_marks, plot_timelines
+from experiment.reporting.validation import (
     MarksComparison,
     comparable,
     job_class,
@@ -252,7 +258,7 @@ def summarise_policy(cfg, g, result: PolicyResult, records, backend: str) -> Pol
 
 def _estimate_error(measured_s: float | None, estimated_s: float | None) -> float | None:
     """The simulator's relative error on a job's communication time (None where the job cannot be
-    compared, :func:`experiment.validation.comparable`)."""
+    compared, :func:`experiment.reporting.validation.comparable`)."""
     return (estimated_s - measured_s) / measured_s if comparable(measured_s, estimated_s) else None
 
 
@@ -352,7 +358,7 @@ def summary_tables(summaries: Sequence[PolicySummary], backend: str | None = Non
     """The terminal report: one row per policy, then one table per policy's jobs (up to
     :data:`MAX_JOB_TABLE_ROWS` jobs). Columns no policy has a figure for are left out and named.
     ``backend``: the name of the back end that ran them (default: the first summary's).
-    ``timelines`` (each policy's :class:`experiment.timeline.UpPhase` s) adds each job's ECN marks
+    ``timelines`` (each policy's :class:`experiment.reporting.timeline.UpPhase` s) adds each job's ECN marks
     per iteration under its job table, where they were measured."""
     columns, missing = _measured_columns(SUMMARY_COLUMNS, summaries, lambda k, s: getattr(s, k))
     rows = [[_fmt(k, f, getattr(s, k)) for k, _, f in columns] for s in summaries]
@@ -393,7 +399,7 @@ def marks_lines(phases: Sequence) -> list[str]:
 
 
 def interleaving_lines(policy: str, phases: Sequence) -> list[str]:
-    """The interleaving table of one policy's jobs that shared links (:mod:`experiment.interleaving`):
+    """The interleaving table of one policy's jobs that shared links (:mod:`experiment.reporting.interleaving`):
     the overlapped part of their Up phases, first, mean and over the last iterations, and from which
     iteration they interleaved; none when no job shared a link."""
     found = interleaving(phases)
@@ -493,7 +499,7 @@ JOB_CSV_COLUMNS = (
 
 def backend_heading(name: str) -> str:
     """How the tables name the back end called ``name``: its class's
-    :meth:`~experiment.driver.ExperimentBackend.report_heading`, or the name for one not registered here."""
+    :meth:`~experiment.run.driver.ExperimentBackend.report_heading`, or the name for one not registered here."""
     from experiment import saved_backend_class
 
     cls = saved_backend_class(name)
@@ -526,7 +532,7 @@ def write_summary_csvs(run_dir: str, summaries: Sequence[PolicySummary]) -> None
 
 def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unplaced: dict | None = None) -> None:
     """Write summary.json, summary.csv, jobs.csv, link_bytes.csv, link_checks.csv, report.txt and plots;
-    print tables. ``runs`` maps each policy that finished to its :class:`experiment.summary.PolicyRun`
+    print tables. ``runs`` maps each policy that finished to its :class:`experiment.reporting.summary.PolicyRun`
     (the emulator's also hold its per-link and per-port measurements); ``unplaced`` maps policies
     that could not place every job to the reason."""
     unplaced = unplaced or {}
@@ -715,11 +721,11 @@ def write_buckets_csv(path: str, buckets: Sequence[BucketComparison]) -> None:
 def validation_text(summaries: Sequence[PolicySummary], overall, by_class, split,
                     marks: Sequence[MarksComparison] = ()) -> str:
     """The simulator-against-measurement lines: every policy's, then all jobs together (``overall``)
-    and each class of job (``by_class``, :func:`experiment.validation.stats_by_class`), with where its
-    error lies bucket by bucket (``split``, :func:`experiment.breakdown.error_split`); then the ECN
+    and each class of job (``by_class``, :func:`experiment.reporting.validation.stats_by_class`), with where its
+    error lies bucket by bucket (``split``, :func:`experiment.reporting.breakdown.error_split`); then the ECN
     marks (``marks``, with the simulator's ``ecn`` estimate) over all jobs and per class."""
     lines = ["Flow-level simulator against the measurements (per-job communication time per iteration, "
-             "same placements; experiment.validation):"]
+             "same placements; experiment.reporting.validation):"]
     for s in summaries:
         lines.append(f"  {s.policy:<12} {s.validation.line()}")
     lines.append(f"  {'all':<12} {overall.line()}")
@@ -779,7 +785,7 @@ def write_validation_plot(run_dir: str, summaries: Sequence[PolicySummary], over
 
 def write_buckets_plot(run_dir: str, buckets: Sequence[BucketComparison]) -> list[str]:
     """``buckets.png``: estimated against measured time of every bucket of the compared jobs, one panel
-    per class of job, small and large buckets apart (:mod:`experiment.breakdown`), log-log with the line
+    per class of job, small and large buckets apart (:mod:`experiment.reporting.breakdown`), log-log with the line
     of perfect agreement: where the estimates part from the measurements. Returns the paths written."""
     classes = list(dict.fromkeys(b.job_class for b in buckets if b.measured_s > 0 and b.estimated_s > 0))
     if not classes:

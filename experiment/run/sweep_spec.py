@@ -1,4 +1,4 @@
-"""What a parameter sweep runs (:mod:`experiment.sweep`): the field it varies, its values and seeds,
+"""What a parameter sweep runs (:mod:`experiment.run.sweep`): the field it varies, its values and seeds,
 and each (value, seed) as a validated config. Pure: command-line text and a config in, records out.
 
 * :func:`parse_vary` and :func:`parse_seeds`: command-line text -> a :class:`Vary` and seeds;
@@ -20,9 +20,9 @@ from typing import Any
 
 from common.errors import ConfigError
 from common.specs import safe_name
-from experiment.config import ExperimentConfig, TopologyConfig, from_dict, to_dict, validate
-from experiment.config_file import parse_value
-from experiment.config_rules import ListOf, MapOf, Section, check_fields, show
+from experiment.config.file import parse_value
+from experiment.config.rules import ListOf, MapOf, Section, check_fields, show
+from experiment.config.schema import ExperimentConfig, TopologyConfig, from_dict, to_dict, validate
 
 SweepValue = int | float | bool | str
 """A value a sweep gives its parameter: a YAML scalar."""
@@ -39,7 +39,7 @@ class Vary:
     """The config field a sweep varies, and its values.
 
     Attributes:
-        path: the field's path in the config's dict form (:func:`experiment.config.to_dict`,
+        path: the field's path in the config's dict form (:func:`experiment.config.schema.to_dict`,
             whose ``topology`` holds ``kind`` and the builder's parameters side by side), e.g.
             ``("topology", "oversubscription")``.
         values: the values in the order given, each a YAML scalar.
@@ -263,9 +263,9 @@ def sweep_points(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int],
                  backend: str = "sim") -> tuple[SweepPoint, ...]:
     """Every (value, seed) of the sweep as a config, in value-major order.
 
-    Each is rebuilt from the base's dict form (:func:`experiment.config.to_dict`) with the
-    parameter set to the value and ``seed`` to the seed, through :func:`~experiment.config.from_dict`
-    and :func:`~experiment.config.validate` for the back end (``sim`` or ``emu``): held to every rule a
+    Each is rebuilt from the base's dict form (:func:`experiment.config.schema.to_dict`) with the
+    parameter set to the value and ``seed`` to the seed, through :func:`~experiment.config.schema.from_dict`
+    and :func:`~experiment.config.schema.validate` for the back end (``sim`` or ``emu``): held to every rule a
     config file is.
 
     Raises:

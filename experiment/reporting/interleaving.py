@@ -6,7 +6,7 @@ y%"; §8.6).
 Jobs *share links* when one ran while the other did (first iteration's start to last one's end) on a
 directed link of a path between two of the other's machines (the controller's routes,
 :func:`topo.routing.ecmp_path`; those paths cover every link a collective uses): :func:`shared_with`.
-A job's Up phase in iteration ``i`` is ``[up_start_s, end_s]`` of its :class:`experiment.timeline.UpPhase`
+A job's Up phase in iteration ``i`` is ``[up_start_s, end_s]`` of its :class:`experiment.reporting.timeline.UpPhase`
 (its first rank's end of compute to its last rank's end of communication). Its *overlap*
 (``UpPhase.up_overlap``, :func:`with_overlaps`) is the part of that interval covered by the Up phases of
 the jobs it shares links with, the union of theirs counted once: 0 when they interleave perfectly, 1
@@ -99,7 +99,7 @@ def _covered(starts: Sequence[float], ends: Sequence[float], lo: float, hi: floa
 
 
 def with_overlaps(phases: Sequence, shared: Mapping[str, Sequence[str]]) -> tuple:
-    """``phases`` (:class:`experiment.timeline.UpPhase`, in their order) with ``up_overlap`` set: the part of
+    """``phases`` (:class:`experiment.reporting.timeline.UpPhase`, in their order) with ``up_overlap`` set: the part of
     each Up phase the jobs of ``shared[job]`` spend in theirs (None for a job sharing with none of them)."""
     by_job: dict[str, list] = {}
     for ph in phases:
@@ -118,7 +118,7 @@ def with_overlaps(phases: Sequence, shared: Mapping[str, Sequence[str]]) -> tupl
 def annotate(g, placements: Iterable[Mapping], phases: Sequence) -> tuple[tuple, dict[str, list[str]]]:
     """A policy's timeline with its overlaps, and who shared links with whom, given its ``placements.json``
     entries (each job where it last started)."""
-    from experiment.measurements import StartRecord
+    from experiment.reporting.measurements import StartRecord
 
     machines = {(r := StartRecord.from_dict(p)).job: r.machines_by_rank for p in placements}
     shared = shared_with(g, machines, phases)

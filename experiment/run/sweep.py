@@ -11,13 +11,13 @@ point after another)::
 
 The stages, pure but for the last:
 
-* :mod:`experiment.sweep_spec`: what runs (the varied field, its values and seeds, and each
-  point's validated config, :func:`~experiment.sweep_spec.sweep_points`);
+* :mod:`experiment.run.sweep_spec`: what runs (the varied field, its values and seeds, and each
+  point's validated config, :func:`~experiment.run.sweep_spec.sweep_points`);
 * :func:`sweep_rows` and :func:`sweep_stats`: the runs' summaries -> a :class:`SweepRow` per
   value, seed and policy (JCT normalised to the reference policy's at the same value and seed)
   and a :class:`SweepStat` per value and policy (mean and standard deviation over seeds);
-* :func:`run_sweep`: runs every point through the driver (:func:`experiment.driver.execute`) on an
-  executor (:mod:`experiment.executors`: here or a local process pool, or a Dask cluster; the
+* :func:`run_sweep`: runs every point through the driver (:func:`experiment.run.driver.execute`) on an
+  executor (:mod:`experiment.run.executors`: here or a local process pool, or a Dask cluster; the
   simulator is deterministic, so the rows are the same on each), then writes the results.
 
 It writes ``<results>/<timestamp>-<name>-sweep/``:
@@ -35,7 +35,7 @@ policy. Times are virtual (paper-scale) seconds.
 
 [Ours] where the paper is silent: the standard deviation is the sample one (n - 1; none with one
 seed), and the reference policy defaults to the one the project's reports normalise to
-(:func:`experiment.efficiency.reference_policy`: the first ``netpack``, else the first policy).
+(:func:`experiment.reporting.efficiency.reference_policy`: the first ``netpack``, else the first policy).
 """
 
 from __future__ import annotations
@@ -49,13 +49,14 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from common.errors import ConfigError
-from experiment import make_backend, results
-from experiment.config import ExperimentConfig, policy_specs, to_dict
-from experiment.config_rules import show
-from experiment.efficiency import reference_policy
-from experiment.executors import executor
-from experiment.summary import PolicySummary
-from experiment.sweep_spec import (
+from experiment import make_backend
+from experiment.config.rules import show
+from experiment.config.schema import ExperimentConfig, policy_specs, to_dict
+from experiment.reporting import results
+from experiment.reporting.efficiency import reference_policy
+from experiment.reporting.summary import PolicySummary
+from experiment.run.executors import executor
+from experiment.run.sweep_spec import (
     SweepPoint,
     SweepValue,
     Vary,
@@ -101,7 +102,7 @@ class SweepRow:
         jct_mean_s: mean job completion time (arrival to end), virtual seconds.
         jct_norm: ``jct_mean_s`` over the reference policy's at the same value and seed (None:
             this policy or the reference could not place every job).
-        distribution_efficiency: NetPack's DE (:mod:`experiment.efficiency`).
+        distribution_efficiency: NetPack's DE (:mod:`experiment.reporting.efficiency`).
         comm_mean_s: mean over jobs of their mean communication time per iteration.
         makespan_s: the end of the last job.
         error: why the policy could not place every job (None: it could; the figures are then None).
@@ -231,7 +232,7 @@ def sweep_stats(vary: Vary, policies: Sequence[str], rows: Sequence[SweepRow]) -
 def table_lines(result: SweepResult) -> list[str]:
     """The printed table: a row per value, a column per policy, cells normalised JCT ``mean±std``
     over seeds (``(k/n)`` when only k of the n seeds count, ``-`` when none does)."""
-    from experiment.report import format_table
+    from experiment.reporting.report import format_table
 
     by_key = {(value_text(s.value), s.policy): s for s in result.stats}
     n = len(result.seeds)
@@ -290,10 +291,10 @@ def plot_sweep(result: SweepResult, path: str) -> str | None:
 
 def run_point(point: SweepPoint, run_dir: str, backend: str = "sim") -> PointResult:
     """Run every policy of ``point`` on the back end named ``backend`` into ``run_dir/point.path``
-    through the one driver (:func:`experiment.driver.execute`); its progress lines and report go only
+    through the one driver (:func:`experiment.run.driver.execute`); its progress lines and report go only
     to ``run.log`` there (the driver keeps it). Runs in a pool worker with ``workers > 1``."""
     from experiment import make_backend
-    from experiment.driver import execute
+    from experiment.run.driver import execute
 
     pdir = os.path.join(run_dir, point.path)
     os.makedirs(pdir, exist_ok=True)
@@ -343,7 +344,7 @@ def run_sweep(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int], run_dir: 
         reference: the policy JCTs are normalised to (default: the first ``netpack``, else the first).
         workers: points run at once (a local process pool, or a local Dask cluster's processes).
         say: where progress lines go.
-        on: the executor (:data:`experiment.executors.EXECUTORS`: ``local`` or ``dask``).
+        on: the executor (:data:`experiment.run.executors.EXECUTORS`: ``local`` or ``dask``).
         address: with ``dask``, a scheduler to run on instead of a local cluster.
         backend: the back end every point runs on (``experiment.BACKENDS``); one that runs one
             experiment at a time on this machine (the emulator) takes one worker, here.

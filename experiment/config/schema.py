@@ -1,9 +1,9 @@
 """Experiment configuration: a tree of frozen dataclasses loaded strictly from YAML.
 
-:func:`load` reads the file within bounds (:mod:`experiment.config_file`: size, strict UTF-8,
+:func:`load` reads the file within bounds (:mod:`experiment.config.file`: size, strict UTF-8,
 nesting depth, values after alias expansion, duplicate keys) and builds the tree, rejecting
 unknown keys with a "did you mean" hint. Every field declares its type and valid range once,
-as a rule in its metadata (:mod:`experiment.config_rules`: :class:`Integer`, :class:`Real`,
+as a rule in its metadata (:mod:`experiment.config.rules`: :class:`Integer`, :class:`Real`,
 :class:`Name`, ...); :func:`check_fields` is the one loop that applies them all, and
 :func:`validate` runs it first, so a loaded file and a configuration changed in code or by
 command-line overrides meet the same rules. Messages have one shape::
@@ -40,9 +40,9 @@ from typing import Any
 
 import congestion
 from common.errors import ConfigError, TestbedError
-from experiment.config_file import MAX_FILE_BYTES as MAX_FILE_BYTES  # re-exported: the limit a message names
-from experiment.config_file import read_yaml
-from experiment.config_rules import (
+from experiment.config.file import MAX_FILE_BYTES as MAX_FILE_BYTES  # re-exported: the limit a message names
+from experiment.config.file import read_yaml
+from experiment.config.rules import (
     KEY_RE,
     KEY_RULE,
     Boolean,
@@ -124,7 +124,7 @@ class JobConfig:
     """One data-parallel job: ``workers`` GPUs running ``model`` with allreduce ``collective``,
     submitted at ``arrival_s`` (paper-scale seconds from the start of the policy's run).
 
-    ``name`` names the job's worker output files, hence :data:`~experiment.config_rules.NAME_RE`.
+    ``name`` names the job's worker output files, hence :data:`~experiment.config.rules.NAME_RE`.
     ``machines`` pins it: the machine of each rank, in rank order (a machine named twice hosts two
     ranks), for the ``pinned`` policy (:mod:`placement.pinned`); other policies ignore it.
 
@@ -179,20 +179,20 @@ class EcnConfig:
 
 
 def _trace_formats():
-    from experiment.traces import TRACE_FORMATS
+    from experiment.config.traces import TRACE_FORMATS
 
     return ("auto", *TRACE_FORMATS)
 
 
 def _netpack_pool():
-    from experiment.traces import NETPACK_MODEL_POOL
+    from experiment.config.traces import NETPACK_MODEL_POOL
 
     return tuple(NETPACK_MODEL_POOL)
 
 
 @dataclasses.dataclass(frozen=True)
 class TraceConfig:
-    """Jobs from a cluster trace (:mod:`experiment.traces`) instead of a ``jobs:`` list; traces run
+    """Jobs from a cluster trace (:mod:`experiment.config.traces`) instead of a ``jobs:`` list; traces run
     on the simulator back end (``--backend sim``), whose ``fluid`` mode is built for them.
 
     Each trace job is one data-parallel job of ``num_gpu`` workers submitted at its (re-based)
@@ -203,7 +203,7 @@ class TraceConfig:
 
     Attributes:
         file: the trace CSV (relative to the current directory); empty: no trace.
-        format: the trace's format (:data:`experiment.traces.TRACE_FORMATS`), or ``auto`` from its header.
+        format: the trace's format (:data:`experiment.config.traces.TRACE_FORMATS`), or ``auto`` from its header.
         max_jobs: take at most this many jobs (0: all), after the window and the size filters.
         min_gpus: leave out jobs of fewer GPUs (NetPack's simulator studies distributed jobs).
         start_s: the window's start, seconds after the trace's first submission.
@@ -427,7 +427,7 @@ class CassiniConfig:
 
     Attributes:
         profiles: a ``profiles.json`` of jobs' iteration and Up times measured alone
-            (``python -m experiment.profiles``); a job named there is profiled with its measured
+            (``python -m experiment.reporting.profiles``); a job named there is profiled with its measured
             times instead of its model's (§2.4). Empty: every job from its model.
     """
 
@@ -696,7 +696,7 @@ def latest_end_s(cfg: ExperimentConfig) -> float:
 @dataclasses.dataclass(frozen=True)
 class BackendChecks:
     """What one back end checks of a config on top of what every back end checks (:func:`validate`):
-    the ``checks`` of its :class:`experiment.driver.ExperimentBackend`.
+    the ``checks`` of its :class:`experiment.run.driver.ExperimentBackend`.
 
     Attributes:
         shaped: its links must be rates the emulator can shape.
@@ -719,7 +719,7 @@ class BackendChecks:
 
 def validate(cfg: ExperimentConfig, backend: str = "emu"):
     """:func:`validate_for` the back end registered as ``backend`` (``experiment.BACKENDS``): its
-    :attr:`~experiment.driver.ExperimentBackend.checks`.
+    :attr:`~experiment.run.driver.ExperimentBackend.checks`.
 
     Raises:
         ConfigError: naming the offending value and the valid choices (or an unknown back end).
@@ -802,7 +802,7 @@ def _check_machine(where: str, m: str, g) -> None:
 
 def _validate_trace(cfg: ExperimentConfig, free: int) -> None:
     """A trace replaces the jobs list and must yield a job that fits."""
-    from experiment.run import trace_jobs
+    from experiment.config.workload import trace_jobs
 
     if cfg.jobs:
         raise ConfigError(f"config.trace: a trace ({cfg.trace.file}) and a jobs list ({len(cfg.jobs)} jobs) are "

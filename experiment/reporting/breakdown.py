@@ -31,7 +31,7 @@ class BucketComparison:
     Attributes:
         policy: the placement policy the job ran under.
         job: job name.
-        job_class: the job's validation class (:func:`experiment.validation.job_class`; None: none).
+        job_class: the job's validation class (:func:`experiment.reporting.validation.job_class`; None: none).
         bucket: the bucket's index in the iteration's order.
         bytes: its payload bytes, paper-scale.
         kind: one of :data:`BUCKET_KINDS`.

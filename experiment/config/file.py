@@ -5,7 +5,7 @@ UTF-8, no NUL byte), then its shape from parser events (nesting depth ``MAX_DEPT
 ``MAX_VALUES`` values after alias expansion, values of at most ``MAX_SCALAR`` characters)
 before anything recursive walks it, and loads it with YAML's safe loader made strict about
 duplicate keys. Every failure is one :class:`~common.errors.ConfigError` line naming the path
-and, where it has one, the line. What the values mean is :mod:`experiment.config`'s.
+and, where it has one, the line. What the values mean is :mod:`experiment.config.schema`'s.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import yaml
 
 from common.errors import ConfigError
 from common.files import UnreadableFile, read_regular_file
-from experiment.config_rules import MAX_TEXT, show
+from experiment.config.rules import MAX_TEXT, show
 
 MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 10  # collections inside collections; a config needs 3 (top level, jobs, one job)

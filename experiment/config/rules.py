@@ -301,7 +301,7 @@ def rule_field(rule, default=dataclasses.MISSING, factory=dataclasses.MISSING, f
 def check_fields(obj, where: str = "config"):
     """Check every field of a configuration dataclass against the rule in its metadata.
 
-    The one place where types and ranges are checked; :func:`experiment.config.validate` calls it
+    The one place where types and ranges are checked; :func:`experiment.config.schema.validate` calls it
     first, so a configuration changed with ``dataclasses.replace`` (command-line overrides) is
     held to the same rules as a loaded file.
 

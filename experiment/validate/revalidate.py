@@ -4,9 +4,9 @@ An emulated run estimates every job with the simulator options of its config (``
 ``run_testbed.py validate RUN_DIR --simulator latency_us=60,token_buckets=true`` asks what other
 options would have estimated: the run's own schedule (its batches or its start times, its
 placements, its jobs' recorded buckets) is re-driven through the simulator
-(:func:`experiment.resimulate.simulate_schedule`, the function the run itself used) with the
+(:func:`experiment.run.resimulate.simulate_schedule`, the function the run itself used) with the
 options changed, and the estimates are compared with the measurements as any user's are
-(:mod:`experiment.estimates`): per policy, overall, per class of job. Nothing is re-measured: no
+(:mod:`experiment.validate.estimates`): per policy, overall, per class of job. Nothing is re-measured: no
 root, seconds of CPU. With no option changed it gives the run's own estimates back.
 
 What cannot be re-driven from the files is refused with one message: a run with preemptions (the
@@ -26,20 +26,10 @@ from collections.abc import Callable
 from common.errors import ConfigError
 from common.specs import parse_value, safe_name
 from congestion import congestion_control
-from experiment.config import from_dict, to_dict
-from experiment.config_rules import check_fields
-from experiment.estimates import (
-    EstimatesError,
-    EstimatesFile,
-    EstimatesReport,
-    compare,
-    parse_estimates,
-    run_measurements,
-)
-from experiment.export import read_run
-from experiment.loop import LoopResult, Started
-from experiment.resimulate import simulate_schedule
-from experiment.validation import (
+from experiment.config.rules import check_fields
+from experiment.config.schema import from_dict, to_dict
+from experiment.reporting.export import read_run
+from experiment.reporting.validation import (
     Comparison,
     MarksComparison,
     MarksStats,
@@ -49,6 +39,16 @@ from experiment.validation import (
     marks_stats,
     stats_by_class,
     validation_stats,
+)
+from experiment.run.loop import LoopResult, Started
+from experiment.run.resimulate import simulate_schedule
+from experiment.validate.estimates import (
+    EstimatesError,
+    EstimatesFile,
+    EstimatesReport,
+    compare,
+    parse_estimates,
+    run_measurements,
 )
 from placement.base import Placement
 from scheduling import make_scheduler
@@ -148,7 +148,7 @@ def read_recorded_run(run_dir: str) -> RecordedRun:
 
     Raises:
         EstimatesError: the run cannot be re-driven from its files (see the module docstring).
-        experiment.export.ResultsError: a results file is missing or malformed.
+        experiment.reporting.export.ResultsError: a results file is missing or malformed.
     """
     cfg, g, summary, files = read_run(run_dir)
     if congestion_control(cfg.congestion_control).is_mltcp:
@@ -203,7 +203,7 @@ class Fit:
         before: their validation with the run's configured options.
         after: with the fitted value.
         by_class_before, by_class_after: every class's validation with the configured options and
-            with the fitted value (:func:`experiment.validation.stats_by_class`), so a user sees what
+            with the fitted value (:func:`experiment.reporting.validation.stats_by_class`), so a user sees what
             it does to the jobs it was not fitted on.
         evaluations: re-simulations made.
     """
