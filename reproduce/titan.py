@@ -79,9 +79,9 @@ class TitanFig1(Reproduction):
         for policy, run in out.runs.items():
             s = run.summary
             in_use[policy] = s.cluster_machines_in_use
-            if s.cross_machine_bytes is not None:
+            if s.emulated.cross_machine_bytes is not None:
                 # bytes leaving machines count both directions of every exchange: halved for the spec's accounting
-                traffic[policy] = s.cross_machine_bytes / 2 / allreduces / WIRE_PER_PAYLOAD / m_bytes
+                traffic[policy] = s.emulated.cross_machine_bytes / 2 / allreduces / WIRE_PER_PAYLOAD / m_bytes
                 measured.append(policy)
             else:
                 (placed,) = [p for p in run.placements if p["job"] == job.name]

@@ -278,11 +278,11 @@ def test_report_never_shows_zero_marks_when_ecn_was_not_measured():
     cfg = from_dict({"jobs": JOBS})
     g = fat_tree(4)
     off = summarise_policy(cfg, g, _result("none", None), [], "emu")
-    assert off.cross_machine_bytes == 900  # machine -> switch bytes of the whole policy, counted once
-    assert off.ecn_marks is None and off.ecn_marks_busiest_port is None and off.job("a").ecn_marks is None
+    assert off.measured.cross_machine_bytes == 900  # machine -> switch bytes of the whole policy, counted once
+    assert off.ecn_marks is None and off.measured.ecn_marks_busiest_port is None and off.job("a").ecn_marks is None
     lines = summary_tables([off]).splitlines()
     assert "ECN marks" not in lines[1] and "marks busiest port" not in lines[1]  # the two ECN columns: left out
     assert "ECN marks, marks busiest port" in lines[4] and lines[4].startswith("  not measured here:")
     on = summarise_policy(cfg, g, _result("bpf", {("e1", "h1"): 5}), [], "emu")
-    assert on.ecn_marks == 5 and on.ecn_marks_busiest_port == 5 and on.job("a").ecn_marks == 4
-    assert on.ecn_most_marked_link == "e1->h1"
+    assert on.ecn_marks == 5 and on.measured.ecn_marks_busiest_port == 5 and on.job("a").ecn_marks == 4
+    assert on.measured.ecn_most_marked_link == "e1->h1"

@@ -14,7 +14,7 @@ from experiment import make_backend
 from experiment.config.schema import ExperimentConfig, JobConfig, TopologyConfig, validate
 from experiment.reporting.report import JOB_CSV_COLUMNS, SUMMARY_CSV_COLUMNS, summary_tables
 from experiment.reporting.results import PolicyIncomplete
-from experiment.reporting.summary import JobSummary, completion_figures
+from experiment.reporting.summary import JobSummary, PolicySummary, completion_figures
 from experiment.run.driver import execute, run_experiment
 from experiment.run.simrun import SimulatorExperiment, SimulatorSession
 from jobs.models import get_model, scaled_buckets
@@ -116,9 +116,11 @@ def test_policy_summary_of_the_simulator(tmp_path):
     assert s.comm_mean_s == pytest.approx(0.0025568 / 2)  # 3 iterations of a at 0, 3 of b
     assert s.jct_mean_s == pytest.approx((0.712 + 0.2422464) / 2) and s.makespan_s == pytest.approx(0.7422464)
     assert s.jct_p90_s == pytest.approx(0.712)
+    assert s.measured is None and s.ecn_marks is None
     for name in ("cross_machine_bytes", "busiest_link_utilisation", "cpu_mean", "ecn_marks", "trustworthy",
                  "jobs_checked", "ecn_method"):
-        assert getattr(s, name) is None, name
+        assert s.figure(name) is None, name
+    assert PolicySummary.from_dict(s.to_dict()) == s
 
 
 def job(name: str, jct_s: float, end_s: float, comm_mean_s: float | None, duration_s: float | None) -> JobSummary:

@@ -4,6 +4,7 @@ layout of ``summary.json`` key for key, and the tables and CSV files are written
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 
@@ -122,6 +123,19 @@ def test_policy_summary_json_is_the_summary_json_layout():
     assert got == expected
     assert list(got) == list(expected)
     assert json.loads(json.dumps(got)) == got
+
+
+def test_policy_summary_reads_back_what_it_wrote():
+    """summary.json's entry of a policy reads back into an equal summary: the emulator's figures
+    among them, and none where a back end emulated no network (each written None or empty)."""
+    s = summary()
+    assert s.measured is not None and s.measured.ecn_method == "bpf"
+    assert PolicySummary.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+    bare = dataclasses.replace(s, measured=None)
+    written = bare.to_dict()
+    assert list(written) == list(s.to_dict())
+    assert (written["cross_machine_bytes"], written["host_tcp"], written["fidelity_reasons"]) == (None, {}, [])
+    assert PolicySummary.from_dict(written) == bare and bare.figure("cpu_mean") is None
 
 
 def test_unknown_job_names_the_policys_jobs():

@@ -170,14 +170,9 @@ def test_every_point_is_validated_before_anything_runs(tmp_path, vary, kwargs, p
 def summary(policy: str, jct_mean_s: float, de: float | None = 0.5) -> PolicySummary:
     """A handwritten policy summary: what the sweep reads, the rest filler (as the simulator leaves it)."""
     return PolicySummary(
-        policy=policy, machines_used=1, idle_machines_used=1, cross_machine_bytes=None, cluster_machines_in_use=1,
-        fragmented_machines=0, comm_mean_s=0.1, comm_p99_s=None, busiest_link=None, busiest_link_utilisation=None,
-        waves=1, scheduler="waves", preemptions=0, jct_mean_s=jct_mean_s, wall_time_s=0.1, cpu_mean=None,
-        cpu_p95=None, cpu_saturated=None, cpu_switch_thread_p95=None, ecn_method=None, host_tcp={}, ecn_marks=None,
-        ecn_busiest_port=None, ecn_marks_busiest_port=None, ecn_most_marked_link=None,
-        ecn_most_marked_link_marks=None, scale=1.0, dilation=1.0, trustworthy=None, fidelity_reasons=(),
-        links_checked=None, links_failed=None, link_check_methods={}, worst_link_check=None, jobs_checked=None,
-        jobs_failed=None, worst_job_ratio=None, jobs=(), distribution_efficiency=de, backend="sim",
+        policy=policy, machines_used=1, idle_machines_used=1, cluster_machines_in_use=1, fragmented_machines=0,
+        comm_mean_s=0.1, comm_p99_s=None, waves=1, scheduler="waves", preemptions=0, jct_mean_s=jct_mean_s,
+        wall_time_s=0.1, ecn_marks=None, scale=1.0, dilation=1.0, jobs=(), distribution_efficiency=de, backend="sim",
         comm_p90_s=0.2, jct_p90_s=jct_mean_s, makespan_s=2 * jct_mean_s)
 
 

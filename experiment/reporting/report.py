@@ -53,6 +53,7 @@ from experiment.reporting.interleaving import HOLD, OVERLAP_THRESHOLD, interleav
 from experiment.reporting.measurements import PolicyResult
 from experiment.reporting.report_files import write_file_plots
 from experiment.reporting.summary import (
+    EmulatedFigures,
     JobSummary,
     PolicySummary,
     all_comparisons,
@@ -212,40 +213,42 @@ def summarise_policy(cfg, g, result: PolicyResult, records, backend: str) -> Pol
         policy=result.policy,
         machines_used=len(machines_used),
         idle_machines_used=len(idle_before),
-        cross_machine_bytes=cross_bytes,
         cluster_machines_in_use=max(c.machines_in_use for c in result.cluster_states),
         fragmented_machines=max(c.fragmented_machines for c in result.cluster_states),
         comm_mean_s=_mean(all_comm),
         comm_p99_s=percentile(all_comm, 99),
-        busiest_link=busiest[1],
-        busiest_link_utilisation=busiest[0],
         waves=len(result.waves),
         scheduler=result.scheduler,
         preemptions=result.preemptions,
         jct_mean_s=_mean(result.jct_s.values()),
         wall_time_s=result.wall_time_s,
-        cpu_mean=cpu.mean,
-        cpu_p95=cpu.p95,
-        cpu_saturated=cpu.saturated,
-        cpu_switch_thread_p95=cpu.switch_thread_p95,
-        ecn_method=result.ecn.method,
-        host_tcp=_host_tcp(result.ecn.hosts),
         ecn_marks=total_marks,
-        ecn_busiest_port=busiest_port[1],
-        ecn_marks_busiest_port=busiest_port[2] if ecn_measured else None,
-        ecn_most_marked_link=most_marked[0],
-        ecn_most_marked_link_marks=most_marked[1],
         scale=cfg.scale,
         dilation=cfg.dilation,
-        trustworthy=fid.trustworthy,
-        fidelity_reasons=tuple(fid.reasons),
-        links_checked=fid.links_checked,
-        links_failed=len(fid.slow_links),
-        link_check_methods=fid.link_checks,
-        worst_link_check=fid.worst_link,
-        jobs_checked=fid.jobs_checked,
-        jobs_failed=fid.jobs_failed,
-        worst_job_ratio=_worst_ratio(fid.jobs),
+        measured=EmulatedFigures(
+            cross_machine_bytes=cross_bytes,
+            busiest_link=busiest[1],
+            busiest_link_utilisation=busiest[0],
+            cpu_mean=cpu.mean,
+            cpu_p95=cpu.p95,
+            cpu_saturated=cpu.saturated,
+            cpu_switch_thread_p95=cpu.switch_thread_p95,
+            ecn_method=result.ecn.method,
+            host_tcp=_host_tcp(result.ecn.hosts),
+            ecn_busiest_port=busiest_port[1],
+            ecn_marks_busiest_port=busiest_port[2] if ecn_measured else None,
+            ecn_most_marked_link=most_marked[0],
+            ecn_most_marked_link_marks=most_marked[1],
+            trustworthy=fid.trustworthy,
+            fidelity_reasons=tuple(fid.reasons),
+            links_checked=fid.links_checked,
+            links_failed=len(fid.slow_links),
+            link_check_methods=fid.link_checks,
+            worst_link_check=fid.worst_link,
+            jobs_checked=fid.jobs_checked,
+            jobs_failed=fid.jobs_failed,
+            worst_job_ratio=_worst_ratio(fid.jobs),
+        ),
         jobs=tuple(per_job),
         ina=result.ina,
         distribution_efficiency=distribution_efficiency(
@@ -360,8 +363,8 @@ def summary_tables(summaries: Sequence[PolicySummary], backend: str | None = Non
     ``backend``: the name of the back end that ran them (default: the first summary's).
     ``timelines`` (each policy's :class:`experiment.reporting.timeline.UpPhase` s) adds each job's ECN marks
     per iteration under its job table, where they were measured."""
-    columns, missing = _measured_columns(SUMMARY_COLUMNS, summaries, lambda k, s: getattr(s, k))
-    rows = [[_fmt(k, f, getattr(s, k)) for k, _, f in columns] for s in summaries]
+    columns, missing = _measured_columns(SUMMARY_COLUMNS, summaries, lambda k, s: s.figure(k))
+    rows = [[_fmt(k, f, s.figure(k)) for k, _, f in columns] for s in summaries]
     what = backend_heading(backend or (summaries[0].backend if summaries else ""))
     parts = [f"Per policy ({what}):", format_table([h for _, h, _ in columns], rows)]
     if missing:
@@ -379,7 +382,7 @@ def summary_tables(summaries: Sequence[PolicySummary], backend: str | None = Non
                       format_table([h for _, h, _ in jcols], jrows)]
             parts += marks_lines((timelines or {}).get(s.policy, ()))
             parts += interleaving_lines(s.policy, (timelines or {}).get(s.policy, ()))
-        for reason in s.fidelity_reasons:
+        for reason in s.emulated.fidelity_reasons:
             parts.append(f"  UNTRUSTWORTHY under {s.policy}: {reason}; lighten the emulation (a larger "
                          f"dilation, jumbo frames with mtu: 9000, fewer concurrent workers) or use more cores")
         if s.ina is not None:
@@ -521,7 +524,7 @@ def write_summary_csvs(run_dir: str, summaries: Sequence[PolicySummary]) -> None
         w = csv.writer(f)
         w.writerow(SUMMARY_CSV_COLUMNS)
         for s in summaries:
-            w.writerow([_cell(getattr(s, k)) for k in SUMMARY_CSV_COLUMNS])
+            w.writerow([_cell(s.figure(k)) for k in SUMMARY_CSV_COLUMNS])
     with open(os.path.join(run_dir, "jobs.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(JOB_CSV_COLUMNS)
@@ -632,7 +635,7 @@ def write_plots(run_dir: str, summaries: Sequence[PolicySummary]) -> list[str]:
     x = range(len(names))
 
     def has(attr: str) -> bool:
-        return any(getattr(s, attr) is not None for s in summaries)
+        return any(s.figure(attr) is not None for s in summaries)
 
     panels = [_plot_comm]
     panels += [_plot_jct] if has("jct_mean_s") else []
@@ -646,7 +649,7 @@ def write_plots(run_dir: str, summaries: Sequence[PolicySummary]) -> list[str]:
         panel(ax, summaries)
         ax.set_xticks(list(x))
         ax.set_xticklabels(names, rotation=20, ha="right")
-    flagged = [s.policy for s in summaries if s.trustworthy is False]
+    flagged = [s.policy for s in summaries if s.emulated.trustworthy is False]
     if flagged:
         fig.suptitle("flagged by the fidelity monitor (timings may reflect the emulator): " + ", ".join(flagged),
                      fontsize=9, color="tab:red")
@@ -674,13 +677,15 @@ def _plot_jct(ax, summaries: Sequence[PolicySummary]) -> None:
 
 def _plot_cross_bytes(ax, summaries: Sequence[PolicySummary]) -> None:
     """Bytes that left machines onto the fabric per policy."""
-    ax.bar(range(len(summaries)), [(s.cross_machine_bytes or 0) / 1e6 for s in summaries], color="tab:orange")
+    ax.bar(range(len(summaries)), [(s.emulated.cross_machine_bytes or 0) / 1e6 for s in summaries],
+           color="tab:orange")
     ax.set_ylabel("cross-machine traffic (MB, emulated)")
 
 
 def _plot_busiest(ax, summaries: Sequence[PolicySummary]) -> None:
     """Utilisation of the busiest link per policy."""
-    ax.bar(range(len(summaries)), [100 * (s.busiest_link_utilisation or 0) for s in summaries], color="tab:green")
+    ax.bar(range(len(summaries)), [100 * (s.emulated.busiest_link_utilisation or 0) for s in summaries],
+           color="tab:green")
     ax.set_ylabel("busiest-link utilisation (%)")
 
 

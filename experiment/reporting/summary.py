@@ -5,9 +5,11 @@ Each back end builds a :class:`PolicySummary` of every policy it ran: the emulat
 :func:`experiment.reporting.report.summarise_policy` from a policy's
 :class:`experiment.reporting.measurements.PolicyResult` and its iteration records, the simulator with
 :func:`experiment.run.policy.summarise_loop` from its loop and estimates (as any back end that
-measures no network). A figure a back end
-does not measure is None (empty in the CSVs, "-" in the tables), never zero, and
-``backend`` says which back end measured the rest; the report's writers read its attributes.
+measures no network). The figures every back end reports are its fields; the emulator's own (the
+network's bytes, CPU, ECN at ports, the fidelity monitor's) are one :class:`EmulatedFigures`, None
+elsewhere. A figure a back end does not measure is None (empty in the CSVs, "-" in the tables), never
+zero, and ``backend`` says which back end measured the rest; the report's writers read
+:meth:`PolicySummary.figure`.
 :meth:`PolicySummary.to_dict` is the layout of a policy's entry in ``summary.json`` (and of
 ``<policy>/summary.json``); :meth:`PolicySummary.from_dict` reads it back, for ``run_testbed.py
 report`` to render a saved run again (the run-directory readers :mod:`experiment.reporting.export` and
@@ -156,40 +158,106 @@ def job_mark_comparisons(policy: str, jobs: Iterable[JobSummary]) -> list[MarksC
 
 
 @dataclasses.dataclass(frozen=True)
-class PolicySummary:
-    """One policy's summary: cluster, traffic, timing, ECN and fidelity figures, and its jobs.
+class EmulatedFigures:
+    """What the emulator measures of a policy's network and of itself, beside the figures every back
+    end reports (:class:`PolicySummary`).
 
     Attributes:
-        policy: the policy spec.
-        machines_used: machines hosting a worker of some job.
-        idle_machines_used: those of them without background load.
         cross_machine_bytes: bytes sent from machines onto the fabric over the whole policy.
-        cluster_machines_in_use, fragmented_machines: the most over the waves.
-        comm_mean_s, comm_p99_s: over every iteration of every job (None: nothing recorded).
         busiest_link: ``src->dst`` of the directed link busiest in its measurement window (None: none sampled).
         busiest_link_utilisation: its utilisation (0.0 when none was sampled).
-        waves: waves (batches) run.
-        scheduler: the scheduler's name.
-        preemptions: jobs preempted.
-        jct_mean_s: mean job completion time (None: none recorded).
-        wall_time_s: wall-clock time of the policy's run.
         cpu_mean, cpu_p95, cpu_saturated, cpu_switch_thread_p95: CPU inside the measurement
             windows (:class:`measure.cpu.CpuSummary`).
         ecn_method: the ECN marking path (``none``, ``bpf`` or ``red``).
         host_tcp: how many hosts used each TCP setting, e.g. ``{"cubic, tcp_ecn=1": 16}``.
-        ecn_marks: marks at switch egress ports in the windows (None: not measured).
         ecn_busiest_port: the busiest link leaving a switch port (None: none sampled).
         ecn_marks_busiest_port: its marks (None: not measured).
         ecn_most_marked_link, ecn_most_marked_link_marks: the link with the most marks, and
             them (None: not measured).
-        scale, dilation: the run's bandwidth scale and time dilation factor.
         trustworthy, fidelity_reasons: the fidelity monitor's verdict and why it flagged the run.
         links_checked, links_failed: ports given a link-rate check, and those that failed it.
         link_check_methods: ports covered by each link check.
         worst_link_check: the worst port's check (None: none checked).
         jobs_checked, jobs_failed: jobs checked against their bound, and those slow or fast.
         worst_job_ratio: the checked job's measured / bound furthest from 1 (None: none checked).
+    """
+
+    cross_machine_bytes: int | None
+    busiest_link: str | None
+    busiest_link_utilisation: float | None
+    cpu_mean: float | None
+    cpu_p95: float | None
+    cpu_saturated: bool | None
+    cpu_switch_thread_p95: float | None
+    ecn_method: str | None
+    host_tcp: Mapping[str, int]
+    ecn_busiest_port: str | None
+    ecn_marks_busiest_port: int | None
+    ecn_most_marked_link: str | None
+    ecn_most_marked_link_marks: int | None
+    trustworthy: bool | None
+    fidelity_reasons: tuple[str, ...]
+    links_checked: int | None
+    links_failed: int | None
+    link_check_methods: Mapping[str, int]
+    worst_link_check: LinkCheck | None
+    jobs_checked: int | None
+    jobs_failed: int | None
+    worst_job_ratio: float | None
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> EmulatedFigures | None:
+        """The figures in a policy's entry of ``summary.json`` (None: the entry holds none of them,
+        as a back end that measures no network writes it).
+
+        Raises:
+            KeyError: a figure is missing.
+        """
+        values = _fields(cls, data, skip=("worst_link_check",))
+        check = data["worst_link_check"]
+        values.update(fidelity_reasons=tuple(values["fidelity_reasons"]), host_tcp=dict(values["host_tcp"]),
+                      link_check_methods=dict(values["link_check_methods"]),
+                      worst_link_check=LinkCheck.from_dict(check) if check is not None else None)
+        figures = cls(**values)
+        return None if figures == NOT_MEASURED else figures
+
+
+NOT_MEASURED = EmulatedFigures(
+    cross_machine_bytes=None, busiest_link=None, busiest_link_utilisation=None, cpu_mean=None, cpu_p95=None,
+    cpu_saturated=None, cpu_switch_thread_p95=None, ecn_method=None, host_tcp={}, ecn_busiest_port=None,
+    ecn_marks_busiest_port=None, ecn_most_marked_link=None, ecn_most_marked_link_marks=None, trustworthy=None,
+    fidelity_reasons=(), links_checked=None, links_failed=None, link_check_methods={}, worst_link_check=None,
+    jobs_checked=None, jobs_failed=None, worst_job_ratio=None)
+"""How ``summary.json`` writes the emulator's figures of a policy a back end did not emulate: each
+None or empty."""
+
+EMULATED_FIGURES = frozenset(f.name for f in dataclasses.fields(EmulatedFigures))
+"""The names of :class:`EmulatedFigures`' figures."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicySummary:
+    """One policy's summary: cluster, traffic, timing and ECN figures every back end reports, its
+    jobs, and the emulator's own figures of the network and of itself.
+
+    Attributes:
+        policy: the policy spec.
+        machines_used: machines hosting a worker of some job.
+        idle_machines_used: those of them without background load.
+        cluster_machines_in_use, fragmented_machines: the most over the waves.
+        comm_mean_s, comm_p99_s: over every iteration of every job (None: nothing recorded, or no
+            per-iteration times).
+        waves: waves (batches) run.
+        scheduler: the scheduler's name.
+        preemptions: jobs preempted.
+        jct_mean_s: mean job completion time (None: none recorded).
+        wall_time_s: wall-clock time of the policy's run.
+        ecn_marks: marks at switch egress ports in the windows, or the simulator's estimate over
+            the jobs (None: not measured).
+        scale, dilation: the run's bandwidth scale and time dilation factor.
         jobs: every placed job, in placement order.
+        measured: the emulator's figures of the network and of itself (cross-machine bytes, busiest
+            link, CPU, ECN at ports, the fidelity monitor's; None: a back end that emulates no network).
         ina: in-network aggregation over the policy (None: no job uses collective ``ina``).
         distribution_efficiency: NetPack's DE over the jobs (:mod:`experiment.reporting.efficiency`; None:
             no job with a JCT).
@@ -200,49 +268,25 @@ class PolicySummary:
         makespan_s: the end of the last job's last run (None: not recorded).
         jct_over_duration_mean: mean over jobs from a trace of JCT / trace duration, queueing
             and network together (None: no job from a trace).
-
-    The figures of the emulated network (cross-machine bytes, busiest link, CPU, ECN at ports,
-    the fidelity monitor's) are None on the simulator, which does not measure them.
     """
 
     policy: str
     machines_used: int
     idle_machines_used: int
-    cross_machine_bytes: int | None
     cluster_machines_in_use: int
     fragmented_machines: int
     comm_mean_s: float | None
     comm_p99_s: float | None
-    busiest_link: str | None
-    busiest_link_utilisation: float | None
     waves: int
     scheduler: str
     preemptions: int
     jct_mean_s: float | None
     wall_time_s: float
-    cpu_mean: float | None
-    cpu_p95: float | None
-    cpu_saturated: bool | None
-    cpu_switch_thread_p95: float | None
-    ecn_method: str | None
-    host_tcp: Mapping[str, int]
-    ecn_marks: int | None
-    ecn_busiest_port: str | None
-    ecn_marks_busiest_port: int | None
-    ecn_most_marked_link: str | None
-    ecn_most_marked_link_marks: int | None
+    ecn_marks: int | float | None
     scale: float
     dilation: float
-    trustworthy: bool | None
-    fidelity_reasons: tuple[str, ...]
-    links_checked: int | None
-    links_failed: int | None
-    link_check_methods: Mapping[str, int]
-    worst_link_check: LinkCheck | None
-    jobs_checked: int | None
-    jobs_failed: int | None
-    worst_job_ratio: float | None
     jobs: tuple[JobSummary, ...]
+    measured: EmulatedFigures | None = None
     ina: InaResult | None = None
     distribution_efficiency: float | None = None
     backend: str = "emu"
@@ -253,6 +297,16 @@ class PolicySummary:
     buckets: tuple[BucketComparison, ...] = ()
     """Every job's buckets, measured against the simulator's estimate (:mod:`experiment.reporting.breakdown`;
     empty where either side has no per-bucket times)."""
+
+    @property
+    def emulated(self) -> EmulatedFigures:
+        """:attr:`measured`, or :data:`NOT_MEASURED` where the back end emulated no network."""
+        return self.measured if self.measured is not None else NOT_MEASURED
+
+    def figure(self, name: str):
+        """The figure called ``name``, its own or the emulator's (:data:`EMULATED_FIGURES`; None where
+        not measured): the columns of the tables and of ``summary.csv``."""
+        return getattr(self.emulated if name in EMULATED_FIGURES else self, name)
 
     def job(self, name: str) -> JobSummary:
         """The summary of job ``name``.
@@ -279,26 +333,28 @@ class PolicySummary:
         return validation_stats(self.comparisons())
 
     def to_dict(self) -> dict:
-        """JSON form: an entry of ``summary.json``'s ``policies`` (``jobs`` keyed by job name)."""
+        """JSON form: an entry of ``summary.json``'s ``policies`` (``jobs`` keyed by job name; the
+        emulator's figures among the others, None or empty where not measured)."""
+        m = self.emulated
         return {
             "policy": self.policy, "machines_used": self.machines_used, "idle_machines_used": self.idle_machines_used,
-            "cross_machine_bytes": self.cross_machine_bytes, "cluster_machines_in_use": self.cluster_machines_in_use,
+            "cross_machine_bytes": m.cross_machine_bytes, "cluster_machines_in_use": self.cluster_machines_in_use,
             "fragmented_machines": self.fragmented_machines, "comm_mean_s": self.comm_mean_s,
-            "comm_p99_s": self.comm_p99_s, "busiest_link": self.busiest_link,
-            "busiest_link_utilisation": self.busiest_link_utilisation, "waves": self.waves,
+            "comm_p99_s": self.comm_p99_s, "busiest_link": m.busiest_link,
+            "busiest_link_utilisation": m.busiest_link_utilisation, "waves": self.waves,
             "scheduler": self.scheduler, "preemptions": self.preemptions, "jct_mean_s": self.jct_mean_s,
-            "wall_time_s": self.wall_time_s, "cpu_mean": self.cpu_mean, "cpu_p95": self.cpu_p95,
-            "cpu_saturated": self.cpu_saturated, "cpu_switch_thread_p95": self.cpu_switch_thread_p95,
-            "ecn_method": self.ecn_method, "host_tcp": dict(self.host_tcp), "ecn_marks": self.ecn_marks,
-            "ecn_busiest_port": self.ecn_busiest_port, "ecn_marks_busiest_port": self.ecn_marks_busiest_port,
-            "ecn_most_marked_link": self.ecn_most_marked_link,
-            "ecn_most_marked_link_marks": self.ecn_most_marked_link_marks, "scale": self.scale,
-            "dilation": self.dilation, "trustworthy": self.trustworthy,
-            "fidelity_reasons": list(self.fidelity_reasons), "links_checked": self.links_checked,
-            "links_failed": self.links_failed, "link_check_methods": dict(self.link_check_methods),
-            "worst_link_check": self.worst_link_check.to_dict() if self.worst_link_check else None,
-            "jobs_checked": self.jobs_checked, "jobs_failed": self.jobs_failed,
-            "worst_job_ratio": self.worst_job_ratio, "validation": self.validation.to_dict(),
+            "wall_time_s": self.wall_time_s, "cpu_mean": m.cpu_mean, "cpu_p95": m.cpu_p95,
+            "cpu_saturated": m.cpu_saturated, "cpu_switch_thread_p95": m.cpu_switch_thread_p95,
+            "ecn_method": m.ecn_method, "host_tcp": dict(m.host_tcp), "ecn_marks": self.ecn_marks,
+            "ecn_busiest_port": m.ecn_busiest_port, "ecn_marks_busiest_port": m.ecn_marks_busiest_port,
+            "ecn_most_marked_link": m.ecn_most_marked_link,
+            "ecn_most_marked_link_marks": m.ecn_most_marked_link_marks, "scale": self.scale,
+            "dilation": self.dilation, "trustworthy": m.trustworthy,
+            "fidelity_reasons": list(m.fidelity_reasons), "links_checked": m.links_checked,
+            "links_failed": m.links_failed, "link_check_methods": dict(m.link_check_methods),
+            "worst_link_check": m.worst_link_check.to_dict() if m.worst_link_check else None,
+            "jobs_checked": m.jobs_checked, "jobs_failed": m.jobs_failed,
+            "worst_job_ratio": m.worst_job_ratio, "validation": self.validation.to_dict(),
             "distribution_efficiency": self.distribution_efficiency, "backend": self.backend,
             "comm_p90_s": self.comm_p90_s, "jct_p90_s": self.jct_p90_s, "makespan_s": self.makespan_s,
             "jct_over_duration_mean": self.jct_over_duration_mean,
@@ -315,12 +371,10 @@ class PolicySummary:
         Raises:
             KeyError, TypeError, ValueError: the entry is not one :meth:`to_dict` writes.
         """
-        values = _fields(cls, data, skip=("jobs", "worst_link_check", "ina", "buckets"))
-        values.update(fidelity_reasons=tuple(values["fidelity_reasons"]), host_tcp=dict(values["host_tcp"]),
-                      link_check_methods=dict(values["link_check_methods"]))
-        check, ina = data["worst_link_check"], data.get("ina")
+        values = _fields(cls, data, skip=("jobs", "measured", "ina", "buckets"))
+        ina = data.get("ina")
         return cls(**values, jobs=tuple(JobSummary.from_dict(name, j) for name, j in data["jobs"].items()),
-                   worst_link_check=LinkCheck.from_dict(check) if check is not None else None,
+                   measured=EmulatedFigures.from_dict(data),
                    ina=InaResult.from_dict(ina) if ina is not None else None,
                    buckets=tuple(BucketComparison.from_dict(b) for b in data.get("buckets", ())))
 

@@ -180,18 +180,13 @@ def summarise_loop(cfg, spec: str, run: PolicyLoop, backend: str, wall_time_s: f
     return PolicySummary(
         policy=spec, machines_used=len(machines),
         idle_machines_used=sum(1 for m in machines if cfg.background.get(m, 0) == 0),
-        cross_machine_bytes=None, cluster_machines_in_use=max((u for u, _ in run.states), default=0),
+        cluster_machines_in_use=max((u for u, _ in run.states), default=0),
         fragmented_machines=max((f for _, f in run.states), default=0),
         comm_mean_s=sum(c * n for c, n in measured) / iterations if iterations else None, comm_p99_s=None,
-        busiest_link=None, busiest_link_utilisation=None, waves=len({s.wave for s in starts}),
-        scheduler=cfg.scheduler, preemptions=loop.preemptions,
-        jct_mean_s=sum(loop.jct_s.values()) / len(loop.jct_s), wall_time_s=wall_time_s, cpu_mean=None,
-        cpu_p95=None, cpu_saturated=None, cpu_switch_thread_p95=None, ecn_method=None, host_tcp={},
-        ecn_marks=_total([j.ecn_marks for j in per_job]), ecn_busiest_port=None, ecn_marks_busiest_port=None,
-        ecn_most_marked_link=None,
-        ecn_most_marked_link_marks=None, scale=cfg.scale, dilation=cfg.dilation, trustworthy=None,
-        fidelity_reasons=(), links_checked=None, links_failed=None, link_check_methods={}, worst_link_check=None,
-        jobs_checked=None, jobs_failed=None, worst_job_ratio=None, jobs=tuple(per_job), ina=None,
+        waves=len({s.wave for s in starts}), scheduler=cfg.scheduler, preemptions=loop.preemptions,
+        jct_mean_s=sum(loop.jct_s.values()) / len(loop.jct_s), wall_time_s=wall_time_s,
+        ecn_marks=_total([j.ecn_marks for j in per_job]), scale=cfg.scale, dilation=cfg.dilation,
+        jobs=tuple(per_job),
         distribution_efficiency=distribution_efficiency((j.iterations_recorded, j.compute_mean_s, j.jct_s)
                                                         for j in per_job),
         backend=backend, **completion_figures(per_job))
