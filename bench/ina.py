@@ -26,7 +26,7 @@ sys.path.insert(0, ROOT)
 
 from experiment.config.schema import InaConfig  # noqa: E402
 from experiment.reporting.report import format_table  # noqa: E402
-from ina.engine import Aggregator, Dest, JobEntry, Role  # noqa: E402
+from ina.aggregator import Aggregator, Dest, JobEntry, Role  # noqa: E402
 from ina.p4 import build  # noqa: E402
 from ina.protocol import VALUES_PER_PACKET, data_packet  # noqa: E402
 from ina.rig import SwitchRig  # noqa: E402
@@ -283,7 +283,7 @@ def packet_rates(args, lanes: int, tc, why: str | None) -> tuple[list[list[str]]
         return [str(lanes), name, window, f"{len(packets)}", f"{seconds:.2f}", f"{rate:,.0f}",
                 f"{rate * lanes / 1e6:.2f}", f"{rate / engine_rate:.2f}", "yes" if same else "NO"]
 
-    rows = [row("software engine (ina.engine, in process)", "-", engine_s, True)]
+    rows = [row("software engine (ina.aggregator, in process)", "-", engine_s, True)]
     for engine in ("software", "bmv2"):
         if os.geteuid() != 0 or (engine == "bmv2" and why):
             continue

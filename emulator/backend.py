@@ -4,7 +4,7 @@
 :class:`emulator.net.EmulatedNetwork`: ``start`` launches every rank of a *batch* (the jobs
 starting at one instant) behind one start gate, ``advance`` waits for a job to end or the loop's
 next event while checking the controller and the switch daemon, ``stop`` kills a job's processes
-(preemption), and a batch whose last job has ended becomes a :class:`WaveResult`. The clock is
+(preemption), and a batch whose last job has ended becomes a :class:`BatchResult`. The clock is
 the wall clock since the back end was made, divided by the dilation: virtual, paper-scale
 seconds like every reported time.
 
@@ -60,16 +60,16 @@ COUNTER_SETTLE_S = 0.2
 
 
 @dataclasses.dataclass
-class WaveResult:
-    """What one batch (a wave: jobs started together) produced."""
+class BatchResult:
+    """What one batch (jobs started together) produced; its ``index`` is the ``wave`` of the outputs."""
 
     index: int
     jobs: list[str]
     duration_s: float
-    link_bytes: dict  # (u, v) -> bytes over the whole wave (kernel counters)
-    records: list  # IterationRecord of every rank of every job of the wave
+    link_bytes: dict  # (u, v) -> bytes over the whole batch (kernel counters)
+    records: list  # IterationRecord of every rank of every job of the batch
     window_s: tuple[float, float] | None = None  # first recorded iteration start .. last end
-    ecn: dict | None = None  # marks per job from the start gate to the wave's end (None: not measured)
+    ecn: dict | None = None  # marks per job from the start gate to the batch's end (None: not measured)
     startup_s: float | None = None  # launch until every rank had joined (wall seconds)
 
     def __post_init__(self):
@@ -165,7 +165,7 @@ class EmulatorBackend(Backend):
         self.ips = {m: net.g.nodes[m]["ip"] for m in net.hosts}
         self.running: dict[str, _Run] = {}
         self.batches: list[_Batch] = []
-        self.waves: list[WaveResult] = []
+        self.waves: list[BatchResult] = []
         self.done_iterations: dict[str, int] = {}
         self.runs_of: dict[str, int] = {}
         self.drift = cfg.time_shifts.rule()
@@ -385,12 +385,12 @@ class EmulatorBackend(Backend):
             if batch.ecn_before is not None else None
         self.progress.say(f"    wave {batch.index} done in {duration:.1f} s")
         moved = self.net.counters.link_bytes(batch.before, after)
-        self.waves.append(WaveResult(batch.index, batch.jobs, duration, moved, batch.records, ecn=ecn,
-                                     startup_s=batch.startup_s))
+        self.waves.append(BatchResult(batch.index, batch.jobs, duration, moved, batch.records, ecn=ecn,
+                                      startup_s=batch.startup_s))
 
 
 def run_batch(cfg: ExperimentConfig, net: EmulatedNetwork, placed: Sequence[tuple[ExperimentJob, Placement]],
-              out_dir: str, progress) -> WaveResult:
+              out_dir: str, progress) -> BatchResult:
     """Run jobs together on their placements until every one has finished; their wave's result."""
     backend = EmulatorBackend(cfg, net, out_dir, progress)
     try:

@@ -33,7 +33,7 @@ from common.paths import PROJECT_ROOT
 from common.sockets import free_tcp_port
 from emulator.journal import Change, process_change
 from emulator.procs import stop_process
-from ina.engine import AggregatorStats, JobTraffic
+from ina.aggregator import AggregatorStats, JobTraffic
 from ina.p4.build import BUILD_DIR, DEFAULT_SLOTS, compile_program, engine_available, find_toolchain
 from ina.p4.switch import Bmv2Aggregator, aggregator_stats
 from ina.plan import JobPlan, aggregator_demand_pps, carrying_dilation, switch_tables
@@ -128,7 +128,7 @@ serialisation to emulate; a link's shaper is held to two frames (:func:`measure.
 
 def pat_burst(pat_pps: float, values_per_packet: int, mtu: int) -> int:
     """The depth, in claims, of the meter that holds an aggregator to ``pat_pps`` (rule 8a of
-    :mod:`ina.engine`): the token bucket of a link shaped at that rate in frames of
+    :mod:`ina.aggregator`): the token bucket of a link shaped at that rate in frames of
     ``values_per_packet`` (:func:`measure.shaping.burst_bytes`), at least
     :data:`PAT_METER_BYTES`, in whole frames."""
     frame = frame_bytes(values_per_packet)
@@ -227,7 +227,7 @@ class SoftwareEngine:
     def code_stamp(self, prepared) -> str:
         """What a measured packet rate holds for: the engine's and its process's source."""
         digest = hashlib.sha256()
-        for module in ("engine.py", "softswitch.py"):
+        for module in ("aggregator.py", "softswitch.py"):
             with open(os.path.join(PROJECT_ROOT, "ina", module), "rb") as f:
                 digest.update(f.read())
         return digest.hexdigest()
@@ -353,7 +353,7 @@ class InaFabric(StartStop):
         """Start one engine per INA switch on its aggregator port's peer, having measured (or read)
         the engine's packet rate here against what the switches' links can bring (:attr:`capacity`).
         With a declared PAT every engine's claims are metered at it (:func:`pat_burst`
-        deep; rule 8a of :mod:`ina.engine`): seqs beyond it pass unaggregated, as the simulator has
+        deep; rule 8a of :mod:`ina.aggregator`): seqs beyond it pass unaggregated, as the simulator has
         what a ToR's PAT cannot take pass it.
 
         Raises:
@@ -604,12 +604,12 @@ class InaFabric(StartStop):
 
     def job_traffic(self, switches: Iterable[str], job_ids: Iterable[int]) -> dict[str, dict[int, JobTraffic]]:
         """Each of ``switches`` (those with an aggregator; others are left out): the packets of
-        each of ``job_ids`` it forwarded by direction (:meth:`ina.engine.Aggregator.job_traffic`)."""
+        each of ``job_ids`` it forwarded by direction (:meth:`ina.aggregator.Aggregator.job_traffic`)."""
         job_ids = sorted(set(job_ids))
         return {s: self.switches[s].job_traffic(job_ids) for s in sorted(set(switches)) if s in self.switches}
 
     def stats(self) -> dict[str, AggregatorStats]:
-        """Each aggregator's counters as :class:`ina.engine.AggregatorStats`."""
+        """Each aggregator's counters as :class:`ina.aggregator.AggregatorStats`."""
         return {s: aggregator_stats(c) for s, c in self.counters().items()}
 
     def check_alive(self) -> None:

@@ -24,7 +24,7 @@ from common.errors import ConfigError, EmulationError, TestbedError
 from emulator.ina_fabric import InaFabric, endpoints, resolve_engine
 from experiment.config.schema import ExperimentConfig, ina_jobs
 from experiment.reporting.ina_results import InaJobResult, InaResult
-from ina.engine import Role
+from ina.aggregator import Role
 from ina.plan import JobPlan, plan_job, ps_host_of, tor_of, uplink_packets
 from jobs.collective import INA, collective_of
 from placement.base import Placement

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import importlib
 import json
 import math
 import os
@@ -27,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+from common import registry
 from common.errors import EmulationError
 from common.jsonfile import write_json_atomic
 from emulator.procs import process_start_time, run_in_session, signal_group
@@ -159,11 +159,7 @@ def undo_handler(kind: str) -> Callable[[list[Change]], dict[Change, str | None]
     Raises:
         ValueError: unknown kind (the message lists the registered ones).
     """
-    target = UNDO.get(kind)
-    if target is None:
-        raise ValueError(f"unknown change kind {kind!r}; valid: {', '.join(UNDO)}")
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
+    return registry.load(UNDO, kind, "change kind", ValueError)
 
 
 def undo_group(changes: list[Change]) -> dict[Change, str | None]:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from common.errors import EmulationError
-from emulator.backend import EmulatorBackend, WaveResult
+from emulator.backend import BatchResult, EmulatorBackend
 from emulator.cpu import CpuSampler
 from emulator.ina_runs import InaRuns, unused_result
 from emulator.net import link_rates_mbps
@@ -135,7 +135,7 @@ class PolicyMeasurement:
         if error:
             raise EmulationError(f"the controller logged an exception: {error}; see {controller.log_path}")
 
-    def result(self, loop: LoopResult, waves: Sequence[WaveResult], records: Sequence, link_bytes: dict,
+    def result(self, loop: LoopResult, waves: Sequence[BatchResult], records: Sequence, link_bytes: dict,
                ina_result: InaResult | None) -> PolicyResult:
         """Everything measured of the policy, with every job's verdict and estimate (``waves`` in
         order, ``records`` their ranks' iteration records)."""
@@ -249,7 +249,7 @@ def _ina_evidence(ina: InaJobResult | None, results: str) -> dict:
             "ina_results": results, "ina_values_per_packet": ina.values_per_packet}
 
 
-def wave_links(w: WaveResult, series: LinkSeries, marks=None) -> WaveLinks:
+def wave_links(w: BatchResult, series: LinkSeries, marks=None) -> WaveLinks:
     """A wave's bytes (and ECN marks, when measured) per link, whole and inside its window.
 
     ``marks`` is the :class:`measure.linkstats.Series` of the ports' mark counters, or None

@@ -24,8 +24,7 @@ emulator back end is imported only when it is asked for.
 
 from __future__ import annotations
 
-import importlib
-
+from common import registry
 from common.errors import ConfigError
 
 BACKENDS: dict[str, str] = {
@@ -48,11 +47,7 @@ def backend_class(name: str):
     Raises:
         ConfigError: unknown name (the message lists the registered ones).
     """
-    target = BACKENDS.get(name)
-    if target is None:
-        raise ConfigError(f"unknown back end {name!r}; valid: {', '.join(BACKENDS)}")
-    module, _, cls = target.partition(":")
-    return getattr(importlib.import_module(module), cls)
+    return registry.load(BACKENDS, name, "back end", ConfigError)
 
 
 def saved_backend_class(name: str):

@@ -9,10 +9,10 @@ Modules:
 
 - :mod:`ina.protocol`: the INA header, declared once as a field table, its struct codec, the
   slot hash and the float <-> int32 conversion of the worker side.
-- :mod:`ina.engine`: :class:`~ina.engine.Aggregator`, the switch state machine (numbered rules
-  a P4_16 v1model program mirrors), and :class:`~ina.engine.ParameterServer`, which finishes
+- :mod:`ina.aggregator`: :class:`~ina.aggregator.Aggregator`, the switch state machine (numbered rules
+  a P4_16 v1model program mirrors), and :class:`~ina.aggregator.ParameterServer`, which finishes
   what the switches could not and answers with the result.
-- :mod:`ina.vectors`: test vectors generated from the engine and stored as a data file
+- :mod:`ina.vectors`: test vectors generated from the state machine and stored as a data file
   (``vectors.json``), so the P4 program is checked against exactly the same bytes.
 - :mod:`ina.scapy_layer`: a Scapy layer built from the same field table, for reading captures.
   It is the only module that imports Scapy; everything else is standard library only.

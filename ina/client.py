@@ -184,7 +184,7 @@ class InaClient:
 
     Args:
         job_id: the job.
-        bit: this worker's bit in the job's tree (:class:`ina.engine.JobTree`).
+        bit: this worker's bit in the job's tree (:class:`ina.aggregator.JobTree`).
         ps_address: the PS machine's IP.
         scale: fixed-point scale (int32 = round(float * scale)).
         bind: local IP to receive results on (port :func:`ina.protocol.worker_port`).

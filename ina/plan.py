@@ -16,7 +16,7 @@ import ipaddress
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-from ina.engine import MAX_BITS, Copy, JobEntry, JobTraffic, JobTree, LeafGroup, Role
+from ina.aggregator import MAX_BITS, Copy, JobEntry, JobTraffic, JobTree, LeafGroup, Role
 from ina.protocol import VALUES_PER_PACKET, InaError, check_values_per_packet, frame_bytes
 
 RESULTS = ("unicast", "multicast")
@@ -77,7 +77,7 @@ def uplink_packets(g, machines: Iterable[str], ps_host: str, forwarded: Mapping[
         g: the topology.
         machines: the job's machines.
         ps_host: the machine of its PS.
-        forwarded: ToR -> the job's packets its aggregator forwarded (:class:`ina.engine.JobTraffic`);
+        forwarded: ToR -> the job's packets its aggregator forwarded (:class:`ina.aggregator.JobTraffic`);
             every INA packet on the fabric passes the aggregator of each ToR on its way, so
             ``to_ps`` at a ToR outside the PS's rack is what went up its uplinks.
         sent: machine -> data packets its client sent, resends included

@@ -162,7 +162,7 @@ _FLAGS, _VERSION, _RESERVED, _PAD, _COUNT = _I["flags"], _I["version"], _I["rese
 
 MALFORMED_REASONS = ("truncated", "bad_version", "reserved_bits", "bad_count", "trailing_bytes", "bad_bitmap")
 """Why a packet is dropped as malformed, in counter-index order. The first five come from
-:func:`decode`; ``bad_bitmap`` is the switch's own check (:mod:`ina.engine` rule 7)."""
+:func:`decode`; ``bad_bitmap`` is the switch's own check (:mod:`ina.aggregator` rule 7)."""
 
 
 class InaError(TestbedError):

@@ -1,4 +1,4 @@
-"""The parameter server as a process: :class:`ina.engine.ParameterServer` behind a UDP socket.
+"""The parameter server as a process: :class:`ina.aggregator.ParameterServer` behind a UDP socket.
 
 One PS process per machine serves every job whose PS is on it, on UDP port
 :data:`ina.protocol.INA_UDP_PORT`: it finishes each seq from whatever reaches it, sends the result
@@ -25,7 +25,7 @@ from typing import TextIO
 
 from common.errors import TestbedError
 from common.jsonfile import write_json_atomic
-from ina.engine import Dest, JobTree, LeafGroup, ParameterServer
+from ina.aggregator import Dest, JobTree, LeafGroup, ParameterServer
 from ina.protocol import (
     FIELD_NAMES,
     HEADER,
@@ -121,7 +121,7 @@ class PsJobCounters:
     """Datagrams of the job reaching the PS (every kind, RESULT packets too)."""
     aggregated: int = 0
     """Of those, the ones carrying more than one worker's contribution: their ``bitmap`` expanded by
-    the job's tree (:meth:`ina.engine.JobTree.expand`, a leaf's bit standing for its workers)
+    the job's tree (:meth:`ina.aggregator.JobTree.expand`, a leaf's bit standing for its workers)
     covers two or more workers. That is a leaf's partial or the root's aggregate, also when it fell
     back at the root; a worker's own packet (a resend too) carries its one bit. [R] Not the PARTIAL
     flag: a switch entry of fan-in 1 marks a single worker's packet PARTIAL, which summed nothing."""

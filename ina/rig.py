@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 
 from common.errors import TestbedError
 from common.lifecycle import StartStop
-from ina.engine import JobEntry, Role
+from ina.aggregator import JobEntry, Role
 from ina.p4.build import ENGINES, P4Error, Toolchain
 from ina.p4.switch import TO_PS, TO_WORKERS, Bmv2Aggregator, aggregator_stats
 from ina.protocol import INA_UDP_PORT, SO_RCVBUFFORCE, VALUES_PER_PACKET, WORKER_PORT_BASE, Flag, data_packet
@@ -195,11 +195,11 @@ class SwitchRig(StartStop):
             port.drain()
 
     def stats(self, k: int):
-        """Switch ``k``'s counters as :class:`ina.engine.AggregatorStats`."""
+        """Switch ``k``'s counters as :class:`ina.aggregator.AggregatorStats`."""
         return aggregator_stats(self.switches[k].counters())
 
     def job_traffic(self, k: int, job_ids):
-        """Switch ``k``'s per-job forwarded packets (:class:`ina.engine.JobTraffic` by job id)."""
+        """Switch ``k``'s per-job forwarded packets (:class:`ina.aggregator.JobTraffic` by job id)."""
         return self.switches[k].job_traffic(job_ids)
 
     def step(self, k: int, payload: bytes, ecn_ce: bool = False) -> list[tuple[str, bytes]]:

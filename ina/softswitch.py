@@ -1,4 +1,4 @@
-"""The software INA aggregator as a packet-processing element: :class:`ina.engine.Aggregator` on
+"""The software INA aggregator as a packet-processing element: :class:`ina.aggregator.Aggregator` on
 raw sockets, where bmv2 is missing.
 
 Seen from the wire it behaves as ``ina/p4/aggregator.p4`` on bmv2 does, with the same counters.
@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from common.errors import TestbedError
-from ina.engine import Aggregator, Copy, Dest, JobEntry, JobTraffic, PatMeter, Role
+from ina.aggregator import Aggregator, Copy, Dest, JobEntry, JobTraffic, PatMeter, Role
 from ina.p4.switch import TO_PS, TO_WORKERS
 from ina.protocol import (
     INA_UDP_PORT,
@@ -54,7 +54,7 @@ def split_frame(frame: bytes) -> tuple[int, bool] | None:
 def _checked_entries(rows: Iterable) -> list[tuple[int, JobEntry]]:
     """Table rows ``[job_id, fan_in, role, out_bit]``, ``[..., members]`` (IPv4 sources as
     integers) or ``[..., members, copies]`` (``[[ip, mac], ...]``) of a control message, each
-    checked as :meth:`ina.engine.Aggregator.install` checks it, before any is installed.
+    checked as :meth:`ina.aggregator.Aggregator.install` checks it, before any is installed.
 
     Raises:
         InaError: an entry out of range, an unknown role or a bad copy.
@@ -178,7 +178,7 @@ class SoftSwitch:
 
     def set_pat(self, msg: dict) -> None:
         """Meter claims at ``msg["rate_pps"]`` per second, ``msg["burst"]`` deep (rule 8a of
-        :mod:`ina.engine`; a null rate: unmetered), kept across configure and reset as the P4
+        :mod:`ina.aggregator`; a null rate: unmetered), kept across configure and reset as the P4
         program's meter is.
 
         Raises:

@@ -1,4 +1,4 @@
-"""Test vectors of the INA switch, generated from :mod:`ina.engine` and stored as data (``vectors.json``).
+"""Test vectors of the INA switch, generated from :mod:`ina.aggregator` and stored as data (``vectors.json``).
 
 The P4 program and the Python engine must agree byte for byte, so both replay :data:`VECTORS`: named
 scenarios of switches, a parameter server, packets in and the packets, counters and sums expected
@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from ina.engine import Aggregator, Dest, JobTree, LeafGroup, ParameterServer
+from ina.aggregator import Aggregator, Dest, JobTree, LeafGroup, ParameterServer
 from ina.protocol import (
     INT32_MAX,
     INT32_MIN,

@@ -22,7 +22,7 @@ from conftest import ROOT, loopback, wait_until
 
 from common.errors import JobError
 from common.sockets import free_tcp_port
-from ina.engine import JobTree
+from ina.aggregator import JobTree
 from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET
 from ina.ps import PsJob, PsService
 from jobs.patterns import barrier_bytes, replay_pattern

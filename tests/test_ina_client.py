@@ -25,8 +25,8 @@ import pytest
 from conftest import loopback, wait_until
 
 from common.sockets import free_tcp_port
+from ina.aggregator import JobTree
 from ina.client import MIN_RTO_S, AimdWindow, InaClient, RtoEstimator
-from ina.engine import JobTree
 from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET, InaError, worker_port
 from ina.ps import PsJob, PsService, load_jobs
 

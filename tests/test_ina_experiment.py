@@ -244,7 +244,7 @@ def ina_result() -> InaResult:
 
 
 def test_uplink_packets_count_each_rack_but_the_ps_s_from_its_aggregator_or_its_workers():
-    from ina.engine import JobTraffic
+    from ina.aggregator import JobTraffic
     from ina.plan import tor_of, uplink_packets
 
     machines = ["h1", "h2", "h5", "h6", "h9"]

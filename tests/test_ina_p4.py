@@ -4,7 +4,7 @@
 The program's constants and header must be the protocol's (checked from the source, no bmv2
 needed). Each aggregator, on veths (:class:`ina.rig.SwitchRig`), replays every test vector of
 :mod:`ina.vectors` byte for byte with the same counters, and crafted packets (mutated, truncated,
-extended; a fixed seed) give the same output and counters as :class:`ina.engine.Aggregator` while
+extended; a fixed seed) give the same output and counters as :class:`ina.aggregator.Aggregator` while
 the switch keeps forwarding. bmv2 comes from P4_PREFIX, /opt/p4 or the PATH; where there is none
 its tests are skipped naming why, and the software engine's still run. The tests on veths need root
 and add a namespace, veths and switch processes to the host: they are in the emulation tier.
@@ -21,7 +21,7 @@ from collections import Counter
 import pytest
 from conftest import needs
 
-from ina.engine import Aggregator, Dest, JobEntry, JobTraffic, Role
+from ina.aggregator import Aggregator, Dest, JobEntry, JobTraffic, Role
 from ina.p4 import build
 from ina.p4.switch import STAT_NAMES
 from ina.protocol import (
@@ -344,7 +344,7 @@ def test_a_result_is_copied_to_each_child_of_its_job_addressed_to_it(rig):
     those two; removed, they pass unchanged (each engine's groups and copies undone)."""
     import dataclasses
 
-    from ina.engine import Copy
+    from ina.aggregator import Copy
     from ina.protocol import WORKER_PORT_BASE, encode
     from ina.rig import ina_frame
     from ina.softswitch import ipv4_checksum

@@ -9,7 +9,7 @@ import pytest
 
 from common.errors import TopologyError
 from controller.rules import PRIORITY_INA_STEER, compute_rules, forward, switch_ports
-from ina.engine import Aggregator, Dest, JobEntry, ParameterServer, Role
+from ina.aggregator import Aggregator, Dest, JobEntry, ParameterServer, Role
 from ina.plan import plan_job, switch_tables, tor_of
 from ina.protocol import INA_UDP_PORT, InaError, data_packet, decode
 from topo import fat_tree, leaf_spine

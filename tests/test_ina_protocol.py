@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT as REPO
 
 from common import errors
-from ina.engine import Aggregator, JobTree, ParameterServer
+from ina.aggregator import Aggregator, JobTree, ParameterServer
 from ina.protocol import (
     FIELD_NAMES,
     HEADER_BYTES,
@@ -358,7 +358,7 @@ def test_fuzz_only_malformed_packet_escapes():
 
 def test_pure_import():
     """Importing the protocol, engine and vectors loads no Scapy, torch, Mininet or os-ken."""
-    code = ("import sys, ina, ina.engine, ina.protocol, ina.vectors; "
+    code = ("import sys, ina, ina.aggregator, ina.protocol, ina.vectors; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('scapy', 'torch', 'mininet', 'os_ken')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -3,7 +3,7 @@
 The PS binds host 150 of this test process's loopback /24 and the workers hosts 151 and up
 (conftest.loopback: the whole 127/8 is this machine), so each worker has the job's worker port on
 its own address as on its own machine. Packets are crafted as the workers and switches
-would send them (:func:`ina.protocol.data_packet`, the bit plan of :class:`ina.engine.JobTree`).
+would send them (:func:`ina.protocol.data_packet`, the bit plan of :class:`ina.aggregator.JobTree`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 import pytest
 from conftest import loopback, wait_until
 
-from ina.engine import JobTree
+from ina.aggregator import JobTree
 from ina.protocol import INA_UDP_PORT, VALUES_PER_PACKET, Flag, data_packet, decode
 from ina.ps import JobsChange, PsJob, PsService
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import wait_until
 
 from common import errors
-from ina.engine import JobEntry, JobTraffic, Role, SlotState
+from ina.aggregator import JobEntry, JobTraffic, Role, SlotState
 from ina.p4.build import P4Error
 from ina.p4.switch import added_handles
 from ina.protocol import VALUES_PER_PACKET, data_packet, slot_of

@@ -257,7 +257,7 @@ class Job(_Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class PolicyRun(_Record):
+class ExportedPolicy(_Record):
     """What one policy ran (``policies[]``)."""
 
     policy: str
@@ -279,7 +279,7 @@ class Experiment:
     links: tuple[Link, ...]
     routing_mode: str
     routes: tuple[Route, ...]
-    policies: tuple[PolicyRun, ...]
+    policies: tuple[ExportedPolicy, ...]
     unplaced: dict
 
     def to_dict(self) -> dict:
@@ -452,7 +452,7 @@ def build_experiment(cfg: ExperimentConfig, g: nx.Graph, summary: dict, files: d
                                f"{str(exc)[:160]})") from None
         for j in jobs:
             pairs.update(j.machine_pairs)
-        policies.append(PolicyRun(spec, safe_name(spec), waves, jobs))
+        policies.append(ExportedPolicy(spec, safe_name(spec), waves, jobs))
     run = {"name": cfg.name, "dir": run_dir_name, "mode": cfg.mode, "runtime": cfg.runtime, "mtu": cfg.mtu,
            "seed": cfg.seed, "scheduler": cfg.scheduler}
     return Experiment(run=run, scale=cfg.scale, dilation=cfg.dilation, topology_name=g.graph.get("name", ""),

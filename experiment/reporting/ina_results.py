@@ -110,7 +110,7 @@ class InaResult:
         why: why that engine (or why none).
         slots: aggregator slots in use at every switch.
         switches: the switches with an aggregator.
-        aggregators: each aggregator's counters over the policy (:class:`ina.engine.AggregatorStats`).
+        aggregators: each aggregator's counters over the policy (:class:`ina.aggregator.AggregatorStats`).
         parameter_servers: each PS machine's counters over the policy (all its jobs).
         jobs: every INA job's result.
         capacity: whether the aggregators keep up with their switches' links

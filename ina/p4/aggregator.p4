@@ -1,7 +1,7 @@
 /*
  * Statistical in-network aggregation switch for bmv2 simple_switch (P4_16, v1model).
  *
- * The switch rules of ina/engine.py, numbered as there, byte for byte: one pool of aggregator
+ * The switch rules of ina/aggregator.py, numbered as there, byte for byte: one pool of aggregator
  * slots shared by every job, claimed by the slot index a packet carries, summed lane by lane
  * (int32, wrap-around flagged as OVERFLOW), emitted when the job's fan-in is reached, released by
  * the result on its way back; a packet whose slot another (job, seq) holds falls back to the
@@ -30,11 +30,11 @@
  *   (rule 8a), set with meter_set_rates (rates per microsecond, bursts in packets); never set, it
  *   never refuses.
  *
- * Counters: register `stats`, indexed by the ST_* constants below (ina.engine.AggregatorStats'
+ * Counters: register `stats`, indexed by the ST_* constants below (ina.aggregator.AggregatorStats'
  * fields in order, then the malformed reasons of ina.protocol.MALFORMED_REASONS, then ST_OTHER);
  * tests/test_ina_p4.py checks the numbering against the Python side. Counters `job_to_ps` and
  * `job_to_workers`, indexed by job id: the packets of each job forwarded in each direction
- * (ina.engine.Aggregator.job_traffic), whether the job has an entry here or not.
+ * (ina.aggregator.Aggregator.job_traffic), whether the job has an entry here or not.
  */
 
 #include <core.p4>
@@ -65,7 +65,7 @@ const bit<8> F_PARTIAL = 0x20;
 const bit<8> F_RESERVED = 0xC0;
 const bit<8> F_KEPT = 0x18;  /* ECN | OVERFLOW: what a slot keeps of its contributions' flags */
 
-/* Slot states (ina.engine.SlotState). */
+/* Slot states (ina.aggregator.SlotState). */
 const bit<8> FREE = 0;
 const bit<8> AGGREGATING = 1;
 const bit<8> COMPLETE = 2;

@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     del argv
     tc, why = find_toolchain()
     if tc is None:
-        print(f"ina: {why}; INA runs on the software engine (ina.engine)")
+        print(f"ina: {why}; INA runs on the software engine (ina.aggregator)")
         return 0
     broken = runs(tc)
     if broken:

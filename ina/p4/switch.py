@@ -2,7 +2,7 @@
 
 The impure shell around :mod:`ina.p4.build`'s JSON: one ``simple_switch`` process (optionally in a
 network namespace), programmed through ``simple_switch_CLI`` with the tables of ``aggregator.p4``,
-its ``stats`` register read back as :class:`ina.engine.AggregatorStats`, stopped by its PID only.
+its ``stats`` register read back as :class:`ina.aggregator.AggregatorStats`, stopped by its PID only.
 :class:`Bmv2Aggregator` adds and removes jobs by entry handle without touching the others' entries
 or the registers, and gives a job with results multicast its own group.
 
@@ -20,7 +20,7 @@ import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
-from ina.engine import Aggregator, AggregatorStats, JobEntry, JobTraffic, Role
+from ina.aggregator import Aggregator, AggregatorStats, JobEntry, JobTraffic, Role
 from ina.p4.build import P4Error, Toolchain
 from ina.protocol import MALFORMED_REASONS, check_slots
 
@@ -29,11 +29,11 @@ STAT_NAMES: tuple[str, ...] = tuple(
     [f for f in AggregatorStats.__dataclass_fields__ if f != "malformed"]
     + [f"malformed:{r}" for r in MALFORMED_REASONS] + ["other"])
 """The ``stats`` register's entries in index order (``aggregator.p4``'s ``ST_*`` constants):
-:class:`ina.engine.AggregatorStats`' counters, the malformed reasons, then ``other`` (non-INA
+:class:`ina.aggregator.AggregatorStats`' counters, the malformed reasons, then ``other`` (non-INA
 packets no ``plain`` entry forwards)."""
 SLOT_REGISTERS = ("slot_state", "slot_key", "slot_bitmap", "slot_count", "slot_flags", "slot_values")
 JOB_COUNTERS = ("job_to_ps", "job_to_workers")
-"""The per-job packet counters (:class:`ina.engine.JobTraffic`'s fields in order), indexed by job id."""
+"""The per-job packet counters (:class:`ina.aggregator.JobTraffic`'s fields in order), indexed by job id."""
 _COUNTER_READ = re.compile(r"(job_to_ps|job_to_workers)\[(\d+)\]=\s*\(\d+ bytes, (\d+) packets\)")
 """A ``counter_read`` answer: ``job_to_ps[3]= (380 bytes, 2 packets)``."""
 _READY_S = 15.0
@@ -390,7 +390,7 @@ class Bmv2Aggregator:
     def set_pat(self, rate_pps: float | None, burst: int = 1) -> None:
         """Meter claims at the switch's Peak Aggregation Throughput: ``rate_pps`` claims per second,
         ``burst`` deep (the program's ``pat`` meter, committed and peak rates alike; rule 8a of
-        :mod:`ina.engine`). None: unmetered (a rate no claim stream reaches: bmv2 keeps a meter's
+        :mod:`ina.aggregator`). None: unmetered (a rate no claim stream reaches: bmv2 keeps a meter's
         rates once set).
 
         Raises:
@@ -412,7 +412,7 @@ class Bmv2Aggregator:
 
     def job_traffic(self, job_ids: Iterable[int]) -> dict[int, JobTraffic]:
         """The packets of each of ``job_ids`` forwarded by direction (the ``job_to_ps`` and
-        ``job_to_workers`` counters; :meth:`ina.engine.Aggregator.job_traffic`).
+        ``job_to_workers`` counters; :meth:`ina.aggregator.Aggregator.job_traffic`).
 
         Raises:
             P4Error: the CLI's answer does not hold every counter asked for.

@@ -1,10 +1,10 @@
-"""Unit and property tests of the INA switch engine and parameter server, and replay of the shared vectors."""
+"""Unit and property tests of the aggregator state machine and parameter server, and replay of the shared vectors."""
 
 import random
 
 import pytest
 
-from ina.engine import (
+from ina.aggregator import (
     Aggregator,
     AggregatorStats,
     Dest,
@@ -457,7 +457,7 @@ def test_property_lossy():
 def test_a_forgotten_seq_is_late_and_never_pending_again():
     """After forget(job, below_seq=10), a resend of seq 3 is dropped as late instead of starting a
     seq that could never complete; seq 10 is served as before; uninstall clears the horizon."""
-    from ina.engine import JobTree, ParameterServer
+    from ina.aggregator import JobTree, ParameterServer
     from ina.protocol import Flag, data_packet
 
     ps = ParameterServer()
