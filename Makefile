@@ -15,13 +15,16 @@ run: setup
 
 test: DOCKER := 1
 # TESTBED_REQUIRE_SETUP: a test needing what the set-up installs fails instead of skipping; -rs: every
-# skip that remains (optional by design: bmv2 without P4_PREFIX, a kernel without RED) says why.
+# skip that remains (optional by design: bmv2 without P4_PREFIX, a kernel without RED) says why. The unit
+# tier runs on every core (-n auto); the emulation tier after it, alone, as the emulated network needs
+# the machine to itself to keep up.
 test: setup
 	$(PY) -m ruff check .
-	TESTBED_REQUIRE_SETUP=1 $(PY) -m pytest -q -rs --durations=15 tests
+	TESTBED_REQUIRE_SETUP=1 $(PY) -m pytest -q -rs --durations=10 -n auto -m "not emulation" tests
+	TESTBED_REQUIRE_SETUP=1 $(PY) -m pytest -q -rs --durations=15 -m emulation tests
 
 unit: setup
-	$(PY) -m pytest -q -m "not emulation" tests
+	$(PY) -m pytest -q -n auto -m "not emulation" tests
 
 # The full-feature VM on the offline Debian box: build the box if missing, boot, run what needs the
 # stock kernel, copy the results out (results/vm-*), destroy the VM (docs/vm.md).

@@ -13,7 +13,7 @@ import importlib.metadata
 import re
 import sys
 
-MODULES = {"os-ken": "os_ken", "PyYAML": "yaml"}
+MODULES = {"os-ken": "os_ken", "PyYAML": "yaml", "pytest-xdist": "xdist"}
 """Distribution name -> module name where the two differ (others import as their lower-cased name)."""
 EXTRA_MODULES = ("mininet.net",)
 """Modules from the distribution's packages (the venv sees the system's site packages)."""
