@@ -149,8 +149,14 @@ def test_a_network_predicted_not_to_fit_is_refused_before_anything_starts(emulat
 
 @pytest.mark.emulation
 def test_interrupted_run_leaves_nothing(emulation_ok, tmp_path):
-    """SIGINT while jobs run: exit code 130, and no bridge, interface, namespace process or controller is left."""
-    proc = subprocess.Popen([*CLI, "-c", DEFAULT, "-p", "spread", "--results", str(tmp_path)], cwd=ROOT,
+    """SIGINT while jobs run: exit code 130, and no bridge, interface, namespace process or controller is left.
+    The smallest network with every kind of part a run makes (switches with their port pipes, hosts, the
+    controller, workers) and a job long enough to be running when the signal lands."""
+    cfg = tmp_path / "long.yaml"
+    cfg.write_text("topology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_leaf: 1}\n"
+                   "jobs: [{name: j, model: resnet50, workers: 2, collective: ring}]\n"
+                   "policies: [spread]\niterations: 100\nwarmup_iterations: 0\n")
+    proc = subprocess.Popen([*CLI, "-c", str(cfg), "--results", str(tmp_path / "res")], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen = read_until(proc, "wave 0:")
     seen += read_until(proc, "iterations:")  # the workers are running and recording
