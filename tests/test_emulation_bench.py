@@ -132,7 +132,7 @@ def test_ina_smallest(emulation_ok):
     from ina.p4 import build
 
     out = run_bench("ina.py", "--seqs", "20", "--fan-in", "2", "--window", "8", "--values-per-packet", "32",
-                    "--fabric", "--placements", "two-racks", "--fabric-engine", "software", "--model", "resnet50",
+                    "--fabric", "--placements", "two-racks", "--fabric-engine", "software", "--model", "small_cnn",
                     "--iterations", "1")
     rates = read_table(out, "values/packet")
     names = [r["aggregator"] for r in rates]
