@@ -10,6 +10,8 @@ import os
 import re
 import subprocess
 
+from emulator.procs import pid_alive
+
 PREFIX = "tb"
 """Every scratch name starts with this and a one-letter tag; a PID and a suffix follow (15 characters
 at most, Linux's limit for an interface name)."""
@@ -25,19 +27,9 @@ def _owner(name: str, tag: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def stale(names, tag: str) -> list[str]:
     """Those of ``names`` that are scratch names of probe ``tag`` whose process is gone."""
-    return [n for n in names if (pid := _owner(n, tag)) is not None and pid != os.getpid() and not _alive(pid)]
+    return [n for n in names if (pid := _owner(n, tag)) is not None and pid != os.getpid() and not pid_alive(pid)]
 
 
 def remove_stale(tag: str) -> list[str]:
