@@ -21,7 +21,8 @@ from collections.abc import Mapping
 
 from backend.protocol import ExperimentJob
 from common.errors import ConfigError, EmulationError, TestbedError
-from emulator.ina_fabric import InaFabric, endpoints, resolve_engine
+from emulator.ina_engines import resolve_engine
+from emulator.ina_fabric import InaFabric, endpoints
 from experiment.config.schema import ExperimentConfig, ina_jobs
 from experiment.reporting.ina_results import InaJobResult, InaResult
 from ina.aggregator import Role
