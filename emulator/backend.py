@@ -154,7 +154,7 @@ class EmulatorBackend(Backend):
         self.spawn = spawn or self._popen
         self.on_batch = on_batch
         self.ina = ina
-        self.runtime = worker_runtime(cfg.mode, cfg.runtime)
+        self.runtime = worker_runtime(cfg.runtime, cfg.mode)
         self.t0 = time.monotonic()
         self.timeout_s = wall_s(cfg.job_timeout_s, cfg.dilation)
         self.ips = {m: net.g.nodes[m]["ip"] for m in net.hosts}

@@ -94,7 +94,7 @@ def run_job(net, out_dir: str, one: OneJob, spawn: ExecFn | None = None) -> JobR
         JobError: a rank failed or timed out (every rank is stopped first).
     """
     job, machines = one.name, list(one.machines)
-    runtime = worker_runtime("replay", one.runtime)
+    runtime = worker_runtime(one.runtime)
     dilation = net.options.dilation
     timeout = wall_s(one.timeout_s, dilation)
     gate = os.path.join(out_dir, f"{job}.start")

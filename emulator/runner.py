@@ -28,7 +28,19 @@ from common.units import wall_s
 from congestion import congestion_control
 from emulator import config_checks
 from emulator.cluster import LOCAL, ClusterOptions
-from emulator.variants import ECN_MARKERS, SWITCH_PORTS, EcnMarker, SwitchPorts
+from emulator.variants import (
+    ECN_MARKERS,
+    SWITCH_PORTS,
+    EcnMarker,
+    SwitchPorts,
+    container_engine,
+    ecn_marker,
+    ecn_marking,
+    ina_use,
+    resolve_ecn,
+    switch_ports,
+    worker_runtime,
+)
 from experiment.config.schema import BackendChecks, ExperimentConfig, ina_jobs, ina_switches
 from experiment.reporting.summary import PolicyRun
 from experiment.run import driver
@@ -164,7 +176,6 @@ class EmulatorExperiment(ExperimentBackend):
         from emulator import capabilities
         from emulator.ina_runs import InaSetup, resolve_ina
         from emulator.ports import resolve_port_type
-        from emulator.variants import container_engine, ecn_marker, ecn_marking, resolve_ecn, switch_ports
         from measure.footprint import check_memory, footprint, mem_available_bytes
 
         capabilities.require_root()
@@ -204,9 +215,7 @@ class EmulatorExperiment(ExperimentBackend):
     def describe(self, cfg: ExperimentConfig, caps: dict, specs) -> str:
         """The jobs, policies, scale and dilation, runtime, datapath, ports, ECN and INA of the run, as
         :meth:`prepare` found and chose them."""
-        from emulator.variants import worker_runtime
-
-        runtime = worker_runtime(cfg.mode, cfg.runtime).name
+        runtime = worker_runtime(cfg.runtime, cfg.mode).name
         if self.containers is not None:
             runtime += (f" runtime in docker containers ({self.containers.image}, {self.containers.cpus:g} CPU "
                         f"each)")
@@ -254,7 +263,7 @@ class EmulatorExperiment(ExperimentBackend):
                     f"{cfg.ina.slots} slots each, {cfg.ina.values_per_packet} values per packet, "
                     f"results {cfg.ina.results}")
                 capacity = ina.fabric.capacity.line(ina.engine, cfg.ina.values_per_packet)
-                if ina.fabric.capacity.refuses and cfg.ina.use == "required":
+                if ina.fabric.capacity.refuses and ina_use(cfg.ina.use).required:
                     raise EmulationError(capacity)
                 say(capacity)
             say(f"network up: {len(net.hosts)} machines, {len(net.switch_intfs)} switch ports, "

@@ -1,14 +1,15 @@
-"""The emulator's variants, each an object chosen once: switch port kinds, ECN markers and how much
-marking a run wants, how a congestion control is installed, how workers run and where.
+"""The emulator's variants, each an object chosen once: switch port kinds, ECN markers, how much a run
+wants ECN marking or INA, how a congestion control is installed, how workers run and where.
 
 A run resolves a name from the config and this machine's capabilities once
 (:func:`emulator.ports.resolve_port_type`, :func:`resolve_ecn`), looks the object up here
 (:func:`switch_ports`, :func:`ecn_marker`, ...) and hands it on; the code that uses it asks the
 object, never the name, what to do. Registries: :data:`SWITCH_PORTS` (``system``, ``afxdp``),
-:data:`ECN_MARKERS` (``none``, ``red``, ``bpf``) with :data:`ECN_METHODS` (``ecn.method``) and
-:data:`ECN_MARKINGS` (``ecn.marking``), :data:`CONGESTION_INSTALLERS` (``kernel``, ``struct_ops``,
-keyed by the run's :class:`congestion.CongestionControl`'s ``installer``), :data:`WORKER_RUNTIMES`
-(``agent``, ``torch``) and :data:`CONTAINER_ENGINES` (``none``, ``docker``).
+:data:`ECN_MARKERS` (``none``, ``red``, ``bpf``) with :data:`ECN_METHODS` (``ecn.method``),
+:data:`ECN_MARKINGS` (``ecn.marking``) and :data:`INA_USES` (``ina.use``),
+:data:`CONGESTION_INSTALLERS` (``kernel``, ``struct_ops``, keyed by the run's
+:class:`congestion.CongestionControl`'s ``installer``), :data:`WORKER_RUNTIMES` (``agent``,
+``torch``) and :data:`CONTAINER_ENGINES` (``none``, ``docker``).
 
 Every variant and what resolves it: ``docs/architecture.md`` (The emulator's variants).
 """
@@ -184,13 +185,13 @@ class StructOps(CongestionInstaller):
 
 
 @dataclasses.dataclass(frozen=True)
-class EcnMarking:
-    """How much a run wants ECN marked (``ecn.marking``).
+class Requirement:
+    """How much a run wants a part that may not run here: ECN marking (``ecn.marking``) or INA (``ina.use``).
 
     Attributes:
         name: ``off``, ``optional`` or ``required``.
-        on: a marker is to run where one can.
-        required: a run where none can stops.
+        on: the part is to run where it can.
+        required: a run where it cannot stops.
     """
 
     name: str
@@ -280,9 +281,10 @@ ECN_MARKERS: dict[str, EcnMarker] = {"none": NoMarker(), "red": RedMarker(), "bp
 ECN_METHODS: dict[str, tuple[EcnMarker, ...]] = {
     "auto": (ECN_MARKERS["red"], ECN_MARKERS["bpf"]), "red": (ECN_MARKERS["red"],), "bpf": (ECN_MARKERS["bpf"],)}
 """``ecn.method`` -> the markers it may resolve to, in order of preference."""
-ECN_MARKINGS: dict[str, EcnMarking] = {"off": EcnMarking("off", False, False),
-                                       "optional": EcnMarking("optional", True, False),
-                                       "required": EcnMarking("required", True, True)}
+ECN_MARKINGS: dict[str, Requirement] = {"off": Requirement("off", False, False),
+                                        "optional": Requirement("optional", True, False),
+                                        "required": Requirement("required", True, True)}
+INA_USES: dict[str, Requirement] = {"optional": ECN_MARKINGS["optional"], "required": ECN_MARKINGS["required"]}
 CONGESTION_INSTALLERS: dict[str, CongestionInstaller] = {"kernel": KernelModule(), "struct_ops": StructOps()}
 WORKER_RUNTIMES: dict[str, WorkerRuntime] = {"agent": AgentRuntime(), "torch": TorchRuntime()}
 CONTAINER_ENGINES: dict[str, ContainerEngine] = {"none": NoContainers(), "docker": DockerContainers()}
@@ -320,9 +322,14 @@ def ecn_marker(name: str) -> EcnMarker:
         raise EmulationError(f"ECN method {name!r}: resolve it first ({', '.join(ECN_MARKERS)})") from None
 
 
-def ecn_marking(name: str) -> EcnMarking:
-    """The ``ecn.marking`` level of a name (``off``, ``optional``, ``required``)."""
+def ecn_marking(name: str) -> Requirement:
+    """How much a run wants ECN marked, by ``ecn.marking`` (``off``, ``optional``, ``required``)."""
     return _lookup(ECN_MARKINGS, name, "ECN marking")
+
+
+def ina_use(name: str) -> Requirement:
+    """How much a run wants its INA jobs aggregated in the fabric, by ``ina.use`` (``optional``, ``required``)."""
+    return _lookup(INA_USES, name, "INA use")
 
 
 def resolve_ecn(marking: str, method: str, has_red: bool, bpf_why: str | None) -> tuple[str, str]:
@@ -348,9 +355,9 @@ def resolve_ecn(marking: str, method: str, has_red: bool, bpf_why: str | None) -
                          f"run without ECN measurement, or ecn.method to another path")
 
 
-def worker_runtime(mode: str, runtime: str) -> WorkerRuntime:
-    """How an experiment's ranks run: ``runtime`` (``agent`` or ``torch``) in ``replay`` mode; training
-    (``train``) runs in torch."""
+def worker_runtime(runtime: str, mode: str = "replay") -> WorkerRuntime:
+    """How ranks run: ``runtime`` (``agent`` or ``torch``) in ``replay`` mode; training (``train``) runs
+    in torch."""
     return _lookup(WORKER_RUNTIMES, runtime if mode == "replay" else "torch", "worker runtime")
 
 
