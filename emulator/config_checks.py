@@ -11,7 +11,7 @@ import math
 
 from common.errors import ConfigError
 from congestion import congestion_control
-from emulator.variants import ECN_METHODS, container_engine, ecn_marking
+from emulator.variants import ECN_METHODS, SWITCH_PORT_CHOICES, container_engine, ecn_marking
 from experiment.config.schema import (
     LOCAL_NAMES,
     ExperimentConfig,
@@ -53,7 +53,7 @@ def runs_no_trace(cfg: ExperimentConfig, _g) -> None:
 
 
 def afxdp_mtu(cfg: ExperimentConfig) -> None:
-    if cfg.switch_ports == "afxdp" and cfg.mtu > AFXDP_MAX_MTU:
+    if all(cfg.mtu > kind.max_mtu for kind in SWITCH_PORT_CHOICES[cfg.switch_ports]):
         fail("config.mtu", cfg.mtu, "is above what AF_XDP ports carry (4 kB frames)",
              f"at most {AFXDP_MAX_MTU} with switch_ports: afxdp; use switch_ports: auto or system")
 
@@ -82,7 +82,8 @@ def cluster_mode(cfg: ExperimentConfig, g) -> None:
              f"(this machine takes a share too)", f"at most {units - 1} other server(s)")
     blockers = [(ecn_marking(cfg.ecn.marking).required, "ecn.marking: required (the ECN marker runs on one machine; "
                  "set ecn.marking: optional or off)"),
-                (cfg.switch_ports == "afxdp", "switch_ports: afxdp (set switch_ports: auto or system)"),
+                (all(kind.one_machine_only for kind in SWITCH_PORT_CHOICES[cfg.switch_ports]),
+                 "switch_ports: afxdp (set switch_ports: auto or system)"),
                 (bool(ina_jobs(cfg)), "INA jobs (their aggregators run on one machine)"),
                 (container_engine(cfg.container.engine).one_machine_only, f"container.engine: {cfg.container.engine}")]
     for blocked, what in blockers:
@@ -208,8 +209,7 @@ def _describe_memory(cfg: ExperimentConfig, g) -> str:
         available = mem_available_bytes()
     except (OSError, KeyError, ValueError):
         return ""
-    kinds = {"auto": ("afxdp", "system"), "afxdp": ("afxdp",), "system": ("system",)}[cfg.switch_ports]
-    prints = [footprint(g, kind, available) for kind in kinds]
+    prints = [footprint(g, kind.name, available) for kind in SWITCH_PORT_CHOICES[cfg.switch_ports]]
     parts = [f"{fp.predicted_bytes / 1e9:.1f} GB with {fp.port_kind} ports" + ("" if fp.fits else " (does not fit)")
              for fp in prints]
     return (f"; network memory about {' or '.join(parts)} ({prints[0].switch_ports} switch ports), of "

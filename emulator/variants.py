@@ -4,7 +4,8 @@ wants ECN marking or INA, how a congestion control is installed, how workers run
 A run resolves a name from the config and this machine's capabilities once
 (:func:`emulator.ports.resolve_port_type`, :func:`resolve_ecn`), looks the object up here
 (:func:`switch_ports`, :func:`ecn_marker`, ...) and hands it on; the code that uses it asks the
-object, never the name, what to do. Registries: :data:`SWITCH_PORTS` (``system``, ``afxdp``),
+object, never the name, what to do. Registries: :data:`SWITCH_PORTS` (``system``, ``afxdp``) with
+:data:`SWITCH_PORT_CHOICES` (``switch_ports``),
 :data:`ECN_MARKERS` (``none``, ``red``, ``bpf``) with :data:`ECN_METHODS` (``ecn.method``),
 :data:`ECN_MARKINGS` (``ecn.marking``) and :data:`INA_USES` (``ina.use``),
 :data:`CONGESTION_INSTALLERS` (``kernel``, ``struct_ops``, keyed by the run's
@@ -17,6 +18,7 @@ Every variant and what resolves it: ``docs/architecture.md`` (The emulator's var
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 
 from common.errors import EmulationError
@@ -25,6 +27,7 @@ from emulator import ports
 from emulator.ecn import BpfMarker, EcnUnavailable, red_qdisc_args
 from emulator.journal import Change
 from measure.marking import MarkingParams
+from measure.ports import AFXDP_MAX_MTU
 from workers.agent import launch_agents, plan_agents
 from workers.launcher import ExecFn, launch, with_ina
 
@@ -38,6 +41,8 @@ class SwitchPorts:
     name: str = ""
     one_machine_only: bool = False
     """True when cluster mode cannot use it."""
+    max_mtu: float = math.inf
+    """The largest MTU its ports carry."""
 
     def devices(self, intf: str) -> tuple[str, ...]:
         """The interfaces this kind adds for switch interface ``intf`` (none: the veth is the port)."""
@@ -62,6 +67,7 @@ class AfxdpPorts(SwitchPorts):
 
     name = "afxdp"
     one_machine_only = True
+    max_mtu = AFXDP_MAX_MTU
 
     def devices(self, intf: str) -> tuple[str, ...]:
         return ports.pipe_names(intf)
@@ -277,6 +283,11 @@ class DockerContainers(ContainerEngine):
 
 
 SWITCH_PORTS: dict[str, SwitchPorts] = {"system": SystemPorts(), "afxdp": AfxdpPorts()}
+SWITCH_PORT_CHOICES: dict[str, tuple[SwitchPorts, ...]] = {
+    "auto": (SWITCH_PORTS["afxdp"], SWITCH_PORTS["system"]), "afxdp": (SWITCH_PORTS["afxdp"],),
+    "system": (SWITCH_PORTS["system"],)}
+"""``switch_ports`` -> the kinds it may resolve to (:func:`emulator.ports.resolve_port_type`), in order of
+preference."""
 ECN_MARKERS: dict[str, EcnMarker] = {"none": NoMarker(), "red": RedMarker(), "bpf": BpfVirtualQueue()}
 ECN_METHODS: dict[str, tuple[EcnMarker, ...]] = {
     "auto": (ECN_MARKERS["red"], ECN_MARKERS["bpf"]), "red": (ECN_MARKERS["red"],), "bpf": (ECN_MARKERS["bpf"],)}
