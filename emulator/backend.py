@@ -27,6 +27,7 @@ from emulator import flows
 from emulator.ina_runs import InaRuns
 from emulator.net import EmulatedNetwork
 from emulator.pacing import PaceFeed
+from emulator.variants import worker_runtime
 from experiment.config.schema import ExperimentConfig
 from jobs.collective import collective_of
 from jobs.models import get_model
@@ -34,7 +35,7 @@ from jobs.pace import Paces
 from jobs.phase import SHIFT_GUARD_S, write_shift
 from jobs.records import measured_window_s, read_records
 from placement.base import Placement, TimeShift
-from workers.agent import launch_agents, plan_agents, read_conns
+from workers.agent import read_conns
 from workers.launcher import (
     LIVENESS_INTERVAL_S,
     Addresses,
@@ -42,13 +43,11 @@ from workers.launcher import (
     RankSettings,
     RunningWorker,
     exit_failure,
-    launch,
     open_gate_when_ready,
     plan_workers,
     processes,
     stop_all,
     timeout_failure,
-    with_ina,
 )
 
 SHIFT_FILE = "shift.json"
@@ -106,11 +105,6 @@ class _Batch:
     open: set = dataclasses.field(default_factory=set)
 
 
-def uses_agents(cfg: ExperimentConfig) -> bool:
-    """Whether replay ranks run in the agent runtime (replay mode with ``runtime: agent``)."""
-    return cfg.mode == "replay" and cfg.runtime == "agent"
-
-
 def ecn_snapshot(net: EmulatedNetwork) -> dict:
     """Marker flow counters and every host's received-CE counter, now."""
     ce = {m: flows.netstat_counters(h.pid).get("IpExtInCEPkts", 0) for m, h in net.hosts.items()}
@@ -160,6 +154,7 @@ class EmulatorBackend(Backend):
         self.spawn = spawn or self._popen
         self.on_batch = on_batch
         self.ina = ina
+        self.runtime = worker_runtime(cfg.runtime, cfg.mode)
         self.t0 = time.monotonic()
         self.timeout_s = wall_s(cfg.job_timeout_s, cfg.dilation)
         self.ips = {m: net.g.nodes[m]["ip"] for m in net.hosts}
@@ -212,16 +207,9 @@ class EmulatorBackend(Backend):
                                        "INA fabric")
                     ina_endpoints[job.name] = self.ina.start(job, p)
             for job, specs in specs_by_job.items():
-                if uses_agents(self.cfg):
-                    job_ina = {job: ina_endpoints[job]} if job in ina_endpoints else None
-                    job_plans = plan_agents({job: specs}, self.ips, free_tcp_port(), dirs[job], self.timeout_s,
-                                            ina=job_ina)
-                    plans.extend(job_plans)
-                    workers_by_job[job] = launch_agents(job_plans, self.spawn, dirs[job])
-                else:
-                    if job in ina_endpoints:
-                        specs = with_ina(specs, ina_endpoints[job])
-                    workers_by_job[job] = launch(specs, self.spawn, dirs[job])
+                workers_by_job[job], job_plans = self.runtime.launch(job, specs, self.ips, self.spawn, dirs[job],
+                                                                     self.timeout_s, ina_endpoints.get(job))
+                plans.extend(job_plans)
         except BaseException:
             stop_all([w for ws in workers_by_job.values() for w in ws])
             for job in ina_endpoints:

@@ -108,7 +108,7 @@ class ThisMachine:
     def __init__(self, g):
         self.placement = dict.fromkeys(g.nodes, LOCAL)
 
-    def refuse(self, port_kind: str, marks: bool, ina: bool) -> None:
+    def refuse(self, one_machine_ports: bool, marks: bool, ina: bool) -> None:
         """Every variant runs on one machine."""
 
     def via(self, server: str) -> tuple[str, ...]:
@@ -169,9 +169,9 @@ class MultiServer:
     def dest(self, server: str) -> str:
         return f"{self.options.user}@{server}"
 
-    def refuse(self, port_kind: str, marks: bool, ina: bool) -> None:
+    def refuse(self, one_machine_ports: bool, marks: bool, ina: bool) -> None:
         """Raise EmulationError for what runs on one machine only: AF_XDP ports, a marker, INA."""
-        unsupported = [what for what, used in (("AF_XDP switch ports", port_kind != "system"),
+        unsupported = [what for what, used in (("AF_XDP switch ports", one_machine_ports),
                                                ("an ECN marker", marks), ("INA aggregators", ina)) if used]
         if unsupported:
             raise EmulationError(f"cluster mode runs without {' and '.join(unsupported)} (plain switch ports, "

@@ -11,6 +11,7 @@ import math
 
 from common.errors import ConfigError
 from congestion import congestion_control
+from emulator.variants import ECN_METHODS, SWITCH_PORT_CHOICES, container_engine, ecn_marking
 from experiment.config.schema import (
     LOCAL_NAMES,
     ExperimentConfig,
@@ -52,7 +53,7 @@ def runs_no_trace(cfg: ExperimentConfig, _g) -> None:
 
 
 def afxdp_mtu(cfg: ExperimentConfig) -> None:
-    if cfg.switch_ports == "afxdp" and cfg.mtu > AFXDP_MAX_MTU:
+    if all(cfg.mtu > kind.max_mtu for kind in SWITCH_PORT_CHOICES[cfg.switch_ports]):
         fail("config.mtu", cfg.mtu, "is above what AF_XDP ports carry (4 kB frames)",
              f"at most {AFXDP_MAX_MTU} with switch_ports: afxdp; use switch_ports: auto or system")
 
@@ -79,11 +80,12 @@ def cluster_mode(cfg: ExperimentConfig, g) -> None:
     if len(c.servers) + 1 > units:
         fail(where, list(c.servers), f"is more servers than the topology's {units} racks or pods to spread "
              f"(this machine takes a share too)", f"at most {units - 1} other server(s)")
-    blockers = [(cfg.ecn.marking == "required", "ecn.marking: required (the ECN marker runs on one machine; "
+    blockers = [(ecn_marking(cfg.ecn.marking).required, "ecn.marking: required (the ECN marker runs on one machine; "
                  "set ecn.marking: optional or off)"),
-                (cfg.switch_ports == "afxdp", "switch_ports: afxdp (set switch_ports: auto or system)"),
+                (all(kind.one_machine_only for kind in SWITCH_PORT_CHOICES[cfg.switch_ports]),
+                 "switch_ports: afxdp (set switch_ports: auto or system)"),
                 (bool(ina_jobs(cfg)), "INA jobs (their aggregators run on one machine)"),
-                (cfg.container.engine != "none", f"container.engine: {cfg.container.engine}")]
+                (container_engine(cfg.container.engine).one_machine_only, f"container.engine: {cfg.container.engine}")]
     for blocked, what in blockers:
         if blocked:
             raise ConfigError(f"config.cluster: cluster mode runs without {what}")
@@ -120,7 +122,8 @@ def ecn_thresholds(cfg: ExperimentConfig) -> None:
     if e.max_threshold_bytes and e.max_threshold_bytes < e.threshold_bytes:
         raise ConfigError(f"config.ecn.max_threshold_bytes: {e.max_threshold_bytes} is below threshold_bytes "
                           f"{e.threshold_bytes}")
-    if e.marking != "off":
+    marking = ecn_marking(e.marking)
+    if marking.on:
         # A threshold above the FIFO's limit is never reached: nothing would be marked.
         queue_bytes = cfg.queue_packets * frame_bytes(cfg.mtu)
         for key in ("threshold_bytes", "max_threshold_bytes"):
@@ -129,7 +132,7 @@ def ecn_thresholds(cfg: ExperimentConfig) -> None:
                 fail(f"config.ecn.{key}", value, "is above the queue, so it is never reached",
                      f"an integer in [0, {queue_bytes}]: queue_packets {cfg.queue_packets} x "
                      f"(mtu {cfg.mtu} + {frame_bytes(0)}) bytes")
-    if e.marking != "off" and not congestion_control(cfg.congestion_control).reacts_to_ecn:
+    if marking.on and not congestion_control(cfg.congestion_control).reacts_to_ecn:
         raise ConfigError(f"config.congestion_control: {cfg.congestion_control!r} ignores ECN marks; use one "
                           f"that reacts to them (cubic, reno, dctcp) or set ecn.marking: off")
 
@@ -145,7 +148,7 @@ def threshold_delay(cfg: ExperimentConfig, g) -> None:
     from measure.shaping import link_rates_mbps
 
     e = cfg.ecn
-    if e.marking == "off" or not e.threshold_us > 0:
+    if not ecn_marking(e.marking).on or not e.threshold_us > 0:
         return
     rate_mbps = min(link_rates_mbps(g, cfg.scale, cfg.dilation).values())
     p = marking_params(e.threshold_bytes, wall_s(e.threshold_us, cfg.dilation), e.max_threshold_bytes,
@@ -167,7 +170,8 @@ def marking_ramp(cfg: ExperimentConfig, g) -> None:
     from measure.shaping import link_rates_mbps
 
     e = cfg.ecn
-    if e.marking == "off" or e.method == "red" or not e.max_threshold_bytes:
+    if (not ecn_marking(e.marking).on or not any(m.ramp_as_time for m in ECN_METHODS[e.method])
+            or not e.max_threshold_bytes):
         return
     for rate_mbps in sorted(set(link_rates_mbps(g, cfg.scale, cfg.dilation).values())):
         p = marking_params(e.threshold_bytes, wall_s(e.threshold_us, cfg.dilation), e.max_threshold_bytes,
@@ -205,8 +209,7 @@ def _describe_memory(cfg: ExperimentConfig, g) -> str:
         available = mem_available_bytes()
     except (OSError, KeyError, ValueError):
         return ""
-    kinds = {"auto": ("afxdp", "system"), "afxdp": ("afxdp",), "system": ("system",)}[cfg.switch_ports]
-    prints = [footprint(g, kind, available) for kind in kinds]
+    prints = [footprint(g, kind.name, available) for kind in SWITCH_PORT_CHOICES[cfg.switch_ports]]
     parts = [f"{fp.predicted_bytes / 1e9:.1f} GB with {fp.port_kind} ports" + ("" if fp.fits else " (does not fit)")
              for fp in prints]
     return (f"; network memory about {' or '.join(parts)} ({prints[0].switch_ports} switch ports), of "

@@ -1,6 +1,6 @@
 """ECN marking at the egress of every emulated switch port.
 
-Two real paths, chosen by :func:`resolve_method` from the machine's capabilities and recorded
+Two real paths, chosen by :func:`emulator.variants.resolve_ecn` from the machine's capabilities and recorded
 with every run: ``red``, kernel RED with ECN as the FIFO under each port's shaper, where the kernel
 has ``sch_red``; ``bpf``, where it has none, :class:`BpfMarker`: the program in
 ``emulator/bpf/vq_ecn.bpf.c`` on each port's ``clsact`` egress hook, marking CE when a virtual
@@ -126,34 +126,6 @@ def build(force: bool = False) -> str:
         raise EcnUnavailable(f"the BPF ECN marker did not compile: {cp.stderr.strip()}")
     os.replace(tmp, OBJECT)
     return OBJECT
-
-
-def resolve_method(marking: str, method: str, has_red: bool, bpf_why: str | None) -> tuple[str, str]:
-    """Which marking path a run uses, where the kernel takes RED or not (``has_red``) and the BPF
-    marker cannot run for ``bpf_why`` (None: it can).
-
-    Returns:
-        ``(method, why)``: method is ``red``, ``bpf`` or ``none``; ``why`` says why.
-
-    Raises:
-        EcnUnavailable: marking is required and the asked-for path cannot run here.
-    """
-    if marking == "off":
-        return "none", "ECN marking is off in the configuration"
-    if method == "auto":
-        method = "red" if has_red else "bpf"
-    if method == "red" and not has_red:
-        problem = "the kernel has no sch_red (RED qdisc)"
-    elif method == "bpf" and bpf_why:
-        problem = bpf_why
-    else:
-        why = ("kernel RED with ECN under each port's shaper" if method == "red"
-               else "BPF virtual-queue marker at each switch port's clsact egress")
-        return method, why
-    if marking == "optional":
-        return "none", f"ECN not measured: {problem}"
-    raise EcnUnavailable(f"ECN marking ({method}) cannot run here: {problem}; set ecn.marking: optional to run "
-                         f"without ECN measurement, or ecn.method to another path")
 
 
 # -- the BPF marker -----------------------------------------------------------------------------

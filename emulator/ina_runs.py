@@ -21,7 +21,9 @@ from collections.abc import Mapping
 
 from backend.protocol import ExperimentJob
 from common.errors import ConfigError, EmulationError, TestbedError
-from emulator.ina_fabric import InaFabric, endpoints, resolve_engine
+from emulator.ina_engines import resolve_engine
+from emulator.ina_fabric import InaFabric, endpoints
+from emulator.variants import ina_use
 from experiment.config.schema import ExperimentConfig, ina_jobs
 from experiment.reporting.ina_results import InaJobResult, InaResult
 from ina.aggregator import Role
@@ -56,7 +58,7 @@ def resolve_ina(cfg: ExperimentConfig) -> tuple[str | None, str]:
     try:
         return resolve_engine(cfg.ina.engine)
     except EmulationError as e:
-        if cfg.ina.use == "required":
+        if ina_use(cfg.ina.use).required:
             raise ConfigError(f"config.ina: {e}; use engine auto or software, or ina.use: optional to run the INA "
                               f"jobs with the {FALLBACK_COLLECTIVE} allreduce") from None
         return None, f"{e}; INA jobs ran the {FALLBACK_COLLECTIVE} allreduce (ina.use: optional)"

@@ -32,7 +32,7 @@ from emulator.ecn import BpfMarker, wait_unloaded
 from emulator.host_changes import HostChanges, ina_peer, plan_ina_ports
 from emulator.journal import Change, RunJournal, process_change
 from emulator.link_shaping import LinkShaping, script
-from emulator.procs import pid_alive, stop_process
+from emulator.procs import pid_alive
 from emulator.variants import ECN_MARKERS, SWITCH_PORTS, EcnMarker, SwitchPorts
 from measure.marking import MarkingParams
 from measure.shaping import MAX_RATE_MBPS, MIN_RATE_MBPS, link_rates_mbps  # noqa: F401 (re-exported)
@@ -65,7 +65,7 @@ class NetOptions:
             module, as in the VM; else the userspace one, :func:`emulator.capabilities.resolve_datapath`),
             ``user`` or ``kernel``.
         ecn: the ECN marker (:data:`emulator.variants.ECN_MARKERS`, the path
-            :func:`emulator.ecn.resolve_method` chose).
+            :func:`emulator.variants.resolve_ecn` chose).
         marking: thresholds per port rate: a function ``rate Mbit/s -> MarkingParams``.
         switch_ports: the switch port kind (:data:`emulator.variants.SWITCH_PORTS`, the kind
             :func:`emulator.ports.resolve_port_type` chose; see :mod:`emulator.ports`).
@@ -160,7 +160,7 @@ class EmulatedNetwork(StartStop):
             raise EmulationError(f"ECN method {options.ecn.name!r} needs marking parameters")
         self.record = RunJournal(f"emulated network of {run_dir}")
         self.servers = MultiServer(g, options.cluster, self.record) if options.cluster else ThisMachine(g)
-        self.servers.refuse(options.switch_ports.name, options.ecn.measures, bool(options.ina_switches))
+        self.servers.refuse(options.switch_ports.one_machine_only, options.ecn.measures, bool(options.ina_switches))
         self.server_of = self.servers.placement
         self.changes = HostChanges(g, options, self.servers, self.record, self.ina_ports)
         self.shaping = LinkShaping(g, options, self.servers, self.rates, self.switch_intfs, self.host_intf,
@@ -361,55 +361,11 @@ class EmulatedNetwork(StartStop):
 
     def tcp_check(self, sources: list[str], targets: list[str], port: int = 5999,
                   timeout_s: float = 60.0) -> dict[str, list[str]]:
-        """TCP echo from every source machine to every target machine (not itself).
+        """TCP echo from every source machine to every target machine (not itself): failure lines per
+        source machine, empty when every connection worked (:func:`emulator.tcpcheck.check`)."""
+        from emulator.tcpcheck import check
 
-        Returns:
-            Failure lines per source machine; empty when every connection worked.
-        """
-        import time
-
-        from common.paths import PROJECT_ROOT
-
-        env = {"PYTHONPATH": PROJECT_ROOT, "PATH": os.environ.get("PATH", "")}
-        servers = [self.popen(t, [sys.executable, "-m", "emulator.tcpcheck", "serve", str(port)], env=env,
-                              cwd=PROJECT_ROOT) for t in targets]
-        try:
-            # Probe once every server listens: one on another server of a cluster starts over SSH.
-            deadline = time.monotonic() + timeout_s
-            for t, srv in zip(targets, servers, strict=True):
-                while not self.host_exec(t, f"ss -Hltn sport = :{port}").strip():
-                    if srv.poll() is not None:
-                        return {t: [f"fail the check's server on {t} (port {port}) exited ({srv.returncode})"]}
-                    if time.monotonic() > deadline:
-                        return {t: [f"fail the check's server on {t} (port {port}) not listening in {timeout_s:g} s"]}
-                    time.sleep(0.05)
-            probes = {}
-            for src in sources:
-                ips = [self.g.nodes[t]["ip"] for t in targets if t != src]
-                # Standard input open while it runs: on another server, its end ends the probe.
-                probes[src] = subprocess.Popen(
-                    self.machine_argv(src, [sys.executable, "-m", "emulator.tcpcheck", "probe", str(port), *ips],
-                                      env, PROJECT_ROOT), stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=PROJECT_ROOT)
-            failures = {}
-            for src, p in probes.items():
-                try:
-                    p.wait(timeout=timeout_s)  # its few lines fit the pipe
-                    out = p.stdout.read()
-                except subprocess.TimeoutExpired:
-                    stop_process(p)
-                    out = "fail timeout"
-                finally:
-                    p.stdin.close()
-                    p.stdout.close()
-                bad = [line for line in out.splitlines() if not line.startswith("ok")]
-                if bad or p.returncode != 0:
-                    failures[src] = bad or [f"exit {p.returncode}"]
-            return failures
-        finally:
-            for srv in servers:
-                stop_process(srv)
-                self.forget(srv)
+        return check(self, sources, targets, port, timeout_s)
 
     def check_alive(self) -> None:
         """Raise :class:`EmulationError` naming the first process the network depends on that died:

@@ -17,12 +17,10 @@ from collections.abc import Mapping
 from common.paths import PROJECT_ROOT
 from common.sockets import free_tcp_port
 from common.units import wall_s
+from emulator.variants import worker_runtime
 from jobs.records import IterationRecord, read_records
 from measure.iterations import job_iteration_times
-from workers.agent import launch_agents, plan_agents
-from workers.launcher import ExecFn, WorkerSpec, launch, open_gate_when_ready, processes, wait_all
-
-RUNTIMES = ("agent", "torch")
+from workers.launcher import ExecFn, WorkerSpec, open_gate_when_ready, processes, wait_all
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +61,7 @@ class OneJob:
         runtime: ``agent`` (:mod:`workers.agent`) or ``torch`` (:mod:`workers.worker`).
         timeout_s: virtual seconds before the job is stopped and reported.
         model: the model profile named in its workers' specs.
-        ina_endpoints: for collective ``ina`` (agent runtime), each machine's
+        ina_endpoints: for collective ``ina``, each machine's
             :class:`workers.launcher.InaEndpoint` (:func:`emulator.ina_fabric.endpoints`); the caller has
             installed the job on the aggregators and started its parameter server
             (:class:`emulator.ina_fabric.InaFabric`).
@@ -96,6 +94,7 @@ def run_job(net, out_dir: str, one: OneJob, spawn: ExecFn | None = None) -> JobR
         JobError: a rank failed or timed out (every rank is stopped first).
     """
     job, machines = one.name, list(one.machines)
+    runtime = worker_runtime(one.runtime)
     dilation = net.options.dilation
     timeout = wall_s(one.timeout_s, dilation)
     gate = os.path.join(out_dir, f"{job}.start")
@@ -113,12 +112,8 @@ def run_job(net, out_dir: str, one: OneJob, spawn: ExecFn | None = None) -> JobR
     exec_fn = spawn or exec_fn
 
     t0 = time.monotonic()
-    if one.runtime == "agent":
-        ina = {job: dict(one.ina_endpoints)} if one.ina_endpoints else None
-        workers = launch_agents(plan_agents({job: specs}, ips, free_tcp_port(), out_dir, timeout, ina=ina), exec_fn,
-                                out_dir)
-    else:
-        workers = launch(specs, exec_fn, out_dir)
+    workers, _ = runtime.launch(job, specs, ips, exec_fn, out_dir, timeout,
+                                dict(one.ina_endpoints) if one.ina_endpoints else None)
     try:
         open_gate_when_ready(workers, gate, timeout)
         startup_s = time.monotonic() - t0

@@ -28,7 +28,19 @@ from common.units import wall_s
 from congestion import congestion_control
 from emulator import config_checks
 from emulator.cluster import LOCAL, ClusterOptions
-from emulator.variants import ECN_MARKERS, SWITCH_PORTS, EcnMarker, SwitchPorts
+from emulator.variants import (
+    ECN_MARKERS,
+    SWITCH_PORTS,
+    EcnMarker,
+    SwitchPorts,
+    container_engine,
+    ecn_marker,
+    ecn_marking,
+    ina_use,
+    resolve_ecn,
+    switch_ports,
+    worker_runtime,
+)
 from experiment.config.schema import BackendChecks, ExperimentConfig, ina_jobs, ina_switches
 from experiment.reporting.summary import PolicyRun
 from experiment.run import driver
@@ -162,22 +174,18 @@ class EmulatorExperiment(ExperimentBackend):
     def prepare(self, cfg: ExperimentConfig, g, say) -> dict:
         """Root, tools and this machine's capabilities, with every variant resolved and why."""
         from emulator import capabilities
-        from emulator.containers import ContainerSettings
-        from emulator.ecn import resolve_method
         from emulator.ina_runs import InaSetup, resolve_ina
         from emulator.ports import resolve_port_type
-        from emulator.variants import ecn_marker, switch_ports
-        from emulator.worker_image import ensure_image
         from measure.footprint import check_memory, footprint, mem_available_bytes
 
         capabilities.require_root()
         capabilities.require_tools()
         machine = capabilities.detect()
         cluster = cluster_options(cfg)
-        if cluster is not None and cfg.ecn.marking != "off":  # validate() let only `optional` through
+        if cluster is not None and ecn_marking(cfg.ecn.marking).on:  # validate() let only `optional` through
             self.ecn = ("none", "ECN not measured: cluster mode (the marker runs on one machine)")
         else:
-            self.ecn = resolve_method(cfg.ecn.marking, cfg.ecn.method, machine.has_red, machine.bpf_marker_missing)
+            self.ecn = resolve_ecn(cfg.ecn.marking, cfg.ecn.method, machine.has_red, machine.bpf_marker_missing)
         self.marker = ecn_marker(self.ecn[0])
         ina_engine = ina_why = None
         if ina_jobs(cfg):
@@ -198,12 +206,7 @@ class EmulatorExperiment(ExperimentBackend):
                                                  machine.afxdp_missing, too_big)
             memory = check_memory(g, ports, available, cfg.memory_check)
         self.ports = switch_ports(ports)
-        if cfg.container.engine == "docker":
-            image = ensure_image(say)
-            self.containers = ContainerSettings(image.tag, cfg.container.cpus)
-            container = {"engine": "docker", "cpus": cfg.container.cpus, **image.to_dict()}
-        else:
-            container = {"engine": "none"}
+        self.containers, container = container_engine(cfg.container.engine).prepare(cfg.container.cpus, say)
         self.caps = capabilities.RunCapabilities(
             machine, self.ecn[0], self.ecn[1], ports, ports_why, container, ina_engine=ina_engine, ina_why=ina_why,
             cluster=cluster_record, memory=memory)
@@ -212,9 +215,7 @@ class EmulatorExperiment(ExperimentBackend):
     def describe(self, cfg: ExperimentConfig, caps: dict, specs) -> str:
         """The jobs, policies, scale and dilation, runtime, datapath, ports, ECN and INA of the run, as
         :meth:`prepare` found and chose them."""
-        from emulator.backend import uses_agents
-
-        runtime = "agent" if uses_agents(cfg) else "torch"
+        runtime = worker_runtime(cfg.runtime, cfg.mode).name
         if self.containers is not None:
             runtime += (f" runtime in docker containers ({self.containers.image}, {self.containers.cpus:g} CPU "
                         f"each)")
@@ -262,7 +263,7 @@ class EmulatorExperiment(ExperimentBackend):
                     f"{cfg.ina.slots} slots each, {cfg.ina.values_per_packet} values per packet, "
                     f"results {cfg.ina.results}")
                 capacity = ina.fabric.capacity.line(ina.engine, cfg.ina.values_per_packet)
-                if ina.fabric.capacity.refuses and cfg.ina.use == "required":
+                if ina.fabric.capacity.refuses and ina_use(cfg.ina.use).required:
                     raise EmulationError(capacity)
                 say(capacity)
             say(f"network up: {len(net.hosts)} machines, {len(net.switch_intfs)} switch ports, "

@@ -4,13 +4,17 @@
     python -m emulator.tcpcheck probe PORT IP [IP..]  # connect to each, exchange 1 KiB, print failures
 
 ``probe`` prints ``ok N`` on success or one ``fail IP reason`` line per failure and exits 1.
+:func:`check` runs both in a network's machines. The host side imports the standard library only.
 """
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import sys
 import threading
+import time
 
 PAYLOAD = b"x" * 1024
 
@@ -60,6 +64,59 @@ def probe(port: int, ips: list[str], timeout_s: float = 5.0) -> int:
     if not failures:
         print(f"ok {len(ips)}", flush=True)
     return failures
+
+
+def check(net, sources: list[str], targets: list[str], port: int = 5999,
+          timeout_s: float = 60.0) -> dict[str, list[str]]:
+    """TCP echo from every source machine to every target machine (not itself) of a running
+    :class:`emulator.net.EmulatedNetwork` ``net``: a ``serve`` in each target, a ``probe`` from each source.
+
+    Returns:
+        Failure lines per source machine; empty when every connection worked.
+    """
+    from common.paths import PROJECT_ROOT
+    from emulator.procs import stop_process
+
+    env = {"PYTHONPATH": PROJECT_ROOT, "PATH": os.environ.get("PATH", "")}
+    servers = [net.popen(t, [sys.executable, "-m", "emulator.tcpcheck", "serve", str(port)], env=env,
+                         cwd=PROJECT_ROOT) for t in targets]
+    try:
+        # Probe once every server listens: one on another server of a cluster starts over SSH.
+        deadline = time.monotonic() + timeout_s
+        for t, srv in zip(targets, servers, strict=True):
+            while not net.host_exec(t, f"ss -Hltn sport = :{port}").strip():
+                if srv.poll() is not None:
+                    return {t: [f"fail the check's server on {t} (port {port}) exited ({srv.returncode})"]}
+                if time.monotonic() > deadline:
+                    return {t: [f"fail the check's server on {t} (port {port}) not listening in {timeout_s:g} s"]}
+                time.sleep(0.05)
+        probes = {}
+        for src in sources:
+            ips = [net.g.nodes[t]["ip"] for t in targets if t != src]
+            # Standard input open while it runs: on another server, its end ends the probe.
+            probes[src] = subprocess.Popen(
+                net.machine_argv(src, [sys.executable, "-m", "emulator.tcpcheck", "probe", str(port), *ips],
+                                 env, PROJECT_ROOT), stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=PROJECT_ROOT)
+        failures = {}
+        for src, p in probes.items():
+            try:
+                p.wait(timeout=timeout_s)  # its few lines fit the pipe
+                out = p.stdout.read()
+            except subprocess.TimeoutExpired:
+                stop_process(p)
+                out = "fail timeout"
+            finally:
+                p.stdin.close()
+                p.stdout.close()
+            bad = [line for line in out.splitlines() if not line.startswith("ok")]
+            if bad or p.returncode != 0:
+                failures[src] = bad or [f"exit {p.returncode}"]
+        return failures
+    finally:
+        for srv in servers:
+            stop_process(srv)
+            net.forget(srv)
 
 
 def main(argv: list[str]) -> int:

@@ -14,6 +14,7 @@ from conftest import needs
 from common.errors import ConfigError
 from emulator import ecn, flows
 from emulator.queues import parse_tc_qdiscs
+from emulator.variants import resolve_ecn
 from experiment.config.schema import from_dict, validate
 from measure import fidelity, marking
 from measure.cpu import CpuSummary
@@ -78,8 +79,8 @@ CAPS_NONE = (False, "clang is not installed")
     ("optional", "red", CAPS_BPF, "none"),
     ("off", "auto", CAPS_RED, "none"),
 ])
-def test_resolve_method(marking, method, caps, expected):
-    got, why = ecn.resolve_method(marking, method, *caps)
+def test_resolve_ecn(marking, method, caps, expected):
+    got, why = resolve_ecn(marking, method, *caps)
     assert got == expected and why
     if marking == "optional" and expected == "none":
         assert why.startswith("ECN not measured")
@@ -88,7 +89,7 @@ def test_resolve_method(marking, method, caps, expected):
 @pytest.mark.parametrize("method,caps,missing", [("auto", CAPS_NONE, "clang"), ("red", CAPS_BPF, "sch_red")])
 def test_required_marking_that_cannot_run_names_what_is_missing(method, caps, missing):
     with pytest.raises(ecn.EcnUnavailable, match=missing):
-        ecn.resolve_method("required", method, *caps)
+        resolve_ecn("required", method, *caps)
 
 
 def test_marker_source_compiles(tmp_path, monkeypatch):

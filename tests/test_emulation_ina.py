@@ -250,7 +250,8 @@ def test_a_declared_pat_meters_the_claims_and_the_rest_pass_unaggregated(ina_net
     claim, the refused seqs reach the PS unaggregated, and every worker's sums are exact."""
     import time
 
-    from emulator.ina_fabric import InaFabric, pat_burst
+    from emulator.ina_engines import pat_burst
+    from emulator.ina_fabric import InaFabric
     from ina.p4.build import engine_available
     from ina.plan import plan_job
 

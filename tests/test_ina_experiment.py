@@ -327,7 +327,7 @@ def test_the_capacity_line_says_whether_the_aggregators_keep_up_and_what_dilatio
     one, the lesser of the two, and an engine short of a declared PAT refuses the run."""
     import math
 
-    from emulator.ina_fabric import EngineCapacity
+    from emulator.ina_engines import EngineCapacity
 
     ok = EngineCapacity(5000.0, "measured now", {"l1": 3000.0, "l2": 4000.0}, math.inf, 3.0)
     assert ok.keeps_up and not ok.refuses and ok.line("bmv2", 256) == (

@@ -161,7 +161,7 @@ def test_engine_resolution_names_the_engine_and_refuses_unknown_ones():
     """auto takes bmv2 where it runs here, else software (with why); software is always available;
     an unknown engine or bmv2 where it cannot run is one EmulationError."""
     from common.errors import EmulationError
-    from emulator.ina_fabric import resolve_engine
+    from emulator.ina_engines import resolve_engine
     from ina.p4.build import engine_available
 
     available, why = engine_available()

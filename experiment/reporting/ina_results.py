@@ -114,7 +114,7 @@ class InaResult:
         parameter_servers: each PS machine's counters over the policy (all its jobs).
         jobs: every INA job's result.
         capacity: whether the aggregators keep up with their switches' links
-            (:meth:`emulator.ina_fabric.EngineCapacity.to_dict`); None when not used.
+            (:meth:`emulator.ina_engines.EngineCapacity.to_dict`); None when not used.
         cpu: each INA process (an aggregator, a PS) by name: its busiest thread's 95th percentile
             share of one core while the iterations were measured (a process near 1 held its jobs
             back, not their links); empty where none was sampled.
