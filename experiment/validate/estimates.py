@@ -493,47 +493,14 @@ def compare(estimates: EstimatesFile, run: RunMeasurements) -> EstimatesReport:
     if estimates.has_jct:
         found[JCT_METRIC] = []
     for row in estimates.rows:
-        if row.extra_cells:
-            issues.add("malformed", row.line, f"{row.extra_cells} cell(s) beyond the header")
+        matched = _row_job(row, run, jobs, by_dir, seen, issues)
+        if matched is None:
             continue
-        if not row.job:
-            issues.add("missing_value", row.line, JOB_COLUMN)
-            continue
-        policy, why = _resolve_policy(row.policy, run, by_dir)
-        if policy is None:
-            detail = POLICY_COLUMN if why == "missing_value" else f"policy {_show(row.policy)}"
-            issues.add(why, row.line, detail)
-            continue
-        measured = jobs.get((policy, row.job))
-        if measured is None:
-            issues.add("unknown_job", row.line, f"job {_show(row.job)} under {policy}")
-            continue
-        if (policy, row.job) in seen:
-            issues.add("duplicate", row.line, f"{row.job} under {policy}")
-            continue
+        policy, measured = matched
         seen.add((policy, row.job))
         if row.jct:
             _compare_jct(row, policy, measured, found[JCT_METRIC], issues)
-        if measured.local:
-            issues.add("local_job", row.line, f"{row.job} under {policy} on {','.join(sorted(set(measured.machines)))}")
-            continue
-        if not measured.comparable:
-            issues.add("not_measured", row.line, f"{row.job} under {policy}")
-            continue
-        for metric, cell in row.values:
-            column = METRICS[metric]
-            if cell is None:  # the row stops before this column
-                issues.add("missing_value", row.line, column)
-                continue
-            estimate, why = parse_time(cell)
-            if estimate is None:
-                issues.add(why, row.line, column if why == "missing_value" else f"{column} {_show(cell)}")
-                continue
-            value = measured.measured(metric)
-            if not _positive(value):
-                issues.add("not_measured", row.line, f"{column} of {row.job} under {policy}")
-                continue
-            found[metric].append(Comparison(policy, row.job, value, estimate, measured.job_class))
+        _compare_times(row, policy, measured, found, issues)
     results = tuple(MetricResult(m, tuple(cs), tuple((p, validation_stats([c for c in cs if c.policy == p]))
                                                      for p in run.policies), validation_stats(cs))
                     for m, cs in found.items())
@@ -543,6 +510,56 @@ def compare(estimates: EstimatesFile, run: RunMeasurements) -> EstimatesReport:
         issues=issues.records(), missing=tuple((j.policy, j.job) for j in absent if j.comparable),
         missing_not_comparable=tuple((j.policy, j.job) for j in absent if not j.comparable),
         ignored_columns=estimates.ignored_columns)
+
+
+def _row_job(row: EstimateRow, run: RunMeasurements, jobs: dict[tuple[str, str], MeasuredJob],
+             by_dir: dict[str, str], seen: set[tuple[str, str]], issues: _Issues) -> tuple[str, MeasuredJob] | None:
+    """The policy and measured job a row estimates, or None with the row counted under why not (a
+    malformed row, no job or policy, an unknown one, a ``(policy, job)`` already in ``seen``)."""
+    if row.extra_cells:
+        issues.add("malformed", row.line, f"{row.extra_cells} cell(s) beyond the header")
+        return None
+    if not row.job:
+        issues.add("missing_value", row.line, JOB_COLUMN)
+        return None
+    policy, why = _resolve_policy(row.policy, run, by_dir)
+    if policy is None:
+        issues.add(why, row.line, POLICY_COLUMN if why == "missing_value" else f"policy {_show(row.policy)}")
+        return None
+    measured = jobs.get((policy, row.job))
+    if measured is None:
+        issues.add("unknown_job", row.line, f"job {_show(row.job)} under {policy}")
+        return None
+    if (policy, row.job) in seen:
+        issues.add("duplicate", row.line, f"{row.job} under {policy}")
+        return None
+    return policy, measured
+
+
+def _compare_times(row: EstimateRow, policy: str, measured: MeasuredJob, found: dict[str, list[Comparison]],
+                   issues: _Issues) -> None:
+    """Compare a row's communication and iteration times with the measured ones, into ``found`` by
+    metric (neither for a local job nor for one the run did not measure)."""
+    if measured.local:
+        issues.add("local_job", row.line, f"{row.job} under {policy} on {','.join(sorted(set(measured.machines)))}")
+        return
+    if not measured.comparable:
+        issues.add("not_measured", row.line, f"{row.job} under {policy}")
+        return
+    for metric, cell in row.values:
+        column = METRICS[metric]
+        if cell is None:  # the row stops before this column
+            issues.add("missing_value", row.line, column)
+            continue
+        estimate, why = parse_time(cell)
+        if estimate is None:
+            issues.add(why, row.line, column if why == "missing_value" else f"{column} {_show(cell)}")
+            continue
+        value = measured.measured(metric)
+        if not _positive(value):
+            issues.add("not_measured", row.line, f"{column} of {row.job} under {policy}")
+            continue
+        found[metric].append(Comparison(policy, row.job, value, estimate, measured.job_class))
 
 
 def _compare_jct(row: EstimateRow, policy: str, measured: MeasuredJob, out: list[Comparison], issues: _Issues) -> None:
