@@ -405,18 +405,42 @@ def read_trace(path: str | os.PathLike, fmt: str = "auto", *, max_jobs: int | No
         ConfigError: one line naming the file and, for a bad field, its line, column and value.
     """
     _check_options(fmt, max_jobs, start_s, span_s, max_gpus, min_gpus, prefix)
+    path, data = _read_file(path)
+    where = _where(path)
+    spec, parsed, lines = _parse(where, _decode(where, data), fmt)
+    kept, skipped = _select(parsed, start_s, span_s, max_gpus, min_gpus)
+    kept = kept[:max_jobs]
+    if kept and not NAME_RE.fullmatch(f"{prefix}{len(kept) - 1:05d}"):
+        raise ConfigError(f"read_trace prefix: {show(prefix)} makes job names over 64 characters ({NAME_RULE})")
+    t0 = parsed[kept[0]].submit_s if kept else 0.0
+    jobs = []
+    for n, i in enumerate(kept):
+        job_id, submit_s, gpus, duration_s, model = parsed[i]
+        jobs.append(TraceJob(f"{prefix}{n:05d}", submit_s - t0, gpus, duration_s, model, job_id, lines[i]))
+    return Trace(path, spec.name, tuple(jobs), skipped, len(parsed))
+
+
+def _read_file(path) -> tuple[str, bytes]:
+    """The trace file's path as text, and its bytes (at most :data:`MAX_TRACE_BYTES`).
+
+    Raises:
+        ConfigError: ``path`` is not a text path, or the file cannot be read.
+    """
     if not isinstance(path, (str, os.PathLike)):
         raise ConfigError(f"read_trace path: {show(path)} is not a path")
     path = os.fspath(path)
     if not isinstance(path, str):  # a bytes path
         raise ConfigError(f"read_trace path: {show(path)} is not a text path")
-    where = _where(path)
     try:
-        data = read_regular_file(path, MAX_TRACE_BYTES)
+        return path, read_regular_file(path, MAX_TRACE_BYTES)
     except UnreadableFile as exc:
-        raise ConfigError(f"{where}: cannot read it: {exc}") from None
-    spec, parsed, lines = _parse(where, _decode(where, data), fmt)
+        raise ConfigError(f"{_where(path)}: cannot read it: {exc}") from None
 
+
+def _select(parsed: Sequence[RawJob], start_s: float, span_s: float | None, max_gpus: int | None,
+            min_gpus: int) -> tuple[list[int], dict[str, int]]:
+    """Steps 2 to 4 of the selection (module docstring): the indices of the rows of the window not
+    skipped, in submit order (stable), and the window's skipped rows per reason."""
     submit = [raw.submit_s for raw in parsed]
     order = sorted(range(len(parsed)), key=submit.__getitem__)  # stable: ties keep file order
     t_first = submit[order[0]]
@@ -434,15 +458,7 @@ def read_trace(path: str | os.PathLike, fmt: str = "auto", *, max_jobs: int | No
             skipped[reason] = skipped.get(reason, 0) + 1
         else:
             kept.append(i)
-    kept = kept[:max_jobs]
-    if kept and not NAME_RE.fullmatch(f"{prefix}{len(kept) - 1:05d}"):
-        raise ConfigError(f"read_trace prefix: {show(prefix)} makes job names over 64 characters ({NAME_RULE})")
-    t0 = submit[kept[0]] if kept else 0.0
-    jobs = []
-    for n, i in enumerate(kept):
-        job_id, submit_s, gpus, duration_s, model = parsed[i]
-        jobs.append(TraceJob(f"{prefix}{n:05d}", submit_s - t0, gpus, duration_s, model, job_id, lines[i]))
-    return Trace(path, spec.name, tuple(jobs), skipped, len(parsed))
+    return kept, skipped
 
 
 def assign_models(jobs: Iterable[TraceJob], pool: Sequence[str], seed: int) -> tuple[TraceJob, ...]:
