@@ -1,53 +1,12 @@
 """Validating any simulator against a run: per-job estimates from a CSV file against the measurements.
 
 A user simulates the experiment a run measured (``experiment.json``, :mod:`experiment.reporting.export`),
-writes one estimate per job to a CSV file, and :func:`compare_estimates` pairs each estimate
-with the run's measurement of the same job as a :class:`experiment.reporting.validation.Comparison`, then
-summarises them per policy and overall (:func:`experiment.reporting.validation.validation_stats`: Pearson's
-r, median and 90th percentile of ``|estimated - measured| / measured``).
-
-CSV format (UTF-8, comma-separated, a header line first; at most :data:`MAX_FILE_BYTES`):
-
-=============== ========= =================================================================
-column          needed    meaning
-=============== ========= =================================================================
-``job``         yes       job name, as in the run's configuration
-``comm_s``      one of    communication time per iteration, paper-scale seconds (the
-                the two   measured counterpart: per iteration the slowest rank's time in the
-                          collective, mean over measured iterations; ``comm_mean_s``)
-``iteration_s`` one of    compute plus communication per iteration, paper-scale seconds
-                the two   (measured: ``comm_mean_s + compute_mean_s``)
-``policy``      if the    placement policy spec string as the run names it (or its
-                run has   directory name); when the column is absent or a cell is empty, a
-                several   run with a single policy applies the row to that policy
-``jct_s``       no        job completion time, paper-scale seconds from the job's arrival
-                          to its end (measured: ``jct_s`` of the job in ``summary.json``,
-                          which includes waiting for GPUs, its ranks' start-up and its
-                          warm-up iterations); compared for every job, local ones too; a run
-                          recorded before JCT was measured counts such cells as "jct not
-                          measured"
-=============== ========= =================================================================
-
-Header names are matched without case and surrounding blanks; other columns are ignored (and
-listed). Values may be any decimal or exponent notation (``0.5``, ``5e-1``); an empty cell is
-a missing value. One row per (policy, job).
-
-What is compared, and what is not. Every data row either contributes or is counted under a
-reason (:data:`REASONS`, with a few example line numbers), never dropped silently; a row with
-one good and one bad value contributes the good one and is counted for the bad one. Jobs
-whose ranks all ran on one machine (*local*: no traffic left the machine, the testbed
-emulates no intra-machine interconnect) and jobs with no measurement are not compared in
-either metric (the semantics of :func:`experiment.reporting.validation.comparable`, where such jobs have
-no positive estimate); nor is an estimate of 0. Jobs of the run without a row are listed as
-*missing* (those that could have been compared apart from the others).
-
-A file that cannot be used at all (not a regular file, too large, not UTF-8 text, no header,
-a header without ``job`` or without a time column, a run with several policies and no
-``policy`` column) raises one :class:`EstimatesError` line.
-
-Pure core (:func:`parse_estimates`, :func:`run_measurements`, :func:`compare`,
-:func:`report_lines`) and a thin I/O shell (:func:`read_estimates`, :func:`compare_estimates`,
-:func:`write_estimates_report`). Cost: O(rows + jobs).
+writes one estimate per job to a CSV file, and :func:`compare_estimates` pairs each estimate with
+the run's measurement of the same job as a :class:`experiment.reporting.validation.Comparison`, then
+summarises them per policy and overall (:func:`experiment.reporting.validation.validation_stats`).
+A pure core (:func:`parse_estimates`, :func:`run_measurements`, :func:`compare`, :func:`report_lines`)
+and a thin I/O shell. The CSV format, what is compared and the reasons a row is not:
+``docs/simulator.md`` (*Validating your own simulator*).
 """
 
 from __future__ import annotations
@@ -142,7 +101,7 @@ class EstimatesFile:
 
 
 def parse_estimates(text: str, path: str = "<estimates>") -> EstimatesFile:
-    """Parse the CSV ``text`` (see the module docstring); ``path`` names it in messages.
+    """Parse the CSV ``text`` (its format: ``docs/simulator.md``); ``path`` names it in messages.
 
     Raises:
         EstimatesError: no header, a header without ``job`` or a time column, a column named
@@ -207,7 +166,7 @@ def _cells(cells: list[str], index: dict[str, int]):
 
 
 def read_estimates(path: str) -> EstimatesFile:
-    """Read and parse an estimates CSV file (see the module docstring).
+    """Read and parse an estimates CSV file (its format: ``docs/simulator.md``).
 
     Only a regular file of at most :data:`MAX_FILE_BYTES` is opened (a FIFO would block, a
     device never end); it must be UTF-8 text (a byte-order mark is allowed) without NUL bytes.
