@@ -11,7 +11,7 @@ import os
 import pytest
 
 from experiment.reporting.export import ResultsError
-from experiment.reporting.summary import JobSummary, job_comparisons
+from experiment.reporting.summary import EmulatedJobFigures, JobSummary, job_comparisons
 from experiment.reporting.validation import pearson_r, validation_stats
 from experiment.validate.estimates import (
     MAX_FILE_BYTES,
@@ -51,8 +51,10 @@ PACK_JOBS = {
 
 def job_summary(name: str, j: dict) -> JobSummary:
     """The report's record of a job of these summary.json fixtures (the fields they leave out None)."""
-    fields = {f.name: j.get(f.name) for f in dataclasses.fields(JobSummary)}
-    return JobSummary(**{**fields, "job": name, "machines": tuple(j["machines"]), "contended_with": ()})
+    fields = {f.name: j.get(f.name) for f in dataclasses.fields(JobSummary) if f.name != "measured"}
+    emulated = {f.name: j.get(f.name) for f in dataclasses.fields(EmulatedJobFigures)}
+    return JobSummary(**{**fields, "job": name, "machines": tuple(j["machines"]),
+                         "measured": EmulatedJobFigures(**{**emulated, "contended_with": ()})})
 
 
 def summary(policies=(("spread", SPREAD_JOBS), (PACK, PACK_JOBS))) -> dict:

@@ -20,7 +20,7 @@ from experiment.reporting.measurements import (
     WaveLinks,
 )
 from experiment.reporting.report import summarise_policy, summary_tables, write_run_report
-from experiment.reporting.summary import PolicyRun, PolicySummary
+from experiment.reporting.summary import JobSummary, PolicyRun, PolicySummary
 from jobs.records import IterationRecord
 from measure.cpu import CpuSummary
 from measure.fidelity import JobVerdict, LinkCheck, assess
@@ -136,6 +136,20 @@ def test_policy_summary_reads_back_what_it_wrote():
     assert list(written) == list(s.to_dict())
     assert (written["cross_machine_bytes"], written["host_tcp"], written["fidelity_reasons"]) == (None, {}, [])
     assert PolicySummary.from_dict(written) == bare and bare.figure("cpu_mean") is None
+
+
+def test_job_summary_reads_back_what_it_wrote():
+    """summary.json's entry of a job reads back into an equal summary: the emulator's figures of it
+    (verdict, estimate) among them, and none where a back end emulated no network (each written None
+    or empty)."""
+    j = summary().job("a")
+    assert j.measured is not None and j.figure("fidelity") == "ok" and j.figure("estimate_s") == 0.25
+    assert JobSummary.from_dict("a", json.loads(json.dumps(j.to_dict()))) == j
+    bare = dataclasses.replace(j, measured=None)
+    written = bare.to_dict()
+    assert list(written) == list(j.to_dict())
+    assert (written["fidelity"], written["contended_with"], written["estimate_ecn_marks"]) == (None, [], None)
+    assert JobSummary.from_dict("a", written) == bare and bare.figure("bound_ratio") is None
 
 
 def test_unknown_job_names_the_policys_jobs():

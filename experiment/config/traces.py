@@ -1,54 +1,9 @@
 """Public GPU-cluster job traces: one CSV file read into jobs with an arrival, a GPU count and a run time.
 
-A trace is a CSV file with a header line and one job per data row. Every supported layout is a
-:class:`TraceFormat` in :data:`TRACE_FORMATS`; :func:`detect_format` picks one from the header
-(the format with the most required columns among those whose columns are all present):
-
-* ``tiresias``: the Tiresias simulator's input (``job_id,num_gpu,submit_time,iterations,
-  model_name,duration,interval``), e.g. ``traces/tiresias/60_job.csv``;
-* ``elasticflow``: Microsoft ITP as ElasticFlow released it, raw (``job_id,submission_time,
-  duration,num_gpu``, no model) or augmented (plus ``num_iteration,model_name,deadline,
-  batch_size``; ``model_name`` is then read), e.g. ``traces/elasticflow-itp/195job.csv``;
-* ``philly-elasticflow``: ElasticFlow's Philly trace (``job_id,submit_time,real_iteration,
-  model_name,ddl,batch_size,num_gpu,real_duration,duration,iteration``), ``duration`` read,
-  e.g. ``traces/philly/philly_103959.csv``;
-* ``philly``: Pollux's per-job Philly table (``timestamp,duration,num_gpus,gpu_time,cluster``),
-  no model, no job id: ``job_id`` is the 1-based data row number.
-
-All times are seconds. ``timestamp`` (``YYYY-MM-DD HH:MM:SS``, no zone) is read as a UTC wall
-clock; only differences matter, as arrivals are re-based. If the stamps are US Pacific local
-time, as the Philly logs are, gaps across the 2017-11-05 change from summer time read one hour short.
-
-:func:`read_trace` selects jobs in this order:
-
-1. every row is parsed; a malformed field stops the read (below);
-2. rows are sorted by submit time, stably (ties keep file order);
-3. the window keeps rows whose submit time ``t`` has ``start_s <= t - t_first < start_s + span_s``,
-   ``t_first`` the earliest submit time in the file;
-4. in the window, a row with a run time ``<= 0`` is skipped as ``zero_duration``, one with no
-   GPU as ``no_gpus``, one with more than ``max_gpus`` GPUs as ``too_big`` (each row counted once,
-   under the first reason in that order);
-5. the first ``max_jobs`` remaining rows are the jobs (skips are counted over the whole window,
-   rows cut by ``max_jobs`` are not counted); they are named ``<prefix>00000``,
-   ``<prefix>00001``, ... in arrival order, and arrivals are re-based so the first job arrives at 0.
-
-Skips in the real traces: none of the files in ``traces/``, the ten ITP clusters (raw and
-augmented) or Pollux's ``philly.csv`` has a row with a zero run time or no GPU, so
-``zero_duration`` and ``no_gpus`` count 0 on all of them (``tests/test_traces.py`` checks this
-when the files are present); only ``max_gpus`` skips jobs there. ITP run times are at least 600 s
-(filtered upstream). ``philly.csv`` has jobs as short as 1 s (7,654 under 60 s), rows out of time
-order, and a sparse lead-in: 71 jobs in its first 20 days, the load starting on 2017-09-24
-(``start_s=20 * 86400``). No model name in any of them is real.
-
-Errors: anything wrong with the file (missing, unreadable, not a regular file, over
-:data:`MAX_TRACE_BYTES`, binary, not UTF-8, empty, a header only, an unknown header) or with a
-field (not a number, NaN or infinite, a negative submit time or GPU count, a fraction of a GPU, a
-missing or extra field) is a :class:`~common.errors.ConfigError` of one line naming the file and,
-for a field, its line, column and value. Reading is O(n log n) for n rows (the sort).
-
-:func:`assign_models` gives a model to the jobs of a trace without one, drawn uniformly from a
-pool with a seeded generator; :data:`NETPACK_MODEL_POOL` is NetPack's (Zhao et al., ASPLOS'24,
-``docs/resolutions.md`` NetPack §5.4: VGG11/16/19, AlexNet, ResNet50/101, uniformly, as Optimus did).
+Every supported layout is a :class:`TraceFormat` in :data:`TRACE_FORMATS`, detected from the header
+(:func:`detect_format`); :func:`read_trace` selects the jobs of a window and names them, and
+:func:`assign_models` gives a model to the jobs of a trace without one. The formats, the selection
+steps, what the shipped traces skip and the errors: ``docs/traces.md`` (*Reading a trace file*).
 """
 
 from __future__ import annotations
@@ -385,7 +340,7 @@ def _check_options(fmt, max_jobs, start_s, span_s, max_gpus, min_gpus, prefix) -
 def read_trace(path: str | os.PathLike, fmt: str = "auto", *, max_jobs: int | None = None, start_s: float = 0.0,
                span_s: float | None = None, max_gpus: int | None = None, min_gpus: int = 1,
                prefix: str = "t") -> Trace:
-    """Read a job trace and select jobs from it (the steps are in the module docstring).
+    """Read a job trace and select jobs from it (the steps: ``docs/traces.md``).
 
     Args:
         path: the CSV file.
@@ -405,18 +360,42 @@ def read_trace(path: str | os.PathLike, fmt: str = "auto", *, max_jobs: int | No
         ConfigError: one line naming the file and, for a bad field, its line, column and value.
     """
     _check_options(fmt, max_jobs, start_s, span_s, max_gpus, min_gpus, prefix)
+    path, data = _read_file(path)
+    where = _where(path)
+    spec, parsed, lines = _parse(where, _decode(where, data), fmt)
+    kept, skipped = _select(parsed, start_s, span_s, max_gpus, min_gpus)
+    kept = kept[:max_jobs]
+    if kept and not NAME_RE.fullmatch(f"{prefix}{len(kept) - 1:05d}"):
+        raise ConfigError(f"read_trace prefix: {show(prefix)} makes job names over 64 characters ({NAME_RULE})")
+    t0 = parsed[kept[0]].submit_s if kept else 0.0
+    jobs = []
+    for n, i in enumerate(kept):
+        job_id, submit_s, gpus, duration_s, model = parsed[i]
+        jobs.append(TraceJob(f"{prefix}{n:05d}", submit_s - t0, gpus, duration_s, model, job_id, lines[i]))
+    return Trace(path, spec.name, tuple(jobs), skipped, len(parsed))
+
+
+def _read_file(path) -> tuple[str, bytes]:
+    """The trace file's path as text, and its bytes (at most :data:`MAX_TRACE_BYTES`).
+
+    Raises:
+        ConfigError: ``path`` is not a text path, or the file cannot be read.
+    """
     if not isinstance(path, (str, os.PathLike)):
         raise ConfigError(f"read_trace path: {show(path)} is not a path")
     path = os.fspath(path)
     if not isinstance(path, str):  # a bytes path
         raise ConfigError(f"read_trace path: {show(path)} is not a text path")
-    where = _where(path)
     try:
-        data = read_regular_file(path, MAX_TRACE_BYTES)
+        return path, read_regular_file(path, MAX_TRACE_BYTES)
     except UnreadableFile as exc:
-        raise ConfigError(f"{where}: cannot read it: {exc}") from None
-    spec, parsed, lines = _parse(where, _decode(where, data), fmt)
+        raise ConfigError(f"{_where(path)}: cannot read it: {exc}") from None
 
+
+def _select(parsed: Sequence[RawJob], start_s: float, span_s: float | None, max_gpus: int | None,
+            min_gpus: int) -> tuple[list[int], dict[str, int]]:
+    """Steps 2 to 4 of the selection (``docs/traces.md``): the indices of the rows of the window not
+    skipped, in submit order (stable), and the window's skipped rows per reason."""
     submit = [raw.submit_s for raw in parsed]
     order = sorted(range(len(parsed)), key=submit.__getitem__)  # stable: ties keep file order
     t_first = submit[order[0]]
@@ -434,15 +413,7 @@ def read_trace(path: str | os.PathLike, fmt: str = "auto", *, max_jobs: int | No
             skipped[reason] = skipped.get(reason, 0) + 1
         else:
             kept.append(i)
-    kept = kept[:max_jobs]
-    if kept and not NAME_RE.fullmatch(f"{prefix}{len(kept) - 1:05d}"):
-        raise ConfigError(f"read_trace prefix: {show(prefix)} makes job names over 64 characters ({NAME_RULE})")
-    t0 = submit[kept[0]] if kept else 0.0
-    jobs = []
-    for n, i in enumerate(kept):
-        job_id, submit_s, gpus, duration_s, model = parsed[i]
-        jobs.append(TraceJob(f"{prefix}{n:05d}", submit_s - t0, gpus, duration_s, model, job_id, lines[i]))
-    return Trace(path, spec.name, tuple(jobs), skipped, len(parsed))
+    return kept, skipped
 
 
 def assign_models(jobs: Iterable[TraceJob], pool: Sequence[str], seed: int) -> tuple[TraceJob, ...]:

@@ -1,97 +1,11 @@
 """``experiment.json``: what a run ran, described for any simulator to replay.
 
-A simulator fed this file simulates exactly the experiment the testbed measured: the same
-fabric, routes, placements, jobs and traffic, and can then be validated against the run's
-measurements with :mod:`experiment.validate.estimates`. Everything comes from the run directory
-(``config.json``, ``topology.json``, ``summary.json`` and, per policy, ``placements.json``,
-``measurements.json`` and rank 0's iteration records); nothing is measured again.
-
-Units: times are paper-scale (virtual) seconds (``*_s``), sizes bytes (``*_bytes``), rates
-Mbit/s = 10**6 bit/s (``*_mbps``). *Paper scale* is the cluster the experiment stands for;
-the emulator divides rates and byte counts by ``scale`` (time-preserving, so transfer times
-stay at paper scale) and runs wall-clock time ``dilation`` times slower
-(:mod:`common.units`). ``null`` means unknown (not measured), never zero.
-
-Schema, format version 1 (key order in the file is alphabetical):
-
-* ``format``: ``"experiment"``; ``format_version``: ``1`` (raised on any incompatible change).
-* ``run``: ``name`` (the experiment), ``dir`` (the run directory's name), ``mode``
-  (``replay``: model-profile buckets and emulated compute; ``train``: real training of a
-  small model), ``runtime`` (``agent`` or ``torch``), ``mtu`` (bytes, every interface),
-  ``seed``, ``scheduler`` (the scheduler spec that decided which jobs ran when; ``waves``: see
-  *Arrival times*).
-* ``scale`` (emulated rate and bytes = paper / scale) and ``dilation`` (wall time = virtual
-  time x dilation).
-* ``topology``: ``name``, ``kind`` and
-    * ``nodes``: one per node, in ``topology.json`` order: ``name``, ``role``
-      (``machine`` or ``switch``), ``gpus`` (GPU slots, machines; null for switches),
-      ``rack`` (a machine's switch; null for switches), ``tier`` (a switch's tier, e.g.
-      ``leaf``; null for machines), ``pod``;
-    * ``links``: both directions of every link, each ``src``, ``dst``, ``rate_mbps`` (paper
-      scale), ``emulated_rate_mbps`` (``rate_mbps / scale``: the rate in the emulated
-      system's own (virtual) time), ``shaped_rate_mbps`` (``rate_mbps / (scale x
-      dilation)``: what the wall-clock shaper enforces) and ``delay_us`` (one-way propagation
-      delay, microseconds).
-* ``routing``: ``mode`` (the run's controller routing mode), ``function``
-  (``"topo.routing.ecmp_path"``), ``exact`` and ``routes``: for every ordered pair of
-  machines that exchange traffic in some policy's run, ``src``, ``dst`` and ``path`` (node
-  names from ``src`` to ``dst``, both included). With routing mode ``ecmp`` the controller
-  installs exactly these paths (``exact``: true): every flow from ``src`` to ``dst`` takes
-  ``path``, and the reverse direction is routed on its own. With ``select`` OVS hashes each
-  flow onto one of the minimum-hop paths (``exact``: false); each route then also lists
-  ``equal_cost_paths`` and ``path`` is only the ECMP choice.
-* ``policies``: one per policy that placed every job (in the run's order):
-    * ``policy`` (the spec string), ``dir`` (its directory in the run);
-    * ``waves``: ``index``, ``jobs`` (names), ``starts_after_wave`` (null for wave 0, else
-      ``index - 1``), ``arrival_s``, ``measured_run_s`` and ``measured_startup_s`` (see
-      *Arrival times*);
-    * ``jobs``: one per job, in placement order:
-        * ``name``, ``model``, ``collective`` (allreduce algorithm: ``ring``, ``hd``,
-          ``gloo``, replayed as a mirrored ring, :mod:`jobs.patterns`, or ``ina``, in-network
-          aggregation through the job's parameter server), ``workers``;
-        * ``wave``, ``arrival_s``, ``starts_after_wave``: as the job's wave;
-          ``submitted_s``: the job's submission time in the config (paper-scale seconds);
-        * ``ranks``: ``rank``, ``machine``, ``gpu`` (slot index on the machine), in rank
-          order; ``ps_host`` (null: no parameter server) and ``ina_switches`` (null: left to the run;
-          ``[]``: INA off for the job);
-        * ``machine_pairs``: the directed ``[src, dst]`` machine pairs the job's collective
-          sends over (its buckets and the replay runtime's barrier allreduce of
-          ``4 x workers`` emulated bytes before the first measured iteration and after the
-          last); ranks on one machine exchange in memory, so a job on one machine has none; an
-          ``ina`` job's pairs are each machine and its PS, both ways;
-        * ``bucket_bytes``: the gradient buckets allreduced every iteration, in order, at paper
-          scale (``emulated_bucket_bytes x scale``, rounded to whole bytes);
-          ``emulated_bucket_bytes``: what the emulated ranks sent; ``bucket_source``:
-          ``records`` (rank 0's first recorded iteration: what really ran) or ``model`` (no
-          record: the model profile's buckets as the runner plans them,
-          :func:`jobs.models.scaled_buckets` in replay mode);
-          ``bytes_per_iteration`` and ``emulated_bytes_per_iteration``: their sums;
-        * ``compute_s``: compute time of one iteration (forward and backward) on one GPU,
-          paper scale, the model profile's ``compute_time_s`` (:mod:`jobs.models`);
-        * ``iterations`` (measured) and ``warmup_iterations`` (run first, not measured);
-        * ``measured``: the run's figures for reference (from ``summary.json``):
-          ``comm_mean_s`` and ``comm_p99_s`` (per iteration, the slowest rank's time in the
-          collective; mean and 99th percentile over the measured iterations),
-          ``compute_mean_s``, ``iteration_mean_s`` (``comm_mean_s + compute_mean_s``),
-          ``iterations_recorded`` and ``complete``.
-* ``unplaced``: policy spec -> why it could not place every job (those have no entry in
-  ``policies``).
-
-Arrival times. In the testbed every job of a wave starts together (all ranks wait at a start
-gate) and wave ``k > 0`` is placed and started once every job of wave ``k - 1`` has finished;
-``starts_after_wave`` states that dependency, which a simulator that predicts durations
-should follow. ``arrival_s`` is what it took in the run, in paper-scale seconds from wave
-0's start: 0 for wave 0, else the sum over the earlier waves of ``measured_run_s``, where a
-wave's ``measured_run_s`` is ``(duration_s - startup_s) / dilation`` of its ``waves`` entry
-in ``measurements.json``: from the start gate (every rank joined) to the exit of its last
-rank, warm-up iterations included, the launch of the ranks (``measured_startup_s``, process
-start-up that has no counterpart in a simulated cluster) excluded. Null when
-``measurements.json`` does not time an earlier wave.
-
-Pure core (:func:`build_experiment`, frozen dataclasses) and a thin I/O shell
-(:func:`read_run`, :func:`export_run`, :func:`write_export`). Cost: one BFS per route
-destination (:func:`topo.routing.ecmp_path`) and one collective pattern per job and bucket
-size (O(workers^2) transfers for ``ring``).
+Built from the run directory alone (``config.json``, ``topology.json``, ``summary.json`` and, per
+policy, ``placements.json``, ``measurements.json`` and rank 0's iteration records): the fabric,
+routes, placements, jobs and traffic the testbed measured, which a simulator's estimates are then
+compared with (:mod:`experiment.validate.estimates`). A pure core (:func:`build_experiment`) and a
+thin I/O shell (:func:`read_run`, :func:`export_run`, :func:`write_export`). The schema, its units
+and how arrival times are derived: ``docs/results.md`` (*experiment.json*).
 """
 
 from __future__ import annotations
@@ -151,7 +65,7 @@ class _Record:
     """A frozen dataclass whose JSON form is its fields, recursively."""
 
     def to_dict(self) -> dict:
-        """JSON-serialisable form (the schema of the module docstring)."""
+        """JSON-serialisable form (the schema in ``docs/results.md``)."""
         return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
@@ -283,7 +197,7 @@ class Experiment:
     unplaced: dict
 
     def to_dict(self) -> dict:
-        """The JSON form, the schema of the module docstring."""
+        """The JSON form, the schema in ``docs/results.md``."""
         return _jsonable({
             "format": FORMAT, "format_version": FORMAT_VERSION, "run": dict(self.run),
             "scale": self.scale, "dilation": self.dilation,
@@ -352,7 +266,7 @@ def routes_for(g: nx.Graph, pairs, mode: str) -> tuple[Route, ...]:
 
 
 def wave_records(placements, waves: tuple[dict, ...] | None, dilation: float) -> tuple[Wave, ...]:
-    """The waves of a policy's run with their arrival times (see *Arrival times* above)."""
+    """The waves of a policy's run with their arrival times (``docs/results.md``, *Arrival times*)."""
     jobs_by_wave: dict[int, list[str]] = {}
     for p in placements:
         jobs_by_wave.setdefault(p["wave"], []).append(p["job"])
@@ -554,7 +468,7 @@ def read_run(run_dir: str) -> tuple[ExperimentConfig, nx.Graph, dict, dict[str, 
 
 
 def export_run(run_dir: str) -> dict:
-    """The ``experiment.json`` content of the run in ``run_dir`` (the schema of the module docstring)."""
+    """The ``experiment.json`` content of the run in ``run_dir`` (the schema in ``docs/results.md``)."""
     cfg, g, summary, files = read_run(run_dir)
     return build_experiment(cfg, g, summary, files, os.path.basename(os.path.normpath(run_dir))).to_dict()
 

@@ -54,6 +54,7 @@ from experiment.reporting.measurements import PolicyResult
 from experiment.reporting.report_files import write_file_plots
 from experiment.reporting.summary import (
     EmulatedFigures,
+    EmulatedJobFigures,
     JobSummary,
     PolicySummary,
     all_comparisons,
@@ -142,77 +143,14 @@ def link_rows(result: PolicyResult):
 def summarise_policy(cfg, g, result: PolicyResult, records, backend: str) -> PolicySummary:
     """The per-policy summary written to ``summary.json`` and shown in the tables; ``backend``: the name
     of the back end that measured ``result``."""
-    machines_used = sorted({m for p in result.placements for m in p.machines_by_rank},
-                           key=lambda m: g.nodes[m]["index"])
-    idle_before = [m for m in machines_used if cfg.background.get(m, 0) == 0]
-    cross_bytes = sum(b for (u, _), b in result.link_bytes.items() if g.nodes[u]["role"] == "machine")
-    busiest = (0.0, None, None)
-    busiest_port = (0.0, None, None)  # the busiest link that leaves a switch port (where marking happens)
-    ecn_measured = result.ecn.method != "none"
-    total_marks, most_marked = (0 if ecn_measured else None), (None, None)
-    for row in link_rows(result):
-        util = row.window_utilisation
-        if util is not None and util > busiest[0]:
-            busiest = (util, row.name, row.wave)
-        if util is not None and util > busiest_port[0] and g.nodes[row.src]["role"] == "switch":
-            busiest_port = (util, row.name, row.window_marks)
-        if row.window_marks is not None:
-            total_marks += row.window_marks
-            if most_marked[1] is None or row.window_marks > most_marked[1]:
-                most_marked = (row.name, row.window_marks)
-    job_marks = {}
-    for w in result.waves:
-        job_marks.update(w.job_marks())
-    per_job = []
+    machines_used = {m for p in result.placements for m in p.machines_by_rank}
     times = job_iteration_times(records, cfg.dilation)
-    starts_of: dict[str, list] = {}
-    for st in result.starts:
-        starts_of.setdefault(st.job, []).append(st.start_s)
-    verdicts = {v.job: v for v in result.fidelity.jobs}
-    phased: dict[str, list] = {}  # rank 0's records of each job: its time shift as kept
-    for r in records:
-        if r.rank == 0:
-            phased.setdefault(r.job, []).append(r)
-    all_comm = []
-    measured_buckets = bucket_times_s(records, cfg.dilation)
-    recorded_bytes = {r.job: r.bucket_bytes for r in records}
-    buckets: list[BucketComparison] = []
-    for p in result.placements:
-        job = p.job
-        its = times.get(job, {})
-        comm = [v.comm_s for v in its.values()]
-        all_comm += comm
-        spec = next(j for j in cfg.jobs if j.name == job)
-        verdict, estimate = verdicts.get(job), result.estimates.get(job)
-        estimate_s = estimate.comm_mean_s if estimate else None
-        if comparable(_mean(comm), estimate_s) and job in recorded_bytes:  # the jobs the validation compares
-            buckets += compare_buckets(result.policy, job, job_class(verdict.status if verdict else None),
-                                       p.machines_by_rank, spec.collective, recorded_bytes[job],
-                                       measured_buckets.get(job), estimate.bucket_comm_s, cfg.mtu, cfg.scale)
-        per_job.append(JobSummary(
-            job=job, model=spec.model, workers=spec.workers, collective=spec.collective, wave=p.wave,
-            machines=tuple(sorted(set(p.machines_by_rank), key=lambda m: g.nodes[m]["index"])),
-            iterations_recorded=len(its),
-            complete=all(v.ranks == spec.workers for v in its.values()) and len(its) == cfg.iterations,
-            comm_mean_s=_mean(comm), comm_p99_s=percentile(comm, 99),
-            compute_mean_s=_mean(v.compute_s for v in its.values()),
-            ecn_marks=job_marks.get(job),
-            fidelity=verdict.status if verdict else None, bound_s=verdict.bound_s if verdict else None,
-            bound_ratio=verdict.ratio if verdict else None,
-            contended_with=tuple(verdict.contended_with) if verdict else (),
-            estimate_s=estimate_s, estimate_error=_estimate_error(_mean(comm), estimate_s),
-            estimate_ecn_marks=estimate.ecn_marks if estimate else None,
-            jct_s=result.jct_s.get(job), arrival_s=spec.arrival_s,
-            start_s=starts_of[job][0] if starts_of.get(job) else None,
-            end_s=spec.arrival_s + result.jct_s[job] if job in result.jct_s else None,
-            runs=len(starts_of.get(job, ())),
-            iteration_mean_s=_mean(v.comm_s + v.compute_s for v in its.values()),
-            **phase_figures(phased.get(job, ()), cfg.dilation)))
-    fid, cpu = result.fidelity, result.cpu_measured
+    all_comm = [v.comm_s for p in result.placements for v in times.get(p.job, {}).values()]
+    per_job = _job_summaries(cfg, g, result, records, times)
     return PolicySummary(
         policy=result.policy,
         machines_used=len(machines_used),
-        idle_machines_used=len(idle_before),
+        idle_machines_used=sum(1 for m in machines_used if cfg.background.get(m, 0) == 0),
         cluster_machines_in_use=max(c.machines_in_use for c in result.cluster_states),
         fragmented_machines=max(c.fragmented_machines for c in result.cluster_states),
         comm_mean_s=_mean(all_comm),
@@ -222,40 +160,136 @@ def summarise_policy(cfg, g, result: PolicyResult, records, backend: str) -> Pol
         preemptions=result.preemptions,
         jct_mean_s=_mean(result.jct_s.values()),
         wall_time_s=result.wall_time_s,
-        ecn_marks=total_marks,
+        ecn_marks=_port_marks(result),
         scale=cfg.scale,
         dilation=cfg.dilation,
-        measured=EmulatedFigures(
-            cross_machine_bytes=cross_bytes,
-            busiest_link=busiest[1],
-            busiest_link_utilisation=busiest[0],
-            cpu_mean=cpu.mean,
-            cpu_p95=cpu.p95,
-            cpu_saturated=cpu.saturated,
-            cpu_switch_thread_p95=cpu.switch_thread_p95,
-            ecn_method=result.ecn.method,
-            host_tcp=_host_tcp(result.ecn.hosts),
-            ecn_busiest_port=busiest_port[1],
-            ecn_marks_busiest_port=busiest_port[2] if ecn_measured else None,
-            ecn_most_marked_link=most_marked[0],
-            ecn_most_marked_link_marks=most_marked[1],
-            trustworthy=fid.trustworthy,
-            fidelity_reasons=tuple(fid.reasons),
-            links_checked=fid.links_checked,
-            links_failed=len(fid.slow_links),
-            link_check_methods=fid.link_checks,
-            worst_link_check=fid.worst_link,
-            jobs_checked=fid.jobs_checked,
-            jobs_failed=fid.jobs_failed,
-            worst_job_ratio=_worst_ratio(fid.jobs),
-        ),
+        measured=_emulated_figures(g, result),
         jobs=tuple(per_job),
         ina=result.ina,
         distribution_efficiency=distribution_efficiency(
             (cfg.iterations, j.compute_mean_s, j.jct_s) for j in per_job),
         backend=backend,
-        buckets=tuple(buckets),
+        buckets=tuple(_bucket_comparisons(cfg, result, records, per_job)),
         **completion_figures(per_job),
+    )
+
+
+def _job_summaries(cfg, g, result: PolicyResult, records, times: Mapping[str, Mapping]) -> list[JobSummary]:
+    """Every placed job's summary, in placement order, from its iterations' ``times``
+    (:func:`measure.iterations.job_iteration_times`), its starts, its marks, the fidelity monitor's
+    verdict and the simulator's estimate."""
+    job_marks = {}
+    for w in result.waves:
+        job_marks.update(w.job_marks())
+    starts_of: dict[str, list] = {}
+    for st in result.starts:
+        starts_of.setdefault(st.job, []).append(st.start_s)
+    verdicts = {v.job: v for v in result.fidelity.jobs}
+    phased: dict[str, list] = {}  # rank 0's records of each job: its time shift as kept
+    for r in records:
+        if r.rank == 0:
+            phased.setdefault(r.job, []).append(r)
+    per_job = []
+    for p in result.placements:
+        job = p.job
+        its = times.get(job, {})
+        comm = [v.comm_s for v in its.values()]
+        spec = next(j for j in cfg.jobs if j.name == job)
+        per_job.append(JobSummary(
+            job=job, model=spec.model, workers=spec.workers, collective=spec.collective, wave=p.wave,
+            machines=tuple(sorted(set(p.machines_by_rank), key=lambda m: g.nodes[m]["index"])),
+            iterations_recorded=len(its),
+            complete=all(v.ranks == spec.workers for v in its.values()) and len(its) == cfg.iterations,
+            comm_mean_s=_mean(comm), comm_p99_s=percentile(comm, 99),
+            compute_mean_s=_mean(v.compute_s for v in its.values()),
+            ecn_marks=job_marks.get(job),
+            jct_s=result.jct_s.get(job),
+            measured=_job_figures(verdicts.get(job), result.estimates.get(job), _mean(comm)),
+            arrival_s=spec.arrival_s,
+            start_s=starts_of[job][0] if starts_of.get(job) else None,
+            end_s=spec.arrival_s + result.jct_s[job] if job in result.jct_s else None,
+            runs=len(starts_of.get(job, ())),
+            iteration_mean_s=_mean(v.comm_s + v.compute_s for v in its.values()),
+            **phase_figures(phased.get(job, ()), cfg.dilation)))
+    return per_job
+
+
+def _job_figures(verdict: JobVerdict | None, estimate, comm_mean_s: float | None) -> EmulatedJobFigures | None:
+    """The emulator's figures of a job: the fidelity monitor's ``verdict`` on it and the simulator's
+    ``estimate`` (:class:`sim.flowsim.JobEstimate`) against its measured ``comm_mean_s`` (None: neither)."""
+    if verdict is None and estimate is None:
+        return None
+    estimate_s = estimate.comm_mean_s if estimate else None
+    return EmulatedJobFigures(
+        fidelity=verdict.status if verdict else None, bound_s=verdict.bound_s if verdict else None,
+        bound_ratio=verdict.ratio if verdict else None,
+        contended_with=tuple(verdict.contended_with) if verdict else (),
+        estimate_s=estimate_s, estimate_error=_estimate_error(comm_mean_s, estimate_s),
+        estimate_ecn_marks=estimate.ecn_marks if estimate else None)
+
+
+def _bucket_comparisons(cfg, result: PolicyResult, records, jobs: Sequence[JobSummary]) -> list[BucketComparison]:
+    """Every bucket of the jobs the validation compares (measured and estimated, with their
+    buckets' bytes recorded), measured against the simulator's estimate."""
+    measured_buckets = bucket_times_s(records, cfg.dilation)
+    recorded_bytes = {r.job: r.bucket_bytes for r in records}
+    buckets: list[BucketComparison] = []
+    for p, j in zip(result.placements, jobs, strict=True):
+        if comparable(j.comm_mean_s, j.emulated.estimate_s) and p.job in recorded_bytes:
+            spec = next(s for s in cfg.jobs if s.name == p.job)
+            buckets += compare_buckets(result.policy, p.job, job_class(j.emulated.fidelity), p.machines_by_rank,
+                                       spec.collective, recorded_bytes[p.job], measured_buckets.get(p.job),
+                                       result.estimates[p.job].bucket_comm_s, cfg.mtu, cfg.scale)
+    return buckets
+
+
+def _port_marks(result: PolicyResult) -> int | None:
+    """ECN marks at switch egress ports in the measurement windows, over links and waves (None: ECN
+    not measured)."""
+    if result.ecn.method == "none":
+        return None
+    return sum(row.window_marks for row in link_rows(result) if row.window_marks is not None)
+
+
+def _emulated_figures(g, result: PolicyResult) -> EmulatedFigures:
+    """The emulator's figures of a policy's network and of itself: cross-machine bytes, the busiest
+    link and switch port in their windows, the most-marked link, CPU, and the fidelity monitor's."""
+    cross_bytes = sum(b for (u, _), b in result.link_bytes.items() if g.nodes[u]["role"] == "machine")
+    busiest = (0.0, None)
+    busiest_port = (0.0, None, None)  # the busiest link that leaves a switch port (where marking happens)
+    most_marked = (None, None)
+    for row in link_rows(result):
+        util = row.window_utilisation
+        if util is not None and util > busiest[0]:
+            busiest = (util, row.name)
+        if util is not None and util > busiest_port[0] and g.nodes[row.src]["role"] == "switch":
+            busiest_port = (util, row.name, row.window_marks)
+        if row.window_marks is not None and (most_marked[1] is None or row.window_marks > most_marked[1]):
+            most_marked = (row.name, row.window_marks)
+    fid, cpu = result.fidelity, result.cpu_measured
+    return EmulatedFigures(
+        cross_machine_bytes=cross_bytes,
+        busiest_link=busiest[1],
+        busiest_link_utilisation=busiest[0],
+        cpu_mean=cpu.mean,
+        cpu_p95=cpu.p95,
+        cpu_saturated=cpu.saturated,
+        cpu_switch_thread_p95=cpu.switch_thread_p95,
+        ecn_method=result.ecn.method,
+        host_tcp=_host_tcp(result.ecn.hosts),
+        ecn_busiest_port=busiest_port[1],
+        ecn_marks_busiest_port=busiest_port[2] if result.ecn.method != "none" else None,
+        ecn_most_marked_link=most_marked[0],
+        ecn_most_marked_link_marks=most_marked[1],
+        trustworthy=fid.trustworthy,
+        fidelity_reasons=tuple(fid.reasons),
+        links_checked=fid.links_checked,
+        links_failed=len(fid.slow_links),
+        link_check_methods=fid.link_checks,
+        worst_link_check=fid.worst_link,
+        jobs_checked=fid.jobs_checked,
+        jobs_failed=fid.jobs_failed,
+        worst_job_ratio=_worst_ratio(fid.jobs),
     )
 
 
@@ -267,15 +301,15 @@ def _estimate_error(measured_s: float | None, estimated_s: float | None) -> floa
 
 def _job_fidelity(j: JobSummary) -> str:
     """A job's verdict for the table: ok / SLOW / FAST, or why it was not checked."""
-    status = j.fidelity
+    status, contended_with = j.emulated.fidelity, j.emulated.contended_with
     if status in ("slow", "fast"):
         return status.upper()
     if status == "contended":
-        return "shares links with " + ",".join(j.contended_with)
+        return "shares links with " + ",".join(contended_with)
     if status == "collides":
         return "own flows collide (ECMP)"
     if status == "latency-bound":
-        shared = "; shares links with " + ",".join(j.contended_with) if j.contended_with else ""
+        shared = "; shares links with " + ",".join(contended_with) if contended_with else ""
         return f"latency-bound (small transfers{shared})"
     return status or "-"
 
@@ -347,7 +381,7 @@ def _job_cell(key: str, fmt, j: JobSummary) -> str:
         return _job_fidelity(j)
     if key == "complete":
         return "yes" if j.complete else "NO"
-    return _fmt(key, fmt, getattr(j, key))
+    return _fmt(key, fmt, j.figure(key))
 
 
 def _measured_columns(columns, items, value) -> tuple[list, list[str]]:
@@ -376,7 +410,7 @@ def summary_tables(summaries: Sequence[PolicySummary], backend: str | None = Non
         if len(s.jobs) > MAX_JOB_TABLE_ROWS:
             parts += ["", f"Jobs under {s.policy}: {len(s.jobs)} (every job in jobs.csv)"]
         else:
-            jcols, _ = _measured_columns(JOB_TABLE_COLUMNS, s.jobs, lambda k, j: _job_value(k, j))
+            jcols, _ = _measured_columns(JOB_TABLE_COLUMNS, s.jobs, lambda k, j: j.figure(k))
             jrows = [[_job_cell(k, f, j) for k, _, f in jcols] for j in s.jobs]
             parts += ["", f"Jobs under {s.policy} (times in paper-scale seconds, dilation {s.dilation:g}):",
                       format_table([h for _, h, _ in jcols], jrows)]
@@ -435,11 +469,6 @@ def shift_lines(s: PolicySummary) -> list[str]:
             format_table(["job", "shift", "max |phase error|", "threshold", "iterations beyond", "re-alignments",
                           "pace", "held"], rows),
             verdict]
-
-
-def _job_value(key: str, j: JobSummary):
-    """A job's figure for a table column (the verdict column has one whenever there is a verdict)."""
-    return j.fidelity if key == "fidelity" else getattr(j, key)
 
 
 INA_CSV_COLUMNS = ("engine", "ps_host", "leaves", "root", "job_ids", "sent", "resent", "timeouts", "results",
@@ -530,7 +559,7 @@ def write_summary_csvs(run_dir: str, summaries: Sequence[PolicySummary]) -> None
         w.writerow(JOB_CSV_COLUMNS)
         for s in summaries:
             for j in s.jobs:
-                w.writerow([s.policy, *(_cell(getattr(j, c)) for c in JOB_CSV_COLUMNS[1:])])
+                w.writerow([s.policy, *(_cell(j.figure(c)) for c in JOB_CSV_COLUMNS[1:])])
 
 
 def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unplaced: dict | None = None) -> None:
@@ -642,7 +671,7 @@ def write_plots(run_dir: str, summaries: Sequence[PolicySummary]) -> list[str]:
     panels += [_plot_cross_bytes] if has("cross_machine_bytes") else []
     panels += [_plot_busiest] if has("busiest_link_utilisation") else []
     panels += [_plot_ecn] if has("ecn_method") else []
-    panels += [_plot_job_ratios] if any(j.bound_ratio is not None for s in summaries for j in s.jobs) else []
+    panels += [_plot_job_ratios] if any(j.emulated.bound_ratio is not None for s in summaries for j in s.jobs) else []
     panels += [_plot_ina] if any(s.ina is not None for s in summaries) else []
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 1, 4), squeeze=False)
     for ax, panel in zip(axes[0], panels, strict=True):
@@ -833,11 +862,11 @@ def _plot_job_ratios(ax, summaries: Sequence[PolicySummary]) -> None:
 
     for i, s in enumerate(summaries):
         for j in s.jobs:
-            ratio = j.bound_ratio
+            ratio, status = j.emulated.bound_ratio, j.emulated.fidelity
             if ratio is None:
                 continue
-            checked = j.fidelity in CHECKED_STATUSES
-            color = "tab:green" if j.fidelity == "ok" else ("tab:red" if checked else "0.6")
+            checked = status in CHECKED_STATUSES
+            color = "tab:green" if status == "ok" else ("tab:red" if checked else "0.6")
             ax.plot(i, ratio, "o" if checked else "x", color=color, ms=6)
     ax.axhspan(MIN_JOB_RATIO, MAX_JOB_RATIO, color="tab:green", alpha=0.1, zorder=0)
     ax.axhline(1.0, color="0.5", lw=0.8)

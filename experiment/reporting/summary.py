@@ -6,10 +6,11 @@ Each back end builds a :class:`PolicySummary` of every policy it ran: the emulat
 :class:`experiment.reporting.measurements.PolicyResult` and its iteration records, the simulator with
 :func:`experiment.run.policy.summarise_loop` from its loop and estimates (as any back end that
 measures no network). The figures every back end reports are its fields; the emulator's own (the
-network's bytes, CPU, ECN at ports, the fidelity monitor's) are one :class:`EmulatedFigures`, None
+network's bytes, CPU, ECN at ports, the fidelity monitor's) are one :class:`EmulatedFigures`, and
+of each job one :class:`EmulatedJobFigures` (its verdict, the simulator's estimate beside it), None
 elsewhere. A figure a back end does not measure is None (empty in the CSVs, "-" in the tables), never
 zero, and ``backend`` says which back end measured the rest; the report's writers read
-:meth:`PolicySummary.figure`.
+:meth:`PolicySummary.figure` and :meth:`JobSummary.figure`.
 :meth:`PolicySummary.to_dict` is the layout of a policy's entry in ``summary.json`` (and of
 ``<policy>/summary.json``); :meth:`PolicySummary.from_dict` reads it back, for ``run_testbed.py
 report`` to render a saved run again (the run-directory readers :mod:`experiment.reporting.export` and
@@ -36,8 +37,56 @@ from measure.fidelity import LinkCheck
 
 
 @dataclasses.dataclass(frozen=True)
+class EmulatedJobFigures:
+    """What the emulator measures of one job beside the figures every back end reports
+    (:class:`JobSummary`): the fidelity monitor's verdict on it, and the simulator's estimate of it
+    on the run's own placements.
+
+    Attributes:
+        fidelity: its verdict's status (:data:`measure.fidelity.JOB_STATUSES`; None: no verdict).
+        bound_s: its contention-free bound per iteration (None: no verdict).
+        bound_ratio: measured / bound (None: no verdict or not computable).
+        contended_with: the jobs of its wave it shared a directed link with.
+        estimate_s: the simulator's communication time per iteration (None: not simulated).
+        estimate_error: ``(estimate_s - comm_mean_s) / comm_mean_s`` where the two are comparable
+            (:func:`experiment.reporting.validation.comparable`), else None.
+        estimate_ecn_marks: the simulator's ECN marks of the job (None: not estimated).
+    """
+
+    fidelity: str | None
+    bound_s: float | None
+    bound_ratio: float | None
+    contended_with: tuple[str, ...]
+    estimate_s: float | None
+    estimate_error: float | None
+    estimate_ecn_marks: float | None
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> EmulatedJobFigures | None:
+        """The figures in a job's entry of ``summary.json`` (None: the entry holds none of them, as a
+        back end that measures no network writes it).
+
+        Raises:
+            KeyError: a figure is missing.
+        """
+        values = _fields(cls, data, skip=())
+        figures = cls(**{**values, "contended_with": tuple(values["contended_with"])})
+        return None if figures == JOB_NOT_MEASURED else figures
+
+
+JOB_NOT_MEASURED = EmulatedJobFigures(fidelity=None, bound_s=None, bound_ratio=None, contended_with=(),
+                                      estimate_s=None, estimate_error=None, estimate_ecn_marks=None)
+"""How ``summary.json`` writes the emulator's figures of a job a back end did not emulate: each None
+or empty."""
+
+EMULATED_JOB_FIGURES = frozenset(f.name for f in dataclasses.fields(EmulatedJobFigures))
+"""The names of :class:`EmulatedJobFigures`' figures."""
+
+
+@dataclasses.dataclass(frozen=True)
 class JobSummary:
-    """What a policy's run measured of one job, beside its bound and the simulator's estimate.
+    """What a policy's run measured of one job: the figures every back end reports, and the
+    emulator's own (its verdict, the simulator's estimate beside it).
 
     Attributes:
         job: job name (the key of the JSON's ``jobs`` object, not a field of its entry).
@@ -49,16 +98,11 @@ class JobSummary:
         comm_mean_s, comm_p99_s: mean and 99th percentile over iterations of the slowest rank's
             communication time (None: nothing recorded).
         compute_mean_s: mean over iterations of the slowest rank's compute time.
-        ecn_marks: ECN-marked packets of the job's connections (None: not measured).
-        fidelity: its verdict's status (:data:`measure.fidelity.JOB_STATUSES`; None: no verdict).
-        bound_s: its contention-free bound per iteration (None: no verdict).
-        bound_ratio: measured / bound (None: no verdict or not computable).
-        contended_with: the jobs of its wave it shared a directed link with.
-        estimate_s: the simulator's communication time per iteration (None: not simulated).
-        estimate_error: ``(estimate_s - comm_mean_s) / comm_mean_s`` where the two are comparable
-            (:func:`experiment.reporting.validation.comparable`), else None.
-        estimate_ecn_marks: the simulator's ECN marks of the job (None: not estimated).
+        ecn_marks: ECN-marked packets of the job's connections, or the simulator's estimate of them
+            (None: not measured).
         jct_s: job completion time, from arrival to the end of its last run (None: not recorded).
+        measured: the emulator's figures of the job (its verdict, the simulator's estimate beside
+            it; None: a back end that emulates no network, or a job with neither).
         arrival_s: when the job arrived (its submission time).
         start_s: its first start; end_s: the end of its last run (None: not recorded).
         runs: its runs (starts; more than one after preemption).
@@ -87,15 +131,9 @@ class JobSummary:
     comm_mean_s: float | None
     comm_p99_s: float | None
     compute_mean_s: float | None
-    ecn_marks: int | None
-    fidelity: str | None
-    bound_s: float | None
-    bound_ratio: float | None
-    contended_with: tuple[str, ...]
-    estimate_s: float | None
-    estimate_error: float | None
-    estimate_ecn_marks: float | None
+    ecn_marks: int | float | None
     jct_s: float | None
+    measured: EmulatedJobFigures | None = None
     arrival_s: float | None = None
     start_s: float | None = None
     end_s: float | None = None
@@ -110,15 +148,17 @@ class JobSummary:
     pace_stretch: float | None = None
 
     def to_dict(self) -> dict:
-        """JSON form: an entry of ``summary.json``'s ``jobs`` object (every field but ``job``)."""
+        """JSON form: an entry of ``summary.json``'s ``jobs`` object (every field but ``job``; the
+        emulator's figures among the others, None or empty where not measured)."""
+        m = self.emulated
         return {
             "model": self.model, "workers": self.workers, "collective": self.collective, "wave": self.wave,
             "machines": list(self.machines), "iterations_recorded": self.iterations_recorded,
             "complete": self.complete, "comm_mean_s": self.comm_mean_s, "comm_p99_s": self.comm_p99_s,
-            "compute_mean_s": self.compute_mean_s, "ecn_marks": self.ecn_marks, "fidelity": self.fidelity,
-            "bound_s": self.bound_s, "bound_ratio": self.bound_ratio, "contended_with": list(self.contended_with),
-            "estimate_s": self.estimate_s, "estimate_error": self.estimate_error,
-            "estimate_ecn_marks": self.estimate_ecn_marks, "jct_s": self.jct_s, "arrival_s": self.arrival_s,
+            "compute_mean_s": self.compute_mean_s, "ecn_marks": self.ecn_marks, "fidelity": m.fidelity,
+            "bound_s": m.bound_s, "bound_ratio": m.bound_ratio, "contended_with": list(m.contended_with),
+            "estimate_s": m.estimate_s, "estimate_error": m.estimate_error,
+            "estimate_ecn_marks": m.estimate_ecn_marks, "jct_s": self.jct_s, "arrival_s": self.arrival_s,
             "start_s": self.start_s, "end_s": self.end_s, "runs": self.runs,
             "iteration_mean_s": self.iteration_mean_s, "duration_s": self.duration_s,
             "time_shift_s": self.time_shift_s, "phase_error_max_s": self.phase_error_max_s,
@@ -130,10 +170,19 @@ class JobSummary:
     @classmethod
     def from_dict(cls, job: str, data: Mapping) -> JobSummary:
         """Job ``job``'s summary as :meth:`to_dict` wrote it (``summary.json``)."""
-        values = _fields(cls, data, skip=("job",))
+        values = _fields(cls, data, skip=("job", "measured"))
         values["machines"] = tuple(values["machines"])
-        values["contended_with"] = tuple(values["contended_with"])
-        return cls(job=job, **values)
+        return cls(job=job, **values, measured=EmulatedJobFigures.from_dict(data))
+
+    @property
+    def emulated(self) -> EmulatedJobFigures:
+        """:attr:`measured`, or :data:`JOB_NOT_MEASURED` where nothing of them was measured."""
+        return self.measured if self.measured is not None else JOB_NOT_MEASURED
+
+    def figure(self, name: str):
+        """The figure called ``name``, its own or the emulator's (:data:`EMULATED_JOB_FIGURES`; None
+        where not measured): the columns of the job tables and of ``jobs.csv``."""
+        return getattr(self.emulated if name in EMULATED_JOB_FIGURES else self, name)
 
     @property
     def shift_held(self) -> bool | None:
@@ -146,15 +195,19 @@ class JobSummary:
 
 def job_comparisons(policy: str, jobs: Iterable[JobSummary]) -> list[Comparison]:
     """Measured against estimated communication time of every comparable job of one policy."""
-    return [Comparison(policy, j.job, j.comm_mean_s, j.estimate_s, job_class(j.fidelity)) for j in jobs
-            if comparable(j.comm_mean_s, j.estimate_s)]
+    return [Comparison(policy, j.job, j.comm_mean_s, j.emulated.estimate_s, job_class(j.emulated.fidelity))
+            for j in jobs if comparable(j.comm_mean_s, j.emulated.estimate_s)]
 
 
 def job_mark_comparisons(policy: str, jobs: Iterable[JobSummary]) -> list[MarksComparison]:
     """Measured against estimated ECN marks of every job of one policy that has both and a class
     of job (a job on one machine has none: nothing of it crossed a switch)."""
-    return [MarksComparison(policy, j.job, j.ecn_marks, j.estimate_ecn_marks, job_class(j.fidelity)) for j in jobs
-            if j.ecn_marks is not None and j.estimate_ecn_marks is not None and job_class(j.fidelity) is not None]
+    out = []
+    for j in jobs:
+        estimated, cls = j.emulated.estimate_ecn_marks, job_class(j.emulated.fidelity)
+        if j.ecn_marks is not None and estimated is not None and cls is not None:
+            out.append(MarksComparison(policy, j.job, j.ecn_marks, estimated, cls))
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

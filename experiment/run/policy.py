@@ -144,36 +144,10 @@ def summarise_loop(cfg, spec: str, run: PolicyLoop, backend: str, wall_time_s: f
             ``beyond``, ``threshold_s``, ``realignments``, ``stretch``).
     """
     from experiment.reporting.efficiency import distribution_efficiency
-    from experiment.reporting.summary import JobSummary, PolicySummary, completion_figures
+    from experiment.reporting.summary import PolicySummary, completion_figures
 
-    loop, starts, phases = run.loop, run.starts, phases or {}
-    last = {s.job: s for s in last_starts(starts)}
-    runs_of: dict[str, list] = {}
-    for r in loop.runs:
-        runs_of.setdefault(r.job, []).append(r)
-    first_start: dict[str, float] = {}
-    for s in starts:
-        first_start.setdefault(s.job, s.start_s)
-    per_job = []
-    for j in run.jobs:
-        est = figures(j.name) if figures is not None else None
-
-        iterations = j.iterations if est is None else est.iterations
-        p = last[j.name]
-        phase = phases.get(j.name) or {}
-        per_job.append(JobSummary(
-            job=j.name, model=j.model, workers=j.workers, collective=j.collective, wave=p.wave,
-            machines=tuple(dict.fromkeys(p.machines_by_rank)), iterations_recorded=iterations,
-            complete=iterations == j.iterations, comm_mean_s=_figure(est, "comm_mean_s"), comm_p99_s=None,
-            compute_mean_s=_figure(est, "compute_mean_s"), ecn_marks=_figure(est, "ecn_marks"), fidelity=None,
-            bound_s=None, bound_ratio=None, contended_with=(), estimate_s=None, estimate_error=None,
-            estimate_ecn_marks=None,
-            jct_s=loop.jct_s[j.name], arrival_s=j.arrival_s, start_s=first_start[j.name],
-            end_s=runs_of[j.name][-1].end_s, runs=len(runs_of[j.name]),
-            iteration_mean_s=_figure(est, "iteration_mean_s"), duration_s=j.duration_s,
-            time_shift_s=phase.get("shift_s"), phase_error_max_s=phase.get("max_abs_error_s"),
-            phase_errors_beyond=phase.get("beyond"), drift_threshold_s=phase.get("threshold_s"),
-            realignments=phase.get("realignments"), pace_stretch=phase.get("stretch")))
+    loop, starts = run.loop, run.starts
+    per_job = _loop_jobs(run, figures, phases or {})
     measured = [(j.comm_mean_s, j.iterations_recorded) for j in per_job if j.comm_mean_s is not None]
     iterations = sum(n for _, n in measured)
     machines = {m for j in per_job for m in j.machines}
@@ -190,6 +164,38 @@ def summarise_loop(cfg, spec: str, run: PolicyLoop, backend: str, wall_time_s: f
         distribution_efficiency=distribution_efficiency((j.iterations_recorded, j.compute_mean_s, j.jct_s)
                                                         for j in per_job),
         backend=backend, **completion_figures(per_job))
+
+
+def _loop_jobs(run: PolicyLoop, figures: Callable[[str], Any] | None, phases: Mapping[str, dict]) -> list:
+    """Every job's :class:`experiment.reporting.summary.JobSummary` of a policy's loop, in the config's
+    order (``figures`` and ``phases`` as :func:`summarise_loop` takes them)."""
+    from experiment.reporting.summary import JobSummary
+
+    last = {s.job: s for s in last_starts(run.starts)}
+    runs_of: dict[str, list] = {}
+    for r in run.loop.runs:
+        runs_of.setdefault(r.job, []).append(r)
+    first_start: dict[str, float] = {}
+    for s in run.starts:
+        first_start.setdefault(s.job, s.start_s)
+    per_job = []
+    for j in run.jobs:
+        est = figures(j.name) if figures is not None else None
+        iterations = j.iterations if est is None else est.iterations
+        p = last[j.name]
+        phase = phases.get(j.name) or {}
+        per_job.append(JobSummary(
+            job=j.name, model=j.model, workers=j.workers, collective=j.collective, wave=p.wave,
+            machines=tuple(dict.fromkeys(p.machines_by_rank)), iterations_recorded=iterations,
+            complete=iterations == j.iterations, comm_mean_s=_figure(est, "comm_mean_s"), comm_p99_s=None,
+            compute_mean_s=_figure(est, "compute_mean_s"), ecn_marks=_figure(est, "ecn_marks"),
+            jct_s=run.loop.jct_s[j.name], arrival_s=j.arrival_s, start_s=first_start[j.name],
+            end_s=runs_of[j.name][-1].end_s, runs=len(runs_of[j.name]),
+            iteration_mean_s=_figure(est, "iteration_mean_s"), duration_s=j.duration_s,
+            time_shift_s=phase.get("shift_s"), phase_error_max_s=phase.get("max_abs_error_s"),
+            phase_errors_beyond=phase.get("beyond"), drift_threshold_s=phase.get("threshold_s"),
+            realignments=phase.get("realignments"), pace_stretch=phase.get("stretch")))
+    return per_job
 
 
 def _figure(est, key: str):

@@ -55,7 +55,7 @@ from experiment.config.schema import ExperimentConfig, policy_specs, to_dict
 from experiment.reporting import results
 from experiment.reporting.efficiency import reference_policy
 from experiment.reporting.summary import PolicySummary
-from experiment.run.executors import executor
+from experiment.run.executors import Executor, executor
 from experiment.run.sweep_spec import (
     SweepPoint,
     SweepValue,
@@ -360,6 +360,30 @@ def run_sweep(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int], run_dir: 
     """
     if policies:
         cfg = dataclasses.replace(cfg, policies=tuple(policies))
+    run_on, what = _checked_executor(backend, workers, on, address)
+    points = sweep_points(cfg, vary, seeds, backend)
+    specs = tuple(policy_specs(points[0].cfg))
+    reference = _checked_reference(specs, reference)
+    run_dir = os.path.abspath(run_dir or results.make_run_dir(f"{cfg.name}-sweep", cfg.results_dir))
+    os.makedirs(run_dir, exist_ok=True)
+    results.write_status(run_dir, "running")
+    progress = _Progress(run_dir, vary, tuple(seeds), specs, reference, len(points), say)
+    say(progress.opening(what, _where(on, workers, len(points), address)))
+    result = _run_points(progress, cfg, points, backend, run_on, workers, address)
+    _say_table(result, say_table or say)
+    failed = [f"{r.policy} at {vary.label(r.value)} seed {r.seed}" for r in result.rows if r.error]
+    results.finish(run_dir, failed, len(result.rows), "policy runs")
+    return result
+
+
+def _checked_executor(backend: str, workers: int, on: str, address: str | None) -> tuple[Executor, str]:
+    """The executor called ``on`` and what the back end called ``backend`` is (its ``what``), checked
+    against ``workers`` and ``address`` (:func:`run_sweep`'s).
+
+    Raises:
+        ConfigError: a worker count out of range, an unknown executor, or a back end that runs one
+            experiment at a time on this machine given more than one worker or another executor.
+    """
     if not 1 <= workers <= MAX_WORKERS:
         raise ConfigError(f"--workers: {workers} is out of range (an integer in [1, {MAX_WORKERS}])")
     run_on = executor(on)
@@ -367,57 +391,88 @@ def run_sweep(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int], run_dir: 
     if not runner.concurrent_runs and (workers > 1 or on != "local" or address):
         raise ConfigError(f"the {runner.what} runs one experiment at a time on this machine: sweep it with "
                           f"--workers 1 and the local executor")
-    points = sweep_points(cfg, vary, seeds, backend)
-    specs = tuple(policy_specs(points[0].cfg))
-    if reference is None:
-        reference = reference_policy(specs)
-    elif reference not in specs:
-        raise ConfigError(f"--reference: {show(reference)} is not a policy of the sweep (policies: {', '.join(specs)})")
-    run_dir = os.path.abspath(run_dir or results.make_run_dir(f"{cfg.name}-sweep", cfg.results_dir))
-    os.makedirs(run_dir, exist_ok=True)
-    results.write_status(run_dir, "running")
-    seeds = tuple(seeds)
-    runs = f"{len(points)} run{'s' if len(points) > 1 else ''}"
-    say(f"sweep {run_dir}: {vary.name} = {', '.join(map(value_text, vary.values))} x seeds {_seeds_text(seeds)} "
-        f"({runs}) of {len(specs)} policies on the {runner.what}, {_where(on, workers, len(points), address)}; "
-        f"JCT normalised to {reference}; each run in {vary.param}=<value>/seed-<n>/")
-    done: list[PointResult] = []
+    return run_on, runner.what
 
-    def on_result(res: PointResult) -> None:
-        done.append(res)
-        point = vary.label(vary.values[res.value_index])
+
+def _checked_reference(specs: Sequence[str], reference: str | None) -> str:
+    """The policy JCTs are normalised to: ``reference``, or by default
+    :func:`experiment.reporting.efficiency.reference_policy` of ``specs``.
+
+    Raises:
+        ConfigError: ``reference`` is not one of ``specs``.
+    """
+    if reference is None:
+        return reference_policy(specs)
+    if reference not in specs:
+        raise ConfigError(f"--reference: {show(reference)} is not a policy of the sweep (policies: {', '.join(specs)})")
+    return reference
+
+
+@dataclasses.dataclass
+class _Progress:
+    """A running sweep's points as they end: its progress lines, and its result so far (attributes
+    as :class:`SweepResult`'s; ``say``: where progress lines go)."""
+
+    run_dir: str
+    vary: Vary
+    seeds: tuple[int, ...]
+    policies: tuple[str, ...]
+    reference: str
+    runs: int
+    say: Callable[[str], None]
+    done: list[PointResult] = dataclasses.field(default_factory=list)
+
+    def opening(self, what: str, where: str) -> str:
+        """The sweep's first line: what varies over which seeds, the policies, on ``what`` and ``where``."""
+        runs = f"{self.runs} run{'s' if self.runs > 1 else ''}"
+        return (f"sweep {self.run_dir}: {self.vary.name} = {', '.join(map(value_text, self.vary.values))} x seeds "
+                f"{_seeds_text(self.seeds)} ({runs}) of {len(self.policies)} policies on the {what}, {where}; "
+                f"JCT normalised to {self.reference}; each run in {self.vary.param}=<value>/seed-<n>/")
+
+    def add(self, res: PointResult) -> None:
+        """Note a point that ended, with a progress line."""
+        self.done.append(res)
+        point = self.vary.label(self.vary.values[res.value_index])
         failed = [p for p, s in res.outcomes.items() if not isinstance(s, PolicySummary)]
         note = f"; could not place every job: {', '.join(failed)}" if failed else ""
-        say(f"[{len(done)}/{len(points)}] {point} seed {res.seed}: {res.wall_s:.1f} s{note}")
+        self.say(f"[{len(self.done)}/{self.runs}] {point} seed {res.seed}: {res.wall_s:.1f} s{note}")
 
-    def finish() -> SweepResult:
-        rows = sweep_rows(vary, seeds, specs, reference, done)
-        result = SweepResult(run_dir, vary, seeds, specs, reference, len(points), len(done), rows,
-                             sweep_stats(vary, specs, rows))
+    def write_result(self) -> SweepResult:
+        """Write the result of the points done so far (:func:`_write`), and return it."""
+        rows = sweep_rows(self.vary, self.seeds, self.policies, self.reference, self.done)
+        result = SweepResult(self.run_dir, self.vary, self.seeds, self.policies, self.reference, self.runs,
+                             len(self.done), rows, sweep_stats(self.vary, self.policies, rows))
         _write(result)
         return result
 
+
+def _run_points(progress: _Progress, cfg: ExperimentConfig, points: Sequence[SweepPoint], backend: str,
+                run_on: Executor, workers: int, address: str | None) -> SweepResult:
+    """Run every point on ``backend`` with ``run_on``, and write the results of those done: when all
+    are, or when the sweep is interrupted or fails (then with its status, before re-raising)."""
+    run_dir, done = progress.run_dir, progress.done
     try:
         results.write_json(os.path.join(run_dir, "config.json"), to_dict(cfg))
-        run_on(run_point, [(p, run_dir, backend) for p in points], on_result, workers, address)
+        run_on(run_point, [(p, run_dir, backend) for p in points], progress.add, workers, address)
     except KeyboardInterrupt:
-        finish()
+        progress.write_result()
         results.write_status(run_dir, "interrupted", f"{len(done)} of {len(points)} runs done")
-        say(f"interrupted after {len(done)} of {len(points)} runs; theirs are in {run_dir}/sweep.csv, sweep.json")
+        progress.say(f"interrupted after {len(done)} of {len(points)} runs; theirs are in {run_dir}/sweep.csv, "
+                     f"sweep.json")
         raise
     except BaseException as e:
-        finish()
+        progress.write_result()
         results.write_status(run_dir, "failed", f"{type(e).__name__}: {e}")
         raise
-    result = finish()
-    say_table = say_table or say
+    return progress.write_result()
+
+
+def _say_table(result: SweepResult, say: Callable[[str], None]) -> None:
+    """The sweep's table of normalised JCT (:func:`table_lines`), then the files written."""
     for line in table_lines(result):
-        say_table(line)
-    say_table(f"written: {run_dir}/sweep.csv, sweep.json" + (", sweep.png" if os.path.exists(
-        os.path.join(run_dir, "sweep.png")) else ""))
-    failed = [f"{r.policy} at {vary.label(r.value)} seed {r.seed}" for r in result.rows if r.error]
-    results.finish(run_dir, failed, len(result.rows), "policy runs")
-    return result
+        say(line)
+    say(f"written: {result.run_dir}/sweep.csv, sweep.json" + (", sweep.png" if os.path.exists(
+        os.path.join(result.run_dir, "sweep.png")) else ""))
 
 
 def _write(result: SweepResult) -> None:

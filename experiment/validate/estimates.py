@@ -1,53 +1,12 @@
 """Validating any simulator against a run: per-job estimates from a CSV file against the measurements.
 
 A user simulates the experiment a run measured (``experiment.json``, :mod:`experiment.reporting.export`),
-writes one estimate per job to a CSV file, and :func:`compare_estimates` pairs each estimate
-with the run's measurement of the same job as a :class:`experiment.reporting.validation.Comparison`, then
-summarises them per policy and overall (:func:`experiment.reporting.validation.validation_stats`: Pearson's
-r, median and 90th percentile of ``|estimated - measured| / measured``).
-
-CSV format (UTF-8, comma-separated, a header line first; at most :data:`MAX_FILE_BYTES`):
-
-=============== ========= =================================================================
-column          needed    meaning
-=============== ========= =================================================================
-``job``         yes       job name, as in the run's configuration
-``comm_s``      one of    communication time per iteration, paper-scale seconds (the
-                the two   measured counterpart: per iteration the slowest rank's time in the
-                          collective, mean over measured iterations; ``comm_mean_s``)
-``iteration_s`` one of    compute plus communication per iteration, paper-scale seconds
-                the two   (measured: ``comm_mean_s + compute_mean_s``)
-``policy``      if the    placement policy spec string as the run names it (or its
-                run has   directory name); when the column is absent or a cell is empty, a
-                several   run with a single policy applies the row to that policy
-``jct_s``       no        job completion time, paper-scale seconds from the job's arrival
-                          to its end (measured: ``jct_s`` of the job in ``summary.json``,
-                          which includes waiting for GPUs, its ranks' start-up and its
-                          warm-up iterations); compared for every job, local ones too; a run
-                          recorded before JCT was measured counts such cells as "jct not
-                          measured"
-=============== ========= =================================================================
-
-Header names are matched without case and surrounding blanks; other columns are ignored (and
-listed). Values may be any decimal or exponent notation (``0.5``, ``5e-1``); an empty cell is
-a missing value. One row per (policy, job).
-
-What is compared, and what is not. Every data row either contributes or is counted under a
-reason (:data:`REASONS`, with a few example line numbers), never dropped silently; a row with
-one good and one bad value contributes the good one and is counted for the bad one. Jobs
-whose ranks all ran on one machine (*local*: no traffic left the machine, the testbed
-emulates no intra-machine interconnect) and jobs with no measurement are not compared in
-either metric (the semantics of :func:`experiment.reporting.validation.comparable`, where such jobs have
-no positive estimate); nor is an estimate of 0. Jobs of the run without a row are listed as
-*missing* (those that could have been compared apart from the others).
-
-A file that cannot be used at all (not a regular file, too large, not UTF-8 text, no header,
-a header without ``job`` or without a time column, a run with several policies and no
-``policy`` column) raises one :class:`EstimatesError` line.
-
-Pure core (:func:`parse_estimates`, :func:`run_measurements`, :func:`compare`,
-:func:`report_lines`) and a thin I/O shell (:func:`read_estimates`, :func:`compare_estimates`,
-:func:`write_estimates_report`). Cost: O(rows + jobs).
+writes one estimate per job to a CSV file, and :func:`compare_estimates` pairs each estimate with
+the run's measurement of the same job as a :class:`experiment.reporting.validation.Comparison`, then
+summarises them per policy and overall (:func:`experiment.reporting.validation.validation_stats`).
+A pure core (:func:`parse_estimates`, :func:`run_measurements`, :func:`compare`, :func:`report_lines`)
+and a thin I/O shell. The CSV format, what is compared and the reasons a row is not:
+``docs/simulator.md`` (*Validating your own simulator*).
 """
 
 from __future__ import annotations
@@ -142,7 +101,7 @@ class EstimatesFile:
 
 
 def parse_estimates(text: str, path: str = "<estimates>") -> EstimatesFile:
-    """Parse the CSV ``text`` (see the module docstring); ``path`` names it in messages.
+    """Parse the CSV ``text`` (its format: ``docs/simulator.md``); ``path`` names it in messages.
 
     Raises:
         EstimatesError: no header, a header without ``job`` or a time column, a column named
@@ -207,7 +166,7 @@ def _cells(cells: list[str], index: dict[str, int]):
 
 
 def read_estimates(path: str) -> EstimatesFile:
-    """Read and parse an estimates CSV file (see the module docstring).
+    """Read and parse an estimates CSV file (its format: ``docs/simulator.md``).
 
     Only a regular file of at most :data:`MAX_FILE_BYTES` is opened (a FIFO would block, a
     device never end); it must be UTF-8 text (a byte-order mark is allowed) without NUL bytes.
@@ -493,47 +452,14 @@ def compare(estimates: EstimatesFile, run: RunMeasurements) -> EstimatesReport:
     if estimates.has_jct:
         found[JCT_METRIC] = []
     for row in estimates.rows:
-        if row.extra_cells:
-            issues.add("malformed", row.line, f"{row.extra_cells} cell(s) beyond the header")
+        matched = _row_job(row, run, jobs, by_dir, seen, issues)
+        if matched is None:
             continue
-        if not row.job:
-            issues.add("missing_value", row.line, JOB_COLUMN)
-            continue
-        policy, why = _resolve_policy(row.policy, run, by_dir)
-        if policy is None:
-            detail = POLICY_COLUMN if why == "missing_value" else f"policy {_show(row.policy)}"
-            issues.add(why, row.line, detail)
-            continue
-        measured = jobs.get((policy, row.job))
-        if measured is None:
-            issues.add("unknown_job", row.line, f"job {_show(row.job)} under {policy}")
-            continue
-        if (policy, row.job) in seen:
-            issues.add("duplicate", row.line, f"{row.job} under {policy}")
-            continue
+        policy, measured = matched
         seen.add((policy, row.job))
         if row.jct:
             _compare_jct(row, policy, measured, found[JCT_METRIC], issues)
-        if measured.local:
-            issues.add("local_job", row.line, f"{row.job} under {policy} on {','.join(sorted(set(measured.machines)))}")
-            continue
-        if not measured.comparable:
-            issues.add("not_measured", row.line, f"{row.job} under {policy}")
-            continue
-        for metric, cell in row.values:
-            column = METRICS[metric]
-            if cell is None:  # the row stops before this column
-                issues.add("missing_value", row.line, column)
-                continue
-            estimate, why = parse_time(cell)
-            if estimate is None:
-                issues.add(why, row.line, column if why == "missing_value" else f"{column} {_show(cell)}")
-                continue
-            value = measured.measured(metric)
-            if not _positive(value):
-                issues.add("not_measured", row.line, f"{column} of {row.job} under {policy}")
-                continue
-            found[metric].append(Comparison(policy, row.job, value, estimate, measured.job_class))
+        _compare_times(row, policy, measured, found, issues)
     results = tuple(MetricResult(m, tuple(cs), tuple((p, validation_stats([c for c in cs if c.policy == p]))
                                                      for p in run.policies), validation_stats(cs))
                     for m, cs in found.items())
@@ -543,6 +469,56 @@ def compare(estimates: EstimatesFile, run: RunMeasurements) -> EstimatesReport:
         issues=issues.records(), missing=tuple((j.policy, j.job) for j in absent if j.comparable),
         missing_not_comparable=tuple((j.policy, j.job) for j in absent if not j.comparable),
         ignored_columns=estimates.ignored_columns)
+
+
+def _row_job(row: EstimateRow, run: RunMeasurements, jobs: dict[tuple[str, str], MeasuredJob],
+             by_dir: dict[str, str], seen: set[tuple[str, str]], issues: _Issues) -> tuple[str, MeasuredJob] | None:
+    """The policy and measured job a row estimates, or None with the row counted under why not (a
+    malformed row, no job or policy, an unknown one, a ``(policy, job)`` already in ``seen``)."""
+    if row.extra_cells:
+        issues.add("malformed", row.line, f"{row.extra_cells} cell(s) beyond the header")
+        return None
+    if not row.job:
+        issues.add("missing_value", row.line, JOB_COLUMN)
+        return None
+    policy, why = _resolve_policy(row.policy, run, by_dir)
+    if policy is None:
+        issues.add(why, row.line, POLICY_COLUMN if why == "missing_value" else f"policy {_show(row.policy)}")
+        return None
+    measured = jobs.get((policy, row.job))
+    if measured is None:
+        issues.add("unknown_job", row.line, f"job {_show(row.job)} under {policy}")
+        return None
+    if (policy, row.job) in seen:
+        issues.add("duplicate", row.line, f"{row.job} under {policy}")
+        return None
+    return policy, measured
+
+
+def _compare_times(row: EstimateRow, policy: str, measured: MeasuredJob, found: dict[str, list[Comparison]],
+                   issues: _Issues) -> None:
+    """Compare a row's communication and iteration times with the measured ones, into ``found`` by
+    metric (neither for a local job nor for one the run did not measure)."""
+    if measured.local:
+        issues.add("local_job", row.line, f"{row.job} under {policy} on {','.join(sorted(set(measured.machines)))}")
+        return
+    if not measured.comparable:
+        issues.add("not_measured", row.line, f"{row.job} under {policy}")
+        return
+    for metric, cell in row.values:
+        column = METRICS[metric]
+        if cell is None:  # the row stops before this column
+            issues.add("missing_value", row.line, column)
+            continue
+        estimate, why = parse_time(cell)
+        if estimate is None:
+            issues.add(why, row.line, column if why == "missing_value" else f"{column} {_show(cell)}")
+            continue
+        value = measured.measured(metric)
+        if not _positive(value):
+            issues.add("not_measured", row.line, f"{column} of {row.job} under {policy}")
+            continue
+        found[metric].append(Comparison(policy, row.job, value, estimate, measured.job_class))
 
 
 def _compare_jct(row: EstimateRow, policy: str, measured: MeasuredJob, out: list[Comparison], issues: _Issues) -> None:
