@@ -354,6 +354,15 @@ def simulate(g, rate_mbps: Mapping[Link, float], jobs: Sequence[SimJob],
     return engine.result()
 
 
+def _check_job(g, spec: SimJob) -> None:
+    """Raise unless the step-level engine can run ``spec``: every rank on a machine of ``g``
+    (:class:`TopologyError`), no in-network aggregation (:class:`JobError`)."""
+    _check_machines(g, spec)
+    if collective_of(spec.collective).aggregates_in_fabric:
+        raise JobError(f"job {spec.name!r}: the step-level simulator does not model in-network aggregation; "
+                       "the fluid engine does (simulator mode: fluid)")
+
+
 def _check_machines(g, spec: SimJob) -> None:
     """Raise :class:`TopologyError` unless every rank of ``spec`` is on a machine of ``g``."""
     for m in sorted(set(spec.machines_by_rank)):
@@ -462,6 +471,37 @@ class _Job:
         self.ranks = [_RankState(op_start_s=spec.start_s) for _ in range(p)]
         self.records: list[SimIterationRecord] = []
 
+    def gate_s(self, r: int, iteration: int, now: float) -> float:
+        """When rank ``r`` starts iteration ``iteration`` under the run's shift: the first rank there
+        asks the keeper, the others start with it."""
+        self.ranks[r].aligned = iteration
+        if self.gate is None or self.gate[0] != iteration:
+            self.gate = (iteration, now + self.keeper.wait_s(now))
+        return self.gate[1]
+
+    def deliver(self, dst: int, op: int, step: int, ready: list) -> None:
+        """A transfer to rank ``dst`` of step ``(op, step)`` has arrived (``ready``: the engine's ready ranks)."""
+        rd = self.ranks[dst]
+        if rd.blocked and rd.op == op and rd.step == step:
+            self.one_less(dst, ready)
+        else:
+            rd.arrived[(op, step)] += 1
+
+    def one_less(self, r: int, ready: list) -> None:
+        """Rank ``r`` waits for one transfer less; queued on ``ready`` when it waits for none."""
+        rs = self.ranks[r]
+        rs.pending -= 1
+        if rs.pending == 0:
+            rs.blocked = False
+            heapq.heappush(ready, (self.order, r, self.index))
+
+    def state(self, ecn_marks: float | None) -> RunState:
+        """What the run (finished or removed) did."""
+        return RunState(job=self.spec.name, start_s=self.spec.start_s, end_s=self.end_s,
+                        iterations_done=min(rs.measured for rs in self.ranks), finished=self.finished,
+                        records=tuple(self.records), ecn_marks=ecn_marks,
+                        phase=self.keeper.summary() if self.keeper is not None else None)
+
 
 class FlowEngine:
     """The flow-level simulation's event loop, driven incrementally.
@@ -520,10 +560,7 @@ class FlowEngine:
         if spec.start_s < self._now_s:
             raise JobError(f"job {spec.name!r}: start_s {spec.start_s!r} is before the simulation's clock, "
                            f"now_s = {self._now_s!r}")
-        _check_machines(self.g, spec)
-        if collective_of(spec.collective).aggregates_in_fabric:
-            raise JobError(f"job {spec.name!r}: the step-level simulator does not model in-network aggregation; "
-                           "the fluid engine does (simulator mode: fluid)")
+        _check_job(self.g, spec)
         order = (spec.name, self._runs.get(spec.name, 0))
         job = _Job(len(self.jobs), order, spec, self.network.path, self.options.mtu)
         self._runs[spec.name] = order[1] + 1
@@ -545,13 +582,12 @@ class FlowEngine:
         Raises:
             JobError: no run of ``name`` is running.
         """
-        job = self._running.pop(name, None)
-        if job is None:
-            raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
+        job = self._live(name)
+        del self._running[name]
         job.live, job.end_s = False, self._now_s
         self._removed.add(job.order)
         self.network.drop_run(job.index, self._now_s)
-        return self._state(job)
+        return job.state(self.marks.run_marks(job.index))
 
     def align(self, name: str, keeper: PhaseKeeper) -> None:
         """Give the running run of job ``name`` a time shift, kept by ``keeper`` (its origin the
@@ -563,10 +599,7 @@ class FlowEngine:
         Raises:
             JobError: no run of ``name`` is running.
         """
-        job = self._running.get(name)
-        if job is None:
-            raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
-        job.keeper = keeper
+        self._live(name).keeper = keeper
 
     def advance(self, until_s: float) -> list[RunState]:
         """Process every event up to ``until_s`` (seconds, may be ``math.inf``), in time and key
@@ -630,10 +663,7 @@ class FlowEngine:
         Raises:
             JobError: no run of ``name`` is running.
         """
-        job = self._running.get(name)
-        if job is None:
-            raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
-        return min(rs.measured for rs in job.ranks)
+        return min(rs.measured for rs in self._live(name).ranks)
 
     def result(self) -> SimResult:
         """Every run's records and estimate, as :func:`simulate` returns them: records sorted by
@@ -653,9 +683,16 @@ class FlowEngine:
             raise JobError(f"simulation ended with ranks still waiting (job, rank, op, step): {stuck[:4]}")
         records = sorted((rec for job in self.jobs for rec in job.records),
                          key=lambda x: (x.job, x.iteration, x.rank))
-        estimates = tuple(self._state(job).estimate for job in self.jobs)
+        estimates = tuple(job.state(self.marks.run_marks(job.index)).estimate for job in self.jobs)
         return SimResult(records=tuple(records), jobs=estimates,
                          end_s=max((e.finish_s for e in estimates), default=0.0), events=self.events)
+
+    def _live(self, name: str) -> _Job:
+        """The running run of ``name``; JobError if there is none."""
+        job = self._running.get(name)
+        if job is None:
+            raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
+        return job
 
     def _close_finished(self) -> list[RunState]:
         """Retire the runs that finished in the batch just processed; their states, by name."""
@@ -663,19 +700,10 @@ class FlowEngine:
         for job in sorted(self._finished, key=lambda j: j.order):
             job.live, job.finished, job.end_s = False, True, max(rs.finish_s for rs in job.ranks)
             del self._running[job.spec.name]
-            states.append(self._state(job))
+            states.append(job.state(self.marks.run_marks(job.index)))
         self._finished.clear()
         return states
 
-    def _state(self, job: _Job) -> RunState:
-        """What ``job`` (finished or removed) did."""
-        return RunState(job=job.spec.name, start_s=job.spec.start_s, end_s=job.end_s,
-                        iterations_done=min(rs.measured for rs in job.ranks), finished=job.finished,
-                        records=tuple(job.records),
-                        ecn_marks=self.marks.run_marks(job.index),
-                        phase=job.keeper.summary() if job.keeper is not None else None)
-
-    # -- the loop ----------------------------------------------------------------------------
     def _timer(self, time_s: float, key: tuple, payload) -> None:
         heapq.heappush(self.timers, (time_s, key, payload))
 
@@ -688,8 +716,11 @@ class FlowEngine:
             op = ops[rs.op]
             if op.size is None:
                 if not rs.computing:
-                    if job.keeper is not None and rs.aligned != op.iteration and self._wait_aligned(job, r, op, now):
-                        return
+                    if job.keeper is not None and rs.aligned != op.iteration:
+                        start_s = job.gate_s(r, op.iteration, now)
+                        if start_s > now:
+                            self._timer(start_s, (_ALIGNED, job.order, r), (job, r))
+                            return
                     rs.iteration_start_s, rs.bucket_s = now, []
                     self.marks.iteration_starts(job.index, r)
                     if spec.compute_s > 0:
@@ -717,17 +748,6 @@ class FlowEngine:
         if job.ranks_done == len(job.ranks):
             self._finished.append(job)
 
-    def _wait_aligned(self, job: _Job, r: int, op: _Op, now: float) -> bool:
-        """Time rank ``r``'s start of iteration ``op.iteration`` by the job's shift: the first rank
-        there asks the job's keeper; True (a timer set) when the rank must wait."""
-        job.ranks[r].aligned = op.iteration
-        if job.gate is None or job.gate[0] != op.iteration:
-            job.gate = (op.iteration, now + job.keeper.wait_s(now))
-        if job.gate[1] <= now:
-            return False
-        self._timer(job.gate[1], (_ALIGNED, job.order, r), (job, r))
-        return True
-
     def _enter_step(self, job: _Job, r: int, now: float) -> bool:
         """Start rank ``r``'s sends of its current step; True if it must wait for transfers."""
         rs = job.ranks[r]
@@ -738,7 +758,7 @@ class FlowEngine:
         # touch none of the flows, links or timers a network send changes, so handling them
         # first leaves every result as in send order.
         ranks = job.ranks
-        for dst in local:  # _deliver, inlined: this is the simulation's innermost loop
+        for dst in local:  # _Job.deliver, inlined: this is the simulation's innermost loop
             rd = ranks[dst]
             if rd.blocked and rd.op == op and rd.step == step:
                 rd.pending -= 1
@@ -756,30 +776,15 @@ class FlowEngine:
             elif self.network.enter(flow, now):
                 pending += 1
             else:  # carried whole by its burst
-                self._deliver(job, dst, op, step)
+                job.deliver(dst, op, step, self.ready)
         rs.pending, rs.blocked = pending, pending > 0
         return rs.blocked
-
-    def _deliver(self, job: _Job, dst: int, op: int, step: int) -> None:
-        """A transfer to rank ``dst`` of step ``(op, step)`` has arrived."""
-        rd = job.ranks[dst]
-        if rd.blocked and rd.op == op and rd.step == step:
-            self._one_less(job, dst)
-        else:
-            rd.arrived[(op, step)] += 1
-
-    def _one_less(self, job: _Job, r: int) -> None:
-        rs = job.ranks[r]
-        rs.pending -= 1
-        if rs.pending == 0:
-            rs.blocked = False
-            heapq.heappush(self.ready, (job.order, r, job.index))
 
     def _arrive(self, flow: Flow) -> None:
         """``flow`` has reached its receiver: its sender and receiver wait for it no more."""
         job = self.jobs[flow.job]
-        self._one_less(job, flow.src)
-        self._deliver(job, flow.dst, flow.op, flow.step)
+        job.one_less(flow.src, self.ready)
+        job.deliver(flow.dst, flow.op, flow.step, self.ready)
 
     def _drain_ready(self, now: float) -> None:
         """Move on every rank whose step just ended, in (job name, rank) order."""
@@ -789,7 +794,6 @@ class FlowEngine:
             job.ranks[r].step += 1
             self._run(job, r, now)
 
-    # -- what the link sharing asks --------------------------------------------------------
     def _reweigh(self, time_s: float, flow: Flow) -> None:
         """Have ``flow``'s component reallocated at ``time_s`` unless its weight is set again before."""
         self._timer(time_s, (_REWEIGH, *flow.key), (flow, flow.weighed))
