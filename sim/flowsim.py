@@ -520,12 +520,14 @@ class FlowEngine:
 
     Attributes:
         events: event batches processed so far (simultaneous events count once).
+        ecn: whether it estimates ECN marks (``SimOptions.ecn``).
     """
 
     def __init__(self, g, rate_mbps: Mapping[Link, float], options: SimOptions = SimOptions()):
         self.g, self.options = g, options
         self.network = FlowNetwork(g, rate_mbps, options, self._reweigh)
         self.marks = self.network.marks  # the ECN estimate, also told of the ranks' iterations
+        self.ecn = options.ecn
         self.jobs: list[_Job] = []  # every run added, in that order (a run's index)
         self._running: dict[str, _Job] = {}  # name -> its run neither finished nor removed
         self._runs: dict[str, int] = {}  # name -> runs of it added so far
