@@ -388,3 +388,11 @@ def test_the_couplings_loads_follow_each_demands_phases():
     assert loads == pytest.approx({(0, 0): 1.3, (0, 1): 0.3, (1, 1): 1.0})
     assert sorted(zip(c.margin_run.tolist(), c.margin_w.tolist(), strict=True)) == [(0, 1.0), (0, 1.0), (1, 4.0)]
     assert c.room.tolist() == [10.0, 20.0]
+
+
+def test_every_overlap_a_config_may_name_has_its_strategy():
+    """``SimOptions.overlap``'s names and the fluid engine's overlap strategies are the same list."""
+    from sim.flowsim import OVERLAPS
+    from sim.overlap import OVERLAP_MODELS
+
+    assert tuple(OVERLAP_MODELS) == OVERLAPS
