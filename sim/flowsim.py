@@ -21,18 +21,15 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from common.errors import JobError, TopologyError
-from common.units import TCP_IP_HEADER_BYTES, mbps_to_bytes_per_s, wire_bytes
+from common.units import TCP_IP_HEADER_BYTES, wire_bytes
 from ina.protocol import VALUES_PER_PACKET
 from jobs.collective import collective_of
 from jobs.patterns import barrier_bytes, replay_pattern
 from jobs.phase import PhaseKeeper
 from jobs.records import bucket_times_s
-from sim.ecn_marks import EcnMarks, NoMarks
+from sim.flows import Flow, FlowNetwork
 from sim.ina import RESULTS, InaSpec
-from sim.maxmin import EPS
 from sim.mltcp import MltcpFlows
-from sim.sharing import LinkSharing, link_sharing
-from topo.routing import ecmp_path, path_links
 
 Link = tuple[str, str]
 
@@ -357,6 +354,15 @@ def simulate(g, rate_mbps: Mapping[Link, float], jobs: Sequence[SimJob],
     return engine.result()
 
 
+def _check_job(g, spec: SimJob) -> None:
+    """Raise unless the step-level engine can run ``spec``: every rank on a machine of ``g``
+    (:class:`TopologyError`), no in-network aggregation (:class:`JobError`)."""
+    _check_machines(g, spec)
+    if collective_of(spec.collective).aggregates_in_fabric:
+        raise JobError(f"job {spec.name!r}: the step-level simulator does not model in-network aggregation; "
+                       "the fluid engine does (simulator mode: fluid)")
+
+
 def _check_machines(g, spec: SimJob) -> None:
     """Raise :class:`TopologyError` unless every rank of ``spec`` is on a machine of ``g``."""
     for m in sorted(set(spec.machines_by_rank)):
@@ -383,26 +389,6 @@ class _Op:
     iteration: int
     bucket: int
     ends_iteration: bool
-
-
-@dataclasses.dataclass(slots=True, eq=False)
-class _Flow:
-    """A cross-machine transfer in the network; ``remaining`` bytes as of time ``t_ref``."""
-
-    key: tuple
-    job: int
-    src: int
-    dst: int
-    op: int
-    step: int
-    links: tuple[int, ...]
-    size: float
-    remaining: float
-    t_ref: float = 0.0
-    rate: float = 0.0
-    version: int = 0
-    mark_t: float = 0.0  # with SimOptions.ecn: the time up to which its bytes are counted
-    weighed: int = 0  # with SimOptions.mltcp: the reallocations that set its weight (stale re-weighs skip)
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -485,6 +471,37 @@ class _Job:
         self.ranks = [_RankState(op_start_s=spec.start_s) for _ in range(p)]
         self.records: list[SimIterationRecord] = []
 
+    def gate_s(self, r: int, iteration: int, now: float) -> float:
+        """When rank ``r`` starts iteration ``iteration`` under the run's shift: the first rank there
+        asks the keeper, the others start with it."""
+        self.ranks[r].aligned = iteration
+        if self.gate is None or self.gate[0] != iteration:
+            self.gate = (iteration, now + self.keeper.wait_s(now))
+        return self.gate[1]
+
+    def deliver(self, dst: int, op: int, step: int, ready: list) -> None:
+        """A transfer to rank ``dst`` of step ``(op, step)`` has arrived (``ready``: the engine's ready ranks)."""
+        rd = self.ranks[dst]
+        if rd.blocked and rd.op == op and rd.step == step:
+            self.one_less(dst, ready)
+        else:
+            rd.arrived[(op, step)] += 1
+
+    def one_less(self, r: int, ready: list) -> None:
+        """Rank ``r`` waits for one transfer less; queued on ``ready`` when it waits for none."""
+        rs = self.ranks[r]
+        rs.pending -= 1
+        if rs.pending == 0:
+            rs.blocked = False
+            heapq.heappush(ready, (self.order, r, self.index))
+
+    def state(self, ecn_marks: float | None) -> RunState:
+        """What the run (finished or removed) did."""
+        return RunState(job=self.spec.name, start_s=self.spec.start_s, end_s=self.end_s,
+                        iterations_done=min(rs.measured for rs in self.ranks), finished=self.finished,
+                        records=tuple(self.records), ecn_marks=ecn_marks,
+                        phase=self.keeper.summary() if self.keeper is not None else None)
+
 
 class FlowEngine:
     """The flow-level simulation's event loop, driven incrementally.
@@ -503,31 +520,14 @@ class FlowEngine:
 
     Attributes:
         events: event batches processed so far (simultaneous events count once).
+        ecn: whether it estimates ECN marks (``SimOptions.ecn``).
     """
 
     def __init__(self, g, rate_mbps: Mapping[Link, float], options: SimOptions = SimOptions()):
-        self.g, self.rate_mbps, self.options = g, rate_mbps, options
-        # Links are numbered in sorted order of their names, whatever the order of the jobs, so
-        # that ties in the max-min computation break the same way for the same set of jobs.
-        self.link_names: list[Link] = sorted({(u, v) for a, b in g.edges() for u, v in ((a, b), (b, a))})
-        self.link_id = {link: i for i, link in enumerate(self.link_names)}
-        self.capacity: list[float] = [0.0] * len(self.link_names)
-        # Token buckets: a link's tokens were tokens[i] at tokens_s[i] and have changed since at
-        # the slope set by load[i], the sum of its flows' rates (bytes/s), which only a
-        # reallocation changes, rebasing the level first.
-        self.buckets = options.burst_bytes is not None
-        # How flows share a component's links (max-min, TCP's share, MLTCP), chosen once; the ECN
-        # estimate follows the flows and the links' rates as an observer (NoMarks: off).
-        self.sharing: LinkSharing = link_sharing(options.mltcp, options.shared_efficiency, self.capacity,
-                                                 self._conn, self._reweigh)
+        self.g, self.options = g, options
+        self.network = FlowNetwork(g, rate_mbps, options, self._reweigh)
+        self.marks = self.network.marks  # the ECN estimate, also told of the ranks' iterations
         self.ecn = options.ecn
-        self.marks = (EcnMarks(len(self.link_names), options.mtu, options.ecn_mark_share, self.sharing.capacity_of)
-                      if options.ecn else NoMarks())
-        self.depth: list[float] = [0.0] * len(self.link_names)
-        self.tokens: list[float] = [0.0] * len(self.link_names)
-        self.tokens_s: list[float] = [0.0] * len(self.link_names)
-        self.load: list[float] = [0.0] * len(self.link_names)
-        self._paths: dict[tuple[str, str], tuple[int, ...]] = {}
         self.jobs: list[_Job] = []  # every run added, in that order (a run's index)
         self._running: dict[str, _Job] = {}  # name -> its run neither finished nor removed
         self._runs: dict[str, int] = {}  # name -> runs of it added so far
@@ -535,10 +535,6 @@ class FlowEngine:
         self._finished: list[_Job] = []  # runs whose last rank finished in the current batch
         self._now_s = 0.0
         self.timers: list[tuple[float, tuple, object]] = []
-        self.completions: list[tuple[float, tuple, int]] = []
-        self.active: dict[tuple, _Flow] = {}
-        self.on_link: list[set[tuple]] = [set() for _ in self.link_names]
-        self.dirty: set[int] = set()
         self.ready: list[tuple[tuple, int, int]] = []
         self.events = 0
 
@@ -566,12 +562,9 @@ class FlowEngine:
         if spec.start_s < self._now_s:
             raise JobError(f"job {spec.name!r}: start_s {spec.start_s!r} is before the simulation's clock, "
                            f"now_s = {self._now_s!r}")
-        _check_machines(self.g, spec)
-        if collective_of(spec.collective).aggregates_in_fabric:
-            raise JobError(f"job {spec.name!r}: the step-level simulator does not model in-network aggregation; "
-                           "the fluid engine does (simulator mode: fluid)")
+        _check_job(self.g, spec)
         order = (spec.name, self._runs.get(spec.name, 0))
-        job = _Job(len(self.jobs), order, spec, self._path, self.options.mtu)
+        job = _Job(len(self.jobs), order, spec, self.network.path, self.options.mtu)
         self._runs[spec.name] = order[1] + 1
         self.jobs.append(job)
         self._running[spec.name] = job
@@ -591,18 +584,12 @@ class FlowEngine:
         Raises:
             JobError: no run of ``name`` is running.
         """
-        job = self._running.pop(name, None)
-        if job is None:
-            raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
+        job = self._live(name)
+        del self._running[name]
         job.live, job.end_s = False, self._now_s
         self._removed.add(job.order)
-        for key in [key for key, flow in self.active.items() if flow.job == job.index]:
-            self.marks.flow_leaves(self.active[key], self._now_s)
-            flow = self.active.pop(key)
-            for link in flow.links:
-                self.on_link[link].discard(key)
-            self.dirty.update(flow.links)
-        return self._state(job)
+        self.network.drop_run(job.index, self._now_s)
+        return job.state(self.marks.run_marks(job.index))
 
     def align(self, name: str, keeper: PhaseKeeper) -> None:
         """Give the running run of job ``name`` a time shift, kept by ``keeper`` (its origin the
@@ -614,10 +601,7 @@ class FlowEngine:
         Raises:
             JobError: no run of ``name`` is running.
         """
-        job = self._running.get(name)
-        if job is None:
-            raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
-        job.keeper = keeper
+        self._live(name).keeper = keeper
 
     def advance(self, until_s: float) -> list[RunState]:
         """Process every event up to ``until_s`` (seconds, may be ``math.inf``), in time and key
@@ -635,38 +619,35 @@ class FlowEngine:
         """
         if not until_s >= self._now_s:
             raise JobError(f"cannot advance to {until_s!r} s: the simulation's clock is at now_s = {self._now_s!r}")
-        if self.dirty:  # flows of removed runs left: the others' rates change from now on
-            self._reallocate(self._now_s)
-        timers, completions, removed = self.timers, self.completions, self._removed
+        network = self.network
+        if network.changed:  # flows of removed runs left: the others' rates change from now on
+            network.reallocate(self._now_s)
+        timers, removed = self.timers, self._removed
         while True:
-            while completions and not self._current(completions[0]):
-                heapq.heappop(completions)
             while removed and timers and timers[0][1][1] in removed:
                 heapq.heappop(timers)
-            now = min(completions[0][0] if completions else math.inf, timers[0][0] if timers else math.inf)
+            now = min(network.next_end_s(), timers[0][0] if timers else math.inf)
             if now == math.inf or now > until_s:
                 break
             self.events += 1
-            for flow in self._completed(now):
-                self.marks.flow_leaves(flow, now)
-                self._end_flow(flow, now)
+            for flow in network.completed(now):
+                network.complete(flow, now)
+                self._arrive(flow)
             while timers and timers[0][0] <= now:
                 _, key, payload = heapq.heappop(timers)
                 if removed and key[1] in removed:
                     continue  # every timer key has its run's order second
                 if key[0] == _FLOW_START:
-                    if not self._activate(payload, now):
+                    if not network.enter(payload, now):
                         self._arrive(payload)
                 elif key[0] == _REWEIGH:
-                    flow, weighed = payload
-                    if self.active.get(flow.key) is flow and flow.weighed == weighed:
-                        self.dirty.update(flow.links)
+                    network.reweighed(*payload)
                 else:
                     job, r = payload
                     self._run(job, r, now)
             self._drain_ready(now)
-            if self.dirty:
-                self._reallocate(now)
+            if network.changed:
+                network.reallocate(now)
             self._now_s = now
             if self._finished:
                 return self._close_finished()
@@ -684,10 +665,7 @@ class FlowEngine:
         Raises:
             JobError: no run of ``name`` is running.
         """
-        job = self._running.get(name)
-        if job is None:
-            raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
-        return min(rs.measured for rs in job.ranks)
+        return min(rs.measured for rs in self._live(name).ranks)
 
     def result(self) -> SimResult:
         """Every run's records and estimate, as :func:`simulate` returns them: records sorted by
@@ -699,7 +677,7 @@ class FlowEngine:
                 process).
         """
         if self._running:
-            if self.completions or self.timers:
+            if self.network.completions or self.timers:
                 raise JobError(f"jobs still running at {self._now_s} s: {', '.join(self.running())}; advance "
                                "until they finish or remove them")
             stuck = [(job.spec.name, r, rs.op, rs.step) for job in self.jobs if job.live
@@ -707,9 +685,16 @@ class FlowEngine:
             raise JobError(f"simulation ended with ranks still waiting (job, rank, op, step): {stuck[:4]}")
         records = sorted((rec for job in self.jobs for rec in job.records),
                          key=lambda x: (x.job, x.iteration, x.rank))
-        estimates = tuple(self._state(job).estimate for job in self.jobs)
+        estimates = tuple(job.state(self.marks.run_marks(job.index)).estimate for job in self.jobs)
         return SimResult(records=tuple(records), jobs=estimates,
                          end_s=max((e.finish_s for e in estimates), default=0.0), events=self.events)
+
+    def _live(self, name: str) -> _Job:
+        """The running run of ``name``; JobError if there is none."""
+        job = self._running.get(name)
+        if job is None:
+            raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
+        return job
 
     def _close_finished(self) -> list[RunState]:
         """Retire the runs that finished in the batch just processed; their states, by name."""
@@ -717,74 +702,12 @@ class FlowEngine:
         for job in sorted(self._finished, key=lambda j: j.order):
             job.live, job.finished, job.end_s = False, True, max(rs.finish_s for rs in job.ranks)
             del self._running[job.spec.name]
-            states.append(self._state(job))
+            states.append(job.state(self.marks.run_marks(job.index)))
         self._finished.clear()
         return states
 
-    def _state(self, job: _Job) -> RunState:
-        """What ``job`` (finished or removed) did."""
-        return RunState(job=job.spec.name, start_s=job.spec.start_s, end_s=job.end_s,
-                        iterations_done=min(rs.measured for rs in job.ranks), finished=job.finished,
-                        records=tuple(job.records),
-                        ecn_marks=self.marks.run_marks(job.index),
-                        phase=job.keeper.summary() if job.keeper is not None else None)
-
-    # -- set-up ------------------------------------------------------------------------------
-    def _path(self, a: str, b: str) -> tuple[int, ...]:
-        """The ids of the directed links of the ECMP path from machine ``a`` to ``b``, their
-        capacities (bytes/s) noted."""
-        links = self._paths.get((a, b))
-        if links is None:
-            hops = path_links(ecmp_path(self.g, a, b))
-            for u, v in hops:
-                if not self.capacity[self.link_id[(u, v)]]:
-                    rate = self.rate_mbps.get((u, v))
-                    if rate is None:
-                        rate = self.rate_mbps.get((v, u))
-                    if rate is None or not (rate > 0 and math.isfinite(rate)):
-                        raise TopologyError(f"link {u}-{v} on the path {a} -> {b} needs a positive finite rate "
-                                            f"in rate_mbps, got {rate!r}")
-                    self.capacity[self.link_id[(u, v)]] = mbps_to_bytes_per_s(rate)
-                    if self.buckets:
-                        self.depth[self.link_id[(u, v)]] = self.tokens[self.link_id[(u, v)]] = \
-                            self._depth(u, v, a, b)
-            links = self._paths[(a, b)] = tuple(self.link_id[hop] for hop in hops)
-        return links
-
-    def _depth(self, u: str, v: str, a: str, b: str) -> float:
-        """Bucket depth of link u -> v (on the path ``a -> b``), bytes."""
-        depths = self.options.burst_bytes
-        if not isinstance(depths, Mapping):
-            return float(depths)
-        depth = depths.get((u, v))
-        if depth is None:
-            depth = depths.get((v, u))
-        if depth is None:
-            raise TopologyError(f"link {u}-{v} on the path {a} -> {b} has no bucket depth in burst_bytes")
-        return float(depth)
-
-    # -- the loop ----------------------------------------------------------------------------
     def _timer(self, time_s: float, key: tuple, payload) -> None:
         heapq.heappush(self.timers, (time_s, key, payload))
-
-    def _current(self, entry: tuple[float, tuple, int]) -> bool:
-        flow = self.active.get(entry[1])
-        return flow is not None and flow.version == entry[2]
-
-    def _completed(self, now: float) -> list[_Flow]:
-        """Pop the flows done at ``now``: those whose remaining bytes are within ``EPS`` of their size."""
-        horizon = now + EPS * now
-        done, later = [], []
-        while self.completions and self.completions[0][0] <= horizon:
-            entry = heapq.heappop(self.completions)
-            if not self._current(entry):
-                continue
-            flow = self.active[entry[1]]
-            left = flow.remaining - flow.rate * (now - flow.t_ref)
-            (done if entry[0] <= now or left <= EPS * flow.size else later).append(entry)
-        for entry in later:
-            heapq.heappush(self.completions, entry)
-        return [self.active[key] for _, key, _ in sorted(done, key=lambda e: e[1])]
 
     # -- ranks -------------------------------------------------------------------------------
     def _run(self, job: _Job, r: int, now: float) -> None:
@@ -795,8 +718,11 @@ class FlowEngine:
             op = ops[rs.op]
             if op.size is None:
                 if not rs.computing:
-                    if job.keeper is not None and rs.aligned != op.iteration and self._wait_aligned(job, r, op, now):
-                        return
+                    if job.keeper is not None and rs.aligned != op.iteration:
+                        start_s = job.gate_s(r, op.iteration, now)
+                        if start_s > now:
+                            self._timer(start_s, (_ALIGNED, job.order, r), (job, r))
+                            return
                     rs.iteration_start_s, rs.bucket_s = now, []
                     self.marks.iteration_starts(job.index, r)
                     if spec.compute_s > 0:
@@ -824,17 +750,6 @@ class FlowEngine:
         if job.ranks_done == len(job.ranks):
             self._finished.append(job)
 
-    def _wait_aligned(self, job: _Job, r: int, op: _Op, now: float) -> bool:
-        """Time rank ``r``'s start of iteration ``op.iteration`` by the job's shift: the first rank
-        there asks the job's keeper; True (a timer set) when the rank must wait."""
-        job.ranks[r].aligned = op.iteration
-        if job.gate is None or job.gate[0] != op.iteration:
-            job.gate = (op.iteration, now + job.keeper.wait_s(now))
-        if job.gate[1] <= now:
-            return False
-        self._timer(job.gate[1], (_ALIGNED, job.order, r), (job, r))
-        return True
-
     def _enter_step(self, job: _Job, r: int, now: float) -> bool:
         """Start rank ``r``'s sends of its current step; True if it must wait for transfers."""
         rs = job.ranks[r]
@@ -845,7 +760,7 @@ class FlowEngine:
         # touch none of the flows, links or timers a network send changes, so handling them
         # first leaves every result as in send order.
         ranks = job.ranks
-        for dst in local:  # _deliver, inlined: this is the simulation's innermost loop
+        for dst in local:  # _Job.deliver, inlined: this is the simulation's innermost loop
             rd = ranks[dst]
             if rd.blocked and rd.op == op and rd.step == step:
                 rd.pending -= 1
@@ -856,31 +771,22 @@ class FlowEngine:
                 rd.arrived[(op, step)] += 1
         for i, dst, size, links in remote:
             key = (job.order, op, step, r, i)
-            flow = _Flow(key, job.index, r, dst, op, step, links, size, size)
+            flow = Flow(key, job.index, r, dst, op, step, links, size, size)
             if self.options.latency_s > 0:
                 pending += 1
                 self._timer(now + self.options.latency_s, (_FLOW_START, *key), flow)
-            elif self._activate(flow, now):
+            elif self.network.enter(flow, now):
                 pending += 1
             else:  # carried whole by its burst
-                self._deliver(job, dst, op, step)
+                job.deliver(dst, op, step, self.ready)
         rs.pending, rs.blocked = pending, pending > 0
         return rs.blocked
 
-    def _deliver(self, job: _Job, dst: int, op: int, step: int) -> None:
-        """A transfer to rank ``dst`` of step ``(op, step)`` has arrived."""
-        rd = job.ranks[dst]
-        if rd.blocked and rd.op == op and rd.step == step:
-            self._one_less(job, dst)
-        else:
-            rd.arrived[(op, step)] += 1
-
-    def _one_less(self, job: _Job, r: int) -> None:
-        rs = job.ranks[r]
-        rs.pending -= 1
-        if rs.pending == 0:
-            rs.blocked = False
-            heapq.heappush(self.ready, (job.order, r, job.index))
+    def _arrive(self, flow: Flow) -> None:
+        """``flow`` has reached its receiver: its sender and receiver wait for it no more."""
+        job = self.jobs[flow.job]
+        job.one_less(flow.src, self.ready)
+        job.deliver(flow.dst, flow.op, flow.step, self.ready)
 
     def _drain_ready(self, now: float) -> None:
         """Move on every rank whose step just ended, in (job name, rank) order."""
@@ -890,110 +796,7 @@ class FlowEngine:
             job.ranks[r].step += 1
             self._run(job, r, now)
 
-    # -- flows -------------------------------------------------------------------------------
-    def _activate(self, flow: _Flow, now: float) -> bool:
-        """Put ``flow`` into the network after its burst; False if the burst carried it whole."""
-        self.sharing.sent(flow, now)
-        if self.buckets and self._burst(flow, now):
-            self.sharing.delivered(flow, now)
-            return False
-        flow.t_ref = flow.mark_t = now
-        self.active[flow.key] = flow
-        for link in flow.links:
-            self.on_link[link].add(flow.key)
-        self.dirty.update(flow.links)
-        return True
-
-    def _end_flow(self, flow: _Flow, now: float) -> None:
-        self.sharing.delivered(flow, now)
-        del self.active[flow.key]
-        for link in flow.links:
-            self.on_link[link].discard(flow.key)
-        self.dirty.update(flow.links)
-        self._arrive(flow)
-
-    def _arrive(self, flow: _Flow) -> None:
-        """``flow`` has reached its receiver: its sender and receiver wait for it no more."""
-        job = self.jobs[flow.job]
-        self._one_less(job, flow.src)
-        self._deliver(job, flow.dst, flow.op, flow.step)
-
-    # -- token buckets -----------------------------------------------------------------------
-    def _tokens(self, link: int, now: float) -> float:
-        """Tokens of ``link`` at ``now`` (bytes): its last level grown at capacity - load, capped."""
-        level, depth = self.tokens[link], self.depth[link]
-        if level >= depth:
-            return depth
-        spare = self.capacity[link] - self.load[link]
-        if spare <= EPS * self.capacity[link]:
-            return level  # saturated, up to the rounding of the rates' sum
-        return min(depth, level + spare * (now - self.tokens_s[link]))
-
-    def _burst(self, flow: _Flow, now: float) -> bool:
-        """Send at once what the buckets of ``flow``'s path let through, charging each of them;
-        True if that is all of it (within ``EPS`` of its size)."""
-        levels = [self._tokens(link, now) for link in flow.links]
-        sent = min(min(levels), flow.remaining)
-        if not sent > 0:
-            return False
-        for link, level in zip(flow.links, levels, strict=True):
-            self.tokens[link], self.tokens_s[link] = level - sent, now
-        flow.remaining -= sent
-        return flow.remaining <= EPS * flow.size
-
-    def _reallocate(self, now: float) -> None:
-        """Recompute the rates of the flows connected (through shared links) to a change."""
-        on_link, active = self.on_link, self.active
-        seen = bytearray(len(self.link_names))
-        links: list[int] = []
-        keys: set[tuple] = set()
-        todo = list(self.dirty)
-        self.dirty.clear()
-        while todo:
-            link = todo.pop()
-            if seen[link]:
-                continue
-            seen[link] = 1
-            links.append(link)
-            for key in on_link[link]:
-                if key not in keys:
-                    keys.add(key)
-                    todo.extend(active[key].links)
-        if self.buckets:
-            # The loads change now: bring the tokens up to now at the old slopes first. The
-            # component's flows are every flow on these links, so the new loads are their sums.
-            for link in links:
-                self.tokens[link], self.tokens_s[link] = self._tokens(link, now), now
-                self.load[link] = 0.0
-        if not keys:
-            self.marks.rates_changed(links, [])
-            return
-        flows = [self.active[k] for k in sorted(keys)]
-        self.marks.rates_change(flows, now)
-        rates = self.sharing.rates(links, flows, now)
-        for f, rate in zip(flows, rates, strict=True):
-            if rate == f.rate:
-                continue  # same rate, same projected end: its heap entry stands
-            if not rate > 0:
-                raise TopologyError(f"job {self.jobs[f.job].spec.name!r}: the flow of rank {f.src} to rank {f.dst} "
-                                    f"got no bandwidth on {[self.link_names[i] for i in f.links]}")
-            f.remaining = max(0.0, f.remaining - f.rate * (now - f.t_ref))
-            f.t_ref, f.rate = now, rate
-            f.version += 1
-            heapq.heappush(self.completions, (now + f.remaining / f.rate, f.key, f.version))
-        if self.buckets:
-            load = self.load
-            for f in flows:
-                for link in f.links:
-                    load[link] += f.rate
-        self.marks.rates_changed(links, flows)
-
-    # -- what the link sharing asks --------------------------------------------------------
-    def _conn(self, flow: _Flow) -> tuple:
-        """The directed connection ``flow`` is sent on: its run, sender and receiver."""
-        return (self.jobs[flow.job].order, flow.src, flow.dst)
-
-    def _reweigh(self, time_s: float, flow: _Flow) -> None:
+    def _reweigh(self, time_s: float, flow: Flow) -> None:
         """Have ``flow``'s component reallocated at ``time_s`` unless its weight is set again before."""
         self._timer(time_s, (_REWEIGH, *flow.key), (flow, flow.weighed))
 

@@ -12,36 +12,20 @@ modelled), cost per event and determinism: ``docs/simulator-engines.md``.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import functools
 import heapq
 import math
 from collections.abc import Mapping, Sequence
 
-import numpy as np
-
 from common.errors import JobError, TopologyError
-from common.units import BITS_PER_BYTE, MEGA, wire_bytes
-from jobs.collective import collective_of
-from jobs.patterns import replay_pattern
+from common.units import BITS_PER_BYTE, MEGA
+from sim.components import Components, directed_links
 from sim.flowsim import JobEstimate, SimJob, SimOptions
-from sim.ina import ina_routes, stream_bytes, streams
-from sim.maxmin import EPS, AggregatedDemand, aggregated_fraction, fill_levels, resource_weights
-from topo.routing import EcmpRoutes, path_links
+from sim.fluid_costs import IterationCosts
+from sim.maxmin import EPS, AggregatedDemand, aggregated_fraction, fill_levels
+from sim.overlap import OVERLAP_MODELS, Together, level_cap
 
 Link = tuple[str, str]
-
-MEMO_BUCKET_SHAPES = 4096
-"""Bucket costs kept per shape (:meth:`FluidEngine._bucket_cost`), least recently used dropped first."""
-
-OVERLAP_ROUNDS = 200
-"""Rounds of the independent-overlap fixed point at most (:meth:`FluidEngine._independent`)."""
-OVERLAP_TOLERANCE = 1e-7
-"""It stops once no level moves by more than this part of the highest cap."""
-
-MEMO_PATTERNS = 256
-"""Collective patterns kept (a 64-rank ring's is 8,064 transfers), least recently used dropped first."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,80 +57,6 @@ class FluidRun:
     def estimate(self) -> JobEstimate:
         """The run's mean times per measured iteration (as :class:`sim.flowsim.JobEstimate`)."""
         return estimate_of_runs(self.job, [self], self.end_s)
-
-
-def _cap(run: _Run) -> float:
-    """``run``'s highest level in the fill's unit: an INA job's rate alone, 1 for the others."""
-    return (run.demand.cap or 1.0) if isinstance(run.demand, AggregatedDemand) else 1.0
-
-
-def _phases(d, spilled: Mapping[int, float], n_links: int) -> list[tuple[float, dict[int, float]]]:
-    """A demand's weights by level: ``(from level, weights)``, an INA demand's each spill adding its
-    aggregator to the spent ones (:func:`sim.maxmin.resource_weights`); a plain demand's one phase."""
-    if not isinstance(d, AggregatedDemand):
-        return [(0.0, dict(d))]
-    spent: set[int] = set()
-    out = [(0.0, resource_weights(d, frozenset(), n_links))]
-    for at, a in sorted((at, a) for a, at in spilled.items()):
-        spent.add(a)
-        out.append((at, resource_weights(d, frozenset(spent), n_links)))
-    return out
-
-
-def _marginal(phases: list[tuple[float, dict[int, float]]], level: float) -> dict[int, float]:
-    """The weights of a demand of ``phases`` just above ``level`` (its spills up to there spent)."""
-    return [w for at, w in phases if at <= level][-1]
-
-
-class _Coupling:
-    """The loads of coupled runs on their resources as flat arrays, for the independent overlap's
-    fixed point (:meth:`FluidEngine._independent`).
-
-    Every (run, resource) pair a run loads is numbered (``pair_run``, ``pair_res``, the resource
-    as a column of ``room``, its capacity); every phase of a run's demand (:func:`_phases`) is a
-    segment of its level, ``[seg_lo, seg_hi)``, whose weights ``entry_w`` load pairs
-    ``entry_pair``; ``margin_*`` are the weights of each run's resources just above its floor
-    (:func:`_marginal`), the ones its level's step is taken on.
-    """
-
-    def __init__(self, phases: Sequence[list[tuple[float, dict[int, float]]]], margins: Sequence[Mapping[int, float]],
-                 capacity):
-        resources = sorted({r for p in phases for _, w in p for r in w} | {r for m in margins for r in m})
-        column = {r: i for i, r in enumerate(resources)}
-        self.room = np.array([capacity(r) for r in resources], dtype=float)
-        pairs: dict[tuple[int, int], int] = {}
-        seg_run, seg_lo, seg_hi, entry_seg, entry_pair, entry_w = [], [], [], [], [], []
-        for j, p in enumerate(phases):
-            for i, (at, weights) in enumerate(p):
-                seg = len(seg_run)
-                seg_run.append(j)
-                seg_lo.append(at)
-                seg_hi.append(p[i + 1][0] if i + 1 < len(p) else math.inf)
-                for r, w in weights.items():
-                    entry_seg.append(seg)
-                    entry_pair.append(pairs.setdefault((j, column[r]), len(pairs)))
-                    entry_w.append(w)
-        margin_run, margin_pair, margin_w = [], [], []
-        for j, m in enumerate(margins):
-            for r, w in m.items():
-                if w > 0:
-                    margin_run.append(j)
-                    margin_pair.append(pairs.setdefault((j, column[r]), len(pairs)))
-                    margin_w.append(w)
-        keys = np.array(list(pairs), dtype=np.int64).reshape(-1, 2)
-        self.pair_run, self.pair_res = keys[:, 0], keys[:, 1]
-        self.seg_run, self.seg_lo = np.array(seg_run, dtype=np.int64), np.array(seg_lo, dtype=float)
-        self.seg_hi = np.array(seg_hi, dtype=float)
-        self.entry_seg, self.entry_pair = np.array(entry_seg, dtype=np.int64), np.array(entry_pair, dtype=np.int64)
-        self.entry_w = np.array(entry_w, dtype=float)
-        self.margin_run, self.margin_pair = np.array(margin_run, dtype=np.int64), np.array(margin_pair, dtype=np.int64)
-        self.margin_w = np.array(margin_w, dtype=float)
-
-    def loads(self, levels: np.ndarray) -> np.ndarray:
-        """Every pair's load at the runs' ``levels``: each phase's weights times the part of its
-        segment below the level."""
-        span = np.maximum(0.0, np.minimum(levels[self.seg_run], self.seg_hi) - self.seg_lo)
-        return np.bincount(self.entry_pair, weights=self.entry_w * span[self.entry_seg], minlength=len(self.pair_run))
 
 
 def estimate_of_runs(job: str, runs, finish_s: float) -> JobEstimate:
@@ -231,29 +141,23 @@ class FluidEngine:
 
     def __init__(self, g, rate_mbps: Mapping[Link, float], options: SimOptions = SimOptions()):
         self.g, self.options = g, options
-        self.link_names: list[Link] = sorted({(u, v) for a, b in g.edges() for u, v in ((a, b), (b, a))})
-        self.link_id = {link: i for i, link in enumerate(self.link_names)}
+        self.link_names: list[Link] = directed_links(g)
         self.capacity = [0.0] * len(self.link_names)
-        for (u, v), i in self.link_id.items():
+        for i, (u, v) in enumerate(self.link_names):
             rate = rate_mbps.get((u, v), rate_mbps.get((v, u)))
             self.capacity[i] = float(rate) * MEGA if rate is not None and rate > 0 else 0.0
         self.capacity = [c / BITS_PER_BYTE for c in self.capacity]  # bytes/s
-        self._paths: dict[tuple[str, str], tuple[int, ...]] = {}
-        self._routes = EcmpRoutes(g)
-        self._costs: dict[tuple, tuple[float, float, tuple[tuple[int, float], ...] | AggregatedDemand]] = {}
         self.aggregator_names: list[str] = sorted(n for n, d in g.nodes(data=True) if d.get("role") == "switch")
-        self._aggregator_id = {name: i for i, name in enumerate(self.aggregator_names)}
         self._pat = [float(options.pat_bytes_s)] * len(self.aggregator_names)
-        self._unit_rate = max((c for c in self.capacity if c > 0), default=1.0)  # INA jobs' level unit, bytes/s
+        self.costs = IterationCosts(g, self.link_names, self.capacity, self.aggregator_names, options)
+        self.overlap: Together = OVERLAP_MODELS[options.overlap]  # how coupled jobs overlap, chosen once
         self._runs: dict[str, int] = {}
         self._pending: list[tuple[float, tuple[str, int]]] = []  # (start_s, key) of runs not started
         self._live: dict[str, _Run] = {}  # name -> its run neither finished nor removed
         self._ends: list[tuple[float, tuple[str, int], int]] = []  # (finish time, key, version) of started runs
-        self._users: dict[int, dict[str, None]] = {}  # resource -> the started runs whose demand may load it
-        self._freed: list[int] = []  # resources of runs removed since the last fill
-        self._patterns: collections.OrderedDict = collections.OrderedDict()  # (collective, p, size) -> steps
-        self._pairs: dict[tuple[str, int, int], tuple[tuple[int, int], ...]] = {}  # the same -> rank pairs
-        self._shapes: collections.OrderedDict = collections.OrderedDict()  # bucket shape -> its cost
+        # The started runs whose demand may load each resource (links, then aggregators), and the
+        # resources of runs started or ended since the last fill.
+        self._users = Components()
         self._now_s = 0.0
         self.events = 0
 
@@ -278,7 +182,7 @@ class FluidEngine:
         for m in sorted(set(spec.machines_by_rank)):
             if m not in self.g or self.g.nodes[m].get("role") != "machine":
                 raise TopologyError(f"job {spec.name!r}: {m!r} is not a machine of the topology")
-        bound, latency, demand = self._cost(spec)
+        bound, latency, demand = self.costs.of(spec)
         key = (spec.name, self._runs.get(spec.name, 0))
         self._runs[spec.name] = key[1] + 1
         run = _Run(key, spec, spec.warmup_iterations + spec.iterations, bound, latency, demand, at_s=spec.start_s,
@@ -297,8 +201,7 @@ class FluidEngine:
             raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
         run.move_to(self._now_s)
         if run.started:
-            self._leave(run)
-            self._freed.extend(run.resources)
+            self._users.leave(run.spec.name, run.resources)
         else:
             run.at_s = self._now_s
         return run.state(finished=False)
@@ -316,7 +219,7 @@ class FluidEngine:
         """
         if not until_s >= self._now_s:
             raise JobError(f"cannot advance to {until_s!r} s: the simulation's clock is at now_s = {self._now_s!r}")
-        if self._freed:
+        if self._users.changed:  # runs removed: the others' levels change from now on
             self._reallocate(self._now_s, [])
         while True:
             while self._pending and not self._is_live(self._pending[0][1]):
@@ -333,8 +236,7 @@ class FluidEngine:
                 run = self._live.pop(heapq.heappop(self._ends)[1][0])
                 run.move_to(now)
                 run.done = float(run.total)
-                self._leave(run)
-                self._freed.extend(run.resources)
+                self._users.leave(run.spec.name, run.resources)
                 finished.append(run)
             started = []
             while self._pending and self._pending[0][0] <= now:
@@ -413,252 +315,27 @@ class FluidEngine:
         links = {i for i, _ in demand.links(frozenset())} | {i for i, _ in demand.links(every)}
         return tuple(sorted(links)) + tuple(sorted(len(self.capacity) + a for a in every))
 
-    def _leave(self, run: _Run) -> None:
-        """Take the ended run out of the resources' users."""
-        for r in run.resources:
-            users = self._users[r]
-            users.pop(run.spec.name, None)
-            if not users:
-                del self._users[r]
-
-    def _coupled(self, seeds: Sequence[int]) -> list[_Run]:
-        """The started runs that share resources with ``seeds``, directly or through other runs, by name."""
-        seen = set(seeds)
-        stack = list(seen)
-        names: set[str] = set()
-        live, users = self._live, self._users
-        while stack:
-            for name in users.get(stack.pop(), ()):
-                if name not in names:
-                    names.add(name)
-                    for r in live[name].resources:
-                        if r not in seen:
-                            seen.add(r)
-                            stack.append(r)
-        return [live[name] for name in sorted(names)]
-
-    def _independent(self, runs: Sequence[_Run], fill) -> list[float]:
-        """The levels of coupled ``runs`` whose communication overlaps independently
-        (``SimOptions.overlap``, ``docs/simulator-engines.md``): from the fill's, each run's level rises
-        until its own load and the others' loads *times the share of time they communicate* fill
-        one of its resources, or to its cap; the shares follow the levels, so this is iterated to a
-        fixed point (damped by half, at most :data:`OVERLAP_ROUNDS` rounds). A level never falls
-        below the fill's (jobs that always communicate together) and an INA job's aggregators keep
-        the spills the fill found. Each round is a few array operations over the (run, resource)
-        pairs of the component (:class:`_Coupling`)."""
-        n_links = len(self.capacity)
-        floors = np.array(fill.levels, dtype=float)
-        caps = np.array([_cap(run) for run in runs])
-        phases = [_phases(run.demand, fill.spilled[j], n_links) for j, run in enumerate(runs)]
-        c = _Coupling(phases, [_marginal(p, floor) for p, floor in zip(phases, floors, strict=True)],
-                      lambda r: self.capacity[r] if r < n_links else self._pat[r - n_links])
-        latency = np.array([run.latency_s for run in runs])
-        bound = np.array([run.bound_s for run in runs])
-        compute = np.array([run.spec.compute_s for run in runs])
-        x = floors.copy()
-        for _ in range(OVERLAP_ROUNDS):
-            loads = c.loads(x)
-            comm = latency + np.where(bound > 0, bound / np.maximum(x / caps, 1e-12), 0.0)
-            period = compute + comm
-            # the share of each run's iteration spent communicating at its level
-            shares = np.where(period > 0, comm / np.where(period > 0, period, 1.0), 1.0)
-            average = np.bincount(c.pair_res, weights=shares[c.pair_run] * loads, minlength=len(c.room))
-            own = loads[c.margin_pair]
-            others = average[c.pair_res[c.margin_pair]] - shares[c.margin_run] * own
-            step = np.full(len(runs), np.inf)
-            np.minimum.at(step, c.margin_run, (c.room[c.pair_res[c.margin_pair]] - own - others) / c.margin_w)
-            nxt = np.minimum(caps, np.maximum(floors, x + step))
-            moved = float(np.max(np.abs(x - nxt)))
-            x = (x + nxt) / 2
-            if moved <= OVERLAP_TOLERANCE * float(caps.max()):
-                break
-        return x.tolist()
-
-    def _cost(self, spec: SimJob) -> tuple[float, float, tuple[tuple[int, float], ...]]:
-        """(bandwidth bound, latency, per-link demand at full speed) of one iteration of ``spec``.
-
-        The bound is :func:`jobs.steps.job_bound_s`'s (the chained bound, bucket after bucket),
-        computed here over memoised routes and once per distinct bucket size and shape
-        (:meth:`_bucket_cost`)."""
-        memo = (spec.machines_by_rank, spec.collective, spec.bucket_bytes, spec.ina)
-        if memo in self._costs:
-            return self._costs[memo]
-        machines = spec.machines_by_rank
-        p = len(machines)
-        if collective_of(spec.collective).aggregates_in_fabric:
-            cost = self._ina_cost(spec)
-        elif len(set(machines)) == 1:  # every transfer in memory
-            for size in set(spec.bucket_bytes):
-                self._pattern(spec.collective, p, size)  # rejects what the pattern rejects
-            cost = (0.0, 0.0, ())
-        else:
-            per_size = {size: self._bucket_cost(spec, size) for size in sorted(set(spec.bucket_bytes))}
-            loads: dict[int, float] = {}
-            bound = crossing = 0.0
-            for size in spec.bucket_bytes:
-                b_bound, b_crossing, b_loads = per_size[size]
-                bound += b_bound
-                crossing += b_crossing
-                for i, nbytes in b_loads.items():
-                    loads[i] = loads.get(i, 0.0) + nbytes
-            demand = tuple((i, nbytes / bound) for i, nbytes in sorted(loads.items())) if bound else ()
-            cost = (bound, crossing * self.options.latency_s, demand)
-        self._costs[memo] = cost
-        return cost
-
-    def _ina_cost(self, spec: SimJob) -> tuple[float, float, tuple[tuple[int, float], ...] | AggregatedDemand]:
-        """An INA job's (bound, latency, demand) (:mod:`sim.ina`): its per-worker rate alone with
-        full aggregation is its busiest link's capacity over its streams there, and the bound is
-        its stream's bytes at that rate. Its level in the fill is its per-worker rate over the
-        fabric's fastest link (:attr:`_unit_rate`), the same unit for every INA job, so that INA
-        jobs share links and PAT as NetPack's Algorithm 1 has them (equal per-worker rates, each
-        up to its own, §2.3); its demand weighs each stream and each aggregator's use with that
-        unit and caps it at its rate alone. Latency: one per bucket (its last packet round-trips)."""
-        if spec.ina is None:
-            raise JobError(f"job {spec.name!r}: an INA job needs its PS host and INA switches (SimJob.ina)")
-        for s in spec.ina.switches:
-            if s not in self._aggregator_id:
-                raise JobError(f"job {spec.name!r}: INA switch {s!r} is not a switch of the topology")
-        names = self.link_names
-        routes = ina_routes(self.g, spec.machines_by_rank, spec.ina, lambda a, b: self._route(spec.name, a, b),
-                            job=spec.name, reverse=lambda i: self.link_id[names[i][::-1]])
-        results = self.options.ina_results
-        full = streams(routes, frozenset(), results)
-        if not full:
-            return 0.0, 0.0, ()
-        per_stream = min(self.capacity[i] / k for i, k in full.items())  # bytes/s, alone
-        bound = stream_bytes(spec.bucket_bytes, wire=self.options.mtu is not None,
-                             values_per_packet=self.options.ina_values_per_packet) / per_stream
-        aggregator, unit = self.aggregator_names, self._unit_rate
-
-        @functools.lru_cache(maxsize=None)
-        def links(spilled: frozenset[int]) -> tuple[tuple[int, float], ...]:
-            counts = streams(routes, frozenset(aggregator[a] for a in spilled), results)
-            return tuple((i, k * unit) for i, k in sorted(counts.items()))
-
-        aggregators = tuple((self._aggregator_id[t], unit) for t in routes.aggregators)
-        demand = AggregatedDemand(aggregators, links, cap=per_stream / unit)
-        return bound, len(spec.bucket_bytes) * self.options.latency_s, demand
-
-    def _bucket_cost(self, spec: SimJob, size: int) -> tuple[float, int, dict[int, float]]:
-        """One allreduce of ``size`` bytes: its chained bound (:func:`jobs.steps.chained_bound_s`), the
-        steps with a cross-machine transfer, and the bytes on each link.
-
-        These depend on the placement through its *shape* only: which ranks share a machine, which
-        links (up to their ids) each rank pair's route crosses, and those links' rates. Machines
-        and links are numbered by first appearance (ranks in order, then the pairs' routes), and
-        the cost of a shape, in those numbers, is kept for the next placement of that shape."""
-        machines = spec.machines_by_rank
-        machine_no: dict[str, int] = {}
-        ranks = tuple(machine_no.setdefault(m, len(machine_no)) for m in machines)
-        link_no: dict[int, int] = {}
-        routes = {}
-        for src, dst in self._rank_pairs(spec.collective, len(machines), size):
-            if ranks[src] != ranks[dst]:
-                routes[src, dst] = tuple(link_no.setdefault(i, len(link_no))
-                                         for i in self._route(spec.name, machines[src], machines[dst]))
-        links = list(link_no)
-        shape = (spec.collective, size, ranks, tuple(routes.values()), tuple(self.capacity[i] for i in links))
-        cost = self._shapes.get(shape)
-        if cost is None:
-            cost = self._shapes[shape] = self._shape_cost(spec.collective, size, ranks, routes, shape[-1])
-            if len(self._shapes) > MEMO_BUCKET_SHAPES:
-                self._shapes.popitem(last=False)
-        else:
-            self._shapes.move_to_end(shape)
-        bound, crossing, loads = cost
-        return bound, crossing, {links[n]: nbytes for n, nbytes in loads.items()}
-
-    def _shape_cost(self, collective: str, size: int, ranks: tuple[int, ...], routes: Mapping[tuple[int, int], tuple],
-                    capacity: Sequence[float]) -> tuple[float, int, dict[int, float]]:
-        """:meth:`_bucket_cost` of a shape: ``ranks`` the machine number of each rank, ``routes`` the
-        link numbers of each cross-machine rank pair's route, ``capacity`` each link number's rate."""
-        mtu = self.options.mtu
-        done = [0.0] * len(ranks)
-        total: dict[int, float] = {}
-        crossing = 0
-        for step in self._pattern(collective, len(ranks), size):
-            step_loads: dict[int, float] = {}
-            paths = []
-            for src, dst, nbytes in step:
-                if ranks[src] == ranks[dst] or nbytes == 0:
-                    paths.append(())
-                    continue
-                path = routes[src, dst]
-                paths.append(path)
-                cost = wire_bytes(nbytes, mtu) if mtu else nbytes
-                for i in path:
-                    step_loads[i] = step_loads.get(i, 0.0) + cost
-            if step_loads:
-                crossing += 1
-            finished = list(done)
-            for (src, dst, _), path in zip(step, paths, strict=True):
-                length = max((step_loads[i] / capacity[i] for i in path), default=0.0)
-                end = done[src] + length
-                finished[src] = max(finished[src], end)
-                finished[dst] = max(finished[dst], end)
-            done = finished
-            for i, nbytes in step_loads.items():
-                total[i] = total.get(i, 0.0) + nbytes
-        return max(done, default=0.0), crossing, total
-
-    def _pattern(self, collective: str, p: int, size: int) -> list:
-        """:func:`jobs.patterns.replay_pattern`, the most recently used kept."""
-        key = (collective, p, size)
-        steps = self._patterns.get(key)
-        if steps is None:
-            steps = self._patterns[key] = replay_pattern(collective, p, size)
-            if len(self._patterns) > MEMO_PATTERNS:
-                self._patterns.popitem(last=False)
-        else:
-            self._patterns.move_to_end(key)
-        return steps
-
-    def _rank_pairs(self, collective: str, p: int, size: int) -> tuple[tuple[int, int], ...]:
-        """The ``(src, dst)`` rank pairs that some transfer of the pattern joins, sorted (kept)."""
-        key = (collective, p, size)
-        pairs = self._pairs.get(key)
-        if pairs is None:
-            pairs = self._pairs[key] = tuple(sorted({(src, dst) for step in self._pattern(collective, p, size)
-                                                     for src, dst, nbytes in step if nbytes}))
-        return pairs
-
-    def _route(self, job: str, a: str, b: str) -> tuple[int, ...]:
-        """The link ids of the ECMP route from machine ``a`` to ``b`` (memoised)."""
-        path = self._paths.get((a, b))
-        if path is None:
-            path = tuple(self.link_id[link] for link in path_links(self._routes.path(a, b)))
-            for i in path:
-                if self.capacity[i] <= 0:
-                    u, v = self.link_names[i]
-                    raise TopologyError(f"job {job!r}: link {u}->{v} has no positive rate")
-            self._paths[(a, b)] = path
-        return path
-
     def _reallocate(self, now: float, started: Sequence[_Run]) -> None:
         """Fill again the levels of the runs coupled to the runs just ``started`` and to the resources
-        of those that ended (:attr:`_freed`); the others keep theirs. A run whose level changes is
+        of those that ended since the last fill; the others keep theirs. A run whose level changes is
         brought to ``now`` first, and its finish time queued again."""
-        seeds = self._freed
-        self._freed = []
         for run in started:
             if run.demand:
-                for r in run.resources:
-                    self._users.setdefault(r, {})[run.spec.name] = None
-                seeds.extend(run.resources)
+                self._users.join(run.spec.name, run.resources)
             else:  # loads nothing: at full speed from now on
                 run.version += 1
                 heapq.heappush(self._ends, (run.finish_time(), run.key, run.version))
-        if not seeds:
+        if not self._users.changed:
             return
-        loaded = self._coupled(seeds)
+        _, names = self._users.component(lambda name: self._live[name].resources)
+        loaded = [self._live[name] for name in sorted(names)]
         fill = fill_levels([run.demand for run in loaded], self.capacity, self._pat)
-        levels = fill.levels
-        if self.options.overlap == "independent" and len(loaded) > 1:
-            levels = self._independent(loaded, fill)
+        n_links, pat = len(self.capacity), self._pat
+        levels = self.overlap.levels(loaded, fill, n_links,
+                                     lambda r: self.capacity[r] if r < n_links else pat[r - n_links])
         for run, level, spilled in zip(loaded, levels, fill.spilled, strict=True):
             if isinstance(run.demand, AggregatedDemand):  # a rate in the INA unit: relative to its own cap
-                alone = _cap(run)
+                alone = level_cap(run.demand)
                 level, spilled = level / alone, {a: at / alone for a, at in spilled.items()}
             level = max(level, 1e-12)
             run.spilled = spilled

@@ -18,9 +18,10 @@ from jobs.models import get_model, scaled_buckets
 from jobs.steps import job_bound_s
 from sim.backend import FluidSimBackend
 from sim.flowsim import SimJob, SimOptions, simulate
-from sim.fluid import FluidEngine, _Coupling
+from sim.fluid import FluidEngine
 from sim.ina import InaSpec
 from sim.maxmin import maxmin_levels
+from sim.overlap import Coupling
 from topo import fat_tree, leaf_spine, machines
 
 B_MBPS = 100.0
@@ -381,9 +382,17 @@ def test_the_couplings_loads_follow_each_demands_phases():
     run 1 loads resource 7 at weight 4: at levels 0.8 and 0.25 the pairs carry 2 x 0.5 + 0.3, 0.3 and
     1.0; the margins are the phase above each floor, and the rooms the resources' capacities."""
     phases = [[(0.0, {3: 2.0}), (0.5, {3: 1.0, 7: 1.0})], [(0.0, {7: 4.0})]]
-    c = _Coupling(phases, [{3: 1.0, 7: 1.0}, {7: 4.0}], {3: 10.0, 7: 20.0}.__getitem__)
+    c = Coupling(phases, [{3: 1.0, 7: 1.0}, {7: 4.0}], {3: 10.0, 7: 20.0}.__getitem__)
     pairs = zip(c.pair_run.tolist(), c.pair_res.tolist(), strict=True)
     loads = dict(zip(pairs, c.loads(np.array([0.8, 0.25])).tolist(), strict=True))
     assert loads == pytest.approx({(0, 0): 1.3, (0, 1): 0.3, (1, 1): 1.0})
     assert sorted(zip(c.margin_run.tolist(), c.margin_w.tolist(), strict=True)) == [(0, 1.0), (0, 1.0), (1, 4.0)]
     assert c.room.tolist() == [10.0, 20.0]
+
+
+def test_every_overlap_a_config_may_name_has_its_strategy():
+    """``SimOptions.overlap``'s names and the fluid engine's overlap strategies are the same list."""
+    from sim.flowsim import OVERLAPS
+    from sim.overlap import OVERLAP_MODELS
+
+    assert tuple(OVERLAP_MODELS) == OVERLAPS
