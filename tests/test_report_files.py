@@ -73,3 +73,17 @@ def test_report_refuses_what_is_not_a_saved_run_in_one_line(tmp_path):
     assert_clean_error(run_cli("report", str(tmp_path / "nope")), "not a finished run's directory (no summary.json)")
     (tmp_path / "summary.json").write_text('{"backend": "sim", "policies": [{"policy": "x"}]}')
     assert_clean_error(run_cli("report", str(tmp_path)), "not a summary this version writes")
+
+
+def test_a_run_without_plots_draws_none_and_report_draws_them_later(tmp_path):
+    """`plots: false`: the run writes its tables, CSV and JSON but no PNG, and says how to draw
+    them; `report` draws them from its files."""
+    ran = run_cli("--backend", "sim", "--results", str(tmp_path), "-q", "--set", "plots=false",
+                  "--set", "policies=[consolidate,spread]", "--set", "iterations=2")
+    assert ran.returncode == 0, ran.stderr
+    (run,) = tmp_path.iterdir()
+    assert not list(run.glob("*.png")) and (run / "summary.json").exists() and (run / "jobs.csv").exists()
+    assert f"plots: not drawn (plots: false); python3 run_testbed.py report {run} draws them" in ran.stdout
+    cp = run_cli("report", str(run))
+    assert cp.returncode == 0, cp.stderr
+    assert {"policies.png", "timelines.png"} <= {p.name for p in run.glob("*.png")}

@@ -533,6 +533,9 @@ class ExperimentConfig:
             rejects a configuration whose lower-bound wall-time estimate (see
             :func:`wall_time_lower_bound_s`) exceeds it.
         results_dir: where ``<timestamp>-<name>/`` run directories go.
+        plots: draw the run's PNG plots as it ends; ``false`` writes its tables, CSV and JSON only
+            (``run_testbed.py report RUN_DIR`` draws its plots from those files later, all but
+            ``queues.png``).
     """
 
     name: str = rule_field(Name(), "experiment")
@@ -568,6 +571,7 @@ class ExperimentConfig:
     job_timeout_s: float = rule_field(Real(1, 10_000_000), 300.0)
     time_limit_s: float = rule_field(Real(0, 10_000_000, lo_open=True), 3600.0)
     results_dir: str = rule_field(Text(), "results")
+    plots: bool = rule_field(Boolean(), True)
 
 
 def load(path: str) -> ExperimentConfig:

@@ -611,10 +611,10 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
     text = report_text(summaries, caps.get("backend"), timelines, bool(measured), unplaced)
     with open(os.path.join(run_dir, "report.txt"), "w") as f:
         f.write(text + "\n")
-    plots = summary_plots(run_dir, summaries, timelines)
+    plots = summary_plots(run_dir, summaries, timelines) if cfg.plots else []
     if measured:
-        plots += write_queue_report(run_dir, measured)
-    plots += write_file_plots(run_dir)
+        plots += write_queue_report(run_dir, measured, cfg.plots)
+    plots += write_file_plots(run_dir) if cfg.plots else []
     print("\n" + text, file=stream)
     files = ["summary.json", "summary.csv", "jobs.csv", "link_bytes.csv", "link_checks.csv", "report.txt"]
     files += ["queues.csv"] if measured else []
@@ -622,6 +622,9 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
     files += ["ina.csv"] if any(s.ina is not None for s in summaries) else []
     print(f"\nresults: {run_dir} ({', '.join(files + [os.path.basename(p) for p in plots])})", file=stream,
           flush=True)
+    if not cfg.plots:
+        print(f"plots: not drawn (plots: false); python3 run_testbed.py report {run_dir} draws them", file=stream,
+              flush=True)
 
 
 def report_text(summaries: Sequence[PolicySummary], backend: str | None, timelines: Mapping[str, Sequence],
@@ -887,8 +890,9 @@ def busiest_ports(samples: dict, n: int = BUSIEST_PORTS) -> list:
     return [link for link in ranked[:n] if mean_backlog(samples[link]) > 0]
 
 
-def write_queue_report(run_dir: str, results: dict[str, PolicyResult]) -> list[str]:
-    """``queues.csv`` (backlog samples of each policy's busiest ports) and ``queues.png``. Returns the PNGs."""
+def write_queue_report(run_dir: str, results: dict[str, PolicyResult], plot: bool = True) -> list[str]:
+    """``queues.csv`` (backlog samples of each policy's busiest ports) and, with ``plot``, ``queues.png``.
+    Returns the PNGs."""
     from measure.linkstats import read_queue_samples
 
     chosen = {}
@@ -908,7 +912,7 @@ def write_queue_report(run_dir: str, results: dict[str, PolicyResult]) -> list[s
                     w.writerow([spec, round(row["t"] - t0, 3), u, v, row.get("backlog_bytes"), row.get("backlog_pkts"),
                                 row.get("drops"), row.get("marks"), "" if vq is None else round(vq / 1e3, 1)])
     chosen = {spec: links for spec, links in chosen.items() if links}
-    if not chosen:
+    if not chosen or not plot:
         return []
     import matplotlib
 
