@@ -46,7 +46,7 @@ def test_cassinis_shift_interleaves_two_jobs_on_a_shared_bottleneck(emulation_ok
 
     cfg = config.load(os.path.join(ROOT, "experiments", "cassini.yaml"))
     cfg = dataclasses.replace(cfg, iterations=6, warmup_iterations=1, policies=("cassini,inner=spread",),
-                              results_dir=str(tmp_path))
+                              results_dir=str(tmp_path), plots=False)
     with open(os.devnull, "w") as quiet:
         run_dir = run_experiment(cfg, Progress(quiet))
     pdir = os.path.join(run_dir, "cassini_inner=spread")

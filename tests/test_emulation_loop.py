@@ -33,7 +33,7 @@ def test_arrival_and_preemption_on_the_emulator(emulation_ok, tmp_path):
                  {"name": "b", "model": "resnet50", "workers": 4, "arrival_s": 1.0}],
         "scheduler": "tiresias,thresholds_gpu_s=2", "policies": ["consolidate"],
         "iterations": ITERATIONS, "warmup_iterations": 1, "ecn": {"marking": "optional"},
-        "results_dir": str(tmp_path)})
+        "results_dir": str(tmp_path), "plots": False})
     with open(os.devnull, "w") as quiet:
         run_dir = run_experiment(cfg, Progress(quiet))
     pdir = os.path.join(run_dir, "consolidate")
@@ -73,7 +73,8 @@ def test_a_sweep_runs_on_the_emulator_through_the_driver(emulation_ok, tmp_path)
         "name": "emusweep", "scale": SCALE, "dilation": 2,
         "topology": {"kind": "leaf_spine", "n_leaf": 1, "n_spine": 1, "hosts_per_leaf": 2, "gpus_per_machine": 1},
         "jobs": [{"name": "a", "model": "resnet50", "workers": 2}], "policies": ["consolidate"],
-        "iterations": 2, "warmup_iterations": 1, "ecn": {"marking": "off"}, "results_dir": str(tmp_path)})
+        "iterations": 2, "warmup_iterations": 1, "ecn": {"marking": "off"}, "results_dir": str(tmp_path),
+        "plots": False})
     lines: list[str] = []
     result = run_sweep(cfg, parse_vary("iterations=2,3"), (1,), say=lines.append, backend="emu")
     assert "policies on the emulated network" in lines[0]

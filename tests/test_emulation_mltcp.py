@@ -67,7 +67,7 @@ def test_the_hosts_run_mltcp_and_the_run_unregisters_it(variant, emulation_ok, t
     if kernel_missing():
         pytest.skip(f"MLTCP: {kernel_missing()}")
     cfg = config.load(os.path.join(ROOT, "experiments", "cassini_mltcp.yaml"))
-    cfg = dataclasses.replace(cfg, iterations=3, warmup_iterations=1, results_dir=str(tmp_path),
+    cfg = dataclasses.replace(cfg, iterations=3, warmup_iterations=1, results_dir=str(tmp_path), plots=False,
                               congestion_control=variant)
     with open(os.devnull, "w") as quiet, StatsWatch(variant) as watch:
         run_dir = run_experiment(cfg, Progress(quiet))

@@ -38,7 +38,7 @@ def test_titan_motivating_example_measured(emulation_ok, tmp_path):
         "scale": SCALE, "background": background,
         "jobs": [{"name": "hd4", "model": "vgg16", "workers": 4, "collective": "hd"}],
         "policies": list(EXPECTED), "iterations": ITERATIONS, "warmup_iterations": WARMUP,
-        "results_dir": str(tmp_path)})
+        "results_dir": str(tmp_path), "plots": False})
     with open(os.devnull, "w") as quiet:
         run_dir = run_experiment(cfg, Progress(quiet))
     with open(os.path.join(run_dir, "summary.json")) as f:
