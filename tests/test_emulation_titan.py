@@ -16,7 +16,7 @@ from conftest import SCALE
 
 pytestmark = pytest.mark.emulation
 
-ITERATIONS, WARMUP = 3, 1
+ITERATIONS, WARMUP = 2, 0
 WIRE_PER_PAYLOAD = 1514 / 1448  # frame bytes per payload byte of a full-size TCP segment (MTU 1500)
 EXPECTED = {  # policy -> (cluster machines in use, cross-machine bytes per allreduce in units of M)
     "elasticflow": (4, 0.0),
