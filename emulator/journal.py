@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from common import registry
 from common.errors import EmulationError
@@ -403,11 +403,25 @@ class RunJournal:
             self._save()
         return change
 
+    def add_all(self, changes: Iterable[Change]) -> list[Change]:
+        """Record changes about to be made, in one write (call before making any of them)."""
+        changes = list(changes)
+        with self._lock:
+            self.changes.extend(changes)
+            self._save()
+        return changes
+
     def discard(self, change: Change) -> None:
         """Forget a change already undone by its owner (e.g. a finished worker)."""
+        self.discard_all([change])
+
+    def discard_all(self, changes: Iterable[Change]) -> None:
+        """Forget changes already undone, in one write."""
+        gone = set(changes)
         with self._lock:
-            if change in self.changes:
-                self.changes.remove(change)
+            kept = [c for c in self.changes if c not in gone]
+            if len(kept) != len(self.changes):
+                self.changes = kept
                 self._save()
 
     def undo(self, change: Change) -> str | None:
@@ -450,11 +464,8 @@ class RunJournal:
                     results = undo_group(group)
                 except Exception as e:  # noqa: BLE001 - one step's failure must not stop the others
                     results = dict.fromkeys(group, f"{type(e).__name__}: {e}")
-                for change, why in results.items():
-                    if why is None:
-                        self.discard(change)
-                    else:
-                        failures.append(f"{change.describe()}: {why}")
+                self.discard_all(change for change, why in results.items() if why is None)
+                failures += [f"{change.describe()}: {why}" for change, why in results.items() if why is not None]
         finally:
             if shield:
                 for sig, handler in previous.items():

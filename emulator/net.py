@@ -209,22 +209,26 @@ class EmulatedNetwork(StartStop):
             d = self.g.nodes[m]
             self.hosts[m] = self.mn.addHost(m, ip=f"{d['ip']}/8", mac=d["mac"], **self._node_params(m))
             self.record.add(process_change(_shell_pid(self.hosts[m]), f"machine {m} shell"))
+        # Recorded together, so they are undone together: one Open vSwitch transaction per server.
+        self.record.add_all(Change("bridge", s, what="switch", via=self.via(s)) for s in switches(self.g))
         for s in switches(self.g):
             d = self.g.nodes[s]
-            self.record.add(Change("bridge", s, what="switch", via=self.via(s)))
             sw = self.mn.addSwitch(s, cls=switch_cls, dpid=f"{d['dpid']:016x}", datapath=self.datapath,
                                    failMode="secure", protocols="OpenFlow13", **self._node_params(s))
             self.record.add(process_change(_shell_pid(sw), f"switch {s} shell"))
-        for u, v, d in sorted(self.g.edges(data=True)):
-            pu, pv = d["ports"][u], d["ports"][v]
-            for node, other, port in ((u, v, pu), (v, u, pv)):
-                name = f"{node}-eth{port}"
-                self.record.add(Change("link", name, what=f"{node} port to {other}", via=self.via(node)))
+        edges = sorted(self.g.edges(data=True))
+        links = []
+        for u, v, d in edges:
+            for node, other in ((u, v), (v, u)):
+                name = f"{node}-eth{d['ports'][node]}"
+                links.append(Change("link", name, what=f"{node} port to {other}", via=self.via(node)))
                 if self.g.nodes[node]["role"] == "switch":
                     self.switch_intfs[(node, other)] = name
                 else:
                     self.host_intf[node] = name
-            self.mn.addLink(u, v, port1=pu, port2=pv)
+        self.record.add_all(links)
+        for u, v, d in edges:
+            self.mn.addLink(u, v, port1=d["ports"][u], port2=d["ports"][v])
         self.mn.build()
         self._configure_hosts()
         self.mn.start()
