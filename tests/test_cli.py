@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import importlib
 import os
 import signal
@@ -9,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CLI, ROOT, leftovers, read_until, run_cli, two_rack_run
+from conftest import CLI, ROOT, leftovers, read_until, run_cli, two_rack_run, wait_until
 
 DEFAULT = os.path.join(ROOT, "experiments", "default.yaml")
 
@@ -149,15 +150,21 @@ def test_a_network_predicted_not_to_fit_is_refused_before_anything_starts(emulat
 
 @pytest.mark.emulation
 def test_interrupted_run_leaves_nothing(emulation_ok, tmp_path):
-    """SIGINT while jobs run: exit code 130, and no bridge, interface, namespace process or controller is left.
-    The smallest network with every kind of part a run makes (:func:`conftest.two_rack_run`) and a job
-    long enough to be running when the signal lands."""
+    """SIGINT while the job's ranks are recording iterations: exit code 130, and no bridge, interface, namespace
+    process or controller is left. The smallest network with every kind of part a run makes
+    (:func:`conftest.two_rack_run`) and a job long enough to be running when the signal lands."""
     cfg = tmp_path / "long.yaml"
     cfg.write_text(two_rack_run(100))
     proc = subprocess.Popen([*CLI, "-c", str(cfg), "--results", str(tmp_path / "res")], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen = read_until(proc, "wave 0:")
-    seen += read_until(proc, "iterations:")  # the workers are running and recording
+
+    def recording():  # every rank has recorded an iteration
+        assert proc.poll() is None, f"the run ended before its ranks recorded: {''.join(seen)}"
+        records = glob.glob(str(tmp_path / "res" / "*" / "spread" / "jobs" / "j" / "j-rank*.jsonl"))
+        return len(records) == 2 and all(os.path.getsize(r) for r in records)
+
+    wait_until(recording, 120, "both ranks recording iterations")
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, "".join(seen) + out
