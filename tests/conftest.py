@@ -433,6 +433,19 @@ def read_table(text: str, first_header: str, nth: int = 0) -> list[dict[str, str
     return rows
 
 
+TWO_RACKS = "topology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_leaf: 1}\n"
+"""The smallest network with every kind of part a run makes (switches with their port pipes, hosts,
+the controller, workers): two machines, each under its own leaf, and one spine."""
+
+
+def two_rack_run(iterations: int, model: str = "resnet50", policy: str = "spread", extra: str = "") -> str:
+    """A run's config on :data:`TWO_RACKS`: one ring job ``j`` of ``model`` on 2 workers, ``iterations``
+    measured and none to warm up, placed by ``policy`` (``spread``: one worker on each machine, so its
+    traffic crosses both leaves and the spine); ``extra`` is YAML added to it."""
+    return (f"{TWO_RACKS}jobs: [{{name: j, model: {model}, workers: 2, collective: ring}}]\n"
+            f"policies: [{policy}]\niterations: {iterations}\nwarmup_iterations: 0\n{extra}")
+
+
 def run_cli(*args, env=None, timeout=60, **kw) -> subprocess.CompletedProcess:
     """Run ``run_testbed.py`` with ``args`` from the repository and return the completed process (output
     captured as text)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import importlib
 import os
 import signal
@@ -9,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CLI, ROOT, leftovers, read_until, run_cli
+from conftest import CLI, ROOT, leftovers, read_until, run_cli, two_rack_run, wait_until
 
 DEFAULT = os.path.join(ROOT, "experiments", "default.yaml")
 
@@ -149,17 +150,21 @@ def test_a_network_predicted_not_to_fit_is_refused_before_anything_starts(emulat
 
 @pytest.mark.emulation
 def test_interrupted_run_leaves_nothing(emulation_ok, tmp_path):
-    """SIGINT while jobs run: exit code 130, and no bridge, interface, namespace process or controller is left.
-    The smallest network with every kind of part a run makes (switches with their port pipes, hosts, the
-    controller, workers) and a job long enough to be running when the signal lands."""
+    """SIGINT while the job's ranks are recording iterations: exit code 130, and no bridge, interface, namespace
+    process or controller is left. The smallest network with every kind of part a run makes
+    (:func:`conftest.two_rack_run`) and a job long enough to be running when the signal lands."""
     cfg = tmp_path / "long.yaml"
-    cfg.write_text("topology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_leaf: 1}\n"
-                   "jobs: [{name: j, model: resnet50, workers: 2, collective: ring}]\n"
-                   "policies: [spread]\niterations: 100\nwarmup_iterations: 0\n")
+    cfg.write_text(two_rack_run(100))
     proc = subprocess.Popen([*CLI, "-c", str(cfg), "--results", str(tmp_path / "res")], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen = read_until(proc, "wave 0:")
-    seen += read_until(proc, "iterations:")  # the workers are running and recording
+
+    def recording():  # every rank has recorded an iteration
+        assert proc.poll() is None, f"the run ended before its ranks recorded: {''.join(seen)}"
+        records = glob.glob(str(tmp_path / "res" / "*" / "spread" / "jobs" / "j" / "j-rank*.jsonl"))
+        return len(records) == 2 and all(os.path.getsize(r) for r in records)
+
+    wait_until(recording, 120, "both ranks recording iterations")
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, "".join(seen) + out
@@ -169,12 +174,13 @@ def test_interrupted_run_leaves_nothing(emulation_ok, tmp_path):
 
 @pytest.mark.emulation
 def test_policy_that_cannot_place_is_reported_and_others_run(emulation_ok, tmp_path):
-    """ElasticFlow rounds a 6-worker job up to 8 GPUs, more than the 7 free: it waits for ever. The run reports
-    that policy, still runs consolidation, writes both to summary.json and exits 3."""
+    """ElasticFlow rounds a 3-worker job up to 4 GPUs, more than the 3 free: it waits for ever. The run reports
+    that policy, still runs consolidation (its 3 workers on both machines), writes both to summary.json and
+    exits 3."""
     cfg = tmp_path / "x.yaml"
     cfg.write_text("topology: {kind: leaf_spine, n_leaf: 1, n_spine: 1, hosts_per_leaf: 2}\n"
-                   "background: {h1: 1}\n"
-                   "jobs: [{name: j, model: resnet50, workers: 6, collective: ring}]\n"
+                   "background: {h1: 3, h2: 2}\n"
+                   "jobs: [{name: j, model: small_cnn, workers: 3, collective: ring}]\n"
                    "policies: [elasticflow, consolidate]\niterations: 2\nwarmup_iterations: 0\n")
     cp = run_cli("-c", str(cfg), "--results", str(tmp_path / "res"), timeout=300)
     assert cp.returncode == 3, cp.stdout + cp.stderr
@@ -188,11 +194,8 @@ def test_policy_that_cannot_place_is_reported_and_others_run(emulation_ok, tmp_p
     assert leftovers() == []
 
 
-TINY = ("topology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_leaf: 1}\n"
-        "jobs: [{name: j, model: resnet50, workers: 2, collective: ring}]\n"
-        "background: {h1: 3, h2: 3}\n"
-        "policies: [consolidate]\niterations: 2\nwarmup_iterations: 0\n")
-
+TINY = two_rack_run(2, model="small_cnn")
+"""A run that finishes, of the smallest model, with traffic over every switch."""
 
 WITHOUT_RED = ("import runpy, sys\n"
                "from emulator import capabilities\n"
@@ -236,7 +239,7 @@ def test_optional_ecn_that_cannot_run_says_not_measured(emulation_ok, tmp_path):
     assert s["ecn_method"] == "none" and s["ecn_marks"] is None and s["ecn_marks_busiest_port"] is None
     assert summary["capabilities"]["ecn_why"] == "ECN not measured: the kernel has no sch_red (RED qdisc)"
     assert "red" not in summary["capabilities"]["qdiscs"] and summary["capabilities"]["qdiscs"]["htb"]
-    measurements = json.loads((run_dir / "consolidate" / "measurements.json").read_text())
+    measurements = json.loads((run_dir / "spread" / "measurements.json").read_text())
     assert all(w["window_link_marks"] is None and w["ecn"] is None for w in measurements["waves"])
     assert all(h["tcp_ecn"] != "1" for h in measurements["ecn"]["hosts"].values())
     assert leftovers() == []

@@ -23,13 +23,15 @@ SMALL = ("--set", "topology={kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_
          "--set", "background={}",
          "--set", "jobs=[{name: resnet-b, model: resnet50, workers: 3, collective: gloo}, "
                   "{name: cnn-a, model: small_cnn, workers: 3, collective: hd}]",
-         "--iterations", "2")
+         "--set", "warmup_iterations=1",
+         "--iterations", "1")
 """The default experiment cut to what the emulated test checks (`make run` runs it whole): two racks of
 two 2-GPU machines at the default's link rate, and two of its jobs on 3 workers each, so that every
 policy places both on more than one machine (cross-machine traffic everywhere) and spreading uses more
 machines than packing; resnet-b (bandwidth-bound, estimated ~0.11 s per iteration) and cnn-a (a few ms)
-give the validation two kinds of job to correlate. 2 measured iterations instead of 10. Everything else
-(ECN required, the simulator's estimates and ECN marks, waves, replay, scale, dilation) is the default's."""
+give the validation two kinds of job to correlate. 1 measured iteration after 1 to warm up, instead of 10
+after 2. Everything else (ECN required, the simulator's estimates and ECN marks, waves, replay, scale,
+dilation) is the default's."""
 
 
 def kernel_datapath_in_use() -> bool:

@@ -22,16 +22,15 @@ from conftest import (
     needs,
     read_until,
     ring_bound_ratio,
+    two_rack_run,
     wait_until,
 )
 
 pytestmark = pytest.mark.emulation
 
-TINY_DOCKER = ("topology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_leaf: 1}\n"
-               "jobs: [{name: j, model: resnet50, workers: 2, collective: ring}]\n"
-               "background: {h1: 3, h2: 3}\n"
-               "container: {engine: docker, cpus: 1}\n"
-               "policies: [consolidate]\niterations: 20\nwarmup_iterations: 0\n")
+TINY_DOCKER = two_rack_run(20, extra="container: {engine: docker, cpus: 1}\n")
+"""The smallest run (:func:`conftest.two_rack_run`) with each machine's worker in a container: long
+enough to be running when a signal lands."""
 
 
 def _ours(*filters: str) -> list[str]:

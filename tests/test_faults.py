@@ -17,18 +17,17 @@ import subprocess
 import threading
 
 import pytest
-from conftest import CLI, ROOT, scan_processes, session_ifname, wait_until
+from conftest import CLI, ROOT, scan_processes, session_ifname, two_rack_run, wait_until
 
 pytestmark = pytest.mark.emulation
 
 RUN_MARKERS = ("controller.serve", "-is mininet:", "workers.agent", "workers.worker", "emulator.tcpcheck")
 SYSCTLS = ("net/ipv4/tcp_allowed_congestion_control", "net/ipv4/tcp_congestion_control")
-# Two machines on two leaves, one long job: the wave runs for minutes unless a fault ends it.
-LONG = ("topology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_leaf: 1}\n"
-        "jobs: [{name: j, model: resnet50, workers: 8, collective: ring}]\n"
-        "policies: [consolidate]\niterations: 400\nwarmup_iterations: 0\ncongestion_control: reno\n")
-SHORT = LONG.replace("iterations: 400", "iterations: 2")
-
+LONG = two_rack_run(400, extra="congestion_control: reno\n")
+"""The smallest run with every kind of part (and a congestion control to set): a wave that runs for
+minutes unless a fault ends it."""
+SHORT = two_rack_run(1, model="small_cnn", extra="congestion_control: reno\n")
+"""The same network and job as :data:`LONG`, one iteration of the smallest model: a run that finishes."""
 
 def machine_state() -> dict:
     """What a run could change on this machine, now."""
@@ -188,25 +187,6 @@ def test_signals_stop_the_run_and_leave_the_machine_as_before(before, tmp_path, 
         assert nxt.finish() == 0, nxt.text
 
 
-def test_kill_9_of_the_runner_then_clean(before, tmp_path):
-    """kill -9 leaves the network behind, recorded; the next run refuses to start and names `clean`;
-    `clean` undoes exactly the record, and then a run succeeds."""
-    run = Run(tmp_path, LONG)
-    run.wait_for("ranks joined")
-    run.signal(signal.SIGKILL)
-    run.finish()
-    left = machine_state()
-    assert left["records"] and left["bridges"], left
-    refused = Run(tmp_path, SHORT, "refused")
-    refused.finish()
-    assert_one_line_error(refused, 2, "run_testbed.py clean")
-    cp = subprocess.run([*CLI, "clean"], capture_output=True, text=True, timeout=240, cwd=ROOT)
-    assert cp.returncode == 0 and "Traceback" not in cp.stdout + cp.stderr, cp.stdout + cp.stderr
-    assert machine_state() == before
-    ok = Run(tmp_path, SHORT, "ok")
-    assert ok.finish() == 0, ok.text
-
-
 def test_controller_death_fails_the_run_naming_it(before, tmp_path):
     """kill -9 of the controller during a wave: the run fails (exit 2) with one line naming the
     controller, long before the wave could have finished, instead of reporting idle links."""
@@ -230,10 +210,12 @@ def test_worker_death_fails_the_run_naming_it(before, tmp_path):
     assert_one_line_error(run, 2, "job 'j'")
 
 
-def test_clean_leaves_what_is_not_ours(before, tmp_path):
-    """A foreign OVS bridge, a foreign file in /tmp and a foreign process named `controller` all survive
-    `clean`, with and without a killed run's leftovers to undo; a run whose bridge name is taken by a
-    foreign bridge refuses to start and leaves that bridge alone."""
+def test_kill_9_of_the_runner_then_clean_which_leaves_what_is_not_ours(before, tmp_path):
+    """Beside a foreign OVS bridge, a foreign file in /tmp and a foreign process named `controller`:
+    kill -9 leaves the network behind, recorded; the next run refuses to start and names `clean`;
+    `clean` undoes exactly the record and the foreign things all survive it, with a killed run's
+    leftovers to undo and again with none; a run whose bridge name is taken by a foreign bridge
+    refuses to start and leaves that bridge alone; then a run succeeds."""
     foreign = session_ifname("foreign")
     foreign_file = tmp_path / "foreign-file"
     tmp_file = f"/tmp/mn-{foreign}-keep-me.sock"  # named like Mininet's sockets
@@ -246,13 +228,20 @@ def test_clean_leaves_what_is_not_ours(before, tmp_path):
         with open(tmp_file, "w") as f:
             f.write("not ours\n")
         foreign_file.write_text("not ours\n")
+        with_foreign = machine_state()
         run = Run(tmp_path, LONG)
         run.wait_for("ranks joined")
         run.signal(signal.SIGKILL)
         run.finish()
+        left = machine_state()
+        assert left["records"] and set(left["bridges"]) > set(with_foreign["bridges"]), left
+        refused = Run(tmp_path, SHORT, "refused")
+        refused.finish()
+        assert_one_line_error(refused, 2, "run_testbed.py clean")
         for _ in range(2):  # with leftovers to undo, then with none
             cp = subprocess.run([*CLI, "clean"], capture_output=True, text=True, timeout=240, cwd=ROOT)
-            assert cp.returncode == 0, cp.stdout + cp.stderr
+            assert cp.returncode == 0 and "Traceback" not in cp.stdout + cp.stderr, cp.stdout + cp.stderr
+            assert machine_state() == with_foreign
             assert proc.poll() is None and os.path.exists(tmp_file) and foreign_file.exists()
             assert foreign in subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout.split()
         subprocess.run(["ovs-vsctl", "add-br", "l1"], check=True)  # a bridge named like one of the run's switches
@@ -263,6 +252,8 @@ def test_clean_leaves_what_is_not_ours(before, tmp_path):
             assert "l1" in subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout.split()
         finally:
             subprocess.run(["ovs-vsctl", "--if-exists", "del-br", "l1"], check=True)
+        ok = Run(tmp_path, SHORT, "ok")
+        assert ok.finish() == 0, ok.text
     finally:
         proc.kill()
         proc.wait()
