@@ -83,12 +83,14 @@ def _bytes_per_link(line: str) -> tuple[float, float]:
 
 
 def test_cluster_smallest(emulation_ok):
-    """bench/cluster.py, a 2-rack ring of 1 iteration at D = 1 on one machine and on it plus a loopback
-    server: a row per network, and every link carries the same bytes in both (within 1%)."""
+    """bench/cluster.py, a 2-rack ring of resnet50's buckets for 1 iteration at D = 1 on one machine
+    and on it plus a loopback server: a row per network, and every link carries the same bytes in
+    both (within 1%): a job spread over two servers moves what it moves on one
+    (tests/test_emulation_cluster.py checks such a job's placement and time against its bound)."""
     from emulator.loopback_server import SSHD
 
     needs(None if os.path.exists(SSHD) else f"{SSHD} is not installed (openssh-server)", "cluster mode")
-    out = run_bench("cluster.py", "--iterations", "1", "--dilation", "1")
+    out = run_bench("cluster.py", "--iterations", "1", "--dilation", "1", "--model", "resnet50")
     rows = read_table(out, "network")
     assert [(r["network"], r["tunnels"]) for r in rows] == [("one machine", "0"), ("2 servers", "1")], rows
     line = next(x for x in out.splitlines() if x.startswith("cluster / one machine:"))
@@ -98,12 +100,12 @@ def test_cluster_smallest(emulation_ok):
 
 
 def test_containers_smallest(emulation_ok):
-    """bench/containers.py, a 2-rack ring of 1 iteration once as processes, once in containers: a row
-    per way, and every link carries the same bytes both ways (within 1%)."""
+    """bench/containers.py, a 2-rack ring of resnet50's buckets for 1 iteration once as processes, once
+    in containers: a row per way, and every link carries the same bytes both ways (within 1%)."""
     from emulator.containers import docker_missing
 
     needs(docker_missing(), "docker")
-    out = run_bench("containers.py", "--iterations", "1", "--repeat", "1")
+    out = run_bench("containers.py", "--iterations", "1", "--repeat", "1", "--model", "resnet50")
     rows = read_table(out, "run")
     assert [(r["run"], r["workers"]) for r in rows] == [("1", "process"), ("1", "container")], rows
     line = next(x for x in out.splitlines() if x.startswith("containers / processes:"))
