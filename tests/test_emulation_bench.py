@@ -22,10 +22,11 @@ def _clean() -> None:
 
 def test_fidelity_smallest(emulation_ok):
     """bench/fidelity.py on its smallest fabric (2 racks of 2 machines) at D = 1, ring and
-    halving-doubling over the 4 machines, 1 iteration, without the default experiment: a row per
+    halving-doubling of resnet50's buckets over the 4 machines (a bound of about 0.13 s, which the
+    printed milliseconds give to within 1%), 1 iteration, without the default experiment: a row per
     collective, and no job beats its contention-free bound (measured / bound, as printed, at least 0.95)."""
     out = run_bench("fidelity.py", "--fabric", "leaf_spine", "--dilations", "1", "--workers", "4", "--collectives",
-                    "ring,hd", "--iterations", "1", "--no-default")
+                    "ring,hd", "--model", "resnet50", "--iterations", "1", "--no-default")
     rows = read_table(out, "D")
     assert list(rows[0])[:8] == ["D", "collective", "workers", "ECMP collisions", "bound s", "measured s",
                                  "measured/bound", "<= 1.05"]
