@@ -5,7 +5,7 @@ same network spread over servers (``emulator.cluster``, Mininet's cluster editio
 Prints, per network, build and teardown times, the tunnels, the job's start-up and communication
 time, and the cluster's ratios to this machine's. Details: ``docs/benchmarks.md`` (``bench/cluster.py``).
 
-    sudo .venv/bin/python bench/cluster.py [--racks 2] [--hosts 1] [--dilation 3] [--iterations 5]
+    sudo .venv/bin/python bench/cluster.py [--racks 2] [--hosts 1] [--dilation 3] [--iterations 5] [--model vgg16]
     sudo .venv/bin/python bench/cluster.py --server host2 --ssh-config ~/.ssh/config
 """
 
@@ -49,6 +49,7 @@ def main() -> int:
     ap.add_argument("--scale", type=float, default=500.0)
     ap.add_argument("--dilation", type=float, default=3.0)
     ap.add_argument("--iterations", type=int, default=5)
+    ap.add_argument("--model", default="vgg16", help="model whose scaled DDP buckets are replayed")
     ap.add_argument("--server", action="append", default=[], help="another server (as ssh knows it)")
     ap.add_argument("--ssh-config", default=None)
     args = ap.parse_args()
@@ -67,7 +68,7 @@ def main() -> int:
     g = leaf_spine(args.racks, 1, args.hosts)
     hosts = machines(g)
     ring = [hosts[r * args.hosts] for r in range(args.racks)]
-    buckets = scaled_buckets(get_model("vgg16"), args.scale)
+    buckets = scaled_buckets(get_model(args.model), args.scale)
     try:
         with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
             servers, ssh_config = args.server, args.ssh_config

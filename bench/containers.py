@@ -4,15 +4,16 @@ network, first with each machine's agent a process in its namespace, then in a c
 worker image (:mod:`emulator.containers`, ``--cpus`` each).
 
 The fabric is a leaf-spine of ``--racks`` racks of one machine and one spine, 10 Gbit/s / scale
-links at dilation D; the job is a ring over every machine replaying vgg16's scaled DDP buckets
-(agent runtime). Each way runs ``--repeat`` times, alternating, so that load on the machine falls
-on both alike.
+links at dilation D; the job is a ring over every machine replaying a model's scaled DDP buckets
+(``--model``, vgg16's by default; agent runtime). Each way runs ``--repeat`` times, alternating, so
+that load on the machine falls on both alike.
 
 Prints, per run, the job's start-up and its communication time per iteration (virtual seconds)
 over its contention-free bound; then the ratios of the containers' to the processes' measured in
 the same run (communication time, mean and range over the repeats; bytes on every link).
 
     sudo .venv/bin/python bench/containers.py [--racks 2] [--cpus 1] [--dilation 1] [--iterations 5] [--repeat 3]
+        [--model vgg16]
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def main() -> int:
     ap.add_argument("--dilation", type=float, default=1.0)
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each way, alternating")
+    ap.add_argument("--model", default="vgg16", help="model whose scaled DDP buckets are replayed")
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("bench/containers.py: must run as root (Mininet): sudo .venv/bin/python bench/containers.py",
@@ -60,7 +62,7 @@ def main() -> int:
         return 2
     g = leaf_spine(args.racks, 1, 1)
     ring = tuple(machines(g))
-    buckets = tuple(scaled_buckets(get_model("vgg16"), args.scale))
+    buckets = tuple(scaled_buckets(get_model(args.model), args.scale))
     options = NetOptions(scale=args.scale, dilation=args.dilation)
     bound_s = job_bound_s(g, link_rates_mbps(g, args.scale), ring, "ring", buckets, options.mtu)
     comm: dict[str, list[float]] = {k: [] for k in KINDS}

@@ -118,6 +118,12 @@ def main(argv=None) -> int:
 
 
 
+def _share(x: float | None) -> str:
+    """A CPU share as a percentage; '-' where no sample fell in the job's window (a job shorter than
+    the sampler's interval)."""
+    return "-" if x is None else f"{x:.0%}"
+
+
 def measure(args, g, buckets: tuple[int, ...], ports: str) -> list[list[str]]:
     """One table row per dilation, collective and worker count; one network per dilation."""
     rows = []
@@ -140,8 +146,8 @@ def measure(args, g, buckets: tuple[int, ...], ports: str) -> list[list[str]]:
                         target = ("yes" if ratio <= TARGET_RATIO else "NO") if not collisions else "n/a"
                         rows.append([f"{d:g}", collective, str(n), str(collisions), f"{bound:.3f}", f"{mean:.3f}",
                                      f"{ratio:.3f}", target, f"{startup:.1f}",
-                                     f"{time.monotonic() - t0:.0f}", f"{cpu.mean:.0%}", f"{cpu.p95:.0%}",
-                                     "-" if sw is None else f"{sw:.0%}"])
+                                     f"{time.monotonic() - t0:.0f}", _share(cpu.mean), _share(cpu.p95),
+                                     _share(sw)])
                         print(f"  D={d:g} {collective} x{n}: measured {mean:.3f} s, bound {bound:.3f} s, "
                               f"ratio {ratio:.3f}, start-up {startup:.1f} s", flush=True)
         print(f"  D={d:g}: {time.monotonic() - t_d:.0f} s of wall time (network build included)", flush=True)

@@ -122,7 +122,7 @@ def measure(racks: int, ports: str, host_queue: int, spreads: list[int], scale: 
                 sw = cpu.switch_thread_p95
                 rows.append(head + ["+".join(str(ranks.count(m)) for m in dict.fromkeys(ranks)),
                                     f"{bound:.3f}", f"{mean:.3f}", f"{mean / bound:.3f}", str(retransmits(run_dir)),
-                                    f"{cpu.mean:.0%}", "-" if sw is None else f"{sw:.0%}",
+                                    "-" if cpu.mean is None else f"{cpu.mean:.0%}", "-" if sw is None else f"{sw:.0%}",
                                     "-" if idle is None else f"{idle['us_per_iteration']:.0f}",
                                     "-" if busy is None else f"{busy['us_per_iteration']:.0f}",
                                     "-" if busy is None else f"{busy['sleep_share']:.0%}",
