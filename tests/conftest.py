@@ -441,9 +441,9 @@ the controller, workers): two machines, each under its own leaf, and one spine."
 def two_rack_run(iterations: int, model: str = "resnet50", policy: str = "spread", extra: str = "") -> str:
     """A run's config on :data:`TWO_RACKS`: one ring job ``j`` of ``model`` on 2 workers, ``iterations``
     measured and none to warm up, placed by ``policy`` (``spread``: one worker on each machine, so its
-    traffic crosses both leaves and the spine); ``extra`` is YAML added to it."""
+    traffic crosses both leaves and the spine), no plots drawn; ``extra`` is YAML added to it."""
     return (f"{TWO_RACKS}jobs: [{{name: j, model: {model}, workers: 2, collective: ring}}]\n"
-            f"policies: [{policy}]\niterations: {iterations}\nwarmup_iterations: 0\n{extra}")
+            f"policies: [{policy}]\niterations: {iterations}\nwarmup_iterations: 0\nplots: false\n{extra}")
 
 
 def run_cli(*args, env=None, timeout=60, **kw) -> subprocess.CompletedProcess:

@@ -36,10 +36,10 @@ UNREACHABLE = "127.0.0.3"  # nothing listens there
 
 
 def tiny(servers: list[str], ssh_config: str) -> str:
-    """Two racks of one machine, one 2-worker ring, one policy; the second rack on ``servers``."""
+    """Two racks of one machine, one 2-worker ring, one policy, no plots; the second rack on ``servers``."""
     return ("name: cluster\ntopology: {kind: leaf_spine, n_leaf: 2, n_spine: 1, hosts_per_leaf: 1}\n"
             "jobs: [{name: j, model: resnet50, workers: 2, collective: ring}]\n"
-            "background: {h1: 3, h2: 3}\npolicies: [consolidate]\niterations: 6\nwarmup_iterations: 1\n"
+            "background: {h1: 3, h2: 3}\npolicies: [consolidate]\niterations: 6\nwarmup_iterations: 1\nplots: false\n"
             f"ecn: {{marking: optional}}\ncluster: {{servers: [{', '.join(servers)}], ssh_config: {ssh_config}}}\n")
 
 
