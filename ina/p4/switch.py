@@ -177,7 +177,10 @@ class _CliSession:
                             return out.decode(errors="replace"), False
                         out += chunk
                     else:
-                        data = data[os.write(key.fd, data):]
+                        try:
+                            data = data[os.write(key.fd, data):]
+                        except BrokenPipeError:  # it exited: its output says how far it got
+                            data = b""
                         if not data:
                             sel.unregister(key.fd)
         return out.decode(errors="replace"), True
