@@ -154,7 +154,7 @@ def test_a_preempted_ina_job_resumes_with_a_fresh_id_and_both_finish(emulation_o
         "topology": {"kind": "leaf_spine", "n_leaf": 1, "n_spine": 1, "hosts_per_leaf": 4, "gpus_per_machine": 1},
         "jobs": [{"name": "a", "model": "resnet50", "workers": 4, "collective": "ina"},
                  {"name": "b", "model": "resnet50", "workers": 4, "collective": "ina", "arrival_s": 1.0}],
-        "scheduler": "tiresias,thresholds_gpu_s=2", "policies": ["consolidate"], "iterations": 6,
+        "scheduler": "tiresias,thresholds_gpu_s=2", "policies": ["consolidate"], "iterations": 4,
         "warmup_iterations": 1, "ecn": {"marking": "optional"}, "ina": {"slots": 256}, "results_dir": str(tmp_path)})
     with open(os.devnull, "w") as quiet:
         run_dir = run_experiment(cfg, Progress(quiet))
@@ -173,7 +173,7 @@ def test_a_preempted_ina_job_resumes_with_a_fresh_id_and_both_finish(emulation_o
     with open(os.path.join(pdir, "summary.json")) as f:
         summary = json.load(f)["jobs"]
     for name in ("a", "b"):
-        assert summary[name]["iterations_recorded"] == 6 and summary[name]["complete"], summary[name]
+        assert summary[name]["iterations_recorded"] == 4 and summary[name]["complete"], summary[name]
     assert not leftovers(), f"run left behind: {leftovers()}"
 
 
