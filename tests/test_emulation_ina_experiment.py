@@ -140,7 +140,8 @@ def test_a_train_mode_job_trains_over_ina_as_it_does_over_the_ring(emulation_ok,
 
 
 def test_a_preempted_ina_job_resumes_with_a_fresh_id_and_both_finish(emulation_ok, tmp_path):
-    """Tiresias preempts INA jobs as any other: two 4-worker INA jobs on the only 4 machines of a rack
+    """Tiresias preempts INA jobs as any other (on the software engine, which runs on every machine,
+    whatever P4 toolchain it has): two 4-worker INA jobs on the only 4 machines of a rack
     (a 2 GPU-second first queue): ``a`` starts, ``b`` arrives at 1 s and preempts it once ``a`` is
     demoted, and ``a`` resumes. Each run of ``a`` has its own INA id (a resumed run starts its
     seqs afresh: the PS must keep nothing of the old one), its killed agents' counters are
@@ -155,7 +156,8 @@ def test_a_preempted_ina_job_resumes_with_a_fresh_id_and_both_finish(emulation_o
         "jobs": [{"name": "a", "model": "resnet50", "workers": 4, "collective": "ina"},
                  {"name": "b", "model": "resnet50", "workers": 4, "collective": "ina", "arrival_s": 1.0}],
         "scheduler": "tiresias,thresholds_gpu_s=2", "policies": ["consolidate"], "iterations": 4,
-        "warmup_iterations": 1, "ecn": {"marking": "optional"}, "ina": {"slots": 256}, "results_dir": str(tmp_path)})
+        "warmup_iterations": 1, "ecn": {"marking": "optional"}, "ina": {"engine": "software", "slots": 256},
+        "results_dir": str(tmp_path)})
     with open(os.devnull, "w") as quiet:
         run_dir = run_experiment(cfg, Progress(quiet))
     pdir = os.path.join(run_dir, "consolidate")
