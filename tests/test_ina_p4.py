@@ -377,3 +377,22 @@ def test_a_result_is_copied_to_each_child_of_its_job_addressed_to_it(rig):
     assert [int.from_bytes(f[30:34], "big") for f in results_out(1, 1)] == [c.ip for c in children[1:]]
     rig.switches[0].remove_jobs([1])
     assert [f[30:34] for f in results_out(1, 2)] == [bytes([10, 0, 0, 2])]
+
+
+@pytest.mark.emulation
+def test_the_switchs_cli_refuses_aloud_and_is_started_again_once_it_exits(rig):
+    """bmv2's runtime CLI is one process per switch, kept between batches of commands: a command it
+    refuses raises naming it and the next batch is answered; a CLI that exits mid-batch (its ``EOF``
+    command) fails that batch, and the next one starts a new CLI and is answered."""
+    if rig.engine != "bmv2":
+        pytest.skip("the runtime CLI is bmv2's")
+    from ina.p4.build import P4Error
+
+    sw = rig.switches[0]
+    with pytest.raises(P4Error, match="refused.*no_such_table"):
+        sw.cli(["table_add no_such_table NoAction 1 =>"])
+    assert set(sw.counters()) == set(STAT_NAMES)
+    with pytest.raises(P4Error, match="refused"):
+        sw.cli(["EOF", "register_read stats"])
+    assert set(sw.counters()) == set(STAT_NAMES)
+    rig.configure(0, 16, _entries([(1, 2, Role.ROOT.value, 0)]))  # a new session records handles as before

@@ -13,7 +13,9 @@ aggregator).
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import selectors
 import signal
 import socket
 import subprocess
@@ -37,6 +39,8 @@ JOB_COUNTERS = ("job_to_ps", "job_to_workers")
 _COUNTER_READ = re.compile(r"(job_to_ps|job_to_workers)\[(\d+)\]=\s*\(\d+ bytes, (\d+) packets\)")
 """A ``counter_read`` answer: ``job_to_ps[3]= (380 bytes, 2 packets)``."""
 _READY_S = 15.0
+_CLI_TIMEOUT_S = 30.0
+_PROMPT = "RuntimeCmd: "
 _ADDED = re.compile(r"Entry has been added with handle (\d+)")
 _NODE = re.compile(r"node was created with handle (\d+)")
 UNMETERED_PER_US, UNMETERED_BURST = 1000.0, 1_000_000
@@ -118,8 +122,89 @@ def _free_loopback_port() -> int:
         return sock.getsockname()[1]
 
 
+class _CliSession:
+    """One ``simple_switch_CLI`` process kept running: commands written to its standard input, its
+    output read up to the prompt that follows each (the CLI's start-up, a second or so, paid once
+    per switch rather than once per batch of commands).
+
+    Args:
+        argv: the CLI's command line.
+        env: its environment.
+    """
+
+    def __init__(self, argv: list[str], env: Mapping[str, str]):
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     env=dict(env), start_new_session=True)
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        self.banner = ""
+
+    def open(self) -> bool:
+        """Read the CLI's banner up to its first prompt (kept in :attr:`banner`); whether it got there
+        (False: it exited first, not connected).
+
+        Raises:
+            subprocess.TimeoutExpired: no prompt in time (the process is closed).
+        """
+        self.banner, prompted = self._exchange(b"", 1)
+        return prompted
+
+    def run(self, commands: Sequence[str]) -> tuple[str, bool]:
+        """Run ``commands``; their output, and whether the CLI answered every one (False: it exited).
+
+        Raises:
+            subprocess.TimeoutExpired: no answer in time (the process is closed).
+        """
+        return self._exchange(("\n".join(commands) + "\n").encode(), len(commands))
+
+    def _exchange(self, data: bytes, prompts: int) -> tuple[str, bool]:
+        out, fd_out = bytearray(), self.proc.stdout.fileno()
+        deadline = time.monotonic() + _CLI_TIMEOUT_S
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd_out, selectors.EVENT_READ)
+            if data:
+                os.set_blocking(self.proc.stdin.fileno(), False)
+                sel.register(self.proc.stdin.fileno(), selectors.EVENT_WRITE)
+            while out.count(_PROMPT.encode()) < prompts or not out.endswith(_PROMPT.encode()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.close()
+                    raise subprocess.TimeoutExpired(self.proc.args, _CLI_TIMEOUT_S)
+                for key, _ in sel.select(left):
+                    if key.fd == fd_out:
+                        chunk = os.read(fd_out, 65536)
+                        if not chunk:  # it exited
+                            self.close()
+                            return out.decode(errors="replace"), False
+                        out += chunk
+                    else:
+                        try:
+                            data = data[os.write(key.fd, data):]
+                        except BrokenPipeError:  # it exited: its output says how far it got
+                            data = b""
+                        if not data:
+                            sel.unregister(key.fd)
+        return out.decode(errors="replace"), True
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        """End the CLI (idempotent): its input closed, killed if it has not exited in 5 s."""
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+
+
 class Bmv2Aggregator:
-    """One ``simple_switch`` process running ``program``.
+    """One ``simple_switch`` process running ``program``, programmed through one ``simple_switch_CLI``
+    kept running beside it.
 
     Args:
         toolchain: the P4 tools (:func:`ina.p4.build.find_toolchain`).
@@ -146,6 +231,7 @@ class Bmv2Aggregator:
         """``ina_job`` entry handle by job id; None after a failed update (see ``docs/ina-internals.md``)."""
         self._groups: dict[int, _Group] = {}  # job id -> its results multicast group
         self._copy_port: int | None = None  # where a group's copies leave (configure)
+        self._session: _CliSession | None = None
 
     def _ns(self, cmd: list[str]) -> list[str]:
         return ["ip", "netns", "exec", self.netns, *cmd] if self.netns else cmd
@@ -195,7 +281,10 @@ class Bmv2Aggregator:
             return f"(log unreadable: {e})"
 
     def stop(self) -> None:
-        """Stop the switch by its PID (idempotent)."""
+        """Stop the switch and its CLI by their PIDs (idempotent)."""
+        if self._session is not None:
+            self._session.close()
+            self._session = None
         if self.proc is None:
             return
         if self.proc.poll() is None:
@@ -215,16 +304,33 @@ class Bmv2Aggregator:
         self.stop()
 
     def cli(self, commands: Sequence[str], check: bool = True) -> str:
-        """Run runtime CLI commands in one session; return its output.
+        """Run runtime CLI commands in one session; return its output (a session's first, its
+        banner before it). The session is the switch's CLI process, started on first use and again
+        after it exited.
 
         Raises:
-            P4Error: with ``check``, a command the CLI refused (``Error`` or ``Invalid`` in its output).
+            P4Error: with ``check``, a command the CLI refused (``Error`` or ``Invalid`` in its output),
+                or the CLI exited before answering every command.
+            subprocess.TimeoutExpired: the CLI did not answer in 30 s.
         """
-        p = subprocess.run(self._ns([self.toolchain.cli, "--thrift-port", str(self.thrift_port)]),
-                           input="\n".join(commands) + "\n", capture_output=True, text=True,
-                           env=self.toolchain.env(), timeout=30)
-        out = p.stdout + p.stderr
-        if check and (p.returncode != 0 or re.search(r"^(RuntimeCmd: )?(Error|Invalid)", out, re.M)):
+        banner = ""
+        if self._session is None or not self._session.alive():
+            if self._session is not None:
+                self._session.close()
+            self._session = _CliSession(self._ns([self.toolchain.cli, "--thrift-port", str(self.thrift_port)]),
+                                        self.toolchain.env())
+            opened = self._session.open()
+            banner = self._session.banner
+            if not opened:
+                self._session = None
+                if check:
+                    raise P4Error(f"simple_switch_CLI refused {list(commands)}: {banner.strip()[-1000:]}")
+                return banner
+        out, answered = self._session.run(commands)
+        out = banner + out
+        if not answered:
+            self._session = None
+        if check and (not answered or re.search(r"^(RuntimeCmd: )?(Error|Invalid)", out, re.M)):
             raise P4Error(f"simple_switch_CLI refused {list(commands)}: {out.strip()[-1000:]}")
         return out
 
