@@ -42,7 +42,7 @@ def test_an_experiment_runs_ina_jobs_and_reports_them(emulation_ok, tmp_path, en
                  {"name": "c", "model": "googlenet", "workers": 2, "collective": "ring", "arrival_s": 1.0}],
         "scheduler": "fifo", "policies": ["consolidate"], "iterations": 3, "warmup_iterations": 1,
         "ecn": {"marking": "optional"}, "ina": {"engine": engine, "slots": 256, "results": results},
-        "results_dir": str(tmp_path)})
+        "results_dir": str(tmp_path), "plots": False})
     with open(os.devnull, "w") as quiet:
         run_dir = run_experiment(cfg, Progress(quiet))
     with open(os.path.join(run_dir, "capabilities.json")) as f:
@@ -116,7 +116,8 @@ def test_a_train_mode_job_trains_over_ina_as_it_does_over_the_ring(emulation_ok,
         "jobs": [{"name": "t-ina", "model": "small_cnn", "workers": 3, "collective": "ina"},
                  {"name": "t-ring", "model": "small_cnn", "workers": 3, "collective": "ring"}],
         "scheduler": "fifo", "policies": ["consolidate"], "iterations": 2, "warmup_iterations": 0,
-        "ecn": {"marking": "optional"}, "ina": {"engine": "software", "slots": 256}, "results_dir": str(tmp_path)})
+        "ecn": {"marking": "optional"}, "ina": {"engine": "software", "slots": 256}, "results_dir": str(tmp_path),
+        "plots": False})
     with open(os.devnull, "w") as quiet:
         run_dir = run_experiment(cfg, Progress(quiet))
     policy_dir = os.path.join(run_dir, "consolidate")
@@ -157,7 +158,7 @@ def test_a_preempted_ina_job_resumes_with_a_fresh_id_and_both_finish(emulation_o
                  {"name": "b", "model": "resnet50", "workers": 4, "collective": "ina", "arrival_s": 1.0}],
         "scheduler": "tiresias,thresholds_gpu_s=2", "policies": ["consolidate"], "iterations": 4,
         "warmup_iterations": 1, "ecn": {"marking": "optional"}, "ina": {"engine": "software", "slots": 256},
-        "results_dir": str(tmp_path)})
+        "results_dir": str(tmp_path), "plots": False})
     with open(os.devnull, "w") as quiet:
         run_dir = run_experiment(cfg, Progress(quiet))
     pdir = os.path.join(run_dir, "consolidate")
@@ -198,7 +199,7 @@ def test_ina_optional_where_its_engine_cannot_run_runs_the_ring_and_says_so(emul
         "topology": {"kind": "leaf_spine", "n_leaf": 2, "n_spine": 1, "hosts_per_leaf": 2, "gpus_per_machine": 1},
         "jobs": [{"name": "a", "model": "resnet50", "workers": 3, "collective": "ina"}],
         "policies": ["consolidate"], "iterations": 2, "warmup_iterations": 1, "ecn": {"marking": "optional"},
-        "ina": {"engine": "bmv2", "use": "optional"}, "results_dir": str(tmp_path)})
+        "ina": {"engine": "bmv2", "use": "optional"}, "results_dir": str(tmp_path), "plots": False})
     out = io.StringIO()
     run_dir = run_experiment(cfg, Progress(out))
     with open(os.path.join(run_dir, "capabilities.json")) as f:
@@ -260,7 +261,7 @@ def test_a_parameter_server_that_dies_mid_run_stops_the_run_naming_it(emulation_
         "topology": {"kind": "leaf_spine", "n_leaf": 1, "n_spine": 1, "hosts_per_leaf": 3, "gpus_per_machine": 1},
         "jobs": [{"name": "a", "model": "resnet50", "workers": 3, "collective": "ina"}],
         "policies": ["consolidate"], "iterations": 200, "warmup_iterations": 1, "ecn": {"marking": "optional"},
-        "ina": {"engine": "software"}, "results_dir": str(tmp_path)})
+        "ina": {"engine": "software"}, "results_dir": str(tmp_path), "plots": False})
     record = os.path.join(RECORDS_DIR, f"{os.getpid()}-{process_start_time(os.getpid())}.json")
     said: list[str] = []
     killed: list[int] = []
