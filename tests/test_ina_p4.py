@@ -380,12 +380,11 @@ def test_a_result_is_copied_to_each_child_of_its_job_addressed_to_it(rig):
 
 
 @pytest.mark.emulation
+@pytest.mark.parametrize("rig", ["bmv2"], indirect=True)  # the runtime CLI is bmv2's
 def test_the_switchs_cli_refuses_aloud_and_is_started_again_once_it_exits(rig):
     """bmv2's runtime CLI is one process per switch, kept between batches of commands: a command it
     refuses raises naming it and the next batch is answered; a CLI that exits mid-batch (its ``EOF``
     command) fails that batch, and the next one starts a new CLI and is answered."""
-    if rig.engine != "bmv2":
-        pytest.skip("the runtime CLI is bmv2's")
     from ina.p4.build import P4Error
 
     sw = rig.switches[0]
