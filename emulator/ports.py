@@ -146,39 +146,21 @@ def attach_afxdp(bridge_ports: dict[str, dict[str, int]], mtu: int, offloads_off
     Raises:
         EmulationError: a command failed or a port did not open.
     """
-    for ports in bridge_ports.values():
-        for intf in ports:
-            x, y, joint = pipe_names(intf)
-            run(["ip", "link", "del", x], check=False)
-            run(["ip", "link", "del", joint], check=False)
-            run(["ip", "link", "add", x, "mtu", str(mtu), "type", "veth", "peer", "name", y, "mtu", str(mtu)])
-            run(
-                [
-                    "ip",
-                    "link",
-                    "add",
-                    joint,
-                    "mtu",
-                    str(mtu),
-                    "type",
-                    "bridge",
-                    "stp_state",
-                    "0",
-                    "mcast_snooping",
-                    "0",
-                    "forward_delay",
-                    "0",
-                ]
-            )
-            for dev in (x, y, joint):
-                # No IPv6 on the pipe: its own neighbour discovery would be sent into the link.
-                run(["sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1"])
-            for dev in (x, y):
-                run(["ethtool", "-K", dev, *offloads_off])
-            for dev in (y, intf):
-                run(["ip", "link", "set", dev, "master", joint])
-            for dev in (x, y, joint):
-                run(["ip", "link", "set", dev, "up"])
+    pipes = [(intf, *pipe_names(intf)) for ports in bridge_ports.values() for intf in ports]
+    # Pipes an earlier run left (most are absent: failures expected), then each port's pipe, step by
+    # step for every port at once: one process per step, ethtool's apart.
+    _ip_batch([f"link del {dev}" for _, x, _, joint in pipes for dev in (x, joint)], check=False)
+    _ip_batch([line for _, x, y, joint in pipes for line in (
+        f"link add {x} mtu {mtu} type veth peer name {y} mtu {mtu}",
+        f"link add {joint} mtu {mtu} type bridge stp_state 0 mcast_snooping 0 forward_delay 0")])
+    # No IPv6 on the pipe: its own neighbour discovery would be sent into the link.
+    run(["sysctl", "-qw", *(f"net.ipv6.conf.{dev}.disable_ipv6=1" for _, *devs in pipes for dev in devs)])
+    for _, x, y, _ in pipes:
+        for dev in (x, y):
+            run(["ethtool", "-K", dev, *offloads_off])
+    _ip_batch([line for intf, x, y, joint in pipes for line in (
+        f"link set {y} master {joint}", f"link set {intf} master {joint}",
+        f"link set {x} up", f"link set {y} up", f"link set {joint} up")])
     argv = ["ovs-vsctl", f"--timeout={OVS_TRANSACTION_TIMEOUT_S}"]
     for bridge, ports in bridge_ports.items():
         for intf, ofport in ports.items():
@@ -213,6 +195,13 @@ def attach_afxdp(bridge_ports: dict[str, dict[str, int]], mtu: int, offloads_off
             raise EmulationError(
                 f"AF_XDP port {name}: OpenFlow port {ofport} (wanted {wanted[name]}), error {error.strip() or 'none'}"
             )
+
+
+def _ip_batch(commands: list[str], check: bool = True) -> None:
+    """``ip`` commands in one process (``ip -batch``): with ``check`` the first failure stops them and
+    raises ``EmulationError``, else every one is tried and failures are ignored."""
+    if commands:
+        run(["ip", *(() if check else ("-force",)), "-batch", "-"], check=check, input_text="\n".join(commands) + "\n")
 
 
 def stale_pipes() -> list[str]:

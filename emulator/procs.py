@@ -10,10 +10,12 @@ import time
 from common.errors import EmulationError
 
 
-def run(argv: list[str], timeout_s: float = 30.0, check: bool = True) -> subprocess.CompletedProcess:
-    """Run a short command with a timeout; raise ``EmulationError`` with its output on failure."""
+def run(argv: list[str], timeout_s: float = 30.0, check: bool = True, input_text: str | None = None
+        ) -> subprocess.CompletedProcess:
+    """Run a short command with a timeout (``input_text`` on its standard input); raise
+    ``EmulationError`` with its output on failure."""
     try:
-        cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, input=input_text)
     except subprocess.TimeoutExpired:
         raise EmulationError(f"{' '.join(argv)} did not finish within {timeout_s:g} s") from None
     if check and cp.returncode != 0:
