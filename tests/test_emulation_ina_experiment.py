@@ -9,8 +9,7 @@ engine ran, every INA job must finish (the agents check every lane of every aggr
 the world size, so a wrong sum fails the run), each job's packets must have been summed in its
 ToRs (several worker packets per packet reaching the PS), the per-job uplink bytes the
 aggregators counted must be what the port measured, and its fidelity verdict must judge its time
-against its links' bound. The jobs are googlenet's: 56 KB of gradients per worker and iteration at
-this scale, some 55 packets, enough for every per-packet figure and few enough for bmv2's rate.
+against its links' bound.
 """
 
 from __future__ import annotations
@@ -37,9 +36,9 @@ def test_an_experiment_runs_ina_jobs_and_reports_them(emulation_ok, tmp_path, en
     cfg = config.from_dict({
         "name": "ina", "scale": SCALE, "dilation": 2,
         "topology": {"kind": "leaf_spine", "n_leaf": 2, "n_spine": 1, "hosts_per_leaf": 5, "gpus_per_machine": 1},
-        "jobs": [{"name": "a", "model": "googlenet", "workers": 7, "collective": "ina"},
-                 {"name": "b", "model": "googlenet", "workers": 3, "collective": "ina", "arrival_s": 0.5},
-                 {"name": "c", "model": "googlenet", "workers": 2, "collective": "ring", "arrival_s": 1.0}],
+        "jobs": [{"name": "a", "model": "resnet50", "workers": 7, "collective": "ina"},
+                 {"name": "b", "model": "resnet50", "workers": 3, "collective": "ina", "arrival_s": 0.5},
+                 {"name": "c", "model": "resnet50", "workers": 2, "collective": "ring", "arrival_s": 1.0}],
         "scheduler": "fifo", "policies": ["consolidate"], "iterations": 3, "warmup_iterations": 1,
         "ecn": {"marking": "optional"}, "ina": {"engine": engine, "slots": 256, "results": results},
         "results_dir": str(tmp_path), "plots": False})
