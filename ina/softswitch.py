@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from common.errors import TestbedError
 from ina.aggregator import Aggregator, Copy, Dest, JobEntry, JobTraffic, PatMeter, Role
+from ina.p4.runtime import log_tail
 from ina.p4.switch import TO_PS, TO_WORKERS
 from ina.protocol import (
     INA_UDP_PORT,
@@ -338,7 +339,8 @@ class SoftAggregator:
         deadline = time.monotonic() + _READY_S
         while True:
             if self.proc.poll() is not None:
-                raise TestbedError(f"the software aggregator exited with {self.proc.returncode}: {self._log_tail()}")
+                raise TestbedError(f"the software aggregator exited with {self.proc.returncode}: "
+                                   f"{log_tail(self.log_path)}")
             try:
                 self.request({"op": "counters"})
                 return
@@ -346,15 +348,8 @@ class SoftAggregator:
                 if time.monotonic() > deadline:
                     self.stop()
                     raise TestbedError(f"the software aggregator did not answer in {_READY_S:g} s: "
-                                       f"{self._log_tail()}") from None
+                                       f"{log_tail(self.log_path)}") from None
                 time.sleep(0.1)
-
-    def _log_tail(self) -> str:
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return f.read()[-1000:].strip() or "(empty log)"
-        except OSError as e:
-            return f"(log unreadable: {e})"
 
     def stop(self) -> None:
         """Stop the process by its PID (idempotent)."""

@@ -23,6 +23,15 @@ _CLI_TIMEOUT_S = 30.0
 _PROMPT = "RuntimeCmd: "
 
 
+def log_tail(path: str) -> str:
+    """The last 1000 characters of a process's log, for a message saying why it failed."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()[-1000:].strip() or "(empty log)"
+    except OSError as e:
+        return f"(log unreadable: {e})"
+
+
 def _free_loopback_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as sock:
@@ -165,7 +174,7 @@ class Bmv2Switch:
         deadline = time.monotonic() + _READY_S
         while True:
             if self.proc.poll() is not None:
-                raise P4Error(f"simple_switch exited with {self.proc.returncode}: {self._log_tail()}")
+                raise P4Error(f"simple_switch exited with {self.proc.returncode}: {log_tail(self.log_path)}")
             try:
                 if "Control utility" in self.cli(["set_queue_depth 1024"], check=False):
                     return
@@ -173,15 +182,9 @@ class Bmv2Switch:
                 pass
             if time.monotonic() > deadline:
                 self.stop()
-                raise P4Error(f"simple_switch's runtime CLI did not answer in {_READY_S:g} s: {self._log_tail()}")
+                raise P4Error(f"simple_switch's runtime CLI did not answer in {_READY_S:g} s: "
+                              f"{log_tail(self.log_path)}")
             time.sleep(0.2)
-
-    def _log_tail(self) -> str:
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return f.read()[-1000:].strip() or "(empty log)"
-        except OSError as e:
-            return f"(log unreadable: {e})"
 
     def stop(self) -> None:
         """Stop the switch and its CLI by their PIDs (idempotent)."""
