@@ -622,6 +622,9 @@ def write_run_report(run_dir: str, cfg, g, runs: dict, caps: dict, stream, unpla
     files += ["ina.csv"] if any(s.ina is not None for s in summaries) else []
     print(f"\nresults: {run_dir} ({', '.join(files + [os.path.basename(p) for p in plots])})", file=stream,
           flush=True)
+    if measured and cfg.plots and not any(os.path.basename(p) == "queues.png" for p in plots):
+        print("queues: no switch port held a backlog in any policy's samples, so queues.png is not drawn",
+              file=stream, flush=True)
     if not cfg.plots:
         print(f"plots: not drawn (plots: false); python3 run_testbed.py report {run_dir} draws them", file=stream,
               flush=True)
