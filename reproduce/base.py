@@ -89,12 +89,15 @@ class Outcome:
         notes: what the reader needs to read them (the setting, where it differs from the paper's).
         runs: the run or sweep directories behind the figures (under the reproduction's directory).
         plot: the plot's path (None: nothing to draw).
+        explanations: for a figure far from the paper's, the one parameter its gap points to, swept
+            (:class:`reproduce.sensitivity.Explanation`).
     """
 
     figures: tuple[Figure, ...]
     notes: tuple[str, ...] = ()
     runs: tuple[str, ...] = ()
     plot: str | None = None
+    explanations: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)

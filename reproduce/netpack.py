@@ -2,11 +2,12 @@
 
 Figs. 9, 11 and 12 are sweeps of the paper's simulated cluster on the simulator
 (``experiments/netpack_sim.yaml``, ``experiments/netpack_sim_4k.yaml``: Philly jobs as INA
-jobs, NetPack against its six baselines); each figure's number is NetPack's "average JCT
-reduction": the mean over the baselines of ``1 - JCT_NetPack / JCT_baseline`` (from each
-baseline's mean normalised JCT over the seeds). The paper does not say which Philly jobs, link
-rates or RTTs its simulator used ([R] in the spec; docs/netpack.md says what that leaves).
-Fig. 11 is a testbed figure in the paper; here it is the simulator at the paper's scale.
+jobs, NetPack against the five baselines of §6.1; Comb is Fig. 13's alone). Each figure's number
+is NetPack's "average JCT reduction" in the paper's reading (:data:`PAPER_READING`,
+``docs/resolutions.md`` NetPack §5.6); the other reading is printed beside it. The paper does not
+say which Philly jobs, link rates or RTTs its simulator used ([R] in the spec; docs/netpack.md says
+what that leaves). Fig. 11 is a testbed figure in the paper; here it is the simulator at the
+paper's scale.
 
 Fig. 14 is the aggregation micro-benchmark (§6.4): two workers and a parameter server in one rack,
 the ToR's PAT a ratio of the job's rate; one job aggregates the PAT ratio of its traffic (14a),
@@ -17,30 +18,64 @@ deviation"); the simulator's fluid engine computes the theory, which is what is 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 
 from reproduce.base import Context, Figure, Outcome, Reproduction
 from reproduce.plot import Panel, PaperMark, Series, draw
+from reproduce.sensitivity import Explanation, Sensitivity
 
 REFERENCE = "netpack"
+# The baselines of Figs. 7-12 (§6.1); Comb appears in Fig. 13 only.
+PAPER_BASELINES = ("gpu_balance", "flow_balance", "least_fragmentation", "optimus", "tetris")
 CONFIG = "experiments/netpack_sim.yaml"
 CONFIG_4K = "experiments/netpack_sim_4k.yaml"
 SEEDS = tuple(range(1, 11))
 
 
-def mean_reduction(stats, value, reference: str = REFERENCE) -> float | None:
-    """The average JCT reduction at one swept value, percent (module docstring); None when no
-    baseline has a normalised JCT there."""
-    ratios = [s.jct_norm_mean for s in stats if s.value == value and s.policy != reference
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """One reading of "x% JCT reduction" against a baseline, from that baseline's JCT normalised to
+    NetPack's (``r = JCT_baseline / JCT_NetPack``, the paper's bars).
+
+    Attributes:
+        name: the reading in a few words.
+        formula: the formula as printed.
+        of_ratio: the reduction as a fraction, from ``r``.
+    """
+
+    name: str
+    formula: str
+    of_ratio: Callable[[float], float]
+
+
+# The paper's bars put NetPack at 1 and a baseline at its JCT over NetPack's; "x% reduction" is the
+# bar's height above NetPack's (docs/resolutions.md NetPack §5.6: why).
+PAPER_READING = Reading("the baseline's bar above NetPack's", "JCT(baseline) / JCT(NetPack) - 1", lambda r: r - 1.0)
+OTHER_READING = Reading("the share of the baseline's JCT saved", "1 - JCT(NetPack) / JCT(baseline)",
+                        lambda r: 1.0 - 1.0 / r)
+
+
+def mean_reduction(stats, value, reading: Reading = PAPER_READING, baselines: Sequence[str] = PAPER_BASELINES
+                   ) -> float | None:
+    """The average JCT reduction at one swept value, percent: the mean over ``baselines`` of
+    ``reading`` applied to each one's mean normalised JCT over the seeds; None when no baseline
+    has a normalised JCT there."""
+    ratios = [s.jct_norm_mean for s in stats if s.value == value and s.policy in baselines
               and s.jct_norm_mean is not None]
     if not ratios:
         return None
-    return 100.0 * sum(1.0 - 1.0 / r for r in ratios) / len(ratios)
+    return 100.0 * sum(reading.of_ratio(r) for r in ratios) / len(ratios)
 
 
-def reductions(stats, values: Sequence) -> dict:
+def reductions(stats, values: Sequence, reading: Reading = PAPER_READING) -> dict:
     """:func:`mean_reduction` at every value."""
-    return {v: mean_reduction(stats, v) for v in values}
+    return {v: mean_reduction(stats, v, reading) for v in values}
+
+
+def paper_policies(cfg):
+    """``cfg`` with NetPack and the paper's five baselines as its policies (what Figs. 9, 11 and 12 compare)."""
+    return dataclasses.replace(cfg, policies=(REFERENCE, *PAPER_BASELINES))
 
 
 class _NetPackSweep(Reproduction):
@@ -51,32 +86,84 @@ class _NetPackSweep(Reproduction):
     vary: str
     seeds: tuple[int, ...] = SEEDS
     xlabel: str
+    sensitivity: Sensitivity | None = None  # the one parameter the figure's gap points to, swept at its setting
+    sensitivity_at: str = ""  # that setting, PATH=VALUE ("": the config's own)
 
     def values(self) -> tuple:
         from experiment.run.sweep_spec import parse_vary
 
         return parse_vary(self.vary).values
 
-    def check(self, backend: str) -> str:
-        from reproduce.runs import check_sweep, load
+    def base(self):
+        """The config every sweep of this figure starts from: NetPack and the paper's baselines."""
+        from reproduce.runs import load
 
-        return f"{self.config}: {check_sweep(load(self.config), self.vary, self.seeds, backend)}"
+        return paper_policies(load(self.config))
+
+    def sensitivity_base(self):
+        """:meth:`base` at the setting the sensitivity is swept at."""
+        from experiment.run.sweep_spec import parse_vary, with_value
+
+        if not self.sensitivity_at:
+            return self.base()
+        (value,), at = parse_vary(self.sensitivity_at).values, parse_vary(self.sensitivity_at).path
+        return with_value(self.base(), at, value)
+
+    def check(self, backend: str) -> str:
+        from reproduce.runs import check_sweep
+
+        what = f"{self.config}: {check_sweep(self.base(), self.vary, self.seeds, backend)}"
+        if self.sensitivity is not None:
+            s = self.sensitivity
+            what += f"; then {check_sweep(self.sensitivity_base(), s.vary, s.seeds, backend)}"
+        return what
 
     def run(self, ctx: Context) -> Outcome:
-        from reproduce.runs import load, run_sweep
+        from reproduce.runs import run_sweep
 
-        result = run_sweep(load(self.config), self.vary, self.seeds, ctx, "sweep")
+        result = run_sweep(self.base(), self.vary, self.seeds, ctx, "sweep")
         cut = reductions(result.stats, self.values())
+        other = reductions(result.stats, self.values(), OTHER_READING)
         figures, marks, notes = self.compare(cut)
         xs = tuple(self.x(v) for v in self.values())
-        plot = draw(ctx.path("reproduction.png"), f"NetPack {self.source}: ours (simulator) beside the paper's", (
-            Panel("average JCT reduction over the six baselines", self.xlabel, "JCT reduction (%)",
-                  (Series(f"ours, mean over {len(self.seeds)} seed(s)", xs, tuple(cut[v] for v in self.values())),),
-                  marks, log_x=max(xs) / max(min(xs), 1e-9) > 50),))
-        per_value = "; ".join(f"{self.label(v)}: {'-' if r is None else f'{r:.0f}%'}" for v, r in cut.items())
-        notes = (*notes, f"average JCT reduction per {self.xlabel}: {per_value}",
+        panels = [Panel("average JCT reduction over the paper's five baselines", self.xlabel, "JCT reduction (%)",
+                        (Series(f"ours, {PAPER_READING.formula}", xs, tuple(cut[v] for v in self.values())),
+                         Series(f"ours, {OTHER_READING.formula}", xs, tuple(other[v] for v in self.values()))),
+                        marks, log_x=max(xs) / max(min(xs), 1e-9) > 50)]
+        explanations, runs = (), (result.run_dir,)
+        if self.sensitivity is not None:
+            explanation, run_dir = self.explain(ctx, figures)
+            explanations, runs = (explanation,), (*runs, run_dir)
+            s = self.sensitivity
+            panels.append(Panel(f"{s.quantity}: the gap, swept", s.parameter, "JCT reduction (%)",
+                                (Series("ours", *zip(*explanation.points, strict=True)),),
+                                levels=(("paper", explanation.target),)))
+        plot = draw(ctx.path("reproduction.png"), f"NetPack {self.source}: ours (simulator) beside the paper's",
+                    tuple(panels))
+        notes = (f"JCT reduction read as {PAPER_READING.formula} ({PAPER_READING.name}), averaged over "
+                 f"{', '.join(PAPER_BASELINES)}; mean over {len(self.seeds)} seed(s)", *notes,
+                 f"average JCT reduction per {self.xlabel}: {self.per_value(cut)}",
+                 f"read as {OTHER_READING.formula}: {self.per_value(other)}",
                  f"each baseline's JCT over NetPack's, per value: {result.run_dir}/sweep.csv, sweep.png")
-        return Outcome(figures, notes, (result.run_dir,), plot)
+        return Outcome(figures, notes, runs, plot, explanations)
+
+    def explain(self, ctx: Context, figures) -> tuple[Explanation, str]:
+        """Sweep :attr:`sensitivity` at its setting; the explanation of its figure's gap and the sweep's directory."""
+        from experiment.run.sweep_spec import parse_vary
+        from reproduce.runs import run_sweep
+
+        s = self.sensitivity
+        (figure,) = [f for f in figures if f.quantity == s.quantity]
+        low, high = figure.paper
+        target = high if figure.ours is not None and figure.ours > high else low
+        result = run_sweep(self.sensitivity_base(), s.vary, s.seeds, ctx, "sensitivity")
+        values = parse_vary(s.vary).values
+        cut = reductions(result.stats, values)
+        return Explanation(s, target, tuple((s.scale(v), cut[v]) for v in values)), result.run_dir
+
+    def per_value(self, cut: dict) -> str:
+        """The reduction at every value, as the notes print it."""
+        return "; ".join(f"{self.label(v)}: {'-' if r is None else f'{r:.0f}%'}" for v, r in cut.items())
 
     def x(self, value) -> float:
         """Where a swept value goes on the plot's x axis."""

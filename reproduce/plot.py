@@ -40,6 +40,7 @@ class Panel:
         series: ours.
         paper: the paper's values or ranges.
         guides: lines ``y = slope * x`` (label, slope, cap: y is at most cap; None: no cap).
+        levels: horizontal lines (label, y): a paper's value that ours is swept towards.
         bars: categories on x, our series as grouped bars (else numbers on x, lines).
         log_x: a logarithmic x axis.
     """
@@ -50,6 +51,7 @@ class Panel:
     series: tuple[Series, ...]
     paper: tuple[PaperMark, ...] = ()
     guides: tuple[tuple[str, float, float | None], ...] = ()
+    levels: tuple[tuple[str, float], ...] = ()
     bars: bool = False
     log_x: bool = False
 
@@ -75,7 +77,9 @@ def draw(path: str, title: str, panels: tuple[Panel, ...]) -> str:
         ax.set_xlabel(panel.xlabel, fontsize=9)
         ax.set_ylabel(panel.ylabel, fontsize=9)
         ax.tick_params(labelsize=8)
-        if panel.series or panel.paper or panel.guides:
+        for label, y in panel.levels:
+            ax.axhline(y, color="black", linestyle="--", linewidth=1, label=label)
+        if panel.series or panel.paper or panel.guides or panel.levels:
             ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()

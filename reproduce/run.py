@@ -77,7 +77,8 @@ def report_lines(repro: Reproduction, outcome: Outcome, backend: str, wall_s: fl
     head = (f"{repro.name}: {repro.paper}, {repro.source} ({backend}, {wall_s:.1f} s). "
             f"The paper: {repro.claim}.")
     table = format_table(["quantity", "ours", "paper", "unit", "ours/paper", "agrees", "paper's source"], rows)
-    return [head, "", *table.splitlines(), *(f"- {n}" for n in outcome.notes)]
+    return [head, "", *table.splitlines(), *(f"- {n}" for n in outcome.notes),
+            *(f"- the gap, swept: {e.text()}" for e in outcome.explanations)]
 
 
 def write(out_dir: str, repro: Reproduction, outcome: Outcome, backend: str, wall_s: float,
@@ -86,6 +87,7 @@ def write(out_dir: str, repro: Reproduction, outcome: Outcome, backend: str, wal
     results.write_json(os.path.join(out_dir, "reproduction.json"), {
         "name": repro.name, "paper": repro.paper, "source": repro.source, "claim": repro.claim, "backend": backend,
         "wall_s": wall_s, "figures": [f.to_dict() for f in outcome.figures], "notes": list(outcome.notes),
+        "explanations": [e.to_dict() for e in outcome.explanations],
         "runs": [os.path.relpath(r, out_dir) for r in outcome.runs],
         "plot": os.path.basename(outcome.plot) if outcome.plot else None})
     with open(os.path.join(out_dir, "reproduction.csv"), "w", newline="") as f:

@@ -299,7 +299,8 @@ def test_every_shipped_experiment_validates_for_its_back_ends():
 
 def test_the_netpack_simulator_experiment_runs_a_slice(tmp_path, monkeypatch):
     """experiments/netpack_sim.yaml's first 60 Philly jobs under netpack and gpu_balance: every job
-    finishes, the distributed ones communicate, and NetPack names each INA job's switches."""
+    finishes, the distributed ones communicate, NetPack names each INA job's switches and the baseline
+    leaves INA on for every job."""
     import dataclasses
     import io
     import json
@@ -323,3 +324,6 @@ def test_the_netpack_simulator_experiment_runs_a_slice(tmp_path, monkeypatch):
     placed = json.loads(open(os.path.join(run_dir, "netpack", "placements.json")).read())
     multi = [p for p in placed if len({m for m, _ in p["slots"]}) > 1]
     assert multi and all(p["ina_switches"] is not None and p["ps_host"] for p in multi)
+    # a baseline leaves INA to the run, which turns it on at every ToR for every job (Fig. 12's setting)
+    baseline = json.loads(open(os.path.join(run_dir, "gpu_balance", "placements.json")).read())
+    assert baseline and all(p["ina_switches"] is None for p in baseline)

@@ -47,6 +47,17 @@ def test_trace_jobs_carry_durations_as_iterations_of_their_model(tmp_path):
     assert trace_jobs(cfg, 128) == trace_jobs(cfg, 128)  # same seed, same models
 
 
+def test_arrival_scale_moves_submissions_and_nothing_else(tmp_path):
+    """``arrival_scale: 0.25`` submits the same jobs four times closer together (submissions at 0,
+    60 and 360 s become 0, 15 and 90 s), with the same sizes, durations and models."""
+    rows = "a,100,3600,16\nb,40,60,1\nc,400,1,2\n"
+    plain, packed = trace_cfg(tmp_path, rows), trace_cfg(tmp_path, rows, arrival_scale=0.25)
+    g = config.validate(packed, backend="sim")
+    assert [j.arrival_s for j in experiment_jobs(packed, g)] == [0.0, 15.0, 90.0]
+    assert [dataclasses.replace(j, arrival_s=0.0) for j in experiment_jobs(packed, g)] == [
+        dataclasses.replace(j, arrival_s=0.0) for j in experiment_jobs(plain, g)]
+
+
 def test_jobs_larger_than_the_cluster_are_left_out(tmp_path):
     cfg = trace_cfg(tmp_path, "a,0,100,200\nb,5,100,8\n")
     g = config.validate(cfg, backend="sim")

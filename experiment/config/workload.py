@@ -25,9 +25,9 @@ def experiment_jobs(cfg, g=None) -> list[ExperimentJob]:
 
 def trace_jobs(cfg, free_gpus: int) -> tuple[ExperimentJob, ...]:
     """The jobs of the config's trace (:class:`experiment.config.schema.TraceConfig`) that fit ``free_gpus``:
-    each with its trace duration as ``duration_s`` and as measured iterations, duration over its
-    model's compute time per iteration (at least 1), as the config section says. Read once per
-    trace file version, window and cluster size."""
+    each submitted at its trace time times ``arrival_scale``, with its trace duration as ``duration_s``
+    and as measured iterations, duration over its model's compute time per iteration (at least 1),
+    as the config section says. Read once per trace file version, window and cluster size."""
     t = cfg.trace
     try:
         version = os.stat(t.file).st_mtime_ns
@@ -51,7 +51,7 @@ def _trace_jobs(t, seed: int, free_gpus: int, _version) -> tuple[ExperimentJob, 
         raise ConfigError(f"config.trace: {t.file} names models with no profile ({', '.join(unknown)}; profiles: "
                           f"{', '.join(sorted(MODELS))}); set trace.model_source: pool to draw every job's model "
                           f"from trace.models")
-    return tuple(ExperimentJob(j.name, j.gpus, j.arrival_s, model=j.model, collective=t.collective,
+    return tuple(ExperimentJob(j.name, j.gpus, j.arrival_s * t.arrival_scale, model=j.model, collective=t.collective,
                                iterations=max(1, round(j.duration_s / get_model(j.model).compute_time_s)),
                                duration_s=j.duration_s)
                  for j in assign_models(jobs, t.models, seed))

@@ -259,6 +259,22 @@ def parse_seeds(text: str) -> tuple[int, ...]:
 # -- the sweep's points --------------------------------------------------------------------------
 
 
+def with_value(cfg: ExperimentConfig, path: Sequence[str], value: SweepValue) -> ExperimentConfig:
+    """``cfg`` with the field at ``path`` (in its dict form, :class:`Vary`) set to ``value``, rebuilt
+    through :func:`~experiment.config.schema.from_dict` and its field rules (not validated against a
+    back end).
+
+    Raises:
+        ConfigError: the value breaks a field's rule.
+    """
+    data = to_dict(cfg)
+    section = data
+    for key in path[:-1]:
+        section = section[key]
+    section[path[-1]] = value
+    return check_fields(from_dict(data))
+
+
 def sweep_points(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int],
                  backend: str = "sim") -> tuple[SweepPoint, ...]:
     """Every (value, seed) of the sweep as a config, in value-major order.
@@ -281,14 +297,8 @@ def sweep_points(cfg: ExperimentConfig, vary: Vary, seeds: Sequence[int],
     points = []
     for i, value in enumerate(vary.values):
         for seed in seeds:
-            data = to_dict(cfg)
-            section = data
-            for key in vary.path[:-1]:
-                section = section[key]
-            section[vary.param] = value
-            data["seed"] = seed
             try:
-                point = check_fields(from_dict(data))
+                point = with_value(dataclasses.replace(cfg, seed=seed), vary.path, value)
                 g = validate(point, backend=backend)
             except ConfigError as e:
                 raise ConfigError(f"sweep point {vary.name}={value_text(value)} (seed {seed}): {e}") from None
