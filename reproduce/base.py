@@ -129,6 +129,8 @@ class Reproduction(abc.ABC):
         paper: the paper, short (``"NetPack (NSDI'24)"``).
         source: the figure or table and section reproduced.
         claim: the result in one sentence, as the paper states it.
+        setup: the paper's setup and metric for it, in a sentence.
+        differs: where ours differs from that setup ("": nowhere).
         backends: the back ends it runs on; the first is the default.
         minutes: its run time on a 2-core machine at the default settings, minutes (for ``--list``).
     """
@@ -137,6 +139,8 @@ class Reproduction(abc.ABC):
     paper: ClassVar[str]
     source: ClassVar[str]
     claim: ClassVar[str]
+    setup: ClassVar[str]
+    differs: ClassVar[str] = ""
     backends: ClassVar[tuple[str, ...]] = ("sim",)
     minutes: ClassVar[float]
 

@@ -182,6 +182,11 @@ class NetPackFig12(_NetPackSweep):
     name = "netpack-fig12"
     source = "Fig. 12, §6.3"
     claim = "the average JCT reduction grows from 52% at 1:1 to 89% at 20:1 oversubscription"
+    setup = ("its simulator: 16 racks of 16 servers of 4 GPUs, every ToR's PAT 1 Tb/s, cross-rack "
+             "oversubscription 1:1 to 20:1; NetPack (selective INA) against GB, FB, LF, Optimus and Tetris with INA "
+             "on for every job, sharing the PAT; JCT normalised to NetPack's, ten runs")
+    differs = ("Philly's jobs of 2 GPUs or more submitted in 10 days and 100 Gbit/s links: the paper states neither "
+               "its simulator's jobs nor its link rates")
     minutes = 6.0
     config = CONFIG
     vary = "topology.oversubscription=1,2,5,10,20"
@@ -201,6 +206,10 @@ class NetPackFig11(_NetPackSweep):
     source = "Fig. 11, §6.3"
     claim = ("30%-92% JCT reduction, growing as switch memory shrinks, and 87%-92% even with PAT = 0 (no INA); "
              "on the paper's testbed")
+    setup = ("its testbed: one Tofino rack of 5 servers with 2 RTX 2080 Ti GPUs and 100 Gbit/s NICs, "
+             "Philly demands scaled to the rack, the switch memory on the x axis; JCT normalised to NetPack's")
+    differs = ("run on the paper's simulated cluster (16 racks of 16 servers of 4 GPUs) with the PAT on the x axis, "
+               "not on a copy of its testbed")
     minutes = 11.0
     config = CONFIG
     vary = "ina.pat_gbps=0,25,50,100,200,400,1000"
@@ -225,15 +234,18 @@ class NetPackFig9(_NetPackSweep):
     name = "netpack-fig9"
     source = "Fig. 9, §6.2"
     claim = "31% average JCT reduction against the baselines on a 4,000-job real trace, 100 to 10,000 servers"
+    setup = ("its simulator: a 4,000-job real workload on 100 to 10,000 servers in 16 racks of 4-GPU "
+             "servers, 1:1, PAT 1 Tb/s; NetPack against GB, FB, LF, Optimus and Tetris; JCT normalised to NetPack's")
+    differs = ("the first 4,000 distributed Philly jobs, submitted together (the paper places them as one batch in "
+               "Fig. 10 and does not say when they arrive), 100 Gbit/s links (not stated)")
     minutes = 5.5
     config = CONFIG_4K
-    vary = "topology.n_leaf=7,63,250"
-    seeds = (1,)
+    vary = "topology.hosts_per_leaf=7,63,250,625"
     xlabel = "servers"
-    SERVERS_PER_LEAF = 16
+    RACKS = 16
 
     def x(self, value) -> float:
-        return float(value) * self.SERVERS_PER_LEAF
+        return float(value) * self.RACKS
 
     def label(self, value) -> str:
         return f"{self.x(value):,.0f}"
@@ -242,9 +254,9 @@ class NetPackFig9(_NetPackSweep):
         measured = [r for r in cut.values() if r is not None]
         mean = sum(measured) / len(measured) if measured else None
         figures = (Figure("average JCT reduction over the cluster sizes", mean, (31.0, 31.0), self.source, "%"),)
-        notes = (f"cluster sizes {', '.join(f'{self.x(v):,.0f}' for v in cut)} servers (16 per rack, 4 GPUs "
-                 f"each): the first 4,000 distributed Philly jobs never need more than about 1,000 servers, so "
-                 f"the larger sizes give the same placements",)
+        notes = (f"cluster sizes {', '.join(f'{self.x(v):,.0f}' for v in cut)} servers in the paper's 16 racks (4 "
+                 f"GPUs each); the first 4,000 distributed Philly jobs, all submitted at once as the paper places "
+                 f"them (Fig. 10)",)
         return figures, tuple(PaperMark(self.x(v), 31.0, 31.0) for v in cut), notes
 
 
@@ -281,6 +293,9 @@ class NetPackFig14(Reproduction):
     source = "Fig. 14, §6.4"
     claim = ("a job's aggregation ratio equals its PAT ratio (y = x, Fig. 14a); two jobs sharing the PAT get "
              "half each (y = 0.5x, Fig. 14b)")
+    setup = ("its testbed: 2 workers and a PS on 3 servers of one rack, jobs at 10 Gbit/s, the PAT ratio "
+             "swept; its measurements beside the theory lines y = x and y = 0.5x")
+    differs = "the simulator's fluid engine, set against the theory lines rather than the testbed's measurements"
     minutes = 0.05
 
     def check(self, backend: str) -> str:

@@ -104,6 +104,9 @@ def catalogue_lines() -> list[str]:
     rows = [[name, cls.paper, cls.source, ", ".join(cls.backends), f"{cls.minutes:g}" if cls.minutes >= 1 else "<1"]
             for name, cls in REPRODUCTIONS.items()]
     table = format_table(["name", "paper", "reproduces", "back ends", "minutes"], rows)
-    claims = [f"  {name}: {cls.claim}." for name, cls in REPRODUCTIONS.items()]
-    return [*table.splitlines(), "", "What each paper reports:", *claims, "",
+    claims = []
+    for name, cls in REPRODUCTIONS.items():
+        claims += [f"  {name}: {cls.claim}.", f"    the paper's setup: {cls.setup}.",
+                   f"    ours differs: {cls.differs or 'nowhere'}."]
+    return [*table.splitlines(), "", "What each paper reports, on what setup, and where ours differs:", *claims, "",
             "run one: python run_testbed.py reproduce NAME   (minutes measured on a 2-core machine)"]

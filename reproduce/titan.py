@@ -59,6 +59,8 @@ class TitanFig1(Reproduction):
     claim = ("ElasticFlow packs the job on the idle machine, HiveD fills fragments with 3M/2 of traffic, Titan "
              "splits it with M: 33.3% less traffic than HiveD, 25% fewer machines than ElasticFlow")
     backends = ("sim", "emu")
+    setup = ("its worked example: machines of 4 GPUs with 4, 3, 2 and 1 free and one 4-worker "
+             "halving-doubling job; machines used and cross-machine traffic in units of the model's size M")
     minutes = 0.1
 
     def check(self, backend: str) -> str:

@@ -49,11 +49,15 @@ def test_trace_jobs_carry_durations_as_iterations_of_their_model(tmp_path):
 
 def test_arrival_scale_moves_submissions_and_nothing_else(tmp_path):
     """``arrival_scale: 0.25`` submits the same jobs four times closer together (submissions at 0,
-    60 and 360 s become 0, 15 and 90 s), with the same sizes, durations and models."""
+    60 and 360 s become 0, 15 and 90 s), with the same sizes, durations and models; 0 submits them
+    all at once, in trace order."""
     rows = "a,100,3600,16\nb,40,60,1\nc,400,1,2\n"
     plain, packed = trace_cfg(tmp_path, rows), trace_cfg(tmp_path, rows, arrival_scale=0.25)
     g = config.validate(packed, backend="sim")
     assert [j.arrival_s for j in experiment_jobs(packed, g)] == [0.0, 15.0, 90.0]
+    at_once = trace_cfg(tmp_path, rows, arrival_scale=0)
+    assert [(j.name, j.arrival_s) for j in experiment_jobs(at_once, g)] == [
+        ("t00000", 0.0), ("t00001", 0.0), ("t00002", 0.0)]
     assert [dataclasses.replace(j, arrival_s=0.0) for j in experiment_jobs(packed, g)] == [
         dataclasses.replace(j, arrival_s=0.0) for j in experiment_jobs(plain, g)]
 

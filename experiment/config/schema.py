@@ -209,7 +209,8 @@ class TraceConfig:
         start_s: the window's start, seconds after the trace's first submission.
         span_s: the window's length, seconds (0: to the end of the trace).
         arrival_scale: every job's submission time (after the window's start) times this: below 1
-            the same jobs arrive closer together (a higher offered load), above 1 further apart.
+            the same jobs arrive closer together (a higher offered load), above 1 further apart; 0
+            submits them all at once, in their trace order.
         models: the pool a job's model is drawn from (uniformly, seeded) when the trace names none;
             NetPack's pool by default (§5.4).
         model_source: ``trace`` keeps the model a trace names (each must have a profile in
@@ -224,7 +225,7 @@ class TraceConfig:
     min_gpus: int = rule_field(Integer(1, 1_000_000), 1)
     start_s: float = rule_field(Real(0, 10**10), 0.0)
     span_s: float = rule_field(Real(0, 10**10), 0.0)
-    arrival_scale: float = rule_field(Real(0, 10**6, lo_open=True), 1.0)
+    arrival_scale: float = rule_field(Real(0, 10**6), 1.0)
     models: tuple = rule_field(ListOf(Name(_models), 1, 64, "model names"), factory=_netpack_pool)
     model_source: str = rule_field(Name(("trace", "pool")), "trace")
     collective: str = rule_field(Name(_trace_collectives), "ring")
