@@ -119,13 +119,25 @@ def test_netpacks_average_reduction_is_the_mean_over_the_papers_five_baselines()
     assert paper_policies(load("experiments/netpack_sim.yaml")).policies == ("netpack", *PAPER_BASELINES)
 
 
-def test_cassinis_speedup_is_themis_jct_over_the_policys():
-    from reproduce.cassini import jct_stats, speedups
+def test_cassinis_speedup_is_themis_pooled_iteration_times_over_the_policys():
+    """Iteration times pooled over jobs (each iteration from its first start to its last end), their
+    mean and p99, and Themis's over the policy's; the Ideal run's jobs that overlapped are counted."""
+    from types import SimpleNamespace
 
-    themis, cassini = jct_stats([100.0, 200.0, 300.0]), jct_stats([50.0, 100.0, 150.0])
+    from experiment.reporting.timeline import UpPhase
+    from reproduce.cassini import iteration_times, overlapping, speedups, stats
+
+    run = SimpleNamespace(timeline=(UpPhase("a", 0, 0.0, 0.5, 1.0), UpPhase("b", 0, 0.2, 0.4, 3.2),
+                                    UpPhase("a", 1, 1.0, 1.5, 3.0)))
+    assert iteration_times(run) == [1.0, 3.0, 2.0]
+    themis, cassini = stats([100.0, 200.0, 300.0]), stats([50.0, 100.0, 150.0])
     assert themis["mean"] == 200.0 and themis["p99"] == pytest.approx(298.0)
     assert speedups(themis, cassini) == {"mean": pytest.approx(2.0), "p99": pytest.approx(2.0)}
-    assert speedups(themis, jct_stats([])) == {"mean": None, "p99": None}
+    assert speedups(themis, stats([])) == {"mean": None, "p99": None}
+    jobs = [SimpleNamespace(start_s=s, end_s=e) for s, e in ((0, 10), (20, 30), (25, 40), (50, 60))]
+    assert overlapping(SimpleNamespace(jobs=jobs)) == 1
+    jobs = [SimpleNamespace(start_s=s, end_s=e) for s, e in ((0, 100), (20, 30), (40, 50), (100, 110))]
+    assert overlapping(SimpleNamespace(jobs=jobs)) == 2
 
 
 def test_the_command_lists_runs_and_refuses_in_one_line(tmp_path):
