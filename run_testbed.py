@@ -1,24 +1,24 @@
 #!/usr/bin/env python3
 """Run a placement experiment on the emulated cluster, or on the flow-level simulator.
 
-    sudo python run_testbed.py                          # default experiment, every policy
-    sudo python run_testbed.py -c experiments/x.yaml -p consolidate -p spread
-    sudo python run_testbed.py --set topology.k=6 --set iterations=5   # config fields changed for this run
-    python run_testbed.py --backend sim                 # the same experiment on the simulator, no root
-    python run_testbed.py check -c experiments/x.yaml   # validate a config, no root needed
-    python run_testbed.py list [policies|schedulers|models|collectives|topologies|back]  # what a config can name
-    python run_testbed.py --backend sim -c experiments/trace.yaml   # a cluster trace on the simulator
-    python run_testbed.py validate RUN_DIR --estimates my_sim.csv   # your simulator against a run
-    python run_testbed.py validate RUN_DIR --simulator latency_us=60,token_buckets=true
+    sudo python3 run_testbed.py                          # default experiment, every policy
+    sudo python3 run_testbed.py -c experiments/x.yaml -p consolidate -p spread
+    sudo python3 run_testbed.py --set topology.k=6 --set iterations=5   # config fields changed for this run
+    python3 run_testbed.py --backend sim                 # the same experiment on the simulator, no root
+    python3 run_testbed.py check -c experiments/x.yaml   # validate a config, no root needed
+    python3 run_testbed.py list [policies|schedulers|models|collectives|topologies|back]  # what a config can name
+    python3 run_testbed.py --backend sim -c experiments/trace.yaml   # a cluster trace on the simulator
+    python3 run_testbed.py validate RUN_DIR --estimates my_sim.csv   # your simulator against a run
+    python3 run_testbed.py validate RUN_DIR --simulator latency_us=60,token_buckets=true
                                                         # the run re-simulated with other options, against it
-    python run_testbed.py report RUN_DIR                # a saved run's tables and plots rendered again from its files
-    python run_testbed.py calibrate RUN_DIR             # the simulator's latency and ECN mark share, fitted to a run
-    python run_testbed.py sweep -c experiments/x.yaml --vary topology.oversubscription=1,2,4,8,20 --seeds 1-10
+    python3 run_testbed.py report RUN_DIR                # a saved run's tables and plots rendered again from its files
+    python3 run_testbed.py calibrate RUN_DIR             # the simulator's latency and ECN mark share, fitted to a run
+    python3 run_testbed.py sweep -c experiments/x.yaml --vary topology.oversubscription=1,2,4,8,20 --seeds 1-10
                                                         # one parameter x seeds on the simulator, no root
                                                         # (--backend emu: on the emulator, as root)
-    python run_testbed.py reproduce titan-fig1          # a paper's headline result, ours beside the paper's
-    python run_testbed.py reproduce --list              # every reproduction, its figure and run time
-    sudo python run_testbed.py clean                    # undo what a killed run recorded changing
+    python3 run_testbed.py reproduce titan-fig1          # a paper's headline result, ours beside the paper's
+    python3 run_testbed.py reproduce --list              # every reproduction, its figure and run time
+    sudo python3 run_testbed.py clean                    # undo what a killed run recorded changing
 
 Exit codes: 0 done; 1 ``clean`` could not undo a recorded change (it stays recorded), or an internal
 error (a bug: please report its traceback); 2 an error the user can mend (a bad config, option or
@@ -41,7 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 VENV_PYTHON = os.path.join(HERE, ".venv", "bin", "python")
 if (os.path.exists(VENV_PYTHON) and os.path.realpath(sys.prefix) != os.path.realpath(os.path.join(HERE, ".venv"))
         and not os.environ.get("TESTBED_NO_VENV_REEXEC")):
-    # `sudo python run_testbed.py` with the system Python: run in the project's venv (made by setup).
+    # `sudo python3 run_testbed.py` with the system Python: run in the project's venv (made by setup).
     os.environ["TESTBED_NO_VENV_REEXEC"] = "1"
     os.execv(VENV_PYTHON, [VENV_PYTHON, os.path.abspath(__file__), *sys.argv[1:]])
 if HERE not in sys.path:
@@ -351,11 +351,11 @@ run (the default command) takes:
   see: run_testbed.py run -h
 
 examples:
-  sudo python run_testbed.py                                  # the default experiment, every policy
-  python run_testbed.py --backend sim -c experiments/trace.yaml
-  python run_testbed.py check -c experiments/x.yaml --set topology.k=6
-  python run_testbed.py list policies
-  python run_testbed.py reproduce netpack-fig12               # a paper's figure: ours beside the paper's
+  sudo python3 run_testbed.py                                  # the default experiment, every policy
+  python3 run_testbed.py --backend sim -c experiments/trace.yaml
+  python3 run_testbed.py check -c experiments/x.yaml --set topology.k=6
+  python3 run_testbed.py list policies
+  python3 run_testbed.py reproduce netpack-fig12               # a paper's figure: ours beside the paper's
 
 exit codes: 0 done; 1 `clean` left a change recorded, or an internal error (a bug); 2 an error you
 can mend (one line on stderr); 3 a policy could not place every job; 130 interrupted (cleaned up).
@@ -490,5 +490,10 @@ def _exit(code: int) -> None:
     sys.exit(code)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The console entry point (``dtnet-testbed``, setup.py): :func:`main` with its exit code."""
     _exit(main())
+
+
+if __name__ == "__main__":
+    cli()

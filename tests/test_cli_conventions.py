@@ -1,8 +1,10 @@
 """The command line's conventions: --version, -c and --set on every command that takes a config,
-`list`, `run.log`, the hand-over of results written under sudo, and the set-up's requirement check."""
+`list`, `run.log`, the hand-over of results written under sudo, the set-up's requirement check, and
+the packaging (setup.py's packages and entry point, an executable run_testbed.py)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -132,3 +134,47 @@ def test_a_quiet_sweep_prints_its_table_but_no_progress(tmp_path):
     (sweep_dir,) = tmp_path.iterdir()
     log = (sweep_dir / "iterations=2" / "seed-1" / "run.log").read_text()
     assert log.count("[1/2] policy consolidate") == 1 and log.count("Per policy") == 1, log
+
+
+def _setup_call() -> dict:
+    """The keyword arguments setup.py passes to setup(), as written (literals only)."""
+    import ast
+
+    with open(os.path.join(ROOT, "setup.py")) as f:
+        tree = ast.parse(f.read())
+    (call,) = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "setup"]
+    return {k.arg: k.value for k in call.keywords}
+
+
+def test_setup_packages_cover_every_top_level_package(monkeypatch):
+    """setup.py installs every top-level package of the repository (a directory with an __init__.py), so an
+    installed copy runs every command; its console entry point names a function of run_testbed."""
+    import ast
+
+    from setuptools import find_packages
+
+    kw = _setup_call()
+    include = ast.literal_eval(kw["packages"].keywords[0].value)
+    installed = {p for p in find_packages(ROOT, include=include) if "." not in p}
+    top = {d for d in os.listdir(ROOT) if os.path.isfile(os.path.join(ROOT, d, "__init__.py"))}
+    assert top - installed == set(), "setup.py leaves these packages out"
+    assert ast.literal_eval(kw["py_modules"]) == ["run_testbed"]
+    (script,) = ast.literal_eval(kw["entry_points"])["console_scripts"]
+    module, func = script.split("=")[1].strip().split(":")
+    monkeypatch.setenv("TESTBED_NO_VENV_REEXEC", "1")  # imported here, not re-run in .venv
+    run_testbed = importlib.import_module(module)
+    assert callable(getattr(run_testbed, func))
+
+
+def test_run_testbed_is_an_executable_python3_script():
+    """`./run_testbed.py` runs as typed: executable (in git too), with a python3 shebang (stock Debian and
+    Ubuntu have no `python`)."""
+    import subprocess
+
+    path = os.path.join(ROOT, "run_testbed.py")
+    with open(path) as f:
+        assert f.readline() == "#!/usr/bin/env python3\n"
+    assert os.access(path, os.X_OK)
+    mode = subprocess.run(["git", "ls-files", "-s", "run_testbed.py"], cwd=ROOT, capture_output=True, text=True)
+    if mode.returncode == 0 and mode.stdout:  # a git checkout (an unpacked archive has no index)
+        assert mode.stdout.startswith("100755 "), mode.stdout
