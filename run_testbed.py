@@ -46,10 +46,29 @@ if (os.path.exists(VENV_PYTHON) and os.path.realpath(sys.prefix) != os.path.real
     os.execv(VENV_PYTHON, [VENV_PYTHON, os.path.abspath(__file__), *sys.argv[1:]])
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
+SETUP_COMMAND = "sudo make setup"
 
-from common.errors import ConfigError, TestbedError  # noqa: E402
-from experiment import BACKENDS  # noqa: E402
-from experiment.reporting import results  # noqa: E402
+
+def _not_set_up(e: ModuleNotFoundError) -> str | None:
+    """The one-line answer to a module missing from this Python because the set-up has not run or did not
+    finish (no .venv, or one without the pinned packages); None when the module is one of the project's
+    own (a bug, reported with its traceback)."""
+    top = (e.name or "").split(".")[0]
+    if not top or os.path.isfile(os.path.join(HERE, top, "__init__.py")):
+        return None
+    return (f"error: Python module {top!r} is missing from {sys.prefix}: the set-up has not run or did not "
+            f"finish; run it: {SETUP_COMMAND} (in {HERE})")
+
+
+try:
+    from common.errors import ConfigError, TestbedError
+    from experiment import BACKENDS
+    from experiment.reporting import results
+except ModuleNotFoundError as _e:
+    if _not_set_up(_e) is None:
+        raise
+    print(_not_set_up(_e), file=sys.stderr)
+    sys.exit(2)
 
 DEFAULT_CONFIG = os.path.join(HERE, "experiments", "default.yaml")
 
@@ -451,7 +470,18 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Entry point."""
+    """Entry point: the command's exit code."""
+    try:
+        return _main(argv)
+    except ModuleNotFoundError as e:
+        line = _not_set_up(e)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        return 2
+
+
+def _main(argv) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in (*COMMANDS, "-h", "--help", "--version"):
         argv = ["run", *argv]

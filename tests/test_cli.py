@@ -51,6 +51,34 @@ def test_unreadable_config():
     assert_clean_error(run_cli("check", "/nonexistent/x.yaml"), "/nonexistent/x.yaml")
 
 
+def _clone_with_venv(tmp_path, venv: bool):
+    """A clone of the project (run_testbed.py copied, the packages linked) whose .venv, with ``venv``, is a
+    bare one without the pinned packages: a set-up interrupted before pip finished."""
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / "run_testbed.py").write_bytes(open(os.path.join(ROOT, "run_testbed.py"), "rb").read())
+    for name in os.listdir(ROOT):
+        if name == "experiments" or os.path.isfile(os.path.join(ROOT, name, "__init__.py")):
+            os.symlink(os.path.join(ROOT, name), clone / name)
+    bare = clone / ".venv" if venv else tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=60)
+    return clone, str(bare / "bin" / "python")
+
+
+@pytest.mark.parametrize("command", [["list"], ["check"], ["--backend", "sim"]])
+@pytest.mark.parametrize("venv", ["incomplete", "missing"])
+def test_a_missing_or_incomplete_venv_names_the_set_up(tmp_path, command, venv):
+    """With .venv missing its packages (the script switches into it), or no .venv and a Python without
+    them, every command is one line naming the missing module and the set-up command, exit code 2."""
+    clone, bare_python = _clone_with_venv(tmp_path, venv == "incomplete")
+    python = sys.executable if venv == "incomplete" else bare_python
+    env = {k: v for k, v in os.environ.items() if k != "TESTBED_NO_VENV_REEXEC"}
+    cp = subprocess.run([python, str(clone / "run_testbed.py"), *command], capture_output=True, text=True,
+                        timeout=60, env=env, cwd=str(tmp_path))
+    assert_clean_error(cp, "the set-up has not run or did not finish; run it: sudo make setup")
+    assert "is missing from " in cp.stderr and cp.stdout == ""
+
+
 @pytest.fixture
 def main_in_process(monkeypatch):
     """run_testbed.main in this process, with the root check replaced by a failure: a run whose config passes
