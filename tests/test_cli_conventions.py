@@ -178,3 +178,64 @@ def test_run_testbed_is_an_executable_python3_script():
     mode = subprocess.run(["git", "ls-files", "-s", "run_testbed.py"], cwd=ROOT, capture_output=True, text=True)
     if mode.returncode == 0 and mode.stdout:  # a git checkout (an unpacked archive has no index)
         assert mode.stdout.startswith("100755 "), mode.stdout
+
+
+def _commands(monkeypatch) -> dict:
+    """run_testbed's parser for each command, by name."""
+    import argparse
+
+    monkeypatch.setenv("TESTBED_NO_VENV_REEXEC", "1")
+    run_testbed = importlib.import_module("run_testbed")
+    (sub,) = [a for a in run_testbed._parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(sub.choices) == set(run_testbed.COMMANDS)
+    return sub.choices
+
+
+def test_every_command_has_a_description_and_examples(monkeypatch):
+    """`run_testbed.py COMMAND -h` says what the command does and shows it used, as typed on a stock system."""
+    for name, parser in _commands(monkeypatch).items():
+        text = parser.format_help()
+        assert parser.description and len(parser.description) > 60, name
+        examples = text.split("examples:\n", 1)[1].splitlines()
+        assert examples and all(" run_testbed.py " in e and e.lstrip().split()[0] in ("python3", "sudo")
+                                for e in examples), (name, examples)
+        assert any(f"run_testbed.py {name} " in e + " " for e in examples), (name, examples)
+    cp = run_cli("sweep", "-h")
+    assert cp.returncode == 0 and "examples:\n  python3 run_testbed.py sweep -c" in cp.stdout
+
+
+def test_an_option_has_one_metavar_in_every_command_and_the_main_help(monkeypatch):
+    """An option named by several commands shows the same value name in each (and in the main help's
+    summary of run's options): -p is SPEC everywhere, -c FILE, --results DIR, --workers N."""
+    shown: dict[str, set] = {}
+    for parser in _commands(monkeypatch).values():
+        for action in parser._actions:
+            if action.option_strings and action.nargs != 0:
+                for opt in action.option_strings:
+                    shown.setdefault(opt, set()).add(action.metavar)
+    assert {k: v for k, v in shown.items() if len(v) > 1} == {}
+    assert shown["-p"] == shown["--reference"] == {"SPEC"} and shown["-c"] == {"FILE"}
+    assert shown["--results"] == {"DIR"} and shown["--workers"] == {"N"}
+    top = run_cli("-h").stdout
+    assert "-p, --policy SPEC" in top and "-c, --config FILE" in top
+
+
+def test_makefile_targets_exist_and_unit_and_lint_need_only_the_venv():
+    """Every .PHONY target has a rule; with the venv there, `make unit` and `make lint` do not run the set-up
+    (which needs root); without it they run it first."""
+    import subprocess
+
+    def dry(*args):
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}  # under make
+        cp = subprocess.run(["make", "-n", "-s", "--no-print-directory", *args], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+        assert cp.returncode == 0, cp.stderr
+        return cp.stdout
+
+    with open(os.path.join(ROOT, "Makefile")) as f:
+        (phony,) = [line.split(":", 1)[1].split() for line in f if line.startswith(".PHONY:")]
+    for target in phony:
+        dry(target, f"PY={sys.executable}")
+    for target, command in [("unit", "-m pytest -q -n auto -m \"not emulation\" tests"), ("lint", "-m ruff check .")]:
+        assert dry(target, f"PY={sys.executable}").splitlines() == [f"{sys.executable} {command}"]
+        assert "scripts/setup.sh" in dry(target, "PY=/nonexistent/bin/python")
