@@ -1,11 +1,12 @@
 # Two commands, run as root on a fresh Debian 12 machine:
 #   make run    set up, then run the default experiment
 #   make test   set up (with Docker, which the tests of workers in containers need), then run the test suite
+# and, once set up, as any user: make unit (the unit tests), make lint (ruff).
 # DOCKER=1 adds Docker to any target's set-up (experiments with `container: {engine: docker}`).
 PY := .venv/bin/python
 CONFIG ?= experiments/default.yaml
 
-.PHONY: setup run test unit bench lint clean vm
+.PHONY: setup run test unit lint bench clean vm
 
 setup:
 	@bash scripts/setup.sh $(if $(DOCKER),--docker) $(if $(VM),--vm)
@@ -23,8 +24,16 @@ test: setup
 	TESTBED_REQUIRE_SETUP=1 $(PY) -m pytest -q -rs --durations=10 -n auto -m "not emulation" tests
 	TESTBED_REQUIRE_SETUP=1 $(PY) -m pytest -q -rs --durations=15 -m emulation tests
 
-unit: setup
+# unit and lint need the venv only: where the set-up has made it they run as any user; where it has
+# not, they run the set-up first, which needs root (apt, Open vSwitch).
+unit: $(PY)
 	$(PY) -m pytest -q -n auto -m "not emulation" tests
+
+lint: $(PY)
+	$(PY) -m ruff check .
+
+$(PY):
+	@bash scripts/setup.sh
 
 # The full-feature VM on the offline Debian box: build the box if missing, boot, run what needs the
 # stock kernel, copy the results out (results/vm-*), destroy the VM (docs/vm.md).

@@ -1,24 +1,24 @@
 #!/usr/bin/env python3
 """Run a placement experiment on the emulated cluster, or on the flow-level simulator.
 
-    sudo python run_testbed.py                          # default experiment, every policy
-    sudo python run_testbed.py -c experiments/x.yaml -p consolidate -p spread
-    sudo python run_testbed.py --set topology.k=6 --set iterations=5   # config fields changed for this run
-    python run_testbed.py --backend sim                 # the same experiment on the simulator, no root
-    python run_testbed.py check -c experiments/x.yaml   # validate a config, no root needed
-    python run_testbed.py list [policies|schedulers|models|collectives|topologies|back]  # what a config can name
-    python run_testbed.py --backend sim -c experiments/trace.yaml   # a cluster trace on the simulator
-    python run_testbed.py validate RUN_DIR --estimates my_sim.csv   # your simulator against a run
-    python run_testbed.py validate RUN_DIR --simulator latency_us=60,token_buckets=true
+    sudo python3 run_testbed.py                          # default experiment, every policy
+    sudo python3 run_testbed.py -c experiments/x.yaml -p consolidate -p spread
+    sudo python3 run_testbed.py --set topology.k=6 --set iterations=5   # config fields changed for this run
+    python3 run_testbed.py --backend sim                 # the same experiment on the simulator, no root
+    python3 run_testbed.py check -c experiments/x.yaml   # validate a config, no root needed
+    python3 run_testbed.py list [policies|schedulers|models|collectives|topologies|back]  # what a config can name
+    python3 run_testbed.py --backend sim -c experiments/trace.yaml   # a cluster trace on the simulator
+    python3 run_testbed.py validate RUN_DIR --estimates my_sim.csv   # your simulator against a run
+    python3 run_testbed.py validate RUN_DIR --simulator latency_us=60,token_buckets=true
                                                         # the run re-simulated with other options, against it
-    python run_testbed.py report RUN_DIR                # a saved run's tables and plots rendered again from its files
-    python run_testbed.py calibrate RUN_DIR             # the simulator's latency and ECN mark share, fitted to a run
-    python run_testbed.py sweep -c experiments/x.yaml --vary topology.oversubscription=1,2,4,8,20 --seeds 1-10
+    python3 run_testbed.py report RUN_DIR                # a saved run's tables and plots rendered again from its files
+    python3 run_testbed.py calibrate RUN_DIR             # the simulator's latency and ECN mark share, fitted to a run
+    python3 run_testbed.py sweep -c experiments/x.yaml --vary topology.oversubscription=1,2,4,8,20 --seeds 1-10
                                                         # one parameter x seeds on the simulator, no root
                                                         # (--backend emu: on the emulator, as root)
-    python run_testbed.py reproduce titan-fig1          # a paper's headline result, ours beside the paper's
-    python run_testbed.py reproduce --list              # every reproduction, its figure and run time
-    sudo python run_testbed.py clean                    # undo what a killed run recorded changing
+    python3 run_testbed.py reproduce titan-fig1          # a paper's headline result, ours beside the paper's
+    python3 run_testbed.py reproduce --list              # every reproduction, its figure and run time
+    sudo python3 run_testbed.py clean                    # undo what a killed run recorded changing
 
 Exit codes: 0 done; 1 ``clean`` could not undo a recorded change (it stays recorded), or an internal
 error (a bug: please report its traceback); 2 an error the user can mend (a bad config, option or
@@ -32,24 +32,46 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import os
 import signal
 import sys
+import textwrap
+import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VENV_PYTHON = os.path.join(HERE, ".venv", "bin", "python")
 if (os.path.exists(VENV_PYTHON) and os.path.realpath(sys.prefix) != os.path.realpath(os.path.join(HERE, ".venv"))
         and not os.environ.get("TESTBED_NO_VENV_REEXEC")):
-    # `sudo python run_testbed.py` with the system Python: run in the project's venv (made by setup).
+    # `sudo python3 run_testbed.py` with the system Python: run in the project's venv (made by setup).
     os.environ["TESTBED_NO_VENV_REEXEC"] = "1"
     os.execv(VENV_PYTHON, [VENV_PYTHON, os.path.abspath(__file__), *sys.argv[1:]])
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
+SETUP_COMMAND = "sudo make setup"
 
-from common.errors import ConfigError, TestbedError  # noqa: E402
-from experiment import BACKENDS  # noqa: E402
-from experiment.reporting import results  # noqa: E402
+
+def _not_set_up(e: ModuleNotFoundError) -> str | None:
+    """The one-line answer to a module missing from this Python because the set-up has not run or did not
+    finish (no .venv, or one without the pinned packages); None when the module is one of the project's
+    own (a bug, reported with its traceback)."""
+    top = (e.name or "").split(".")[0]
+    if not top or os.path.isfile(os.path.join(HERE, top, "__init__.py")):
+        return None
+    return (f"error: Python module {top!r} is missing from {sys.prefix}: the set-up has not run or did not "
+            f"finish; run it: {SETUP_COMMAND} (in {HERE})")
+
+
+try:
+    from common.errors import ConfigError, TestbedError
+    from experiment import BACKENDS
+    from experiment.reporting import results
+except ModuleNotFoundError as _e:
+    if _not_set_up(_e) is None:
+        raise
+    print(_not_set_up(_e), file=sys.stderr)
+    sys.exit(2)
 
 DEFAULT_CONFIG = os.path.join(HERE, "experiments", "default.yaml")
 
@@ -314,11 +336,21 @@ def cmd_list(args) -> int:
     return 0
 
 
+def _verbosity(args) -> int:
+    """How much the terminal gets: 0 by default, less with each ``-q``, more with each ``-v``."""
+    return getattr(args, "verbose", 0) - getattr(args, "quiet", 0)
+
+
 def _say(args):
-    """The progress line printer: the terminal's, or nothing with ``-q`` (``run.log`` keeps them)."""
-    if getattr(args, "quiet", False):
+    """The progress line printer: nothing with ``-q`` (``run.log`` keeps the lines), the lines by default,
+    each stamped with the seconds since the command started with ``-v``."""
+    level = _verbosity(args)
+    if level < 0:
         return lambda msg: None
-    return lambda msg: print(msg, flush=True)
+    if level == 0:
+        return lambda msg: print(msg, flush=True)
+    start = time.monotonic()
+    return lambda msg: print(f"[{time.monotonic() - start:7.1f} s] {msg}", flush=True)
 
 
 def _version() -> str:
@@ -340,6 +372,7 @@ def _one_line(e: Exception) -> str:
 
 
 COMMANDS = ("run", "check", "list", "report", "clean", "validate", "calibrate", "sweep", "reproduce")
+TRACEBACK_VERBOSITY = 2  # -vv: an error the user can mend is shown with its traceback
 
 EPILOG = f"""\
 run (the default command) takes:
@@ -347,19 +380,79 @@ run (the default command) takes:
   -p, --policy SPEC     a policy to run instead of the config's list (repeatable)
   --backend {{{','.join(BACKENDS)}}}   emu: the emulated network (root; the default); sim: the simulator
   --set KEY=VALUE       change a config field for this run (repeatable), checked as the file is
-  -q, --quiet / -v, --verbose   no progress lines (run.log keeps them) / tracebacks of errors
-  see: run_testbed.py run -h
+  -q, --quiet           less output: no progress lines (run.log keeps them)
+  -v, --verbose         more output: progress lines with the time since the start; -vv: an error's
+                        traceback too
+  see: python3 run_testbed.py COMMAND -h (each command's options, what it does, examples)
 
 examples:
-  sudo python run_testbed.py                                  # the default experiment, every policy
-  python run_testbed.py --backend sim -c experiments/trace.yaml
-  python run_testbed.py check -c experiments/x.yaml --set topology.k=6
-  python run_testbed.py list policies
-  python run_testbed.py reproduce netpack-fig12               # a paper's figure: ours beside the paper's
+  sudo python3 run_testbed.py                                  # the default experiment, every policy
+  python3 run_testbed.py --backend sim -c experiments/trace.yaml
+  python3 run_testbed.py check -c experiments/x.yaml --set topology.k=6
+  python3 run_testbed.py list policies
+  python3 run_testbed.py reproduce netpack-fig12               # a paper's figure: ours beside the paper's
 
 exit codes: 0 done; 1 `clean` left a change recorded, or an internal error (a bug); 2 an error you
 can mend (one line on stderr); 3 a policy could not place every job; 130 interrupted (cleaned up).
 """
+
+
+ABOUT = {
+    # command: (what it does, examples)
+    "run": ("Run an experiment: build the config's fabric, place its jobs with each policy, run their traffic and "
+            "report per policy and per job. The emulated network (the default back end) needs root; --backend sim "
+            "runs the same config on the simulator, no root. The command that runs when only options are given.",
+            ["sudo python3 run_testbed.py run -c experiments/validation.yaml -p consolidate -p spread",
+             "python3 run_testbed.py --backend sim --set iterations=5      # run is the default command"]),
+    "check": ("Validate a config and its --set changes without running anything or needing root: what a run "
+              "would refuse for the config alone is one line on stderr, exit code 2; a config that passes is "
+              "summarised with what the back end adds (for the emulator: the dilation and the least wall time).",
+              ["python3 run_testbed.py check experiments/default.yaml",
+               "python3 run_testbed.py check -c my.yaml --set topology.k=6 --backend sim"]),
+    "list": ("What a config can name, read from the registries: topologies, models, collectives, placement "
+             "policies and schedulers with their keywords and defaults, back ends. WHAT prints one section.",
+             ["python3 run_testbed.py list", "python3 run_testbed.py list policies"]),
+    "report": ("Render a saved run's tables and plots again from its files (summary.json, the timelines, the "
+               "CSVs); report.txt is written where it is missing. No root.",
+               ["python3 run_testbed.py report results/RUN_DIR"]),
+    "clean": ("Undo what runs that died (kill -9, a crash) recorded changing on this machine, and nothing else. "
+              "Needs root.",
+              ["sudo python3 run_testbed.py clean"]),
+    "validate": ("Compare per-job estimates with a run's measurements: your simulator's (a CSV), or this "
+                 "testbed's simulator re-run on the run's schedule with other options. No root.",
+                 ["python3 run_testbed.py validate results/RUN_DIR --estimates my_sim.csv",
+                  "python3 run_testbed.py validate results/RUN_DIR --simulator latency_us=60,token_buckets=true"]),
+    "calibrate": ("Fit the simulator's per-message latency to a run's uncontended jobs, TCP's share of a shared "
+                  "link and the ECN mark share to its contended ones, whichever the run has; writes "
+                  "calibration.json in the run's directory. No root.",
+                  ["python3 run_testbed.py calibrate results/RUN_DIR"]),
+    "sweep": ("Vary one config field over values and seeds and compare the policies' JCT, normalised to a "
+              "reference policy; every point is checked before anything runs. On the simulator (no root), or "
+              "point after point on the emulator with --backend emu (root).",
+              ["python3 run_testbed.py sweep -c experiments/netpack_sim.yaml --vary topology.oversubscription=1,5,20 "
+               "--seeds 1-10 --workers 2",
+               "sudo python3 run_testbed.py sweep --backend emu --vary iterations=2,5 -p consolidate -p spread"]),
+    "reproduce": ("Run a paper's headline result and print ours beside the paper's numbers, with the ratio and a "
+                  "plot; without a NAME (or with --list), the reproductions, what each compares and its run time.",
+                  ["python3 run_testbed.py reproduce --list", "python3 run_testbed.py reproduce titan-fig1",
+                   "sudo python3 run_testbed.py reproduce titan-fig1 --backend emu"]),
+}
+
+
+def _command(sub, name: str, parents: list, help: str) -> argparse.ArgumentParser:
+    """A subcommand's parser: its line in the main help, and its own help's description and examples."""
+    about, examples = ABOUT[name]
+    return sub.add_parser(name, parents=parents, help=help, description=textwrap.fill(about, 78),
+                          epilog="examples:\n" + "\n".join(f"  {e}" for e in examples),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _unknown_command(word: str) -> str:
+    """The one-line error for a first word that is neither a command nor an option."""
+    close = difflib.get_close_matches(word, COMMANDS, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return (f"error: unknown command {word!r}{hint}; valid: {', '.join(COMMANDS)}; options alone run "
+            f"'run' (see run_testbed.py -h)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -367,10 +460,13 @@ def _parser() -> argparse.ArgumentParser:
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--version", action="version", version=_version())
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("-q", "--quiet", action="store_true", help="no progress lines (run.log keeps them)")
-    common.add_argument("-v", "--verbose", action="store_true", help="print the traceback of an error")
+    common.add_argument("-q", "--quiet", action="count", default=0,
+                        help="less output: no progress lines (run.log keeps them)")
+    common.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more output: progress lines stamped with the seconds since the start; -vv: an "
+                             "error's traceback too")
     config = argparse.ArgumentParser(add_help=False)
-    config.add_argument("-c", "--config", help=f"experiment YAML (default: {DEFAULT_CONFIG})")
+    config.add_argument("-c", "--config", metavar="FILE", help=f"experiment YAML (default: {DEFAULT_CONFIG})")
     config.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="change a config field (dotted path, e.g. topology.k=6, jobs.0.workers=4, "
                              "policies=[consolidate,spread]); repeatable; checked as the file is")
@@ -378,56 +474,53 @@ def _parser() -> argparse.ArgumentParser:
 
     backend_help = "; ".join(f"{name}: {cls.help}" for name, cls in backend_classes().items())
     sub = ap.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
-    run = sub.add_parser("run", parents=[common, config], help="run an experiment (the default command)")
-    run.add_argument("-p", "--policy", action="append",
+    run = _command(sub, "run", [common, config], "run an experiment (the default command)")
+    run.add_argument("-p", "--policy", action="append", metavar="SPEC",
                      help="policy spec to run instead of the config's list (repeatable, e.g. -p consolidate "
                           "-p random)")
     run.add_argument("--backend", choices=tuple(BACKENDS), default="emu", help=f"{backend_help}; default: %(default)s")
-    run.add_argument("--iterations", type=int, help="override the config's iterations")
+    run.add_argument("--iterations", type=int, metavar="N", help="override the config's iterations")
     run.add_argument("--container", choices=("none", "docker"),
                      help="override the config's container.engine: workers as processes, or in Docker containers "
                           "of the locally built worker image (needs `make setup DOCKER=1`)")
-    run.add_argument("--results", help="results base directory (default: the config's results_dir)")
-    check = sub.add_parser("check", parents=[common, config],
-                           help="validate a config without running it (no root needed)")
+    run.add_argument("--results", metavar="DIR", help="results base directory (default: the config's results_dir)")
+    check = _command(sub, "check", [common, config], "validate a config without running it (no root needed)")
     check.add_argument("config_file", nargs="?", metavar="FILE", help="the config (or -c FILE)")
     check.add_argument("--backend", choices=tuple(BACKENDS), default="emu",
                        help="validate for this back end (as run --backend); default: %(default)s")
-    lst = sub.add_parser("list", parents=[common], help="what a config can name: topologies, models, collectives, "
-                                                         "policies and schedulers with their keywords, back ends")
+    lst = _command(sub, "list", [common], "what a config can name: topologies, models, collectives, policies and "
+                                          "schedulers with their keywords, back ends")
     lst.add_argument("what", nargs="?", help="one section: topologies, models, collectives, policies, schedulers, "
                                              "back")
-    report = sub.add_parser("report", parents=[common],
-                            help="a saved run's tables and plots rendered again from its files (summary.json, "
+    report = _command(sub, "report", [common],
+                      "a saved run's tables and plots rendered again from its files (summary.json, "
                                  "timelines, CSVs), with its JCT distribution and link utilisation plots (no root "
-                                 "needed)")
+                      "needed)")
     report.add_argument("run_dir", help="a run's results directory (results/<timestamp>-<name>)")
-    sub.add_parser("clean", parents=[common],
-                   help="undo the recorded changes of runs that were killed (nothing else)")
-    validate = sub.add_parser("validate", parents=[common],
-                              help="compare your simulator's per-job estimates (CSV) with a run's measurements "
-                                   "(no root needed)")
+    _command(sub, "clean", [common], "undo the recorded changes of runs that were killed (nothing else)")
+    validate = _command(sub, "validate", [common],
+                        "compare your simulator's per-job estimates (CSV) with a run's measurements (no root needed)")
     validate.add_argument("run_dir", help="a run's results directory (results/<timestamp>-<name>)")
     validate.add_argument("--estimates", help="CSV: job, comm_s and/or iteration_s[, policy]")
     validate.add_argument("--simulator", metavar="KEY=VALUE,...",
                           help="instead: re-simulate the run's schedule with its config's simulator section changed "
                                "so (e.g. latency_us=60,token_buckets=true) and compare that")
-    calibrate = sub.add_parser("calibrate", parents=[common],
-                               help="fit the simulator's per-message latency to a run's uncontended jobs, and TCP's "
-                                    "share of a shared link and the ECN mark share to its contended jobs (no root "
-                                    "needed)")
+    calibrate = _command(sub, "calibrate", [common],
+                         "fit the simulator's per-message latency to a run's uncontended jobs, and TCP's share of a "
+                         "shared link and the ECN mark share to its contended jobs (no root needed)")
     calibrate.add_argument("run_dir", help="an emulated run's results directory (results/<timestamp>-<name>)")
-    sweep = sub.add_parser("sweep", parents=[common, config],
-                           help="vary one config field over values and seeds and compare the policies' normalised "
-                                "JCT (on the simulator, no root; or --backend emu)")
+    sweep = _command(sub, "sweep", [common, config],
+                     "vary one config field over values and seeds and compare the policies' normalised JCT (on the "
+                     "simulator, no root; or --backend emu)")
     sweep.add_argument("--vary", required=True, metavar="PATH=V1,V2,...",
                        help="the config field (a dotted path, e.g. topology.oversubscription) and its values")
     sweep.add_argument("--seeds", help="seeds each value runs with, e.g. 1-10 or 1,2,5 (default: the config's seed)")
-    sweep.add_argument("-p", "--policy", action="append",
+    sweep.add_argument("-p", "--policy", action="append", metavar="SPEC",
                        help="policy spec to run instead of the config's list (repeatable)")
-    sweep.add_argument("--reference", metavar="POLICY",
-                       help="the policy JCTs are normalised to (default: the first netpack policy, else the first)")
-    sweep.add_argument("--workers", type=int, default=1,
+    sweep.add_argument("--reference", metavar="SPEC",
+                       help="the policy spec JCTs are normalised to (default: the first netpack policy, else the "
+                            "first)")
+    sweep.add_argument("--workers", type=int, default=1, metavar="N",
                        help="runs at once: a local process pool, or a local Dask cluster's processes (default: "
                             "%(default)s)")
     sweep.add_argument("--executor", default="local", choices=("local", "dask"),
@@ -437,22 +530,38 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--backend", choices=tuple(BACKENDS), default="sim",
                        help="sim: the flow-level simulator (no root); emu: the emulated network, one point after "
                             "another (root); default: %(default)s")
-    sweep.add_argument("--results", help="results base directory (default: the config's results_dir)")
-    repro = sub.add_parser("reproduce", parents=[common],
-                           help="run a paper's headline result and print ours beside the paper's numbers, with the "
-                                "ratio and a plot (--list: every reproduction)")
+    sweep.add_argument("--results", metavar="DIR", help="results base directory (default: the config's results_dir)")
+    repro = _command(sub, "reproduce", [common],
+                     "run a paper's headline result and print ours beside the paper's numbers, with the ratio and a "
+                     "plot (--list: every reproduction)")
     repro.add_argument("names", nargs="*", metavar="NAME", help="reproductions to run (all: every one)")
     repro.add_argument("--list", action="store_true", help="list the reproductions and what each compares")
     repro.add_argument("--backend", choices=tuple(BACKENDS),
                        help="run its experiments on this back end, where it offers a choice (default: its first)")
-    repro.add_argument("--workers", type=int, default=1, help="sweep points run at once (default: %(default)s)")
-    repro.add_argument("--results", default="results", help="results base directory (default: %(default)s)")
+    repro.add_argument("--workers", type=int, default=1, metavar="N",
+                       help="sweep points run at once (default: %(default)s)")
+    repro.add_argument("--results", default="results", metavar="DIR",
+                       help="results base directory (default: %(default)s)")
     return ap
 
 
 def main(argv=None) -> int:
-    """Entry point."""
+    """Entry point: the command's exit code."""
+    try:
+        return _main(argv)
+    except ModuleNotFoundError as e:
+        line = _not_set_up(e)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        return 2
+
+
+def _main(argv) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
+        print(_unknown_command(argv[0]), file=sys.stderr)
+        return 2
     if not argv or argv[0] not in (*COMMANDS, "-h", "--help", "--version"):
         argv = ["run", *argv]
     ap = _parser()
@@ -470,7 +579,7 @@ def main(argv=None) -> int:
                 "validate": cmd_validate, "calibrate": cmd_calibrate, "sweep": cmd_sweep,
                 "reproduce": cmd_reproduce}[args.command](args)
     except TestbedError as e:
-        if args.verbose:
+        if _verbosity(args) >= TRACEBACK_VERBOSITY:
             traceback.print_exc()
         if type(e).__name__ == "PolicyIncomplete":
             print(f"incomplete: {_one_line(e)}", file=sys.stderr)
@@ -490,5 +599,10 @@ def _exit(code: int) -> None:
     sys.exit(code)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The console entry point (``dtnet-testbed``, setup.py): :func:`main` with its exit code."""
     _exit(main())
+
+
+if __name__ == "__main__":
+    cli()

@@ -16,6 +16,7 @@ setup(
                                     "scheduling*", "vm*", "reproduce*"]),
     package_data={"ina": ["vectors.json"], "reproduce": ["configs/*.yaml"]},
     py_modules=["run_testbed"],
+    entry_points={"console_scripts": ["dtnet-testbed = run_testbed:cli"]},
     python_requires=">=3.11",
     install_requires=["torch==2.13.0", "os-ken>=4.2", "networkx>=3.2", "numpy>=1.26", "scapy>=2.5",
                       "PyYAML>=6.0", "matplotlib>=3.7"],

@@ -51,7 +51,7 @@ def require_root() -> None:
     """Raise EmulationError unless running as root."""
     if os.geteuid() != 0:
         raise EmulationError("the emulator must run as root (Mininet, Open vSwitch and tc need it): "
-                             "run `sudo python run_testbed.py ...`, or `run_testbed.py check CONFIG` "
+                             "run `sudo python3 run_testbed.py ...`, or `python3 run_testbed.py check CONFIG` "
                              "to validate a config without root")
 
 

@@ -48,7 +48,7 @@ def _format_duration(seconds: float) -> str:
 
 def runs_no_trace(cfg: ExperimentConfig, _g) -> None:
     if cfg.trace.file:
-        raise ConfigError("config.trace: traces run on the simulator back end (run_testbed.py --backend sim, "
+        raise ConfigError("config.trace: traces run on the simulator back end (python3 run_testbed.py --backend sim, "
                           "check --backend sim); the emulator runs a jobs: list")
 
 

@@ -5,7 +5,7 @@ with every run: ``red``, kernel RED with ECN as the FIFO under each port's shape
 has ``sch_red``; ``bpf``, where it has none, :class:`BpfMarker`: the program in
 ``emulator/bpf/vq_ecn.bpf.c`` on each port's ``clsact`` egress hook, marking CE when a virtual
 queue drained at the port's configured rate holds more than K. The BPF object is compiled by the
-set-up (``python -m emulator.ecn build``); one program and its maps are loaded once per network,
+set-up (``.venv/bin/python -m emulator.ecn build``); one program and its maps are loaded once per network,
 pinned in a private bpffs mount, and shared by every port.
 
 How each path marks and what it counts: ``docs/ecn.md`` (How it works).
@@ -303,9 +303,9 @@ def stale_pin_dirs() -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m emulator.ecn build``: compile the marker (used by the set-up)."""
+    """``.venv/bin/python -m emulator.ecn build``: compile the marker (used by the set-up)."""
     if argv[:1] != ["build"]:
-        print("usage: python -m emulator.ecn build", file=sys.stderr)
+        print("usage: .venv/bin/python -m emulator.ecn build", file=sys.stderr)
         return 2
     try:
         print(f"ecn: BPF marker built: {build(force='--force' in argv)}")

@@ -148,7 +148,7 @@ class HostChanges:
         settle()
         if failures:
             print(f"warning: {len(failures)} change(s) of this run could not be undone (first: "
-                  f"{failures[0]}); they are recorded: run `sudo python run_testbed.py clean`",
+                  f"{failures[0]}); they are recorded: run `sudo python3 run_testbed.py clean`",
                   file=sys.stderr, flush=True)
         self.turn.release()
         return failures

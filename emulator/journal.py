@@ -450,7 +450,7 @@ class RunJournal:
         def note(signum, frame):
             late.append(signum)
             say(f"interrupted again: still undoing this run's changes ({len(self.changes)} left); "
-                f"they are recorded, so `run_testbed.py clean` can finish the job")
+                f"they are recorded, so `sudo python3 run_testbed.py clean` can finish the job")
 
         shield = threading.current_thread() is threading.main_thread()
         previous = {}
@@ -509,7 +509,7 @@ def require_no_leftovers(records_dir: str | None = None) -> None:
         kinds = sorted({c.kind for c in rec.changes})
         raise EmulationError(f"a run that did not finish (pid {rec.pid}, {rec.purpose}) left {len(rec.changes)} "
                              f"change(s) on this machine ({', '.join(kinds)}); undo them with "
-                             f"`sudo python run_testbed.py clean`")
+                             f"`sudo python3 run_testbed.py clean`")
 
 
 # -- the machine's one emulator -------------------------------------------------------------------

@@ -4,7 +4,7 @@
 that MLTCP variant (:data:`VARIANTS`; ``docs/resolutions.md`` Cassini §6): Reno or CUBIC whose window
 growth is scaled by ``F = slope × bytes_ratio + intercept``. The programs are
 ``emulator/bpf/mltcp_<variant>.bpf.c``; what they share is ``emulator/bpf/mltcp_common.h``. The run
-compiles the variant if needed (``python -m emulator.mltcp build``), registers it, writes the
+compiles the variant if needed (``.venv/bin/python -m emulator.mltcp build``), registers it, writes the
 config's parameters to its ``mltcp_cfg`` map and records the registration in the run journal,
 which unregisters it. Where the kernel refuses the program, the run stops with one line
 (:class:`MltcpUnavailable`); cluster mode is refused.
@@ -323,10 +323,10 @@ class MltcpCongestionControl:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m emulator.mltcp build [--force]``: compile every variant where this machine can
+    """``.venv/bin/python -m emulator.mltcp build [--force]``: compile every variant where this machine can
     (never fails the set-up: MLTCP is optional; a run that asks for it says why it cannot)."""
     if argv[:1] != ["build"] or set(argv[1:]) - {"--force"}:
-        print("usage: python -m emulator.mltcp build [--force]", file=sys.stderr)
+        print("usage: .venv/bin/python -m emulator.mltcp build [--force]", file=sys.stderr)
         return 2
     for v in VARIANTS.values():
         try:

@@ -2,7 +2,7 @@
 """Compare placement policies without the emulator: where each policy puts a job mix, how many
 machines it uses, and each job's allreduce bandwidth bound on the routed fabric.
 
-    python examples/compare_placements.py
+    .venv/bin/python examples/compare_placements.py
 
 No root needed: topology, placement, traffic patterns and the bound are pure code. The
 testbed (``run_testbed.py``) then measures the same placements on real traffic.

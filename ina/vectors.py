@@ -4,7 +4,7 @@ The P4 program and the Python engine must agree byte for byte, so both replay :d
 scenarios of switches, a parameter server, packets in and the packets, counters and sums expected
 out. Every vector uses :data:`VECTOR_SLOTS` slots so any power-of-two slot count from there to
 65536 sees the same collisions. After a deliberate change of the engine, regenerate with
-``python -m ina.vectors --write`` (the tests fail while the stored data and :func:`generate` disagree).
+``.venv/bin/python -m ina.vectors --write`` (the tests fail while the stored data and :func:`generate` disagree).
 
 A vector's fields and how a harness replays one: ``docs/ina-internals.md`` (Test vectors).
 """
@@ -452,5 +452,5 @@ VECTORS = load()
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: python -m ina.vectors --write")
+        sys.exit("usage: .venv/bin/python -m ina.vectors --write")
     write()

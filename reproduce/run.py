@@ -109,4 +109,4 @@ def catalogue_lines() -> list[str]:
         claims += [f"  {name}: {cls.claim}.", f"    the paper's setup: {cls.setup}.",
                    f"    ours differs: {cls.differs or 'nowhere'}."]
     return [*table.splitlines(), "", "What each paper reports, on what setup, and where ours differs:", *claims, "",
-            "run one: python run_testbed.py reproduce NAME   (minutes measured on a 2-core machine)"]
+            "run one: python3 run_testbed.py reproduce NAME   (minutes measured on a 2-core machine)"]

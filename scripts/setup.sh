@@ -3,6 +3,9 @@
 #   apt packages, Open vSwitch started, a venv with system site packages (for the distribution's
 #   Mininet) and the project installed into it. Safe to run again: it only does what is missing.
 #   The full-feature VM (vagrant/) runs it after its own extras.
+# TORCH_INDEX: where pip takes torch's CPU build from (default PyTorch's CPU index, on every
+#   distribution: PyPI's torch for Linux is the CUDA build, gigabytes); set it empty to leave pip to its
+#   own configuration (a local wheel directory in pip.conf's find-links, say).
 # SETUP_OS_RELEASE names the os-release file the distribution is read from (default
 # /etc/os-release; the tests point it at Ubuntu's).
 # --docker: also Docker, for workers in containers (`container: {engine: docker}`): docker.io and
@@ -38,6 +41,7 @@ COMMON_PACKAGES=(mininet openvswitch-switch openvswitch-common iperf3 ethtool ip
                  shellcheck                           # the tests check the shipped shell scripts
                  openssh-server openssh-client sudo)  # cluster mode: Mininet's remote nodes and tunnels
 VENV=.venv
+TORCH_INDEX="${TORCH_INDEX-https://download.pytorch.org/whl/cpu}"
 
 os_release="${SETUP_OS_RELEASE:-/etc/os-release}"
 # shellcheck source=/dev/null
@@ -49,14 +53,12 @@ case "$distro" in
         # Debian's runtime libraries of a prebuilt bmv2/p4c prefix (the recipe in ../shared/p4 builds on Debian 12).
         P4_RUNTIME_PACKAGES=(libjsoncpp25 libthrift-0.17.0 libboost-program-options1.74.0 libboost-iostreams1.74.0
                              libxxhash0 libpcap0.8 libgmp10 libnanomsg5 libgc1 libprotobuf32 python3-thrift cpp)
-        TORCH_INDEX=""  # pip finds the CPU build (a local file on the development machines, else PyPI's)
         ;;
     "ubuntu 22.04" | "ubuntu 24.04")
         # bpftool comes with the running kernel's tools; bmv2 and p4c from p4lang's packages
         # (vagrant/provision.sh), which bring their own libraries.
         APT_PACKAGES=("${COMMON_PACKAGES[@]}" linux-tools-common "linux-tools-$(uname -r)")
         P4_RUNTIME_PACKAGES=()
-        TORCH_INDEX="https://download.pytorch.org/whl/cpu"  # PyPI's torch for Linux is the CUDA build (GBs)
         ;;
     *)
         echo "setup: unsupported distribution '${distro% }' (from $os_release): Debian 12, Ubuntu 22.04 or 24.04" >&2

@@ -266,7 +266,8 @@ def emulation_ok():
     with emulator_turn("tests: machine check"):
         dead = [f"pid {r.pid} ({r.purpose}): {len(r.changes)} change(s)" for r in map(RunJournal.load, records())
                 if not r.owner_alive()]
-        assert not dead, f"runs that did not finish left changes: {dead}; undo them: `sudo python run_testbed.py clean`"
+        assert not dead, (f"runs that did not finish left changes: {dead}; undo them: "
+                          "`sudo python3 run_testbed.py clean`")
         left = leftovers()
         assert not left, f"the machine is not clean before emulation tests: {left}"
 

@@ -51,6 +51,34 @@ def test_unreadable_config():
     assert_clean_error(run_cli("check", "/nonexistent/x.yaml"), "/nonexistent/x.yaml")
 
 
+def _clone_with_venv(tmp_path, venv: bool):
+    """A clone of the project (run_testbed.py copied, the packages linked) whose .venv, with ``venv``, is a
+    bare one without the pinned packages: a set-up interrupted before pip finished."""
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / "run_testbed.py").write_bytes(open(os.path.join(ROOT, "run_testbed.py"), "rb").read())
+    for name in os.listdir(ROOT):
+        if name == "experiments" or os.path.isfile(os.path.join(ROOT, name, "__init__.py")):
+            os.symlink(os.path.join(ROOT, name), clone / name)
+    bare = clone / ".venv" if venv else tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=60)
+    return clone, str(bare / "bin" / "python")
+
+
+@pytest.mark.parametrize("command", [["list"], ["check"], ["--backend", "sim"]])
+@pytest.mark.parametrize("venv", ["incomplete", "missing"])
+def test_a_missing_or_incomplete_venv_names_the_set_up(tmp_path, command, venv):
+    """With .venv missing its packages (the script switches into it), or no .venv and a Python without
+    them, every command is one line naming the missing module and the set-up command, exit code 2."""
+    clone, bare_python = _clone_with_venv(tmp_path, venv == "incomplete")
+    python = sys.executable if venv == "incomplete" else bare_python
+    env = {k: v for k, v in os.environ.items() if k != "TESTBED_NO_VENV_REEXEC"}
+    cp = subprocess.run([python, str(clone / "run_testbed.py"), *command], capture_output=True, text=True,
+                        timeout=60, env=env, cwd=str(tmp_path))
+    assert_clean_error(cp, "the set-up has not run or did not finish; run it: sudo make setup")
+    assert "is missing from " in cp.stderr and cp.stdout == ""
+
+
 @pytest.fixture
 def main_in_process(monkeypatch):
     """run_testbed.main in this process, with the root check replaced by a failure: a run whose config passes
@@ -243,3 +271,45 @@ def test_optional_ecn_that_cannot_run_says_not_measured(emulation_ok, tmp_path):
     assert all(w["window_link_marks"] is None and w["ecn"] is None for w in measurements["waves"])
     assert all(h["tcp_ecn"] != "1" for h in measurements["ecn"]["hosts"].values())
     assert leftovers() == []
+
+
+@pytest.mark.parametrize("word, pattern", [
+    ("lsit", "error: unknown command 'lsit' (did you mean 'list'?); valid: run, check, list, report, clean,"),
+    ("reprodcue", "(did you mean 'reproduce'?)"),
+    ("experiments/default.yaml", "error: unknown command 'experiments/default.yaml'; valid: run, check"),
+])
+def test_an_unknown_command_is_one_line_with_the_valid_ones(word, pattern):
+    """A misspelt or missing command is an error naming the valid commands (and the closest one), not a run."""
+    cp = run_cli(word, "-c", DEFAULT)
+    assert_clean_error(cp, pattern)
+    assert "options alone run 'run'" in cp.stderr
+
+
+@pytest.mark.parametrize("args, pattern", [
+    (["-c", DEFAULT, "--iterations", "0"], "config.iterations: 0 is out of range"),
+    (["--backend", "sim", "-p", "nope"], "config.policies: unknown placement policy 'nope'"),
+    (["-q", "--set", "iterations=-1"], "config.iterations: -1 is out of range"),
+])
+def test_options_alone_run_the_default_command(main_in_process, capsys, args, pattern):
+    """A command line of options only is `run`: its options are taken and checked as run's."""
+    assert main_in_process(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and pattern in err, err
+
+
+def test_v_and_q_mean_more_and_less_output_and_vv_the_traceback(tmp_path):
+    """-q: no progress lines; -v: each progress line stamped with the seconds since the start; an error is one
+    line at every level but -vv, which adds its traceback."""
+    import re
+
+    common = ["--backend", "sim", "--set", "policies=[consolidate]", "--set", "iterations=2"]
+    loud = run_cli(*common, "-v", "--results", str(tmp_path / "v"), timeout=120)
+    assert loud.returncode == 0, loud.stderr
+    assert re.search(r"^\[ *\d+\.\d s\] \[1/1\] policy consolidate", loud.stdout, re.M), loud.stdout
+    quiet = run_cli(*common, "-q", "--results", str(tmp_path / "q"), timeout=120)
+    assert quiet.returncode == 0 and "[1/1] policy consolidate" not in quiet.stdout, quiet.stdout
+    for flags in ([], ["-v"], ["-q"]):
+        assert_clean_error(run_cli("check", "/nonexistent/x.yaml", *flags), "/nonexistent/x.yaml")
+    traced = run_cli("check", "/nonexistent/x.yaml", "-vv")
+    assert traced.returncode == 2 and "Traceback (most recent call last)" in traced.stderr
+    assert traced.stderr.strip().splitlines()[-1].startswith("error: ") and "/nonexistent/x.yaml" in traced.stderr

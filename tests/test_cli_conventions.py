@@ -1,8 +1,10 @@
 """The command line's conventions: --version, -c and --set on every command that takes a config,
-`list`, `run.log`, the hand-over of results written under sudo, and the set-up's requirement check."""
+`list`, `run.log`, the hand-over of results written under sudo, the set-up's requirement check, and
+the packaging (setup.py's packages and entry point, an executable run_testbed.py)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -132,3 +134,108 @@ def test_a_quiet_sweep_prints_its_table_but_no_progress(tmp_path):
     (sweep_dir,) = tmp_path.iterdir()
     log = (sweep_dir / "iterations=2" / "seed-1" / "run.log").read_text()
     assert log.count("[1/2] policy consolidate") == 1 and log.count("Per policy") == 1, log
+
+
+def _setup_call() -> dict:
+    """The keyword arguments setup.py passes to setup(), as written (literals only)."""
+    import ast
+
+    with open(os.path.join(ROOT, "setup.py")) as f:
+        tree = ast.parse(f.read())
+    (call,) = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "setup"]
+    return {k.arg: k.value for k in call.keywords}
+
+
+def test_setup_packages_cover_every_top_level_package(monkeypatch):
+    """setup.py installs every top-level package of the repository (a directory with an __init__.py), so an
+    installed copy runs every command; its console entry point names a function of run_testbed."""
+    import ast
+
+    from setuptools import find_packages
+
+    kw = _setup_call()
+    include = ast.literal_eval(kw["packages"].keywords[0].value)
+    installed = {p for p in find_packages(ROOT, include=include) if "." not in p}
+    top = {d for d in os.listdir(ROOT) if os.path.isfile(os.path.join(ROOT, d, "__init__.py"))}
+    assert top - installed == set(), "setup.py leaves these packages out"
+    assert ast.literal_eval(kw["py_modules"]) == ["run_testbed"]
+    (script,) = ast.literal_eval(kw["entry_points"])["console_scripts"]
+    module, func = script.split("=")[1].strip().split(":")
+    monkeypatch.setenv("TESTBED_NO_VENV_REEXEC", "1")  # imported here, not re-run in .venv
+    run_testbed = importlib.import_module(module)
+    assert callable(getattr(run_testbed, func))
+
+
+def test_run_testbed_is_an_executable_python3_script():
+    """`./run_testbed.py` runs as typed: executable (in git too), with a python3 shebang (stock Debian and
+    Ubuntu have no `python`)."""
+    import subprocess
+
+    path = os.path.join(ROOT, "run_testbed.py")
+    with open(path) as f:
+        assert f.readline() == "#!/usr/bin/env python3\n"
+    assert os.access(path, os.X_OK)
+    mode = subprocess.run(["git", "ls-files", "-s", "run_testbed.py"], cwd=ROOT, capture_output=True, text=True)
+    if mode.returncode == 0 and mode.stdout:  # a git checkout (an unpacked archive has no index)
+        assert mode.stdout.startswith("100755 "), mode.stdout
+
+
+def _commands(monkeypatch) -> dict:
+    """run_testbed's parser for each command, by name."""
+    import argparse
+
+    monkeypatch.setenv("TESTBED_NO_VENV_REEXEC", "1")
+    run_testbed = importlib.import_module("run_testbed")
+    (sub,) = [a for a in run_testbed._parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(sub.choices) == set(run_testbed.COMMANDS)
+    return sub.choices
+
+
+def test_every_command_has_a_description_and_examples(monkeypatch):
+    """`run_testbed.py COMMAND -h` says what the command does and shows it used, as typed on a stock system."""
+    for name, parser in _commands(monkeypatch).items():
+        text = parser.format_help()
+        assert parser.description and len(parser.description) > 60, name
+        examples = text.split("examples:\n", 1)[1].splitlines()
+        assert examples and all(" run_testbed.py " in e and e.lstrip().split()[0] in ("python3", "sudo")
+                                for e in examples), (name, examples)
+        assert any(f"run_testbed.py {name} " in e + " " for e in examples), (name, examples)
+    cp = run_cli("sweep", "-h")
+    assert cp.returncode == 0 and "examples:\n  python3 run_testbed.py sweep -c" in cp.stdout
+
+
+def test_an_option_has_one_metavar_in_every_command_and_the_main_help(monkeypatch):
+    """An option named by several commands shows the same value name in each (and in the main help's
+    summary of run's options): -p is SPEC everywhere, -c FILE, --results DIR, --workers N."""
+    shown: dict[str, set] = {}
+    for parser in _commands(monkeypatch).values():
+        for action in parser._actions:
+            if action.option_strings and action.nargs != 0:
+                for opt in action.option_strings:
+                    shown.setdefault(opt, set()).add(action.metavar)
+    assert {k: v for k, v in shown.items() if len(v) > 1} == {}
+    assert shown["-p"] == shown["--reference"] == {"SPEC"} and shown["-c"] == {"FILE"}
+    assert shown["--results"] == {"DIR"} and shown["--workers"] == {"N"}
+    top = run_cli("-h").stdout
+    assert "-p, --policy SPEC" in top and "-c, --config FILE" in top
+
+
+def test_makefile_targets_exist_and_unit_and_lint_need_only_the_venv():
+    """Every .PHONY target has a rule; with the venv there, `make unit` and `make lint` do not run the set-up
+    (which needs root); without it they run it first."""
+    import subprocess
+
+    def dry(*args):
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}  # under make
+        cp = subprocess.run(["make", "-n", "-s", "--no-print-directory", *args], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+        assert cp.returncode == 0, cp.stderr
+        return cp.stdout
+
+    with open(os.path.join(ROOT, "Makefile")) as f:
+        (phony,) = [line.split(":", 1)[1].split() for line in f if line.startswith(".PHONY:")]
+    for target in phony:
+        dry(target, f"PY={sys.executable}")
+    for target, command in [("unit", "-m pytest -q -n auto -m \"not emulation\" tests"), ("lint", "-m ruff check .")]:
+        assert dry(target, f"PY={sys.executable}").splitlines() == [f"{sys.executable} {command}"]
+        assert "scripts/setup.sh" in dry(target, "PY=/nonexistent/bin/python")

@@ -231,7 +231,7 @@ def test_malformed_config_is_one_line_error(check, name, content):
 
 @pytest.mark.parametrize("name", SUBPROCESS_LABELS)
 def test_malformed_config_through_the_real_cli(tmp_path, name):
-    """The same through `python run_testbed.py check FILE` as a subprocess (the real command-line path)."""
+    """The same through `python3 run_testbed.py check FILE` as a subprocess (the real command-line path)."""
     content = dict(CASES)[name]
     path = tmp_path / "config.yaml"
     path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))

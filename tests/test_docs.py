@@ -40,3 +40,19 @@ def test_relative_links_resolve_and_nothing_points_outside_the_repository():
         if "../shared" in text:
             bad.append(f"{os.path.relpath(page, ROOT)}: names ../shared")
     assert bad == []
+
+
+def test_commands_shown_run_as_typed_on_a_stock_system():
+    """Every page shows the testbed as `python3 run_testbed.py` (`sudo python3 ...` for root): stock Debian and
+    Ubuntu have no `python` command, and sudo resets PATH; the script switches into .venv itself."""
+    shown = [os.path.join(ROOT, "run_testbed.py")] + _pages() + sorted(
+        os.path.join(ROOT, "experiments", n) for n in os.listdir(os.path.join(ROOT, "experiments"))
+        if n.endswith(".yaml"))
+    wrong = re.compile(r"(?<![\w/.-])python run_testbed|\.venv/bin/python run_testbed|sudo -E ")
+    bad = []
+    for page in shown:
+        with open(page) as f:
+            for i, line in enumerate(f, 1):
+                if wrong.search(line):
+                    bad.append(f"{os.path.relpath(page, ROOT)}:{i}: {line.strip()[:80]}")
+    assert bad == []

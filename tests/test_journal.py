@@ -167,7 +167,7 @@ def test_a_run_refuses_to_start_over_leftovers_or_beside_a_live_run(tmp_path):
                    "changes": [{"kind": "bridge", "name": "e1"}, {"kind": "sysctl", "name": "k", "original": "v"}]},
                   f)
     with pytest.raises(EmulationError, match=r"left 2 change\(s\) .*\(bridge, sysctl\); undo them with "
-                                             r"`sudo python run_testbed.py clean`"):
+                                             r"`sudo python3 run_testbed.py clean`"):
         journal.require_no_leftovers(str(tmp_path))
 
 

@@ -30,6 +30,23 @@ def test_shellcheck_passes_on_every_shipped_script():
     assert cp.returncode == 0, cp.stdout + cp.stderr
 
 
+def test_torch_comes_from_the_cpu_index_on_every_distribution():
+    """TORCH_INDEX is set once, before the distribution is read, to PyTorch's CPU index (PyPI's Linux torch
+    is the CUDA build); an empty TORCH_INDEX leaves pip to its own configuration (a local wheel directory)."""
+    with open(os.path.join(ROOT, "scripts", "setup.sh")) as f:
+        text = f.read()
+    (line,) = [ln for ln in text.splitlines() if ln.lstrip().startswith("TORCH_INDEX=")]
+    assert line.startswith("TORCH_INDEX=") and text.index(line) < text.index('case "$distro" in')
+    cpu = "https://download.pytorch.org/whl/cpu"
+    for given, expected in [(None, cpu), ("", ""), ("file:///srv/wheels", "file:///srv/wheels")]:
+        env = {k: v for k, v in os.environ.items() if k != "TORCH_INDEX"}
+        if given is not None:
+            env["TORCH_INDEX"] = given
+        cp = subprocess.run(["bash", "-c", f'{line}\nprintf %s "$TORCH_INDEX"'], env=env, capture_output=True,
+                            text=True, timeout=10)
+        assert cp.returncode == 0 and cp.stdout == expected, (given, cp.stdout, cp.stderr)
+
+
 def setup_installs(package: str) -> bool:
     """Whether scripts/setup.sh installs ``package`` on this machine's distribution (its ``--list-packages``)."""
     cp = subprocess.run(["bash", "scripts/setup.sh", "--list-packages"], cwd=ROOT, capture_output=True, text=True,

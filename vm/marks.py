@@ -4,7 +4,7 @@ The BPF marker (:mod:`emulator.ecn`) stands in for RED where the kernel has no `
 VM runs both. This module reads the two runs' results and sets their marks side by side, per
 policy, per switch port and per job::
 
-    python -m vm.marks RED_RUN_DIR BPF_RUN_DIR [--csv marks.csv]
+    .venv/bin/python -m vm.marks RED_RUN_DIR BPF_RUN_DIR [--csv marks.csv]
 
 What it compares, and why RED and the BPF marker differ where they do: ``docs/vm.md`` (RED beside
 the BPF marker) and ``docs/ecn.md``.
@@ -114,7 +114,7 @@ def compare_runs(red_dir: str, bpf_dir: str) -> list[MarksRow]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vm.marks", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=".venv/bin/python -m vm.marks", description=__doc__.split("\n\n")[0])
     parser.add_argument("red_run", help="a run directory of the experiment with ecn.method red")
     parser.add_argument("bpf_run", help="a run directory of the same experiment with ecn.method bpf")
     parser.add_argument("--csv", help="also write the rows to this CSV file")

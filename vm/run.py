@@ -2,7 +2,7 @@
 destroy it, and leave nothing on this machine.
 
 The stock kernel's paths (the Open vSwitch kernel datapath, kernel RED for ECN, netem) run only
-in the VM where the host's kernel lacks them. One run (``make vm``, ``python -m vm``) builds the box
+in the VM where the host's kernel lacks them. One run (``make vm``, ``.venv/bin/python -m vm``) builds the box
 when it is missing (:mod:`vm.box`), picks KVM or TCG by a probe (:mod:`vm.accel`), brings the VM up
 with libvirt and Vagrant in names and a Vagrant home of the run's own, runs the guest steps
 (:data:`STEPS`), copies ``results/vm`` out, destroys the VM and undoes every recorded change
@@ -517,7 +517,7 @@ def _run(results: str, p4_prefix: str | None, say: Callable[[str], None], steps:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m vm", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=".venv/bin/python -m vm", description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", default=os.path.join("results", time.strftime("vm-%Y%m%d-%H%M%S")),
                         help="where vm.json, the logs and the guest's results go")
     parser.add_argument("--steps", default=",".join(s.name for s in STEPS),

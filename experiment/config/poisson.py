@@ -13,8 +13,8 @@ same file.
 The file is in Tiresias' layout (``job_id,num_gpu,submit_time,iterations,model_name,duration,
 interval``, :mod:`experiment.config.traces`), times in whole milliseconds' precision::
 
-    python -m experiment.config.poisson --out experiments/traces/cassini-poisson-24gpu.csv --jobs 40 --gpus-total 24 \\
-        --load 0.9 --seed 1
+    .venv/bin/python -m experiment.config.poisson --out experiments/traces/cassini-poisson-24gpu.csv \\
+        --jobs 40 --gpus-total 24 --load 0.9 --seed 1
 """
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ def write_trace(path: str, rows: Sequence[PoissonJob]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line of the module docstring."""
-    ap = argparse.ArgumentParser(prog="python -m experiment.config.poisson", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog=".venv/bin/python -m experiment.config.poisson",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="the CSV to write")
     ap.add_argument("--jobs", type=int, default=40)
     ap.add_argument("--gpus-total", type=int, required=True, help="the cluster's GPUs (sets the arrival rate)")

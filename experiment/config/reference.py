@@ -6,7 +6,7 @@ dataclass's ``Attributes:`` docstring; the topology builders' parameters from th
 Pure: the config classes in, Markdown out. A test checks that the committed page is this output
 and that every field has a description.
 
-    python -m experiment.config.reference > docs/configuration.md
+    .venv/bin/python -m experiment.config.reference > docs/configuration.md
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ HEADER = """\
 
 An experiment is one YAML file (`experiments/default.yaml` is the default). Every key below is
 optional unless its default says *required*; an unknown key, a value of the wrong type or out of
-range is refused in one line naming it (`python run_testbed.py check -c FILE`), before anything
+range is refused in one line naming it (`python3 run_testbed.py check -c FILE`), before anything
 runs. `--set KEY=VALUE` on the command line changes one key (a dotted path: `topology.k=6`,
 `jobs.0.workers=4`, `ecn.method=bpf`) and is checked the same way. A run's `config.json` is the
 fully resolved config and is itself a config file that repeats the run.
@@ -32,9 +32,9 @@ fully resolved config and is itself a config file that repeats the run.
 Rates are paper-scale (Mbit/s of the cluster being modelled); `scale` divides rates and bytes
 alike, and `dilation` slows the emulated network and compute together
 ([fidelity.md](fidelity.md)). What each name a config can use means (policies, schedulers,
-models, collectives, topologies): `python run_testbed.py list`.
+models, collectives, topologies): `python3 run_testbed.py list`.
 
-This page is generated from the declared rules (`python -m experiment.config.reference >
+This page is generated from the declared rules (`.venv/bin/python -m experiment.config.reference >
 docs/configuration.md`).
 """
 

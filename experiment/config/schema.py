@@ -431,7 +431,7 @@ class CassiniConfig:
 
     Attributes:
         profiles: a ``profiles.json`` of jobs' iteration and Up times measured alone
-            (``python -m experiment.reporting.profiles``); a job named there is profiled with its measured
+            (``.venv/bin/python -m experiment.reporting.profiles``); a job named there is profiled with its measured
             times instead of its model's (§2.4). Empty: every job from its model.
     """
 

@@ -14,7 +14,7 @@ isolation: reuse the file of a policy under which the jobs to profile have ``sha
 config's jobs placed apart, e.g. ``-p consolidate``).
 For a run without that file::
 
-    python -m experiment.reporting.profiles RUN_DIR --policy consolidate --out profiles.json
+    .venv/bin/python -m experiment.reporting.profiles RUN_DIR --policy consolidate --out profiles.json
 
 The file: ``{"source": RUN_DIR/POLICY, "jobs": {job: {"iter_ms", "up_ms", "iterations"[,
 "shared_with"]}}}``.
@@ -74,7 +74,8 @@ def run_profiles(source: str, shared: Mapping[str, Sequence[str]], phases: Seque
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line of the module docstring."""
-    ap = argparse.ArgumentParser(prog="python -m experiment.reporting.profiles", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog=".venv/bin/python -m experiment.reporting.profiles",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("run_dir")
     ap.add_argument("--policy", required=True, help="the policy whose run measured the jobs alone")
     ap.add_argument("--out", default="profiles.json")

@@ -3,7 +3,7 @@
 :func:`find_toolchain` looks in ``$P4_PREFIX``, then ``/opt/p4``, then the ``PATH`` (first found
 wins), prefers a prefix's ``perf/bin/simple_switch`` and rebuilds the library links of a prefix
 copied without them. :func:`compile_program` compiles ``aggregator.p4`` into :data:`BUILD_DIR` when
-its source, slot count or compiler changed. ``python -m ina.p4.build`` does that from the set-up and
+its source, slot count or compiler changed. ``.venv/bin/python -m ina.p4.build`` does that from the set-up and
 says which engine INA will use: bmv2, or the software engine where no toolchain is found.
 
 Where the tools come from and how to install them: ``docs/ina.md`` (Setting up bmv2 and p4c).
@@ -215,7 +215,7 @@ def compile_program(tc: Toolchain, slots: int = DEFAULT_SLOTS, source: str = PRO
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m ina.p4.build``: compile the aggregator if a toolchain is found; say which engine runs."""
+    """``.venv/bin/python -m ina.p4.build``: compile the aggregator if a toolchain is found; say which engine runs."""
     del argv
     tc, why = find_toolchain()
     if tc is None:
