@@ -136,6 +136,12 @@ stamp="$VENV/.installed-$(cat requirements.txt setup.py | sha256sum | cut -c1-16
 if [ ! -f "$stamp" ]; then
     echo "setup: installing Python packages into $VENV"
     index=()
+    # An index this machine cannot reach would cost pip retries on every package: probe it once.
+    if [ -n "$TORCH_INDEX" ] && ! /usr/bin/python3 -c 'import sys, urllib.request
+urllib.request.urlopen(sys.argv[1], timeout=5)' "$TORCH_INDEX/" >/dev/null 2>&1; then
+        echo "setup: $TORCH_INDEX cannot be reached: pip takes torch from its own configuration (pip.conf)"
+        TORCH_INDEX=""
+    fi
     if [ -n "$TORCH_INDEX" ]; then index=(--extra-index-url "$TORCH_INDEX"); fi
     pip_install "${index[@]}" -r requirements.txt
     pip_install --no-deps -e .
