@@ -32,11 +32,15 @@ def test_shellcheck_passes_on_every_shipped_script():
 
 def test_torch_comes_from_the_cpu_index_on_every_distribution():
     """TORCH_INDEX is set once, before the distribution is read, to PyTorch's CPU index (PyPI's Linux torch
-    is the CUDA build); an empty TORCH_INDEX leaves pip to its own configuration (a local wheel directory)."""
+    is the CUDA build); an empty TORCH_INDEX leaves pip to its own configuration (a local wheel directory),
+    as does an index the machine cannot reach (the only other assignment, after the probe says so)."""
     with open(os.path.join(ROOT, "scripts", "setup.sh")) as f:
         text = f.read()
-    (line,) = [ln for ln in text.splitlines() if ln.lstrip().startswith("TORCH_INDEX=")]
-    assert line.startswith("TORCH_INDEX=") and text.index(line) < text.index('case "$distro" in')
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("TORCH_INDEX=")]
+    assert text.index(line) < text.index('case "$distro" in')
+    (cleared,) = [ln.strip() for ln in text.splitlines()
+                  if ln.startswith(" ") and ln.lstrip().startswith("TORCH_INDEX=")]
+    assert cleared == 'TORCH_INDEX=""' and text.index("cannot be reached") < text.index(cleared, text.index(line) + 1)
     cpu = "https://download.pytorch.org/whl/cpu"
     for given, expected in [(None, cpu), ("", ""), ("file:///srv/wheels", "file:///srv/wheels")]:
         env = {k: v for k, v in os.environ.items() if k != "TORCH_INDEX"}
