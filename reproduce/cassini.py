@@ -110,6 +110,8 @@ class CassiniFig411(Reproduction):
                  f"Th+Cassini's iteration time over the Ideal's (every job alone, the thesis: similar): "
                  f"{_ratios(to_ideal)}" + (f" ({overlaps} jobs of the Ideal's run overlapped another)" if overlaps
                                            else ""),
+                 f"Themis's iteration time over the Ideal's, the most any placement could win on this trace: "
+                 f"{_ratios(speedups(its[BASE], its['ideal']))}",
                  f"JCT from submission, Themis's over Th+Cassini's: {_ratios(speedups(jcts[BASE], jcts[CASSINI]))}",
                  "the thesis measured on its testbed with DCQCN; this is the simulator's step-level engine on a "
                  "Poisson trace of the thesis's models (docs/cassini.md: why this trace shows little gain)")
