@@ -587,7 +587,8 @@ def _main(argv) -> int:
         print(f"error: {_one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted: the emulated network and its processes were stopped", file=sys.stderr)
+        print("interrupted: the run stopped and undid what it had set up (an emulated network, its processes); "
+              "what had finished is written", file=sys.stderr)
         return 130
 
 

@@ -63,7 +63,7 @@ class CassiniFig411(Reproduction):
              "expire and are re-auctioned; the CDF of every job's iteration times, mean and p99")
     differs = ("the simulator's step-level engine on 24 single-GPU machines in 6 racks of a 2:1 fabric, 5 "
                "data-parallel models, one 40-job seed; jobs end before their lease expires")
-    minutes = 4.0
+    minutes = 4.5
 
     def configs(self):
         """The trace under the three policies, and the Ideal: Themis with every job alone."""

@@ -187,7 +187,7 @@ class NetPackFig12(_NetPackSweep):
              "on for every job, sharing the PAT; JCT normalised to NetPack's, ten runs")
     differs = ("Philly's jobs of 2 GPUs or more submitted in 10 days and 100 Gbit/s links: the paper states neither "
                "its simulator's jobs nor its link rates")
-    minutes = 12.0
+    minutes = 5.5
     config = CONFIG
     vary = "topology.oversubscription=1,2,5,10,20"
     xlabel = "oversubscription (x:1)"
@@ -217,7 +217,7 @@ class NetPackFig11(_NetPackSweep):
              "Philly demands scaled to the rack, the switch memory on the x axis; JCT normalised to NetPack's")
     differs = ("run on the paper's simulated cluster (16 racks of 16 servers of 4 GPUs) with the PAT on the x axis, "
                "not on a copy of its testbed")
-    minutes = 11.0
+    minutes = 5.5
     config = CONFIG
     vary = "ina.pat_gbps=0,25,50,100,200,400,1000"
     xlabel = "ToR PAT (Gbit/s)"
