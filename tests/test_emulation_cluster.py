@@ -172,7 +172,8 @@ def test_an_unreachable_server_is_one_line_and_nothing_is_started(server, tmp_pa
 def test_an_experiment_spread_over_two_servers_runs_and_says_so(server, tmp_path):
     """``run_testbed.py -c`` with a cluster section: exit 0; capabilities.json names both servers,
     the nodes on each and the tunnel; the job ran on both racks, was checked against its bound and
-    trusted; ECN says it was not measured (cluster mode); nothing is left on either server."""
+    trusted (or, where other work saturated the CPU, judged slow and the run not trusted); ECN says it
+    was not measured (cluster mode); nothing is left on either server."""
     cfg = tmp_path / "cluster.yaml"
     cfg.write_text(tiny([SERVER], server))
     cp = subprocess.run([*CLI, "-c", str(cfg), "--results", str(tmp_path / "res")], cwd=ROOT, capture_output=True,
@@ -189,7 +190,11 @@ def test_an_experiment_spread_over_two_servers_runs_and_says_so(server, tmp_path
     with open(os.path.join(run_dir, "summary.json")) as f:
         (row,) = json.load(f)["policies"]
     (job,) = row["jobs"].values()
-    assert job["complete"] and job["fidelity"] == "ok" and row["trustworthy"] is True, (row, out)
+    assert job["complete"] and job["bound_s"] > 0, (row, out)
+    if row["cpu_saturated"]:  # a machine other work keeps busy: a slow job must then make the run distrust itself
+        assert job["fidelity"] in ("ok", "slow") and row["trustworthy"] is (job["fidelity"] == "ok"), (row, out)
+    else:
+        assert job["fidelity"] == "ok" and row["trustworthy"] is True, (row, out)
     assert row["cross_machine_bytes"] > 0 and row["ecn_method"] == "none"
     assert _left(server) == []
 
