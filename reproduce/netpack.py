@@ -246,7 +246,7 @@ class NetPackFig9(_NetPackSweep):
     differs = ("the first 4,000 distributed Philly jobs at their submission times, over 53 days, which load only "
                "the 112-server cluster (the paper does not say when its jobs arrive); one seed; 100 Gbit/s links "
                "(not stated)")
-    minutes = 5.5
+    minutes = 15.0
     config = CONFIG_4K
     vary = "topology.hosts_per_leaf=7,63,250,625"
     seeds = (1,)
