@@ -68,9 +68,10 @@ try:
     from experiment import BACKENDS
     from experiment.reporting import results
 except ModuleNotFoundError as _e:
-    if _not_set_up(_e) is None:
+    _line = _not_set_up(_e)
+    if _line is None:
         raise
-    print(_not_set_up(_e), file=sys.stderr)
+    print(_line, file=sys.stderr)
     sys.exit(2)
 
 DEFAULT_CONFIG = os.path.join(HERE, "experiments", "default.yaml")
@@ -398,50 +399,65 @@ can mend (one line on stderr); 3 a policy could not place every job; 130 interru
 
 
 ABOUT = {
-    # command: (what it does, examples)
-    "run": ("Run an experiment: build the config's fabric, place its jobs with each policy, run their traffic and "
+    # command: (its line in the main help, what it does, examples)
+    "run": ("run an experiment (the default command)",
+            "Run an experiment: build the config's fabric, place its jobs with each policy, run their traffic and "
             "report per policy and per job. The emulated network (the default back end) needs root; --backend sim "
             "runs the same config on the simulator, no root. The command that runs when only options are given.",
             ["sudo python3 run_testbed.py run -c experiments/validation.yaml -p consolidate -p spread",
              "python3 run_testbed.py --backend sim --set iterations=5      # run is the default command"]),
-    "check": ("Validate a config and its --set changes without running anything or needing root: what a run "
+    "check": ("validate a config without running it (no root needed)",
+              "Validate a config and its --set changes without running anything or needing root: what a run "
               "would refuse for the config alone is one line on stderr, exit code 2; a config that passes is "
               "summarised with what the back end adds (for the emulator: the dilation and the least wall time).",
               ["python3 run_testbed.py check experiments/default.yaml",
                "python3 run_testbed.py check -c my.yaml --set topology.k=6 --backend sim"]),
-    "list": ("What a config can name, read from the registries: topologies, models, collectives, placement "
+    "list": (("what a config can name: topologies, models, collectives, policies and schedulers with their keywords, "
+              "back ends"),
+             "What a config can name, read from the registries: topologies, models, collectives, placement "
              "policies and schedulers with their keywords and defaults, back ends. WHAT prints one section.",
              ["python3 run_testbed.py list", "python3 run_testbed.py list policies"]),
-    "report": ("Render a saved run's tables and plots again from its files (summary.json, the timelines, the "
+    "report": (("a saved run's tables and plots rendered again from its files (summary.json, timelines, CSVs), "
+                "with its JCT distribution and link utilisation plots (no root needed)"),
+               "Render a saved run's tables and plots again from its files (summary.json, the timelines, the "
                "CSVs); report.txt is written where it is missing. No root.",
                ["python3 run_testbed.py report results/RUN_DIR"]),
-    "clean": ("Undo what runs that died (kill -9, a crash) recorded changing on this machine, and nothing else. "
+    "clean": ("undo the recorded changes of runs that were killed (nothing else)",
+              "Undo what runs that died (kill -9, a crash) recorded changing on this machine, and nothing else. "
               "Needs root.",
               ["sudo python3 run_testbed.py clean"]),
-    "validate": ("Compare per-job estimates with a run's measurements: your simulator's (a CSV), or this "
+    "validate": ("compare your simulator's per-job estimates (CSV) with a run's measurements (no root needed)",
+                 "Compare per-job estimates with a run's measurements: your simulator's (a CSV), or this "
                  "testbed's simulator re-run on the run's schedule with other options. No root.",
                  ["python3 run_testbed.py validate results/RUN_DIR --estimates my_sim.csv",
                   "python3 run_testbed.py validate results/RUN_DIR --simulator latency_us=60,token_buckets=true"]),
-    "calibrate": ("Fit the simulator's per-message latency to a run's uncontended jobs, TCP's share of a shared "
+    "calibrate": (("fit the simulator's per-message latency to a run's uncontended jobs, and TCP's share of a "
+                   "shared link and the ECN mark share to its contended jobs (no root needed)"),
+                  "Fit the simulator's per-message latency to a run's uncontended jobs, TCP's share of a shared "
                   "link and the ECN mark share to its contended ones, whichever the run has; writes "
                   "calibration.json in the run's directory. No root.",
                   ["python3 run_testbed.py calibrate results/RUN_DIR"]),
-    "sweep": ("Vary one config field over values and seeds and compare the policies' JCT, normalised to a "
+    "sweep": (("vary one config field over values and seeds and compare the policies' normalised JCT (on the "
+               "simulator, no root; or --backend emu)"),
+              "Vary one config field over values and seeds and compare the policies' JCT, normalised to a "
               "reference policy; every point is checked before anything runs. On the simulator (no root), or "
               "point after point on the emulator with --backend emu (root).",
               ["python3 run_testbed.py sweep -c experiments/netpack_sim.yaml --vary topology.oversubscription=1,5,20 "
                "--seeds 1-10 --workers 2",
                "sudo python3 run_testbed.py sweep --backend emu --vary iterations=2,5 -p consolidate -p spread"]),
-    "reproduce": ("Run a paper's headline result and print ours beside the paper's numbers, with the ratio and a "
+    "reproduce": (("run a paper's headline result and print ours beside the paper's numbers, with the ratio and a plot "
+                   "(--list: every reproduction)"),
+                  "Run a paper's headline result and print ours beside the paper's numbers, with the ratio and a "
                   "plot; without a NAME (or with --list), the reproductions, what each compares and its run time.",
                   ["python3 run_testbed.py reproduce --list", "python3 run_testbed.py reproduce titan-fig1",
                    "sudo python3 run_testbed.py reproduce titan-fig1 --backend emu"]),
 }
 
 
-def _command(sub, name: str, parents: list, help: str) -> argparse.ArgumentParser:
-    """A subcommand's parser: its line in the main help, and its own help's description and examples."""
-    about, examples = ABOUT[name]
+def _command(sub, name: str, parents: list) -> argparse.ArgumentParser:
+    """A subcommand's parser (:data:`ABOUT`): its line in the main help, and its own help's description and
+    examples."""
+    help, about, examples = ABOUT[name]
     return sub.add_parser(name, parents=parents, help=help, description=textwrap.fill(about, 78),
                           epilog="examples:\n" + "\n".join(f"  {e}" for e in examples),
                           formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -474,7 +490,7 @@ def _parser() -> argparse.ArgumentParser:
 
     backend_help = "; ".join(f"{name}: {cls.help}" for name, cls in backend_classes().items())
     sub = ap.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
-    run = _command(sub, "run", [common, config], "run an experiment (the default command)")
+    run = _command(sub, "run", [common, config])
     run.add_argument("-p", "--policy", action="append", metavar="SPEC",
                      help="policy spec to run instead of the config's list (repeatable, e.g. -p consolidate "
                           "-p random)")
@@ -484,34 +500,25 @@ def _parser() -> argparse.ArgumentParser:
                      help="override the config's container.engine: workers as processes, or in Docker containers "
                           "of the locally built worker image (needs `make setup DOCKER=1`)")
     run.add_argument("--results", metavar="DIR", help="results base directory (default: the config's results_dir)")
-    check = _command(sub, "check", [common, config], "validate a config without running it (no root needed)")
+    check = _command(sub, "check", [common, config])
     check.add_argument("config_file", nargs="?", metavar="FILE", help="the config (or -c FILE)")
     check.add_argument("--backend", choices=tuple(BACKENDS), default="emu",
                        help="validate for this back end (as run --backend); default: %(default)s")
-    lst = _command(sub, "list", [common], "what a config can name: topologies, models, collectives, policies and "
-                                          "schedulers with their keywords, back ends")
+    lst = _command(sub, "list", [common])
     lst.add_argument("what", nargs="?", help="one section: topologies, models, collectives, policies, schedulers, "
                                              "back")
-    report = _command(sub, "report", [common],
-                      "a saved run's tables and plots rendered again from its files (summary.json, "
-                                 "timelines, CSVs), with its JCT distribution and link utilisation plots (no root "
-                      "needed)")
+    report = _command(sub, "report", [common])
     report.add_argument("run_dir", help="a run's results directory (results/<timestamp>-<name>)")
-    _command(sub, "clean", [common], "undo the recorded changes of runs that were killed (nothing else)")
-    validate = _command(sub, "validate", [common],
-                        "compare your simulator's per-job estimates (CSV) with a run's measurements (no root needed)")
+    _command(sub, "clean", [common])
+    validate = _command(sub, "validate", [common])
     validate.add_argument("run_dir", help="a run's results directory (results/<timestamp>-<name>)")
     validate.add_argument("--estimates", help="CSV: job, comm_s and/or iteration_s[, policy]")
     validate.add_argument("--simulator", metavar="KEY=VALUE,...",
                           help="instead: re-simulate the run's schedule with its config's simulator section changed "
                                "so (e.g. latency_us=60,token_buckets=true) and compare that")
-    calibrate = _command(sub, "calibrate", [common],
-                         "fit the simulator's per-message latency to a run's uncontended jobs, and TCP's share of a "
-                         "shared link and the ECN mark share to its contended jobs (no root needed)")
+    calibrate = _command(sub, "calibrate", [common])
     calibrate.add_argument("run_dir", help="an emulated run's results directory (results/<timestamp>-<name>)")
-    sweep = _command(sub, "sweep", [common, config],
-                     "vary one config field over values and seeds and compare the policies' normalised JCT (on the "
-                     "simulator, no root; or --backend emu)")
+    sweep = _command(sub, "sweep", [common, config])
     sweep.add_argument("--vary", required=True, metavar="PATH=V1,V2,...",
                        help="the config field (a dotted path, e.g. topology.oversubscription) and its values")
     sweep.add_argument("--seeds", help="seeds each value runs with, e.g. 1-10 or 1,2,5 (default: the config's seed)")
@@ -531,9 +538,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="sim: the flow-level simulator (no root); emu: the emulated network, one point after "
                             "another (root); default: %(default)s")
     sweep.add_argument("--results", metavar="DIR", help="results base directory (default: the config's results_dir)")
-    repro = _command(sub, "reproduce", [common],
-                     "run a paper's headline result and print ours beside the paper's numbers, with the ratio and a "
-                     "plot (--list: every reproduction)")
+    repro = _command(sub, "reproduce", [common])
     repro.add_argument("names", nargs="*", metavar="NAME", help="reproductions to run (all: every one)")
     repro.add_argument("--list", action="store_true", help="list the reproductions and what each compares")
     repro.add_argument("--backend", choices=tuple(BACKENDS),
