@@ -42,6 +42,12 @@ class Figure:
             raise ValueError(f"{self.quantity}: the paper's range {self.paper} is not (low, high)")
 
     @property
+    def nearest_end(self) -> float:
+        """The end of the paper's range nearest ours: its high end when ours is above it, else its low end."""
+        low, high = self.paper
+        return high if self.ours is not None and self.ours > high else low
+
+    @property
     def ratio(self) -> float | None:
         """Ours over the paper's, against the nearest end of its range (1 inside it); None when
         ours is missing or the nearest end is 0 (see :attr:`agrees`)."""
@@ -50,8 +56,7 @@ class Figure:
         low, high = self.paper
         if low <= self.ours <= high:
             return 1.0
-        end = low if self.ours < low else high
-        return None if end == 0 else self.ours / end
+        return None if self.nearest_end == 0 else self.ours / self.nearest_end
 
     @property
     def agrees(self) -> bool | None:

@@ -86,8 +86,7 @@ class _NetPackSweep(Reproduction):
     vary: str
     seeds: tuple[int, ...] = SEEDS
     xlabel: str
-    sensitivity: Sensitivity | None = None  # the one parameter the figure's gap points to, swept at its setting
-    sensitivity_at: str = ""  # that setting, PATH=VALUE ("": the config's own)
+    sensitivity: Sensitivity | None = None  # the one parameter the figure's gap points to, swept on base()
 
     def values(self) -> tuple:
         from experiment.run.sweep_spec import parse_vary
@@ -100,22 +99,13 @@ class _NetPackSweep(Reproduction):
 
         return paper_policies(load(self.config))
 
-    def sensitivity_base(self):
-        """:meth:`base` at the setting the sensitivity is swept at."""
-        from experiment.run.sweep_spec import parse_vary, with_value
-
-        if not self.sensitivity_at:
-            return self.base()
-        (value,), at = parse_vary(self.sensitivity_at).values, parse_vary(self.sensitivity_at).path
-        return with_value(self.base(), at, value)
-
     def check(self, backend: str) -> str:
         from reproduce.runs import check_sweep
 
         what = f"{self.config}: {check_sweep(self.base(), self.vary, self.seeds, backend)}"
         if self.sensitivity is not None:
             s = self.sensitivity
-            what += f"; then {check_sweep(self.sensitivity_base(), s.vary, s.seeds, backend)}"
+            what += f"; then {check_sweep(self.base(), s.vary, s.seeds, backend)}"
         return what
 
     def run(self, ctx: Context) -> Outcome:
@@ -154,12 +144,10 @@ class _NetPackSweep(Reproduction):
 
         s = self.sensitivity
         (figure,) = [f for f in figures if f.quantity == s.quantity]
-        low, high = figure.paper
-        target = high if figure.ours is not None and figure.ours > high else low
-        result = run_sweep(self.sensitivity_base(), s.vary, s.seeds, ctx, "sensitivity")
+        result = run_sweep(self.base(), s.vary, s.seeds, ctx, "sensitivity")
         values = parse_vary(s.vary).values
         cut = reductions(result.stats, values)
-        return Explanation(s, target, tuple((s.scale(v), cut[v]) for v in values)), result.run_dir
+        return Explanation(s, figure.nearest_end, tuple((s.scale(v), cut[v]) for v in values)), result.run_dir
 
     def per_value(self, cut: dict) -> str:
         """The reduction at every value, as the notes print it."""
