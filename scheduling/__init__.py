@@ -10,6 +10,7 @@ optionally followed by keyword arguments for its constructor::
     make_scheduler("yarn_cs")
     make_scheduler("waves")          # static experiments: one wave at a time
     make_scheduler("themis,lease_s=600")  # leases auctioned for finish-time fairness
+    make_scheduler("batch,period_s=60")   # NetPack's periodic batches
 
 Values are parsed as ``bool`` (``true``/``false``), ``int``, ``float`` (``inf`` included), else
 kept as ``str``. ``seed`` always comes from the experiment, never from the spec. Adding a
@@ -21,6 +22,7 @@ from __future__ import annotations
 from common import specs
 from common.errors import ConfigError
 from scheduling.base import Decision, JobStatus, PriorityScheduler, Scheduler
+from scheduling.batch import BatchScheduler
 from scheduling.fifo import FifoScheduler, YarnCsScheduler
 from scheduling.themis import ThemisScheduler
 from scheduling.tiresias import (
@@ -34,6 +36,7 @@ from scheduling.waves import WaveScheduler
 
 __all__ = [
     "SCHEDULERS",
+    "BatchScheduler",
     "Decision",
     "FifoScheduler",
     "GittinsScheduler",
@@ -60,6 +63,7 @@ SCHEDULERS: dict[str, type[Scheduler]] = {
     "srsf": SrsfScheduler,
     "srtf": SrtfScheduler,
     "themis": ThemisScheduler,
+    "batch": BatchScheduler,
 }
 
 

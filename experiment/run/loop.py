@@ -8,7 +8,8 @@ simulator and the emulated network. At every event the loop
 2. stops the jobs it preempts (their GPUs are released);
 3. hands the jobs it starts to the placer in priority order; a job the placer leaves
    waiting stays waiting and is reconsidered at the next event. Without a placer, GPUs are
-   counted (as Tiresias' authors' simulator does with its ``count`` placement);
+   counted (as Tiresias' authors' simulator does with its ``count`` placement): the jobs
+   that fit in the free GPUs start, in order;
 4. starts the placed jobs on the back end, together, hands it the time shifts the placer
    gave (:class:`placement.base.TimeShift`, Cassini's) and keeps the decision (with its log)
    when it has either, and lets the back end run until the next event:
@@ -274,7 +275,7 @@ class _LoopRun:
                 self.cluster.apply(p)
             new = [(self.by_name[p.job], p) for p in placed]
         else:
-            new = [(j, None) for j in wanted]
+            new = [(j, None) for j in self.counted(wanted)]
         if new:
             self.backend.start(new)
             for j, p in new:
@@ -289,6 +290,17 @@ class _LoopRun:
         if sum(self.by_name[n].workers for n in self.running) > self.total_gpus:
             raise JobError(f"{self.scheduler.name}: decision at {self.now_s} s over-commits {self.total_gpus} "
                            f"GPUs: {sorted(self.running)}")
+
+    def counted(self, wanted: Sequence[ExperimentJob]) -> list[ExperimentJob]:
+        """Without a placer: the jobs of ``wanted`` that fit, in order, in the GPUs the running jobs
+        leave free (a scheduler handing out more than fits, as ``batch`` does, starts what fits)."""
+        free = self.total_gpus - sum(self.by_name[n].workers for n in self.running)
+        out = []
+        for j in wanted:
+            if j.workers <= free:
+                out.append(j)
+                free -= j.workers
+        return out
 
     def next_event_s(self, wake_s: float | None, active: Sequence[ExperimentJob]) -> float:
         """The time of the next event: an arrival, the scheduler's wake-up or a periodic pass
