@@ -124,9 +124,10 @@ def cmd_check(args) -> int:
     n_m = sum(1 for _, d in g.nodes(data=True) if d["role"] == "machine")
     gpus = sum(d["gpus"] for _, d in g.nodes(data=True) if d["role"] == "machine")
     if cfg.trace.file:
+        from common.paths import shown
         from experiment.config.workload import experiment_jobs
 
-        jobs = f"{len(experiment_jobs(cfg, g))} jobs of trace {cfg.trace.file}"
+        jobs = f"{len(experiment_jobs(cfg, g))} jobs of trace {shown(cfg.trace.file)}"
     else:
         jobs = f"{len(cfg.jobs)} jobs"
     head = f"{args.config}: ok: {cfg.topology.kind} with {n_m} machines / {gpus} GPUs, {jobs}, " \

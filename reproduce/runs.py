@@ -5,7 +5,6 @@ reproduction's directory. Configs are read from the repository, whatever the cur
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Sequence
 
@@ -15,14 +14,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load(rel_path: str):
-    """The experiment config at ``rel_path`` in the repository, its trace file (relative to the
-    repository, as the config's comments run it) made absolute."""
+    """The experiment config at ``rel_path`` in the repository (its paths relative to its own directory)."""
     from experiment.config import schema as config
 
-    cfg = config.load(os.path.join(ROOT, rel_path))
-    if cfg.trace.file and not os.path.isabs(cfg.trace.file):
-        cfg = dataclasses.replace(cfg, trace=dataclasses.replace(cfg.trace, file=os.path.join(ROOT, cfg.trace.file)))
-    return cfg
+    return config.load(os.path.join(ROOT, rel_path))
 
 
 def check_config(cfg, backend: str) -> str:

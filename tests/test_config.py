@@ -40,11 +40,29 @@ def test_default_experiment_is_valid():
 
 
 def test_resolved_config_round_trips(tmp_path):
-    """The resolved config written with every run (config.json) loads back to the same config."""
-    cfg = config.from_dict(base(background={"h1": 2}))
+    """The resolved config written with every run (config.json, its paths absolute) loads back to the
+    same config, wherever the file is."""
+    cfg = config.absolute_paths(config.from_dict(base(background={"h1": 2})), "/somewhere")
+    assert cfg.results_dir == "/somewhere/results"
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config.to_dict(cfg)))
     assert config.load(str(path)) == cfg
+
+
+def test_paths_in_a_config_file_are_relative_to_its_directory_and_on_the_command_line_to_here(tmp_path,
+                                                                                             monkeypatch):
+    from experiment.config.overrides import apply_settings
+
+    d = tmp_path / "configs"
+    d.mkdir()
+    (d / "x.yaml").write_text(json.dumps({**base(), "trace": {"file": "../traces/t.csv"},
+                                          "cassini": {"profiles": "p.json"},
+                                          "topology": {"kind": "file", "path": "topo.json"}}))
+    cfg = config.load(str(d / "x.yaml"))
+    assert cfg.trace.file == str(tmp_path / "traces" / "t.csv") and cfg.cassini.profiles == str(d / "p.json")
+    assert cfg.topology.params["path"] == str(d / "topo.json") and cfg.results_dir == "results"  # not given: here
+    monkeypatch.chdir(tmp_path)
+    assert apply_settings(cfg, ["trace.file=mine.csv"]).trace.file == str(tmp_path / "mine.csv")
 
 
 def test_unknown_key_gets_a_hint():
@@ -695,8 +713,8 @@ def test_cluster_mode_config_errors_name_the_problem(over, pattern):
 def test_a_cluster_config_validates_round_trips_and_is_ignored_by_the_simulator(tmp_path):
     """Servers with ECN optional validate, the resolved config keeps them, and the simulator back end
     (which runs on one machine) does not check them."""
-    cfg = config.from_dict(base(cluster={"servers": ["h2", "10.1.2.3"], "ssh_config": "/etc/x"},
-                                ecn={"marking": "optional"}))
+    cfg = config.absolute_paths(config.from_dict(base(cluster={"servers": ["h2", "10.1.2.3"], "ssh_config": "/etc/x"},
+                                                      ecn={"marking": "optional"})), "/runs")
     config.validate(cfg)
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config.to_dict(cfg)))

@@ -11,6 +11,7 @@ whether it suits the back end is the run's validation, as for a file.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -68,6 +69,6 @@ def apply_settings(cfg: ExperimentConfig, settings: Sequence[str]) -> Experiment
             node = node[_index(node, step, key, last=False)]
         node[_index(node, path[-1], key, last=True)] = value
     try:
-        return check_fields(from_dict(data))
+        return check_fields(from_dict(data, os.getcwd()))  # a path typed on the command line: from here
     except ConfigError as e:
         raise ConfigError(f"--set {' '.join(settings)}: {e}") from None

@@ -26,8 +26,11 @@ An experiment is one YAML file (`experiments/default.yaml` is the default). Ever
 optional unless its default says *required*; an unknown key, a value of the wrong type or out of
 range is refused in one line naming it (`python3 run_testbed.py check -c FILE`), before anything
 runs. `--set KEY=VALUE` on the command line changes one key (a dotted path: `topology.k=6`,
-`jobs.0.workers=4`, `ecn.method=bpf`) and is checked the same way. A run's `config.json` is the
-fully resolved config and is itself a config file that repeats the run.
+`jobs.0.workers=4`, `ecn.method=bpf`) and is checked the same way. A relative path in a config
+file is relative to that file's directory (`file: ../traces/philly/philly.csv` in
+`experiments/`); one given with `--set` is relative to the current directory. A run's
+`config.json` is the fully resolved config, its paths absolute, and is itself a config file that
+repeats the run.
 
 Rates are paper-scale (Mbit/s of the cluster being modelled); `scale` divides rates and bytes
 alike, and `dilation` slows the emulated network and compute together

@@ -188,6 +188,16 @@ class Text:
 
 
 @dataclasses.dataclass(frozen=True)
+class PathText(Text):
+    """A path: a :class:`Text` that a config file gives relative to its own directory
+    (:func:`experiment.config.schema.load` makes it absolute; one typed on the command line is
+    relative to the current directory)."""
+
+    def describe(self) -> str:
+        return f"a path ({super().describe()}); relative: to the config file's directory"
+
+
+@dataclasses.dataclass(frozen=True)
 class Boolean:
     """``true`` or ``false`` (YAML booleans; not 0/1, not strings)."""
 

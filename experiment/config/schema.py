@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -51,11 +52,11 @@ from experiment.config.rules import (
     MapOf,
     Name,
     OrNone,
+    PathText,
     PolicySpec,
     Real,
     Scalar,
     Section,
-    Text,
     check_fields,
     fail,
     rule_field,
@@ -202,7 +203,7 @@ class TraceConfig:
     a job's JCT over its duration is what queueing and the network cost it.
 
     Attributes:
-        file: the trace CSV (relative to the current directory); empty: no trace.
+        file: the trace CSV; empty: no trace.
         format: the trace's format (:data:`experiment.config.traces.TRACE_FORMATS`), or ``auto`` from its header.
         max_jobs: take at most this many jobs (0: all), after the window and the size filters.
         min_gpus: leave out jobs of fewer GPUs (NetPack's simulator studies distributed jobs).
@@ -219,7 +220,7 @@ class TraceConfig:
         collective: every trace job's allreduce.
     """
 
-    file: str = rule_field(Text(empty=True), "")
+    file: str = rule_field(PathText(empty=True), "")
     format: str = rule_field(Name(_trace_formats), "auto")
     max_jobs: int = rule_field(Integer(0, 10_000_000), 0)
     min_gpus: int = rule_field(Integer(1, 1_000_000), 1)
@@ -331,7 +332,7 @@ class ClusterConfig:
 
     servers: tuple = rule_field(ListOf(Name(), 0, 63, "server names"), ())
     user: str = rule_field(Name(), "root")
-    ssh_config: str = rule_field(Text(empty=True), "")
+    ssh_config: str = rule_field(PathText(empty=True), "")
     connect_timeout_s: float = rule_field(Real(1, 600), 10.0)
 
 
@@ -435,7 +436,7 @@ class CassiniConfig:
             times instead of its model's (§2.4). Empty: every job from its model.
     """
 
-    profiles: str = rule_field(Text(empty=True), "")
+    profiles: str = rule_field(PathText(empty=True), "")
 
     def timings(self) -> dict[str, tuple[float, float]]:
         """The measured timings of ``profiles``, job -> ``(iter_ms, up_ms)`` (empty without a file).
@@ -574,18 +575,20 @@ class ExperimentConfig:
     stats_interval_s: float = rule_field(Real(0.05, 3600), 0.5)
     job_timeout_s: float = rule_field(Real(1, 10_000_000), 300.0)
     time_limit_s: float = rule_field(Real(0, 10_000_000, lo_open=True), 3600.0)
-    results_dir: str = rule_field(Text(), "results")
+    results_dir: str = rule_field(PathText(), "results")
     plots: bool = rule_field(Boolean(), True)
 
 
 def load(path: str) -> ExperimentConfig:
-    """Read and strictly parse a YAML experiment file (types and ranges are :func:`validate`'s).
+    """Read and strictly parse a YAML experiment file (types and ranges are :func:`validate`'s); a
+    relative path it gives (:class:`~experiment.config.rules.PathText`) is relative to its directory,
+    and comes out absolute.
 
     Raises:
         ConfigError: the file cannot be read, is too large, not UTF-8, not YAML, too deeply
             nested, expands to too many values, repeats a key, or has an unknown or missing key.
     """
-    return from_dict(read_yaml(path))
+    return from_dict(read_yaml(path), os.path.dirname(os.path.abspath(path)))
 
 
 def _reject_unknown(data: dict, cls, where: str) -> None:
@@ -597,9 +600,10 @@ def _reject_unknown(data: dict, cls, where: str) -> None:
             raise ConfigError(f"{where}: unknown key {show(key)}{extra}; valid keys: {', '.join(names)}")
 
 
-def _build(cls, data: Any, where: str):
+def _build(cls, data: Any, where: str, base_dir: str | None = None):
     """A configuration dataclass from a mapping: keys only (unknown or missing), nested sections
-    built too and lists made tuples; types and ranges are :func:`check_fields`'s."""
+    built too and lists made tuples; types and ranges are :func:`check_fields`'s. A relative path
+    given (:class:`~experiment.config.rules.PathText`) is joined to ``base_dir`` when one is given."""
     if not isinstance(data, dict):
         fail(where, data, "is not a mapping", f"keys: {', '.join(f.name for f in dataclasses.fields(cls))}")
     _reject_unknown(data, cls, where)
@@ -611,19 +615,47 @@ def _build(cls, data: Any, where: str):
             continue
         value, rule, at = data[f.name], f.metadata["rule"], f"{where}.{f.name}"
         if isinstance(rule, Section):
-            value = _build(rule.cls, value, at)
+            value = _build(rule.cls, value, at, base_dir)
         elif isinstance(rule, ListOf) and isinstance(rule.item, Section) and isinstance(value, list):
-            value = tuple(_build(rule.item.cls, v, f"{at}[{i}]") for i, v in enumerate(value))
+            value = tuple(_build(rule.item.cls, v, f"{at}[{i}]", base_dir) for i, v in enumerate(value))
+        elif isinstance(rule, PathText):
+            value = _absolute(value, base_dir)
         elif isinstance(rule, ListOf) and isinstance(value, list):
             value = tuple(value)
         kwargs[f.name] = value
     return cls(**kwargs)
 
 
-def from_dict(data: Any) -> ExperimentConfig:
+def _absolute(value: Any, base_dir: str | None) -> Any:
+    """``value`` joined to ``base_dir`` when it is a relative path and a base is given; else as it is."""
+    if base_dir is None or not isinstance(value, str) or not value or os.path.isabs(value):
+        return value
+    return os.path.normpath(os.path.join(base_dir, value))
+
+
+def absolute_paths(cfg: Any, base_dir: str) -> Any:
+    """``cfg`` (a configuration dataclass) with every relative path in it joined to ``base_dir``: what
+    a run writes as its ``config.json``, so that the file repeats the run from any directory."""
+    changes = {}
+    for f in dataclasses.fields(cfg):
+        value, rule = getattr(cfg, f.name), f.metadata["rule"]
+        if isinstance(rule, Section):
+            changes[f.name] = absolute_paths(value, base_dir)
+        elif isinstance(rule, ListOf) and isinstance(rule.item, Section):
+            changes[f.name] = tuple(absolute_paths(v, base_dir) for v in value)
+        elif isinstance(rule, PathText):
+            changes[f.name] = _absolute(value, base_dir)
+    if isinstance(cfg, TopologyConfig) and "path" in cfg.params:
+        changes["params"] = {**cfg.params, "path": _absolute(cfg.params["path"], base_dir)}
+    return dataclasses.replace(cfg, **changes)
+
+
+def from_dict(data: Any, base_dir: str | None = None) -> ExperimentConfig:
     """Build a configuration from parsed YAML, strictly: an unknown or missing key is an error.
 
-    Types and ranges are checked by :func:`validate` (:func:`check_fields`).
+    Types and ranges are checked by :func:`validate` (:func:`check_fields`). With ``base_dir``, the
+    relative paths given (the fields of :class:`~experiment.config.rules.PathText` rule, and a file
+    topology's ``path``) are joined to it.
     """
     if not isinstance(data, dict):
         raise ConfigError("config: the top level must be a mapping of keys to values")
@@ -632,10 +664,13 @@ def from_dict(data: Any) -> ExperimentConfig:
     if topo is not None:
         if not isinstance(topo, dict) or "kind" not in topo:
             raise ConfigError("config.topology: expected a mapping with a 'kind' key, e.g. {kind: fat_tree, k: 4}")
-        data["topology"] = {"kind": topo["kind"], "params": {k: v for k, v in topo.items() if k != "kind"}}
+        params = {k: v for k, v in topo.items() if k != "kind"}
+        if "path" in params:  # a topology read from a file (topo.build_topology("file", path=...))
+            params["path"] = _absolute(params["path"], base_dir)
+        data["topology"] = {"kind": topo["kind"], "params": params}
     if isinstance(data.get("policies"), str):
         data["policies"] = [data["policies"]]
-    return _build(ExperimentConfig, data, "config")
+    return _build(ExperimentConfig, data, "config", base_dir)
 
 
 def to_dict(cfg: ExperimentConfig) -> dict:

@@ -180,7 +180,7 @@ def execute(cfg, backend: ExperimentBackend, say: Say | None = None, run_dir: st
 
 def _execute(cfg, backend: ExperimentBackend, log: RunLog, run_dir: str | None, policies: Sequence[str] | None,
              g) -> RunOutcome:
-    from experiment.config.schema import policy_specs, to_dict
+    from experiment.config.schema import absolute_paths, policy_specs, to_dict
     from topo.io import write_topology_json
 
     say, stream = log.say, log
@@ -192,7 +192,7 @@ def _execute(cfg, backend: ExperimentBackend, log: RunLog, run_dir: str | None, 
     results.write_status(run_dir, "running")
     specs = list(policies or policy_specs(cfg))
     try:
-        results.write_json(os.path.join(run_dir, "config.json"), to_dict(cfg))
+        results.write_json(os.path.join(run_dir, "config.json"), to_dict(absolute_paths(cfg, os.getcwd())))
         results.write_json(os.path.join(run_dir, "capabilities.json"), caps)
         write_topology_json(g, os.path.join(run_dir, "topology.json"), backend.size_limits)
         say(f"run {run_dir}: {backend.describe(cfg, caps, specs)}")

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from common.errors import ConfigError
+from common.paths import shown
 from common.units import BITS_PER_BYTE, MEGA, scale_bw_mbps
 from congestion import MLTCP_WEIGHTS, congestion_control
 from experiment.config.schema import BackendChecks
@@ -123,7 +124,7 @@ class SimulatorExperiment(ExperimentBackend):
 
     def describe(self, cfg, caps: dict, specs: Sequence[str]) -> str:
         """What runs: the jobs or trace, the policies, the engine, the scale and the scheduler."""
-        source = f"trace {cfg.trace.file}" if cfg.trace.file else f"{len(cfg.jobs)} jobs"
+        source = f"trace {shown(cfg.trace.file)}" if cfg.trace.file else f"{len(cfg.jobs)} jobs"
         return (f"{source}, {len(specs)} policies on the flow-level simulator ({cfg.simulator.mode} mode, "
                 f"scale {cfg.scale:g}, scheduler {cfg.scheduler}); times in paper-scale seconds")
 
