@@ -24,10 +24,13 @@ def test_ring_allreduce_meets_bandwidth_bound_and_counters_agree(fabric, tmp_pat
 
     The time is checked for structure, not speed: never faster than the link allows (the shaping works),
     and well under twice the bound (a ring crossing the uplink twice per step, or two transfers sharing a
-    link, would take 2x). How close to the bound the emulator gets is a benchmark (bench/fidelity.py), not
-    a test: on a busy 2-core machine one uncontended ring measured 1.10x here and 1.34x on another run."""
+    link, would take 2x) unless the machine's CPU, sampled throughout, saturated (then the emulator could
+    not keep up, which a run reports as untrusted). How close to the bound the emulator gets is a
+    benchmark (bench/fidelity.py), not a test: on a busy 2-core machine one uncontended ring measured
+    1.10x here and 1.34x on another run."""
     from common.paths import PROJECT_ROOT
     from common.sockets import free_tcp_port
+    from emulator.cpu import CpuSampler
     from jobs.records import read_records
     from measure.iterations import job_iteration_times
     from topo.routing import ecmp_path, path_links
@@ -47,8 +50,13 @@ def test_ring_allreduce_meets_bandwidth_bound_and_counters_agree(fabric, tmp_pat
         return fabric.popen(machine, argv, env=env, log_path=log_path, cwd=PROJECT_ROOT)
 
     before = fabric.counters.switch_counters()
-    workers = launch(specs, exec_fn, str(tmp_path))
-    wait_all(workers, timeout_s=180)
+    cpu = CpuSampler(interval_s=0.2)
+    cpu.start()
+    try:
+        workers = launch(specs, exec_fn, str(tmp_path))
+        wait_all(workers, timeout_s=180)
+    finally:
+        cpu.stop()
     for w in workers:
         fabric.forget(w.process)
     moved = fabric.counters.link_bytes(before, counters_settled(fabric.counters.switch_counters))
@@ -58,7 +66,10 @@ def test_ring_allreduce_meets_bandwidth_bound_and_counters_agree(fabric, tmp_pat
     assert len(per_iter) == ITERATIONS
     bound_s = 2 * (n - 1) / n * PAYLOAD_BYTES * 8 / (LINK_MBPS * 1e6)
     mean_s = sum(v.comm_s for v in per_iter.values()) / ITERATIONS
-    assert 0.95 <= mean_s / bound_s < 1.75, f"allreduce {mean_s:.3f} s vs bound {bound_s:.3f} s"
+    load = cpu.summary()
+    assert mean_s / bound_s >= 0.95, f"allreduce {mean_s:.3f} s, faster than the link allows ({bound_s:.3f} s)"
+    assert mean_s / bound_s < 1.75 or load.saturated, (
+        f"allreduce {mean_s:.3f} s vs bound {bound_s:.3f} s with the CPU not saturated (p95 {load.p95})")
 
     expected = 2 * (n - 1) / n * PAYLOAD_BYTES * (ITERATIONS + WARMUP)
     links = [("h1", "e1")] + path_links(ecmp_path(g, "h1", "h5"))

@@ -253,8 +253,9 @@ def test_sweep_json_png_status_and_table(swept):
     status = json.loads(open(os.path.join(run_dir, "status.json"), encoding="utf-8").read())
     assert status["status"] == "complete"
     progress = [line for line in lines if line.startswith("[")]
-    assert len(progress) == 4 and all(re.fullmatch(r"\[\d/4\] oversubscription=[14] seed [12]: \d+\.\d s", line)
-                                      for line in progress)
+    line_re = r"\[\d/4\] oversubscription=[14] seed [12]: \d+\.\d s \(elapsed \d+:\d\d(, about \d+:\d\d left)?\)"
+    assert len(progress) == 4 and all(re.fullmatch(line_re, line) for line in progress)
+    assert "left" not in progress[-1]  # the last point leaves nothing to estimate
     table = table_lines(result)
     assert lines[-len(table) - 1:-1] == table
     assert table[0].startswith("Mean JCT normalised to consolidate per seed, mean±std over 2 seed(s)")

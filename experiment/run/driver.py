@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from common.errors import PlacementError, TestbedError
+from common.progress import Eta
 from common.specs import safe_name
 from experiment.reporting import results
 from experiment.reporting.interleaving import annotate
@@ -219,8 +220,9 @@ def _run_policies(cfg, g, backend: ExperimentBackend, run_dir: str, caps: dict, 
     unplaced: dict[str, str] = {}
     try:
         with backend.open(cfg, g, run_dir, caps, say, _estimator(backend)) as session:
+            eta = Eta(len(specs))
             for i, spec in enumerate(specs, 1):
-                say(f"[{i}/{len(specs)}] policy {spec}")
+                say(f"[{i}/{len(specs)}] policy {spec}" + (f" ({eta.text(i - 1)})" if i > 1 else ""))
                 pdir = os.path.join(run_dir, safe_name(spec))
                 os.makedirs(pdir, exist_ok=True)
                 try:

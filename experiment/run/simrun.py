@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from common.errors import ConfigError
 from common.paths import shown
+from common.progress import Eta
 from common.units import BITS_PER_BYTE, MEGA, scale_bw_mbps
 from congestion import MLTCP_WEIGHTS, congestion_control
 from experiment.config.schema import BackendChecks
@@ -161,6 +162,7 @@ def _progress(total: int, say: Callable[[str], None]) -> Callable:
     """An ``on_event`` for the loop that says how many of ``total`` jobs have finished, every tenth
     of them or every minute of wall time, whichever comes first."""
     state = {"done": 0, "said": 0, "at": time.monotonic()}
+    eta = Eta(total)
 
     def on_event(event) -> None:
         if event.kind != "finished":
@@ -169,7 +171,8 @@ def _progress(total: int, say: Callable[[str], None]) -> Callable:
         now = time.monotonic()
         if state["done"] - state["said"] >= max(1, total // 10) or now - state["at"] >= 60:
             state["said"], state["at"] = state["done"], now
-            say(f"    {state['done']}/{total} jobs finished (simulated time {event.time_s:,.0f} s)")
+            say(f"    {state['done']}/{total} jobs finished (simulated time {event.time_s:,.0f} s; "
+                f"{eta.text(state['done'])})")
     return on_event
 
 

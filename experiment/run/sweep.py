@@ -49,6 +49,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from common.errors import ConfigError
+from common.progress import Eta
 from experiment import make_backend
 from experiment.config.rules import show
 from experiment.config.schema import ExperimentConfig, policy_specs, to_dict
@@ -422,6 +423,9 @@ class _Progress:
     say: Callable[[str], None]
     done: list[PointResult] = dataclasses.field(default_factory=list)
 
+    def __post_init__(self):
+        self.eta = Eta(self.runs)  # the points start as the sweep does
+
     def opening(self, what: str, where: str) -> str:
         """The sweep's first line: what varies over which seeds, the policies, on ``what`` and ``where``."""
         runs = f"{self.runs} run{'s' if self.runs > 1 else ''}"
@@ -435,7 +439,8 @@ class _Progress:
         point = self.vary.label(self.vary.values[res.value_index])
         failed = [p for p, s in res.outcomes.items() if not isinstance(s, PolicySummary)]
         note = f"; could not place every job: {', '.join(failed)}" if failed else ""
-        self.say(f"[{len(self.done)}/{self.runs}] {point} seed {res.seed}: {res.wall_s:.1f} s{note}")
+        self.say(f"[{len(self.done)}/{self.runs}] {point} seed {res.seed}: {res.wall_s:.1f} s{note} "
+                 f"({self.eta.text(len(self.done))})")
 
     def write_result(self) -> SweepResult:
         """Write the result of the points done so far (:func:`_write`), and return it."""
