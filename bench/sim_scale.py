@@ -179,12 +179,12 @@ def main(argv=None) -> int:
         else:
             wall = last[1] * (jobs_t / last[0]) ** (growth if growth is not None else 1.0)
             how = f"extrapolated from {last[0]} jobs with exponent {growth if growth is not None else 1.0:.2f}"
-        print(f"{jobs_t} jobs on {len(hosts):,} machines: {wall:.0f} s of wall time ({how}); "
+        print(f"{jobs_t} jobs on {len(hosts):,} machines: {wall:.1f} s of wall time ({how}); "
               f"{'meets' if wall <= target else 'misses'} the {target:.0f} s target of the {engine_name} engine")
     n, wall = last
     verdict = "".join(f"; {'meets' if wall <= target else 'misses'} the {target:.0f} s target of the {engine_name} "
                       f"engine" for jobs_t, target in TARGETS_S[args.engine] if jobs_t == n)
-    print(f"{n} jobs on {len(hosts):,} machines: {wall:.0f} s of wall time "
+    print(f"{n} jobs on {len(hosts):,} machines: {wall:.1f} s of wall time "
           f"({'measured' if n in measured else 'extrapolated'}){verdict}")
     return 0
 
