@@ -21,7 +21,7 @@ from sim.components import Components, directed_links
 from sim.ecn_marks import EcnMarks, NoMarks
 from sim.maxmin import EPS
 from sim.sharing import LinkSharing, link_sharing
-from topo.routing import ecmp_path, path_links
+from topo.routing import EcmpRoutes, path_links
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -63,6 +63,7 @@ class FlowNetwork:
         self.link_names = directed_links(g)
         self.link_id = {link: i for i, link in enumerate(self.link_names)}
         self.capacity: list[float] = [0.0] * len(self.link_names)  # bytes/s, set as paths first cross a link
+        self._routes = EcmpRoutes(g)  # ecmp_path's routes, one search per destination rack
         self._paths: dict[tuple[str, str], tuple[int, ...]] = {}
         # How flows share a component's links (max-min, TCP's share, MLTCP), chosen once; the ECN
         # estimate follows the flows and the links' rates as an observer (NoMarks: off).
@@ -85,7 +86,7 @@ class FlowNetwork:
         """
         links = self._paths.get((a, b))
         if links is None:
-            hops = path_links(ecmp_path(self.g, a, b))
+            hops = path_links(self._routes.path(a, b))
             for u, v in hops:
                 link = self.link_id[(u, v)]
                 if not self.capacity[link]:

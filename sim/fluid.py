@@ -154,6 +154,7 @@ class FluidEngine:
         self._runs: dict[str, int] = {}
         self._pending: list[tuple[float, tuple[str, int]]] = []  # (start_s, key) of runs not started
         self._live: dict[str, _Run] = {}  # name -> its run neither finished nor removed
+        self._started: dict[str, _Run] = {}  # those of them started: what a call over running jobs walks
         self._ends: list[tuple[float, tuple[str, int], int]] = []  # (finish time, key, version) of started runs
         # The started runs whose demand may load each resource (links, then aggregators), and the
         # resources of runs started or ended since the last fill.
@@ -201,6 +202,7 @@ class FluidEngine:
             raise JobError(f"no running job {name!r}; running: {', '.join(self.running()) or 'none'}")
         run.move_to(self._now_s)
         if run.started:
+            del self._started[name]
             self._users.leave(run.spec.name, run.resources)
         else:
             run.at_s = self._now_s
@@ -236,6 +238,7 @@ class FluidEngine:
                 run = self._live.pop(heapq.heappop(self._ends)[1][0])
                 run.move_to(now)
                 run.done = float(run.total)
+                del self._started[run.spec.name]
                 self._users.leave(run.spec.name, run.resources)
                 finished.append(run)
             started = []
@@ -244,6 +247,7 @@ class FluidEngine:
                 if self._is_live(key):
                     run = self._live[key[0]]
                     run.started, run.at_s = True, now
+                    self._started[key[0]] = run
                     started.append(run)
             self._reallocate(now, started)
             self._now_s = now
@@ -286,7 +290,8 @@ class FluidEngine:
 
     def levels(self) -> dict[str, float]:
         """Every started run's current level (1 = as fast as alone), by name."""
-        return {name: run.level for name, run in sorted(self._live.items()) if run.started}
+        started = self._started
+        return {name: started[name].level for name in sorted(started)}
 
     # -- internals ---------------------------------------------------------------------------
     def _is_live(self, key: tuple[str, int]) -> bool:

@@ -75,7 +75,10 @@ class IterationCosts:
                 self._pattern(spec.collective, p, size)  # rejects what the pattern rejects
             cost = (0.0, 0.0, ())
         else:
-            per_size = {size: self._bucket_cost(spec, size) for size in sorted(set(spec.bucket_bytes))}
+            machine_no: dict[str, int] = {}
+            ranks = tuple(machine_no.setdefault(m, len(machine_no)) for m in machines)
+            numbered: dict = {}  # this placement's routes, numbered once for the sizes that share rank pairs
+            per_size = {size: self._bucket_cost(spec, size, ranks, numbered) for size in sorted(set(spec.bucket_bytes))}
             loads: dict[int, float] = {}
             bound = crossing = 0.0
             for size in spec.bucket_bytes:
@@ -123,28 +126,33 @@ class IterationCosts:
         demand = AggregatedDemand(aggregators, links, cap=per_stream / unit)
         return bound, len(spec.bucket_bytes) * self.options.latency_s, demand
 
-    def _bucket_cost(self, spec: SimJob, size: int) -> tuple[float, int, dict[int, float]]:
+    def _bucket_cost(self, spec: SimJob, size: int, ranks: tuple[int, ...],
+                     numbered: dict) -> tuple[float, int, dict[int, float]]:
         """One allreduce of ``size`` bytes: its chained bound (:func:`jobs.steps.chained_bound_s`), the
         steps with a cross-machine transfer, and the bytes on each link.
 
-        These depend on the placement through its *shape* only: which ranks share a machine, which
-        links (up to their ids) each rank pair's route crosses, and those links' rates. Machines
-        and links are numbered by first appearance (ranks in order, then the pairs' routes), and
-        the cost of a shape, in those numbers, is kept for the next placement of that shape."""
+        These depend on the placement through its *shape* only: which ranks share a machine
+        (``ranks``, machines numbered by first appearance), which links (up to their ids) each rank
+        pair's route crosses, and those links' rates. Links are numbered by first appearance over
+        the pairs' routes (``numbered`` keeps them by rank pairs for the placement's other sizes),
+        and the cost of a shape, in those numbers, is kept for the next placement of that shape."""
         machines = spec.machines_by_rank
-        machine_no: dict[str, int] = {}
-        ranks = tuple(machine_no.setdefault(m, len(machine_no)) for m in machines)
-        link_no: dict[int, int] = {}
-        routes = {}
-        for src, dst in self._rank_pairs(spec.collective, len(machines), size):
-            if ranks[src] != ranks[dst]:
-                routes[src, dst] = tuple(link_no.setdefault(i, len(link_no))
-                                         for i in self._route(spec.name, machines[src], machines[dst]))
-        links = list(link_no)
-        shape = (spec.collective, size, ranks, tuple(routes.values()), tuple(self.capacity[i] for i in links))
+        pairs = self._rank_pairs(spec.collective, len(machines), size)
+        placed = numbered.get(pairs)
+        if placed is None:
+            link_no: dict[int, int] = {}
+            routes = {}
+            for src, dst in pairs:
+                if ranks[src] != ranks[dst]:
+                    routes[src, dst] = tuple(link_no.setdefault(i, len(link_no))
+                                             for i in self._route(spec.name, machines[src], machines[dst]))
+            links = list(link_no)
+            placed = numbered[pairs] = (links, routes, tuple(routes.values()), tuple(self.capacity[i] for i in links))
+        links, routes, routed, capacity = placed
+        shape = (spec.collective, size, ranks, routed, capacity)
         cost = self._shapes.get(shape)
         if cost is None:
-            cost = self._shapes[shape] = self._shape_cost(spec.collective, size, ranks, routes, shape[-1])
+            cost = self._shapes[shape] = self._shape_cost(spec.collective, size, ranks, routes, capacity)
             if len(self._shapes) > MEMO_BUCKET_SHAPES:
                 self._shapes.popitem(last=False)
         else:
@@ -155,31 +163,46 @@ class IterationCosts:
     def _shape_cost(self, collective: str, size: int, ranks: tuple[int, ...], routes: Mapping[tuple[int, int], tuple],
                     capacity: Sequence[float]) -> tuple[float, int, dict[int, float]]:
         """:meth:`_bucket_cost` of a shape: ``ranks`` the machine number of each rank, ``routes`` the
-        link numbers of each cross-machine rank pair's route, ``capacity`` each link number's rate."""
+        link numbers of each cross-machine rank pair's route, ``capacity`` each link number's rate.
+
+        Per step: every transfer's bytes on its links, then each transfer's length (its busiest
+        link's bytes over rate) ends it after its sender's last step; a transfer in memory takes
+        none, and ends its receiver's step no earlier than its sender's."""
         mtu = self.options.mtu
+        on_wire: dict[int, float] = {}  # a transfer's bytes -> on the wire
         done = [0.0] * len(ranks)
         total: dict[int, float] = {}
         crossing = 0
         for step in self._pattern(collective, len(ranks), size):
             step_loads: dict[int, float] = {}
-            paths = []
+            sent = []  # (src, dst, route) of the step's transfers, route () in memory
             for src, dst, nbytes in step:
                 if ranks[src] == ranks[dst] or nbytes == 0:
-                    paths.append(())
+                    sent.append((src, dst, ()))
                     continue
                 path = routes[src, dst]
-                paths.append(path)
-                cost = wire_bytes(nbytes, mtu) if mtu else nbytes
+                sent.append((src, dst, path))
+                cost = on_wire.get(nbytes)
+                if cost is None:
+                    cost = on_wire[nbytes] = wire_bytes(nbytes, mtu) if mtu else nbytes
                 for i in path:
                     step_loads[i] = step_loads.get(i, 0.0) + cost
             if step_loads:
                 crossing += 1
             finished = list(done)
-            for (src, dst, _), path in zip(step, paths, strict=True):
-                length = max((step_loads[i] / capacity[i] for i in path), default=0.0)
-                end = done[src] + length
-                finished[src] = max(finished[src], end)
-                finished[dst] = max(finished[dst], end)
+            for src, dst, path in sent:
+                end = done[src]
+                if path:
+                    length = step_loads[path[0]] / capacity[path[0]]
+                    for i in path[1:]:
+                        x = step_loads[i] / capacity[i]
+                        if x > length:
+                            length = x
+                    end += length
+                    if end > finished[src]:
+                        finished[src] = end
+                if end > finished[dst]:
+                    finished[dst] = end
             done = finished
             for i, nbytes in step_loads.items():
                 total[i] = total.get(i, 0.0) + nbytes

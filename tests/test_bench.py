@@ -58,8 +58,8 @@ def test_netpack_scale_smallest():
                         float(rows[1]["s per placed job"]) / 1.36e-2, rel_tol=0.06), rows[1]
 
 
-SIM_COLUMNS = ["jobs", "events", "simulated s", "wall ms per job", "wall s", "growth exponent", "running (mean)",
-               "slowed by sharing"]
+SIM_COLUMNS = ["jobs", "events", "simulated s", "wall ms per job", "wall s", "growth exponent",
+               "exponent per job running", "running (mean)", "slowed by sharing"]
 
 
 def test_sim_scale_both_engines_agree_without_contention():
@@ -95,3 +95,24 @@ def test_sim_scale_fluid_on_a_larger_fabric_extrapolates_past_the_budget():
     assert "extrapolated from 60 jobs with exponent 1.00" in target, target
     wall_10k = float(target.split(": ")[1].split(" s of wall time")[0])
     assert abs(wall_10k - float(first["wall ms per job"]) * 10) <= 1.0, (target, first)
+    # The closing line names the size it stands for: the last one, extrapolated here.
+    assert out.rstrip().splitlines()[-1].startswith("60 jobs on 1,100 machines: "), out
+    assert "(extrapolated)" in out.rstrip().splitlines()[-1], out
+
+
+def test_sim_scale_closing_line_names_the_size_measured_and_the_exponent_per_job_running():
+    """bench/sim_scale.py --engine fluid at two measured sizes: the closing line is the larger size's,
+    measured; the second row has both growth exponents (wall ~ jobs^k, and wall per job running ~ jobs^k),
+    and the first size's target line says it was measured."""
+    out = run_bench("sim_scale.py", "--engine", "fluid", "--machines", "1100", "--gap", "0.002", "--sizes", "20",
+                    "40", "--iterations", "2")
+    first, second = read_table(out, "jobs")
+    assert first["growth exponent"] == first["exponent per job running"] == "-", first
+    growth, per_running = float(second["growth exponent"]), float(second["exponent per job running"])
+    # wall / running ~ jobs^k: the two exponents differ by the growth of the jobs running at once
+    running = [float(r["running (mean)"]) for r in (first, second)]
+    assert math.isclose(growth - per_running, math.log(running[1] / running[0]) / math.log(2), abs_tol=0.15), second
+    lines = out.rstrip().splitlines()
+    assert lines[-1].startswith("40 jobs on 1,100 machines: ") and lines[-1].endswith("(measured)"), lines[-1]
+    assert any(line.startswith("10000 jobs on 1,100 machines: ") and "extrapolated from 40 jobs" in line
+               for line in lines), out

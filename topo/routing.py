@@ -15,6 +15,7 @@ import itertools
 import zlib
 
 import networkx as nx
+import numpy as np
 
 from common.errors import TopologyError
 from topo.schema import machines, natural_key
@@ -49,12 +50,15 @@ class _MinHopDag:
     Path counts are computed on demand, for the nodes on the way from the sources asked about.
     """
 
-    def __init__(self, g: nx.Graph, dst: str, adjacency: dict[str, list[str]] | None = None):
+    def __init__(self, g: nx.Graph, dst: str, adjacency: dict[str, list[str]] | None = None,
+                 dist: dict[str, int] | None = None):
         _check_node(g, dst)
         self.g = g
         self.dst = dst
         self._adjacency = adjacency
-        self.dist = nx.single_source_shortest_path_length(g, dst) if adjacency is None else _hops(adjacency, dst)
+        if dist is None:
+            dist = nx.single_source_shortest_path_length(g, dst) if adjacency is None else _hops(adjacency, dst)
+        self.dist = dist
         self._count: dict[str, int] = {dst: 1}
         self._next: dict[str, list[str]] = {}
 
@@ -138,6 +142,39 @@ def _hops(adjacency: dict[str, list[str]], start: str) -> dict[str, int]:
     return dist
 
 
+class _HopCounter:
+    """:func:`_hops` over one adjacency, many starts: the adjacency as arrays (CSR), each breadth-first
+    search a few array operations per hop instead of a Python step per link (a k = 36 fat-tree's 1,620
+    switches and 46,656 directed links: well under a millisecond a search, where :func:`_hops` takes ten)."""
+
+    def __init__(self, adjacency: dict[str, list[str]]):
+        self.names = list(adjacency)
+        number = {n: i for i, n in enumerate(self.names)}
+        self.indptr = np.zeros(len(self.names) + 1, dtype=np.int64)
+        self.indptr[1:] = np.cumsum([len(nbrs) for nbrs in adjacency.values()])
+        self.indices = np.array([number[x] for nbrs in adjacency.values() for x in nbrs], dtype=np.int64)
+        self.number = number
+
+    def __call__(self, start: str) -> dict[str, int]:
+        """Hop counts from ``start``, as :func:`_hops` gives them."""
+        dist = np.full(len(self.names), -1, dtype=np.int64)
+        frontier = np.array([self.number[start]], dtype=np.int64)
+        dist[frontier] = 0
+        hops = 0
+        indptr, indices = self.indptr, self.indices
+        while frontier.size:
+            hops += 1
+            first, lens = indptr[frontier], indptr[frontier + 1] - indptr[frontier]
+            ends = np.cumsum(lens)
+            at = np.arange(int(ends[-1])) + np.repeat(first - (ends - lens), lens)
+            ahead = np.unique(indices[at])
+            ahead = ahead[dist[ahead] < 0]
+            dist[ahead] = hops
+            frontier = ahead
+        names = self.names
+        return {names[i]: h for i, h in enumerate(dist.tolist()) if h >= 0}
+
+
 def _check_node(g: nx.Graph, node: str) -> None:
     if node not in g:
         raise TopologyError(f"unknown node {node!r} in topology {g.graph.get('name', '?')!r}")
@@ -187,6 +224,7 @@ class EcmpRoutes:
                       and g.nodes[nbrs[0]].get("role") == "switch"}
         self._adjacency = {n: [x for x in nbrs if x not in self._rack] for n, nbrs in order.items()
                            if n not in self._rack}
+        self._hops = _HopCounter(self._adjacency)
         self._dags: dict[str, _MinHopDag] = {}
 
     def path(self, src: str, dst: str) -> tuple[str, ...]:
@@ -203,7 +241,7 @@ class EcmpRoutes:
         first, last = head or src, tail or dst
         dag = self._dags.get(last)
         if dag is None:
-            dag = self._dags[last] = _MinHopDag(self.g, last, self._adjacency)
+            dag = self._dags[last] = _MinHopDag(self.g, last, self._adjacency, self._hops(last))
         if first not in dag.dist:
             raise TopologyError(f"no path from {src!r} to {dst!r}")
         middle = dag.path(first, stable_hash(src, dst) % dag.count(first))

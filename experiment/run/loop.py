@@ -208,6 +208,8 @@ class _LoopRun:
         self.by_name = {j.name: j for j in jobs}
         self.service = dict.fromkeys(self.by_name, 0.0)  # attained GPU-seconds
         self.running: set[str] = set()
+        self.running_gpus = 0  # the running jobs' workers
+        self._running_names: tuple[str, ...] | None = ()  # running sorted, None once it changed
         self.done: dict[str, float] = {}  # finished job -> its JCT
         self.segments: list[tuple[float, float, tuple[str, ...]]] = []
         self.starts: list[Started] = []
@@ -281,13 +283,15 @@ class _LoopRun:
             for j, p in new:
                 self.starts.append(Started(self.now_s, j.name, p))
                 self.running.add(j.name)
+                self.running_gpus += j.workers
+                self._running_names = None
                 self.say(LoopEvent("started", self.now_s, j.name, p))
         if decision is not None and (decision.shifts or decision.log is not None):
             shifts = tuple(s for s in decision.shifts if s.job in self.running)
             applied = self.backend.shift(shifts) if shifts else False
             self.decisions.append(PlacerDecision(self.now_s, tuple(j.name for j, _ in new), shifts, applied,
                                                  decision.log))
-        if sum(self.by_name[n].workers for n in self.running) > self.total_gpus:
+        if self.running_gpus > self.total_gpus:
             raise JobError(f"{self.scheduler.name}: decision at {self.now_s} s over-commits {self.total_gpus} "
                            f"GPUs: {sorted(self.running)}")
 
@@ -333,7 +337,9 @@ class _LoopRun:
         nxt = backend.now_s
         if not nxt >= now:
             raise JobError(f"back end {backend.name!r} moved its clock back from {now} s to {nxt} s")
-        self.segments.append((now, nxt, tuple(sorted(self.running))))
+        if self._running_names is None:  # the same tuple for every interval the running jobs hold
+            self._running_names = tuple(sorted(self.running))
+        self.segments.append((now, nxt, self._running_names))
         for n in self.running:
             self.service[n] += self.by_name[n].workers * (nxt - now)
         self.now_s = nxt
@@ -347,6 +353,9 @@ class _LoopRun:
     def finish(self, end: RunEnd) -> None:
         """Record the end of a run (finished or preempted) and release the job's GPUs."""
         self.runs.append(end)
-        self.running.discard(end.job)
+        if end.job in self.running:
+            self.running.discard(end.job)
+            self.running_gpus -= self.by_name[end.job].workers
+            self._running_names = None
         if self.cluster is not None:
             self.cluster.release(end.job)

@@ -168,6 +168,7 @@ class NetPackPolicy(PlacementPolicy):
         self.decisions = Decisions()
         self.fabrics = FabricCache(self.pat_gbps)
         self.job_values: dict[str, float] = {}
+        self._steady: tuple[Fabric, tuple[NetJob, ...], SteadyState] | None = None  # the last one estimated
 
     def place(self, pending: Sequence[JobRequest], view: ClusterView) -> list[Placement]:
         """One batch period (see ``docs/algorithms.md``)."""
@@ -207,7 +208,7 @@ class NetPackPolicy(PlacementPolicy):
         """One job's GPUs (taken from ``tentative``, in rank order) and PS (None: one server);
         None when it cannot be placed."""
         need = job.workers
-        state = waterfill(fabric, jobs, self.min_fan_in, ps_loopback=self.ps_loopback)
+        state = self._steady_state(fabric, jobs)
         flows = state.server_flows()
         free = tentative.free_counts()
         servers = list(free)
@@ -228,11 +229,20 @@ class NetPackPolicy(PlacementPolicy):
         plan = trim([(s, tentative.n_free(s)) for s in best.plan.servers], need, best.ps)
         return [slot for s, n in plan for slot in tentative.take(s, n)], best.ps
 
+    def _steady_state(self, fabric: Fabric, jobs: list[NetJob]) -> SteadyState:
+        """:func:`waterfill` of ``jobs`` on ``fabric``, the last one kept: a batch's jobs placed on one
+        server, and the calls between which no multi-server job started or ended, leave the jobs as
+        they were, and the estimate is a function of them (read, never changed)."""
+        key = tuple(jobs)
+        if self._steady is None or self._steady[0] is not fabric or self._steady[1] != key:
+            self._steady = (fabric, key, waterfill(fabric, jobs, self.min_fan_in, ps_loopback=self.ps_loopback))
+        return self._steady[2]
+
     def _select_ina(self, fabric: Fabric, running: list[NetJob], batch: list[NetJob]) -> dict[str, frozenset[str]]:
         """Step ❹: the racks where each of the batch's jobs gets INA (``docs/algorithms.md``, point 5)."""
         if not batch:
             return {}
-        state = waterfill(fabric, running + batch, self.min_fan_in, ps_loopback=self.ps_loopback)
+        state = self._steady_state(fabric, running + batch)
         trees = {j.name: job_flows(fabric, j, fabric.pat_gbps, self.min_fan_in, self.ps_loopback) for j in batch}
         if not self.selective_ina:
             return {j.name: trees[j.name].aggregating for j in batch}
