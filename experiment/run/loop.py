@@ -298,7 +298,7 @@ class _LoopRun:
     def counted(self, wanted: Sequence[ExperimentJob]) -> list[ExperimentJob]:
         """Without a placer: the jobs of ``wanted`` that fit, in order, in the GPUs the running jobs
         leave free (a scheduler handing out more than fits, as ``batch`` does, starts what fits)."""
-        free = self.total_gpus - sum(self.by_name[n].workers for n in self.running)
+        free = self.total_gpus - self.running_gpus
         out = []
         for j in wanted:
             if j.workers <= free:
