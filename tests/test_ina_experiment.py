@@ -17,6 +17,7 @@ from emulator.ina_runs import FALLBACK_COLLECTIVE, resolve_ina, unused_result, w
 from experiment.config.schema import (
     INA_MAX_SLOTS,
     INA_RESULTS,
+    absolute_paths,
     from_dict,
     ina_jobs,
     ina_switches,
@@ -45,7 +46,8 @@ def cfg(**over):
 
 
 def test_ina_config_validates_and_round_trips(tmp_path):
-    c = cfg(ina={"use": "optional", "engine": "software", "slots": 64, "switches": ["e1", "e2"]})
+    c = absolute_paths(cfg(ina={"use": "optional", "engine": "software", "slots": 64, "switches": ["e1", "e2"]}),
+                       str(tmp_path))  # as a run writes its config.json
     validate(c)
     path = tmp_path / "c.json"
     path.write_text(json.dumps(to_dict(c)))
