@@ -73,3 +73,18 @@ def run_sweep(cfg, vary: str, seeds: Sequence[int], ctx: Context, label: str):
     return sweep(cfg, parse_vary(vary), seeds, run_dir=ctx.path(label), workers=ctx.workers, say=ctx.say,
                  backend=ctx.backend)
 
+
+
+def trust_note(out, what: str = "the run") -> str | None:
+    """The fidelity monitor's verdict on every policy of an emulated run (``out``, a
+    :class:`experiment.run.driver.RunOutcome`), in one line: trusted, or flagged with its reasons;
+    None for a back end that measures none (the simulator)."""
+    verdicts = []
+    for policy, run in out.runs.items():
+        m = run.summary.emulated
+        if m.trustworthy is not None:
+            verdicts.append(f"{policy} trusted" if m.trustworthy else
+                            f"{policy} NOT TRUSTED ({'; '.join(m.fidelity_reasons) or 'no reason given'})")
+    if not verdicts:
+        return None
+    return f"the fidelity monitor's verdict on {what}: {', '.join(verdicts)}"
