@@ -132,8 +132,9 @@ class Mltcp(Reproduction):
         from reproduce.runs import check_config, check_sweep
 
         plan, base, reno, cubic = self.configs(backend)
-        what = [f"{plan.reno} without MLTCP ({base.congestion_control}) and with MLTCP-Reno: "
-                f"{check_config(base, backend)}; {check_config(reno, backend)}"]
+        check_config(base, backend)
+        what = [f"{plan.reno} under {base.congestion_control} (no MLTCP) and {reno.congestion_control}: "
+                f"{check_config(reno, backend)}"]
         if cubic:
             what.append(f"{plan.cubic}: {check_config(cubic, backend)}")
         if plan.sweep_slopes:

@@ -150,8 +150,8 @@ def test_cassini_fig42_shift_beats_no_shift_at_p90_on_each_job(tmp_path):
     assert len(p90) == 3 and all(g > 1.2 for g in p90) and p90[0] == pytest.approx(p90[1])
     (shift,) = [f for q, f in by.items() if q.startswith("Cassini's time shift")]
     assert shift["paper_low"] == 120.0 and shift["ours"] > 0
-    (period,) = [n for n in data["notes"] if n.startswith("our VGG19")]
-    assert "is 0.50 of that period" in period
+    (period,) = [n for n in data["notes"] if n.startswith("Cassini profiled")]
+    assert "at a period of 544 ms and shifted vgg19-b by 272 ms, 0.50 of it" in period
     assert not any("fidelity monitor" in n for n in data["notes"]) and data["runs"] == ["run"]
 
 
