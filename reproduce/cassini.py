@@ -149,7 +149,7 @@ class CassiniFig42(Reproduction):
                "TCP CUBIC with ECN, 30 iterations; our VGG19 profile's compute and communication times, so another "
                "shift (both stated with the run)")
     backends = ("emu", "sim")
-    minutes = 5.0
+    minutes = 2.5
 
     def check(self, backend: str) -> str:
         from reproduce.runs import check_config, load
