@@ -15,7 +15,6 @@ never separates jobs started at one instant, the second starts 5 ms later
 from __future__ import annotations
 
 import dataclasses
-import os
 
 from reproduce.base import Context, Figure, Outcome, Reproduction, number_text
 from reproduce.plot import Panel, PaperMark, Series, draw
@@ -143,7 +142,7 @@ class Mltcp(Reproduction):
 
     def run(self, ctx: Context) -> Outcome:
         from experiment.reporting.interleaving import HOLD, OVERLAP_THRESHOLD
-        from reproduce.runs import run_config, run_sweep, trust_note
+        from reproduce.runs import run_config, run_sweep, sweep_timelines, trust_note
 
         plan, base_cfg, reno_cfg, cubic_cfg = self.configs(ctx.backend)
         outs = {"no MLTCP": run_config(base_cfg, ctx, "no-mltcp"),
@@ -169,7 +168,8 @@ class Mltcp(Reproduction):
         if plan.sweep_slopes:
             sweep = run_sweep(reno_cfg, _vary(plan), SEEDS, ctx, "slopes")
             trend = [(s, None if (k := pair(phases).interleaved_from) is None else warmup + k)
-                     for s, phases in _sweep_timelines(reno_cfg, plan, sweep.run_dir, ctx.backend)]
+                     for s, _, phases in sweep_timelines(reno_cfg, _vary(plan), SEEDS, sweep.run_dir, POLICY,
+                                                         ctx.backend)]
             notes.append("iterations until interleaved per slope of F (warm-up included): "
                          + ", ".join(f"{number_text(s)}: {'never' if k is None else k}" for s, k in trend)
                          + f"; {'non-increasing' if slope_trend(trend) else 'NOT non-increasing'} as the slope grows")
@@ -183,16 +183,6 @@ class Mltcp(Reproduction):
 
 def _vary(plan: Plan) -> str:
     return "mltcp.slope=" + ",".join(f"{s:g}" for s in plan.sweep_slopes)
-
-
-def _sweep_timelines(cfg, plan: Plan, sweep_dir: str, backend: str):
-    """(slope, the policy's timeline) of every point of the slope sweep, in the sweep's order."""
-    from common.specs import safe_name
-    from experiment.reporting.timeline import read_timeline_csv
-    from experiment.run.sweep_spec import parse_vary, sweep_points
-
-    return [(p.value, read_timeline_csv(os.path.join(sweep_dir, p.path, safe_name(POLICY), "timeline.csv")))
-            for p in sweep_points(cfg, parse_vary(_vary(plan)), SEEDS, backend)]
 
 
 def _described(p: Pair, iterations: int) -> str:
