@@ -236,6 +236,34 @@ def test_a_refused_reproduction_leaves_no_directory_and_a_failed_one_says_so(tmp
     assert sorted(os.listdir(tmp_path / kept)) == ["partial.csv", "status.json"]
 
 
+class _Backends(_Refused):
+    """Says which back end it ran on."""
+
+    name, backends = "backends", ("emu", "sim")
+
+    def run(self, ctx):
+        from reproduce.base import Outcome
+
+        return Outcome((Figure(f"ran on {ctx.backend}", 1.0, (1.0, 1.0), "-"),))
+
+
+class _DurationsOnly(_Backends):
+    name, backends = "durations-only", ("durations",)
+
+
+def test_all_runs_each_on_the_back_end_asked_where_it_offers_it(tmp_path, monkeypatch, capsys):
+    """`reproduce all --backend sim` runs an emulator-first reproduction on the simulator and one that
+    runs on durations alone on durations; named, that one is refused."""
+    import reproduce
+    import run_testbed
+
+    monkeypatch.setattr(reproduce, "REPRODUCTIONS", {"backends": _Backends, "durations-only": _DurationsOnly})
+    assert run_testbed.main(["reproduce", "all", "--backend", "sim", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "ran on sim" in out and "ran on durations" in out and "ran on emu" not in out
+    assert run_testbed.main(["reproduce", "durations-only", "--backend", "sim", "--results", str(tmp_path)]) == 2
+
+
 def test_a_gap_is_swept_to_where_ours_reaches_the_papers():
     """Ours at 6, 15, 40 and 70 across four values: the paper's 52 is reached 40% of the way from
     the third value to the fourth; the first value on the target is that value; a series that
