@@ -1,17 +1,8 @@
-"""Cassini's time shift on two jobs (Cassini thesis Fig. 4.2), and Cassini with a Themis-like scheduler
-against Themis alone (Fig. 4.11(b), §4.5; ``docs/resolutions.md`` Cassini §7.1, §7.4).
-
-Fig. 4.2: two VGG19 jobs on one bottleneck, delayed by Cassini's shift, against the same jobs without
-it; the thesis: 1.26x at p90 for both jobs. ``experiments/cassini.yaml`` runs them across one 2:1
-uplink, ``spread`` against ``cassini,inner=spread``, on the emulator (the thesis's testbed figure)
-or the simulator.
-
-Fig. 4.11(b): on a Poisson trace on its 24-GPU testbed, Th+Cassini improves the average and the
-99th-percentile iteration time over Themis by 1.6x and 1.8x. ``experiments/cassini_trace.yaml`` runs
-Themis, Th+Cassini and Cassini's ranking without its shifts on the simulator's step-level engine (40
-jobs of the thesis's models on 24 single-GPU machines, 2:1, offered load 0.9), with an Ideal run
-(every job alone); iteration times are pooled over the jobs as the thesis's CDF pools them.
-docs/cassini.md explains the gaps.
+"""Cassini's time shift on two jobs (Cassini thesis Fig. 4.2: ``experiments/cassini.yaml``, no shift
+against Cassini's, with its gap swept over the share of an iteration spent communicating), and Th+Cassini
+against Themis on a Poisson trace (Fig. 4.11(b): ``experiments/cassini_trace.yaml`` with an Ideal run),
+each on iteration times as the thesis measures them; ``docs/resolutions.md`` Cassini §7.1, §7.4, and
+docs/reproductions.md for the settings and the gaps.
 """
 
 from __future__ import annotations

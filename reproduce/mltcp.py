@@ -1,15 +1,8 @@
-"""MLTCP on two jobs that share a bottleneck (Cassini thesis, abstract and §1.2, its Ch. 5 not supplied;
-``docs/resolutions.md`` Cassini §6).
-
-The thesis: MLTCP approximates the optimal interleaving within ~30 training iterations and improves
-the mean and p99 iteration time by up to 1.9x and 2.7x. Here the two VGG19-like jobs of
-``experiments/cassini.yaml`` run unshifted (``spread``) across one 2:1 uplink under MLTCP-Reno, and
-under the config's default congestion control without MLTCP: from which iteration their Up phases
-interleave (:mod:`experiment.reporting.interleaving`), and the no-MLTCP run's mean and p99 iteration
-time (start to start, pooled over both jobs) over MLTCP's. On the emulator the jobs start together
-(``experiments/cassini_mltcp.yaml``) and MLTCP-CUBIC runs too; on the simulator, whose fluid model
-never separates jobs started at one instant, the second starts 5 ms later
-(``experiments/mltcp_slopes.yaml``) and F's slope is swept: the iterations to interleave per slope.
+"""MLTCP on two jobs that share a bottleneck (Cassini thesis, abstract and §1.2; ``docs/resolutions.md``
+Cassini §6): the two VGG19-like jobs of ``experiments/cassini.yaml`` unshifted under MLTCP and under the
+default congestion control, the iterations until they interleave (:mod:`experiment.reporting.interleaving`)
+and the mean and p99 iteration-time gains; MLTCP-CUBIC on the emulator, F's slope swept on the
+simulator. docs/reproductions.md describes the setting and the gaps.
 """
 
 from __future__ import annotations

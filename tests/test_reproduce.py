@@ -3,8 +3,9 @@
 Every reproduction validates everything it would run, on every back end it offers. The short ones
 run here in full, and their worked examples are exact: Titan's Fig. 1 (machines in use, traffic,
 the reductions), Tiresias on its 60-job trace job by job against its authors' simulator, and
-NetPack's Fig. 14 theory lines. The long sweeps (NetPack's Figs. 9, 11, 12) and the Cassini trace
-are `reproduce NAME`'s to run; their comparisons are tested here on given statistics.
+NetPack's Fig. 14 theory lines; Cassini's Fig. 4.2 runs on the simulator with its gap swept. The long
+sweeps (NetPack's Figs. 9, 11, 12), the Cassini trace and MLTCP's slope sweep are `reproduce NAME`'s to
+run; their comparisons are tested here on given statistics or timelines.
 """
 
 from __future__ import annotations
