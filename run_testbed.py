@@ -315,14 +315,17 @@ def cmd_reproduce(args) -> int:
     if args.list or not args.names:
         print("\n".join(catalogue_lines()))
         return 0
-    names = list(REPRODUCTIONS) if args.names == ["all"] else args.names
+    every = args.names == ["all"]
+    names = list(REPRODUCTIONS) if every else args.names
     for name in names:
         if name not in REPRODUCTIONS:
             raise ConfigError(f"reproduce: no reproduction {name!r}; valid: {', '.join(REPRODUCTIONS)}, all")
     say = _say(args)
     with results.handed_to_invoker(args.results):
         for name in names:
-            run_reproduction(name, args.results, backend=args.backend, workers=args.workers, say=say,
+            # all: each on --backend where it offers it, else on its own (a named one is refused instead)
+            backend = None if every and args.backend not in REPRODUCTIONS[name].backends else args.backend
+            run_reproduction(name, args.results, backend=backend, workers=args.workers, say=say,
                              say_table=lambda line: print(line, flush=True))
     return 0
 
@@ -543,7 +546,8 @@ def _parser() -> argparse.ArgumentParser:
     repro.add_argument("names", nargs="*", metavar="NAME", help="reproductions to run (all: every one)")
     repro.add_argument("--list", action="store_true", help="list the reproductions and what each compares")
     repro.add_argument("--backend", choices=tuple(BACKENDS),
-                       help="run its experiments on this back end, where it offers a choice (default: its first)")
+                       help="run its experiments on this back end, where it offers a choice (default: its first; "
+                            "with all, each that does not offer it runs on its first)")
     repro.add_argument("--workers", type=int, default=1, metavar="N",
                        help="sweep points run at once (default: %(default)s)")
     repro.add_argument("--results", default="results", metavar="DIR",

@@ -68,3 +68,29 @@ def run_sweep(cfg, vary: str, seeds: Sequence[int], ctx: Context, label: str):
     return sweep(cfg, parse_vary(vary), seeds, run_dir=ctx.path(label), workers=ctx.workers, say=ctx.say,
                  backend=ctx.backend)
 
+
+
+def trust_note(out, what: str = "the run") -> str | None:
+    """The fidelity monitor's verdict on every policy of an emulated run (``out``, a
+    :class:`experiment.run.driver.RunOutcome`), in one line: trusted, or flagged with its reasons;
+    None for a back end that measures none (the simulator)."""
+    verdicts = []
+    for policy, run in out.runs.items():
+        m = run.summary.emulated
+        if m.trustworthy is not None:
+            verdicts.append(f"{policy} trusted" if m.trustworthy else
+                            f"{policy} NOT TRUSTED ({'; '.join(m.fidelity_reasons) or 'no reason given'})")
+    if not verdicts:
+        return None
+    return f"the fidelity monitor's verdict on {what}: {', '.join(verdicts)}"
+
+
+def sweep_timelines(cfg, vary: str, seeds: Sequence[int], sweep_dir: str, policy: str, backend: str) -> list:
+    """``(value, seed, timeline)`` of ``policy`` at every point of a sweep :func:`run_sweep` ran into
+    ``sweep_dir`` (its ``timeline.csv``, with the overlaps every run writes), in the sweep's order."""
+    from common.specs import safe_name
+    from experiment.reporting.timeline import read_timeline_csv
+    from experiment.run.sweep_spec import parse_vary, sweep_points
+
+    return [(p.value, p.seed, read_timeline_csv(os.path.join(sweep_dir, p.path, safe_name(policy), "timeline.csv")))
+            for p in sweep_points(cfg, parse_vary(vary), seeds, backend)]

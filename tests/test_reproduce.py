@@ -3,8 +3,9 @@
 Every reproduction validates everything it would run, on every back end it offers. The short ones
 run here in full, and their worked examples are exact: Titan's Fig. 1 (machines in use, traffic,
 the reductions), Tiresias on its 60-job trace job by job against its authors' simulator, and
-NetPack's Fig. 14 theory lines. The long sweeps (NetPack's Figs. 9, 11, 12) and the Cassini trace
-are `reproduce NAME`'s to run; their comparisons are tested here on given statistics.
+NetPack's Fig. 14 theory lines; Cassini's Fig. 4.2 runs on the simulator with its gap swept. The long
+sweeps (NetPack's Figs. 9, 11, 12), the Cassini trace and MLTCP's slope sweep are `reproduce NAME`'s to
+run; their comparisons are tested here on given statistics or timelines.
 """
 
 from __future__ import annotations
@@ -58,9 +59,9 @@ def test_a_figure_compares_with_the_nearest_end_of_the_papers_range():
         Figure("q", 1.0, (2.0, 1.0), "x")
 
 
-def _run(name: str, tmp_path) -> tuple[dict, list[dict], str]:
+def _run(name: str, tmp_path, backend: str | None = None) -> tuple[dict, list[dict], str]:
     said: list[str] = []
-    out = run_reproduction(name, str(tmp_path), say=said.append, say_table=said.append)
+    out = run_reproduction(name, str(tmp_path), backend, say=said.append, say_table=said.append)
     with open(os.path.join(out, "reproduction.json")) as f:
         data = json.load(f)
     with open(os.path.join(out, "reproduction.csv"), newline="") as f:
@@ -140,6 +141,50 @@ def test_cassinis_speedup_is_themis_pooled_iteration_times_over_the_policys():
     assert overlapping(SimpleNamespace(jobs=jobs)) == 2
 
 
+def test_cassini_fig42_shift_beats_no_shift_at_p90_on_each_job(tmp_path):
+    """Fig. 4.2 on the simulator: Cassini's shift lowers each job's and the pooled p90 iteration time
+    below the unshifted run's, by the same for both identical jobs; the shift is on one job only, half
+    its period (the rotation that interleaves two identical jobs); no trust verdict off the emulator.
+    Its gap swept: the faster the links, the smaller the share of an iteration spent communicating
+    and the gain; the paper's 1.26 is reached inside the swept range."""
+    data, rows, out = _run("cassini-fig4.2", tmp_path, "sim")
+    by = {f["quantity"]: f for f in data["figures"]}
+    p90 = [f["ours"] for q, f in by.items() if q.startswith("p90 iteration time")]
+    assert len(p90) == 3 and all(g > 1.2 for g in p90) and p90[0] == pytest.approx(p90[1])
+    (shift,) = [f for q, f in by.items() if q.startswith("Cassini's time shift")]
+    assert shift["paper_low"] == 120.0 and shift["ours"] > 0
+    (period,) = [n for n in data["notes"] if n.startswith("Cassini profiled")]
+    assert "at a period of 544 ms and shifted vgg19-b by 272 ms, 0.50 of it" in period
+    assert not any("fidelity monitor" in n for n in data["notes"]) and data["runs"] == ["run", "sensitivity"]
+    (swept,) = data["explanations"]
+    shares, gains = zip(*swept["points"], strict=True)
+    assert swept["quantity"] == "p90 iteration time, no shift over Cassini's shift, pooled"
+    assert list(shares) == sorted(shares, reverse=True) and list(gains) == sorted(gains, reverse=True)
+    assert gains[0] == pytest.approx(p90[2]) and shares[-1] < swept["reaches"] < shares[0]
+
+
+def test_mltcp_counts_interleaving_and_gains_over_a_pooled_timeline():
+    """Two jobs that overlap fully for 3 iterations and then not at all are interleaved from the 4th
+    (both jobs; none while one never is); iteration times are start to start, pooled; gains are the
+    base's mean and p99 over the other's; the slope trend may not grow, 'never' counting as the most."""
+    from experiment.reporting.timeline import UpPhase
+    from reproduce.mltcp import gains, pair, slope_trend
+
+    def job(name, period, overlaps, marks=2.0):
+        return [UpPhase(name, i, i * period, i * period + 0.5, (i + 1) * period, marks, x)
+                for i, x in enumerate(overlaps)]
+
+    mltcp = pair(job("a", 1.0, [1, 1, 1] + [0] * 6) + job("b", 1.0, [1, 1, 0.5] + [0.01] * 6))
+    assert mltcp.interleaved_from == 3 and mltcp.times == (1.0,) * 16 and mltcp.marks == 2.0
+    assert mltcp.overlap_last == pytest.approx(0.005)
+    base = pair(job("a", 2.0, [1] * 9) + job("b", 2.0, [1] * 9))
+    assert base.interleaved_from is None and base.overlap_mean == 1.0
+    assert pair(job("a", 1.0, [0] * 9) + job("b", 1.0, [1] * 9)).interleaved_from is None
+    assert gains(base, mltcp) == {"mean": pytest.approx(2.0), "p99": pytest.approx(2.0)}
+    assert slope_trend([(0, None), (1, 12), (0.5, 19), (20, 4), (8, 4)])
+    assert not slope_trend([(0, None), (1, 12), (2, 14)]) and not slope_trend([(1, None), (0, 10)])
+
+
 def test_the_command_lists_runs_and_refuses_in_one_line(tmp_path):
     listing = subprocess.run([*CLI, "reproduce", "--list"], capture_output=True, text=True, timeout=60)
     assert listing.returncode == 0 and all(name in listing.stdout for name in REPRODUCTIONS)
@@ -190,6 +235,34 @@ def test_a_refused_reproduction_leaves_no_directory_and_a_failed_one_says_so(tmp
         status = json.load(f)
     assert status["status"] == "failed" and "the run failed" in status["detail"]
     assert sorted(os.listdir(tmp_path / kept)) == ["partial.csv", "status.json"]
+
+
+class _Backends(_Refused):
+    """Says which back end it ran on."""
+
+    name, backends = "backends", ("emu", "sim")
+
+    def run(self, ctx):
+        from reproduce.base import Outcome
+
+        return Outcome((Figure(f"ran on {ctx.backend}", 1.0, (1.0, 1.0), "-"),))
+
+
+class _DurationsOnly(_Backends):
+    name, backends = "durations-only", ("durations",)
+
+
+def test_all_runs_each_on_the_back_end_asked_where_it_offers_it(tmp_path, monkeypatch, capsys):
+    """`reproduce all --backend sim` runs an emulator-first reproduction on the simulator and one that
+    runs on durations alone on durations; named, that one is refused."""
+    import reproduce
+    import run_testbed
+
+    monkeypatch.setattr(reproduce, "REPRODUCTIONS", {"backends": _Backends, "durations-only": _DurationsOnly})
+    assert run_testbed.main(["reproduce", "all", "--backend", "sim", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "ran on sim" in out and "ran on durations" in out and "ran on emu" not in out
+    assert run_testbed.main(["reproduce", "durations-only", "--backend", "sim", "--results", str(tmp_path)]) == 2
 
 
 def test_a_gap_is_swept_to_where_ours_reaches_the_papers():

@@ -50,15 +50,29 @@ def measured_timings(timeline_csv: str) -> dict[str, dict]:
     return out
 
 
-def timings(phases: Iterable[UpPhase]) -> dict[str, dict]:
-    """``iter_ms``, ``up_ms`` and ``iterations`` of every job with two consecutive iterations or more."""
+def _iterations(phases: Iterable[UpPhase]) -> dict[str, list[UpPhase]]:
+    """Every job's iterations in iteration order, jobs by name."""
     spans: dict[str, list[UpPhase]] = {}
     for ph in phases:
         spans.setdefault(ph.job, []).append(ph)
+    return {job: sorted(its, key=lambda ph: ph.iteration) for job, its in sorted(spans.items())}
+
+
+def _gaps(its: Sequence[UpPhase]) -> list[float]:
+    return [b.start_s - a.start_s for a, b in zip(its, its[1:], strict=False) if b.iteration == a.iteration + 1]
+
+
+def periods(phases: Iterable[UpPhase]) -> dict[str, list[float]]:
+    """Every job's iteration times, start to start of consecutive iterations (seconds; a shifted job's
+    waits for its instants included), in iteration order; jobs by name."""
+    return {job: _gaps(its) for job, its in _iterations(phases).items()}
+
+
+def timings(phases: Iterable[UpPhase]) -> dict[str, dict]:
+    """``iter_ms``, ``up_ms`` and ``iterations`` of every job with two consecutive iterations or more."""
     out = {}
-    for job, its in sorted(spans.items()):
-        its.sort(key=lambda ph: ph.iteration)
-        gaps = [b.start_s - a.start_s for a, b in zip(its, its[1:], strict=False) if b.iteration == a.iteration + 1]
+    for job, its in _iterations(phases).items():
+        gaps = _gaps(its)
         if gaps:
             out[job] = {"iter_ms": statistics.fmean(gaps) * 1e3, "iterations": len(its),
                         "up_ms": statistics.fmean(ph.end_s - ph.up_start_s for ph in its) * 1e3}
