@@ -447,9 +447,9 @@ def two_rack_run(iterations: int, model: str = "resnet50", policy: str = "spread
             f"policies: [{policy}]\niterations: {iterations}\nwarmup_iterations: 0\nplots: false\n{extra}")
 
 
-def run_cli(*args, env=None, timeout=60, **kw) -> subprocess.CompletedProcess:
+def run_cli(*args, env=None, timeout=600, **kw) -> subprocess.CompletedProcess:
     """Run ``run_testbed.py`` with ``args`` from the repository and return the completed process (output
-    captured as text)."""
+    captured as text). The timeout only stops a hung command; a slow machine never reaches it."""
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                           env=env or dict(os.environ), **kw)
 
