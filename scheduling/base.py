@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 
 from common.errors import JobError
@@ -89,6 +90,17 @@ def check_jobs(jobs: Sequence[JobStatus], total_gpus: int) -> None:
         if j.name in seen:
             raise JobError(f"duplicate job name {j.name!r}")
         seen.add(j.name)
+
+
+def positive_seconds(scheduler: str, key: str, value: float) -> float:
+    """``value`` as a float, checked to be a finite, positive time (a scheduler's period or lease).
+
+    Raises:
+        JobError: zero, a negative, an infinite or a NaN ``value``, named as ``scheduler: key``.
+    """
+    if not (value > 0 and math.isfinite(value)):
+        raise JobError(f"{scheduler}: {key} must be finite and > 0, got {value!r}")
+    return float(value)
 
 
 def admit_by_count(ordered: Sequence[JobStatus], total_gpus: int) -> list[JobStatus]:

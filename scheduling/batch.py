@@ -12,8 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from common.errors import JobError
-from scheduling.base import Decision, JobStatus, Scheduler, check_jobs, sort_stable
+from scheduling.base import Decision, JobStatus, Scheduler, check_jobs, positive_seconds, sort_stable
 
 
 class BatchScheduler(Scheduler):
@@ -31,9 +30,7 @@ class BatchScheduler(Scheduler):
 
     def __init__(self, seed: int = 0, period_s: float = 60.0):
         super().__init__(seed)
-        if not (period_s > 0 and math.isfinite(period_s)):
-            raise JobError(f"batch: period_s must be finite and > 0, got {period_s!r}")
-        self.period_s = float(period_s)
+        self.period_s = positive_seconds(self.name, "period_s", period_s)
         self._served = -1  # the index of the last period whose start handed out a batch
 
     def period_start(self, now_s: float) -> int | None:
@@ -52,7 +49,7 @@ class BatchScheduler(Scheduler):
             self._served, start = k, tuple(j.name for j in waiting)
         return Decision(
             order=tuple(j.name for j in ordered),
-            run=tuple(j.name for j in ordered if j.running or (start and not j.running)),
+            run=tuple(j.name for j in ordered if j.running or start),  # a batch hands out every waiting job
             start=start,
             wake_s=(math.floor(now_s / self.period_s + 1e-9) + 1) * self.period_s if waiting else None,
         )

@@ -16,8 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from common.errors import JobError
-from scheduling.base import Decision, JobStatus, Scheduler, admit_by_count, check_jobs
+from scheduling.base import Decision, JobStatus, Scheduler, admit_by_count, check_jobs, positive_seconds
 
 
 class ThemisScheduler(Scheduler):
@@ -35,9 +34,7 @@ class ThemisScheduler(Scheduler):
 
     def __init__(self, seed: int = 0, lease_s: float = 600.0):
         super().__init__(seed)
-        if not (lease_s > 0 and math.isfinite(lease_s)):
-            raise JobError(f"themis: lease_s must be finite and > 0, got {lease_s!r}")
-        self.lease_s = lease_s
+        self.lease_s = positive_seconds(self.name, "lease_s", lease_s)
         self._lease_end: dict[str, float] = {}
 
     def fairness(self, job: JobStatus, active: int, total_gpus: int, now_s: float) -> float:

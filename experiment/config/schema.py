@@ -633,21 +633,11 @@ def _absolute(value: Any, base_dir: str | None) -> Any:
     return os.path.normpath(os.path.join(base_dir, value))
 
 
-def absolute_paths(cfg: Any, base_dir: str) -> Any:
-    """``cfg`` (a configuration dataclass) with every relative path in it joined to ``base_dir``: what
-    a run writes as its ``config.json``, so that the file repeats the run from any directory."""
-    changes = {}
-    for f in dataclasses.fields(cfg):
-        value, rule = getattr(cfg, f.name), f.metadata["rule"]
-        if isinstance(rule, Section):
-            changes[f.name] = absolute_paths(value, base_dir)
-        elif isinstance(rule, ListOf) and isinstance(rule.item, Section):
-            changes[f.name] = tuple(absolute_paths(v, base_dir) for v in value)
-        elif isinstance(rule, PathText):
-            changes[f.name] = _absolute(value, base_dir)
-    if isinstance(cfg, TopologyConfig) and "path" in cfg.params:
-        changes["params"] = {**cfg.params, "path": _absolute(cfg.params["path"], base_dir)}
-    return dataclasses.replace(cfg, **changes)
+def absolute_paths(cfg: ExperimentConfig, base_dir: str) -> ExperimentConfig:
+    """``cfg`` with every relative path in it joined to ``base_dir``: what a run writes as its
+    ``config.json``, so that the file repeats the run from any directory. Rebuilt from its dict form
+    (:func:`to_dict`), where every field is given, by :func:`from_dict`'s own path rule."""
+    return from_dict(to_dict(cfg), base_dir)
 
 
 def from_dict(data: Any, base_dir: str | None = None) -> ExperimentConfig:
