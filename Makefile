@@ -1,12 +1,13 @@
 # Two commands, run as root on a fresh Debian 12 machine:
 #   make run    set up, then run the default experiment
 #   make test   set up (with Docker, which the tests of workers in containers need), then run the test suite
-# and, once set up, as any user: make unit (the unit tests), make lint (ruff).
+# and, once set up, as any user: make unit (the unit tests), make lint (ruff); as root, make clean-run
+# (undo what a killed run left behind).
 # DOCKER=1 adds Docker to any target's set-up (experiments with `container: {engine: docker}`).
 PY := .venv/bin/python
 CONFIG ?= experiments/default.yaml
 
-.PHONY: setup run test unit lint bench clean vm
+.PHONY: setup run test unit lint bench-fidelity clean-run vm
 
 setup:
 	@bash scripts/setup.sh $(if $(DOCKER),--docker) $(if $(VM),--vm)
@@ -41,8 +42,10 @@ vm: VM := 1
 vm: setup
 	$(PY) -m vm
 
-bench: setup
+# The emulator's fidelity benchmark: allreduce measured against its bound (docs/benchmarks.md lists the others).
+bench-fidelity: setup
 	$(PY) bench/fidelity.py
 
-clean:
+# Undo what a killed or crashed run left on the machine (root): run_testbed.py clean (docs/faults.md).
+clean-run:
 	$(PY) run_testbed.py clean

@@ -92,11 +92,14 @@ def _again(signum, frame):
 def cmd_run(args) -> int:
     """Run an experiment; the command-line overrides are validated with the rest of the config
     (run_experiment validates before it needs root or builds anything)."""
-    from experiment import make_backend
+    from experiment import backend_class, make_backend
     from experiment.config import schema as config
     from experiment.config.overrides import apply_settings
     from experiment.run.driver import run_experiment
 
+    if args.cli and not backend_class(args.backend).opens_cli:
+        raise ConfigError(f"--cli opens Mininet's CLI on an emulated fabric; the {backend_class(args.backend).what} "
+                          f"has none (use --backend emu)")
     cfg = apply_settings(config.load(args.config), args.set)
     changes = {}
     if args.iterations is not None:
@@ -109,7 +112,7 @@ def cmd_run(args) -> int:
         changes["container"] = dataclasses.replace(cfg.container, engine=args.container)
     cfg = dataclasses.replace(cfg, **changes)
     with results.handed_to_invoker(cfg.results_dir):
-        run_experiment(cfg, make_backend(args.backend), say=_say(args))
+        run_experiment(cfg, make_backend(args.backend, **({"cli": True} if args.cli else {})), say=_say(args))
     return 0
 
 
@@ -409,7 +412,8 @@ ABOUT = {
             "report per policy and per job. The emulated network (the default back end) needs root; --backend sim "
             "runs the same config on the simulator, no root. The command that runs when only options are given.",
             ["sudo python3 run_testbed.py run -c experiments/validation.yaml -p consolidate -p spread",
-             "python3 run_testbed.py --backend sim --set iterations=5      # run is the default command"]),
+             "python3 run_testbed.py --backend sim --set iterations=5      # run is the default command",
+             "sudo python3 run_testbed.py -p consolidate --set iterations=3 --cli   # look at the live fabric"]),
     "check": ("validate a config without running it (no root needed)",
               "Validate a config and its --set changes without running anything or needing root: what a run "
               "would refuse for the config alone is one line on stderr, exit code 2; a config that passes is "
@@ -504,6 +508,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="override the config's container.engine: workers as processes, or in Docker containers "
                           "of the locally built worker image (needs `make setup DOCKER=1`)")
     run.add_argument("--results", metavar="DIR", help="results base directory (default: the config's results_dir)")
+    run.add_argument("--cli", action="store_true",
+                     help="once each policy has placed its first jobs, before they start, open Mininet's CLI on the "
+                          "live fabric (pingall, dump, 'h1 ping h2', xterm); the run goes on when you leave it "
+                          "(exit or Ctrl-D), that time and its traffic not counted (emulated network only)")
     check = _command(sub, "check", [common, config])
     check.add_argument("config_file", nargs="?", metavar="FILE", help="the config (or -c FILE)")
     check.add_argument("--backend", choices=tuple(BACKENDS), default="emu",

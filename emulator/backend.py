@@ -138,6 +138,9 @@ class EmulatorBackend(Backend):
         progress: ``say(msg)`` prints a progress line; ``watch(specs, iterations)`` starts a
             progress thread and returns an Event that stops it (:class:`emulator.runner.Progress`).
         on_batch: called with each batch's index and its ``(job, placement)`` pairs as it starts.
+        before_first: called with the first batch's ``(job, placement)`` pairs before any of its
+            workers starts (the CLI of ``run --cli``, :mod:`emulator.shell`); the clock does not
+            count the time it takes.
         ina: the policy's INA jobs on the fabric (:class:`emulator.ina_runs.InaRuns`); None when
             no job uses collective ``ina``.
         spawn: starts one worker or agent (:data:`workers.launcher.ExecFn`); default: a process in
@@ -149,10 +152,11 @@ class EmulatorBackend(Backend):
 
     def __init__(self, cfg: ExperimentConfig, net: EmulatedNetwork, out_dir: str, progress,
                  on_batch: Callable[[int, list[tuple[ExperimentJob, Placement]]], None] | None = None,
-                 ina: InaRuns | None = None, spawn: ExecFn | None = None):
+                 ina: InaRuns | None = None, spawn: ExecFn | None = None,
+                 before_first: Callable[[list[tuple[ExperimentJob, Placement]]], None] | None = None):
         self.cfg, self.net, self.out_dir, self.progress = cfg, net, out_dir, progress
         self.spawn = spawn or self._popen
-        self.on_batch = on_batch
+        self.on_batch, self.before_first = on_batch, before_first
         self.ina = ina
         self.runtime = worker_runtime(cfg.runtime, cfg.mode)
         self.t0 = time.monotonic()
@@ -195,6 +199,10 @@ class EmulatorBackend(Backend):
                                                   Addresses(self.ips, self.net.host_intf), free_tcp_port())
         if self.on_batch is not None:
             self.on_batch(index, list(runs))
+        if index == 0 and self.before_first is not None:
+            t = time.monotonic()
+            self.before_first(list(runs))
+            self.t0 += time.monotonic() - t  # the loop's clock stood still meanwhile
 
         before = self.net.counters.switch_counters()
         t_launch = time.time()

@@ -27,6 +27,7 @@ from emulator.ina_runs import InaRuns, unused_result
 from emulator.net import link_rates_mbps
 from emulator.queues import PortSampler
 from emulator.runner import EmulatorExperiment
+from emulator.shell import open_cli
 from experiment.config.schema import ExperimentConfig
 from experiment.config.workload import config_cluster
 from experiment.reporting.ina_results import InaJobResult, InaResult
@@ -82,6 +83,12 @@ class PolicyMeasurement:
         self.s.progress.say(f"    wave {index}: " + "; ".join(
             f"{p.job} on {len(p.machines)} machine(s) {','.join(p.machines)}" for _, p in runs))
 
+    def open_cli(self, runs) -> None:
+        """Mininet's CLI on the fabric before the first jobs start (:mod:`emulator.shell`); the
+        policy's bytes per link count from when the user leaves it."""
+        open_cli(self.s.net.mn, self.spec, runs, self.s.progress.say)
+        self.counters_before = self.s.net.counters.switch_counters()
+
     def on_event(self, event: LoopEvent) -> None:
         """Say a preemption."""
         if event.kind == "preempted":
@@ -107,8 +114,8 @@ class PolicyMeasurement:
             ina_runs = InaRuns(s.g, s.ina.fabric, cfg.ina.slots, s.ina.switches, self.pdir, cfg.ina.results)
             ina_runs.begin()
         backend = EmulatorBackend(cfg, s.net, self.pdir, s.progress, on_batch=self.on_batch, ina=ina_runs,
-                                  spawn=s.spawn)
-        counters_before = s.net.counters.switch_counters()
+                                  spawn=s.spawn, before_first=self.open_cli if s.cli else None)
+        self.counters_before = s.net.counters.switch_counters()
         self.sampler.start()
         self.ports.start()
         try:
@@ -117,7 +124,7 @@ class PolicyMeasurement:
             backend.close()
             self.sampler.stop()
             self.ports.stop()
-        link_bytes = s.net.counters.link_bytes(counters_before, s.net.counters.switch_counters())
+        link_bytes = s.net.counters.link_bytes(self.counters_before, s.net.counters.switch_counters())
         if ina_runs is not None:
             ina_result = ina_runs.result(s.ina.engine, s.ina.why)
         elif s.ina is not None:

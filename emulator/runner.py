@@ -146,6 +146,10 @@ class EmulatorExperiment(ExperimentBackend):
     :meth:`prepare` checks the machine (root, tools, Open vSwitch) and chooses, once, what the run
     runs with: the ECN marking path, the switch port kind, the INA engine, one machine or a
     cluster, processes or containers; :meth:`open` builds the network the policies share.
+
+    Args:
+        cli: open Mininet's CLI on the network once each policy has placed its first jobs, before
+            they start, and go on when the user leaves it (:meth:`EmulatorSession.run_policy`).
     """
 
     name = "emu"
@@ -153,6 +157,7 @@ class EmulatorExperiment(ExperimentBackend):
     help = "the emulated network: real traffic in Mininet, bandwidth-limited links (root needed)"
     report_name = "emulated"
     measured = True
+    opens_cli = True
     concurrent_runs = False  # one network of this machine's at a time
     checks = BackendChecks(
         shaped=True, fields=(config_checks.ecn_thresholds, config_checks.afxdp_mtu),
@@ -163,7 +168,8 @@ class EmulatorExperiment(ExperimentBackend):
     4 kB, cluster mode without what runs on one machine, the run within ``time_limit_s``, and no
     trace (:mod:`emulator.config_checks`)."""
 
-    def __init__(self):
+    def __init__(self, cli: bool = False):
+        self.cli = cli
         self.ecn: tuple[str, str] = ("none", "not requested")
         self.marker: EcnMarker = ECN_MARKERS["none"]
         self.ports: SwitchPorts = SWITCH_PORTS["system"]
@@ -272,7 +278,7 @@ class EmulatorExperiment(ExperimentBackend):
             hosts_tcp = net.host_tcp_settings()
             spawn = ContainerRunner(net, self.containers, [run_dir]) if self.containers is not None else None
             sanity_check(net, run_dir)
-            yield EmulatorSession(cfg, g, net, progress, self.ecn, hosts_tcp, ina, spawn, estimate)
+            yield EmulatorSession(cfg, g, net, progress, self.ecn, hosts_tcp, ina, spawn, estimate, self.cli)
 
 
 class EmulatorSession(PolicySession):
@@ -280,14 +286,15 @@ class EmulatorSession(PolicySession):
 
     def __init__(self, cfg: ExperimentConfig, g, net: EmulatedNetwork, progress: Progress,
                  ecn: tuple[str, str], hosts_tcp: dict, ina: InaSetup | None, spawn: ExecFn | None,
-                 estimate: ScheduleEstimator):
+                 estimate: ScheduleEstimator, cli: bool = False):
         self.cfg, self.g, self.net, self.progress = cfg, g, net, progress
         self.ecn, self.hosts_tcp, self.ina, self.spawn = ecn, hosts_tcp, ina, spawn
-        self.estimate = estimate
+        self.estimate, self.cli = estimate, cli
 
     def run_policy(self, spec: str, pdir: str) -> PolicyRun:
         """Measure policy ``spec`` (:class:`emulator.policy_run.PolicyMeasurement`); its
-        measurements go to ``pdir`` as they are taken."""
+        measurements go to ``pdir`` as they are taken. With ``cli``, Mininet's CLI opens on the
+        network once the policy has placed its first jobs (:mod:`emulator.shell`)."""
         from emulator.policy_run import PolicyMeasurement
 
         result = PolicyMeasurement(self, spec, pdir).run()

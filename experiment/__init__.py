@@ -36,9 +36,10 @@ everything else about it: its help line, report name, config checks), imported o
 choosing ``sim`` never loads the emulator."""
 
 
-def make_backend(name: str):
-    """A new instance of the back end registered as ``name`` (:func:`backend_class`)."""
-    return backend_class(name)()
+def make_backend(name: str, **options):
+    """A new instance of the back end registered as ``name`` (:func:`backend_class`), made with
+    ``options`` (``cli=True`` for one whose ``opens_cli`` is set)."""
+    return backend_class(name)(**options)
 
 
 def backend_class(name: str):

@@ -16,7 +16,7 @@ from common.errors import ConfigError
 from reproduce.base import Reproduction
 from reproduce.cassini import CassiniFig42, CassiniFig411
 from reproduce.mltcp import Mltcp
-from reproduce.netpack import NetPackFig9, NetPackFig11, NetPackFig12, NetPackFig14
+from reproduce.netpack import NetPackFig9, NetPackFig11, NetPackFig12, NetPackFig13, NetPackFig14
 from reproduce.tiresias import Tiresias60Job
 from reproduce.titan import TitanFig1
 
@@ -26,6 +26,7 @@ REPRODUCTIONS: dict[str, type[Reproduction]] = {
     "netpack-fig9": NetPackFig9,
     "netpack-fig11": NetPackFig11,
     "netpack-fig12": NetPackFig12,
+    "netpack-fig13": NetPackFig13,
     "netpack-fig14": NetPackFig14,
     "cassini-fig4.2": CassiniFig42,
     "cassini-fig4.11": CassiniFig411,

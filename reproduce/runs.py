@@ -85,6 +85,28 @@ def trust_note(out, what: str = "the run") -> str | None:
     return f"the fidelity monitor's verdict on {what}: {', '.join(verdicts)}"
 
 
+def sweep_trust_note(cfg, vary: str, seeds: Sequence[int], sweep_dir: str, backend: str) -> str | None:
+    """The fidelity monitor's verdicts over every policy run of a sweep :func:`run_sweep` ran into
+    ``sweep_dir`` (each point's ``summary.json``), in one line: how many were trusted and each one
+    flagged with its reasons; None for a back end that measures none (the simulator)."""
+    import json
+
+    from experiment.run.sweep_spec import parse_vary, sweep_points
+
+    verdicts = []
+    for p in sweep_points(cfg, parse_vary(vary), seeds, backend):
+        with open(os.path.join(sweep_dir, p.path, "summary.json")) as f:
+            for policy in json.load(f)["policies"]:
+                if policy.get("trustworthy") is not None:
+                    verdicts.append((p.path, policy["policy"], policy["trustworthy"], policy["fidelity_reasons"]))
+    if not verdicts:
+        return None
+    flagged = [f"{path} {policy} ({'; '.join(why) or 'no reason given'})"
+               for path, policy, ok, why in verdicts if not ok]
+    return (f"the fidelity monitor trusted {len(verdicts) - len(flagged)} of the sweep's {len(verdicts)} policy runs"
+            + (f"; flagged: {', '.join(flagged)}" if flagged else ""))
+
+
 def sweep_timelines(cfg, vary: str, seeds: Sequence[int], sweep_dir: str, policy: str, backend: str) -> list:
     """``(value, seed, timeline)`` of ``policy`` at every point of a sweep :func:`run_sweep` ran into
     ``sweep_dir`` (its ``timeline.csv``, with the overlaps every run writes), in the sweep's order."""

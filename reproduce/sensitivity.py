@@ -26,6 +26,8 @@ class Sensitivity:
         seeds: the sweep's seeds.
         paper_says: what the paper states about it, in words (``"not stated for its simulator"``).
         scale: a swept value as plotted and printed, in the parameter's unit.
+        at: the compared figure's setting where the figure's config is not at it, as ``--set``'s
+            ``KEY=VALUE`` changes applied before the sweep (``("ina.pat_gbps=0",)``).
     """
 
     quantity: str
@@ -34,6 +36,13 @@ class Sensitivity:
     seeds: tuple[int, ...]
     paper_says: str
     scale: Callable[[float], float] = float
+    at: tuple[str, ...] = ()
+
+    def base(self, cfg):
+        """``cfg`` at the compared figure's setting (:attr:`at` applied)."""
+        from experiment.config.overrides import apply_settings
+
+        return apply_settings(cfg, self.at)
 
 
 @dataclasses.dataclass(frozen=True)

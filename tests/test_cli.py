@@ -240,6 +240,31 @@ def run_cli_without_red(*args, timeout=60):
 
 
 @pytest.mark.emulation
+def test_cli_opens_on_the_placed_fabric_and_its_traffic_is_not_counted(emulation_ok, tmp_path):
+    """``--cli``: once the policy has placed its job, Mininet's CLI runs on the live fabric (commands
+    read from stdin here): pingall reaches every machine and a flood of pings crosses the fabric.
+    Leaving it starts the job; the policy's bytes per link are its wave's, not the flood's."""
+    cfg = tmp_path / "x.yaml"
+    cfg.write_text(TINY)
+    flood = 30 * 16000  # bytes each way: ping -c 30 -s 16000
+    commands = "pingall\nsh echo cli-$((6*7))\nh1 ping -q -c 30 -i 0.01 -s 16000 h2\nexit\n"
+    cp = run_cli("-c", str(cfg), "--results", str(tmp_path / "res"), "--cli", input=commands, timeout=300)
+    out = cp.stdout + cp.stderr
+    assert cp.returncode == 0, out
+    assert "spread placed 1 job; none has started:" in out and "j: small_cnn, ring, 2 workers on h1, h2" in out
+    assert "Results: 0% dropped (2/2 received)" in out and "cli-42" in out and "30 received" in out
+    assert "left the CLI after" in out
+    (run_dir,) = list((tmp_path / "res").iterdir())
+    import json
+    m = json.loads((run_dir / "spread" / "measurements.json").read_text())
+    (wave,) = m["waves"]
+    in_wave = {(u, v): b for u, v, b in wave["link_bytes"]}
+    policy = {(u, v): b for u, v, b in m["link_bytes"]}
+    assert in_wave and max(abs(b - in_wave.get(link, 0)) for link, b in policy.items()) < flood / 4, (policy, in_wave)
+    assert leftovers() == []
+
+
+@pytest.mark.emulation
 def test_required_ecn_path_that_cannot_run_is_one_clear_error(emulation_ok, tmp_path):
     """Asking for kernel RED on a kernel without it (any kernel, its probe never trying RED) with marking
     required stops before any network is built, naming what is missing."""

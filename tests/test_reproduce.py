@@ -120,6 +120,69 @@ def test_netpacks_average_reduction_is_the_mean_over_the_papers_five_baselines()
     assert paper_policies(load("experiments/netpack_sim.yaml")).policies == ("netpack", *PAPER_BASELINES)
 
 
+def test_netpacks_testbed_is_the_prototypes_trace_on_one_rack_of_five_2_gpu_servers():
+    """experiments/netpack_testbed.yaml: the injector's 20 demands one second apart, each job's model
+    the draw of random.Random(1) from the paper's pool, on one 100 Gbit/s rack of 5 x 2 GPUs; Fig. 11's
+    gap is swept at its own setting, PAT 0."""
+    import random
+
+    from reproduce.netpack import CONFIG_TESTBED, NetPackFig11
+    from reproduce.runs import load
+
+    cfg = load(CONFIG_TESTBED)
+    demands = [3, 1, 1, 2, 2, 3, 5, 2, 3, 2, 2, 5, 2, 1, 3, 3, 1, 3, 1, 2]
+    draw = random.Random(1)
+    pool = ["vgg11", "vgg16", "vgg19", "alexnet", "resnet50", "resnet101"]
+    assert [(j.workers, j.model, j.arrival_s, j.collective) for j in cfg.jobs] == [
+        (d, draw.choice(pool), float(i), "ina") for i, d in enumerate(demands)]
+    t = cfg.topology.params
+    assert (t["n_leaf"], t["hosts_per_leaf"], t["gpus_per_machine"], t["host_bw_mbps"]) == (1, 5, 2, 100_000)
+    assert cfg.ina.results == "multicast" and cfg.iterations == 10
+    s = NetPackFig11.sensitivity
+    assert s.base(NetPackFig11().base()).ina.pat_gbps == 0 and NetPackFig11().base().ina.pat_gbps == 100
+
+
+def test_fig13s_workloads_are_the_real_demands_and_the_prototypes_poisson_and_normal_draws():
+    """Poisson(2) and Normal(2, 2) from numpy's default_rng(1), cast to int, each between 1 and the rack's
+    10 GPUs; the real workload is the trace's own demands. Fig. 13 runs NetPack and Comb on each."""
+    import numpy as np
+
+    from reproduce.netpack import NetPackFig13, workload_demands
+
+    real = [3, 1, 1, 2, 2, 3, 5, 2, 3, 2, 2, 5, 2, 1, 3, 3, 1, 3, 1, 2]
+    assert workload_demands("real", real, 10) == real
+    poisson = [min(10, max(1, int(d))) for d in np.random.default_rng(1).poisson(2.0, 20)]
+    normal = [min(10, max(1, int(d))) for d in np.random.default_rng(1).normal(2.0, 2.0, 20).astype(int)]
+    assert workload_demands("poisson", real, 10) == poisson and workload_demands("normal", real, 10) == normal
+    assert min(normal) == 1 and any(d <= 0 for d in np.random.default_rng(1).normal(2.0, 2.0, 20).astype(int))
+    configs = NetPackFig13().configs()
+    assert [c.policies for c in configs.values()] == [("netpack", "comb")] * 3
+    assert [j.workers for j in configs["poisson"].jobs] == poisson
+    with pytest.raises(ValueError, match="unknown workload 'uniform'"):
+        workload_demands("uniform", real, 10)
+
+
+def test_a_sweeps_trust_is_every_policy_runs_verdict_and_none_on_the_simulator(tmp_path):
+    """Each point's summary.json holds its policies' verdicts: counted over the sweep, each flagged one
+    named with its point and reasons; a sweep whose runs carry no verdict (the simulator's) has no line."""
+    from reproduce.netpack import CONFIG_TESTBED
+    from reproduce.runs import load, sweep_trust_note
+
+    cfg = load(CONFIG_TESTBED)
+    verdicts = {"pat_gbps=0/seed-1": [("netpack", True, []), ("comb", False, ["CPU saturated"])],
+                "pat_gbps=50/seed-1": [("netpack", True, []), ("comb", True, [])]}
+    for path, policies in verdicts.items():
+        os.makedirs(tmp_path / path)
+        (tmp_path / path / "summary.json").write_text(json.dumps({"policies": [
+            {"policy": p, "trustworthy": ok, "fidelity_reasons": why} for p, ok, why in policies]}))
+    assert sweep_trust_note(cfg, "ina.pat_gbps=0,50", (1,), str(tmp_path), "emu") == (
+        "the fidelity monitor trusted 3 of the sweep's 4 policy runs; flagged: pat_gbps=0/seed-1 comb (CPU saturated)")
+    for path in verdicts:
+        (tmp_path / path / "summary.json").write_text(json.dumps({"policies": [
+            {"policy": "netpack", "trustworthy": None, "fidelity_reasons": []}]}))
+    assert sweep_trust_note(cfg, "ina.pat_gbps=0,50", (1,), str(tmp_path), "sim") is None
+
+
 def test_cassinis_speedup_is_themis_pooled_iteration_times_over_the_policys():
     """Iteration times pooled over jobs (each iteration from its first start to its last end), their
     mean and p99, and Themis's over the policy's; the Ideal run's jobs that overlapped are counted."""

@@ -88,6 +88,8 @@ class ExperimentBackend(abc.ABC):
         measured: whether its figures are measured (then the report sets the simulator's
             estimates beside them) or computed.
         concurrent_runs: whether several runs may go at once, in a pool of processes.
+        opens_cli: whether ``run --cli`` can open an interactive shell on its network once a
+            policy has placed its first jobs (then its constructor takes ``cli=True``).
         checks: what it checks of a config beyond the common checks, with its size limits and
             what ``run_testbed.py check`` says of a config it takes.
     """
@@ -98,6 +100,7 @@ class ExperimentBackend(abc.ABC):
     report_name: ClassVar[str]
     measured: ClassVar[bool] = False
     concurrent_runs: ClassVar[bool] = True
+    opens_cli: ClassVar[bool] = False
     checks: ClassVar[BackendChecks]
 
     @classmethod
