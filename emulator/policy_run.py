@@ -29,7 +29,7 @@ from emulator.queues import PortSampler
 from emulator.runner import EmulatorExperiment
 from emulator.shell import open_cli
 from experiment.config.schema import ExperimentConfig
-from experiment.config.workload import config_cluster
+from experiment.config.workload import config_cluster, experiment_jobs
 from experiment.reporting.ina_results import InaJobResult, InaResult
 from experiment.reporting.measurements import (
     ClusterState,
@@ -43,7 +43,7 @@ from experiment.reporting.report import summarise_policy
 from experiment.reporting.results import write_json
 from experiment.reporting.timeline import up_phases
 from experiment.run.loop import LoopEvent, LoopResult
-from experiment.run.policy import last_starts, place_and_run
+from experiment.run.policy import cluster_over_run, last_starts, place_and_run
 from measure import fidelity
 from measure.iterations import job_iteration_times
 from measure.linkstats import LinkSeries, counter_series, read_queue_samples
@@ -94,16 +94,19 @@ class PolicyMeasurement:
         if event.kind == "preempted":
             self.s.progress.say(f"    {event.job} preempted at {event.time_s:.2f} s")
 
-    def run(self) -> PolicyResult:
-        """The policy's run, checked and measured; ``measurements.json`` written, the summary set."""
+    def run(self) -> tuple[PolicyResult, tuple]:
+        """The policy's run, checked and measured; ``measurements.json`` written, the summary set; with
+        the cluster at each arrival (:func:`experiment.run.policy.cluster_over_run`)."""
         loop, backend, link_bytes, ina_result = self.run_loop()
         self.check_health()
         waves = sorted(backend.waves, key=lambda w: w.index)
         records = [r for w in waves for r in w.records]
         result = self.result(loop, waves, records, link_bytes, ina_result)
         write_json(os.path.join(self.pdir, "measurements.json"), result.to_dict())
-        result.summary = summarise_policy(self.cfg, self.s.g, result, records, EmulatorExperiment.name)
-        return result
+        series, figures = cluster_over_run(self.cfg, self.s.g, loop, experiment_jobs(self.cfg, self.s.g))
+        result.summary = dataclasses.replace(
+            summarise_policy(self.cfg, self.s.g, result, records, EmulatorExperiment.name), cluster=figures)
+        return result, series
 
     def run_loop(self) -> tuple[LoopResult, EmulatorBackend, dict, InaResult | None]:
         """The loop on the emulator with the samplers running; the bytes per link over the whole

@@ -297,9 +297,9 @@ class EmulatorSession(PolicySession):
         network once the policy has placed its first jobs (:mod:`emulator.shell`)."""
         from emulator.policy_run import PolicyMeasurement
 
-        result = PolicyMeasurement(self, spec, pdir).run()
+        result, cluster = PolicyMeasurement(self, spec, pdir).run()
         return PolicyRun(result.summary, result, tuple(p.to_dict() for p in result.placements),
-                         tuple(s.to_dict() for s in result.starts), result.decisions, result.timeline)
+                         tuple(s.to_dict() for s in result.starts), result.decisions, result.timeline, cluster)
 
 
 def run_experiment(cfg: ExperimentConfig, progress: Progress | None = None, run_dir: str | None = None,

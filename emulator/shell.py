@@ -2,12 +2,12 @@
 
 Once a policy has placed its first jobs, and before any of their workers starts, :func:`open_cli`
 prints where each job runs and opens Mininet's own CLI on the network (``pingall``, ``dump``,
-``links``, ``h1 ping h2``, ``sh ovs-ofctl -O OpenFlow13 dump-flows e1``, ``xterm h1``: names
-from the fabric). The run goes
-on when the user leaves it (``exit`` or Ctrl-D; Ctrl-C interrupts a command, as in Mininet). The
-time spent there is not counted (:class:`emulator.backend.EmulatorBackend` moves its clock on by
-it) and neither is the traffic typed there (:class:`emulator.policy_run.PolicyMeasurement` reads
-the switch counters again afterwards).
+``links``, ``h1 ping h2``, ``sh ovs-ofctl -O OpenFlow13 dump-flows e1``, ``xterm h1``: names from
+the fabric). The run goes on when the user leaves it (``exit`` or Ctrl-D; Ctrl-C interrupts a
+command, as in Mininet; SIGTERM stops the run, as it does outside the CLI). The time spent there
+is not counted (:class:`emulator.backend.EmulatorBackend` moves its clock on by it) and neither is
+the traffic typed there (:class:`emulator.policy_run.PolicyMeasurement` reads the switch counters
+again afterwards).
 """
 
 from __future__ import annotations
@@ -37,23 +37,41 @@ def placement_lines(spec: str, runs: Sequence, hosts: Sequence[str], switch: str
     return lines
 
 
+class _Stopped(BaseException):
+    """SIGTERM while the CLI is open. Mininet's CLI swallows KeyboardInterrupt (Ctrl-C ends a command,
+    not the CLI), so the signal leaves it as this and reaches the run's own handler once it is closed."""
+
+
+def _stop(signum, frame):
+    raise _Stopped
+
+
 @contextlib.contextmanager
-def _mininet_output() -> Iterator[None]:
+def _cli_session() -> Iterator[None]:
     """Mininet's log at its own ``output`` level while the CLI is open (the run keeps it at
-    ``error``), and SIGINT as Python's own KeyboardInterrupt (the run's handler stops the run)."""
+    ``error``); Ctrl-C as Python's own KeyboardInterrupt, which the CLI turns into the end of a
+    command; SIGTERM handed to the run's own handler, which stops the run, once the CLI is closed."""
     from mininet.log import lg
 
-    level, handler = lg.level, None
+    level, handlers, stopped = lg.level, {}, False
     lg.setLogLevel("output")
-    with contextlib.suppress(ValueError):  # not the main thread: the run's handler stays
-        handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    with contextlib.suppress(ValueError):  # not the main thread: the run's handlers stay
+        handlers[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
+        handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, _stop)
     try:
         yield
+    except _Stopped:
+        stopped = True
     finally:
-        if handler is not None:
-            signal.signal(signal.SIGINT, handler)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
         lg.setLevel(level)
         lg.ch.setLevel(level)
+    if stopped:
+        run_handler = handlers.get(signal.SIGTERM)
+        if callable(run_handler):
+            run_handler(signal.SIGTERM, None)
+        raise KeyboardInterrupt
 
 
 def open_cli(mn, spec: str, runs: Sequence, say: Callable[[str], None], stdin=None) -> float:
@@ -64,7 +82,7 @@ def open_cli(mn, spec: str, runs: Sequence, say: Callable[[str], None], stdin=No
     for line in placement_lines(spec, runs, [h.name for h in mn.hosts[:2]], mn.switches[0].name):
         say(line)
     t = time.monotonic()
-    with _mininet_output():
+    with _cli_session():
         CLI(mn, stdin=stdin or sys.stdin)
     open_s = time.monotonic() - t
     say(f"  left the CLI after {open_s:.1f} s; {spec}'s jobs start")

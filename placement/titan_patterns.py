@@ -210,6 +210,17 @@ def cross_traffic_bytes(pattern: CommPattern, assign: Sequence[Hashable]) -> flo
     return sum(vol for step in pattern.steps for (a, b), vol in step.items() if assign[a] != assign[b])
 
 
+def pair_totals(pattern: CommPattern) -> dict[Pair, float]:
+    """Each worker pair's bytes over every step: ``X(x)`` is the sum of those of the pairs on
+    different machines (:func:`cross_traffic_bytes`), so one pattern's totals cost each placement
+    only its pairs."""
+    totals: dict[Pair, float] = {}
+    for step in pattern.steps:
+        for pair, vol in step.items():
+            totals[pair] = totals.get(pair, 0.0) + vol
+    return totals
+
+
 def nic_egress_bytes(pattern: CommPattern, assign: Sequence[Hashable]) -> list[dict[Hashable, float]]:
     """``E^t_s = Σ_{s'≠s} V^t_{s,s'}``: per step, bytes leaving each machine's NIC (§1.4 [R])."""
     out = []

@@ -18,10 +18,11 @@ from reproduce.cassini import CassiniFig42, CassiniFig411
 from reproduce.mltcp import Mltcp
 from reproduce.netpack import NetPackFig9, NetPackFig11, NetPackFig12, NetPackFig13, NetPackFig14
 from reproduce.tiresias import Tiresias60Job
-from reproduce.titan import TitanFig1
+from reproduce.titan import TitanFig1, TitanSim
 
 REPRODUCTIONS: dict[str, type[Reproduction]] = {
     "titan-fig1": TitanFig1,
+    "titan-sim": TitanSim,
     "tiresias-60job": Tiresias60Job,
     "netpack-fig9": NetPackFig9,
     "netpack-fig11": NetPackFig11,

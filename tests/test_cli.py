@@ -265,6 +265,26 @@ def test_cli_opens_on_the_placed_fabric_and_its_traffic_is_not_counted(emulation
 
 
 @pytest.mark.emulation
+def test_sigterm_while_the_cli_is_open_stops_the_run_and_leaves_nothing(emulation_ok, tmp_path):
+    """Mininet's CLI turns Ctrl-C into the end of a command; SIGTERM still stops the run: exit code 130,
+    nothing left behind, no job started."""
+    cfg = tmp_path / "x.yaml"
+    cfg.write_text(TINY)
+    proc = subprocess.Popen([*CLI, "-c", str(cfg), "--results", str(tmp_path / "res"), "--cli"], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = read_until(proc, "Mininet's CLI on the live fabric")
+    proc.stdin.write("sh echo cli-$((6*7))\n")
+    proc.stdin.flush()
+    seen += read_until(proc, "cli-42")  # the CLI is reading commands
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(seen) + out
+    assert "Traceback" not in out and "left the CLI" not in out
+    assert glob.glob(str(tmp_path / "res" / "*" / "spread" / "jobs" / "j" / "j-rank*.jsonl")) == []
+    assert leftovers() == []
+
+
+@pytest.mark.emulation
 def test_required_ecn_path_that_cannot_run_is_one_clear_error(emulation_ok, tmp_path):
     """Asking for kernel RED on a kernel without it (any kernel, its probe never trying RED) with marking
     required stops before any network is built, naming what is missing."""

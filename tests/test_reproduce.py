@@ -16,7 +16,7 @@ import os
 import subprocess
 
 import pytest
-from conftest import CLI
+from conftest import CLI, ROOT
 
 from common.errors import ConfigError, EmulationError
 from experiment import BACKENDS
@@ -37,7 +37,7 @@ def test_every_reproduction_validates_what_it_would_run(name, backend):
 
 
 def test_unknown_names_and_back_ends_are_refused_with_the_valid_ones():
-    with pytest.raises(ConfigError, match="valid: titan-fig1, tiresias-60job"):
+    with pytest.raises(ConfigError, match="valid: titan-fig1, titan-sim, tiresias-60job"):
         get("titan-fig2")
     with pytest.raises(ConfigError, match="runs on durations, not 'sim'"):
         choose_backend(get("tiresias-60job"), "sim")
@@ -99,6 +99,29 @@ def test_netpack_fig14_follows_the_papers_lines(tmp_path):
     assert all(r["agrees"] == "True" for r in rows), rows
     two = {f["quantity"]: f["ours"] for f in data["figures"] if f["quantity"].startswith("two jobs")}
     assert two["two jobs' aggregation ratios at PAT ratio 1, the lower"] == pytest.approx(0.5)
+
+
+def test_titan_sim_sets_each_policy_over_titan_beside_the_papers(tmp_path, monkeypatch):
+    """Titan's simulation on the first 200 jobs of its trace: every figure is a policy's mean over Titan's
+    (the paper's beside it: ElasticFlow's machines 334 / 174), read from the run's cluster figures."""
+    import reproduce.titan as titan
+    from reproduce.runs import load
+
+    cfg = load(titan.SIM_CONFIG)
+    small = tmp_path / "titan_sim.yaml"
+    with open(os.path.join(ROOT, titan.SIM_CONFIG)) as f:
+        text = f.read().replace("../traces/", os.path.join(ROOT, "traces") + "/")
+    small.write_text(text.replace("  collective: hd\n", "  collective: hd\n  max_jobs: 200\n"))
+    assert load(str(small)).trace.max_jobs == 200 and cfg.trace.collective == "hd"
+    monkeypatch.setattr(titan, "SIM_CONFIG", str(small))
+    data, rows, out = _run("titan-sim", tmp_path / "out")
+    fig = {f["quantity"]: f for f in data["figures"]}
+    assert fig["used machines, ElasticFlow over Titan"]["paper_low"] == pytest.approx(334 / 174)
+    with open(os.path.join(out, "run", "summary.json")) as f:
+        cluster = {p["policy"]: p["cluster"] for p in json.load(f)["policies"]}
+    assert fig["used machines, HiveD over Titan"]["ours"] == pytest.approx(
+        cluster["hived"]["used_machines_mean"] / cluster["titan"]["used_machines_mean"])
+    assert fig["fragmentation rate, Titan"]["ours"] == cluster["titan"]["fragmentation_rate_mean"]
 
 
 def test_netpacks_average_reduction_is_the_mean_over_the_papers_five_baselines():

@@ -3,6 +3,7 @@ one-line ConfigErrors for every malformed input, the larger shared traces, model
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import random
 import re
@@ -91,7 +92,7 @@ def test_shipped_files_match_their_readme_checksums():
     readme = (SHIPPED / "README.md").read_text()
     listed = {rel: digest for digest, rel in re.findall(r"^([0-9a-f]{64})  (\S+)$", readme, re.M)}
     files = {p.relative_to(SHIPPED).as_posix(): p for p in SHIPPED.rglob("*") if p.is_file() and p.name != "README.md"}
-    assert sorted(listed) == sorted(files) and len(files) == 9
+    assert sorted(listed) == sorted(files) and len(files) == 19
     for rel, path in files.items():
         assert hashlib.sha256(path.read_bytes()).hexdigest() == listed[rel], rel
 
@@ -293,14 +294,37 @@ def test_bad_files_are_one_line_errors(tmp_path, content, match):
 
 
 def test_unreadable_paths_and_size_limit(tmp_path, monkeypatch):
-    """A missing file, a directory and a file over MAX_TRACE_BYTES are ConfigErrors naming the path."""
+    """A missing file, a directory without CSV files and a file over MAX_TRACE_BYTES are ConfigErrors
+    naming the path."""
     with pytest.raises(ConfigError, match=r"trace .*nope.csv: cannot read it: No such file"):
         read_trace(tmp_path / "nope.csv")
-    with pytest.raises(ConfigError, match=r"cannot read it: a directory, not a regular file"):
+    with pytest.raises(ConfigError, match=r"a directory without a .csv file"):
         read_trace(tmp_path)
     monkeypatch.setattr(traces_module, "MAX_TRACE_BYTES", 40)
     with pytest.raises(ConfigError, match=r"cannot read it: larger than 40 bytes"):
         read_trace(write(tmp_path, CRAFTED))
+
+
+def test_a_directory_is_its_files_merged_in_submission_order(tmp_path):
+    """ITP's ten clusters as one stream: every row of every file, ordered by submission time (ties in
+    file-name order), re-based to the first; files of two formats are refused in one line."""
+    itp = SHIPPED / "elasticflow-itp" / "clusters"
+    merged = read_trace(itp)
+    rows = []
+    for path in sorted(itp.glob("*.csv")):
+        with open(path, newline="") as f:
+            rows += [(float(r["submission_time"]), r["job_id"]) for r in csv.DictReader(f)]
+    order = [job for _, job in sorted(rows, key=lambda r: r[0])]
+    assert merged.format == "elasticflow" and merged.rows == len(rows) == 69351
+    assert [j.job_id for j in merged.jobs] == order
+    assert merged.jobs[0].arrival_s == 0.0 and merged.jobs[-1].arrival_s == max(t for t, _ in rows) - min(
+        t for t, _ in rows)
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "a.csv").write_bytes((itp / "cluster01.csv").read_bytes())
+    (mixed / "b.csv").write_bytes((SHIPPED / "tiresias" / "60_job.csv").read_bytes())
+    with pytest.raises(ConfigError, match=r"b.csv: format tiresias, where a.csv is elasticflow"):
+        read_trace(mixed)
 
 
 def test_mangled_files_give_a_trace_or_a_config_error(tmp_path):

@@ -203,7 +203,8 @@ class TraceConfig:
     a job's JCT over its duration is what queueing and the network cost it.
 
     Attributes:
-        file: the trace CSV; empty: no trace.
+        file: the trace CSV, or a directory of CSVs of one format merged in submission order; empty: no
+            trace.
         format: the trace's format (:data:`experiment.config.traces.TRACE_FORMATS`), or ``auto`` from its header.
         max_jobs: take at most this many jobs (0: all), after the window and the size filters.
         min_gpus: leave out jobs of fewer GPUs (NetPack's simulator studies distributed jobs).

@@ -59,10 +59,10 @@ class TraceJob:
 
 @dataclasses.dataclass(frozen=True)
 class Trace:
-    """The jobs selected from one trace file.
+    """The jobs selected from one trace file (or directory of them).
 
     Attributes:
-        path: the file read.
+        path: the file or directory read.
         format: the :data:`TRACE_FORMATS` key it was read as.
         jobs: the selected jobs in arrival order.
         skipped: rows of the window left out, per reason (``zero_duration``, ``no_gpus``,
@@ -343,7 +343,9 @@ def read_trace(path: str | os.PathLike, fmt: str = "auto", *, max_jobs: int | No
     """Read a job trace and select jobs from it (the steps: ``docs/traces.md``).
 
     Args:
-        path: the CSV file.
+        path: the CSV file, or a directory of CSV files of one format (a release of several
+            clusters, such as ITP's ten), read in name order and merged in submission order (the
+            submission times share one origin).
         fmt: a :data:`TRACE_FORMATS` key, or ``auto`` to detect it from the header.
         max_jobs: keep at most this many jobs (None: all).
         start_s: the window starts this many seconds after the file's first submission.
@@ -360,9 +362,7 @@ def read_trace(path: str | os.PathLike, fmt: str = "auto", *, max_jobs: int | No
         ConfigError: one line naming the file and, for a bad field, its line, column and value.
     """
     _check_options(fmt, max_jobs, start_s, span_s, max_gpus, min_gpus, prefix)
-    path, data = _read_file(path)
-    where = _where(path)
-    spec, parsed, lines = _parse(where, _decode(where, data), fmt)
+    path, spec, parsed, lines = _read_rows(path, fmt)
     kept, skipped = _select(parsed, start_s, span_s, max_gpus, min_gpus)
     kept = kept[:max_jobs]
     if kept and not NAME_RE.fullmatch(f"{prefix}{len(kept) - 1:05d}"):
@@ -373,6 +373,37 @@ def read_trace(path: str | os.PathLike, fmt: str = "auto", *, max_jobs: int | No
         job_id, submit_s, gpus, duration_s, model = parsed[i]
         jobs.append(TraceJob(f"{prefix}{n:05d}", submit_s - t0, gpus, duration_s, model, job_id, lines[i]))
     return Trace(path, spec.name, tuple(jobs), skipped, len(parsed))
+
+
+def _read_rows(path, fmt: str) -> tuple[str, TraceFormat, list[RawJob], list[int]]:
+    """The path as text, the format, every data row parsed and its line in its file: of one CSV
+    file, or of every ``*.csv`` of a directory in name order (one format for all).
+
+    Raises:
+        ConfigError: a file cannot be read or parsed, a directory holds no CSV file, or its files
+            are of different formats.
+    """
+    if isinstance(path, (str, os.PathLike)) and os.path.isdir(path):
+        path = os.fspath(path)
+        names = sorted(n for n in os.listdir(path) if n.endswith(".csv"))
+        if not names:
+            raise ConfigError(f"{_where(path)}: a directory without a .csv file")
+        spec, parsed, lines = None, [], []
+        for name in names:
+            one, data = _read_file(os.path.join(path, name))
+            where = _where(one)
+            its, rows, its_lines = _parse(where, _decode(where, data), fmt)
+            if spec is not None and its.name != spec.name:
+                raise ConfigError(f"{where}: format {its.name}, where {names[0]} is {spec.name}: a directory's "
+                                  f"files must be of one format")
+            spec = its
+            parsed += rows
+            lines += its_lines
+        return path, spec, parsed, lines
+    path, data = _read_file(path)
+    where = _where(path)
+    spec, parsed, lines = _parse(where, _decode(where, data), fmt)
+    return path, spec, parsed, lines
 
 
 def _read_file(path) -> tuple[str, bytes]:

@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from common.jsonfile import write_json_atomic
 from common.units import MEGA
 from experiment.reporting.breakdown import BucketComparison, compare_buckets, error_split
+from experiment.reporting.cluster_metrics import cluster_lines
 from experiment.reporting.efficiency import distribution_efficiency, jct_lines
 from experiment.reporting.ina_results import InaJobResult, InaResult
 from experiment.reporting.interleaving import HOLD, OVERLAP_THRESHOLD, interleaving
@@ -406,6 +407,8 @@ def summary_tables(summaries: Sequence[PolicySummary], backend: str | None = Non
     if len(summaries) > 1:
         completion = jct_lines([(s.policy, s.jct_mean_s, s.distribution_efficiency) for s in summaries])
         parts += ["", *completion] if completion else []
+    cluster = cluster_lines([(s.policy, s.cluster) for s in summaries])
+    parts += ["", *cluster] if cluster else []
     for s in summaries:
         if len(s.jobs) > MAX_JOB_TABLE_ROWS:
             parts += ["", f"Jobs under {s.policy}: {len(s.jobs)} (every job in jobs.csv)"]

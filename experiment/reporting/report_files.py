@@ -6,7 +6,10 @@ saved run, with its tables (``report.txt``).
   duration too, for trace runs), when a policy ran at least :data:`MIN_CDF_JOBS` jobs with a JCT
   (``jobs.csv``);
 * ``links.png``: every link's utilisation over the measurement windows, drawn on the topology,
-  one panel per policy (``topology.json`` and ``link_bytes.csv``; the emulator's measurements).
+  one panel per policy (``topology.json`` and ``link_bytes.csv``; the emulator's measurements);
+* ``cluster.png``: the cluster at each arrival per policy in the Titan paper's metrics (used
+  machines, fragmentation rate, communication overhead, profit rate: its Figs. 2 and 4-6), when a
+  policy's ``cluster.csv`` has at least two arrivals.
 
 Reads only: a missing or empty file means the plot is not drawn, never an error.
 """
@@ -165,6 +168,53 @@ def write_links_plot(run_dir: str) -> list[str]:
     return [path]
 
 
+CLUSTER_PANELS = (("used_machines", "used machines"), ("fragmentation_rate", "fragmentation rate"),
+                  ("comm_overhead_bytes", "communication overhead, GB"), ("profit_rate", "profit rate"))
+"""``cluster.png``'s panels: a ``cluster.csv`` column and its axis label."""
+
+
+def cluster_by_policy(run_dir: str) -> dict[str, list[dict]]:
+    """``policy -> cluster.csv rows`` for every policy of ``summary.json`` that has that file."""
+    from common.specs import safe_name
+
+    try:
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            policies = [p["policy"] for p in json.load(f)["policies"]]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
+        return {}
+    out = {p: _rows(os.path.join(run_dir, safe_name(p), "cluster.csv")) for p in policies}
+    return {p: rows for p, rows in out.items() if rows}
+
+
+def write_cluster_plot(run_dir: str) -> list[str]:
+    """``cluster.png`` (see the module docstring). Returns the PNG paths written."""
+    series = cluster_by_policy(run_dir)
+    if not series or max(len(rows) for rows in series.values()) < 2:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(CLUSTER_PANELS), figsize=(4.2 * len(CLUSTER_PANELS), 3.6), squeeze=False)
+    for ax, (column, label) in zip(axes[0], CLUSTER_PANELS, strict=True):
+        scale = 1e-9 if column == "comm_overhead_bytes" else 1.0
+        for policy, rows in series.items():
+            points = [(_number(r["time_s"]), _number(r[column])) for r in rows]
+            points = [(t, v * scale) for t, v in points if t is not None and v is not None]
+            ax.step([t for t, _ in points], [v for _, v in points], where="post", label=policy)
+        ax.set_xlabel("time, paper-scale s (each arrival)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("the cluster at each arrival (Titan's metrics; cluster.csv per policy)", fontsize=9)
+    fig.tight_layout()
+    path = os.path.join(run_dir, "cluster.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
 def write_file_plots(run_dir: str) -> list[str]:
     """Every plot of this module that the run's files allow. Returns the PNG paths written."""
-    return write_jct_cdf(run_dir) + write_links_plot(run_dir)
+    return write_jct_cdf(run_dir) + write_links_plot(run_dir) + write_cluster_plot(run_dir)

@@ -24,6 +24,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
 from experiment.reporting.breakdown import BucketComparison
+from experiment.reporting.cluster_metrics import ClusterFigures
 from experiment.reporting.ina_results import InaResult
 from experiment.reporting.validation import (
     Comparison,
@@ -321,6 +322,9 @@ class PolicySummary:
         makespan_s: the end of the last job's last run (None: not recorded).
         jct_over_duration_mean: mean over jobs from a trace of JCT / trace duration, queueing
             and network together (None: no job from a trace).
+        cluster: the cluster over the run in the Titan paper's metrics (used machines, fragmentation
+            rate, communication overhead, profit rate, machine hours:
+            :class:`experiment.reporting.cluster_metrics.ClusterFigures`; None: not computed).
     """
 
     policy: str
@@ -350,6 +354,7 @@ class PolicySummary:
     buckets: tuple[BucketComparison, ...] = ()
     """Every job's buckets, measured against the simulator's estimate (:mod:`experiment.reporting.breakdown`;
     empty where either side has no per-bucket times)."""
+    cluster: ClusterFigures | None = None
 
     @property
     def emulated(self) -> EmulatedFigures:
@@ -413,6 +418,7 @@ class PolicySummary:
             "jct_over_duration_mean": self.jct_over_duration_mean,
             "jobs": {j.job: j.to_dict() for j in self.jobs},
             "buckets": [b.to_dict() for b in self.buckets],
+            "cluster": dataclasses.asdict(self.cluster) if self.cluster is not None else None,
             **({"ina": self.ina.to_dict()} if self.ina is not None else {}),
         }
 
@@ -424,12 +430,13 @@ class PolicySummary:
         Raises:
             KeyError, TypeError, ValueError: the entry is not one :meth:`to_dict` writes.
         """
-        values = _fields(cls, data, skip=("jobs", "measured", "ina", "buckets"))
-        ina = data.get("ina")
+        values = _fields(cls, data, skip=("jobs", "measured", "ina", "buckets", "cluster"))
+        ina, cluster = data.get("ina"), data.get("cluster")
         return cls(**values, jobs=tuple(JobSummary.from_dict(name, j) for name, j in data["jobs"].items()),
                    measured=EmulatedFigures.from_dict(data),
                    ina=InaResult.from_dict(ina) if ina is not None else None,
-                   buckets=tuple(BucketComparison.from_dict(b) for b in data.get("buckets", ())))
+                   buckets=tuple(BucketComparison.from_dict(b) for b in data.get("buckets", ())),
+                   cluster=ClusterFigures(**cluster) if cluster is not None else None)
 
     @property
     def ina_packets_per_ps_packet(self) -> float | None:
@@ -499,6 +506,8 @@ class PolicyRun:
             or logged themselves (:class:`experiment.run.loop.PlacerDecision`; Cassini's log, §8.6).
         timeline: every job's iterations and their Up phases (:class:`experiment.reporting.timeline.UpPhase`;
             ``<policy>/timeline.csv`` and ``timelines.png``), empty where nothing was recorded.
+        cluster: the cluster at each arrival (:class:`experiment.reporting.cluster_metrics.ClusterSample`;
+            ``<policy>/cluster.csv`` and ``cluster.png``), empty where no job was placed.
     """
 
     summary: PolicySummary
@@ -507,3 +516,4 @@ class PolicyRun:
     starts: tuple[dict, ...] = ()
     decisions: tuple[dict, ...] = ()
     timeline: tuple = ()
+    cluster: tuple = ()

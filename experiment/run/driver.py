@@ -258,8 +258,9 @@ def _estimator(backend: ExperimentBackend) -> ScheduleEstimator | None:
 def _write_policy_files(pdir: str, run: PolicyRun, shared: Mapping[str, Sequence[str]]) -> None:
     """``<policy>/placements.json``, ``starts.json``, ``summary.json``, ``timeline.csv`` and
     ``profiles.json`` (when iterations were recorded; :mod:`experiment.reporting.profiles`, ``shared`` saying who
-    shared links with whom) and, for a placer that times jobs or logs its decisions, ``decisions.json``,
-    from every back end alike."""
+    shared links with whom), ``cluster.csv`` (:mod:`experiment.reporting.cluster_metrics`) and, for a placer
+    that times jobs or logs its decisions, ``decisions.json``, from every back end alike."""
+    from experiment.reporting import cluster_metrics
     from experiment.reporting.profiles import run_profiles
 
     results.write_json(os.path.join(pdir, "placements.json"), list(run.placements))
@@ -268,6 +269,8 @@ def _write_policy_files(pdir: str, run: PolicyRun, shared: Mapping[str, Sequence
     if run.timeline:
         write_timeline_csv(os.path.join(pdir, "timeline.csv"), run.timeline)
         results.write_json(os.path.join(pdir, "profiles.json"), run_profiles(pdir, shared, run.timeline))
+    if run.cluster:
+        cluster_metrics.write_csv(os.path.join(pdir, "cluster.csv"), run.cluster)
     results.write_json(os.path.join(pdir, "starts.json"), list(run.starts))
     results.write_json(os.path.join(pdir, "summary.json"), run.summary.to_dict())
 

@@ -74,6 +74,51 @@ def batch_starts(loop: LoopResult) -> tuple[StartRecord, ...]:
     return tuple(StartRecord(i, st.time_s, st.placement) for i, st in zip(index, loop.starts, strict=True))
 
 
+def cluster_over_run(cfg, g, loop: LoopResult, jobs: Sequence[ExperimentJob]):
+    """The cluster at each arrival of a policy's run and its figures over the run, in the Titan
+    paper's metrics (:mod:`experiment.reporting.cluster_metrics`): every placed run of ``loop`` as a
+    span, the config's background load, each job's one allreduce costed by Titan's pattern of its
+    collective. Returns ``(samples, figures)``."""
+    from experiment.reporting import cluster_metrics as cm
+    from jobs.models import get_model
+    from placement.titan_patterns import COLLECTIVES, comm_pattern, pair_totals
+
+    placed: dict[str, list] = {}  # each job's starts in order; its k-th run is its k-th start's
+    for st in loop.starts:
+        placed.setdefault(st.job, []).append(st)
+    spans, seen = [], {}
+    for r in loop.runs:
+        k = seen[r.job] = seen.get(r.job, -1) + 1
+        st = placed.get(r.job, [])[k] if k < len(placed.get(r.job, [])) else None
+        if st is not None and st.placement is not None:
+            spans.append(cm.JobSpan(r.job, st.time_s, max(st.time_s, r.end_s), st.placement))
+    ran: dict[str, float] = {}
+    for s in spans:
+        ran[s.job] = ran.get(s.job, 0.0) + (s.end_s - s.start_s)
+
+    totals: dict[tuple, dict] = {}  # one pattern's pair totals per collective, size and model
+
+    def overhead(job: ExperimentJob):
+        if job.collective not in COLLECTIVES:
+            return lambda p: None
+        size = get_model(job.model).param_bytes
+
+        def cross_bytes(p) -> float:
+            key = (job.collective, len(p.slots), size)
+            if key not in totals:
+                totals[key] = pair_totals(comm_pattern(*key))
+            machine = [slot.machine for slot in p.slots]
+            return sum(v for (a, b), v in totals[key].items() if machine[a] != machine[b])
+
+        return cross_bytes
+
+    terms = {j.name: cm.JobTerms(j.workers, j.duration_s if j.duration_s is not None else ran.get(j.name, 0.0),
+                                 overhead(j)) for j in jobs}
+    gpus = {n: d["gpus"] for n, d in g.nodes(data=True) if d["role"] == "machine"}
+    series = cm.samples(gpus, cfg.background, spans, (j.arrival_s for j in jobs), terms)
+    return series, cm.ClusterFigures.of(series, cm.machine_hours(gpus, cfg.background, spans, terms))
+
+
 @dataclasses.dataclass(frozen=True)
 class PolicyLoop:
     """One policy's loop on a clock (:func:`run_policy_loop`), with what its summary takes beyond the
@@ -84,12 +129,15 @@ class PolicyLoop:
         loop: the loop's result.
         starts: every start, with its batch (:func:`batch_starts`).
         states: the machines in use and fragmented as each batch started.
+        cluster, cluster_figures: the cluster at each arrival and over the run (:func:`cluster_over_run`).
     """
 
     jobs: tuple[ExperimentJob, ...]
     loop: LoopResult
     starts: tuple[StartRecord, ...]
     states: tuple[tuple[int, int], ...]
+    cluster: tuple = ()
+    cluster_figures: Any = None
 
     def policy_run(self, summary, timeline: Sequence = ()):
         """The :class:`experiment.reporting.summary.PolicyRun` of this loop with ``summary`` (and the jobs'
@@ -98,7 +146,7 @@ class PolicyLoop:
 
         return PolicyRun(summary, None, tuple(s.to_dict() for s in last_starts(self.starts)),
                          tuple(s.to_dict() for s in self.starts), tuple(d.to_dict() for d in self.loop.decisions),
-                         tuple(timeline))
+                         tuple(timeline), self.cluster)
 
 
 def run_policy_loop(cfg, g, spec: str, clock: Backend,
@@ -126,7 +174,8 @@ def run_policy_loop(cfg, g, spec: str, clock: Backend,
 
     jobs = tuple(experiment_jobs(cfg, g))
     loop = place_and_run(cfg, g, spec, clock, on_event=noting, cluster=cluster)
-    return PolicyLoop(jobs, loop, batch_starts(loop), tuple(states))
+    series, figures = cluster_over_run(cfg, g, loop, jobs)
+    return PolicyLoop(jobs, loop, batch_starts(loop), tuple(states), series, figures)
 
 
 def summarise_loop(cfg, spec: str, run: PolicyLoop, backend: str, wall_time_s: float,
@@ -163,7 +212,7 @@ def summarise_loop(cfg, spec: str, run: PolicyLoop, backend: str, wall_time_s: f
         jobs=tuple(per_job),
         distribution_efficiency=distribution_efficiency((j.iterations_recorded, j.compute_mean_s, j.jct_s)
                                                         for j in per_job),
-        backend=backend, **completion_figures(per_job))
+        backend=backend, cluster=run.cluster_figures, **completion_figures(per_job))
 
 
 def _loop_jobs(run: PolicyLoop, figures: Callable[[str], Any] | None, phases: Mapping[str, dict]) -> list:
