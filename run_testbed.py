@@ -573,6 +573,11 @@ def main(argv=None) -> int:
             raise
         print(line, file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader of the output left (``... | head``): nothing more to say, and nowhere to say it;
+        # stdout goes to /dev/null so the interpreter's last flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def _main(argv) -> int:

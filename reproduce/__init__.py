@@ -18,11 +18,12 @@ from reproduce.cassini import CassiniFig42, CassiniFig411
 from reproduce.mltcp import Mltcp
 from reproduce.netpack import NetPackFig9, NetPackFig11, NetPackFig12, NetPackFig13, NetPackFig14
 from reproduce.tiresias import Tiresias60Job
-from reproduce.titan import TitanFig1, TitanSim
+from reproduce.titan import TitanFig1, TitanSim, TitanTestbed
 
 REPRODUCTIONS: dict[str, type[Reproduction]] = {
     "titan-fig1": TitanFig1,
     "titan-sim": TitanSim,
+    "titan-testbed": TitanTestbed,
     "tiresias-60job": Tiresias60Job,
     "netpack-fig9": NetPackFig9,
     "netpack-fig11": NetPackFig11,

@@ -137,7 +137,8 @@ class Reproduction(abc.ABC):
         setup: the paper's setup and metric for it, in a sentence.
         differs: where ours differs from that setup ("": nowhere).
         backends: the back ends it runs on; the first is the default.
-        minutes: its run time on a 2-core machine at the default settings, minutes (for ``--list``).
+        minutes: its run time on a 2-core machine on its default back end (the first), minutes (for
+            ``--list``); None: not measured there yet.
     """
 
     name: ClassVar[str]
@@ -147,7 +148,7 @@ class Reproduction(abc.ABC):
     setup: ClassVar[str]
     differs: ClassVar[str] = ""
     backends: ClassVar[tuple[str, ...]] = ("sim",)
-    minutes: ClassVar[float]
+    minutes: ClassVar[float | None]
 
     @abc.abstractmethod
     def check(self, backend: str) -> str:

@@ -218,7 +218,7 @@ class NetPackFig11(_NetPackSweep):
                "models drawn from the paper's pool); the PAT in Gbit/s for the switch memory; one run (the jobs "
                "are fixed)")
     backends = ("emu", "sim")
-    minutes = 70.0
+    minutes = None
     config = CONFIG_TESTBED
     vary = "ina.pat_gbps=0,25,50,100,200"
     seeds = (1,)
@@ -320,7 +320,7 @@ class NetPackFig13(Reproduction):
                "and Normal(2, 2) demands in its place, the models and arrivals kept; PAT 100 Gbit/s (the paper's "
                "is not stated); one run")
     backends = ("emu", "sim")
-    minutes = 15.0
+    minutes = None
     policies = (REFERENCE, "comb")
     sensitivity = Sensitivity(LARGEST_VS_COMB, "the servers' link rate (Gbit/s)",
                               "topology.host_bw_mbps=100000,50000,25000,10000", (1,),

@@ -101,7 +101,10 @@ def write(out_dir: str, repro: Reproduction, outcome: Outcome, backend: str, wal
 
 def catalogue_lines() -> list[str]:
     """``reproduce --list``: every reproduction, where its numbers come from, its back ends and run time."""
-    rows = [[name, cls.paper, cls.source, ", ".join(cls.backends), f"{cls.minutes:g}" if cls.minutes >= 1 else "<1"]
+    def minutes(m: float | None) -> str:
+        return "-" if m is None else f"{m:g}" if m >= 1 else "<1"
+
+    rows = [[name, cls.paper, cls.source, ", ".join(cls.backends), minutes(cls.minutes)]
             for name, cls in REPRODUCTIONS.items()]
     table = format_table(["name", "paper", "reproduces", "back ends", "minutes"], rows)
     claims = []
@@ -109,4 +112,5 @@ def catalogue_lines() -> list[str]:
         claims += [f"  {name}: {cls.claim}.", f"    the paper's setup: {cls.setup}.",
                    f"    ours differs: {cls.differs or 'nowhere'}."]
     return [*table.splitlines(), "", "What each paper reports, on what setup, and where ours differs:", *claims, "",
-            "run one: python3 run_testbed.py reproduce NAME   (minutes measured on a 2-core machine)"]
+            "run one: python3 run_testbed.py reproduce NAME   (minutes measured on a 2-core machine, on the first "
+            "back end; -: not measured there yet)"]

@@ -41,9 +41,10 @@ def check_sweep(cfg, vary: str, seeds: Sequence[int], backend: str) -> str:
     return f"{runs} runs of {cfg.name} ({vary}, {len(seeds)} seed{'s' if len(seeds) > 1 else ''})"
 
 
-def run_config(cfg, ctx: Context, label: str):
+def run_config(cfg, ctx: Context, label: str, incomplete_ok: bool = False):
     """Run every policy of ``cfg`` on the context's back end into ``label/``; the
-    :class:`experiment.run.driver.RunOutcome`.
+    :class:`experiment.run.driver.RunOutcome` (with ``incomplete_ok``, also where some policy could
+    not place every job: a result the reproduction reports).
 
     Raises:
         PolicyIncomplete: some policy could not place every job (the others' results are written).
@@ -54,7 +55,7 @@ def run_config(cfg, ctx: Context, label: str):
 
     with open(os.devnull, "w") as report:  # the run's report.txt keeps its tables; the reproduction prints its own
         out = execute(cfg, make_backend(ctx.backend), say=ctx.say, run_dir=ctx.path(label), stream=report)
-    if out.unplaced:
+    if out.unplaced and not incomplete_ok:
         raise out.incomplete()
     return out
 

@@ -112,6 +112,19 @@ def test_run_overrides_are_validated(main_in_process, capsys, args, pattern):
     assert err.count("\n") == 1 and err.startswith("error: ") and pattern in err, err
 
 
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """Output piped into a reader that has gone (``... | head``): exit code 141, as a shell's SIGPIPE,
+    and nothing on stderr."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        cp = subprocess.run([*CLI, "reproduce", "--list"], stdout=write, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, timeout=60)
+    finally:
+        os.close(write)
+    assert (cp.returncode, cp.stderr) == (141, "")
+
+
 @pytest.mark.parametrize("args, pattern", [
     (["--iterations", "abc"], "error: argument --iterations: invalid int value: 'abc' (see run_testbed.py run -h)"),
     (["run", "--container", "podman"], "error: argument --container: invalid choice: 'podman'"),
