@@ -313,7 +313,7 @@ def cmd_report(args) -> int:
 def cmd_reproduce(args) -> int:
     """Run reproductions of the papers' headline results (or list them); ours beside the paper's."""
     from reproduce import REPRODUCTIONS
-    from reproduce.run import catalogue_lines, run_reproduction
+    from reproduce.run import catalogue_lines, run_reproduction, summary_lines, summary_rows, write_summary
 
     if args.list or not args.names:
         print("\n".join(catalogue_lines()))
@@ -325,11 +325,17 @@ def cmd_reproduce(args) -> int:
             raise ConfigError(f"reproduce: no reproduction {name!r}; valid: {', '.join(REPRODUCTIONS)}, all")
     say = _say(args)
     with results.handed_to_invoker(args.results):
+        dirs = []
         for name in names:
             # all: each on --backend where it offers it, else on its own (a named one is refused instead)
             backend = None if every and args.backend not in REPRODUCTIONS[name].backends else args.backend
-            run_reproduction(name, args.results, backend=backend, workers=args.workers, say=say,
-                             say_table=lambda line: print(line, flush=True))
+            dirs.append(run_reproduction(name, args.results, backend=backend, workers=args.workers, say=say,
+                                         say_table=lambda line: print(line, flush=True)))
+        if len(dirs) > 1:
+            rows = summary_rows(dirs)
+            lines = summary_lines(rows)
+            print("\n" + "\n".join(lines) + f"\nwritten: {write_summary(args.results, rows, lines)}/summary.txt, "
+                  "summary.csv", flush=True)
     return 0
 
 

@@ -10,6 +10,7 @@ figure with its ratio, the notes and the run's wall time), ``reproduction.csv`` 
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import time
@@ -114,3 +115,69 @@ def catalogue_lines() -> list[str]:
     return [*table.splitlines(), "", "What each paper reports, on what setup, and where ours differs:", *claims, "",
             "run one: python3 run_testbed.py reproduce NAME   (minutes measured on a 2-core machine, on the first "
             "back end; -: not measured there yet)"]
+
+
+CLOSE = 0.2
+"""A figure within this share of the paper's value (the nearest end of its range) counts as close."""
+VERDICTS = ("close", "explained", "differs", "not measured")
+
+
+def verdict(figure: dict, explanations: list[dict]) -> str:
+    """Where one figure of ``reproduction.json`` stands: ``close`` (within :data:`CLOSE` of the paper's,
+    or on its value where that is 0), ``explained`` (not close, and a swept parameter reaches the
+    paper's number: the run's explanation of that quantity), ``differs`` or ``not measured``."""
+    if figure["ours"] is None:
+        return "not measured"
+    ratio = figure["ratio"]
+    if figure["agrees"] or (ratio is not None and abs(ratio - 1.0) <= CLOSE):
+        return "close"
+    if any(e["quantity"] == figure["quantity"] and e["reaches"] is not None for e in explanations):
+        return "explained"
+    return "differs"
+
+
+def summary_rows(out_dirs: list[str]) -> list[dict]:
+    """One row per reproduction run into ``out_dirs``: its paper, back end, run time and how many of
+    its figures are in each :data:`VERDICTS`."""
+    rows = []
+    for out_dir in out_dirs:
+        with open(os.path.join(out_dir, "reproduction.json")) as f:
+            data = json.load(f)
+        counts = dict.fromkeys(VERDICTS, 0)
+        for figure in data["figures"]:
+            counts[verdict(figure, data["explanations"])] += 1
+        rows.append({"name": data["name"], "paper": data["paper"], "backend": data["backend"],
+                     "minutes": data["wall_s"] / 60.0, **counts, "dir": out_dir})
+    return rows
+
+
+def summary_lines(rows: list[dict]) -> list[str]:
+    """The table ``reproduce all`` ends with: per reproduction, then per paper, the figures close to
+    the paper's, explained by one swept parameter, different, or not measured."""
+    papers: dict[str, dict] = {}
+    for r in rows:
+        p = papers.setdefault(r["paper"], {"minutes": 0.0, **dict.fromkeys(VERDICTS, 0)})
+        p["minutes"] += r["minutes"]
+        for v in VERDICTS:
+            p[v] += r[v]
+    head = ["reproduction", "paper", "back end", "minutes", *VERDICTS]
+    table = [[r["name"], r["paper"], r["backend"], f"{r['minutes']:.1f}", *(str(r[v]) for v in VERDICTS)]
+             for r in rows]
+    table += [[f"all of {name}", name, "", f"{p['minutes']:.1f}", *(str(p[v]) for v in VERDICTS)]
+              for name, p in papers.items()]
+    return [f"The reproductions, figure by figure: close = within {CLOSE:.0%} of the paper's, explained = one "
+            f"swept parameter reaches it:", *format_table(head, table).splitlines()]
+
+
+def write_summary(results_dir: str, rows: list[dict], lines: list[str]) -> str:
+    """``<results>/<time>-reproduce-all/``: ``summary.txt`` (the table) and ``summary.csv`` (its rows, with
+    each reproduction's directory); the directory."""
+    out_dir = os.path.abspath(results.make_run_dir("reproduce-all", results_dir))
+    with open(os.path.join(out_dir, "summary.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(out_dir, "summary.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["name"])
+        w.writeheader()
+        w.writerows(rows)
+    results.write_status(out_dir, "complete")
+    return out_dir

@@ -30,7 +30,8 @@ def test_every_reproduction_validates_what_it_would_run(name, backend):
     """Each reproduction's configs (every sweep point) are valid on each back end it offers, checked
     without running; the registry's keys are the reproductions' names."""
     repro = get(name)
-    assert repro.name == name and repro.paper and repro.source and repro.claim and (repro.minutes is None or repro.minutes > 0)
+    assert repro.name == name and repro.paper and repro.source and repro.claim
+    assert repro.minutes is None or repro.minutes > 0
     assert set(repro.backends) <= {*BACKENDS, "durations"}
     what = repro.check(backend)
     assert isinstance(what, str) and what
@@ -399,6 +400,35 @@ class _Explained(_Refused):
         s = Sensitivity("x", "p", "a.b=1,2", (1,), "not stated")
         return Outcome((Figure("x", 1.0, (2.0, 2.0), "Fig. 1"),), ("a note",),
                        explanations=(Explanation(s, 2.0, ((1.0, 1.0), (2.0, 3.0))),))
+
+
+def test_the_summary_counts_each_papers_figures_close_explained_different_or_missing(tmp_path):
+    """Within 20% of the paper's nearest end is close (1.15, and an exact 0 on a 0); far but reached by
+    its swept parameter is explained; far and not reached, or not swept, differs; None is not measured.
+    Per paper, the counts and minutes add up."""
+    from reproduce.run import summary_lines, summary_rows, verdict
+
+    explained = [{"quantity": "b", "reaches": 30.0}, {"quantity": "c", "reaches": None}]
+
+    def fig(q, ours, ratio, agrees):
+        return {"quantity": q, "ours": ours, "ratio": ratio, "agrees": agrees}
+
+    figures = [fig("a", 1.15, 1.15, False), fig("z", 0.0, None, True), fig("b", 10.0, 0.2, False),
+               fig("c", 10.0, 0.2, False), fig("d", 3.0, 3.0, False), fig("e", None, None, None)]
+    assert [verdict(f, explained) for f in figures] == ["close", "close", "explained", "differs", "differs",
+                                                         "not measured"]
+    dirs = []
+    for name, paper, wall_s in (("one", "P", 60.0), ("two", "P", 30.0), ("three", "Q", 6.0)):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "reproduction.json").write_text(json.dumps({"name": name, "paper": paper, "backend": "sim",
+                                                         "wall_s": wall_s, "figures": figures,
+                                                         "explanations": explained}))
+        dirs.append(str(d))
+    rows = summary_rows(dirs)
+    assert [(r["close"], r["explained"], r["differs"], r["not measured"]) for r in rows] == [(2, 1, 2, 1)] * 3
+    lines = summary_lines(rows)
+    assert any(line.split()[:8] == ["all", "of", "P", "P", "1.5", "4", "2", "4"] for line in lines), lines
 
 
 def test_an_explained_gap_is_printed_and_written(tmp_path, monkeypatch):
