@@ -38,7 +38,7 @@ def test_every_reproduction_validates_what_it_would_run(name, backend):
 
 
 def test_unknown_names_and_back_ends_are_refused_with_the_valid_ones():
-    with pytest.raises(ConfigError, match="valid: titan-fig1, titan-sim, titan-testbed, tiresias-60job"):
+    with pytest.raises(ConfigError, match="valid: titan-fig1, titan-sim, titan-testbed, tiresias-60job, netpack-fig7"):
         get("titan-fig2")
     with pytest.raises(ConfigError, match="runs on durations, not 'sim'"):
         choose_backend(get("tiresias-60job"), "sim")
@@ -140,6 +140,21 @@ def test_titan_testbed_compares_at_the_papers_points_and_says_who_could_not_plac
     assert sorted(os.listdir(out)) == sorted([f"{m}-{w}" for m in ("resnet50", "vgg16") for w in (4, 6, 8, 10, 12)]
                                              + ["reproduction.csv", "reproduction.json", "reproduction.png",
                                                 "reproduction.txt", "status.json"])
+
+
+def test_fig7s_gains_are_each_baselines_jct_and_de_against_netpacks():
+    """NetPack at JCT 10 s and DE 0.8; GB at 14.5 s and 0.5: a JCT reduction of 14.5 / 10 - 1 = 45% and a DE
+    improvement of 0.8 / 0.5 - 1 = 60% in the paper's reading; a baseline without a JCT is left out."""
+    from types import SimpleNamespace
+
+    from reproduce.netpack import NetPackFig7
+
+    def run(jct, de):
+        return SimpleNamespace(summary=SimpleNamespace(jct_mean_s=jct, distribution_efficiency=de))
+
+    out = SimpleNamespace(runs={"netpack": run(10.0, 0.8), "gpu_balance": run(14.5, 0.5), "tetris": run(None, None)})
+    jct, de = NetPackFig7.gains(out)
+    assert jct == {"gpu_balance": pytest.approx(45.0)} and de == {"gpu_balance": pytest.approx(60.0)}
 
 
 def test_netpacks_average_reduction_is_the_mean_over_the_papers_five_baselines():
