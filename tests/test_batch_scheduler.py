@@ -40,6 +40,23 @@ def test_a_period_start_hands_out_its_batch_once_and_running_jobs_are_never_pree
     assert again.start == () and again.preempt == () and again.wake_s == 30.0
 
 
+def test_on_a_clock_that_runs_on_a_start_is_the_first_call_after_the_wake_it_asked_for():
+    """The emulator's clock is past 0 at the loop's first call and past each wake when it comes back: that
+    first call hands out period 0's batch and the wake's call the next one's; a call in the middle of a
+    period (a job's arrival or end) hands out nothing, and neither does the first call in a period
+    nobody asked to be woken at (no job was waiting at its start)."""
+    s = BatchScheduler(period_s=1.0)
+    assert s.schedule([JobStatus("a", 2, 0.0)], 8, 0.0004).start == ("a",)
+    jobs = [JobStatus("a", 2, 0.0, running=True), JobStatus("b", 2, 0.3)]
+    assert s.schedule(jobs, 8, 0.3002).start == () and s.schedule(jobs, 8, 0.71).start == ()
+    assert s.schedule(jobs, 8, 1.0031).start == ("b",)
+    idle = BatchScheduler(period_s=1.0)
+    assert idle.schedule([], 8, 0.0002).wake_s is None
+    late = idle.schedule([JobStatus("c", 2, 1.4)], 8, 1.4001)  # period 1 began with nothing waiting
+    assert late.start == () and late.wake_s == 2.0
+    assert idle.schedule([JobStatus("c", 2, 1.4)], 8, 2.0007).start == ("c",)
+
+
 def test_no_waiting_job_means_no_wake_up():
     d = BatchScheduler(period_s=10.0).schedule([JobStatus("a", 1, 0.0, running=True)], 8, 20.0)
     assert d.start == () and d.wake_s is None
