@@ -97,9 +97,10 @@ def cmd_run(args) -> int:
     from experiment.config.overrides import apply_settings
     from experiment.run.driver import run_experiment
 
-    if args.cli and not backend_class(args.backend).opens_cli:
-        raise ConfigError(f"--cli opens Mininet's CLI on an emulated fabric; the {backend_class(args.backend).what} "
-                          f"has none (use --backend emu)")
+    chosen = backend_class(args.backend)
+    if args.cli and not chosen.opens_cli:
+        raise ConfigError(f"--cli opens Mininet's CLI on an emulated fabric; the {chosen.what} has none (use "
+                          f"--backend emu)")
     cfg = apply_settings(config.load(args.config), args.set)
     changes = {}
     if args.iterations is not None:

@@ -30,8 +30,7 @@ def placement_lines(spec: str, runs: Sequence, hosts: Sequence[str], switch: str
     commands to try on ``hosts`` (two machines) and ``switch``."""
     lines = [f"  {spec} placed {len(runs)} job{'s' if len(runs) != 1 else ''}; none has started:"]
     for job, p in runs:
-        machines = ", ".join(p.machines) if p is not None else "no machine"
-        lines.append(f"    {job.name}: {job.model}, {job.collective}, {job.workers} workers on {machines}")
+        lines.append(f"    {job.name}: {job.model}, {job.collective}, {job.workers} workers on {', '.join(p.machines)}")
     lines.append(f"  Mininet's CLI on the live fabric: {hint(hosts[0], hosts[-1], switch)}; exit or Ctrl-D goes "
                  f"on (not timed, not counted)")
     return lines
@@ -74,9 +73,9 @@ def _cli_session() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
-def open_cli(mn, spec: str, runs: Sequence, say: Callable[[str], None], stdin=None) -> float:
-    """Print the placement of ``runs`` and open Mininet's CLI on ``mn`` until the user leaves it;
-    returns the seconds it was open."""
+def open_cli(mn, spec: str, runs: Sequence, say: Callable[[str], None], stdin=None) -> None:
+    """Print the placement of ``runs`` (every job placed: the emulator runs placed jobs only) and open
+    Mininet's CLI on ``mn`` until the user leaves it."""
     from mininet.cli import CLI
 
     for line in placement_lines(spec, runs, [h.name for h in mn.hosts[:2]], mn.switches[0].name):
@@ -84,6 +83,4 @@ def open_cli(mn, spec: str, runs: Sequence, say: Callable[[str], None], stdin=No
     t = time.monotonic()
     with _cli_session():
         CLI(mn, stdin=stdin or sys.stdin)
-    open_s = time.monotonic() - t
-    say(f"  left the CLI after {open_s:.1f} s; {spec}'s jobs start")
-    return open_s
+    say(f"  left the CLI after {time.monotonic() - t:.1f} s; {spec}'s jobs start")

@@ -371,7 +371,6 @@ class NetPackFig13(Reproduction):
     def run(self, ctx: Context) -> Outcome:
         from experiment import backend_class
         from experiment.config.overrides import apply_settings
-        from experiment.run.sweep_spec import parse_vary
 
         configs = self.configs()
         cut, notes = self.reductions(configs, ctx, "runs")
@@ -380,21 +379,20 @@ class NetPackFig13(Reproduction):
                    *(Figure(f"JCT reduction against Comb, {kind} workload", cut[kind], (0.0, 63.0), self.source, "%")
                      for kind in WORKLOADS))
         s = self.sensitivity
-        vary = parse_vary(s.vary)
-        points, sim = [], dataclasses.replace(ctx, backend="sim")  # the gap is swept on the simulator
-        for value in vary.values:
-            setting = [f"{vary.name}={value}"]
-            swept, _ = self.reductions({k: apply_settings(c, setting) for k, c in configs.items()}, sim,
-                                       os.path.join("sensitivity", vary.label(value)))
-            points.append((s.scale(value), max((v for v in swept.values() if v is not None), default=None)))
-        explanation = Explanation(s, figures[0].nearest_end, tuple(points))
+
+        def largest(settings, sim, label):
+            swept, _ = self.reductions({k: apply_settings(c, settings) for k, c in configs.items()}, sim, label)
+            return max((v for v in swept.values() if v is not None), default=None)
+
+        explanation = s.sweep(ctx, figures[0].nearest_end, largest)
         plot = draw(ctx.path("reproduction.png"), f"NetPack {self.source}: ours ({backend_class(ctx.backend).what}) "
                                                   f"beside the paper's", (
             Panel("JCT reduction against Comb", "workload", "JCT reduction (%)",
                   (Series(f"ours, {PAPER_READING.formula}", WORKLOADS, tuple(cut[k] for k in WORKLOADS)),),
                   tuple(PaperMark(k, 0.0, 63.0) for k in WORKLOADS), bars=True),
             Panel(f"{s.quantity}: the gap, swept", s.parameter, "JCT reduction (%)",
-                  (Series("ours", *zip(*points, strict=True)),), levels=(("paper", explanation.target),))))
+                  (Series("ours", *zip(*explanation.points, strict=True)),),
+                  levels=(("paper", explanation.target),))))
         notes = (f"JCT reduction read as {PAPER_READING.formula} ({PAPER_READING.name}); the paper gives only the "
                  f"largest, 63%, so each workload's is set against 0-63%", *notes)
         return Outcome(figures, notes, (ctx.path("runs"), ctx.path("sensitivity")), plot, (explanation,))
@@ -506,7 +504,6 @@ class NetPackFig7(Reproduction):
     def run(self, ctx: Context) -> Outcome:
         from experiment import backend_class
         from experiment.config.overrides import apply_settings
-        from experiment.run.sweep_spec import parse_vary
         from reproduce.runs import run_config, trust_note
 
         out = run_config(self.base(), ctx, "run")
@@ -520,13 +517,12 @@ class NetPackFig7(Reproduction):
                    Figure("largest DE improvement over the baselines", max(de.values(), default=None), (46.0, 46.0),
                           "Fig. 8, §6.2", "%"))
         s = self.sensitivity
-        vary, sim = parse_vary(s.vary), dataclasses.replace(ctx, backend="sim")  # the gap is swept on the simulator
-        points = []
-        for value in vary.values:
-            swept = run_config(apply_settings(self.base(), [f"{vary.name}={value}"]), sim,
-                               os.path.join("sensitivity", vary.label(value)))
-            points.append((s.scale(value), min(self.gains(swept)[0].values(), default=None)))
-        explanation = Explanation(s, figures[0].nearest_end, tuple(points))
+
+        def smallest(settings, sim, label):
+            return min(self.gains(run_config(apply_settings(self.base(), settings), sim, label))[0].values(),
+                       default=None)
+
+        explanation = s.sweep(ctx, figures[0].nearest_end, smallest)
         names = PAPER_BASELINES
         ours_jct = (Series("ours", names, tuple(jct.get(p) for p in names)),)
         ours_de = (Series("ours", names, tuple(de.get(p) for p in names)),)
@@ -536,8 +532,8 @@ class NetPackFig7(Reproduction):
                   levels=(("paper's 13%", 13.0), ("paper's 45%", 45.0)), bars=True),
             Panel("DE improvement per baseline", "baseline", "%", ours_de, (),
                   levels=(("paper's 13%", 13.0), ("paper's 46%", 46.0)), bars=True),
-            Panel(f"{s.quantity}: the gap, swept", s.parameter, "%", (Series("ours", *zip(*points, strict=True)),),
-                  levels=(("paper", explanation.target),))))
+            Panel(f"{s.quantity}: the gap, swept", s.parameter, "%",
+                  (Series("ours", *zip(*explanation.points, strict=True)),), levels=(("paper", explanation.target),))))
         notes = [f"JCT reduction read as {PAPER_READING.formula}, DE improvement as DE(NetPack) / DE(baseline) - 1; "
                  f"per baseline: " + ", ".join(f"{p} {number_text(jct.get(p))}% and {number_text(de.get(p))}%"
                                               for p in names),

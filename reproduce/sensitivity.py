@@ -10,9 +10,10 @@ the finding it prints.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 
-from reproduce.base import number_text
+from reproduce.base import Context, number_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +38,18 @@ class Sensitivity:
     paper_says: str
     scale: Callable[[float], float] = float
     at: tuple[str, ...] = ()
+
+    def sweep(self, ctx: Context, target: float,
+              measure: Callable[[list[str], Context, str], float | None]) -> Explanation:
+        """Ours at every value of :attr:`vary`, on the simulator whatever ran the figure:
+        ``measure(settings, sim_ctx, label)`` runs the figure's experiments with ``settings`` (``--set``'s
+        ``KEY=VALUE``) into ``label`` and returns ours; the :class:`Explanation` against ``target``."""
+        from experiment.run.sweep_spec import parse_vary
+
+        vary, sim = parse_vary(self.vary), dataclasses.replace(ctx, backend="sim")
+        return Explanation(self, target, tuple(
+            (self.scale(v), measure([f"{vary.name}={v}"], sim, os.path.join("sensitivity", vary.label(v))))
+            for v in vary.values))
 
     def base(self, cfg):
         """``cfg`` at the compared figure's setting (:attr:`at` applied)."""

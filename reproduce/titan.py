@@ -255,9 +255,10 @@ class TitanTestbed(Reproduction):
     def run(self, ctx: Context) -> Outcome:
         from reproduce.runs import run_config, trust_note
 
+        configs = self.configs()
         got: dict[tuple[str, int], dict[str, dict]] = {}
         notes = []
-        for (model, workers), cfg in self.configs().items():
+        for (model, workers), cfg in configs.items():
             out = run_config(cfg, ctx, f"{model}-{workers}", incomplete_ok=True)
             got[(model, workers)] = {p: testbed_figures(run) for p, run in out.runs.items()}
             if out.unplaced:
@@ -274,7 +275,7 @@ class TitanTestbed(Reproduction):
                 figures.append(Figure(f"{what}, {SIM_NAMES[p]} over Titan, {model} at {workers} workers",
                                       None if not titan or mine is None else mine / titan, (value, value),
                                       TESTBED_SOURCES[what], "x"))
-        base = self.configs()[("vgg16", 12)]
+        base = configs[("vgg16", 12)]
         idle = base.topology.params["hosts_per_leaf"] - sum(1 for b in base.background.values() if b > 0)
         taken = got[("vgg16", 12)].get("titan", {}).get("idle machines taken")
         figures.append(Figure("idle machines Titan leaves at 12 workers (VGG-16)",
@@ -293,4 +294,4 @@ class TitanTestbed(Reproduction):
                  "and iterations per second stand for per epoch and throughput: an epoch is the same iterations "
                  "under every policy); machine hours count every machine in use, background included, while the "
                  "job runs", *notes)
-        return Outcome(tuple(figures), tuple(notes), tuple(ctx.path(f"{m}-{w}") for m, w in self.configs()), plot)
+        return Outcome(tuple(figures), tuple(notes), tuple(ctx.path(f"{m}-{w}") for m, w in configs), plot)
