@@ -10,8 +10,12 @@ import shutil
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from placement.base import Placement
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO = pathlib.Path(ROOT)
@@ -445,6 +449,18 @@ def two_rack_run(iterations: int, model: str = "resnet50", policy: str = "spread
     traffic crosses both leaves and the spine), no plots drawn; ``extra`` is YAML added to it."""
     return (f"{TWO_RACKS}jobs: [{{name: j, model: {model}, workers: 2, collective: ring}}]\n"
             f"policies: [{policy}]\niterations: {iterations}\nwarmup_iterations: 0\nplots: false\n{extra}")
+
+
+def ranks_on(job: str, machines) -> Placement:
+    """A placement of ``job`` with rank ``r`` on ``machines[r]``, each machine's GPUs taken from 0 up."""
+    from placement.base import GpuSlot, Placement
+
+    taken: dict[str, int] = {}
+    slots = []
+    for m in machines:
+        slots.append(GpuSlot(m, taken.get(m, 0)))
+        taken[m] = taken.get(m, 0) + 1
+    return Placement(job, tuple(slots))
 
 
 def run_cli(*args, env=None, timeout=600, **kw) -> subprocess.CompletedProcess:

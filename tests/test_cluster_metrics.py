@@ -10,25 +10,14 @@ import os
 import random
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, ranks_on
 
 from experiment.reporting import cluster_metrics as cm
-from placement.base import GpuSlot, Placement
-
-
-def _placement(job: str, *machines: str) -> Placement:
-    count: dict[str, int] = {}
-    slots = []
-    for m in machines:
-        slots.append(GpuSlot(m, count.get(m, 0)))
-        count[m] = count.get(m, 0) + 1
-    return Placement(job, tuple(slots))
-
 
 GPUS = {"m1": 4, "m2": 4, "m3": 4}
 BACKGROUND = {"m3": 1}
-A = cm.JobSpan("a", 0.0, 100.0, _placement("a", "m1", "m1", "m2", "m2"))  # 2 + 2 GPUs, crosses machines
-B = cm.JobSpan("b", 50.0, 150.0, _placement("b", "m1", "m1"))  # 2 GPUs on m1
+A = cm.JobSpan("a", 0.0, 100.0, ranks_on("a", ["m1", "m1", "m2", "m2"]))  # 2 + 2 GPUs, crosses machines
+B = cm.JobSpan("b", 50.0, 150.0, ranks_on("b", ["m1", "m1"]))  # 2 GPUs on m1
 TERMS = {"a": cm.JobTerms(4, 100.0, lambda p: 6.0e9), "b": cm.JobTerms(2, 300.0, lambda p: None)}
 
 
@@ -72,7 +61,7 @@ def test_the_sweep_agrees_with_recounting_every_sample_from_scratch():
     for k in range(40):
         start = rng.uniform(0, 100)
         machines = [f"m{rng.randrange(8)}" for _ in range(rng.randint(1, 3))]
-        spans.append(cm.JobSpan(f"j{k}", start, start + rng.uniform(1, 30), _placement(f"j{k}", *machines)))
+        spans.append(cm.JobSpan(f"j{k}", start, start + rng.uniform(1, 30), ranks_on(f"j{k}", machines)))
         terms[f"j{k}"] = cm.JobTerms(len(machines), rng.uniform(1, 50), lambda p: float(len(set(p.machines)) - 1))
     arrivals = sorted(rng.uniform(0, 120) for _ in range(30))
     for s in cm.samples(gpus, {}, spans, arrivals, terms):

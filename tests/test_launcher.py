@@ -10,30 +10,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, ranks_on
 
 from common.errors import JobError
 from jobs.models import get_model, scaled_buckets
-from placement.base import GpuSlot, JobRequest, Placement
+from placement.base import JobRequest
 from workers.launcher import Addresses, RankSettings, WorkerSpec, launch, local_exec, plan_workers, wait_all
 
 IPS = {"h1": "10.0.0.1", "h2": "10.0.0.2", "h3": "10.0.0.3"}
 IFNAMES = {"h1": "h1-eth0", "h2": "h2-eth0"}
 
 
-def _placement(job: str, machines: list[str]) -> Placement:
-    seen: dict[str, int] = {}
-    slots = []
-    for m in machines:
-        slots.append(GpuSlot(m, seen.get(m, 0)))
-        seen[m] = seen.get(m, 0) + 1
-    return Placement(job, tuple(slots))
-
-
 def _plan(tmp_path, machines=("h2", "h1", "h2"), model="resnet50", mode="replay", collective="ring", **kw):
     job = JobRequest("j", model, len(machines), collective=collective)
     run = RankSettings(100.0, 5, 1, mode, tmp_path, **kw)
-    return plan_workers(job, _placement("j", list(machines)), get_model(model), run, Addresses(IPS, IFNAMES), 29500)
+    return plan_workers(job, ranks_on("j", list(machines)), get_model(model), run, Addresses(IPS, IFNAMES), 29500)
 
 
 def test_plan_places_ranks_on_slots(tmp_path):
@@ -79,11 +70,11 @@ def test_plan_rejects_inconsistent_inputs(tmp_path):
     args = (get_model("vgg16"), RankSettings(100.0, 1, 0, "replay", tmp_path), Addresses(IPS, IFNAMES))
     kw = dict(master_port=29500)
     with pytest.raises(JobError, match="placement is for job 'k'"):
-        plan_workers(job, _placement("k", ["h1", "h2"]), *args, **kw)
+        plan_workers(job, ranks_on("k", ["h1", "h2"]), *args, **kw)
     with pytest.raises(JobError, match="2 workers but 3 slots"):
-        plan_workers(job, _placement("j", ["h1", "h2", "h2"]), *args, **kw)
+        plan_workers(job, ranks_on("j", ["h1", "h2", "h2"]), *args, **kw)
     with pytest.raises(JobError, match="profile given is 'resnet50'"):
-        plan_workers(job, _placement("j", ["h1", "h2"]), get_model("resnet50"), *args[1:], **kw)
+        plan_workers(job, ranks_on("j", ["h1", "h2"]), get_model("resnet50"), *args[1:], **kw)
 
 
 def test_spec_json_round_trip_and_strictness(tmp_path):
