@@ -231,10 +231,12 @@ def job_evidence(cfg: ExperimentConfig, placements: Sequence[StartRecord], recor
     ranks really allreduced (from their records), its communication time in virtual seconds and,
     for an INA job, its parameter server's machine and the switches that aggregated it (``ina_jobs``)."""
     times = job_iteration_times(records, cfg.dilation)
-    first = {}
+    first, windows = {}, {}
     for r in records:
         if r.rank == 0 and (r.job not in first or r.iteration < first[r.job].iteration):
             first[r.job] = r
+        a, b = windows.get(r.job, (r.start_time_s, r.start_time_s + r.iteration_s))
+        windows[r.job] = (min(a, r.start_time_s), max(b, r.start_time_s + r.iteration_s))
     out = []
     for p in placements:
         job = next(j for j in cfg.jobs if j.name == p.job)
@@ -246,7 +248,7 @@ def job_evidence(cfg: ExperimentConfig, placements: Sequence[StartRecord], recor
             collective=job.collective, bucket_bytes=tuple(rec.bucket_bytes) if rec else (),
             comm_mean_s=sum(comm) / len(comm) if comm else None,
             complete=len(its) == cfg.iterations and all(v.ranks == job.workers for v in its.values()),
-            **_ina_evidence((ina_jobs or {}).get(job.name), cfg.ina.results)))
+            window_s=windows.get(job.name), **_ina_evidence((ina_jobs or {}).get(job.name), cfg.ina.results)))
     return out
 
 

@@ -13,7 +13,6 @@ fidelity monitor).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
@@ -245,7 +244,7 @@ class JobEvidence:
 
     Attributes:
         job: job name.
-        wave: index of the wave the job ran in; only jobs of the same wave ran together.
+        wave: index of the wave the job ran in; jobs of one wave ran together.
         machines_by_rank: machine of each rank.
         collective: collective name (``ring``, ``hd``, ``gloo`` or ``ina``).
         bucket_bytes: size of each gradient bucket reduced per iteration, bytes, at the scale of
@@ -258,6 +257,9 @@ class JobEvidence:
         ina_switches: the switches that aggregated an INA job (its leaves and root; empty: none).
         ina_results: how an INA job's results came back (:data:`sim.ina.RESULTS`).
         ina_values_per_packet: int32 values per packet of an INA job.
+        window_s: when its iterations ran, wall-clock seconds from its first start to its last end
+            (None: not measured); jobs of different waves whose windows overlap ran together too,
+            as jobs arriving one after another do.
     """
 
     job: str
@@ -271,12 +273,21 @@ class JobEvidence:
     ina_switches: tuple[str, ...] = ()
     ina_results: str = "unicast"
     ina_values_per_packet: int = VALUES_PER_PACKET
+    window_s: tuple[float, float] | None = None
+
+    def ran_with(self, other: JobEvidence) -> bool:
+        """Whether this job and ``other`` ran at the same time: the same wave, or overlapping windows."""
+        if self.wave == other.wave:
+            return True
+        a, b = self.window_s, other.window_s
+        return a is not None and b is not None and a[0] < b[1] and b[0] < a[1]
 
     def to_dict(self) -> dict:
         """JSON-serialisable form."""
         return {"job": self.job, "wave": self.wave, "machines_by_rank": list(self.machines_by_rank),
                 "collective": self.collective, "bucket_bytes": list(self.bucket_bytes),
-                "comm_mean_s": self.comm_mean_s, "complete": self.complete}
+                "comm_mean_s": self.comm_mean_s, "complete": self.complete,
+                "window_s": list(self.window_s) if self.window_s else None}
 
 
 @dataclass(frozen=True)
@@ -346,7 +357,8 @@ def job_verdict(evidence: JobEvidence, bound_s: float, contended_with: tuple[str
     Args:
         evidence: the job's measurement.
         bound_s: its contention-free bound, seconds (0 when no transfer leaves a machine).
-        contended_with: names of the jobs of its wave that share a directed link with it.
+        contended_with: names of the jobs that ran with it and shared a directed link (or an
+            aggregator) with it.
         collisions: (step, link) pairs where two of its own transfers met
             (:func:`jobs.steps.job_collisions`).
         latency_bound: no cross-machine transfer of the job reaches :data:`LATENCY_BOUND_FRAMES`
@@ -451,11 +463,12 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
                  mtu: int | None = None) -> list[JobVerdict]:
     """Check every job of a run against its contention-free bound.
 
-    Two jobs of the same wave contend when their sets of directed links
-    (:func:`jobs.steps.job_links`) intersect; jobs of different waves never do. Incomplete
-    jobs count for contention too, since they may have sent traffic before they stopped.
-    Cost: O(n^2) link-set intersections for n jobs in a wave, plus the bounds
-    (:func:`jobs.steps.job_bound_s`).
+    Two jobs that ran together (:meth:`JobEvidence.ran_with`: the same wave, or overlapping
+    windows) contend when their sets of directed links (:func:`jobs.steps.job_links`) intersect,
+    or when both are INA jobs aggregated by one switch (they share its slots and its Peak
+    Aggregation Throughput, which the bound takes to be theirs alone). Incomplete jobs count for
+    contention too, since they may have sent traffic before they stopped. Cost: O(n^2) link-set
+    intersections for n jobs, plus the bounds (:func:`jobs.steps.job_bound_s`).
 
     Args:
         g: topology graph.
@@ -471,15 +484,13 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
         JobError: a job with an unknown collective or a bad bucket size.
     """
     in_fabric = [collective_of(e.collective).aggregates_in_fabric for e in evidence]
-    links = [ina_links(g, e.machines_by_rank, e.ps_host) if fabric
+    links = [ina_links(g, e.machines_by_rank, e.ps_host) | {("aggregator", s) for s in e.ina_switches} if fabric
              else job_links(g, e.machines_by_rank, e.collective, e.bucket_bytes)
              for e, fabric in zip(evidence, in_fabric, strict=True)]
-    by_wave: dict[int, list[int]] = defaultdict(list)
-    for i, e in enumerate(evidence):
-        by_wave[e.wave].append(i)
     out = []
     for i, e in enumerate(evidence):
-        others = dict.fromkeys(evidence[j].job for j in by_wave[e.wave] if j != i and links[i] & links[j])
+        others = dict.fromkeys(o.job for j, o in enumerate(evidence)
+                               if j != i and links[i] & links[j] and e.ran_with(o))
         if in_fabric[i]:
             bound_s, rate = (_ina_busiest(g, rate_mbps, e.machines_by_rank, e.ps_host, e.bucket_bytes, e.ina_switches,
                                           e.ina_results, e.ina_values_per_packet)

@@ -112,9 +112,13 @@ def catalogue_lines() -> list[str]:
     for name, cls in REPRODUCTIONS.items():
         claims += [f"  {name}: {cls.claim}.", f"    the paper's setup: {cls.setup}.",
                    f"    ours differs: {cls.differs or 'nowhere'}."]
+    measured = [cls.minutes for cls in REPRODUCTIONS.values() if cls.minutes is not None]
+    unmeasured = len(REPRODUCTIONS) - len(measured)
+    total = (f"run all: python3 run_testbed.py reproduce all   (about {sum(measured):.0f} minutes for the "
+             f"{len(measured)} measured" + (f", more for the {unmeasured} not measured yet)" if unmeasured else ")"))
     return [*table.splitlines(), "", "What each paper reports, on what setup, and where ours differs:", *claims, "",
             "run one: python3 run_testbed.py reproduce NAME   (minutes measured on a 2-core machine, on the first "
-            "back end; -: not measured there yet)"]
+            "back end; -: not measured there yet)", total]
 
 
 CLOSE = 0.2

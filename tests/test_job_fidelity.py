@@ -211,6 +211,36 @@ def test_shared_links_in_different_waves_do_not_contend_and_order_is_kept():
         ("a", 0, "contended", ("c",)), ("b", 1, "ok", ()), ("c", 0, "contended", ("a",))]
 
 
+def test_jobs_of_different_waves_contend_while_their_windows_overlap():
+    """Jobs arriving one after another start in different waves but run together: a job of wave 1
+    that starts while one of wave 0 on the same uplink still runs contends with it; one that starts
+    after it ended does not, nor does one without a measured window."""
+    from dataclasses import replace
+
+    a = replace(ev("a", ("h1", "h5"), 8.0, wave=0), window_s=(0.0, 10.0))
+    during = replace(ev("b", ("h1", "h9"), 4.0, wave=1), window_s=(5.0, 20.0))
+    after = replace(ev("c", ("h1", "h13"), 4.0, wave=2), window_s=(21.0, 30.0))
+    unknown = ev("d", ("h1", "h13"), 4.0, wave=3)
+    got = job_verdicts(G, RATES, [a, during, after, unknown])
+    assert [(v.job, v.status, v.contended_with) for v in got] == [
+        ("a", "contended", ("b",)), ("b", "contended", ("a",)), ("c", "ok", ()), ("d", "ok", ())]
+    assert a.ran_with(during) and not during.ran_with(after) and not after.ran_with(unknown)
+    assert a.to_dict()["window_s"] == [0.0, 10.0] and unknown.to_dict()["window_s"] is None
+
+
+def test_ina_jobs_aggregated_by_one_switch_at_once_contend_for_it():
+    """Two INA jobs on disjoint links, each summed at e1 while the other runs, share its slots and
+    its Peak Aggregation Throughput: contended; summed at different switches, each is checked."""
+    from dataclasses import replace
+
+    x = replace(ev("x", ("h1", "h2"), 4.0, collective="ina", buckets=(400_000,)), ps_host="h1", ina_switches=("e1",))
+    y = replace(ev("y", ("h3", "h4"), 4.0, collective="ina", buckets=(400_000,)), ps_host="h3", ina_switches=("e1",))
+    assert [(v.status, v.contended_with) for v in job_verdicts(G, RATES, [x, y])] == [
+        ("contended", ("y",)), ("contended", ("x",))]
+    y = replace(y, ina_switches=("e2",))
+    assert [v.contended_with for v in job_verdicts(G, RATES, [x, y])] == [(), ()]
+
+
 @pytest.mark.parametrize("measured_s,status", [
     (1.0, "ok"), (1.10, "ok"), (0.95, "ok"), (1.1001, "slow"), (0.9499, "fast")])
 def test_ratio_limits_are_inclusive(measured_s, status):

@@ -260,6 +260,28 @@ def test_cassinis_speedup_is_themis_pooled_iteration_times_over_the_policys():
     assert overlapping(SimpleNamespace(jobs=jobs)) == 2
 
 
+def test_cassini_fig411_runs_three_seeds_of_the_theses_jobs_on_its_13_switch_fabric():
+    """Fig. 4.11 runs the thesis's setup: 24 single-GPU machines under 6 ToRs of 2 uplinks, 4
+    aggregation switches and 3 cores (13 switches, 48 links), three seeds of a 40-job trace whose jobs
+    have 200-1,000 iterations and 1-12 workers, each with its Ideal (every job alone)."""
+    from experiment.config import schema as config
+    from reproduce.cassini import BASE, CassiniFig411
+    from topo.schema import switches
+
+    runs = CassiniFig411().configs()
+    assert [seed for seed, _, _ in runs] == [1, 2, 3]
+    assert len({cfg.trace.file for _, cfg, _ in runs}) == 3
+    for seed, cfg, alone in runs:
+        g = config.validate(cfg, backend="sim")
+        assert (len(switches(g)), g.number_of_edges()) == (13, 48)
+        assert all(g.degree(t) == 4 + 2 for t in switches(g) if g.nodes[t]["tier"] == "edge")  # 2:1
+        with open(cfg.trace.file, newline="") as f:
+            jobs = list(csv.DictReader(f))
+        assert len(jobs) == 40 and all(200 <= int(j["iterations"]) <= 1000 and 1 <= int(j["num_gpu"]) <= 12
+                                       for j in jobs)
+        assert alone.policies == (BASE,) and alone.trace.file == cfg.trace.file and alone.seed == seed
+
+
 def test_cassini_fig42_shift_beats_no_shift_at_p90_on_each_job(tmp_path):
     """Fig. 4.2 on the simulator: Cassini's shift lowers each job's and the pooled p90 iteration time
     below the unshifted run's, by the same for both identical jobs; the shift is on one job only, half
