@@ -17,7 +17,7 @@ from reproduce.base import Reproduction
 from reproduce.cassini import CassiniFig42, CassiniFig411
 from reproduce.mltcp import Mltcp
 from reproduce.netpack import NetPackFig7, NetPackFig9, NetPackFig11, NetPackFig12, NetPackFig13, NetPackFig14
-from reproduce.tiresias import Tiresias60Job
+from reproduce.tiresias import Tiresias60Job, Tiresias480Job
 from reproduce.titan import TitanFig1, TitanSim, TitanTestbed
 
 REPRODUCTIONS: dict[str, type[Reproduction]] = {
@@ -25,6 +25,7 @@ REPRODUCTIONS: dict[str, type[Reproduction]] = {
     "titan-sim": TitanSim,
     "titan-testbed": TitanTestbed,
     "tiresias-60job": Tiresias60Job,
+    "tiresias-480job": Tiresias480Job,
     "netpack-fig7": NetPackFig7,
     "netpack-fig9": NetPackFig9,
     "netpack-fig11": NetPackFig11,

@@ -28,6 +28,7 @@ from scheduling.themis import ThemisScheduler
 from scheduling.tiresias import (
     GittinsScheduler,
     LasScheduler,
+    SmallestFirstScheduler,
     SrsfScheduler,
     SrtfScheduler,
     TiresiasScheduler,
@@ -44,6 +45,7 @@ __all__ = [
     "LasScheduler",
     "PriorityScheduler",
     "Scheduler",
+    "SmallestFirstScheduler",
     "SrsfScheduler",
     "SrtfScheduler",
     "ThemisScheduler",
@@ -62,6 +64,7 @@ SCHEDULERS: dict[str, type[Scheduler]] = {
     "gittins": GittinsScheduler,
     "srsf": SrsfScheduler,
     "srtf": SrtfScheduler,
+    "sf": SmallestFirstScheduler,
     "themis": ThemisScheduler,
     "batch": BatchScheduler,
 }

@@ -267,6 +267,22 @@ class SrtfScheduler(SrsfScheduler):
         return super().key(job) / job.workers
 
 
+class SmallestFirstScheduler(PriorityScheduler):
+    """Smallest first: fewest GPUs first (Tiresias Table 1's SF, ``docs/resolutions.md`` Tiresias §6.4);
+    preemptive, re-decided at every call as the authors' simulator's ``sjf`` does (the paper does
+    not say whether SF preempts). Needs no knowledge of a job's length.
+
+    Args:
+        seed: unused (deterministic); kept for the common interface.
+    """
+
+    name = "sf"
+
+    def key(self, job: JobStatus) -> float:
+        """The job's GPU count."""
+        return float(job.workers)
+
+
 class _QueueState:
     """Tiresias' bookkeeping for one job (``docs/resolutions.md`` Tiresias §3.7 per-job state).
 

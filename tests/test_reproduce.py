@@ -38,7 +38,7 @@ def test_every_reproduction_validates_what_it_would_run(name, backend):
 
 
 def test_unknown_names_and_back_ends_are_refused_with_the_valid_ones():
-    with pytest.raises(ConfigError, match="valid: titan-fig1, titan-sim, titan-testbed, tiresias-60job, netpack-fig7"):
+    with pytest.raises(ConfigError, match="valid: titan-fig1, titan-sim, titan-testbed, tiresias-60job, tiresias-480job, netpack-fig7"):
         get("titan-fig2")
     with pytest.raises(ConfigError, match="runs on durations, not 'sim'"):
         choose_backend(get("tiresias-60job"), "sim")
@@ -93,6 +93,49 @@ def test_tiresias_reproduces_its_authors_simulator_job_by_job(tmp_path):
     assert [f["ours"] for f in jobs] == [60, 60, 60] and all(f["agrees"] for f in data["figures"])
     with open(os.path.join(out, "jct.csv"), newline="") as f:
         assert len(list(csv.DictReader(f))) == 60
+
+
+def test_tiresias_480_job_workload_has_the_papers_mix_arrivals_and_range():
+    """The testbed workload (§5.1): 240/40/80/90/25/5 jobs of 1/2/4/8/16/32 GPUs, 48 of each of the ten
+    models, arrivals about 30 s apart, every training time in 2 min-2 h under both readings, the
+    clipped reading's the real trace's own times; seeded."""
+    from collections import Counter
+
+    from experiment.config.tiresias_workload import DURATIONS, MODELS, in_range, testbed_jobs
+
+    real = [60.0, 100.0, 150.0, 1000.0, 7000.0, 9000.0, 4_000_000.0]
+    assert in_range(real, "clipped") == [150.0, 1000.0, 7000.0]
+    scaled = in_range(real, "log-scaled")
+    assert scaled[0] == pytest.approx(120.0) and scaled[-1] == pytest.approx(7200.0) and scaled == sorted(scaled)
+    for reading in DURATIONS:
+        rows = testbed_jobs(3, reading, real)
+        assert Counter(r.num_gpu for r in rows) == {1: 240, 2: 40, 4: 80, 8: 90, 16: 25, 32: 5}
+        assert Counter(r.model_name for r in rows) == dict.fromkeys(MODELS, 48)
+        assert 20 < rows[-1].submit_time / (len(rows) - 1) < 40
+        assert all(119.99 <= r.duration <= 7200.01 for r in rows)
+        assert rows == testbed_jobs(3, reading, real) and rows != testbed_jobs(4, reading, real)
+    with pytest.raises(ConfigError, match="durations must be one of clipped, log-scaled"):
+        in_range(real, "scaled")
+
+
+def test_tiresias_480_job_figures_are_each_scheduler_over_tiresias_l():
+    """A scheduler's statistic over Tiresias-L's where the paper gives a factor, the statistic itself
+    where it gives a value; the statistics from a run of the durations clock (JCT, makespan,
+    queueing delay of distributed jobs only, preemptions)."""
+    from experiment.config.tiresias_workload import WorkloadJob
+    from reproduce.tiresias import SCHEDULERS, workload_figures, workload_stats
+
+    rows = [WorkloadJob(0, 60, 0.0, "vgg16", 100.0, 0.0), WorkloadJob(1, 1, 10.0, "vgg16", 10.0, 10.0),
+            WorkloadJob(2, 2, 20.0, "vgg16", 10.0, 10.0)]
+    yarn = workload_stats(rows, "yarn_cs")  # the 60-GPU job holds the cluster for 100 s, the others wait
+    assert yarn["jct_mean"] == pytest.approx((100 + 100 + 90) / 3) and yarn["makespan"] == pytest.approx(110.0)
+    assert yarn["wait_mean"] == pytest.approx((0 + 80) / 2) and yarn["preemptions"] == 0  # the 60- and 2-GPU jobs
+    las = workload_stats(rows, "tiresias")
+    assert las["jct_mean"] < yarn["jct_mean"]
+    stats = {label: {k: 2.0 if label == "YARN-CS" else 1.0 for k in yarn} for label, _ in SCHEDULERS}
+    figures = {f.quantity: f.ours for f in workload_figures(stats)}
+    assert figures["average JCT, YARN-CS over Tiresias-L"] == 2.0 and figures["makespan, Tiresias-L"] == 1.0
+    assert figures["average JCT, SRTF over Tiresias-L"] == 1.0
 
 
 def test_netpack_fig14_follows_the_papers_lines(tmp_path):

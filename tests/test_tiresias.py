@@ -24,9 +24,11 @@ from scheduling import (
     GittinsScheduler,
     JobStatus,
     LasScheduler,
+    SmallestFirstScheduler,
     SrsfScheduler,
     SrtfScheduler,
     TiresiasScheduler,
+    make_scheduler,
 )
 from scheduling.tiresias import (
     GITTINS_SAMPLES_PATH,
@@ -264,6 +266,17 @@ def test_srtf_orders_by_time_srsf_by_service():
     narrow = JobStatus("narrow", 1, remaining_gpu_s=20)  # 20 s left on 1 GPU
     assert SrsfScheduler().schedule([wide, narrow], 8, 0.0).order == ("narrow", "wide")
     assert SrtfScheduler().schedule([wide, narrow], 8, 0.0).order == ("wide", "narrow")
+
+
+def test_smallest_first_serves_fewest_gpus_first_and_preempts_for_them():
+    """SF (Table 1) ranks by GPU count alone, ties by arrival, without any job length, and a
+    narrower arrival preempts a running wider job when the GPUs run short."""
+    running = JobStatus("wide", 6, arrival_s=0.0, running=True, service_gpu_s=600.0)
+    arrived = JobStatus("narrow", 4, arrival_s=100.0)
+    early = JobStatus("narrow0", 4, arrival_s=50.0)
+    d = make_scheduler("sf").schedule([running, arrived], 8, 100.0)
+    assert d.order == ("narrow", "wide") and d.preempt == ("wide",) and d.start == ("narrow",)
+    assert SmallestFirstScheduler().schedule([arrived, early], 8, 100.0).order == ("narrow0", "narrow")
 
 
 def test_time_going_backwards_is_rejected():
