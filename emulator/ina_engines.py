@@ -79,6 +79,9 @@ class EngineCapacity:
     def line(self, engine: str, values_per_packet: int) -> str:
         """One line for people: the rate, what the busiest switch must take and why, and what to do
         where the engine falls short."""
+        if self.pat_pps <= 0:
+            return (f"INA: {engine} aggregators, ina.pat_gbps 0: no switch aggregates, every job's packets go to "
+                    f"its parameter server")
         needed = self.needed_pps
         busiest = max(needed, key=needed.get)
         why = ("its links can bring" if self.demand_pps[busiest] <= self.pat_pps

@@ -51,7 +51,7 @@ class InaFabric(StartStop):
         slots: register size of the bmv2 program's slot pool (a run uses up to this many).
         values_per_packet: int32 lanes per packet of every aggregator, PS and job on it.
         pat_pps: the declared PAT of every aggregator, packets/s of wall time (:func:`ina.plan.pat_pps`;
-            inf: none declared).
+            inf: none declared; 0: no memory, so no switch aggregates, :attr:`aggregates`).
     """
 
     def __init__(self, net, engine: str = "auto", slots: int = DEFAULT_SLOTS,
@@ -100,10 +100,17 @@ class InaFabric(StartStop):
 
             try:
                 sw.start(on_spawn=spawned)
-                if math.isfinite(self.pat_pps):
+                if math.isfinite(self.pat_pps) and self.aggregates:
                     sw.set_pat(self.pat_pps, pat_burst(self.pat_pps, self.values_per_packet, self.net.options.mtu))
             except TestbedError as e:
                 raise EmulationError(f"the INA aggregator of {s} did not start: {e} (log: {log})") from None
+
+    @property
+    def aggregates(self) -> bool:
+        """Whether the switches aggregate at all: a PAT of 0 (``ina.pat_gbps: 0``, NetPack's "no INA")
+        leaves every job's packets to its parameter server, as the simulator's model does; the
+        aggregators then forward them, and no job is installed on them (:class:`emulator.ina_runs.InaRuns`)."""
+        return self.pat_pps > 0
 
     def processes(self) -> dict[str, int]:
         """The PID of every INA process running now by name: each aggregator (``bmv2 l1``) and

@@ -348,3 +348,7 @@ def test_the_capacity_line_says_whether_the_aggregators_keep_up_and_what_dilatio
         "INA: a bmv2 aggregator takes 5,000 packets/s of 256 values here (measured now); l1 must take 6,000/s "
         "(ina.pat_gbps declares, as 6,000 packets/s of wall time) at dilation 3: it cannot carry the declared "
         "PAT; dilation 3.6 would, or declare a lower ina.pat_gbps")
+    none = EngineCapacity(5000.0, "measured now", {"l1": 12000.0}, 0.0, 3.0)  # NetPack's PAT 0: no INA
+    assert none.keeps_up and not none.refuses and none.line("bmv2", 256) == (
+        "INA: bmv2 aggregators, ina.pat_gbps 0: no switch aggregates, every job's packets go to its parameter "
+        "server")
