@@ -36,8 +36,10 @@ RATES_FILE = os.path.join(BUILD_DIR, "engine-rates.json")
 @dataclasses.dataclass(frozen=True)
 class EngineCapacity:
     """Whether the aggregators carry what the experiment declares (:attr:`emulator.ina_fabric.InaFabric.capacity`):
-    each switch's aggregator must take its declared Peak Aggregation Throughput (``ina.pat_gbps``,
-    mapped as links are), or, where that is more than its links can bring it, what they bring.
+    each switch's aggregator must take every INA packet its links can bring it, aggregated or not
+    (a seq the PAT meter refuses still crosses the aggregator's pipeline, which forwards it
+    unaggregated), and an engine slower than the declared Peak Aggregation Throughput
+    (``ina.pat_gbps``, mapped as links are) could never aggregate at it.
 
     Attributes:
         engine_pps: packets per second one aggregator of the fabric's engine takes here
@@ -58,8 +60,9 @@ class EngineCapacity:
 
     @property
     def needed_pps(self) -> dict[str, float]:
-        """Per INA switch, what its aggregator must take: its PAT, or less where its links bring less."""
-        return {s: min(d, self.pat_pps) for s, d in self.demand_pps.items()}
+        """Per INA switch, what its aggregator must take: every INA packet its links can bring it
+        (none where the PAT is 0: no switch aggregates, and no INA packet is sent to one)."""
+        return {s: d if self.pat_pps > 0 else 0.0 for s, d in self.demand_pps.items()}
 
     @property
     def carrying_dilation(self) -> float | None:
@@ -73,8 +76,14 @@ class EngineCapacity:
 
     @property
     def refuses(self) -> bool:
-        """The engine cannot carry a declared PAT (a run that requires INA stops)."""
-        return math.isfinite(self.pat_pps) and not self.keeps_up
+        """The engine cannot aggregate at the declared PAT (a run that requires INA stops)."""
+        return math.isfinite(self.pat_pps) and self.pat_pps > self.engine_pps
+
+    @property
+    def pat_dilation(self) -> float | None:
+        """The least dilation at which the engine aggregates at the declared PAT (None: it does now)."""
+        return carrying_dilation(self.pat_pps, self.engine_pps, self.dilation) if math.isfinite(self.pat_pps) \
+            else None
 
     def line(self, engine: str, values_per_packet: int) -> str:
         """One line for people: the rate, what the busiest switch must take and why, and what to do
@@ -84,20 +93,20 @@ class EngineCapacity:
                     f"its parameter server")
         needed = self.needed_pps
         busiest = max(needed, key=needed.get)
-        why = ("its links can bring" if self.demand_pps[busiest] <= self.pat_pps
-               else f"ina.pat_gbps declares, as {self.pat_pps:,.0f} packets/s of wall time")
         head = (f"INA: a {engine} aggregator takes {self.engine_pps:,.0f} packets/s of {values_per_packet} values "
-                f"here ({self.source}); {busiest} must take {needed[busiest]:,.0f}/s ({why}) at dilation "
-                f"{self.dilation:g}")
-        if self.keeps_up:
-            metered = (f", each metered at the declared PAT ({self.pat_pps:,.0f} claims/s: seqs beyond it pass "
-                       f"unaggregated)" if math.isfinite(self.pat_pps) else "")
-            return head + ": the aggregators carry it" + metered
+                f"here ({self.source}); ")
         if self.refuses:
-            return (head + f": it cannot carry the declared PAT; dilation {self.carrying_dilation:g} would, or "
-                           f"declare a lower ina.pat_gbps")
+            return (head + f"ina.pat_gbps declares {self.pat_pps:,.0f} claims/s of wall time at dilation "
+                           f"{self.dilation:g}: it cannot aggregate at the declared PAT; dilation "
+                           f"{self.pat_dilation:g} would, or declare a lower ina.pat_gbps")
+        metered = (f", each metered at the declared PAT ({self.pat_pps:,.0f} claims/s: seqs beyond it pass "
+                   f"unaggregated, through it)" if math.isfinite(self.pat_pps) else "")
+        head += (f"{busiest} must take {needed[busiest]:,.0f}/s (every INA packet its links can bring) at dilation "
+                 f"{self.dilation:g}")
+        if self.keeps_up:
+            return head + ": the aggregators carry it" + metered
         return (head + f": its aggregator may not keep up, and INA jobs through it may be judged slow; dilation "
-                       f"{self.carrying_dilation:g} carries it")
+                       f"{self.carrying_dilation:g} carries it" + metered)
 
     def to_dict(self) -> dict:
         """JSON form (``measurements.json``'s ``ina.capacity``)."""

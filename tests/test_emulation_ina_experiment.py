@@ -217,8 +217,8 @@ def test_ina_optional_where_its_engine_cannot_run_runs_the_ring_and_says_so(emul
 
 def test_a_declared_pat_the_engine_cannot_carry_refuses_the_run_in_one_line(emulation_ok, tmp_path):
     """``ina.pat_gbps`` declares far more than the software engine takes here at this scale and dilation
-    (and the links could bring more still): the run stops with one line naming the engine's rate, what
-    the switch must take and the dilation that would carry it, exit 2, and leaves nothing behind."""
+    (and the links could bring more still): the run stops with one line naming the engine's rate, the
+    claims the PAT declares and the dilation that would carry them, exit 2, and leaves nothing behind."""
     import subprocess
     import sys
 
@@ -237,7 +237,8 @@ def test_a_declared_pat_the_engine_cannot_carry_refuses_the_run_in_one_line(emul
                         capture_output=True, text=True, timeout=300, cwd=root)
     errors = [line for line in cp.stderr.splitlines() if line.startswith("error:")]
     assert cp.returncode == 2 and len(errors) == 1, (cp.returncode, cp.stderr[-2000:])
-    assert "cannot carry the declared PAT; dilation" in errors[0] and "ina.pat_gbps declares" in errors[0], errors
+    assert "cannot aggregate at the declared PAT; dilation" in errors[0], errors
+    assert "ina.pat_gbps declares" in errors[0], errors
     assert "Traceback" not in cp.stderr
     assert not leftovers(), f"run left behind: {leftovers()}"
 

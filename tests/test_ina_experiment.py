@@ -325,8 +325,9 @@ def test_ina_not_used_is_said_in_the_table():
 
 
 def test_the_capacity_line_says_whether_the_aggregators_keep_up_and_what_dilation_would():
-    """Without a declared PAT an aggregator must take what its links can bring (short: said, run on); with
-    one, the lesser of the two, and an engine short of a declared PAT refuses the run."""
+    """An aggregator must take every INA packet its links can bring, aggregated or not (a seq the PAT
+    meter refuses still crosses it): short, it is said with the dilation that carries it, and the run
+    goes on; an engine slower than the declared PAT could never aggregate at it, and refuses."""
     import math
 
     from emulator.ina_engines import EngineCapacity
@@ -334,20 +335,24 @@ def test_the_capacity_line_says_whether_the_aggregators_keep_up_and_what_dilatio
     ok = EngineCapacity(5000.0, "measured now", {"l1": 3000.0, "l2": 4000.0}, math.inf, 3.0)
     assert ok.keeps_up and not ok.refuses and ok.line("bmv2", 256) == (
         "INA: a bmv2 aggregator takes 5,000 packets/s of 256 values here (measured now); l2 must take 4,000/s "
-        "(its links can bring) at dilation 3: the aggregators carry it")
+        "(every INA packet its links can bring) at dilation 3: the aggregators carry it")
     short = EngineCapacity(5000.0, "measured 2026-11-26 08:00", {"l1": 12000.0}, math.inf, 3.0)
     assert not short.keeps_up and not short.refuses and short.line("bmv2", 256).endswith(
         "its aggregator may not keep up, and INA jobs through it may be judged slow; dilation 7.2 carries it")
     assert short.to_dict() == {"engine_pps": 5000.0, "source": "measured 2026-11-26 08:00",
                                "demand_pps": {"l1": 12000.0}, "pat_pps": None, "dilation": 3.0,
                                "carrying_dilation": 7.2, "keeps_up": False}
-    declared = EngineCapacity(5000.0, "measured now", {"l1": 12000.0}, 4000.0, 3.0)  # the PAT caps the need
-    assert declared.keeps_up and declared.needed_pps == {"l1": 4000.0}
+    # A PAT below the engine's rate meters the claims, but every packet the links bring still crosses it.
+    declared = EngineCapacity(5000.0, "measured now", {"l1": 12000.0}, 4000.0, 3.0)
+    assert not declared.keeps_up and not declared.refuses and declared.needed_pps == {"l1": 12000.0}
+    assert declared.line("bmv2", 256).endswith(
+        "dilation 7.2 carries it, each metered at the declared PAT (4,000 claims/s: seqs beyond it pass "
+        "unaggregated, through it)")
     over = EngineCapacity(5000.0, "measured now", {"l1": 12000.0}, 6000.0, 3.0)
-    assert over.refuses and over.carrying_dilation == pytest.approx(3.6) and over.line("bmv2", 256) == (
-        "INA: a bmv2 aggregator takes 5,000 packets/s of 256 values here (measured now); l1 must take 6,000/s "
-        "(ina.pat_gbps declares, as 6,000 packets/s of wall time) at dilation 3: it cannot carry the declared "
-        "PAT; dilation 3.6 would, or declare a lower ina.pat_gbps")
+    assert over.refuses and over.pat_dilation == pytest.approx(3.6) and over.line("bmv2", 256) == (
+        "INA: a bmv2 aggregator takes 5,000 packets/s of 256 values here (measured now); ina.pat_gbps declares "
+        "6,000 claims/s of wall time at dilation 3: it cannot aggregate at the declared PAT; dilation 3.6 would, "
+        "or declare a lower ina.pat_gbps")
     none = EngineCapacity(5000.0, "measured now", {"l1": 12000.0}, 0.0, 3.0)  # NetPack's PAT 0: no INA
     assert none.keeps_up and not none.refuses and none.line("bmv2", 256) == (
         "INA: bmv2 aggregators, ina.pat_gbps 0: no switch aggregates, every job's packets go to its parameter "

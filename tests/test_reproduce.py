@@ -38,7 +38,8 @@ def test_every_reproduction_validates_what_it_would_run(name, backend):
 
 
 def test_unknown_names_and_back_ends_are_refused_with_the_valid_ones():
-    with pytest.raises(ConfigError, match="valid: titan-fig1, titan-sim, titan-testbed, tiresias-60job, tiresias-480job, netpack-fig7"):
+    with pytest.raises(ConfigError, match="valid: titan-fig1, titan-sim, titan-testbed, tiresias-60job, "
+                                          "tiresias-480job, netpack-fig7"):
         get("titan-fig2")
     with pytest.raises(ConfigError, match="runs on durations, not 'sim'"):
         choose_backend(get("tiresias-60job"), "sim")
