@@ -108,7 +108,7 @@ class Mltcp(Reproduction):
                "bytes_ratio + 1; MLTCP-Reno and MLTCP-CUBIC on the emulator, the fluid model of F's share on the "
                "simulator; no MLTCP is TCP CUBIC, the config's default")
     backends = ("emu", "sim")
-    minutes = 5.5
+    minutes = 5.0
 
     def configs(self, backend: str):
         """The plan, and its configs: no MLTCP, MLTCP-Reno, MLTCP-CUBIC (None: not run)."""

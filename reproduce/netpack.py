@@ -320,7 +320,7 @@ class NetPackFig13(Reproduction):
                "and Normal(2, 2) demands in its place, the models and arrivals kept; PAT 100 Gbit/s (the paper's "
                "is not stated); one run")
     backends = ("emu", "sim")
-    minutes = 7.3
+    minutes = 36.0
     policies = (REFERENCE, "comb")
     sensitivity = Sensitivity(LARGEST_VS_COMB, "the servers' link rate (Gbit/s)",
                               "topology.host_bw_mbps=100000,50000,25000,10000", (1,),
