@@ -164,7 +164,8 @@ class PolicyMeasurement:
         if ina_result is not None and ina_result.used:
             ina_result = dataclasses.replace(ina_result, cpu=self.sampler.process_p95(windows or None))
         evidence = job_evidence(cfg, placements, records, ina_result.jobs if ina_result else None)
-        verdicts = fidelity.job_verdicts(g, link_rates_mbps(g, cfg.scale), evidence, cfg.mtu)
+        verdicts = fidelity.job_verdicts(g, link_rates_mbps(g, cfg.scale), evidence, cfg.mtu,
+                                         pat_declared=cfg.ina.pat_gbps is not None)
         timeline = up_phases(records, cfg.dilation)
         estimates = s.estimate(cfg, g, loop, self.batches, timeline,
                                {e.job: e.bucket_bytes for e in evidence if e.bucket_bytes})

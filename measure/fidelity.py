@@ -460,13 +460,14 @@ def _ina_busiest(g, rate_mbps, machines_by_rank, ps_host, bucket_bytes, switches
 
 
 def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobEvidence],
-                 mtu: int | None = None) -> list[JobVerdict]:
+                 mtu: int | None = None, pat_declared: bool = False) -> list[JobVerdict]:
     """Check every job of a run against its contention-free bound.
 
     Two jobs that ran together (:meth:`JobEvidence.ran_with`: the same wave, or overlapping
     windows) contend when their sets of directed links (:func:`jobs.steps.job_links`) intersect,
-    or when both are INA jobs aggregated by one switch (they share its slots and its Peak
-    Aggregation Throughput, which the bound takes to be theirs alone). Incomplete jobs count for
+    or, where the run declares a Peak Aggregation Throughput, when both are INA jobs aggregated by
+    one switch (they share its PAT, which each one's bound takes to be its own; without one, as in
+    the simulator's model, a switch aggregates every job fully). Incomplete jobs count for
     contention too, since they may have sent traffic before they stopped. Cost: O(n^2) link-set
     intersections for n jobs, plus the bounds (:func:`jobs.steps.job_bound_s`).
 
@@ -476,6 +477,7 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
             the evidence's bucket bytes.
         evidence: one record per job and wave.
         mtu: the run's MTU: bounds count the bytes on the wire (None: payload only).
+        pat_declared: the run declares the switches' Peak Aggregation Throughput (``ina.pat_gbps``).
 
     Returns:
         One verdict per evidence record, in the same order.
@@ -484,7 +486,8 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
         JobError: a job with an unknown collective or a bad bucket size.
     """
     in_fabric = [collective_of(e.collective).aggregates_in_fabric for e in evidence]
-    links = [ina_links(g, e.machines_by_rank, e.ps_host) | {("aggregator", s) for s in e.ina_switches} if fabric
+    links = [ina_links(g, e.machines_by_rank, e.ps_host) | {("aggregator", s) for s in e.ina_switches if pat_declared}
+             if fabric
              else job_links(g, e.machines_by_rank, e.collective, e.bucket_bytes)
              for e, fabric in zip(evidence, in_fabric, strict=True)]
     out = []

@@ -228,17 +228,19 @@ def test_jobs_of_different_waves_contend_while_their_windows_overlap():
     assert a.to_dict()["window_s"] == [0.0, 10.0] and unknown.to_dict()["window_s"] is None
 
 
-def test_ina_jobs_aggregated_by_one_switch_at_once_contend_for_it():
-    """Two INA jobs on disjoint links, each summed at e1 while the other runs, share its slots and
-    its Peak Aggregation Throughput: contended; summed at different switches, each is checked."""
+def test_ina_jobs_aggregated_by_one_switch_at_once_contend_for_its_declared_pat():
+    """Two INA jobs on disjoint links, each summed at e1 while the other runs, share its declared
+    Peak Aggregation Throughput: contended; summed at different switches, or without a declared PAT
+    (a switch then aggregates every job fully, as the simulator models it), each is checked."""
     from dataclasses import replace
 
     x = replace(ev("x", ("h1", "h2"), 4.0, collective="ina", buckets=(400_000,)), ps_host="h1", ina_switches=("e1",))
     y = replace(ev("y", ("h3", "h4"), 4.0, collective="ina", buckets=(400_000,)), ps_host="h3", ina_switches=("e1",))
-    assert [(v.status, v.contended_with) for v in job_verdicts(G, RATES, [x, y])] == [
+    assert [(v.status, v.contended_with) for v in job_verdicts(G, RATES, [x, y], pat_declared=True)] == [
         ("contended", ("y",)), ("contended", ("x",))]
-    y = replace(y, ina_switches=("e2",))
     assert [v.contended_with for v in job_verdicts(G, RATES, [x, y])] == [(), ()]
+    y = replace(y, ina_switches=("e2",))
+    assert [v.contended_with for v in job_verdicts(G, RATES, [x, y], pat_declared=True)] == [(), ()]
 
 
 @pytest.mark.parametrize("measured_s,status", [
