@@ -62,7 +62,13 @@ class EngineCapacity:
     def needed_pps(self) -> dict[str, float]:
         """Per INA switch, what its aggregator must take: every INA packet its links can bring it
         (none where the PAT is 0: no switch aggregates, and no INA packet is sent to one)."""
-        return {s: d if self.pat_pps > 0 else 0.0 for s, d in self.demand_pps.items()}
+        return {s: d if self.aggregates else 0.0 for s, d in self.demand_pps.items()}
+
+    @property
+    def aggregates(self) -> bool:
+        """Whether any switch aggregates: not at a declared PAT of 0
+        (:attr:`emulator.ina_fabric.InaFabric.aggregates`)."""
+        return self.pat_pps > 0
 
     @property
     def carrying_dilation(self) -> float | None:
@@ -88,7 +94,7 @@ class EngineCapacity:
     def line(self, engine: str, values_per_packet: int) -> str:
         """One line for people: the rate, what the busiest switch must take and why, and what to do
         where the engine falls short."""
-        if self.pat_pps <= 0:
+        if not self.aggregates:
             return (f"INA: {engine} aggregators, ina.pat_gbps 0: no switch aggregates, every job's packets go to "
                     f"its parameter server")
         needed = self.needed_pps

@@ -132,8 +132,12 @@ class InaRuns:
         """
         machines = [s.machine for s in placement.slots]
         ps_host = ps_host_of(placement.ps_host, machines)
-        allowed = [] if not self.fabric.aggregates else list(self.switches) if placement.ina_switches is None \
-            else [s for s in placement.ina_switches if s in self.switches]
+        if not self.fabric.aggregates:  # ina.pat_gbps 0: every packet to the PS
+            allowed = []
+        elif placement.ina_switches is None:
+            allowed = list(self.switches)
+        else:
+            allowed = [s for s in placement.ina_switches if s in self.switches]
         job_id = self.next_id
         self.next_id += 1
         try:

@@ -117,7 +117,6 @@ class Tiresias60Job(Reproduction):
 
 WORKLOAD_GPUS = 60
 WORKLOAD_SEEDS = tuple(range(1, 11))
-WORKLOAD_SOURCE = "§5.2-5.3"
 SCHEDULERS = (  # (label, scheduler spec): the testbed's Tiresias is K = 2, 3,200 GPU-s, PROMOTEKNOB off (§5.2)
     ("YARN-CS", "yarn_cs"),
     ("Tiresias-L", "tiresias"),
@@ -133,17 +132,11 @@ COMPARED_READING = "log-scaled"
 (:mod:`experiment.config.tiresias_workload`)."""
 
 
-def percentile(values, q: float) -> float | None:
-    """The q-th percentile of ``values`` (None without any)."""
-    from experiment.reporting.report import percentile as pct
-
-    return pct(list(values), q)
-
-
 def workload_stats(rows, spec: str) -> dict[str, float]:
     """One scheduler on the 480 jobs on the durations clock with 60 GPUs (no network, no preemption
     cost: the authors' simulator's model): JCT mean, median and p95, the makespan, the distributed
     jobs' queueing delay (JCT minus running time) mean, median and p95, and the preemptions."""
+    from experiment.reporting.report import percentile
     from experiment.run.durations import duration_job, run_durations
     from scheduling import make_scheduler
 
@@ -226,12 +219,13 @@ class Tiresias480Job(Reproduction):
         from experiment.config.tiresias_workload import DURATIONS, real_durations, testbed_jobs, write_workload
 
         real = real_durations()
-        per = {}  # (reading, label) -> list of per-seed stats
+        per, work = {}, {}  # (reading, label) -> list of per-seed stats; reading -> hours of the GPUs' work
         for reading in DURATIONS:
             for seed in WORKLOAD_SEEDS:
                 rows = testbed_jobs(seed, reading, real)
                 if seed == WORKLOAD_SEEDS[0]:
                     write_workload(ctx.path(f"workload-{reading}-seed{seed}.csv"), rows)
+                    work[reading] = sum(r.num_gpu * r.duration for r in rows) / WORKLOAD_GPUS / 3600
                 for label, spec in SCHEDULERS:
                     per.setdefault((reading, label), []).append(workload_stats(rows, spec))
             ctx.say(f"{reading}: {len(WORKLOAD_SEEDS)} seeds x {len(SCHEDULERS)} schedulers done")
@@ -256,8 +250,6 @@ class Tiresias480Job(Reproduction):
                    Series("ours (clipped times)", tuple(f.quantity for f in ratios),
                           tuple(f.ours for f in other if f.unit == "x"))),
                   tuple(PaperMark(f.quantity, *f.paper) for f in ratios), bars=True),))
-        work = {reading: sum(r.num_gpu * r.duration for r in testbed_jobs(1, reading, real)) / WORKLOAD_GPUS / 3600
-                for reading in DURATIONS}
         explanations = self.explain(real, figures)
         sf = mean[COMPARED_READING]["SF"]
         notes = (f"the durations clock: each job runs for its training time on {WORKLOAD_GPUS} GPUs counted, as the "

@@ -18,12 +18,12 @@ import networkx as nx
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
+from topo.fat_tree import DPID_TIER_BASE  # noqa: E402  (the fat-tree's tiers and DPIDs)
 from topo.io import write_topology_json  # noqa: E402
 from topo.schema import assign_ports, machine_ip, machine_mac  # noqa: E402
 
 TORS, HOSTS_PER_TOR, AGGS, CORES = 6, 4, 4, 3
 BW_MBPS = 50_000.0
-DPID_TIER_BASE = {"edge": 0x1_0000, "agg": 0x2_0000, "core": 0x3_0000}
 
 
 def cassini_testbed() -> nx.Graph:
