@@ -39,6 +39,8 @@ class ExperimentJob:
             oracle schedulers' remaining service); None when only the network decides it.
         machines: the machine of each rank when the config pins the job (``jobs[].machines``); empty: not
             pinned.
+        compute_ms: its compute time per iteration in place of its model's, ms (``jobs[].compute_ms``);
+            0: the model's.
     """
 
     name: str
@@ -49,6 +51,7 @@ class ExperimentJob:
     iterations: int | None = None
     duration_s: float | None = None
     machines: tuple[str, ...] = ()
+    compute_ms: float = 0.0
 
     def __post_init__(self):
         if self.workers < 1:
@@ -65,7 +68,7 @@ class ExperimentJob:
     def request(self) -> JobRequest:
         """The job as a placer sees it."""
         return JobRequest(self.name, self.model, self.workers, self.collective, arrival_s=self.arrival_s,
-                          machines=self.machines)
+                          machines=self.machines, compute_ms=self.compute_ms)
 
 
 @dataclasses.dataclass(frozen=True)

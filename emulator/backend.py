@@ -30,7 +30,7 @@ from emulator.pacing import PaceFeed
 from emulator.variants import worker_runtime
 from experiment.config.schema import ExperimentConfig
 from jobs.collective import collective_of
-from jobs.models import get_model
+from jobs.models import job_model
 from jobs.pace import Paces
 from jobs.phase import SHIFT_GUARD_S, write_shift
 from jobs.records import measured_window_s, read_records
@@ -195,7 +195,7 @@ class EmulatorBackend(Backend):
             run = RankSettings(self.cfg.scale, left, self.cfg.warmup_iterations, self.cfg.mode, dirs[job.name],
                                timeout_s=self.timeout_s, seed=self.cfg.seed, start_gate=gate,
                                dilation=self.cfg.dilation, shift_path=os.path.join(dirs[job.name], SHIFT_FILE))
-            specs_by_job[job.name] = plan_workers(job, p, get_model(job.model), run,
+            specs_by_job[job.name] = plan_workers(job, p, job_model(job.model, job.compute_ms), run,
                                                   Addresses(self.ips, self.net.host_intf), free_tcp_port())
         if self.on_batch is not None:
             self.on_batch(index, list(runs))

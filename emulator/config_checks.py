@@ -27,9 +27,9 @@ from measure.shaping import frame_bytes
 
 def _slowest_compute(cfg: ExperimentConfig) -> tuple[str, float]:
     """The model with the longest paper-scale compute time per iteration among the jobs, and that time."""
-    from jobs.models import get_model
+    from jobs.models import job_model
 
-    return max(((j.model, get_model(j.model).compute_time_s) for j in cfg.jobs), key=lambda t: t[1],
+    return max(((j.model, job_model(j.model, j.compute_ms).compute_time_s) for j in cfg.jobs), key=lambda t: t[1],
                default=("", 0.0))
 
 

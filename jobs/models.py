@@ -132,12 +132,13 @@ def _vgg_tensors(conv_channels: tuple, classes: int = 1000) -> list[int]:
     return out
 
 
-def _resnet_tensors(blocks: tuple[int, int, int, int], classes: int = 1000) -> list[int]:
-    """torchvision ``resnet50/101/152`` (Bottleneck, expansion 4; convs without bias)."""
+def _resnet_tensors(blocks: tuple[int, int, int, int], classes: int = 1000, width_factor: int = 1) -> list[int]:
+    """torchvision ``resnet50/101/152`` (Bottleneck, expansion 4; convs without bias), and with
+    ``width_factor`` 2 its ``wide_resnet50_2/101_2`` (the 3x3 convs twice as wide)."""
     out = [64 * 3 * 7 * 7, 64, 64]  # conv1, bn1 weight and bias
     inplanes = 64
     for planes, n_blocks in zip((64, 128, 256, 512), blocks, strict=True):
-        width, expanded = planes, planes * 4
+        width, expanded = planes * width_factor, planes * 4
         for i in range(n_blocks):
             out += [width * inplanes, width, width]          # conv1 1x1, bn1
             out += [width * width * 9, width, width]         # conv2 3x3, bn2
@@ -261,16 +262,35 @@ MODELS: dict[str, ModelProfile] = {
                              "size, tensor count >= 1 MiB and largest tensor match Tiresias' Table 6 "
                              "(26.7 MB, 7, 3.9 MB)")
         + "compute_time_s ESTIMATE: resnet50's scaled by forward FLOPs (1.5 / 4.1 GFLOPs)"),
+    "wide_resnet101": _profile(
+        "wide_resnet101", _resnet_tensors((3, 4, 23, 3), width_factor=2), compute_time_s=0.99, batch_size=64,
+        source=_EXACT.format(arch="torchvision wide_resnet101_2, 126.9M params")
+        + "compute_time_s ESTIMATE: resnet50's scaled by forward FLOPs (22.8 / 4.1 GFLOPs)"),
     "bert_base": _profile(
         "bert_base", _bert_tensors(), compute_time_s=0.19, batch_size=32,
         source=_EXACT.format(arch="Hugging Face BertModel bert-base-uncased, 110M params")
         + "compute_time_s ESTIMATE: 32 sequences of 128 tokens / ~170 seq/s, V100 fp32"),
+    "roberta_base": _profile(
+        "roberta_base", _bert_tensors(vocab=50265, max_positions=514, token_types=1), compute_time_s=0.19,
+        batch_size=32, source=_EXACT.format(arch="Hugging Face RobertaModel roberta-base, 124.6M params")
+        + "compute_time_s ESTIMATE: bert_base's (the same encoder; the larger vocabulary adds no compute)"),
     "small_cnn": _profile(
         "small_cnn", _small_cnn_tensors(), compute_time_s=0.005, batch_size=SMALL_CNN_BATCH,
         source="parameter tensors exact (workers.nets.SmallCNN, checked against torch); buckets exact for "
         "DDP defaults (checked against a real DDP run); compute_time_s ESTIMATE: rough CPU step time "
         "of this machine at batch 16, not a GPU time"),
 }
+
+
+def job_model(name: str, compute_ms: float = 0.0) -> ModelProfile:
+    """The profile a job replays: model ``name``'s, with its compute time set to ``compute_ms``
+    (paper-scale ms per iteration) when that is > 0 (a job's ``compute_ms``: another GPU or batch
+    size than the profile's); raises :class:`JobError` for an unknown model."""
+    model = get_model(name)
+    if not compute_ms > 0:
+        return model
+    return dataclasses.replace(model, compute_time_s=compute_ms / 1e3,
+                               source=f"{model.source}; compute_time_s set by the job: {compute_ms:g} ms")
 
 
 def get_model(name: str) -> ModelProfile:

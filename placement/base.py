@@ -42,6 +42,8 @@ class JobRequest:
         arrival_s: arrival time in seconds (0 for a static experiment).
         machines: the machine of each rank, when the experiment pins the job (the ``pinned``
             policy places it there, :mod:`placement.pinned`); empty: not pinned.
+        compute_ms: its compute time per iteration in place of its model's, ms; 0: the model's
+            (``jobs.models.job_model``).
     """
 
     name: str
@@ -50,6 +52,7 @@ class JobRequest:
     collective: str = "ring"
     arrival_s: float = 0.0
     machines: tuple[str, ...] = ()
+    compute_ms: float = 0.0
 
     def __post_init__(self):
         if self.workers < 1:

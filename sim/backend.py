@@ -23,7 +23,7 @@ from backend.protocol import Backend, ExperimentJob, RunEnd
 from common.errors import JobError
 from ina.plan import ps_host_of
 from jobs.collective import collective_of
-from jobs.models import get_model, scaled_buckets
+from jobs.models import job_model, scaled_buckets
 from jobs.pace import Paces
 from jobs.phase import DriftRule
 from placement.base import Placement, TimeShift
@@ -87,7 +87,7 @@ class FlowSimBackend(Backend):
                 raise JobError(f"job {job.name!r}: the simulator runs placed jobs only (give the loop a placer)")
             if job.iterations is None:
                 raise JobError(f"job {job.name!r}: the simulator needs its work as iterations")
-            model = get_model(job.model)
+            model = job_model(job.model, job.compute_ms)
             done = self.done.setdefault(job.name, 0)
             self._offset[job.name] = done
             buckets = self.bucket_bytes.get(job.name) or tuple(scaled_buckets(model, self.scale))

@@ -210,3 +210,21 @@ def test_measured_timings_replace_the_models_in_the_profiles(tmp_path):
     out.write_text("{}")
     with pytest.raises(config.ConfigError, match="config.cassini.profiles: profiles .*not a profiles.json"):
         config.validate(cfg, "sim")
+
+
+def test_a_jobs_compute_time_replaces_its_models_in_the_run_and_in_cassinis_profile():
+    """``jobs[].compute_ms``: the simulator computes that long per iteration and Cassini profiles the
+    job's period with it (its Up phase unchanged), so the shift follows the job's period, not the model's."""
+    cfg = cassini_cfg(iterations=4)
+    g = config.validate(cfg, "sim")
+    jobs = tuple(dataclasses.replace(j, compute_ms=200.0) for j in cfg.jobs)
+    short = dataclasses.replace(cfg, jobs=jobs)
+    own = make_policy("cassini,inner=spread", context=placement_context(cfg)).decide(
+        vgg19_pair(), Cluster.from_topology(g).view()).shifts
+    requests = [dataclasses.replace(r, compute_ms=200.0) for r in vgg19_pair()]
+    set_ = make_policy("cassini,inner=spread", context=placement_context(short)).decide(
+        requests, Cluster.from_topology(g).view()).shifts
+    compute = get_model("vgg19").compute_time_s
+    assert own[0].period_s - compute == pytest.approx(set_[0].period_s - 0.2, rel=1e-9)
+    summary = simulate_policy(short, g, "spread").summary
+    assert all(j.compute_mean_s == pytest.approx(0.2, rel=1e-9) for j in summary.jobs)

@@ -97,6 +97,10 @@ def test_wrong_type_is_rejected():
     ({"mode": "dream"}, "replay"),
     ({"jobs": [{"name": "a", "model": "resnet50", "workers": 2}, {"name": "a", "model": "vgg16", "workers": 2}]},
      "duplicate"),
+    ({"jobs": [{"name": "a", "model": "resnet50", "workers": 2, "compute_ms": -1}]},
+     r"config.jobs\[0\].compute_ms: -1 is out of range"),
+    ({"mode": "train", "jobs": [{"name": "a", "model": "small_cnn", "workers": 2, "compute_ms": 5}]},
+     r"config.jobs\[0\].compute_ms: 5.0 sets a replayed compute time, but mode 'train' computes"),
 ])
 def test_validation_errors_name_the_problem(over, pattern):
     """Each invalid setting fails validation with a message naming the value or the valid choices."""
@@ -230,6 +234,9 @@ def test_wall_time_lower_bound_by_hand():
     # 3 policies x 4 iterations x 0.278 s (vgg16, slower than resnet50's 0.178 s) x 2.5 = 8.34 s
     assert config.wall_time_lower_bound_s(cfg) == pytest.approx(8.34, rel=1e-12)
     assert config.wall_time_lower_bound_s(dataclasses.replace(cfg, dilation=1.0)) == pytest.approx(3.336, rel=1e-12)
+    # a job's own compute time counts in place of its model's: resnet50 at 0.5 s is now the slowest
+    jobs = (dataclasses.replace(cfg.jobs[0], compute_ms=500.0), cfg.jobs[1])
+    assert config.wall_time_lower_bound_s(dataclasses.replace(cfg, jobs=jobs)) == pytest.approx(15.0, rel=1e-12)
 
 
 def test_dilation_divides_link_rates_like_scale():
@@ -647,7 +654,8 @@ def test_overrides_applied_with_replace_are_validated():
      r"^config.jobs\[0\]: unknown key 'colective' \(did you mean 'collective'\?\)"),
     ("ecn: [1]\n", r"^config.ecn: \[1\] is not a mapping \(keys: marking, method, "),
     ("jobs: [5]\n",
-     r"^config.jobs\[0\]: 5 is not a mapping \(keys: name, model, workers, collective, arrival_s, machines\)"),
+     r"^config.jobs\[0\]: 5 is not a mapping \(keys: name, model, workers, collective, arrival_s, machines, "
+     r"compute_ms\)"),
     ("jobs: {name: a}\n", r"^config.jobs: \{'name': 'a'\} is not a list \(a list of 0 to 1000 jobs\)"),
     ("jobs: [{model: resnet50, workers: 2}]\n", r"^config.jobs\[0\]: missing required key 'name'"),
     ("background: [h1]\n", r"^config.background: \['h1'\] is not a mapping"),

@@ -35,6 +35,8 @@ PUBLISHED_PARAMS = {  # torchvision / Hugging Face parameter counts
     "resnet152": 60_192_808,
     "vgg11": 132_863_336,
     "alexnet": 61_100_840,
+    "wide_resnet101": 126_886_696,
+    "roberta_base": 124_645_632,
 }
 
 
@@ -131,3 +133,17 @@ def test_pure_modules_load_no_torch():
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_jobs_compute_time_replaces_only_its_models_compute_time():
+    """``job_model``: 0 is the model's profile itself; a positive ``compute_ms`` sets its compute time
+    (seconds in the profile) and says so in its source; buckets and bytes stay the model's."""
+    from jobs.models import job_model
+
+    vgg = get_model("vgg16")
+    assert job_model("vgg16") is vgg and job_model("vgg16", 0.0) is vgg
+    set_ = job_model("vgg16", 95.0)
+    assert set_.compute_time_s == pytest.approx(0.095) and "set by the job: 95 ms" in set_.source
+    assert (set_.bucket_bytes, set_.param_bytes, set_.batch_size) == (vgg.bucket_bytes, vgg.param_bytes, vgg.batch_size)
+    with pytest.raises(JobError, match="unknown model"):
+        job_model("vgg17", 95.0)

@@ -137,6 +137,8 @@ class JobConfig:
         collective: its allreduce: ``ring``, ``hd`` (halving-doubling), ``gloo`` or ``ina``.
         arrival_s: when it is submitted, paper-scale seconds from the start of the policy's run.
         machines: the machine of each rank, in rank order, for the ``pinned`` policy (others ignore it).
+        compute_ms: its compute time per iteration, paper-scale ms, in place of its model's (another
+            GPU or batch size than the profile's); 0: the model's. Replay mode only.
     """
 
     name: str = rule_field(Name())
@@ -145,6 +147,7 @@ class JobConfig:
     collective: str = rule_field(Name(_collectives), "ring")
     arrival_s: float = rule_field(Real(0, 10**9), 0.0)
     machines: tuple = rule_field(ListOf(Name(), 0, 100_000, "machine names, one per rank"), factory=tuple)
+    compute_ms: float = rule_field(Real(0, 10**7), 0.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -718,10 +721,11 @@ def wall_time_lower_bound_s(cfg: ExperimentConfig) -> float:
 
 def latest_end_s(cfg: ExperimentConfig) -> float:
     """The latest any job can end alone, virtual seconds: its arrival plus its iterations' compute."""
-    from jobs.models import get_model
+    from jobs.models import job_model
 
     iterations = cfg.warmup_iterations + cfg.iterations
-    return max((j.arrival_s + iterations * get_model(j.model).compute_time_s for j in cfg.jobs), default=0.0)
+    return max((j.arrival_s + iterations * job_model(j.model, j.compute_ms).compute_time_s for j in cfg.jobs),
+               default=0.0)
 
 
 # -- validation: what needs more than one field --------------------------------------------------
@@ -877,6 +881,9 @@ def _validate_jobs(cfg: ExperimentConfig, free: int, g) -> None:
         if cfg.mode == "train" and j.model != "small_cnn":
             raise ConfigError(f"config.jobs: job {j.name!r}: mode 'train' trains only model 'small_cnn', "
                               f"not {j.model!r}; use mode 'replay' for profiled models")
+        if cfg.mode == "train" and j.compute_ms > 0:
+            fail(f"{where}.compute_ms", j.compute_ms, "sets a replayed compute time, but mode 'train' computes",
+                 "0 (the model's) in mode 'train'")
 
 
 def ina_jobs(cfg: ExperimentConfig) -> list[str]:

@@ -20,7 +20,7 @@ def experiment_jobs(cfg, g=None) -> list[ExperimentJob]:
             raise ValueError("the jobs of a trace depend on the cluster: give the topology")
         return list(trace_jobs(cfg, config_cluster(cfg, g).view().total_free))
     return [ExperimentJob(j.name, j.workers, j.arrival_s, model=j.model, collective=j.collective,
-                          iterations=cfg.iterations, machines=j.machines) for j in cfg.jobs]
+                          iterations=cfg.iterations, machines=j.machines, compute_ms=j.compute_ms) for j in cfg.jobs]
 
 
 def trace_jobs(cfg, free_gpus: int) -> tuple[ExperimentJob, ...]:

@@ -25,7 +25,7 @@ from common.units import scale_bw_mbps, virtual_s
 from experiment.config.schema import ExperimentConfig, load
 from ina.plan import ps_host_of
 from jobs.collective import collective_of
-from jobs.models import get_model, scaled_buckets
+from jobs.models import job_model, scaled_buckets
 from jobs.patterns import barrier_bytes, replay_pattern
 from jobs.records import IterationRecord
 from topo.io import read_topology_json
@@ -301,7 +301,7 @@ def job_record(cfg: ExperimentConfig, placement: dict, wave: Wave, summary_job: 
     spec = specs.get(name)
     if spec is None:
         raise ResultsError(f"placed job {name!r} is not in config.json; jobs: {', '.join(list(specs)[:10])}")
-    profile = get_model(spec.model)
+    profile = job_model(spec.model, spec.compute_ms)
     if recorded:
         emulated, source = tuple(int(b) for b in recorded), "records"
     else:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Hashable, Mapping, Sequence
 
 from common.errors import PlacementError
-from jobs.models import get_model, scaled_buckets
+from jobs.models import job_model, scaled_buckets
 from placement.base import (
     ClusterView,
     JobRequest,
@@ -148,9 +148,9 @@ class CassiniPolicy(PlacementPolicy):
         """The job's profile on each link under placement ``p`` (memoised by model, collective, machines)."""
         machines = tuple(s.machine for s in p.slots)
         timing = self.context.timings.get(req.name)
-        key = (req.model, req.collective, machines, timing)
+        key = (req.model, req.compute_ms, req.collective, machines, timing)
         if key not in self._profiles:
-            model, ctx = get_model(req.model), self.context
+            model, ctx = job_model(req.model, req.compute_ms), self.context
             buckets = scaled_buckets(model, ctx.scale) if ctx.scale != 1 else model.bucket_bytes
             links = job_profiles(g, machines, req.collective, buckets, model.compute_time_s, ctx.mtu,
                                  self._fabric_of(g)[1], ctx.latency_s, ctx.scale)
