@@ -15,6 +15,7 @@ from __future__ import annotations
 from common.errors import ConfigError
 from reproduce.base import Reproduction
 from reproduce.cassini import CassiniFig42, CassiniFig411
+from reproduce.cassini_snapshots import CassiniTable43
 from reproduce.mltcp import Mltcp
 from reproduce.netpack import NetPackFig7, NetPackFig9, NetPackFig11, NetPackFig12, NetPackFig13, NetPackFig14
 from reproduce.tiresias import Tiresias60Job, Tiresias480Job
@@ -34,6 +35,7 @@ REPRODUCTIONS: dict[str, type[Reproduction]] = {
     "netpack-fig14": NetPackFig14,
     "cassini-fig4.2": CassiniFig42,
     "cassini-fig4.11": CassiniFig411,
+    "cassini-table4.3": CassiniTable43,
     "mltcp": Mltcp,
 }
 """Name -> reproduction, in the order they are listed."""

@@ -3,7 +3,8 @@
 Every reproduction validates everything it would run, on every back end it offers. The short ones
 run here in full, and their worked examples are exact: Titan's Fig. 1 (machines in use, traffic,
 the reductions), Tiresias on its 60-job trace job by job against its authors' simulator, and
-NetPack's Fig. 14 theory lines; Cassini's Fig. 4.2 runs on the simulator with its gap swept. The long
+NetPack's Fig. 14 theory lines; Cassini's Fig. 4.2 runs on the simulator with its gap swept, and of
+its Table 4.3 the snapshot of two identical jobs. The long
 sweeps (NetPack's Figs. 9, 11, 12), the Cassini trace and MLTCP's slope sweep are `reproduce NAME`'s to
 run; their comparisons are tested here on given statistics or timelines.
 """
@@ -346,6 +347,37 @@ def test_cassini_fig42_shift_beats_no_shift_at_p90_on_each_job(tmp_path):
     assert swept["quantity"] == "p90 iteration time, no shift over Cassini's shift, pooled"
     assert list(shares) == sorted(shares, reverse=True) and list(gains) == sorted(gains, reverse=True)
     assert gains[0] == pytest.approx(p90[2]) and shares[-1] < swept["reaches"] < shares[0]
+
+
+def test_cassinis_snapshots_are_table_4_3_with_the_compute_times_table_3_1_implies():
+    """Table 4.3's five snapshots, scores and gains; a job's compute time is its fair iteration time in
+    Table 3.1 less its Themis communication time where Table 3.1 has it (snapshots 1, 2 and 5), else 0
+    (the profile's); each snapshot's jobs share one uplink of one machine's rate."""
+    from reproduce.cassini_snapshots import SNAPSHOTS
+
+    assert [s.score for s in SNAPSHOTS] == [1.0, 1.0, 0.9, 0.8, 0.6]
+    compute = {(s.index, j.name): j.compute_ms for s in SNAPSHOTS for j in s.jobs}
+    assert compute[1, "wide_resnet101"] == 89 and compute[1, "vgg16"] == 95 and compute[2, "resnet50"] == 112
+    assert compute[5, "bert"] == 107 and compute[3, "vgg19"] == compute[4, "roberta-a"] == 0
+    assert SNAPSHOTS[0].gain == pytest.approx((206 / 138 + 199 / 148) / 2)
+    assert SNAPSHOTS[4].settings()[:2] == ["topology.hosts_per_leaf=3", "topology.oversubscription=3"]
+
+
+def test_a_snapshot_of_two_identical_jobs_is_fully_compatible_and_interleaves(tmp_path):
+    """Snapshot 4 (two RoBERTa jobs) on the simulator: score 1, the second job shifted by half its
+    period, and each job's communication time halved against the unshifted run's (the uplink no
+    longer shared); every shift is in the decision log."""
+    from reproduce.base import Context
+    from reproduce.cassini_snapshots import SHIFTED, UNSHIFTED, CassiniTable43, comm_gains, score, shifts_ms
+    from reproduce.runs import run_config
+
+    (snap, cfg), = [(s, c) for s, c in CassiniTable43().configs() if s.index == 4]
+    out = run_config(cfg, Context(str(tmp_path), lambda _: None), "snapshot4")
+    shifted = out.runs[SHIFTED]
+    period = {s["job"]: s["period_s"] for d in shifted.decisions for s in d["log"]["shifts"]}
+    assert score(shifted) == 1.0
+    assert shifts_ms(shifted)["roberta-b"] == pytest.approx(period["roberta-b"] * 1e3 / 2, rel=0.05)
+    assert all(g > 1.9 for g in comm_gains(out.runs[UNSHIFTED], shifted).values())
 
 
 def test_mltcp_counts_interleaving_and_gains_over_a_pooled_timeline():
