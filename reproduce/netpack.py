@@ -218,7 +218,7 @@ class NetPackFig11(_NetPackSweep):
                "models drawn from the paper's pool); the PAT in Gbit/s for the switch memory; one run (the jobs "
                "are fixed)")
     backends = ("emu", "sim")
-    minutes = 175.0  # five points of the 35 measured for each of PAT 0 and 200 (docs/netpack.md)
+    minutes = 175.0  # five points of the 35 measured for each of PAT 0, 50, 100 and 200 (docs/netpack.md)
     config = CONFIG_TESTBED
     vary = "ina.pat_gbps=0,25,50,100,200"
     seeds = (1,)
