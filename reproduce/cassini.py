@@ -39,6 +39,12 @@ def iteration_times(run) -> list[float]:
     return [p.end_s - p.start_s for p in run.timeline]
 
 
+def logged_shifts(run) -> list[dict]:
+    """Every time shift Cassini's decisions logged in a policy's run (its ``decisions.json``), in order:
+    ``job``, ``shift_s`` and ``period_s`` (the job's profiled period)."""
+    return [s for d in run.decisions for s in d.get("log", {}).get("shifts", ())]
+
+
 def speedups(base: dict, other: dict, keys: tuple[str, ...] = tuple(PAPER)) -> dict[str, float | None]:
     """The base policy's statistics ``keys`` over another policy's (above 1: the other is faster)."""
     return {k: base[k] / other[k] if base[k] and other[k] else None for k in keys}
@@ -215,8 +221,7 @@ class CassiniFig42(Reproduction):
                    Figure(f"Cassini's time shift on the second job ({shifted})", shift_ms,
                           (FIG42_PAPER["shift_ms"],) * 2, "Fig. 4.2", "ms"))
         alone = timings(out.runs[SHIFTED].timeline)[shifted]
-        profiled = {s["job"]: s["period_s"] * 1e3 for d in out.runs[SHIFTED].decisions
-                    for s in d.get("log", {}).get("shifts", ())}
+        profiled = {s["job"]: s["period_s"] * 1e3 for s in logged_shifts(out.runs[SHIFTED])}
         explanation, sweep_dir, rates = self.explain(cfg, ctx, next(f for f in figures if f.quantity == POOLED_P90))
         notes = [f"an iteration is start to start (a shifted job's waits for its instants count); p90 and mean over "
                  f"each job's {cfg.iterations - 1} iterations, and pooled over both",

@@ -17,6 +17,7 @@ import dataclasses
 import statistics
 
 from reproduce.base import Context, Figure, Outcome, Reproduction, number_text
+from reproduce.cassini import logged_shifts
 from reproduce.plot import Panel, PaperMark, Series, draw
 from reproduce.sensitivity import Explanation, Sensitivity
 
@@ -125,12 +126,8 @@ def score(run) -> float | None:
 
 
 def shifts_ms(run) -> dict[str, float]:
-    """Each job's shift of Cassini's first decision, ms."""
-    for d in run.decisions:
-        shifts = d.get("log", {}).get("shifts")
-        if shifts:
-            return {s["job"]: s["shift_s"] * 1e3 for s in shifts}
-    return {}
+    """Each job's shift, ms (a snapshot's jobs all start at once: one decision shifts them)."""
+    return {s["job"]: s["shift_s"] * 1e3 for s in logged_shifts(run)}
 
 
 def comm_gains(unshifted, shifted) -> dict[str, float | None]:
@@ -177,8 +174,9 @@ class CassiniTable43(Reproduction):
     def run(self, ctx: Context) -> Outcome:
         from reproduce.runs import run_config, trust_note
 
+        configs = self.configs()
         figures, notes, run_dirs, ours = [], [], [], {}
-        for snap, cfg in self.configs():
+        for snap, cfg in configs:
             out = run_config(cfg, ctx, f"snapshot{snap.index}")
             run_dirs.append(out.run_dir)
             gains, got = comm_gains(out.runs[UNSHIFTED], out.runs[SHIFTED]), score(out.runs[SHIFTED])
@@ -194,8 +192,8 @@ class CassiniTable43(Reproduction):
             trust = trust_note(out, f"snapshot {snap.index}")
             if trust:
                 notes.append(trust)
-        explanation, sweep_dirs, per_quantum = self.explain(ctx, figures[0])
-        periods, period_dirs = self.explain_periods(ctx, figures[1])
+        explanation, sweep_dirs, per_quantum = self.explain(ctx, configs, figures[0])
+        periods, period_dirs = self.explain_periods(ctx, configs[0][1], figures[1])
         notes.append("Cassini's score and the mean gain per grid, snapshot by snapshot (simulator): " + per_quantum)
         notes.append("a job's compute time is Table 3.1's iteration time of the same job under fair sharing less its "
                      "communication time under Themis, where Table 3.1 has the job; the thesis does not say how its "
@@ -216,16 +214,17 @@ class CassiniTable43(Reproduction):
         return Outcome(tuple(figures), tuple(notes), (*run_dirs, *sweep_dirs, *period_dirs), plot,
                        (explanation, periods))
 
-    def explain(self, ctx: Context, figure: Figure) -> tuple[Explanation, list[str], str]:
-        """Every snapshot on the simulator at each grid of :data:`QUANTA_MS`: the explanation of
-        snapshot 1's score, the runs' directories, and every snapshot's score and gain in words."""
+    def explain(self, ctx: Context, configs, figure: Figure) -> tuple[Explanation, list[str], str]:
+        """Every snapshot of ``configs`` (:meth:`configs`) on the simulator at each grid of
+        :data:`QUANTA_MS`: the explanation of snapshot 1's score, the runs' directories, and every
+        snapshot's score and gain in words."""
         from experiment.config.overrides import apply_settings
         from reproduce.runs import run_config
 
         sim = dataclasses.replace(ctx, backend="sim")
         by_quantum, dirs = {}, []
         for q in QUANTA_MS:
-            for snap, cfg in self.configs():
+            for snap, cfg in configs:
                 shifted = f"{SHIFTED},quantum_ms={q}"
                 out = run_config(apply_settings(cfg, [f'policies=[{UNSHIFTED}, "{shifted}"]']), sim,
                                  f"sensitivity/quantum_ms={q}/snapshot{snap.index}")
@@ -237,20 +236,19 @@ class CassiniTable43(Reproduction):
                           for q, v in by_quantum.items())
         return Explanation(QUANTUM, figure.nearest_end, points), dirs, words
 
-
-    def explain_periods(self, ctx: Context, figure: Figure) -> tuple[Explanation, list[str]]:
-        """Snapshot 1 on the simulator with its first job's compute time at each of
+    def explain_periods(self, ctx: Context, cfg, figure: Figure) -> tuple[Explanation, list[str]]:
+        """Snapshot 1 (its config ``cfg``) on the simulator with its first job's compute time at each of
         :data:`PERIOD_COMPUTE_MS`: its gain against how far apart Cassini profiled the two periods."""
         from experiment.config.overrides import apply_settings
         from reproduce.runs import run_config
 
         sim = dataclasses.replace(ctx, backend="sim")
-        cfg, points, dirs = self.configs()[0][1], [], []
+        points, dirs = [], []
         for ms in PERIOD_COMPUTE_MS:
             out = run_config(apply_settings(cfg, [f"jobs.0.compute_ms={ms}"]), sim,
                              f"sensitivity/periods/compute_ms={ms}")
             dirs.append(out.run_dir)
-            periods = [s["period_s"] for d in out.runs[SHIFTED].decisions for s in d.get("log", {}).get("shifts", ())]
+            periods = [s["period_s"] for s in logged_shifts(out.runs[SHIFTED])]
             apart = 100 * (1 - min(periods) / max(periods)) if periods else None
             points.append((apart, mean_gain(comm_gains(out.runs[UNSHIFTED], out.runs[SHIFTED]))))
         return Explanation(PERIODS, figure.nearest_end, tuple(points)), dirs

@@ -368,13 +368,14 @@ def test_a_snapshot_of_two_identical_jobs_is_fully_compatible_and_interleaves(tm
     period, and each job's communication time halved against the unshifted run's (the uplink no
     longer shared); every shift is in the decision log."""
     from reproduce.base import Context
+    from reproduce.cassini import logged_shifts
     from reproduce.cassini_snapshots import SHIFTED, UNSHIFTED, CassiniTable43, comm_gains, score, shifts_ms
     from reproduce.runs import run_config
 
     (snap, cfg), = [(s, c) for s, c in CassiniTable43().configs() if s.index == 4]
     out = run_config(cfg, Context(str(tmp_path), lambda _: None), "snapshot4")
     shifted = out.runs[SHIFTED]
-    period = {s["job"]: s["period_s"] for d in shifted.decisions for s in d["log"]["shifts"]}
+    period = {s["job"]: s["period_s"] for s in logged_shifts(shifted)}
     assert score(shifted) == 1.0
     assert shifts_ms(shifted)["roberta-b"] == pytest.approx(period["roberta-b"] * 1e3 / 2, rel=0.05)
     assert all(g > 1.9 for g in comm_gains(out.runs[UNSHIFTED], shifted).values())
