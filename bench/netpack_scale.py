@@ -76,7 +76,7 @@ def main(argv=None) -> int:
         paper = PAPER_S_PER_JOB.get(n)
         rows.append([f"{n:,}", str(placed), str(calls), f"{spent / max(calls, 1):.2e}", f"{per_job:.2e}",
                      f"{spent:.1f}",
-                     f"{paper:.2e}" if paper else "-", f"{per_job / paper:.1f}x" if paper else "-",
+                     f"{paper:.2e}" if paper else "-", f"{per_job / paper:.3g}x" if paper else "-",
                      f"{spent / TARGET_TOTAL_S:.2f}x of {TARGET_TOTAL_S:g} s" if n == 10_000 else "-"])
         print(f"  {n:,} servers: {placed} placed in {spent:.1f} s", flush=True)
     print(format_table(["servers", "placed", "place() calls", "s per call", "s per placed job", "total s",

@@ -26,7 +26,6 @@ from emulator.cpu import CpuSampler
 from emulator.ina_runs import InaRuns, unused_result
 from emulator.net import link_rates_mbps
 from emulator.queues import PortSampler
-from emulator.runner import EmulatorExperiment
 from emulator.shell import open_cli
 from experiment.config.schema import ExperimentConfig
 from experiment.config.workload import config_cluster, experiment_jobs
@@ -105,7 +104,7 @@ class PolicyMeasurement:
         write_json(os.path.join(self.pdir, "measurements.json"), result.to_dict())
         series, figures = cluster_over_run(self.cfg, self.s.g, loop, experiment_jobs(self.cfg, self.s.g))
         result.summary = dataclasses.replace(
-            summarise_policy(self.cfg, self.s.g, result, records, EmulatorExperiment.name), cluster=figures)
+            summarise_policy(self.cfg, self.s.g, result, records, self.s.backend_name), cluster=figures)
         return result, series
 
     def run_loop(self) -> tuple[LoopResult, EmulatorBackend, dict, InaResult | None]:

@@ -44,7 +44,7 @@ from emulator.variants import (
 from experiment.config.schema import BackendChecks, ExperimentConfig, ina_jobs, ina_switches
 from experiment.reporting.summary import PolicyRun
 from experiment.run import driver
-from experiment.run.driver import ExperimentBackend, PolicySession, ScheduleEstimator
+from experiment.run.plugin import ExperimentBackend, PolicySession, ScheduleEstimator
 from measure.marking import marking_params
 from topo.schema import EMULATOR_LIMITS
 from workers.launcher import ExecFn, ready_path
@@ -283,6 +283,9 @@ class EmulatorExperiment(ExperimentBackend):
 
 class EmulatorSession(PolicySession):
     """Policies one after another on the run's emulated network (:func:`run_policy`)."""
+
+    backend_name = EmulatorExperiment.name
+    """The back end's registry key, as its policies' summaries name it."""
 
     def __init__(self, cfg: ExperimentConfig, g, net: EmulatedNetwork, progress: Progress,
                  ecn: tuple[str, str], hosts_tcp: dict, ina: InaSetup | None, spawn: ExecFn | None,

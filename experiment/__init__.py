@@ -31,7 +31,7 @@ BACKENDS: dict[str, str] = {
     "emu": "emulator.runner:EmulatorExperiment",
     "sim": "experiment.run.simrun:SimulatorExperiment",
 }
-"""Back end name -> ``module:class`` of its :class:`experiment.run.driver.ExperimentBackend` (which holds
+"""Back end name -> ``module:class`` of its :class:`experiment.run.plugin.ExperimentBackend` (which holds
 everything else about it: its help line, report name, config checks), imported on demand so that
 choosing ``sim`` never loads the emulator."""
 

@@ -117,6 +117,11 @@ def parse_spec(spec: str) -> tuple[str, dict[str, bool | int | float | str]]:
     return specs.parse_spec(spec, "policy", PlacementError)
 
 
+GIVEN_BY_THE_RUN = ("context", "make_policy")
+"""Constructor parameters :func:`make_policy` fills itself, never spec keywords: the run's
+:class:`PlacementContext` and, for a policy over another, :func:`make_policy`."""
+
+
 def make_policy(spec: str, seed: int = 0, context: PlacementContext | None = None) -> PlacementPolicy:
     """Build a policy from its spec string (``"name"`` or ``"name,key=value,..."``, see ``common.specs``).
 
@@ -124,11 +129,12 @@ def make_policy(spec: str, seed: int = 0, context: PlacementContext | None = Non
         spec: ``name`` is a key of :data:`POLICIES`; keys are its constructor's keyword parameters.
         seed: the policy's seed (derive it from the experiment's seed).
         context: what the run tells policies whose constructor takes ``context`` (default: payload
-            bytes, no latency).
+            bytes, no latency). A policy over another (``cassini,inner=...``) takes ``make_policy``: this
+            function, for its inner policy.
 
     Raises:
         PlacementError: unknown policy name, unknown keyword (the message lists the valid
             ones), a missing required keyword, a value of the wrong type, or a malformed spec.
     """
     return specs.build_from_spec(POLICIES, spec, seed, "placement policy", "policy", PlacementError,
-                                 {"context": context or PlacementContext()})
+                                 {"context": context or PlacementContext(), "make_policy": make_policy})

@@ -75,6 +75,38 @@ def test_the_top_level_packages_import_each_other_without_a_cycle():
     assert cycles == [], "\n".join(detail)
 
 
+def module_graph() -> nx.DiGraph:
+    """Module of the product -> the modules of the product it imports (a package's ``__init__`` by the
+    package's name), wherever the import stands, each edge with nothing more: the files are its ends."""
+    files = {p: ".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+             for pkg in PACKAGES for p in sorted((REPO / pkg).rglob("*.py"))}
+    modules = set(files.values())
+    g = nx.DiGraph()
+    g.add_nodes_from(modules)
+    for path, mod in files.items():
+        for name in imports_of(path):
+            if name in modules and name != mod:
+                g.add_edge(mod, name)
+    return g
+
+
+def test_no_two_modules_import_each_other():
+    """No cycle among the product's modules either (an import inside a function counts): two modules
+    that need each other share a third, as the driver and the back ends share ``experiment.run.plugin``."""
+    cycles = sorted(map(sorted, nx.simple_cycles(module_graph())))
+    assert cycles == [], "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_module_graph_sees_a_planted_cycle(tmp_path, monkeypatch):
+    """The module cycle check is not vacuous: two modules of one package importing each other are reported."""
+    for name in PACKAGES:
+        (tmp_path / name).mkdir()
+    (tmp_path / "common" / "a.py").write_text("def f():\n    from common.b import g\n")
+    (tmp_path / "common" / "b.py").write_text("from common import a\n")
+    monkeypatch.setattr(__import__(__name__), "REPO", tmp_path)
+    assert sorted(map(sorted, nx.simple_cycles(module_graph()))) == [["common.a", "common.b"]]
+
+
 def test_the_experiment_package_never_imports_the_emulator():
     """``experiment`` reaches the emulator only through the back-end registry (by name, on demand)."""
     g = package_graph()

@@ -14,8 +14,9 @@ import pytest
 
 import experiment
 from experiment.config.schema import BackendChecks, ExperimentConfig, JobConfig, TopologyConfig
-from experiment.run.driver import ExperimentBackend, PolicySession, no_resources, run_experiment
+from experiment.run.driver import run_experiment
 from experiment.run.durations import DurationBackend
+from experiment.run.plugin import ExperimentBackend, PolicySession, no_resources
 from experiment.run.policy import run_policy_loop, summarise_loop
 from jobs.models import get_model
 from topo.schema import SIMULATOR_LIMITS

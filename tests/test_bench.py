@@ -55,7 +55,7 @@ def test_netpack_scale_smallest():
         assert math.isclose(float(r["s per call"]) * calls, float(r["s per placed job"]) * placed, rel_tol=0.01), r
     assert rows[1]["placed"] == "20" and rows[1]["total vs target"].endswith("x of 30 s"), rows[1]
     assert math.isclose(float(rows[1]["vs paper"].removesuffix("x")),
-                        float(rows[1]["s per placed job"]) / 1.36e-2, rel_tol=0.06), rows[1]
+                        float(rows[1]["s per placed job"]) / 1.36e-2, rel_tol=0.02), rows[1]  # both to 3 digits
 
 
 SIM_COLUMNS = ["jobs", "events", "simulated s", "wall ms per job", "wall s", "growth exponent",

@@ -58,7 +58,7 @@ def sections() -> tuple[Section, ...]:
     from experiment import backend_classes
     from jobs.collective import JOB_COLLECTIVES
     from jobs.models import MODELS
-    from placement import POLICIES
+    from placement import GIVEN_BY_THE_RUN, POLICIES
     from scheduling import SCHEDULERS
     from topo import TOPOLOGIES
 
@@ -73,7 +73,7 @@ def sections() -> tuple[Section, ...]:
         Section("topologies", "topology.kind (its parameters beside it)", topologies),
         Section("models", "jobs[].model", models),
         Section("collectives", "jobs[].collective", collectives),
-        Section("placement policies", "policies (spec: name,key=value,...)", spec_rows(POLICIES, ("context",))),
+        Section("placement policies", "policies (spec: name,key=value,...)", spec_rows(POLICIES, GIVEN_BY_THE_RUN)),
         Section("schedulers", "scheduler (spec: name,key=value,...)", spec_rows(SCHEDULERS)),
         Section("back ends", "run --backend", tuple((name, "", cls.help) for name, cls in backend_classes().items())),
     )

@@ -734,7 +734,7 @@ def latest_end_s(cfg: ExperimentConfig) -> float:
 @dataclasses.dataclass(frozen=True)
 class BackendChecks:
     """What one back end checks of a config on top of what every back end checks (:func:`validate`):
-    the ``checks`` of its :class:`experiment.run.driver.ExperimentBackend`.
+    the ``checks`` of its :class:`experiment.run.plugin.ExperimentBackend`.
 
     Attributes:
         shaped: its links must be rates the emulator can shape.
@@ -757,7 +757,7 @@ class BackendChecks:
 
 def validate(cfg: ExperimentConfig, backend: str = "emu"):
     """:func:`validate_for` the back end registered as ``backend`` (``experiment.BACKENDS``): its
-    :attr:`~experiment.run.driver.ExperimentBackend.checks`.
+    :attr:`~experiment.run.plugin.ExperimentBackend.checks`.
 
     Raises:
         ConfigError: naming the offending value and the valid choices (or an unknown back end).

@@ -534,7 +534,7 @@ JOB_CSV_COLUMNS = (
 
 def backend_heading(name: str) -> str:
     """How the tables name the back end called ``name``: its class's
-    :meth:`~experiment.run.driver.ExperimentBackend.report_heading`, or the name for one not registered here."""
+    :meth:`~experiment.run.plugin.ExperimentBackend.report_heading`, or the name for one not registered here."""
     from experiment import saved_backend_class
 
     cls = saved_backend_class(name)

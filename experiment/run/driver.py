@@ -9,7 +9,7 @@
         for spec in policies:
             run = session.run_policy(spec, pdir)    # a PolicyRun: the same records from every back end
 
-(``estimate``: the simulator's estimate of a recorded run, :class:`ScheduleEstimator`, handed to a
+(``estimate``: the simulator's estimate of a recorded run, :class:`experiment.run.plugin.ScheduleEstimator`, handed to a
 back end whose figures are measured, so that it needs no simulator of its own), and around it the
 driver alone keeps the run's status (``status.json``), its progress lines, its interrupts (Ctrl-C,
 SIGTERM: ``interrupted``) and its files: ``config.json``, ``capabilities.json`` (with ``backend``),
@@ -21,13 +21,11 @@ A policy that cannot place every job is a result: the others run, and the run en
 
 from __future__ import annotations
 
-import abc
 import contextlib
 import dataclasses
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from collections.abc import Mapping, Sequence
 
 from common.errors import PlacementError, TestbedError
 from common.progress import Eta
@@ -37,107 +35,7 @@ from experiment.reporting.interleaving import annotate
 from experiment.reporting.runlog import RunLog
 from experiment.reporting.summary import PolicyRun
 from experiment.reporting.timeline import write_timeline_csv
-from topo.schema import SizeLimits
-
-if TYPE_CHECKING:
-    from experiment.config.schema import BackendChecks
-
-Say = Callable[[str], None]
-
-
-class ScheduleEstimator(Protocol):
-    """The simulator's estimate of every job of a measured run, under the run's own schedule, by job
-    name (:func:`experiment.run.resimulate.estimate_recorded_run`): what the driver hands a back end whose
-    figures are measured, to set beside its measurements.
-
-    Args:
-        cfg, g: the config the run ran (as the back end ran it) and its topology.
-        loop: the loop's record of the run: its starts, preempted runs and placer decisions.
-        batches: the jobs of each batch the loop started, in order.
-        timeline: every job's iterations and their Up phases (:class:`experiment.reporting.timeline.UpPhase`).
-        bucket_bytes: per job, its measured gradient buckets.
-    """
-
-    def __call__(self, cfg, g, loop, batches: Sequence[Sequence[str]], timeline: Sequence,
-                 bucket_bytes: Mapping[str, Sequence[int]]) -> Mapping:
-        ...
-
-
-class PolicySession(abc.ABC):
-    """A back end ready to run policies one after another (its network up, its engine chosen)."""
-
-    @abc.abstractmethod
-    def run_policy(self, spec: str, pdir: str) -> PolicyRun:
-        """Run every job of the experiment under placement policy ``spec``; its files go to ``pdir``.
-
-        Raises:
-            PlacementError: the policy could not place every job.
-        """
-
-
-class ExperimentBackend(abc.ABC):
-    """A back end as the driver sees it: everything about it, in one class named by one line of
-    ``experiment.BACKENDS``. Its module must import without the back end's heavy dependencies
-    (``--help`` and ``run_testbed.py list`` read the class): those go inside its methods.
-
-    Subclasses set:
-        name: the registry key (``--backend``, ``capabilities.json``'s ``backend``).
-        what: how messages name it (``the {what} runs ...``).
-        help: its line in ``--help`` and ``run_testbed.py list``.
-        report_name: how the report's tables name it (with ``measured`` or ``estimated``).
-        measured: whether its figures are measured (then the report sets the simulator's
-            estimates beside them) or computed.
-        concurrent_runs: whether several runs may go at once, in a pool of processes.
-        opens_cli: whether ``run --cli`` can open an interactive shell on its network once a
-            policy has placed its first jobs (then its constructor takes ``cli=True``).
-        checks: what it checks of a config beyond the common checks, with its size limits and
-            what ``run_testbed.py check`` says of a config it takes.
-    """
-
-    name: ClassVar[str]
-    what: ClassVar[str]
-    help: ClassVar[str]
-    report_name: ClassVar[str]
-    measured: ClassVar[bool] = False
-    concurrent_runs: ClassVar[bool] = True
-    opens_cli: ClassVar[bool] = False
-    checks: ClassVar[BackendChecks]
-
-    @classmethod
-    def report_heading(cls) -> str:
-        """How the report's tables name this back end: ``emulated, measured``."""
-        return f"{cls.report_name}, {'measured' if cls.measured else 'estimated'}"
-
-    @property
-    def size_limits(self) -> SizeLimits:
-        """The largest topology this back end takes (its :attr:`checks`')."""
-        return self.checks.limits
-
-    def check(self, cfg):
-        """Validate ``cfg`` for this back end without touching the machine; returns the topology.
-
-        Raises:
-            ConfigError: naming the offending value and the valid choices.
-        """
-        from experiment.config.schema import validate_for
-
-        return validate_for(cfg, self.checks)
-
-    @abc.abstractmethod
-    def prepare(self, cfg, g, say: Say) -> dict:
-        """Check this machine for the run and choose what it runs with; returns the capabilities
-        the run records (``capabilities.json``)."""
-
-    @abc.abstractmethod
-    def describe(self, cfg, caps: dict, specs: Sequence[str]) -> str:
-        """The run's first progress line after its directory: what runs, on what."""
-
-    @abc.abstractmethod
-    def open(self, cfg, g, run_dir: str, caps: dict, say: Say,
-             estimate: ScheduleEstimator | None) -> contextlib.AbstractContextManager[PolicySession]:
-        """A session for the run's policies; leaving it releases everything the back end holds.
-        ``estimate``: the simulator's estimate of a recorded run, for a back end whose figures are
-        :attr:`measured` (None for the others)."""
+from experiment.run.plugin import ExperimentBackend, Say, ScheduleEstimator
 
 
 @dataclasses.dataclass(frozen=True)
@@ -287,9 +185,3 @@ def _report(run_dir: str, cfg, g, runs: dict[str, PolicyRun], caps: dict, unplac
         write_export(run_dir)
     except (TestbedError, OSError, ValueError) as e:
         say(f"warning: experiment.json not written: {e}")
-
-
-@contextlib.contextmanager
-def no_resources(session: PolicySession) -> Iterator[PolicySession]:
-    """A session of a back end that holds nothing between policies."""
-    yield session

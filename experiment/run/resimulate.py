@@ -151,7 +151,7 @@ def simulate_schedule(cfg, g, loop: LoopResult, bucket_bytes: Mapping[str, Seque
 
 def estimate_recorded_run(cfg, g, loop: LoopResult, batches: Sequence[Sequence[str]], timeline: Sequence,
                           bucket_bytes: Mapping[str, Sequence[int]]) -> dict[str, JobEstimate]:
-    """The simulator's estimate of every job of a measured run (:class:`experiment.run.driver.ScheduleEstimator`):
+    """The simulator's estimate of every job of a measured run (:class:`experiment.run.plugin.ScheduleEstimator`):
     :func:`simulate_schedule` in the run's ``batches`` where the config's scheduler starts jobs in
     batches, else at the recorded times; under an MLTCP congestion control each job starting when
     its first measured iteration began after its batch's first (:func:`start_offsets`, from the

@@ -26,7 +26,7 @@ from experiment.config.schema import BackendChecks
 from experiment.config.workload import experiment_jobs
 from experiment.reporting.summary import PolicyRun
 from experiment.reporting.timeline import up_phases
-from experiment.run.driver import ExperimentBackend, PolicySession, Say, ScheduleEstimator, no_resources
+from experiment.run.plugin import ExperimentBackend, PolicySession, Say, ScheduleEstimator, no_resources
 from experiment.run.policy import run_policy_loop, summarise_loop
 from sim.backend import FlowSimBackend
 from sim.engines import engines_where, sim_engine

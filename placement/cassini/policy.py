@@ -13,7 +13,7 @@ The spec string's keys, measured profiles and the resolutions where the spec is 
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 from common.errors import PlacementError
 from jobs.models import job_model, scaled_buckets
@@ -52,6 +52,8 @@ class CassiniPolicy(PlacementPolicy):
         context: the run's costing of transfers (headers at its MTU, per-message latency, scale),
             which the profiles follow so that their iteration times are the back end's, and the
             jobs' measured timings.
+        make_policy: the registry's builder (:func:`placement.make_policy`, which passes itself), for
+            the inner policy.
 
     Raises:
         PlacementError: an unknown inner policy or aggregate, ``cassini`` as its own inner
@@ -62,10 +64,12 @@ class CassiniPolicy(PlacementPolicy):
 
     def __init__(self, seed: int = 0, inner: str = "themis", candidates: int = 10, aggregate: str = "mean",
                  step_deg: float = DEFAULT_STEP_DEG, quantum_ms: float = 1.0, merge: bool = True, centre: bool = True,
-                 shift: bool = True, context: PlacementContext = PlacementContext()):
+                 shift: bool = True, context: PlacementContext = PlacementContext(),
+                 make_policy: Callable[..., PlacementPolicy] | None = None):
         super().__init__(seed)
-        from placement import make_policy  # the registry names this class: imported on use
-
+        if make_policy is None:
+            raise PlacementError("cassini: built by the registry (placement.make_policy), which builds its inner "
+                                 "policy")
         if inner == self.name:
             raise PlacementError("cassini: the inner policy cannot be cassini itself")
         if candidates < 1 or not step_deg > 0 or not quantum_ms > 0:
