@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from common.errors import EmulationError
+from common.units import scale_bw_mbps
 from emulator.backend import BatchResult, EmulatorBackend
 from emulator.cpu import CpuSampler
 from emulator.ina_runs import InaRuns, unused_result
@@ -163,8 +164,9 @@ class PolicyMeasurement:
         if ina_result is not None and ina_result.used:
             ina_result = dataclasses.replace(ina_result, cpu=self.sampler.process_p95(windows or None))
         evidence = job_evidence(cfg, placements, records, ina_result.jobs if ina_result else None)
+        pat = cfg.ina.pat_gbps
         verdicts = fidelity.job_verdicts(g, link_rates_mbps(g, cfg.scale), evidence, cfg.mtu,
-                                         pat_declared=cfg.ina.pat_gbps is not None)
+                                         pat_mbps=None if pat is None else scale_bw_mbps(pat * 1000, cfg.scale))
         timeline = up_phases(records, cfg.dilation)
         estimates = s.estimate(cfg, g, loop, self.batches, timeline,
                                {e.job: e.bucket_bytes for e in evidence if e.bucket_bytes})
@@ -173,7 +175,8 @@ class PolicyMeasurement:
         return PolicyResult(
             policy=self.spec, scheduler=cfg.scheduler, placements=placements, starts=starts,
             cluster_states=tuple(self.cluster_states), waves=tuple(wave_links(w, series, marks) for w in waves),
-            jct_s=loop.jct_s, preemptions=loop.preemptions, link_bytes=link_bytes, link_rate_mbps=rates,
+            jct_s=loop.jct_s, preemptions=loop.preemptions,
+            preemption_overhead_s=loop.preemption_overhead_s, link_bytes=link_bytes, link_rate_mbps=rates,
             cpu=self.sampler.summary(), cpu_measured=cpu_measured, ecn=EcnSetup(s.ecn[0], s.ecn[1], s.hosts_tcp or {}),
             fidelity=fidelity.assess(cpu_measured, link_checks, verdicts), estimates=estimates, scale=cfg.scale,
             dilation=cfg.dilation,

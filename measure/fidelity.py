@@ -22,7 +22,7 @@ from jobs.collective import collective_of
 from jobs.steps import job_bound_s, job_collisions, job_links, largest_transfer_bytes
 from measure.cpu import CpuSummary
 from measure.shaping import burst_bytes, frame_bytes
-from sim.ina import InaSpec, ina_routes, stream_bytes, streams
+from sim.ina import InaSpec, ina_routes, rate_alone, stream_bytes, streams
 from topo.routing import ecmp_path, path_links
 
 MIN_RATE_RATIO = 0.9
@@ -413,7 +413,7 @@ def _ina_routes(g, machines_by_rank: Sequence[str], ps_host: str, switches: Sequ
 
 def ina_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Sequence[str], ps_host: str,
                 bucket_bytes: Sequence[int], switches: Sequence[str] = (), results: str = "unicast",
-                values_per_packet: int = VALUES_PER_PACKET) -> float:
+                values_per_packet: int = VALUES_PER_PACKET, pat_mbps: float | None = None) -> float:
     """A lower bound on an INA job's communication time per iteration from its links, seconds: each
     directed link carries some streams of the job (:func:`sim.ina.streams`, the simulator's INA model,
     with full aggregation at ``switches`` and the results as they came back: ``unicast`` from the
@@ -428,7 +428,11 @@ def ina_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Se
     (of a Peak Aggregation Throughput far above a port's) and servers do: an INA job is judged
     against this bound as a ring job is against its own, and one above :data:`MAX_JOB_RATIO` of it
     was slowed by the emulated end hosts or aggregators (their packets per second), not by its
-    links.
+    links. Where the run declares a PAT below the job's per-worker rate on its links (``pat_mbps``),
+    the aggregators sum no more than it, alone as with others, and the rest of its packets pass them
+    unaggregated, loading the links above with more streams: the bound is then the job's rate alone
+    under that PAT (:func:`sim.ina.rate_alone`, the simulator's water-filling), which the network
+    modelled imposes, not the emulator.
 
     Args:
         g: the topology (routes: :func:`topo.routing.ecmp_path`).
@@ -439,14 +443,16 @@ def ina_bound_s(g, rate_mbps: dict[tuple[str, str], float], machines_by_rank: Se
         switches: the switches that aggregate it (its leaves and root).
         results: ``unicast`` or ``multicast`` (:data:`sim.ina.RESULTS`).
         values_per_packet: int32 values per packet (each frame's headers counted).
+        pat_mbps: every aggregator's declared PAT, Mbit/s of frames per worker at the rates' scale
+            (None: none declared, the aggregators keep up).
     """
     return _ina_busiest(g, rate_mbps, machines_by_rank, ps_host, bucket_bytes, switches, results,
-                        values_per_packet)[0]
+                        values_per_packet, pat_mbps)[0]
 
 
 def _ina_busiest(g, rate_mbps, machines_by_rank, ps_host, bucket_bytes, switches, results,
-                 values_per_packet) -> tuple[float, float | None]:
-    """:func:`ina_bound_s` and the rate of the link that sets it (None: no link)."""
+                 values_per_packet, pat_mbps: float | None = None) -> tuple[float, float | None]:
+    """:func:`ina_bound_s` and the rate of the busiest link with full aggregation (None: no link)."""
     if all(m == ps_host for m in machines_by_rank):
         return 0.0, None
     routes = _ina_routes(g, machines_by_rank, ps_host, switches)
@@ -456,11 +462,21 @@ def _ina_busiest(g, rate_mbps, machines_by_rank, ps_host, bucket_bytes, switches
         rate = rate_mbps.get((u, v), rate_mbps.get((v, u)))
         if rate and k * stream_bits / (rate * MEGA) > worst:
             worst, worst_rate = k * stream_bits / (rate * MEGA), rate
+    if pat_mbps is not None and worst > 0:
+        capacity = {link: rate_mbps[link] if link in rate_mbps else rate_mbps[link[::-1]]
+                    for link in _route_links(routes)}
+        worst = max(worst, stream_bits / (rate_alone(routes, capacity, pat_mbps, results) * MEGA))
     return worst, worst_rate
 
 
+def _route_links(routes) -> set[tuple[str, str]]:
+    """Every directed link of an INA job's routes, both ways."""
+    links = {link for hops in (*routes.up.values(), *routes.leaf_up.values(), *routes.down.values()) for link in hops}
+    return links | {link[::-1] for link in links}
+
+
 def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobEvidence],
-                 mtu: int | None = None, pat_declared: bool = False) -> list[JobVerdict]:
+                 mtu: int | None = None, pat_mbps: float | None = None) -> list[JobVerdict]:
     """Check every job of a run against its contention-free bound.
 
     Two jobs that ran together (:meth:`JobEvidence.ran_with`: the same wave, or overlapping
@@ -477,7 +493,9 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
             the evidence's bucket bytes.
         evidence: one record per job and wave.
         mtu: the run's MTU: bounds count the bytes on the wire (None: payload only).
-        pat_declared: the run declares the switches' Peak Aggregation Throughput (``ina.pat_gbps``).
+        pat_mbps: the switches' declared Peak Aggregation Throughput (``ina.pat_gbps``), Mbit/s at the
+            rates' scale (None: none declared): INA jobs aggregated by one switch contend for it, and
+            an INA job's bound is its rate alone under it (:func:`ina_bound_s`).
 
     Returns:
         One verdict per evidence record, in the same order.
@@ -486,7 +504,8 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
         JobError: a job with an unknown collective or a bad bucket size.
     """
     in_fabric = [collective_of(e.collective).aggregates_in_fabric for e in evidence]
-    links = [ina_links(g, e.machines_by_rank, e.ps_host) | {("aggregator", s) for s in e.ina_switches if pat_declared}
+    pat_shared = pat_mbps is not None
+    links = [ina_links(g, e.machines_by_rank, e.ps_host) | {("aggregator", s) for s in e.ina_switches if pat_shared}
              if fabric
              else job_links(g, e.machines_by_rank, e.collective, e.bucket_bytes)
              for e, fabric in zip(evidence, in_fabric, strict=True)]
@@ -496,7 +515,7 @@ def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobE
                                if j != i and links[i] & links[j] and e.ran_with(o))
         if in_fabric[i]:
             bound_s, rate = (_ina_busiest(g, rate_mbps, e.machines_by_rank, e.ps_host, e.bucket_bytes, e.ina_switches,
-                                          e.ina_results, e.ina_values_per_packet)
+                                          e.ina_results, e.ina_values_per_packet, pat_mbps)
                              if e.ps_host else (0.0, None))
             # Its UDP packets leave in a burst whenever the busiest link's token bucket has refilled
             # (between buckets; TCP restarts slowly after idle): up to one bucket's depth per bucket early.

@@ -37,6 +37,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from common.errors import JobError
 from ina.plan import TreeShape, tree_shape
 from ina.protocol import VALUE_BYTES, VALUES_PER_PACKET, InaError, frame_bytes
+from sim.maxmin import AggregatedDemand, fill_levels
 
 RESULTS = ("unicast", "multicast")
 """How results come back to the workers (see the module docstring)."""
@@ -154,3 +155,41 @@ def streams(routes: InaRoutes, spilled: frozenset[str], results: str = "unicast"
             back = routes.reverse[link]
             out[back] = out.get(back, 0) + k
     return out
+
+
+def rate_alone(routes: InaRoutes, capacity: Mapping[Link, float], pat: float = math.inf,
+               results: str = "unicast") -> float:
+    """An INA job's per-worker rate alone on the fabric, each of its aggregators summing at most ``pat``
+    (the unit of ``capacity``: a slot takes one packet of a seq from every worker, so a job uses its
+    per-worker rate of it): with full aggregation, its busiest link's capacity over its streams there;
+    where that rate is above the PAT, the increments beyond it pass the aggregator unaggregated and
+    load the links above it with more streams (:func:`sim.maxmin.fill_levels`, the water-filling the
+    fluid engine runs). A PAT at or above the full-aggregation rate leaves it unchanged; a PAT of 0
+    is no aggregation at all.
+
+    Raises:
+        JobError: a link of the job's routes without a capacity, or an unknown ``results`` mode.
+    """
+    full = streams(routes, frozenset(), results)
+    if not full:
+        return math.inf
+    names = list(dict.fromkeys(link for links in (*routes.up.values(), *routes.leaf_up.values(),
+                                                  *routes.down.values(), routes.reverse.values())
+                               for link in links))  # every link a spill can load (:func:`streams`)
+    missing = [link for link in names if link not in capacity]
+    if missing:
+        raise JobError(f"no capacity for link(s) {', '.join(map(str, missing))}")
+    alone = min(capacity[link] / k for link, k in full.items())
+    aggregators = routes.aggregators
+    if not pat < alone or not aggregators:
+        return alone
+    ids = {link: i for i, link in enumerate(names)}
+
+    def links(spilled: frozenset[int]) -> tuple[tuple[int, float], ...]:
+        counts = streams(routes, frozenset(aggregators[a] for a in spilled), results)
+        return tuple(sorted((ids[link], float(k)) for link, k in counts.items()))
+
+    demand = AggregatedDemand(tuple((a, 1.0) for a in range(len(aggregators))), links)
+    fill = fill_levels([demand], [capacity[link] for link in names], [max(0.0, pat)] * len(aggregators), alone)
+    return fill.levels[0]
+

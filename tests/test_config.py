@@ -99,6 +99,7 @@ def test_wrong_type_is_rejected():
      "duplicate"),
     ({"jobs": [{"name": "a", "model": "resnet50", "workers": 2, "compute_ms": -1}]},
      r"config.jobs\[0\].compute_ms: -1 is out of range"),
+    ({"preemption": {"restore_s": -1}}, r"config.preemption.restore_s: -1 is out of range"),
     ({"mode": "train", "jobs": [{"name": "a", "model": "small_cnn", "workers": 2, "compute_ms": 5}]},
      r"config.jobs\[0\].compute_ms: 5.0 sets a replayed compute time, but mode 'train' computes"),
 ])

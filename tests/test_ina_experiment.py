@@ -216,6 +216,27 @@ def test_the_ps_alone_in_its_rack_sends_a_result_per_machine_and_takes_in_one_pe
     assert ina_bound_s(G, rates, machines, "h9", (4000,), (), "multicast") == pytest.approx(4 * per_stream)
 
 
+def test_a_declared_pat_below_the_jobs_rate_sets_its_bound():
+    """h2 and h3 summed at the PS's ToR e1, results multicast: alone the job streams at every link's
+    rate R, one stream each way on the PS's link. A declared PAT of R / 2 sums half of it; the rest
+    passes e1 unaggregated, two streams, so the PS's link carries R / 2 + 2 (x - R / 2) = R each way
+    at x = 3R / 4: the bound is 4/3 of the full-aggregation one. A job measured at 1.3 times that one
+    is then what the network modelled gives (ok), not a slow emulator; a PAT of R changes nothing."""
+    rates = link_rates_mbps(G, 500)
+    r = rates[("h1", "e1")]
+    job = JobEvidence("a", 0, ("h1", "h2", "h3"), "ina", (400_000,), 0.0, True, ps_host="h1", ina_switches=("e1",),
+                      ina_results="multicast")
+    full = ina_bound_s(G, rates, job.machines_by_rank, "h1", job.bucket_bytes, ("e1",), "multicast")
+    assert ina_bound_s(G, rates, job.machines_by_rank, "h1", job.bucket_bytes, ("e1",), "multicast",
+                       pat_mbps=r / 2) == pytest.approx(full * 4 / 3)
+    assert ina_bound_s(G, rates, job.machines_by_rank, "h1", job.bucket_bytes, ("e1",), "multicast",
+                       pat_mbps=r) == pytest.approx(full)
+    measured = dataclasses.replace(job, comm_mean_s=1.3 * full)
+    (under_pat,) = job_verdicts(G, rates, [measured], 1500, pat_mbps=r / 2)
+    assert under_pat.status == "ok" and under_pat.bound_s == pytest.approx(full * 4 / 3)
+    assert job_verdicts(G, rates, [measured], 1500)[0].status == "slow"
+
+
 def test_ina_links_are_every_machine_to_its_ps_and_back():
     links = ina_links(G, ("h1", "h1", "h3"), "h1")
     assert ("h3", "e2") in links and ("e2", "h3") in links and ("h1", "e1") in links and ("e1", "h1") in links

@@ -236,11 +236,11 @@ def test_ina_jobs_aggregated_by_one_switch_at_once_contend_for_its_declared_pat(
 
     x = replace(ev("x", ("h1", "h2"), 4.0, collective="ina", buckets=(400_000,)), ps_host="h1", ina_switches=("e1",))
     y = replace(ev("y", ("h3", "h4"), 4.0, collective="ina", buckets=(400_000,)), ps_host="h3", ina_switches=("e1",))
-    assert [(v.status, v.contended_with) for v in job_verdicts(G, RATES, [x, y], pat_declared=True)] == [
+    assert [(v.status, v.contended_with) for v in job_verdicts(G, RATES, [x, y], pat_mbps=1e9)] == [
         ("contended", ("y",)), ("contended", ("x",))]
     assert [v.contended_with for v in job_verdicts(G, RATES, [x, y])] == [(), ()]
     y = replace(y, ina_switches=("e2",))
-    assert [v.contended_with for v in job_verdicts(G, RATES, [x, y], pat_declared=True)] == [(), ()]
+    assert [v.contended_with for v in job_verdicts(G, RATES, [x, y], pat_mbps=1e9)] == [(), ()]
 
 
 @pytest.mark.parametrize("measured_s,status", [

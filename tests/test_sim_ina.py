@@ -20,7 +20,7 @@ from placement.netpack.network import Fabric, NetJob
 from placement.netpack.waterfill import waterfill
 from sim.flowsim import FlowEngine, SimJob, SimOptions
 from sim.fluid import FluidEngine
-from sim.ina import InaSpec, ina_routes, stream_bytes, streams
+from sim.ina import InaSpec, ina_routes, rate_alone, stream_bytes, streams
 from sim.maxmin import AggregatedDemand, fill_levels, maxmin_levels
 from topo import build_topology
 from topo.routing import ecmp_path, path_links
@@ -168,6 +168,26 @@ def test_a_ps_on_a_worker_rate_link_is_slowed_by_the_spill(ratio):
     e.advance(0.0)
     assert e.levels()["a"] == pytest.approx((1 + ratio) / 2)
     assert e.aggregation("a")["l1"] == pytest.approx(2 * ratio / (1 + ratio))
+
+
+@pytest.mark.parametrize("ratio", [0.0, 0.3, 0.7, 1.0, 2.0])
+def test_a_jobs_rate_alone_under_a_pat_is_the_engines(ratio):
+    """rate_alone, the fidelity bound's rate of an INA job alone: the job above on links of 10, PAT
+    10 x ratio. Results multicast: the PS's link carries x + 2 (rate - x) each way, so the rate is
+    10 (1 + x) / 2 up to a PAT of 10, the engine's level times 10; results unicast: the PS's link
+    sends a result to each of the 2 machines whatever the switch sums, 5 at every PAT."""
+    g = build_topology("leaf_spine", n_leaf=1, n_spine=1, hosts_per_leaf=3)
+    routes = ina_routes(g, ("h1", "h2"), InaSpec("h3", ("l1",)), lambda a, b: path_links(ecmp_path(g, a, b)))
+    capacity = {link: 10.0 for u, v in g.edges for link in ((u, v), (v, u))}
+    assert rate_alone(routes, capacity, 10 * ratio, "multicast") == pytest.approx(10 * (1 + min(ratio, 1)) / 2)
+    assert rate_alone(routes, capacity, 10 * ratio, "unicast") == pytest.approx(5.0)
+    assert rate_alone(routes, capacity, math.inf, "multicast") == pytest.approx(10.0)
+    e = engine(g, pat_gbps=10 * ratio, results="multicast")
+    e.add(ina_job("a", ("h1", "h2"), "h3", ("l1",)))
+    e.advance(0.0)
+    assert e.levels()["a"] * 10 == pytest.approx(rate_alone(routes, capacity, 10 * ratio, "multicast"))
+    with pytest.raises(JobError, match="no capacity"):
+        rate_alone(routes, {}, 1.0, "multicast")
 
 
 @pytest.mark.parametrize("ratio", [0.0, 0.5, 1.0, 2.0, 3.0])

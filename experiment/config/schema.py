@@ -340,6 +340,27 @@ class ClusterConfig:
     connect_timeout_s: float = rule_field(Real(1, 600), 10.0)
 
 
+@dataclasses.dataclass(frozen=True)
+class PreemptionConfig:
+    """What preempting a job costs: Tiresias's checkpoint and restore
+    (:mod:`experiment.run.preemption`). A preempted job holds its GPUs until its checkpoint is
+    written; a resumed one holds them, making no progress and attaining no service, until it is
+    read back. Every field 0 (the default): a preemption costs nothing.
+
+    Attributes:
+        checkpoint_s: fixed time of a checkpoint (the job paused, its chief writing the model),
+            seconds, on top of the model's bytes at ``storage_gbytes_s``.
+        restore_s: fixed time of a restore (the framework restarted, every worker loading the
+            model), seconds, on top of the model's bytes at ``storage_gbytes_s``.
+        storage_gbytes_s: the shared storage's rate for the model's fp32 parameters, GB/s, each way
+            (Tiresias's testbed: GPFS at 1.2 per machine); 0: the bytes cost nothing.
+    """
+
+    checkpoint_s: float = rule_field(Real(0, 1_000_000), 0.0)
+    restore_s: float = rule_field(Real(0, 1_000_000), 0.0)
+    storage_gbytes_s: float = rule_field(Real(0, 1_000_000), 0.0)
+
+
 SIM_MODES = tuple(SIM_ENGINES)
 
 
@@ -498,6 +519,7 @@ class ExperimentConfig:
         scheduler: scheduler spec string (``scheduling.SCHEDULERS``): which arrived jobs hold GPUs
             and which are preempted; the default ``waves`` starts the jobs that fit together and
             the others when that whole wave has ended.
+        preemption: what preempting a job costs (checkpoint and restore; nothing by default).
         policies: placement policy spec strings, or ``[all]`` for every registered policy; after
             expanding ``all`` no policy may appear twice.
         iterations: recorded training iterations per job.
@@ -557,6 +579,7 @@ class ExperimentConfig:
     trace: TraceConfig = rule_field(Section(TraceConfig), factory=TraceConfig)
     policies: tuple = rule_field(ListOf(PolicySpec(), 1, 64, "policy specs"), ("all",))
     scheduler: str = rule_field(PolicySpec("scheduler"), "waves")
+    preemption: PreemptionConfig = rule_field(Section(PreemptionConfig), factory=PreemptionConfig)
     iterations: int = rule_field(Integer(1, 100_000), 10)
     warmup_iterations: int = rule_field(Integer(0, 100_000), 2)
     mode: str = rule_field(Name(MODES), "replay")

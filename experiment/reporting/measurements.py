@@ -156,6 +156,7 @@ class PolicyResult:
     summary: PolicySummary | None = None
     decisions: tuple[dict, ...] = ()  # the placer's decisions that timed jobs or logged (decisions.json)
     timeline: tuple = ()  # every job's iterations and Up phases (experiment.reporting.timeline.UpPhase)
+    preemption_overhead_s: float = 0.0  # GPU-holding time of checkpoints and restores, over jobs
 
     def to_dict(self) -> dict:
         """JSON form (``measurements.json``), without the summary (``summary.json`` holds it)."""
@@ -165,6 +166,7 @@ class PolicyResult:
             "cluster_states": [dataclasses.asdict(c) for c in self.cluster_states],
             "waves": [w.to_dict() for w in self.waves],
             "jct_s": dict(self.jct_s), "preemptions": self.preemptions,
+            "preemption_overhead_s": self.preemption_overhead_s,
             "link_bytes": _link_list(self.link_bytes), "link_rate_mbps": _link_list(self.link_rate_mbps),
             "cpu": self.cpu.to_dict(), "cpu_measured": self.cpu_measured.to_dict(), "ecn": dataclasses.asdict(self.ecn),
             "fidelity": self.fidelity.to_dict(), "estimates": {j: e.to_dict() for j, e in self.estimates.items()},

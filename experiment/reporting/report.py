@@ -159,6 +159,7 @@ def summarise_policy(cfg, g, result: PolicyResult, records, backend: str) -> Pol
         waves=len(result.waves),
         scheduler=result.scheduler,
         preemptions=result.preemptions,
+        preemption_overhead_s=result.preemption_overhead_s,
         jct_mean_s=_mean(result.jct_s.values()),
         wall_time_s=result.wall_time_s,
         ecn_marks=_port_marks(result),
@@ -519,9 +520,9 @@ SUMMARY_CSV_COLUMNS = (
     "policy", "backend", "machines_used", "idle_machines_used", "cluster_machines_in_use", "fragmented_machines",
     "cross_machine_bytes", "comm_mean_s", "comm_p99_s", "comm_p90_s", "busiest_link_utilisation", "busiest_link",
     "ecn_marks", "ecn_marks_busiest_port", "cpu_mean", "jobs_checked", "worst_job_ratio", "trustworthy", "scale",
-    "dilation", "jobs_failed", "waves", "scheduler", "preemptions", "jct_mean_s", "jct_p90_s", "makespan_s",
-    "jct_over_duration_mean", "distribution_efficiency", "wall_time_s", "cpu_saturated", "ecn_method",
-    "ecn_busiest_port", "ecn_most_marked_link", "ecn_most_marked_link_marks")
+    "dilation", "jobs_failed", "waves", "scheduler", "preemptions", "preemption_overhead_s", "jct_mean_s",
+    "jct_p90_s", "makespan_s", "jct_over_duration_mean", "distribution_efficiency", "wall_time_s", "cpu_saturated",
+    "ecn_method", "ecn_busiest_port", "ecn_most_marked_link", "ecn_most_marked_link_marks")
 """``summary.csv``: a row per policy, from either back end (empty: not measured by that back end)."""
 
 JOB_CSV_COLUMNS = (

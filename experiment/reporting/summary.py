@@ -304,6 +304,8 @@ class PolicySummary:
         waves: waves (batches) run.
         scheduler: the scheduler's name.
         preemptions: jobs preempted.
+        preemption_overhead_s: the time preempted jobs held their GPUs for checkpoints and restores,
+            summed over jobs (0: preemption had no cost, ``preemption`` in the config).
         jct_mean_s: mean job completion time (None: none recorded).
         wall_time_s: wall-clock time of the policy's run.
         ecn_marks: marks at switch egress ports in the windows, or the simulator's estimate over
@@ -355,6 +357,7 @@ class PolicySummary:
     """Every job's buckets, measured against the simulator's estimate (:mod:`experiment.reporting.breakdown`;
     empty where either side has no per-bucket times)."""
     cluster: ClusterFigures | None = None
+    preemption_overhead_s: float = 0.0
 
     @property
     def emulated(self) -> EmulatedFigures:
@@ -400,7 +403,8 @@ class PolicySummary:
             "fragmented_machines": self.fragmented_machines, "comm_mean_s": self.comm_mean_s,
             "comm_p99_s": self.comm_p99_s, "busiest_link": m.busiest_link,
             "busiest_link_utilisation": m.busiest_link_utilisation, "waves": self.waves,
-            "scheduler": self.scheduler, "preemptions": self.preemptions, "jct_mean_s": self.jct_mean_s,
+            "scheduler": self.scheduler, "preemptions": self.preemptions,
+            "preemption_overhead_s": self.preemption_overhead_s, "jct_mean_s": self.jct_mean_s,
             "wall_time_s": self.wall_time_s, "cpu_mean": m.cpu_mean, "cpu_p95": m.cpu_p95,
             "cpu_saturated": m.cpu_saturated, "cpu_switch_thread_p95": m.cpu_switch_thread_p95,
             "ecn_method": m.ecn_method, "host_tcp": dict(m.host_tcp), "ecn_marks": self.ecn_marks,

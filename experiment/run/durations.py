@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from backend.protocol import Backend, ExperimentJob, RunEnd
 from common.errors import JobError
-from experiment.run.loop import LoopResult, run_loop
+from experiment.run.loop import LoopResult, PreemptionCost, run_loop
 from placement.base import Cluster, Placement, PlacementPolicy
 from scheduling.base import Scheduler
 
@@ -75,9 +75,10 @@ def duration_job(name: str, workers: int, duration_s: float, arrival_s: float = 
 
 def run_durations(jobs: Sequence[ExperimentJob], scheduler: Scheduler, total_gpus: int | None = None,
                   period_s: float | None = None, cluster: Cluster | None = None,
-                  policy: PlacementPolicy | None = None, max_events: int = 1_000_000) -> LoopResult:
+                  policy: PlacementPolicy | None = None, max_events: int = 1_000_000,
+                  preemption: PreemptionCost | None = None) -> LoopResult:
     """The loop on a fresh :class:`DurationBackend` whose clock starts at the first arrival
     (arguments as :func:`experiment.run.loop.run_loop`)."""
     first = min((j.arrival_s for j in jobs), default=0.0)
     return run_loop(jobs, scheduler, DurationBackend(first), total_gpus=total_gpus, period_s=period_s,
-                    cluster=cluster, policy=policy, max_events=max_events)
+                    cluster=cluster, policy=policy, max_events=max_events, preemption=preemption)

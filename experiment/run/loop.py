@@ -5,12 +5,15 @@ simulator and the emulated network. At every event the loop
 
 1. asks the scheduler (``scheduling/``) which of the active (arrived, unfinished) jobs hold
    GPUs, from their attained service and arrival times;
-2. stops the jobs it preempts (their GPUs are released);
+2. stops the jobs it preempts (their GPUs are released, once their checkpoint is written where
+   the run gives preemption a cost);
 3. hands the jobs it starts to the placer in priority order; a job the placer leaves
    waiting stays waiting and is reconsidered at the next event. Without a placer, GPUs are
    counted (as Tiresias' authors' simulator does with its ``count`` placement): the jobs
    that fit in the free GPUs start, in order;
-4. starts the placed jobs on the back end, together, hands it the time shifts the placer
+4. starts the placed jobs on the back end, together (a job preempted before first restores its
+   checkpoint, where preemption has a cost: it holds its GPUs and starts on the back end when
+   its restore ends), hands it the time shifts the placer
    gave (:class:`placement.base.TimeShift`, Cassini's) and keeps the decision (with its log)
    when it has either, and lets the back end run until the next event:
    an arrival, the scheduler's wake-up (:attr:`scheduling.base.Decision.wake_s`), a periodic
@@ -21,8 +24,12 @@ The run's state (service, running and finished jobs, the record, the clock) is o
 
 Static experiments, where every job arrives at 0 and the ``waves`` scheduler starts waiting
 jobs only when none runs, are the case where the jobs a placer fits run together as a wave
-and the others wait for the whole wave to end. Preemption costs no time here; the back end
-says what a preempted job keeps (its completed iterations, or its service). There is no
+and the others wait for the whole wave to end. The back end says what a preempted job keeps (its
+completed iterations, or its service). A preemption costs no time unless the run gives it a cost
+(:class:`PreemptionCost`, Tiresias's checkpoint and restore): a preempted job then holds its GPUs
+while its checkpoint is written, neither running nor waiting, and a resumed one holds them while
+it restores, running for the scheduler but not on the back end; neither attains service (the
+productive running time a scheduler's priorities count). There is no
 randomness and no wall clock: time is the back end's. Cost: O(n log n) to order the arrivals,
 then O(events x (active jobs + scheduler call + placer call)) plus the back end's own.
 """
@@ -33,6 +40,7 @@ import bisect
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from backend.protocol import Backend, ExperimentJob, RunEnd
 from common.errors import JobError, PlacementError
@@ -40,6 +48,16 @@ from placement.base import Cluster, Placement, PlacementPolicy, TimeShift
 from scheduling.base import JobStatus, Scheduler
 
 _EPS = 1e-9
+
+
+class PreemptionCost(Protocol):
+    """What preempting a job costs (:mod:`experiment.run.preemption`), in the back end's seconds."""
+
+    def pause_s(self, job: ExperimentJob) -> float:
+        """How long a preempted job holds its GPUs after it stops (its checkpoint being written)."""
+
+    def resume_s(self, job: ExperimentJob) -> float:
+        """How long a resumed job holds its GPUs before it runs again (its checkpoint being read)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +122,8 @@ class LoopResult:
         starts: every start, in order, with its placement.
         runs: every run as the back end ended it (finished or preempted), in order.
         decisions: the placer's decisions that timed jobs or logged themselves, in order.
+        overhead_s: per job preempted, the time its GPUs were held for its checkpoints and
+            restores (none without a preemption cost).
     """
 
     jct_s: dict[str, float]
@@ -112,6 +132,12 @@ class LoopResult:
     starts: tuple[Started, ...] = ()
     runs: tuple[RunEnd, ...] = ()
     decisions: tuple[PlacerDecision, ...] = ()
+    overhead_s: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def preemption_overhead_s(self) -> float:
+        """GPU-holding time of every checkpoint and restore, summed over jobs (seconds, not GPU-seconds)."""
+        return sum(self.overhead_s.values())
 
     @property
     def placements(self) -> tuple[Placement, ...]:
@@ -134,7 +160,8 @@ class LoopResult:
 def run_loop(jobs: Sequence[ExperimentJob], scheduler: Scheduler, backend: Backend,
              total_gpus: int | None = None, period_s: float | None = None, cluster: Cluster | None = None,
              policy: PlacementPolicy | None = None, max_events: int = 1_000_000,
-             on_event: Callable[[LoopEvent], None] | None = None) -> LoopResult:
+             on_event: Callable[[LoopEvent], None] | None = None,
+             preemption: PreemptionCost | None = None) -> LoopResult:
     """Run ``scheduler`` (and ``policy``) over ``jobs`` on ``backend`` until every job finishes.
 
     Args:
@@ -148,6 +175,7 @@ def run_loop(jobs: Sequence[ExperimentJob], scheduler: Scheduler, backend: Backe
         policy: the placement policy (only with ``cluster``).
         max_events: safety bound on the number of scheduler calls.
         on_event: called with every start, preemption and completion.
+        preemption: what a preemption costs (None: nothing; see the module docstring).
 
     Returns:
         Per-job JCTs, the running set over time, preemptions, starts and runs.
@@ -158,7 +186,7 @@ def run_loop(jobs: Sequence[ExperimentJob], scheduler: Scheduler, backend: Backe
             no event due (they would wait for ever), or no progress within ``max_events``.
     """
     total_gpus = _checked_total_gpus(jobs, total_gpus, period_s, cluster, policy)
-    run = _LoopRun(jobs, scheduler, backend, total_gpus, period_s, cluster, policy, on_event)
+    run = _LoopRun(jobs, scheduler, backend, total_gpus, period_s, cluster, policy, on_event, preemption)
     for _ in range(max_events):
         if run.all_done():
             return run.result()
@@ -196,19 +224,28 @@ class _LoopRun:
 
     Jobs are kept by arrival (ties in input order) so the next arrival is found without scanning
     every job; the active ones (arrived, unfinished) are kept in input order, as the scheduler
-    sees them.
+    sees them. With a preemption cost, a job is at any time in at most one of ``running`` (on
+    the back end), ``restoring`` (its GPUs held until it starts on the back end) and ``pausing``
+    (its GPUs held until its checkpoint is written); the GPUs held are ``running_gpus`` (the
+    first two) plus ``pausing_gpus``.
     """
 
     def __init__(self, jobs: Sequence[ExperimentJob], scheduler: Scheduler, backend: Backend, total_gpus: int,
                  period_s: float | None, cluster: Cluster | None, policy: PlacementPolicy | None,
-                 on_event: Callable[[LoopEvent], None] | None):
+                 on_event: Callable[[LoopEvent], None] | None, preemption: PreemptionCost | None = None):
         self.jobs, self.scheduler, self.backend = jobs, scheduler, backend
         self.total_gpus, self.period_s, self.cluster, self.policy = total_gpus, period_s, cluster, policy
+        self.cost = preemption
         self.say = on_event or (lambda _event: None)
         self.by_name = {j.name: j for j in jobs}
         self.service = dict.fromkeys(self.by_name, 0.0)  # attained GPU-seconds
         self.running: set[str] = set()
-        self.running_gpus = 0  # the running jobs' workers
+        self.running_gpus = 0  # the running and restoring jobs' workers
+        self.restoring: dict[str, tuple[float, float, Placement | None]] = {}  # job -> (since, until, placement)
+        self.pausing: dict[str, float] = {}  # job -> when its checkpoint is written
+        self.pausing_gpus = 0
+        self.checkpointed: set[str] = set()  # jobs with a checkpoint to restore
+        self.overhead_s: dict[str, float] = {}
         self._running_names: tuple[str, ...] | None = ()  # running sorted, None once it changed
         self.done: dict[str, float] = {}  # finished job -> its JCT
         self.segments: list[tuple[float, float, tuple[str, ...]]] = []
@@ -228,15 +265,34 @@ class _LoopRun:
     def result(self) -> LoopResult:
         """What the run produced so far."""
         return LoopResult(self.done, tuple(self.segments), self.preemptions, tuple(self.starts), tuple(self.runs),
-                          tuple(self.decisions))
+                          tuple(self.decisions), dict(self.overhead_s))
 
     def step(self) -> None:
-        """One event: admit, schedule, preempt, place and start, then advance to the next event."""
+        """One event: end the checkpoints and restores due, admit, schedule, preempt, place and
+        start, then advance to the next event."""
+        self.settle()
         active = self.admit_arrivals()
-        decision = self.scheduler.schedule(self.statuses(active), self.total_gpus, self.now_s)
+        schedulable = [j for j in active if j.name not in self.pausing]
+        decision = self.scheduler.schedule(self.statuses(schedulable), self.total_gpus - self.pausing_gpus,
+                                           self.now_s)
         self.preempt(decision.preempt)
         self.place_and_start(decision.start)
         self.advance(self.next_event_s(decision.wake_s, active))
+
+    def settle(self) -> None:
+        """Release the GPUs of the jobs whose checkpoint is written by now; start on the back end,
+        together, the jobs whose restore has ended."""
+        for n in [n for n, until in self.pausing.items() if until <= self.now_s + _EPS]:
+            del self.pausing[n]
+            self.pausing_gpus -= self.by_name[n].workers
+            if self.cluster is not None:
+                self.cluster.release(n)
+        ready = sorted(n for n, (_, until, _) in self.restoring.items() if until <= self.now_s + _EPS)
+        for n in ready:
+            since, until, _ = self.restoring[n]
+            self.charge(n, until - since)
+        if ready:
+            self.start_on_backend([(self.by_name[n], self.restoring.pop(n)[2]) for n in ready])
 
     def admit_arrivals(self) -> list[ExperimentJob]:
         """Admit the jobs arrived by now; the active jobs, in input order."""
@@ -248,27 +304,51 @@ class _LoopRun:
         return [jobs[i] for i in self.active_idx]
 
     def statuses(self, active: Sequence[ExperimentJob]) -> list[JobStatus]:
-        """The scheduler's view of the active jobs."""
+        """The scheduler's view of the active jobs (a restoring job holds its GPUs: running)."""
         service = self.service
-        return [JobStatus(j.name, j.workers, j.arrival_s, j.name in self.running, service[j.name],
+        return [JobStatus(j.name, j.workers, j.arrival_s, j.name in self.running or j.name in self.restoring,
+                          service[j.name],
                           None if j.duration_s is None else j.workers * j.duration_s - service[j.name])
                 for j in active]
 
     def preempt(self, names: Sequence[str]) -> None:
-        """Stop the running jobs of ``names`` now (the others are not running: nothing to do)."""
+        """Stop the running (or restoring) jobs of ``names`` now (the others hold nothing: nothing to
+        do). A running job's GPUs stay held for its checkpoint where preemption has a cost; a
+        restoring job's are released at once (its checkpoint is still the one it was reading)."""
         for n in names:
-            if n in self.running:
+            if n in self.restoring:
+                since, _, _ = self.restoring.pop(n)
                 self.preemptions += 1
-                self.finish(self.backend.stop(n))
+                self.charge(n, self.now_s - since)
+                self.running_gpus -= self.by_name[n].workers
+                if self.cluster is not None:
+                    self.cluster.release(n)
+                self.say(LoopEvent("preempted", self.now_s, n))
+            elif n in self.running:
+                self.preemptions += 1
+                pause = self.cost.pause_s(self.by_name[n]) if self.cost is not None else 0.0
+                self.finish(self.backend.stop(n), release=not pause > 0)
+                if self.cost is not None:
+                    self.checkpointed.add(n)
+                if pause > 0:
+                    self.pausing[n] = self.now_s + pause
+                    self.pausing_gpus += self.by_name[n].workers
+                    self.charge(n, pause)
                 self.say(LoopEvent("preempted", self.now_s, n))
 
+    def charge(self, job: str, seconds: float) -> None:
+        """Count ``seconds`` of a checkpoint or restore against ``job``."""
+        self.overhead_s[job] = self.overhead_s.get(job, 0.0) + seconds
+
     def place_and_start(self, names: Sequence[str]) -> None:
-        """Place the waiting jobs of ``names`` (in that order) and start the placed ones together.
+        """Place the waiting jobs of ``names`` (in that order) and start the placed ones together
+        (a job with a checkpoint restores it first, holding its GPUs).
 
         Raises:
-            JobError: the jobs then running over-commit the GPUs.
+            JobError: the jobs then holding GPUs over-commit them.
         """
-        wanted = [self.by_name[n] for n in names if n not in self.running]
+        wanted = [self.by_name[n] for n in names
+                  if n not in self.running and n not in self.restoring and n not in self.pausing]
         decision = None
         if self.cluster is not None:
             decision = self.policy.decide([j.request() for j in wanted], self.cluster.view()) if wanted else None
@@ -278,27 +358,39 @@ class _LoopRun:
             new = [(self.by_name[p.job], p) for p in placed]
         else:
             new = [(j, None) for j in self.counted(wanted)]
-        if new:
-            self.backend.start(new)
-            for j, p in new:
-                self.starts.append(Started(self.now_s, j.name, p))
-                self.running.add(j.name)
-                self.running_gpus += j.workers
-                self._running_names = None
-                self.say(LoopEvent("started", self.now_s, j.name, p))
+        now = []
+        for j, p in new:
+            resume = self.cost.resume_s(j) if self.cost is not None and j.name in self.checkpointed else 0.0
+            self.running_gpus += j.workers
+            if resume > 0:
+                self.restoring[j.name] = (self.now_s, self.now_s + resume, p)
+            else:
+                now.append((j, p))
+        if now:
+            self.start_on_backend(now)
         if decision is not None and (decision.shifts or decision.log is not None):
             shifts = tuple(s for s in decision.shifts if s.job in self.running)
             applied = self.backend.shift(shifts) if shifts else False
             self.decisions.append(PlacerDecision(self.now_s, tuple(j.name for j, _ in new), shifts, applied,
                                                  decision.log))
-        if self.running_gpus > self.total_gpus:
+        if self.running_gpus + self.pausing_gpus > self.total_gpus:
             raise JobError(f"{self.scheduler.name}: decision at {self.now_s} s over-commits {self.total_gpus} "
-                           f"GPUs: {sorted(self.running)}")
+                           f"GPUs: {sorted(self.running | set(self.restoring) | set(self.pausing))}")
+
+    def start_on_backend(self, runs: Sequence[tuple[ExperimentJob, Placement | None]]) -> None:
+        """Start these jobs on the back end now, together (their GPUs already counted as held)."""
+        self.backend.start(runs)
+        for j, p in runs:
+            self.starts.append(Started(self.now_s, j.name, p))
+            self.running.add(j.name)
+            self._running_names = None
+            self.say(LoopEvent("started", self.now_s, j.name, p))
 
     def counted(self, wanted: Sequence[ExperimentJob]) -> list[ExperimentJob]:
-        """Without a placer: the jobs of ``wanted`` that fit, in order, in the GPUs the running jobs
-        leave free (a scheduler handing out more than fits, as ``batch`` does, starts what fits)."""
-        free = self.total_gpus - self.running_gpus
+        """Without a placer: the jobs of ``wanted`` that fit, in order, in the GPUs the running,
+        restoring and pausing jobs leave free (a scheduler handing out more than fits, as ``batch``
+        does, starts what fits)."""
+        free = self.total_gpus - self.running_gpus - self.pausing_gpus
         out = []
         for j in wanted:
             if j.workers <= free:
@@ -317,6 +409,7 @@ class _LoopRun:
         events = [self.jobs[self.by_arrival[self.arrived]].arrival_s] if self.arrived < len(self.jobs) else []
         if wake_s is not None and wake_s > now + _EPS:
             events.append(wake_s)
+        events += [until for _, until, _ in self.restoring.values()] + list(self.pausing.values())
         if not events and not self.running:
             # A periodic pass cannot help: nothing runs, arrives or is due, so nothing changes.
             waiting = [j.name for j in active]
@@ -350,12 +443,13 @@ class _LoopRun:
             self.done[end.job] = nxt - self.by_name[end.job].arrival_s
             self.say(LoopEvent("finished", nxt, end.job))
 
-    def finish(self, end: RunEnd) -> None:
-        """Record the end of a run (finished or preempted) and release the job's GPUs."""
+    def finish(self, end: RunEnd, release: bool = True) -> None:
+        """Record the end of a run (finished or preempted); release the job's GPUs on the cluster
+        (``release``; else they stay placed until its checkpoint is written)."""
         self.runs.append(end)
         if end.job in self.running:
             self.running.discard(end.job)
             self.running_gpus -= self.by_name[end.job].workers
             self._running_names = None
-        if self.cluster is not None:
+        if release and self.cluster is not None:
             self.cluster.release(end.job)

@@ -12,6 +12,7 @@ from common.errors import PlacementError
 from experiment.config.workload import config_cluster, experiment_jobs
 from experiment.reporting.measurements import StartRecord
 from experiment.run.loop import LoopEvent, LoopResult, NeverPlaced, run_loop
+from experiment.run.preemption import preemption_cost
 from placement import make_policy
 from placement.base import Cluster, PlacementContext
 from scheduling import make_scheduler
@@ -42,7 +43,7 @@ def place_and_run(cfg, g, spec: str, backend: Backend, on_event: Callable[[LoopE
     try:
         return run_loop(experiment_jobs(cfg, g), make_scheduler(cfg.scheduler, seed=cfg.seed), backend,
                         cluster=cluster, policy=make_policy(spec, seed=cfg.seed, context=placement_context(cfg)),
-                        on_event=on_event)
+                        on_event=on_event, preemption=preemption_cost(cfg.preemption))
     except NeverPlaced as e:
         raise PlacementError(f"policy {spec!r} placed none of the waiting jobs ({', '.join(e.jobs)}) even with "
                              f"every other job finished") from None
@@ -207,6 +208,7 @@ def summarise_loop(cfg, spec: str, run: PolicyLoop, backend: str, wall_time_s: f
         fragmented_machines=max((f for _, f in run.states), default=0),
         comm_mean_s=sum(c * n for c, n in measured) / iterations if iterations else None, comm_p99_s=None,
         waves=len({s.wave for s in starts}), scheduler=cfg.scheduler, preemptions=loop.preemptions,
+        preemption_overhead_s=loop.preemption_overhead_s,
         jct_mean_s=sum(loop.jct_s.values()) / len(loop.jct_s), wall_time_s=wall_time_s,
         ecn_marks=_total([j.ecn_marks for j in per_job]), scale=cfg.scale, dilation=cfg.dilation,
         jobs=tuple(per_job),
