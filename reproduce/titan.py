@@ -229,7 +229,7 @@ class TitanTestbed(Reproduction):
                "replayed at their profiles' compute times (no CIFAR-100 training); times per iteration, so per "
                "epoch and throughput compare as ratios")
     backends = ("emu", "sim")
-    minutes = None
+    minutes = 14.0
 
     def configs(self) -> dict[tuple[str, int], object]:
         """The testbed's config per model and job size."""
