@@ -25,7 +25,6 @@ from common.units import scale_bw_mbps
 from emulator.backend import BatchResult, EmulatorBackend
 from emulator.cpu import CpuSampler
 from emulator.ina_runs import InaRuns, unused_result
-from emulator.net import link_rates_mbps
 from emulator.queues import PortSampler
 from emulator.shell import open_cli
 from experiment.config.schema import ExperimentConfig
@@ -47,6 +46,7 @@ from experiment.run.policy import cluster_over_run, last_starts, place_and_run
 from measure import fidelity
 from measure.iterations import job_iteration_times
 from measure.linkstats import LinkSeries, counter_series, read_queue_samples
+from measure.shaping import virtual_rates_mbps
 from placement.metrics import fragmentation, used_machines
 
 
@@ -165,7 +165,7 @@ class PolicyMeasurement:
             ina_result = dataclasses.replace(ina_result, cpu=self.sampler.process_p95(windows or None))
         evidence = job_evidence(cfg, placements, records, ina_result.jobs if ina_result else None)
         pat = cfg.ina.pat_gbps
-        verdicts = fidelity.job_verdicts(g, link_rates_mbps(g, cfg.scale), evidence, cfg.mtu,
+        verdicts = fidelity.job_verdicts(g, virtual_rates_mbps(g, cfg.scale), evidence, cfg.mtu,
                                          pat_mbps=None if pat is None else scale_bw_mbps(pat * 1000, cfg.scale))
         timeline = up_phases(records, cfg.dilation)
         estimates = s.estimate(cfg, g, loop, self.batches, timeline,

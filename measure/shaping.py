@@ -69,3 +69,16 @@ def link_rates_mbps(g, scale: float, dilation: float = 1.0) -> dict[tuple[str, s
             raise EmulationError(f"link {u}-{v}: delay_us={d['delay_us']} needs netem, which this network does not use")
         rates[(u, v)] = r
     return rates
+
+
+def virtual_rates_mbps(g, scale: float) -> dict[tuple[str, str], float]:
+    """Every link's rate in virtual (paper-scale) time at ``scale``: paper-scale rate / scale, what a
+    job's bound is computed with. Not a shaper's rate: a dilated run shapes its links ``dilation``
+    times slower (:func:`link_rates_mbps`), so these need not be shapeable.
+
+    Raises:
+        EmulationError: ``scale`` is not > 0.
+    """
+    if not scale > 0:
+        raise EmulationError(f"scale {scale!r} is out of range (must be > 0)")
+    return {(u, v): scale_bw_mbps(float(d["bw_mbps"]), scale) for u, v, d in g.edges(data=True)}

@@ -240,6 +240,22 @@ def test_wall_time_lower_bound_by_hand():
     assert config.wall_time_lower_bound_s(dataclasses.replace(cfg, jobs=jobs)) == pytest.approx(15.0, rel=1e-12)
 
 
+def test_bounds_take_virtual_rates_that_only_the_dilated_shapers_bring_into_range():
+    """A link of 800 Gbit/s at scale 500 is shaped at 533 Mbit/s with dilation 3; the jobs' bounds take
+    its virtual-time rate, 1,600 Mbit/s, which no shaper runs at and which must not be refused."""
+    from common.errors import EmulationError
+    from measure.shaping import link_rates_mbps, virtual_rates_mbps
+    from topo import build_topology
+
+    g = build_topology("leaf_spine", n_leaf=1, n_spine=1, hosts_per_leaf=8, host_bw_mbps=100_000)
+    spine = max(float(d["bw_mbps"]) for _, _, d in g.edges(data=True))
+    assert spine == 800_000
+    assert max(link_rates_mbps(g, 500, 3).values()) == pytest.approx(1600 / 3)
+    assert max(virtual_rates_mbps(g, 500).values()) == pytest.approx(1600)
+    with pytest.raises(EmulationError, match="outside the shapeable range"):
+        link_rates_mbps(g, 500)
+
+
 def test_dilation_divides_link_rates_like_scale():
     """link_rates_mbps(g, 500, 4) equals link_rates_mbps(g, 2000) on a fat-tree, edge for edge."""
     from emulator.net import link_rates_mbps
