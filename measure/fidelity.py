@@ -463,16 +463,9 @@ def _ina_busiest(g, rate_mbps, machines_by_rank, ps_host, bucket_bytes, switches
         if rate and k * stream_bits / (rate * MEGA) > worst:
             worst, worst_rate = k * stream_bits / (rate * MEGA), rate
     if pat_mbps is not None and worst > 0:
-        capacity = {link: rate_mbps[link] if link in rate_mbps else rate_mbps[link[::-1]]
-                    for link in _route_links(routes)}
-        worst = max(worst, stream_bits / (rate_alone(routes, capacity, pat_mbps, results) * MEGA))
+        both_ways = {**{(v, u): r for (u, v), r in rate_mbps.items()}, **rate_mbps}
+        worst = max(worst, stream_bits / (rate_alone(routes, both_ways, pat_mbps, results) * MEGA))
     return worst, worst_rate
-
-
-def _route_links(routes) -> set[tuple[str, str]]:
-    """Every directed link of an INA job's routes, both ways."""
-    links = {link for hops in (*routes.up.values(), *routes.leaf_up.values(), *routes.down.values()) for link in hops}
-    return links | {link[::-1] for link in links}
 
 
 def job_verdicts(g, rate_mbps: dict[tuple[str, str], float], evidence: list[JobEvidence],

@@ -226,6 +226,11 @@ COST_FIGURES = (  # the testbed's own figures, with its preemptions' cost (testb
 )
 
 
+def mean_stats(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Each statistic of :func:`workload_stats` averaged over runs (the seeds)."""
+    return {k: sum(r[k] for r in runs) / len(runs) for k in runs[0]}
+
+
 def workload_figures(stats: dict[str, dict[str, float]], table=WORKLOAD_FIGURES) -> tuple[Figure, ...]:
     """The compared numbers of ``table`` from each scheduler's statistics (averaged over the seeds)."""
     out = []
@@ -284,8 +289,7 @@ class Tiresias480Job(Reproduction):
                         costly.setdefault(label, []).append(
                             workload_stats(rows, spec, testbed_cost()) if label in PREEMPTIVE else stats)
             ctx.say(f"{reading}: {len(WORKLOAD_SEEDS)} seeds x {len(SCHEDULERS)} schedulers done")
-        mean = {reading: {label: {k: sum(s[k] for s in per[(reading, label)]) / len(WORKLOAD_SEEDS)
-                                  for k in per[(reading, label)][0]} for label, _ in SCHEDULERS}
+        mean = {reading: {label: mean_stats(per[(reading, label)]) for label, _ in SCHEDULERS}
                 for reading in DURATIONS}
         path = ctx.path("schedulers.csv")
         keys = tuple(mean[COMPARED_READING]["YARN-CS"])
@@ -295,7 +299,7 @@ class Tiresias480Job(Reproduction):
             for reading in DURATIONS:
                 for label, _ in SCHEDULERS:
                     w.writerow([reading, label, *(round(mean[reading][label][k], 3) for k in keys)])
-        at_cost = {label: {k: sum(s[k] for s in runs) / len(runs) for k in runs[0]} for label, runs in costly.items()}
+        at_cost = {label: mean_stats(runs) for label, runs in costly.items()}
         figures = workload_figures(mean[COMPARED_READING]) + workload_figures(at_cost, COST_FIGURES)
         other = workload_figures(mean["clipped"])
         ratios = [f for f in figures if f.unit == "x" and not f.quantity.endswith(AT_TESTBED_COST)]
@@ -306,16 +310,17 @@ class Tiresias480Job(Reproduction):
                           tuple(f.ours for f in ratios)),
                    Series("ours (clipped times)", tuple(f.quantity for f in ratios),
                           tuple(f.ours for f in other if f.unit == "x")),
-                   Series(f"ours ({COMPARED_READING}, 62.1 s per preemption)",
+                   Series(f"ours ({COMPARED_READING}, {TESTBED_OVERHEAD_S / TESTBED_PREEMPTIONS:.1f} s per preemption)",
                           tuple(f.quantity.removesuffix(AT_TESTBED_COST) for f in costed),
                           tuple(f.ours for f in costed))),
                   tuple(PaperMark(f.quantity, *f.paper) for f in ratios), bars=True),))
         explanations = self.explain(real, figures)
-        placed = self.placed(real)
+        placed = self.placed(real, {label: per[(COMPARED_READING, label)][:len(LOAD_SEEDS)] for label in PLACERS})
         sf = mean[COMPARED_READING]["SF"]
         notes = (f"the durations clock: each job runs for its training time on {WORKLOAD_GPUS} GPUs counted, as the "
                  f"paper's simulator replays this workload (§5.3.1); its testbed also paid checkpoint and restore "
-                 f"(13,724 s over Tiresias-L's 221 preemptions) and placement: the figures marked "
+                 f"({TESTBED_OVERHEAD_S:,.0f} s over Tiresias-L's {TESTBED_PREEMPTIONS} preemptions) and placement: "
+                 f"the figures marked "
                  f"'{AT_TESTBED_COST.strip()}' give each preemption the testbed's mean, "
                  f"{TESTBED_OVERHEAD_S / TESTBED_PREEMPTIONS:.1f} s, as a restore holding the job's GPUs "
                  f"(preemption.restore_s; placement still not modelled)",
@@ -331,19 +336,18 @@ class Tiresias480Job(Reproduction):
                  placed)
         return Outcome(figures, notes, (), plot, explanations)
 
-    def placed(self, real) -> str:
+    def placed(self, real, counted: dict[str, list[dict[str, float]]]) -> str:
         """The placement the clock leaves out, measured: YARN-CS with its strict consolidation and
         Tiresias-L with its placement on the testbed's machines (seeds :data:`LOAD_SEEDS`), against
-        the GPUs counted."""
+        ``counted``, the same schedulers' runs of those seeds with the GPUs counted."""
         from experiment.config.tiresias_workload import testbed_jobs
 
-        ratios = {}
-        for how, placers in (("counted", {}), ("placed", PLACERS)):
-            got = {label: [workload_stats(testbed_jobs(seed, COMPARED_READING, real), spec,
-                                          placer=placers.get(label)) for seed in LOAD_SEEDS]
-                   for label, spec in SCHEDULERS if label in PLACERS}
-            ratios[how] = {k: sum(y[k] for y in got["YARN-CS"]) / sum(t[k] for t in got["Tiresias-L"])
-                           for k in ("jct_mean", "jct_median")}
+        specs = dict(SCHEDULERS)
+        placed = {label: [workload_stats(testbed_jobs(seed, COMPARED_READING, real), specs[label], placer=placer)
+                          for seed in LOAD_SEEDS] for label, placer in PLACERS.items()}
+        ratios = {how: {k: mean_stats(runs["YARN-CS"])[k] / mean_stats(runs["Tiresias-L"])[k]
+                        for k in ("jct_mean", "jct_median")}
+                  for how, runs in (("counted", counted), ("placed", placed))}
         return (f"placement, which the clock leaves out: on the testbed's {TESTBED_MACHINES} machines of "
                 f"{WORKLOAD_GPUS // TESTBED_MACHINES} GPUs, YARN-CS with its strict consolidation and Tiresias-L with "
                 f"its placement, YARN-CS over Tiresias-L is {number_text(ratios['placed']['jct_mean'])} on average "
