@@ -26,6 +26,7 @@ from common.sockets import free_tcp_port
 from emulator import ports
 from emulator.ecn import BpfMarker, EcnUnavailable, red_qdisc_args
 from emulator.journal import Change
+from jobs.modes import work_mode
 from measure.marking import MarkingParams
 from measure.ports import AFXDP_MAX_MTU
 from workers.agent import launch_agents, plan_agents
@@ -367,9 +368,9 @@ def resolve_ecn(marking: str, method: str, has_red: bool, bpf_why: str | None) -
 
 
 def worker_runtime(runtime: str, mode: str = "replay") -> WorkerRuntime:
-    """How ranks run: ``runtime`` (``agent`` or ``torch``) in ``replay`` mode; training (``train``) runs
-    in torch."""
-    return _lookup(WORKER_RUNTIMES, runtime if mode == "replay" else "torch", "worker runtime")
+    """How ranks run: ``runtime`` (``agent`` or ``torch``), unless the work ``mode`` needs its own
+    (:attr:`jobs.modes.WorkMode.runtime`: training runs in torch)."""
+    return _lookup(WORKER_RUNTIMES, work_mode(mode).runtime or runtime, "worker runtime")
 
 
 def container_engine(name: str) -> ContainerEngine:

@@ -102,6 +102,10 @@ def test_wrong_type_is_rejected():
     ({"preemption": {"restore_s": -1}}, r"config.preemption.restore_s: -1 is out of range"),
     ({"mode": "train", "jobs": [{"name": "a", "model": "small_cnn", "workers": 2, "compute_ms": 5}]},
      r"config.jobs\[0\].compute_ms: 5.0 sets a replayed compute time, but mode 'train' computes"),
+    ({"mode": "train", "jobs": [{"name": "a", "model": "vgg16", "workers": 2}]},
+     "config.jobs: job 'a': mode 'train' trains only small_cnn, not 'vgg16'; use mode 'replay'"),
+    ({"trace": {"file": "experiments/traces/cassini-thesis-24gpu-s1.csv", "compute_scale": 0}},
+     r"config.trace.compute_scale: 0 is out of range \(a finite number in \(0, 100\]\)"),
 ])
 def test_validation_errors_name_the_problem(over, pattern):
     """Each invalid setting fails validation with a message naming the value or the valid choices."""

@@ -55,7 +55,7 @@ def test_plan_machine_without_interface_gets_none(tmp_path):
 @pytest.mark.parametrize("kw, message", [
     ({"collective": "tree"}, "unknown collective 'tree'"),
     ({"mode": "simulate"}, "unknown mode 'simulate'"),
-    ({"mode": "train"}, "cannot train model 'resnet50'"),
+    ({"mode": "train"}, "mode 'train' trains only small_cnn, not 'resnet50'"),
     ({"machines": ("h1", "h9")}, r"no IP address for machines \['h9'\]"),
 ])
 def test_plan_rejects_bad_requests(tmp_path, kw, message):

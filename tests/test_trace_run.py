@@ -62,6 +62,18 @@ def test_arrival_scale_moves_submissions_and_nothing_else(tmp_path):
         dataclasses.replace(j, arrival_s=0.0) for j in experiment_jobs(plain, g)]
 
 
+def test_compute_scale_runs_the_same_iterations_on_other_gpus(tmp_path):
+    """``compute_scale: 0.5`` (GPUs twice as fast as the profiles'): every job keeps its iterations and
+    arrival, computes each iteration in half its model's time, and its duration halves with it."""
+    rows = "a,100,3600,16\nb,40,60,1\nc,400,1,2\n"
+    plain, fast = trace_cfg(tmp_path, rows), trace_cfg(tmp_path, rows, compute_scale=0.5)
+    g = config.validate(fast, backend="sim")
+    for p, f in zip(experiment_jobs(plain, g), experiment_jobs(fast, g), strict=True):
+        assert (f.name, f.arrival_s, f.iterations, f.model) == (p.name, p.arrival_s, p.iterations, p.model)
+        assert p.compute_ms == 0.0 and f.compute_ms == pytest.approx(get_model(p.model).compute_time_s * 500)
+        assert f.duration_s == p.duration_s / 2
+
+
 def test_jobs_larger_than_the_cluster_are_left_out(tmp_path):
     cfg = trace_cfg(tmp_path, "a,0,100,200\nb,5,100,8\n")
     g = config.validate(cfg, backend="sim")

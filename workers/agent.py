@@ -28,6 +28,7 @@ from pathlib import Path
 
 from common.errors import JobError
 from jobs.collective import collective_of
+from jobs.modes import work_mode
 from jobs.patterns import barrier_bytes, replay_pattern
 from jobs.phase import ShiftFollower
 from jobs.records import record_iteration
@@ -141,7 +142,7 @@ def plan_agents(specs_by_job: Mapping[str, list[WorkerSpec]], machine_ip: Mappin
     by_machine: dict[str, list[WorkerSpec]] = {}
     for specs in specs_by_job.values():
         for s in specs:
-            if s.mode != "replay":
+            if work_mode(s.mode).trains:
                 raise JobError(f"job {s.job!r}: the agent runtime replays buckets; mode {s.mode!r} needs the "
                                f"torch worker runtime")
             if collective_of(s.collective).aggregates_in_fabric and s.machine not in ina.get(s.job, {}):

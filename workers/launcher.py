@@ -26,7 +26,8 @@ from common.paths import PROJECT_ROOT
 from common.units import wall_s
 from ina.protocol import VALUES_PER_PACKET
 from jobs.collective import JOB_COLLECTIVES
-from jobs.models import TRAINABLE_MODELS, ModelProfile, scaled_buckets
+from jobs.models import ModelProfile
+from jobs.modes import work_mode
 
 
 class JobLike(Protocol):
@@ -51,7 +52,6 @@ class PlacementLike(Protocol):
     job: str
     slots: Sequence[SlotLike]
 
-MODES = ("replay", "train")
 LOG_TAIL_LINES = 15
 
 ExecFn = Callable[[str, list, dict, str], subprocess.Popen]
@@ -168,8 +168,7 @@ class WorkerSpec:
         where = f"job {self.job!r} rank {self.rank}"
         if not 0 <= self.rank < self.world:
             raise JobError(f"{where}: rank must be in [0, {self.world}), world is {self.world}")
-        if self.mode not in MODES:
-            raise JobError(f"{where}: unknown mode {self.mode!r}; valid: {', '.join(MODES)}")
+        work_mode(self.mode)
         if self.iterations < 1 or self.warmup_iterations < 0:
             raise JobError(f"{where}: need iterations >= 1 and warmup_iterations >= 0, "
                            f"got {self.iterations} and {self.warmup_iterations}")
@@ -303,7 +302,7 @@ def plan_workers(job: JobLike, placement: PlacementLike, profile: ModelProfile, 
         JobError: inconsistent job/placement/profile, unknown collective or mode, a model that
             cannot be trained, a machine without an IP address.
     """
-    machine_ip, machine_ifname, mode = addresses.ip, addresses.ifname, run.mode
+    machine_ip, machine_ifname, mode = addresses.ip, addresses.ifname, work_mode(run.mode)
     if placement.job != job.name:
         raise JobError(f"placement is for job {placement.job!r}, not {job.name!r}")
     if len(placement.slots) != job.workers:
@@ -313,22 +312,18 @@ def plan_workers(job: JobLike, placement: PlacementLike, profile: ModelProfile, 
     if job.collective not in JOB_COLLECTIVES:
         raise JobError(f"job {job.name!r}: unknown collective {job.collective!r}; "
                        f"valid: {', '.join(sorted(JOB_COLLECTIVES))}")
-    if mode not in MODES:
-        raise JobError(f"job {job.name!r}: unknown mode {mode!r}; valid: {', '.join(MODES)}")
-    if mode == "train" and profile.name not in TRAINABLE_MODELS:
-        raise JobError(f"job {job.name!r}: train mode cannot train model {profile.name!r}; "
-                       f"trainable: {', '.join(sorted(TRAINABLE_MODELS))} (use replay mode)")
+    mode.check_model(profile.name, f"job {job.name!r}")
     missing = sorted({s.machine for s in placement.slots} - set(machine_ip))
     if missing:
         raise JobError(f"job {job.name!r}: no IP address for machines {missing}")
-    buckets = scaled_buckets(profile, run.scale) if mode == "replay" else profile.bucket_bytes
+    buckets = mode.buckets(profile, run.scale)
     master = placement.slots[0].machine
     out_dir = Path(run.out_dir)
     return [
         WorkerSpec(
             job=job.name, rank=r, world=job.workers, machine=slot.machine,
             master_addr=machine_ip[master], master_port=master_port,
-            ifname=machine_ifname.get(slot.machine), mode=mode, model=profile.name,
+            ifname=machine_ifname.get(slot.machine), mode=mode.name, model=profile.name,
             bucket_bytes=tuple(buckets), compute_s=wall_s(profile.compute_time_s, run.dilation),
             iterations=run.iterations, warmup_iterations=run.warmup_iterations, collective=job.collective,
             records_path=str(out_dir / f"{file_stem(job.name, r)}.jsonl"), timeout_s=run.timeout_s, seed=run.seed,

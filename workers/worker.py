@@ -26,6 +26,7 @@ from torch.nn.parallel import DistributedDataParallel
 from common.errors import JobError
 from jobs.collective import collective_of
 from jobs.models import get_model
+from jobs.modes import work_mode
 from jobs.phase import ShiftFollower
 from jobs.records import record_iteration
 from workers import nets
@@ -41,7 +42,7 @@ def run(spec: WorkerSpec) -> None:
     """Run one worker to completion; raises on any failure."""
     make_collective = _collective(spec)  # a bad name or INA spec fails before the process group forms
     model_cls = None
-    if spec.mode == "train":
+    if work_mode(spec.mode).trains:
         get_model(spec.model)
         if spec.model not in nets.TRAINABLE:
             raise JobError(f"train mode cannot train model {spec.model!r}; "

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 import congestion
-from common.errors import ConfigError, TestbedError
+from common.errors import ConfigError, JobError, TestbedError
 from experiment.config.file import MAX_FILE_BYTES as MAX_FILE_BYTES  # re-exported: the limit a message names
 from experiment.config.file import read_yaml
 from experiment.config.rules import (
@@ -62,13 +62,14 @@ from experiment.config.rules import (
     rule_field,
     show,
 )
+from jobs.modes import WORK_MODES, work_mode
 from measure.marking import MARKING, METHODS
 from measure.ports import PORT_TYPES
 from sim.engines import SIM_ENGINES
 from sim.flowsim import OVERLAPS, SHARINGS
 from topo.schema import EMULATOR_LIMITS, SizeLimits
 
-MODES = ("replay", "train")
+MODES = tuple(WORK_MODES)
 RUNTIMES = ("agent", "torch")
 ROUTING_MODES = ("ecmp", "select")
 CONGESTION_CONTROLS = tuple(congestion.CONGESTION_CONTROLS)
@@ -222,6 +223,10 @@ class TraceConfig:
             :data:`jobs.models.MODELS`), ``pool`` draws every job's model from ``models`` (the
             model columns of the shipped ITP and Philly traces are synthetic anyway).
         collective: every trace job's allreduce.
+        compute_scale: every trace job's compute time per iteration is its model's times this: the
+            GPUs the trace runs on against the profiles' V100-class ones (below 1: faster GPUs, as an
+            A100 about halves them). A job keeps its iterations (its trace duration at its model's own
+            compute time), so its duration shrinks or grows with its compute time.
     """
 
     file: str = rule_field(PathText(empty=True), "")
@@ -234,6 +239,7 @@ class TraceConfig:
     models: tuple = rule_field(ListOf(Name(_models), 1, 64, "model names"), factory=_netpack_pool)
     model_source: str = rule_field(Name(("trace", "pool")), "trace")
     collective: str = rule_field(Name(_trace_collectives), "ring")
+    compute_scale: float = rule_field(Real(0, 100, lo_open=True), 1.0)
 
 
 INA_USE = ("required", "optional")
@@ -901,10 +907,11 @@ def _validate_jobs(cfg: ExperimentConfig, free: int, g) -> None:
             raise ConfigError(f"config.jobs: job {j.name!r} needs {j.workers} GPUs but the cluster has only "
                               f"{free} free (after background load); it can never be placed")
         _validate_pins(f"{where}.machines", j, g)
-        if cfg.mode == "train" and j.model != "small_cnn":
-            raise ConfigError(f"config.jobs: job {j.name!r}: mode 'train' trains only model 'small_cnn', "
-                              f"not {j.model!r}; use mode 'replay' for profiled models")
-        if cfg.mode == "train" and j.compute_ms > 0:
+        try:
+            work_mode(cfg.mode).check_model(j.model, f"job {j.name!r}")
+        except JobError as e:
+            raise ConfigError(f"config.jobs: {e}") from None
+        if work_mode(cfg.mode).trains and j.compute_ms > 0:
             fail(f"{where}.compute_ms", j.compute_ms, "sets a replayed compute time, but mode 'train' computes",
                  "0 (the model's) in mode 'train'")
 

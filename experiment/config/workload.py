@@ -51,10 +51,13 @@ def _trace_jobs(t, seed: int, free_gpus: int, _version) -> tuple[ExperimentJob, 
         raise ConfigError(f"config.trace: {t.file} names models with no profile ({', '.join(unknown)}; profiles: "
                           f"{', '.join(sorted(MODELS))}); set trace.model_source: pool to draw every job's model "
                           f"from trace.models")
-    return tuple(ExperimentJob(j.name, j.gpus, j.arrival_s * t.arrival_scale, model=j.model, collective=t.collective,
-                               iterations=max(1, round(j.duration_s / get_model(j.model).compute_time_s)),
-                               duration_s=j.duration_s)
-                 for j in assign_models(jobs, t.models, seed))
+    def job(j) -> ExperimentJob:
+        compute_s, scale = get_model(j.model).compute_time_s, t.compute_scale
+        return ExperimentJob(j.name, j.gpus, j.arrival_s * t.arrival_scale, model=j.model, collective=t.collective,
+                             iterations=max(1, round(j.duration_s / compute_s)), duration_s=j.duration_s * scale,
+                             compute_ms=0.0 if scale == 1 else compute_s * 1e3 * scale)
+
+    return tuple(job(j) for j in assign_models(jobs, t.models, seed))
 
 
 def config_cluster(cfg, g) -> Cluster:

@@ -25,7 +25,8 @@ from common.units import scale_bw_mbps, virtual_s
 from experiment.config.schema import ExperimentConfig, load
 from ina.plan import ps_host_of
 from jobs.collective import collective_of
-from jobs.models import job_model, scaled_buckets
+from jobs.models import job_model
+from jobs.modes import work_mode
 from jobs.patterns import barrier_bytes, replay_pattern
 from jobs.records import IterationRecord
 from topo.io import read_topology_json
@@ -305,7 +306,7 @@ def job_record(cfg: ExperimentConfig, placement: dict, wave: Wave, summary_job: 
     if recorded:
         emulated, source = tuple(int(b) for b in recorded), "records"
     else:
-        emulated = scaled_buckets(profile, cfg.scale) if cfg.mode == "replay" else profile.bucket_bytes
+        emulated = work_mode(cfg.mode).buckets(profile, cfg.scale)
         source = "model"
     ranks = tuple(Rank(r, m, int(gpu)) for r, (m, gpu) in enumerate(placement["slots"]))
     machines_by_rank = tuple(r.machine for r in ranks)
