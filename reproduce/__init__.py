@@ -18,6 +18,7 @@ from reproduce.cassini import CassiniFig42, CassiniFig411
 from reproduce.cassini_snapshots import CassiniTable43
 from reproduce.mltcp import Mltcp
 from reproduce.netpack import NetPackFig7, NetPackFig9, NetPackFig11, NetPackFig12, NetPackFig13, NetPackFig14
+from reproduce.netpack_system import NetPackFig6, NetPackFig10
 from reproduce.tiresias import Tiresias60Job, Tiresias480Job
 from reproduce.titan import TitanFig1, TitanSim, TitanTestbed
 
@@ -27,8 +28,10 @@ REPRODUCTIONS: dict[str, type[Reproduction]] = {
     "titan-testbed": TitanTestbed,
     "tiresias-60job": Tiresias60Job,
     "tiresias-480job": Tiresias480Job,
+    "netpack-fig6": NetPackFig6,
     "netpack-fig7": NetPackFig7,
     "netpack-fig9": NetPackFig9,
+    "netpack-fig10": NetPackFig10,
     "netpack-fig11": NetPackFig11,
     "netpack-fig12": NetPackFig12,
     "netpack-fig13": NetPackFig13,

@@ -126,6 +126,12 @@ class Context:
         return os.path.join(self.out_dir, name)
 
 
+OWN_CLOCKS = {"durations": "the durations clock: jobs as their scheduled GPU time, no network",
+              "placement": "a policy's placement code alone, timed on this machine"}
+"""What a reproduction may run on besides the experiment back ends (``experiment.BACKENDS``): by name,
+what it is."""
+
+
 class Reproduction(abc.ABC):
     """One headline result of a seed paper, run on the testbed and set beside the paper's numbers.
 
@@ -136,7 +142,8 @@ class Reproduction(abc.ABC):
         claim: the result in one sentence, as the paper states it.
         setup: the paper's setup and metric for it, in a sentence.
         differs: where ours differs from that setup ("": nowhere).
-        backends: the back ends it runs on; the first is the default.
+        backends: the back ends it runs on (of ``experiment.BACKENDS`` or :data:`OWN_CLOCKS`); the first is
+            the default.
         minutes: its run time on a 2-core machine on its default back end (the first), minutes (for
             ``--list``); None: not measured there yet.
     """

@@ -43,6 +43,7 @@ class Panel:
         levels: horizontal lines (label, y): a paper's value that ours is swept towards.
         bars: categories on x, our series as grouped bars (else numbers on x, lines).
         log_x: a logarithmic x axis.
+        log_y: a logarithmic y axis.
     """
 
     title: str
@@ -54,6 +55,7 @@ class Panel:
     levels: tuple[tuple[str, float], ...] = ()
     bars: bool = False
     log_x: bool = False
+    log_y: bool = False
 
 
 def _y(v: float | None) -> float:
@@ -123,3 +125,5 @@ def _lines(ax, panel: Panel) -> None:
                     label="paper")
     if panel.log_x:
         ax.set_xscale("log")
+    if panel.log_y:
+        ax.set_yscale("log")

@@ -22,7 +22,7 @@ from conftest import CLI, ROOT
 from common.errors import ConfigError, EmulationError
 from experiment import BACKENDS
 from reproduce import REPRODUCTIONS, get
-from reproduce.base import Figure, Reproduction
+from reproduce.base import OWN_CLOCKS, Figure, Reproduction
 from reproduce.run import catalogue_lines, choose_backend, run_reproduction
 
 
@@ -33,14 +33,14 @@ def test_every_reproduction_validates_what_it_would_run(name, backend):
     repro = get(name)
     assert repro.name == name and repro.paper and repro.source and repro.claim
     assert repro.minutes is None or repro.minutes > 0
-    assert set(repro.backends) <= {*BACKENDS, "durations"}
+    assert set(repro.backends) <= {*BACKENDS, *OWN_CLOCKS}
     what = repro.check(backend)
     assert isinstance(what, str) and what
 
 
 def test_unknown_names_and_back_ends_are_refused_with_the_valid_ones():
     with pytest.raises(ConfigError, match="valid: titan-fig1, titan-sim, titan-testbed, tiresias-60job, "
-                                          "tiresias-480job, netpack-fig7"):
+                                          "tiresias-480job, netpack-fig6, netpack-fig7"):
         get("titan-fig2")
     with pytest.raises(ConfigError, match="runs on durations, not 'sim'"):
         choose_backend(get("tiresias-60job"), "sim")
