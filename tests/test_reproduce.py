@@ -12,6 +12,7 @@ run; their comparisons are tested here on given statistics or timelines.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import subprocess
@@ -22,7 +23,7 @@ from conftest import CLI, ROOT
 from common.errors import ConfigError, EmulationError
 from experiment import BACKENDS
 from reproduce import REPRODUCTIONS, get
-from reproduce.base import OWN_CLOCKS, Figure, Reproduction
+from reproduce.base import OWN_CLOCKS, Context, Figure, Reproduction
 from reproduce.run import catalogue_lines, choose_backend, run_reproduction
 
 
@@ -325,6 +326,33 @@ def test_cassini_fig411_runs_three_seeds_of_the_theses_jobs_on_its_13_switch_fab
         assert len(jobs) == 40 and all(200 <= int(j["iterations"]) <= 1000 and 1 <= int(j["num_gpu"]) <= 12
                                        for j in jobs)
         assert alone.policies == (BASE,) and alone.trace.file == cfg.trace.file and alone.seed == seed
+
+
+def test_cassini_fig411s_gap_is_swept_over_the_jobs_compute_time(tmp_path, monkeypatch):
+    """The gap's sweep runs the first seed's Themis and Th+Cassini at each compute time: one mean speed-up
+    per value, against the paper's mean, and the p99s in words; the faster the GPUs, the shorter
+    Themis's iterations."""
+    from reproduce import cassini
+    from reproduce.runs import sweep_timelines
+
+    fig = cassini.CassiniFig411()
+    seed, cfg, alone = fig.configs()[0]
+    trace = tmp_path / "two.csv"  # two 4-GPU jobs of about 20 iterations, the second 1 s after the first
+    trace.write_text("job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
+                     "0,4,0.0,20,vgg16,5.56,0.0\n1,4,1.0,20,vgg19,7.04,1.0\n")
+    small = dataclasses.replace(cfg, trace=dataclasses.replace(cfg.trace, file=str(trace)))
+    monkeypatch.setattr(cassini.CassiniFig411, "configs", lambda self: [(seed, small, alone)])
+    monkeypatch.setattr(cassini, "FIG411_SENSITIVITY",
+                        dataclasses.replace(cassini.FIG411_SENSITIVITY, vary="trace.compute_scale=1,0.5"))
+    figure = Figure(cassini.MEAN_SPEEDUP, 1.0, (1.6, 1.6), cassini.SOURCE, "x")
+    explanation, sweep_dir, p99s = fig.explain(Context(str(tmp_path), lambda line: None), figure)
+    assert explanation.target == 1.6 and [x for x, _ in explanation.points] == [1.0, 0.5]
+    assert all(y is not None and y > 0 for _, y in explanation.points)
+    assert p99s.startswith("1: ") and "; 0.5: " in p99s
+    themis = {value: sum(p.end_s - p.start_s for p in t) / len(t) for value, _, t in sweep_timelines(
+        dataclasses.replace(small, policies=(cassini.BASE, cassini.CASSINI)), "trace.compute_scale=1,0.5", (1,),
+        sweep_dir, cassini.BASE, "sim")}
+    assert themis[0.5] < themis[1]
 
 
 def test_cassini_fig42_shift_beats_no_shift_at_p90_on_each_job(tmp_path):
