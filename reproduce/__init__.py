@@ -20,6 +20,7 @@ from reproduce.mltcp import Mltcp
 from reproduce.netpack import NetPackFig7, NetPackFig9, NetPackFig11, NetPackFig12, NetPackFig13, NetPackFig14
 from reproduce.netpack_system import NetPackFig6, NetPackFig10
 from reproduce.tiresias import Tiresias60Job, Tiresias480Job
+from reproduce.tiresias_trace import TiresiasTable5
 from reproduce.titan import TitanFig1, TitanSim, TitanTestbed
 
 REPRODUCTIONS: dict[str, type[Reproduction]] = {
@@ -28,6 +29,7 @@ REPRODUCTIONS: dict[str, type[Reproduction]] = {
     "titan-testbed": TitanTestbed,
     "tiresias-60job": Tiresias60Job,
     "tiresias-480job": Tiresias480Job,
+    "tiresias-table5": TiresiasTable5,
     "netpack-fig6": NetPackFig6,
     "netpack-fig7": NetPackFig7,
     "netpack-fig9": NetPackFig9,

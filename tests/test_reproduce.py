@@ -41,7 +41,7 @@ def test_every_reproduction_validates_what_it_would_run(name, backend):
 
 def test_unknown_names_and_back_ends_are_refused_with_the_valid_ones():
     with pytest.raises(ConfigError, match="valid: titan-fig1, titan-sim, titan-testbed, tiresias-60job, "
-                                          "tiresias-480job, netpack-fig6, netpack-fig7"):
+                                          "tiresias-480job, tiresias-table5, netpack-fig6"):
         get("titan-fig2")
     with pytest.raises(ConfigError, match="runs on durations, not 'sim'"):
         choose_backend(get("tiresias-60job"), "sim")
