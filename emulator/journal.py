@@ -275,6 +275,13 @@ def remove_namespaces(changes: list[Change]) -> dict[Change, str | None]:
 def _remove_namespace(c: Change) -> str | None:
     if not os.path.exists(f"/run/netns/{c.name}"):
         return None
+    # The kernel frees a deleted namespace's interfaces later, in its own time; deleted first, a veth's
+    # peer outside is gone when the undo returns, and its name free for the next run.
+    shown = run_in_session(["ip", "-n", c.name, "-o", "link", "show"])
+    for line in shown.stdout.splitlines():
+        device = line.split(":")[1].strip().split("@")[0] if line.count(":") >= 2 else "lo"
+        if device != "lo":
+            run_in_session(["ip", "-n", c.name, "link", "del", "dev", device])
     cp = run_in_session(["ip", "netns", "delete", c.name])
     return None if cp.returncode == 0 or not os.path.exists(f"/run/netns/{c.name}") else cp.stderr.strip()
 
