@@ -278,8 +278,8 @@ def _remove_namespace(c: Change) -> str | None:
     # The kernel frees a deleted namespace's interfaces later, in its own time; deleted first, a veth's
     # peer outside is gone when the undo returns, and its name free for the next run.
     shown = run_in_session(["ip", "-n", c.name, "-o", "link", "show"])
-    for line in shown.stdout.splitlines():
-        device = line.split(":")[1].strip().split("@")[0] if line.count(":") >= 2 else "lo"
+    for line in shown.stdout.splitlines():  # "2: veth0@if3: <BROADCAST,...> ..."
+        device = line.split(": ")[1].split("@")[0]
         if device != "lo":
             run_in_session(["ip", "-n", c.name, "link", "del", "dev", device])
     cp = run_in_session(["ip", "netns", "delete", c.name])

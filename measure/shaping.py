@@ -73,7 +73,7 @@ def link_rates_mbps(g, scale: float, dilation: float = 1.0) -> dict[tuple[str, s
 
 def virtual_rates_mbps(g, scale: float) -> dict[tuple[str, str], float]:
     """Every link's rate in virtual (paper-scale) time at ``scale``: paper-scale rate / scale, what a
-    job's bound is computed with. Not a shaper's rate: a dilated run shapes its links ``dilation``
+    job's bound and the simulator compute with. Not a shaper's rate: a dilated run shapes its links ``dilation``
     times slower (:func:`link_rates_mbps`), so these need not be shapeable.
 
     Raises:

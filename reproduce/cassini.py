@@ -43,10 +43,10 @@ def stats(values: list[float]) -> dict[str, float | None]:
             "p99": percentile(values, 99)}
 
 
-def iteration_times(run) -> list[float]:
-    """Every iteration of every job of a policy's run, pooled as the thesis's CDF pools them: each
-    from its first rank's start to its last rank's end (``timeline.csv``)."""
-    return [p.end_s - p.start_s for p in run.timeline]
+def iteration_times(timeline) -> list[float]:
+    """Every iteration of every job of a policy's timeline (``timeline.csv``), pooled as the thesis's CDF
+    pools them: each from its first rank's start to its last rank's end."""
+    return [p.end_s - p.start_s for p in timeline]
 
 
 def logged_shifts(run) -> list[dict]:
@@ -117,8 +117,8 @@ class CassiniFig411(Reproduction):
             out = run_config(cfg, ctx, f"seed{seed}/run")
             ideal = run_config(alone, ctx, f"seed{seed}/ideal")
             run_dirs += [out.run_dir, ideal.run_dir]
-            times = {p: iteration_times(run) for p, run in out.runs.items()}
-            times["ideal"] = iteration_times(ideal.runs[BASE])
+            times = {p: iteration_times(run.timeline) for p, run in out.runs.items()}
+            times["ideal"] = iteration_times(ideal.runs[BASE].timeline)
             for p, t in times.items():
                 pooled.setdefault(p, []).extend(t)
             per_seed.append((seed, speedups(stats(times[BASE]), stats(times[CASSINI]))))
@@ -173,7 +173,7 @@ class CassiniFig411(Reproduction):
         times: dict = {}
         for policy in (BASE, CASSINI):
             for value, _, timeline in sweep_timelines(cfg, s.vary, s.seeds, result.run_dir, policy, "sim"):
-                times.setdefault(value, {})[policy] = stats([p.end_s - p.start_s for p in timeline])
+                times.setdefault(value, {})[policy] = stats(iteration_times(timeline))
         gains = {value: speedups(t[BASE], t[CASSINI]) for value, t in times.items()}
         points = tuple((float(value), g["mean"]) for value, g in gains.items())
         p99s = "; ".join(f"{float(value):g}: {number_text(g['p99'])}x" for value, g in gains.items())

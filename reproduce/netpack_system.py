@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 
 from reproduce.base import Context, Figure, Outcome, Reproduction, number_text
-from reproduce.netpack import CONFIG_TESTBED, PAPER_BASELINES, NetPackFig11, paper_policies
+from reproduce.netpack import CONFIG_TESTBED, PAPER_BASELINES, NetPackFig11
 from reproduce.plot import Panel, PaperMark, Series, draw
 
 FIG6_SOURCE = "Fig. 6, §6.1"
@@ -83,9 +83,8 @@ class NetPackFig6(Reproduction):
     vary, seeds = NetPackFig11.vary, NetPackFig11.seeds
 
     def base(self):
-        from reproduce.runs import load
-
-        return paper_policies(load(CONFIG_TESTBED))
+        """Fig. 11's config: the rack with NetPack and the paper's five baselines."""
+        return NetPackFig11().base()
 
     def check(self, backend: str) -> str:
         from reproduce.runs import check_sweep

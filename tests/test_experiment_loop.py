@@ -24,8 +24,9 @@ from experiment.run.driver import run_experiment
 from experiment.run.durations import DurationBackend, duration_job, run_durations
 from experiment.run.loop import NeverPlaced, run_loop
 from experiment.run.policy import place_and_run
-from experiment.run.simrun import sim_backend, sim_options, sim_rates_mbps
+from experiment.run.simrun import sim_backend, sim_options
 from jobs.models import get_model, scaled_buckets
+from measure.shaping import virtual_rates_mbps
 from placement import make_policy
 from placement.base import Cluster, MachineInfo
 from scheduling import make_scheduler
@@ -85,7 +86,7 @@ def test_simulator_back_end_agrees_with_the_batch_simulator_on_each_wave():
             sim_jobs.append(SimJob(j.name, tuple(sl.machine for sl in s.placement.slots), j.collective,
                                    tuple(scaled_buckets(model, cfg.scale)), model.compute_time_s, cfg.iterations,
                                    cfg.warmup_iterations))
-        batch = simulate(g, sim_rates_mbps(g, cfg.scale), sim_jobs, sim_options(cfg, g))
+        batch = simulate(g, virtual_rates_mbps(g, cfg.scale), sim_jobs, sim_options(cfg, g))
         for s in starts:
             got, want = backend.estimate(s.job), batch.job(s.job)
             assert got.comm_mean_s == pytest.approx(want.comm_mean_s, rel=1e-9)
@@ -122,7 +123,7 @@ def test_arrival_and_preemption_on_the_simulator():
 
 def test_simulator_needs_placements_and_iterations():
     g = validate(small_cfg(), backend="sim")
-    backend = FlowSimBackend(g, sim_rates_mbps(g, 500), 500)
+    backend = FlowSimBackend(g, virtual_rates_mbps(g, 500), 500)
     with pytest.raises(JobError, match="runs placed jobs only"):
         backend.start([(ExperimentJob("a", 2, iterations=3), None)])
     with pytest.raises(JobError, match="give its work as iterations or duration_s"):

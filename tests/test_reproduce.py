@@ -293,9 +293,8 @@ def test_cassinis_speedup_is_themis_pooled_iteration_times_over_the_policys():
     from experiment.reporting.timeline import UpPhase
     from reproduce.cassini import iteration_times, overlapping, speedups, stats
 
-    run = SimpleNamespace(timeline=(UpPhase("a", 0, 0.0, 0.5, 1.0), UpPhase("b", 0, 0.2, 0.4, 3.2),
-                                    UpPhase("a", 1, 1.0, 1.5, 3.0)))
-    assert iteration_times(run) == [1.0, 3.0, 2.0]
+    timeline = (UpPhase("a", 0, 0.0, 0.5, 1.0), UpPhase("b", 0, 0.2, 0.4, 3.2), UpPhase("a", 1, 1.0, 1.5, 3.0))
+    assert iteration_times(timeline) == [1.0, 3.0, 2.0]
     themis, cassini = stats([100.0, 200.0, 300.0]), stats([50.0, 100.0, 150.0])
     assert themis["mean"] == 200.0 and themis["p99"] == pytest.approx(298.0)
     assert speedups(themis, cassini) == {"mean": pytest.approx(2.0), "p99": pytest.approx(2.0)}

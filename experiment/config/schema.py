@@ -897,7 +897,7 @@ def _validate_pins(where: str, job: JobConfig, g) -> None:
 def _validate_jobs(cfg: ExperimentConfig, free: int, g) -> None:
     if not cfg.jobs:
         raise ConfigError("config.jobs: 0 jobs given (a list of 1 to 1000 jobs, or a trace: section)")
-    names = set()
+    names, mode = set(), work_mode(cfg.mode)
     for i, j in enumerate(cfg.jobs):
         where = f"config.jobs[{i}]"
         if j.name in names:
@@ -908,10 +908,10 @@ def _validate_jobs(cfg: ExperimentConfig, free: int, g) -> None:
                               f"{free} free (after background load); it can never be placed")
         _validate_pins(f"{where}.machines", j, g)
         try:
-            work_mode(cfg.mode).check_model(j.model, f"job {j.name!r}")
+            mode.check_model(j.model, f"job {j.name!r}")
         except JobError as e:
             raise ConfigError(f"config.jobs: {e}") from None
-        if work_mode(cfg.mode).trains and j.compute_ms > 0:
+        if mode.trains and j.compute_ms > 0:
             fail(f"{where}.compute_ms", j.compute_ms, "sets a replayed compute time, but mode 'train' computes",
                  "0 (the model's) in mode 'train'")
 

@@ -28,16 +28,12 @@ from experiment.reporting.summary import PolicyRun
 from experiment.reporting.timeline import up_phases
 from experiment.run.plugin import ExperimentBackend, PolicySession, Say, ScheduleEstimator, no_resources
 from experiment.run.policy import run_policy_loop, summarise_loop
+from measure.shaping import virtual_rates_mbps
 from sim.backend import FlowSimBackend
 from sim.engines import engines_where, sim_engine
 from sim.flowsim import SimOptions
 from sim.mltcp import MltcpFlows, MltcpParams
 from topo.schema import SIMULATOR_LIMITS
-
-
-def sim_rates_mbps(g, scale: float, dilation: float = 1.0) -> dict[tuple[str, str], float]:
-    """Every link's rate at the scale (and dilation), Mbit/s: paper rate / (scale x dilation)."""
-    return {(u, v): scale_bw_mbps(float(d["bw_mbps"]), scale * dilation) for u, v, d in g.edges(data=True)}
 
 
 def sim_options(cfg, g) -> SimOptions:
@@ -48,7 +44,7 @@ def sim_options(cfg, g) -> SimOptions:
 
     bursts = None
     if cfg.simulator.token_buckets:  # each shaper's depth at its shaped (dilated) rate, as the emulator sets it
-        bursts = {link: burst_bytes(r, cfg.mtu) for link, r in sim_rates_mbps(g, cfg.scale, cfg.dilation).items()}
+        bursts = {link: burst_bytes(r, cfg.mtu) for link, r in virtual_rates_mbps(g, cfg.scale * cfg.dilation).items()}
     pat = scale_bw_mbps(cfg.ina.model_pat_gbps * 1000.0, cfg.scale) * MEGA / BITS_PER_BYTE
     return SimOptions(mtu=cfg.mtu if cfg.simulator.headers else None, latency_s=cfg.simulator.latency_us * 1e-6,
                       burst_bytes=bursts, ecn=cfg.simulator.ecn,
@@ -83,7 +79,7 @@ def sim_backend(cfg, g, bucket_bytes: Mapping[str, Sequence[int]] | None = None,
     from experiment.config.schema import ina_switches
 
     backend_class = sim_engine(cfg.simulator.mode).backend_class()
-    return backend_class(g, sim_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations, sim_options(cfg, g),
+    return backend_class(g, virtual_rates_mbps(g, cfg.scale), cfg.scale, cfg.warmup_iterations, sim_options(cfg, g),
                          bucket_bytes=bucket_bytes, ina_switches=ina_switches(cfg, g), drift=cfg.time_shifts.rule(),
                          start_delays_s=start_delays_s)
 
